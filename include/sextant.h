@@ -1,0 +1,299 @@
+/*
+ * sextant.h: the public C API of Sextant, an embedded vector database.
+ *
+ * Model. A database is a directory. It holds collections; a collection has a schema: one primary
+ * key (int64 or varchar, optionally auto-generated), exactly one FLOAT_VECTOR field, and scalar
+ * fields (int64, double, bool, varchar). Rows are inserted in columnar batches, made durable in a
+ * write-ahead log before the call returns, and are searchable at once. An optional index (FLAT or
+ * HNSW) is built in the background on sealed segments; searches stay exact-correct meanwhile.
+ *
+ * Conventions.
+ * - Every fallible function returns sx_status (SX_OK = 0). Results go to out-parameters, written
+ *   only on success. The message of the last failure on the calling thread is sx_errmsg().
+ * - Strings passed in are borrowed for the duration of the call. Objects returned through an
+ *   out-parameter are owned by the caller and freed with the named function.
+ * - Thread-safety: all functions taking an sx_db or sx_collection are safe to call from many
+ *   threads at once unless stated otherwise; sx_db_close must be the last call on a database.
+ * - COSINE collections store vectors L2-normalised (so get/query return unit vectors).
+ */
+#ifndef SEXTANT_H
+#define SEXTANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SX_BUILDING)
+# define SX_API __attribute__((visibility("default")))
+#else
+# define SX_API
+#endif
+#define SX_NODISCARD __attribute__((warn_unused_result))
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum sx_status {
+    SX_OK = 0,
+    SX_ENOMEM,     /* allocation failed */
+    SX_EINVAL,     /* invalid argument, schema, parameter or expression */
+    SX_ENOTFOUND,  /* no such collection, field, index or key */
+    SX_EEXIST,     /* already exists */
+    SX_EIO,        /* I/O error from the operating system */
+    SX_ENOSPC,     /* disk full */
+    SX_ECORRUPT,   /* on-disk data failed a checksum or structural check */
+    SX_EBUSY,      /* resource busy (e.g. database locked by another process) */
+    SX_ECANCELED,  /* operation cancelled */
+    SX_ETIMEDOUT,  /* wait timed out */
+    SX_EREMOTE,    /* remote endpoint failed */
+    SX_EFATAL,     /* sticky error state after a failed fsync: reopen the database */
+    SX_EPARSE,     /* filter expression did not parse; the message names the position */
+    SX_STATUS_COUNT
+} sx_status;
+
+/* Returns a static, human-readable name for a status ("SX_EINVAL"). */
+SX_API const char *sx_status_str(sx_status st);
+/* Returns the message of the last failing call on this thread ("" if none).
+ * Borrowed: valid until the next sextant call on this thread. */
+SX_API const char *sx_errmsg(void);
+
+/* ---------------------------------------------------------------- schema */
+
+typedef enum sx_field_type {
+    SX_FIELD_INT64 = 1,
+    SX_FIELD_DOUBLE = 2,
+    SX_FIELD_BOOL = 3,
+    SX_FIELD_VARCHAR = 4,
+    SX_FIELD_FLOAT_VECTOR = 5
+} sx_field_type;
+
+typedef enum sx_metric { SX_METRIC_L2 = 0, SX_METRIC_IP = 1, SX_METRIC_COSINE = 2 } sx_metric;
+
+#define SX_MAX_DIM         32768u
+#define SX_MAX_FIELDS      64u
+#define SX_MAX_NAME        255u
+#define SX_MAX_VARCHAR     65535u
+#define SX_MAX_TOPK        16384u
+
+typedef struct sx_field_def {
+    const char *name;       /* [A-Za-z_][A-Za-z0-9_]*, at most SX_MAX_NAME bytes */
+    sx_field_type type;
+    bool is_primary;        /* exactly one field; INT64 or VARCHAR */
+    bool auto_id;           /* primary only, INT64 only: ids are generated on insert */
+    uint32_t dim;           /* FLOAT_VECTOR: 1..SX_MAX_DIM */
+    uint32_t max_length;    /* VARCHAR: 1..SX_MAX_VARCHAR (0 = SX_MAX_VARCHAR) */
+} sx_field_def;
+
+typedef struct sx_collection_def {
+    const char *name;
+    const sx_field_def *fields;
+    size_t n_fields;
+    sx_metric metric;       /* the collection's metric; indexes and searches must agree */
+} sx_collection_def;
+
+/* ---------------------------------------------------------------- database */
+
+typedef struct sx_db sx_db;
+typedef struct sx_collection sx_collection;
+
+typedef enum sx_sync_mode {
+    SX_SYNC_FULL = 0,  /* default: acknowledge after fdatasync of the WAL (group commit) */
+    SX_SYNC_NONE = 1   /* never fsync the WAL (tests/benchmarks only: a crash may lose data) */
+} sx_sync_mode;
+
+typedef struct sx_db_options {
+    uint64_t segment_max_bytes; /* seal the growing segment past this many vector bytes (0: 256 MiB) */
+    uint32_t build_threads;     /* threads for index builds (0: all cores) */
+    uint32_t search_threads;    /* threads for batched searches (0: all cores) */
+    sx_sync_mode sync_mode;
+    bool read_only;             /* open for inspection (sextant info): no WAL writes, no builds */
+} sx_db_options;
+
+/* Opens (creating if needed) the database in directory `dir`, recovering every collection from
+ * its manifest and WAL. `opts` may be NULL for defaults.
+ * Returns: SX_OK and *out. Errors: SX_EIO, SX_ECORRUPT (a manifest/segment failed its checks;
+ * a torn WAL tail is truncated silently), SX_EBUSY (another process holds the directory lock).
+ * Ownership: close with sx_db_close. Thread-safety: any thread. */
+SX_API SX_NODISCARD sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out);
+
+/* Waits for background builds to stop, releases everything. Open collection handles must have
+ * been released. NULL is a no-op. Thread-safety: must be the last call on db. */
+SX_API void sx_db_close(sx_db *db);
+
+/* Creates a collection. Errors: SX_EINVAL (bad schema, message says why), SX_EEXIST, SX_EIO. */
+SX_API SX_NODISCARD sx_status sx_collection_create(sx_db *db, const sx_collection_def *def);
+/* Drops a collection and deletes its files. Open handles stay usable until released but their
+ * writes fail with SX_ENOTFOUND. Errors: SX_ENOTFOUND, SX_EIO. */
+SX_API SX_NODISCARD sx_status sx_collection_drop(sx_db *db, const char *name);
+/* Lists collection names, sorted. Ownership: free with sx_strings_free(names, n). */
+SX_API SX_NODISCARD sx_status sx_collection_list(sx_db *db, char ***names, size_t *n);
+SX_API void sx_strings_free(char **names, size_t n);
+
+/* Gets a handle on a collection. Ownership: release with sx_collection_release. */
+SX_API SX_NODISCARD sx_status sx_collection_open(sx_db *db, const char *name, sx_collection **out);
+SX_API void sx_collection_release(sx_collection *c);
+
+typedef struct sx_collection_info {
+    char name[SX_MAX_NAME + 1];
+    sx_metric metric;
+    size_t n_fields;
+    sx_field_def fields[SX_MAX_FIELDS]; /* names borrowed: valid until the handle is released */
+    uint64_t n_rows;          /* live rows (inserted minus deleted) */
+    uint32_t n_segments;      /* sealed segments */
+    uint64_t growing_rows;    /* rows in the in-memory growing segment */
+    uint64_t wal_bytes;       /* current WAL size */
+    uint64_t memory_bytes;    /* vectors, scalars and indexes held in memory */
+} sx_collection_info;
+
+SX_API SX_NODISCARD sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out);
+
+/* ---------------------------------------------------------------- data */
+
+/* A column of a batch. `data` points at n_rows values: int64_t, double, bool, const char * (NUL
+ * terminated UTF-8), or n_rows*dim floats for the vector field. Borrowed for the call. */
+typedef struct sx_column {
+    const char *name;
+    sx_field_type type;
+    const void *data;
+} sx_column;
+
+typedef struct sx_batch {
+    size_t n_rows;
+    const sx_column *cols;
+    size_t n_cols;
+} sx_batch;
+
+/* Primary keys: exactly one of ints/strs is non-NULL. */
+typedef struct sx_keys {
+    size_t n;
+    const int64_t *ints;
+    const char *const *strs;
+} sx_keys;
+
+/* Inserts a batch atomically: all rows or none, durable (per sync_mode) on SX_OK. Every schema
+ * field must be present (the auto-id primary key must be absent). Vectors must be finite.
+ * ids_out (optional) receives the int64 primary keys of the rows, n_rows of them (auto ids);
+ * caller-allocated. Errors: SX_EINVAL (message names the field/row), SX_EEXIST (duplicate key in
+ * the batch or already present: use upsert), SX_EIO, SX_ENOSPC, SX_EFATAL (sticky). */
+SX_API SX_NODISCARD sx_status sx_insert(sx_collection *c, const sx_batch *b, int64_t *ids_out);
+/* Like insert, but rows whose key exists replace the old row (delete + insert, atomically). */
+SX_API SX_NODISCARD sx_status sx_upsert(sx_collection *c, const sx_batch *b);
+/* Deletes rows by primary key. Unknown keys are ignored. *n_deleted (optional) = rows deleted. */
+SX_API SX_NODISCARD sx_status sx_delete(sx_collection *c, const sx_keys *keys, uint64_t *n_deleted);
+/* Deletes the rows matching a filter expression (see sx_query). Errors: SX_EPARSE, SX_EINVAL. */
+SX_API SX_NODISCARD sx_status sx_delete_where(sx_collection *c, const char *filter,
+                                              uint64_t *n_deleted);
+/* Seals the growing segment to disk, persists delete bitmaps, rewrites the manifest and
+ * truncates the WAL. The sealed segment gets the collection's index built in the background. */
+SX_API SX_NODISCARD sx_status sx_flush(sx_collection *c);
+/* Rewrites sealed segments that hold deleted rows without them (and merges small ones). */
+SX_API SX_NODISCARD sx_status sx_compact(sx_collection *c);
+
+/* ---------------------------------------------------------------- results */
+
+/* A set of rows, columnar. Ownership: free with sx_rowset_free. For searches, rows are the hits
+ * of query 0, then query 1, ...; topks[q] = hits of query q; distances[i] = raw metric value of
+ * hit i (squared L2, or IP / cosine similarity: larger is better). For query/get, nq = 0 and
+ * topks/distances are NULL. Columns: the primary key first, then the requested fields in the
+ * order asked. VARCHAR data is `char **`, vectors are n_rows*dim floats. */
+typedef struct sx_rowset {
+    size_t n_rows;
+    size_t n_cols;
+    sx_column *cols;     /* names and data owned by the rowset */
+    uint32_t *dims;      /* per column: dim for vectors, else 0 */
+    size_t nq;
+    size_t *topks;
+    float *distances;
+} sx_rowset;
+
+SX_API void sx_rowset_free(sx_rowset *rs);
+
+/* ---------------------------------------------------------------- parameters */
+
+/* Key/value parameter, Milvus names: M, efConstruction, ef, nlist, nprobe, ... */
+typedef struct sx_param {
+    const char *key;
+    const char *value;
+} sx_param;
+
+/* ---------------------------------------------------------------- search, query */
+
+typedef struct sx_search_req {
+    const float *queries;        /* nq * dim floats (dim = the collection's) */
+    size_t nq;
+    uint32_t k;                  /* top-k per query, 1..SX_MAX_TOPK */
+    uint32_t offset;             /* skip this many best hits (k + offset <= SX_MAX_TOPK) */
+    const char *filter;          /* optional boolean expression (NULL or "" = all rows) */
+    const char *const *output_fields; /* optional field names; "*" = all */
+    size_t n_output_fields;
+    const sx_param *params;      /* per-index search params (ef for HNSW) */
+    size_t n_params;
+    int metric;                  /* -1: the collection's; else must equal it */
+} sx_search_req;
+
+/* Searches the nq queries. Exact on rows not covered by a finished index; an index is used on
+ * segments that have one unless the filter keeps few rows (then exact search is cheaper and
+ * exact). Errors: SX_EINVAL (dimension, k, params, NaN query), SX_EPARSE (filter). */
+SX_API SX_NODISCARD sx_status sx_search(sx_collection *c, const sx_search_req *req, sx_rowset **out);
+
+/* Returns rows matching `filter` (NULL/"" = all) in primary-key insertion order, after skipping
+ * `offset` of them, at most `limit` (0 = no limit). */
+SX_API SX_NODISCARD sx_status sx_query(sx_collection *c, const char *filter,
+                                       const char *const *output_fields, size_t n_output_fields,
+                                       uint64_t limit, uint64_t offset, sx_rowset **out);
+/* Returns the rows with the given primary keys (missing keys are skipped), in key order given. */
+SX_API SX_NODISCARD sx_status sx_get(sx_collection *c, const sx_keys *keys,
+                                     const char *const *output_fields, size_t n_output_fields,
+                                     sx_rowset **out);
+/* Counts rows matching `filter` (NULL/"" = all live rows). */
+SX_API SX_NODISCARD sx_status sx_count(sx_collection *c, const char *filter, uint64_t *out);
+
+/* ---------------------------------------------------------------- indexes */
+
+typedef enum sx_index_state {
+    SX_INDEX_NONE = 0,       /* no index on the collection */
+    SX_INDEX_IN_PROGRESS = 1,/* some sealed segments are still being built */
+    SX_INDEX_FINISHED = 2,   /* every sealed segment has the index */
+    SX_INDEX_FAILED = 3      /* a build failed: fail_reason says why */
+} sx_index_state;
+
+typedef struct sx_index_info {
+    char type[32];           /* "FLAT", "HNSW" */
+    sx_metric metric;
+    sx_index_state state;
+    uint64_t indexed_rows;   /* rows in segments whose index is built */
+    uint64_t total_rows;     /* all rows stored (sealed + growing, deleted rows included) */
+    uint64_t pending_rows;   /* total_rows - indexed_rows */
+    uint64_t memory_bytes;   /* bytes held by built indexes (graph + vectors they reference) */
+    char params[256];        /* build params, "M=16,efConstruction=200" */
+    char fail_reason[256];
+} sx_index_info;
+
+/* Creates the collection's index (one per collection). Builds run in the background, one job per
+ * sealed segment; growing rows are searched exactly until sealed. index_type "AUTOINDEX" = HNSW.
+ * Errors: SX_EINVAL (unknown type, parameter out of range: the message names it), SX_EEXIST
+ * (an index with other params exists), SX_EIO. */
+SX_API SX_NODISCARD sx_status sx_index_create(sx_collection *c, const char *index_type,
+                                              const sx_param *params, size_t n_params);
+SX_API SX_NODISCARD sx_status sx_index_describe(sx_collection *c, sx_index_info *out);
+SX_API SX_NODISCARD sx_status sx_index_drop(sx_collection *c);
+/* Waits until every sealed segment has its index (or a build failed). timeout_ms 0 = forever.
+ * Errors: SX_ETIMEDOUT, SX_ENOTFOUND (no index), the build's error if it failed. */
+SX_API SX_NODISCARD sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms);
+
+/* ---------------------------------------------------------------- misc */
+
+/* Verifies checksums of every manifest, segment, delete and index file, and the WAL.
+ * Returns SX_OK or SX_ECORRUPT with the first problem in sx_errmsg(). */
+SX_API SX_NODISCARD sx_status sx_db_check(sx_db *db);
+
+SX_API const char *sx_version(void);
+SX_API const char *sx_simd_level(void); /* "avx512", "avx2" or "scalar": the kernels in use */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEXTANT_H */

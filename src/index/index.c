@@ -1,0 +1,42 @@
+/*
+ * index.c: index registry and parameter helpers (see index.h).
+ */
+#include "index/index.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/err.h"
+
+const sx__index_ops *sx__index_lookup(const char *type)
+{
+    if (!type)
+        return NULL;
+    if (strcasecmp(type, "FLAT") == 0)
+        return &sx__flat_index_ops;
+    if (strcasecmp(type, "HNSW") == 0 || strcasecmp(type, "AUTOINDEX") == 0)
+        return &sx__hnsw_index_ops;
+    return NULL;
+}
+
+sx_status sx__param_int(const sx_param *p, size_t np, const char *key, long lo, long hi, long def,
+                        long *out)
+{
+    for (size_t i = 0; i < np; i++) {
+        if (strcmp(p[i].key, key) != 0)
+            continue;
+        const char *s = p[i].value;
+        char *end = NULL;
+        errno = 0;
+        long v = s ? strtol(s, &end, 10) : 0;
+        if (!s || end == s || *end != '\0' || errno != 0 || v < lo || v > hi)
+            return sx__err(SX_EINVAL, "%s must be an integer in [%ld, %ld], got \"%s\"", key, lo,
+                           hi, s ? s : "");
+        *out = v;
+        return SX_OK;
+    }
+    *out = def;
+    return SX_OK;
+}

@@ -1,0 +1,63 @@
+/*
+ * index.h: the vector-index interface (a vtable) implemented per index family.
+ *
+ * An index covers the rows [0,n) of one sealed segment. It BORROWS the segment's contiguous
+ * vector array (n*dim floats): the array must outlive the index. Deleted or filtered-out rows are
+ * excluded with an `allow` bitset at search time (bit i set = row i may be returned; NULL = all).
+ * Distances are internal ("smaller is better", vector/dist.h).
+ *
+ * Life cycle: build (or deserialize) -> search many times, concurrently -> free. A built index is
+ * immutable; search is thread-safe and allocates its own scratch (or uses a thread-local pool).
+ * Parameters use Milvus's names; parse errors name the parameter and its allowed range.
+ */
+#ifndef SX_INDEX_INDEX_H
+#define SX_INDEX_INDEX_H
+#include <sextant.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/buf.h"
+#include "util/heap.h"
+
+typedef struct sx__index sx__index;
+
+typedef struct sx__build_ctx {
+    uint32_t threads;                 /* worker threads (>= 1) */
+    atomic_size_t *progress;          /* optional: rows inserted so far (relaxed stores) */
+    const atomic_bool *cancel;        /* optional: build returns SX_ECANCELED when set */
+} sx__build_ctx;
+
+typedef struct sx__index_ops {
+    const char *name; /* "FLAT", "HNSW" */
+    /* Checks build params (unknown keys and out-of-range values are SX_EINVAL naming them). */
+    sx_status (*check_build_params)(const sx_param *p, size_t np);
+    /* Checks search params for a given k (e.g. HNSW needs ef >= k). */
+    sx_status (*check_search_params)(const sx_param *p, size_t np, size_t k);
+    sx_status (*build)(const sx_param *p, size_t np, const float *vecs, size_t n, size_t dim,
+                       sx_metric metric, const sx__build_ctx *ctx, sx__index **out);
+    /* One query; pushes up to k hits into out (initialised by the caller with capacity k). */
+    sx_status (*search)(const sx__index *idx, const float *query, size_t k, const sx_param *sp,
+                        size_t nsp, const uint64_t *allow, sx__topk *out);
+    /* Appends the index's own bytes (not the vectors) to w. */
+    sx_status (*serialize)(const sx__index *idx, sx__wbuf *w);
+    /* Rebuilds from serialize's bytes; SX_ECORRUPT on any inconsistency (never asserts). */
+    sx_status (*deserialize)(const void *data, size_t len, const float *vecs, size_t n,
+                             size_t dim, sx_metric metric, sx__index **out);
+    size_t (*memory_bytes)(const sx__index *idx); /* excluding the borrowed vectors */
+    void (*free)(sx__index *idx);
+} sx__index_ops;
+
+/* Registry: returns the ops for a type name (case-insensitive; "AUTOINDEX" -> HNSW) or NULL. */
+const sx__index_ops *sx__index_lookup(const char *type);
+
+extern const sx__index_ops sx__flat_index_ops;
+extern const sx__index_ops sx__hnsw_index_ops;
+
+/* Helpers for parsing Milvus-style numeric params. Returns SX_OK and *out = def when absent;
+ * SX_EINVAL "<key> must be an integer in [lo, hi]" when present but invalid. Keys match
+ * case-sensitively (Milvus names). */
+sx_status sx__param_int(const sx_param *p, size_t np, const char *key, long lo, long hi, long def,
+                        long *out);
+
+#endif

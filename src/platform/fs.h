@@ -1,0 +1,74 @@
+/*
+ * fs.h: the I/O seam. Every file operation the storage layer does goes through here, so tests can
+ * inject faults (EIO, ENOSPC on write/fsync/rename, countdown to the N-th call) and simulate a
+ * power loss (writes since the last fsync of a file dropped or torn).
+ *
+ * Errors map errno to SX_EIO / SX_ENOSPC / SX_ENOTFOUND with the path and strerror in sx_errmsg().
+ * Thread-safety: distinct sx__file handles may be used from different threads; one handle is not
+ * safe for concurrent writes. The fault-injection controls are global and atomic.
+ */
+#ifndef SX_PLATFORM_FS_H
+#define SX_PLATFORM_FS_H
+#include <sextant.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sx__file sx__file;
+
+enum {
+    SX__F_READ = 1,
+    SX__F_WRITE = 2,   /* read-write */
+    SX__F_CREATE = 4,
+    SX__F_TRUNC = 8,
+    SX__F_EXCL = 16
+};
+
+SX_NODISCARD sx_status sx__file_open(const char *path, int flags, sx__file **out);
+/* Writes all n bytes at the current end-of-append position (sequential writer). */
+SX_NODISCARD sx_status sx__file_append(sx__file *f, const void *p, size_t n);
+SX_NODISCARD sx_status sx__file_pread(sx__file *f, void *p, size_t n, uint64_t off, size_t *got);
+SX_NODISCARD sx_status sx__file_pwrite(sx__file *f, const void *p, size_t n, uint64_t off);
+/* fdatasync. A failure is reported, never retried by callers (sticky error above). */
+SX_NODISCARD sx_status sx__file_sync(sx__file *f);
+SX_NODISCARD sx_status sx__file_size(sx__file *f, uint64_t *out);
+/* Truncates and moves the append position to `size`. */
+SX_NODISCARD sx_status sx__file_truncate(sx__file *f, uint64_t size);
+/* Closes; reports a close error. NULL is a no-op returning SX_OK. */
+sx_status sx__file_close(sx__file *f);
+const char *sx__file_path(const sx__file *f);
+
+SX_NODISCARD sx_status sx__fs_mkdir(const char *path);      /* EEXIST is success */
+SX_NODISCARD sx_status sx__fs_mkdir_p(const char *path);
+SX_NODISCARD sx_status sx__fs_sync_dir(const char *dir);
+SX_NODISCARD sx_status sx__fs_rename(const char *from, const char *to);
+SX_NODISCARD sx_status sx__fs_unlink(const char *path);     /* ENOENT is success */
+SX_NODISCARD sx_status sx__fs_rmtree(const char *path);     /* recursive; ENOENT is success */
+bool sx__fs_exists(const char *path);
+/* Reads a whole file. Ownership: *data owned, free with sx__free. max_bytes bounds it (EINVAL). */
+SX_NODISCARD sx_status sx__fs_read_all(const char *path, uint64_t max_bytes, void **data,
+                                       size_t *len);
+/* Atomically replaces `path`: write path.tmp, fsync it, rename over path, fsync the directory.
+ * After a crash, either the old or the new contents are there, never a mix. */
+SX_NODISCARD sx_status sx__fs_write_atomic(const char *path, const void *data, size_t len);
+/* Lists the names (not paths) in a directory, sorted. Ownership: sx_strings_free(names, n). */
+SX_NODISCARD sx_status sx__fs_list(const char *dir, char ***names, size_t *n);
+/* Takes an exclusive advisory lock (flock) on path (created if needed); SX_EBUSY if held. */
+SX_NODISCARD sx_status sx__fs_lock(const char *path, sx__file **out);
+
+/* ---- fault injection (tests) ---- */
+typedef enum sx__fault_op {
+    SX__FAULT_WRITE = 0, /* append / pwrite */
+    SX__FAULT_SYNC,      /* file sync and dir sync */
+    SX__FAULT_RENAME,
+    SX__FAULT_OPEN,
+    SX__FAULT_OP_COUNT
+} sx__fault_op;
+/* The `countdown`-th call (1 = the next) of op fails with errno `err` (EIO, ENOSPC, ...);
+ * persistent = every later call fails too. countdown 0 disables the fault for op. */
+void sx__fault_set(sx__fault_op op, long countdown, int err, bool persistent);
+void sx__fault_clear_all(void);
+/* Number of calls of op since start (for tests that walk every call site). */
+long sx__fault_calls(sx__fault_op op);
+
+#endif

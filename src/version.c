@@ -1,0 +1,9 @@
+/*
+ * version.c: library version string.
+ */
+#include <sextant.h>
+
+const char *sx_version(void)
+{
+    return "0.1.0";
+}

@@ -1,0 +1,122 @@
+/*
+ * harness.h: the tiny in-house test harness. A test file defines test functions and a main that
+ * calls RUN(fn) for each, then returns TEST_DONE(). Assertions print file:line and the values and
+ * abort the current test (longjmp), counting a failure. Randomised tests print their seed.
+ * Closing line: "N passed, N failed".
+ */
+#ifndef SX_TEST_HARNESS_H
+#define SX_TEST_HARNESS_H
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int h_pass, h_fail;
+static jmp_buf h_jmp;
+static const char *h_name;
+
+#define FAILF(...)                                                                                 \
+    do {                                                                                           \
+        fprintf(stderr, "FAIL %s (%s:%d): ", h_name, __FILE__, __LINE__);                         \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        longjmp(h_jmp, 1);                                                                         \
+    } while (0)
+
+#define ASSERT(c)                                                                                  \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            FAILF("assertion failed: %s", #c);                                                     \
+    } while (0)
+#define ASSERT_EQ(a, b)                                                                            \
+    do {                                                                                           \
+        long long _a = (long long)(a), _b = (long long)(b);                                        \
+        if (_a != _b)                                                                              \
+            FAILF("%s == %s: %lld != %lld", #a, #b, _a, _b);                                       \
+    } while (0)
+#define ASSERT_NEAR(a, b, eps)                                                                     \
+    do {                                                                                           \
+        double _a = (double)(a), _b = (double)(b);                                                 \
+        if (!(_a - _b <= (eps) && _b - _a <= (eps)))                                               \
+            FAILF("%s ~= %s: %.9g vs %.9g (eps %g)", #a, #b, _a, _b, (double)(eps));               \
+    } while (0)
+#define ASSERT_STATUS(expr, want)                                                                  \
+    do {                                                                                           \
+        sx_status _st = (expr);                                                                    \
+        if (_st != (want))                                                                         \
+            FAILF("%s returned %s (%s), want %s", #expr, sx_status_str(_st), sx_errmsg(),          \
+                  sx_status_str(want));                                                            \
+    } while (0)
+#define ASSERT_OK(expr) ASSERT_STATUS(expr, SX_OK)
+
+#define RUN(fn)                                                                                    \
+    do {                                                                                           \
+        h_name = #fn;                                                                              \
+        if (setjmp(h_jmp) == 0) {                                                                  \
+            fn();                                                                                  \
+            h_pass++;                                                                              \
+            fprintf(stderr, "ok   %s\n", #fn);                                                     \
+        } else {                                                                                   \
+            h_fail++;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+#define TEST_DONE() (printf("%d passed, %d failed\n", h_pass, h_fail), h_fail ? 1 : 0)
+
+/* Seed from SX_SEED or the time; printed so a failure can be replayed. */
+static inline uint64_t test_seed(void)
+{
+    const char *s = getenv("SX_SEED");
+    uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
+    fprintf(stderr, "seed: SX_SEED=%" PRIu64 "\n", seed);
+    return seed;
+}
+
+/* xorshift64* */
+static inline uint64_t test_rand(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+static inline float test_randf(uint64_t *s)
+{
+    return (float)(test_rand(s) >> 40) / (float)(1u << 24);
+}
+
+/* A fresh temporary directory under $SX_TMPDIR (or /tmp). Returns a static buffer. */
+static inline const char *test_tmpdir(const char *tag)
+{
+    static char buf[512];
+    const char *base = getenv("SX_TMPDIR");
+    if (!base)
+        base = "/tmp";
+    char cmd[1100];
+    snprintf(buf, sizeof buf, "%s/%s.%d", base, tag, (int)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", buf, buf);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot create %s\n", buf);
+        exit(2);
+    }
+    return buf;
+}
+
+/* Path of a shared data file, or NULL (test skipped with a message) when absent. */
+static inline const char *test_data(const char *rel)
+{
+    static char buf[1024];
+    const char *base = getenv("SX_SHARED_DATA");
+    if (!base)
+        base = "../shared/data";
+    snprintf(buf, sizeof buf, "%s/%s", base, rel);
+    FILE *f = fopen(buf, "rb");
+    if (!f)
+        return NULL;
+    fclose(f);
+    return buf;
+}
+#endif
