@@ -267,7 +267,7 @@ typedef struct sx_index_info {
     uint64_t indexed_rows;   /* rows in segments whose index is built */
     uint64_t total_rows;     /* all rows stored (sealed + growing, deleted rows included) */
     uint64_t pending_rows;   /* total_rows - indexed_rows */
-    uint64_t memory_bytes;   /* bytes held by built indexes (graph + vectors they reference) */
+    uint64_t memory_bytes;   /* bytes held by built indexes (graphs; vectors are counted in the collection) */
     char params[256];        /* build params, "M=16,efConstruction=200" */
     char fail_reason[256];
 } sx_index_info;

@@ -1,0 +1,476 @@
+/*
+ * build.c: background index builds and the index API.
+ *
+ * One builder thread per database takes jobs (collection, sealed segment) from a FIFO queue; each
+ * build itself uses build_threads workers. A finished index is saved to seg-<id>.idx (atomic
+ * replace) and published on the segment under idx_mu; searches pick it up in their next view.
+ * Until then the segment is searched exactly, so results are always correct. A failed build sets
+ * the collection's fail_reason (state FAILED). sx_index_wait sleeps on index_cv.
+ * On open, an index file whose type/params/rows match the spec is loaded instead of rebuilt; a
+ * corrupt or stale one is rebuilt.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "storage/segfile.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+static void notify(sx_collection *c)
+{
+    pthread_mutex_lock(&c->idx_wait_mu);
+    pthread_cond_broadcast(&c->index_cv);
+    pthread_mutex_unlock(&c->idx_wait_mu);
+}
+
+void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
+{
+    if (db->opts.read_only)
+        return;
+    sx__job *j = sx__calloc(1, sizeof *j);
+    if (!j) {
+        pthread_rwlock_wrlock(&c->seg_lock);
+        (void)snprintf(c->fail_reason, sizeof c->fail_reason, "out of memory queueing a build");
+        pthread_rwlock_unlock(&c->seg_lock);
+        return;
+    }
+    atomic_fetch_add(&c->refs, 1);
+    sx__seg_ref(s);
+    j->c = c;
+    j->s = s;
+    pthread_mutex_lock(&s->idx_mu);
+    s->build_pending = true;
+    pthread_mutex_unlock(&s->idx_mu);
+    pthread_mutex_lock(&db->mu);
+    if (db->jobs_tail)
+        db->jobs_tail->next = j;
+    else
+        db->jobs_head = j;
+    db->jobs_tail = j;
+    pthread_cond_signal(&db->job_cv);
+    pthread_mutex_unlock(&db->mu);
+}
+
+static void publish(sx__segment *s, sx__idxref *r)
+{
+    pthread_mutex_lock(&s->idx_mu);
+    sx__idxref *old = s->index;
+    s->index = r;
+    s->build_pending = false;
+    pthread_mutex_unlock(&s->idx_mu);
+    sx__idxref_unref(old);
+}
+
+static void clear_pending(sx__segment *s)
+{
+    pthread_mutex_lock(&s->idx_mu);
+    s->build_pending = false;
+    pthread_mutex_unlock(&s->idx_mu);
+}
+
+static void run_job(sx_db *db, sx__job *j)
+{
+    sx_collection *c = j->c;
+    sx__segment *s = j->s;
+    pthread_rwlock_rdlock(&c->seg_lock);
+    const sx__index_ops *ops = c->iops;
+    sx_param params[64];
+    size_t np = c->n_index_params < 64 ? c->n_index_params : 64;
+    char type[64] = "", pstr[256] = "";
+    if (ops) {
+        memcpy(params, c->index_params, np * sizeof *params); /* strings live while spec does */
+        (void)snprintf(type, sizeof type, "%s", ops->name);
+        (void)snprintf(pstr, sizeof pstr, "%s", c->index_params_str);
+    }
+    pthread_rwlock_unlock(&c->seg_lock);
+    if (!ops || atomic_load(&c->dropped)) {
+        clear_pending(s);
+        return;
+    }
+    /* The spec may be dropped/replaced while we build: we keep private copies of the params. */
+    char *keys[64], *vals[64];
+    bool ok = true;
+    for (size_t i = 0; i < np; i++) {
+        keys[i] = sx__strdup(params[i].key);
+        vals[i] = sx__strdup(params[i].value);
+        ok = ok && keys[i] && vals[i];
+        params[i].key = keys[i];
+        params[i].value = vals[i];
+    }
+    sx__idxref *r = sx__calloc(1, sizeof *r);
+    sx_status st = ok && r ? SX_OK : sx__err(SX_ENOMEM, "index build");
+    size_t n = atomic_load(&s->n_rows);
+    atomic_size_t progress;
+    atomic_init(&progress, 0);
+    sx__build_ctx ctx = { db->opts.build_threads ? db->opts.build_threads
+                                                 : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN),
+                          &progress, &db->cancel_build };
+    if (st == SX_OK)
+        st = ops->build(params, np, s->chunks[c->vf][0], n, c->dim, c->metric, &ctx, &r->idx);
+    if (st == SX_OK) {
+        r->ops = ops;
+        atomic_init(&r->refs, 1);
+        sx__wbuf w;
+        sx__wbuf_init(&w);
+        sx_status sst = ops->serialize(r->idx, &w);
+        if (sst == SX_OK && !sx__wbuf_ok(&w))
+            sst = SX_ENOMEM;
+        if (sst == SX_OK && !atomic_load(&c->dropped)) {
+            char path[4096];
+            sx__coll_path(c, path, sizeof path, "idx", s->id);
+            /* best effort: a missing index file only means a rebuild after reopen */
+            sx__ignore(sx__idxfile_write(path, type, pstr, n, c->dim, w.data, w.len));
+        }
+        sx__wbuf_fini(&w);
+        /* publish only if the spec is still the one we built for */
+        pthread_rwlock_rdlock(&c->seg_lock);
+        bool same = c->iops == ops && strcmp(c->index_params_str, pstr) == 0;
+        pthread_rwlock_unlock(&c->seg_lock);
+        if (same) {
+            publish(s, r);
+            r = NULL;
+        } else {
+            clear_pending(s);
+        }
+        if (r) {
+            ops->free(r->idx);
+            sx__free(r);
+        }
+    } else {
+        sx__free(r);
+        clear_pending(s);
+        if (st != SX_ECANCELED) {
+            pthread_rwlock_wrlock(&c->seg_lock);
+            (void)snprintf(c->fail_reason, sizeof c->fail_reason, "segment %" PRIu64 ": %s (%s)",
+                           s->id, sx_errmsg(), sx_status_str(st));
+            pthread_rwlock_unlock(&c->seg_lock);
+        }
+    }
+    for (size_t i = 0; i < np; i++) {
+        sx__free(keys[i]);
+        sx__free(vals[i]);
+    }
+}
+
+static void *builder_main(void *arg)
+{
+    sx_db *db = arg;
+    pthread_mutex_lock(&db->mu);
+    for (;;) {
+        while (!db->jobs_head && !db->stopping)
+            pthread_cond_wait(&db->job_cv, &db->mu);
+        if (db->stopping)
+            break;
+        sx__job *j = db->jobs_head;
+        db->jobs_head = j->next;
+        if (!db->jobs_head)
+            db->jobs_tail = NULL;
+        pthread_mutex_unlock(&db->mu);
+        run_job(db, j);
+        notify(j->c);
+        sx__seg_unref(j->s);
+        sx__coll_unref(j->c);
+        sx__free(j);
+        pthread_mutex_lock(&db->mu);
+    }
+    /* drain */
+    while (db->jobs_head) {
+        sx__job *j = db->jobs_head;
+        db->jobs_head = j->next;
+        pthread_mutex_lock(&j->s->idx_mu);
+        j->s->build_pending = false;
+        pthread_mutex_unlock(&j->s->idx_mu);
+        sx__seg_unref(j->s);
+        sx__coll_unref(j->c);
+        sx__free(j);
+    }
+    db->jobs_tail = NULL;
+    pthread_mutex_unlock(&db->mu);
+    return NULL;
+}
+
+sx_status sx__builder_start(sx_db *db)
+{
+    if (db->opts.read_only)
+        return SX_OK;
+    if (pthread_create(&db->builder, NULL, builder_main, db) != 0)
+        return sx__err(SX_ENOMEM, "cannot start the index builder thread");
+    db->has_builder = true;
+    return SX_OK;
+}
+
+void sx__builder_stop(sx_db *db)
+{
+    if (!db->has_builder)
+        return;
+    pthread_mutex_lock(&db->mu);
+    db->stopping = true;
+    atomic_store(&db->cancel_build, true);
+    pthread_cond_broadcast(&db->job_cv);
+    pthread_mutex_unlock(&db->mu);
+    pthread_join(db->builder, NULL);
+    db->has_builder = false;
+}
+
+void sx__seg_attach_index(sx_collection *c, sx__segment *s)
+{
+    pthread_rwlock_rdlock(&c->seg_lock);
+    const sx__index_ops *ops = c->iops;
+    char pstr[256];
+    (void)snprintf(pstr, sizeof pstr, "%s", c->index_params_str);
+    pthread_rwlock_unlock(&c->seg_lock);
+    if (!ops)
+        return;
+    char path[4096];
+    sx__coll_path(c, path, sizeof path, "idx", s->id);
+    void *payload = NULL;
+    size_t len = 0;
+    size_t n = atomic_load(&s->n_rows);
+    if (sx__fs_exists(path) &&
+        sx__idxfile_read(path, ops->name, pstr, n, c->dim, &payload, &len) == SX_OK) {
+        sx__idxref *r = sx__calloc(1, sizeof *r);
+        if (r && ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric,
+                                  &r->idx) == SX_OK) {
+            r->ops = ops;
+            atomic_init(&r->refs, 1);
+            publish(s, r);
+            sx__free(payload);
+            return;
+        }
+        sx__free(r);
+    }
+    sx__free(payload);
+    sx__build_enqueue(c->db, c, s);
+}
+
+/* ---------------------------------------------------------------- API */
+
+static void free_spec(sx_collection *c)
+{
+    sx__free(c->index_type);
+    for (size_t i = 0; i < c->n_index_params; i++) {
+        sx__free((char *)c->index_params[i].key);
+        sx__free((char *)c->index_params[i].value);
+    }
+    sx__free(c->index_params);
+    c->index_type = NULL;
+    c->index_params = NULL;
+    c->n_index_params = 0;
+    c->iops = NULL;
+    c->index_params_str[0] = '\0';
+    c->fail_reason[0] = '\0';
+}
+
+static bool ignored_param(const char *k)
+{
+    return strcasecmp(k, "index_type") == 0 || strcasecmp(k, "metric_type") == 0 ||
+           strcasecmp(k, "metricType") == 0;
+}
+
+sx_status sx_index_create(sx_collection *c, const char *index_type, const sx_param *params,
+                          size_t n_params)
+{
+    const sx__index_ops *ops = sx__index_lookup(index_type);
+    if (!ops)
+        return sx__err(SX_EINVAL, "index type \"%s\" is not supported (FLAT, HNSW, AUTOINDEX)",
+                       index_type ? index_type : "");
+    if (n_params > 32)
+        return sx__err(SX_EINVAL, "too many index parameters");
+    for (size_t i = 0; i < n_params; i++)
+        if (!params[i].key || !params[i].value)
+            return sx__err(SX_EINVAL, "index parameter %zu is NULL", i);
+    sx_status st = ops->check_build_params(params, n_params);
+    if (st != SX_OK)
+        return st;
+    char pstr[256] = "";
+    size_t off = 0, kept = 0;
+    for (size_t i = 0; i < n_params; i++) {
+        if (ignored_param(params[i].key))
+            continue;
+        int w = snprintf(pstr + off, sizeof pstr - off, "%s%s=%s", kept ? "," : "",
+                         params[i].key, params[i].value);
+        if (w < 0 || (size_t)w >= sizeof pstr - off)
+            return sx__err(SX_EINVAL, "index parameters too long");
+        off += (size_t)w;
+        kept++;
+    }
+    pthread_mutex_lock(&c->flush_mu);
+    pthread_mutex_lock(&c->write_mu);
+    if (c->iops) {
+        bool same = c->iops == ops && strcmp(c->index_params_str, pstr) == 0;
+        pthread_mutex_unlock(&c->write_mu);
+        pthread_mutex_unlock(&c->flush_mu);
+        return same ? SX_OK
+                    : sx__err(SX_EEXIST, "collection %s already has a %s index (%s): drop it first",
+                              c->name, c->iops->name, c->index_params_str);
+    }
+    sx_param *copy = sx__calloc(kept + 1, sizeof *copy);
+    char *tname = sx__strdup(ops->name);
+    bool ok = copy && tname;
+    size_t j = 0;
+    for (size_t i = 0; ok && i < n_params; i++) {
+        if (ignored_param(params[i].key))
+            continue;
+        copy[j].key = sx__strdup(params[i].key);
+        copy[j].value = sx__strdup(params[i].value);
+        ok = copy[j].key && copy[j].value;
+        j++;
+    }
+    if (!ok) {
+        for (size_t i = 0; i < j; i++) {
+            sx__free((char *)copy[i].key);
+            sx__free((char *)copy[i].value);
+        }
+        sx__free(copy);
+        sx__free(tname);
+        pthread_mutex_unlock(&c->write_mu);
+        pthread_mutex_unlock(&c->flush_mu);
+        return sx__err(SX_ENOMEM, "index create");
+    }
+    pthread_rwlock_wrlock(&c->seg_lock);
+    c->index_type = tname;
+    c->index_params = copy;
+    c->n_index_params = kept;
+    c->iops = ops;
+    (void)snprintf(c->index_params_str, sizeof c->index_params_str, "%s", pstr);
+    c->fail_reason[0] = '\0';
+    pthread_rwlock_unlock(&c->seg_lock);
+    pthread_mutex_unlock(&c->write_mu);
+    st = sx__write_manifest(c, NULL);
+    if (st != SX_OK) {
+        pthread_rwlock_wrlock(&c->seg_lock);
+        free_spec(c);
+        pthread_rwlock_unlock(&c->seg_lock);
+    } else {
+        for (size_t i = 0; i < c->n_segs; i++)
+            if (c->segs[i]->persisted)
+                sx__seg_attach_index(c, c->segs[i]);
+    }
+    pthread_mutex_unlock(&c->flush_mu);
+    return st;
+}
+
+sx_status sx_index_drop(sx_collection *c)
+{
+    pthread_mutex_lock(&c->flush_mu);
+    if (!c->iops) {
+        pthread_mutex_unlock(&c->flush_mu);
+        return sx__err(SX_ENOTFOUND, "collection %s has no index", c->name);
+    }
+    pthread_mutex_lock(&c->write_mu);
+    pthread_rwlock_wrlock(&c->seg_lock);
+    free_spec(c);
+    pthread_rwlock_unlock(&c->seg_lock);
+    pthread_mutex_unlock(&c->write_mu);
+    sx_status st = sx__write_manifest(c, NULL);
+    sx__coll_drop_indexes(c);
+    pthread_mutex_unlock(&c->flush_mu);
+    notify(c);
+    return st;
+}
+
+void sx__coll_drop_indexes(sx_collection *c)
+{
+    pthread_rwlock_rdlock(&c->seg_lock);
+    for (size_t i = 0; i < c->n_segs; i++) {
+        sx__segment *s = c->segs[i];
+        pthread_mutex_lock(&s->idx_mu);
+        sx__idxref *old = s->index;
+        s->index = NULL;
+        pthread_mutex_unlock(&s->idx_mu);
+        sx__idxref_unref(old);
+        char path[4096];
+        sx__coll_path(c, path, sizeof path, "idx", s->id);
+        sx__ignore(sx__fs_unlink(path));
+    }
+    pthread_rwlock_unlock(&c->seg_lock);
+}
+
+sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_rwlock_rdlock(&c->seg_lock);
+    out->metric = c->metric;
+    bool all = true;
+    for (size_t i = 0; i <= c->n_segs; i++) {
+        sx__segment *s = i < c->n_segs ? c->segs[i] : c->growing;
+        size_t n = atomic_load(&s->n_rows);
+        out->total_rows += n;
+        if (s == c->growing)
+            continue;
+        pthread_mutex_lock(&s->idx_mu);
+        if (s->index) {
+            out->indexed_rows += n;
+            out->memory_bytes += s->index->ops->memory_bytes(s->index->idx);
+        } else {
+            all = false;
+        }
+        pthread_mutex_unlock(&s->idx_mu);
+    }
+    out->pending_rows = out->total_rows - out->indexed_rows;
+    if (!c->iops)
+        out->state = SX_INDEX_NONE;
+    else if (c->fail_reason[0])
+        out->state = SX_INDEX_FAILED;
+    else
+        out->state = all ? SX_INDEX_FINISHED : SX_INDEX_IN_PROGRESS;
+    if (c->iops)
+        (void)snprintf(out->type, sizeof out->type, "%s", c->iops->name);
+    (void)snprintf(out->params, sizeof out->params, "%s", c->index_params_str);
+    (void)snprintf(out->fail_reason, sizeof out->fail_reason, "%s", c->fail_reason);
+    pthread_rwlock_unlock(&c->seg_lock);
+    return SX_OK;
+}
+
+sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)(timeout_ms / 1000);
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->idx_wait_mu);
+    for (;;) {
+        sx_index_info info;
+        sx__ignore(sx_index_describe(c, &info));
+        if (info.state == SX_INDEX_NONE) {
+            pthread_mutex_unlock(&c->idx_wait_mu);
+            return sx__err(SX_ENOTFOUND, "collection %s has no index", c->name);
+        }
+        if (info.state == SX_INDEX_FAILED) {
+            pthread_mutex_unlock(&c->idx_wait_mu);
+            return sx__err(SX_EIO, "index build failed: %s", info.fail_reason);
+        }
+        if (info.state == SX_INDEX_FINISHED) {
+            pthread_mutex_unlock(&c->idx_wait_mu);
+            return SX_OK;
+        }
+        /* wake periodically as well: a notify may race with the describe above */
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 50 * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        if (timeout_ms && (t.tv_sec > deadline.tv_sec ||
+                           (t.tv_sec == deadline.tv_sec && t.tv_nsec > deadline.tv_nsec))) {
+            t = deadline;
+            if (pthread_cond_timedwait(&c->index_cv, &c->idx_wait_mu, &t) != 0) {
+                pthread_mutex_unlock(&c->idx_wait_mu);
+                return sx__err(SX_ETIMEDOUT, "index build not finished after %llu ms",
+                               (unsigned long long)timeout_ms);
+            }
+            continue;
+        }
+        (void)pthread_cond_timedwait(&c->index_cv, &c->idx_wait_mu, &t);
+    }
+}

@@ -1,0 +1,767 @@
+/*
+ * collection.c: collection life cycle: create, open (recovery), flush (seal + checkpoint),
+ * compaction, manifest, offline check.
+ *
+ * Recovery (sx__coll_open), in order:
+ *   1. read MANIFEST (SX_ECORRUPT if it fails its checksum: never guess);
+ *   2. load every segment file it names and its delete file (checksums verified);
+ *   3. rebuild the primary-key map from the live rows;
+ *   4. open the WAL, replaying records with LSN > checkpoint_lsn into a fresh growing segment
+ *      (a torn tail is truncated by the WAL);
+ *   5. delete files the manifest does not name (left by a crash between a file write and the
+ *      manifest commit), then load or queue index builds.
+ * Flush (sx__coll_flush): under write_mu, rotate the WAL (checkpoint = last LSN), copy the growing
+ * segment into a contiguous sealed segment with the same id, snapshot dirty delete bitmaps and
+ * install a new growing segment; then, outside write_mu, write the segment and delete files, the
+ * manifest (checkpoint), and drop WAL files before the checkpoint. A failure before the manifest
+ * commit leaves the old manifest + old WAL files, which still recover everything.
+ * Invariants: (1) the manifest never names a file that is not durable; (2) every record with
+ * LSN <= checkpoint_lsn is reflected in the named files; (3) WAL files are deleted only after the
+ * manifest that covers them is durable.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "storage/manifest.h"
+#include "storage/segfile.h"
+#include "util/alloc.h"
+#include "util/bitset.h"
+#include "util/err.h"
+
+void sx__coll_path(const sx_collection *c, char *buf, size_t n, const char *ext, uint64_t id)
+{
+    (void)snprintf(buf, n, "%s/seg-%020" PRIu64 ".%s", c->dir, id, ext);
+}
+
+static void del_path(const sx_collection *c, char *buf, size_t n, uint64_t id, uint64_t gen)
+{
+    (void)snprintf(buf, n, "%s/seg-%020" PRIu64 ".del.%" PRIu64, c->dir, id, gen);
+}
+
+sx__segment *sx__find_seg(sx_collection *c, uint64_t id)
+{
+    if (c->growing && c->growing->id == id)
+        return c->growing;
+    for (size_t i = 0; i < c->n_segs; i++) /* few segments: compaction breaks id order */
+        if (c->segs[i]->id == id)
+            return c->segs[i];
+    return NULL;
+}
+
+/* Writes the manifest from the current state: persisted sealed segments (and those flagged to be
+ * committed by the caller through persisted=true), with del_gens[i] overriding segs[i]->del_gen
+ * when non-NULL. Caller holds flush_mu. */
+sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
+{
+    sx__manifest m;
+    memset(&m, 0, sizeof m);
+    m.generation = c->manifest_gen + 1;
+    m.name = c->name;
+    m.metric = c->metric;
+    m.n_fields = c->n_fields;
+    m.fields = c->fields;
+    pthread_rwlock_rdlock(&c->seg_lock);
+    m.index_type = c->index_type;
+    m.n_index_params = c->n_index_params;
+    m.index_params = c->index_params;
+    m.checkpoint_lsn = c->checkpoint_lsn;
+    m.next_auto_id = c->next_auto_id;
+    m.next_seg_id = c->next_seg_id;
+    m.segs = sx__calloc(c->n_segs + 1, sizeof(sx__mseg));
+    sx_status st = SX_OK;
+    if (!m.segs) {
+        pthread_rwlock_unlock(&c->seg_lock);
+        return sx__err(SX_ENOMEM, "manifest");
+    }
+    for (size_t i = 0; i < c->n_segs; i++) {
+        sx__segment *s = c->segs[i];
+        if (!s->persisted)
+            continue;
+        m.segs[m.n_segs].id = s->id;
+        m.segs[m.n_segs].n_rows = atomic_load(&s->n_rows);
+        m.segs[m.n_segs].del_gen = del_gens ? del_gens[i] : s->del_gen;
+        m.n_segs++;
+    }
+    pthread_rwlock_unlock(&c->seg_lock);
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/MANIFEST", c->dir);
+    st = sx__manifest_write(path, &m);
+    if (st == SX_OK)
+        c->manifest_gen++;
+    sx__free(m.segs);
+    return st;
+}
+
+/* ---------------------------------------------------------------- open */
+
+static sx_status load_schema(sx_collection *c, sx__manifest *m)
+{
+    c->n_fields = m->n_fields;
+    c->fields = m->fields;
+    m->fields = NULL;
+    m->n_fields = 0;
+    c->metric = m->metric;
+    c->types = sx__calloc(c->n_fields, sizeof(sx_field_type));
+    c->names = sx__calloc(c->n_fields, sizeof(char *));
+    if (!c->types || !c->names)
+        return sx__err(SX_ENOMEM, "schema");
+    bool has_pk = false, has_vec = false;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        c->types[f] = c->fields[f].type;
+        c->names[f] = c->fields[f].name;
+        if (c->fields[f].is_primary) {
+            c->pk = f;
+            has_pk = true;
+        }
+        if (c->fields[f].type == SX_FIELD_FLOAT_VECTOR) {
+            c->vf = f;
+            c->dim = c->fields[f].dim;
+            has_vec = true;
+        }
+        if (c->types[f] < SX_FIELD_INT64 || c->types[f] > SX_FIELD_FLOAT_VECTOR)
+            return sx__err(SX_ECORRUPT, "%s: manifest has a bad field type", c->dir);
+    }
+    if (!has_pk || !has_vec || c->dim == 0 || c->dim > SX_MAX_DIM)
+        return sx__err(SX_ECORRUPT, "%s: manifest schema is invalid", c->dir);
+    c->xschema.n_fields = c->n_fields;
+    c->xschema.names = c->names;
+    c->xschema.types = c->types;
+    return SX_OK;
+}
+
+static sx_status index_params_str(sx_collection *c)
+{
+    size_t off = 0;
+    c->index_params_str[0] = '\0';
+    for (size_t i = 0; i < c->n_index_params; i++) {
+        int w = snprintf(c->index_params_str + off, sizeof c->index_params_str - off, "%s%s=%s",
+                         i ? "," : "", c->index_params[i].key, c->index_params[i].value);
+        if (w < 0 || (size_t)w >= sizeof c->index_params_str - off)
+            return sx__err(SX_EINVAL, "index parameters too long");
+        off += (size_t)w;
+    }
+    return SX_OK;
+}
+
+static sx_status load_segments(sx_collection *c, const sx__manifest *m)
+{
+    sx__segcol *expect = sx__calloc(c->n_fields, sizeof *expect);
+    if (!expect)
+        return sx__err(SX_ENOMEM, "open");
+    for (size_t f = 0; f < c->n_fields; f++) {
+        expect[f].name = (char *)c->names[f];
+        expect[f].type = c->types[f];
+        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+    }
+    c->segs = sx__calloc(m->n_segs + 1, sizeof(sx__segment *));
+    sx_status st = c->segs ? SX_OK : sx__err(SX_ENOMEM, "open");
+    for (size_t i = 0; st == SX_OK && i < m->n_segs; i++) {
+        char path[4096];
+        uint64_t n = 0;
+        sx__segcol *cols = NULL;
+        sx__coll_path(c, path, sizeof path, "sxs", m->segs[i].id);
+        st = sx__segfile_read(path, m->segs[i].id, expect, c->n_fields, &n, &cols);
+        if (st != SX_OK)
+            break;
+        if (n != m->segs[i].n_rows) {
+            sx__segcols_free(cols, c->n_fields, n);
+            st = sx__err(SX_ECORRUPT, "%s: row count differs from the manifest", path);
+            break;
+        }
+        void **data = sx__calloc(c->n_fields, sizeof(void *));
+        sx__segment *s = NULL;
+        if (!data) {
+            sx__segcols_free(cols, c->n_fields, n);
+            st = sx__err(SX_ENOMEM, "open");
+            break;
+        }
+        for (size_t f = 0; f < c->n_fields; f++) {
+            data[f] = cols[f].data;
+            cols[f].data = NULL;
+        }
+        sx__segcols_free(cols, c->n_fields, n);
+        st = sx__seg_new_sealed(c, m->segs[i].id, n, data, &s);
+        if (st != SX_OK) {
+            sx__free(data);
+            break;
+        }
+        sx__free(data);
+        s->persisted = true;
+        c->segs[c->n_segs++] = s;
+        if (m->segs[i].del_gen) {
+            del_path(c, path, sizeof path, s->id, m->segs[i].del_gen);
+            st = sx__delfile_read(path, s->id, n, s->deleted);
+            if (st != SX_OK)
+                break;
+            s->del_gen = m->segs[i].del_gen;
+            size_t nd = sx__bits_count(s->deleted, n);
+            atomic_store(&s->n_deleted, nd);
+            s->persisted_deleted = nd;
+        }
+        /* primary keys of live rows */
+        for (size_t r = 0; st == SX_OK && r < n; r++) {
+            if (sx__bits_test(s->deleted, r))
+                continue;
+            if (c->types[c->pk] == SX_FIELD_INT64)
+                st = sx__pkmap_put_i(c->pkmap, ((int64_t *)s->chunks[c->pk][0])[r], s->id,
+                                     (uint32_t)r);
+            else
+                st = sx__pkmap_put_s(c->pkmap, ((char **)s->chunks[c->pk][0])[r], s->id,
+                                     (uint32_t)r);
+        }
+    }
+    sx__free(expect);
+    return st;
+}
+
+/* Removes files of this collection that the manifest does not name. */
+static void collect_garbage(sx_collection *c)
+{
+    char **names = NULL;
+    size_t n = 0;
+    if (sx__fs_list(c->dir, &names, &n) != SX_OK)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = 0, gen = 0;
+        char tail[16] = { 0 };
+        bool keep = true;
+        if (strncmp(names[i], "seg-", 4) != 0) {
+            keep = strstr(names[i], ".tmp") == NULL;
+        } else if (sscanf(names[i], "seg-%20" SCNu64 ".del.%" SCNu64, &id, &gen) == 2) {
+            sx__segment *s = sx__find_seg(c, id);
+            keep = s && s != c->growing && s->del_gen == gen;
+        } else if (sscanf(names[i], "seg-%20" SCNu64 ".%15s", &id, tail) == 2) {
+            sx__segment *s = sx__find_seg(c, id);
+            keep = s && s != c->growing && (strcmp(tail, "sxs") == 0 || strcmp(tail, "idx") == 0);
+        }
+        if (!keep) {
+            char path[4096];
+            (void)snprintf(path, sizeof path, "%s/%s", c->dir, names[i]);
+            sx__ignore(sx__fs_unlink(path));
+        }
+    }
+    sx_strings_free(names, n);
+}
+
+static void coll_free(sx_collection *c)
+{
+    if (!c)
+        return;
+    if (c->wal)
+        (void)sx__wal_close(c->wal);
+    for (size_t i = 0; i < c->n_segs; i++)
+        sx__seg_unref(c->segs[i]);
+    sx__free(c->segs);
+    sx__seg_unref(c->growing);
+    sx__pkmap_free(c->pkmap);
+    for (size_t f = 0; f < c->n_fields; f++)
+        sx__free((char *)c->fields[f].name);
+    sx__free(c->fields);
+    sx__free(c->types);
+    sx__free(c->names);
+    sx__free(c->index_type);
+    for (size_t i = 0; i < c->n_index_params; i++) {
+        sx__free((char *)c->index_params[i].key);
+        sx__free((char *)c->index_params[i].value);
+    }
+    sx__free(c->index_params);
+    sx__free(c->name);
+    sx__free(c->dir);
+    pthread_mutex_destroy(&c->write_mu);
+    pthread_mutex_destroy(&c->flush_mu);
+    pthread_rwlock_destroy(&c->seg_lock);
+    pthread_cond_destroy(&c->index_cv);
+    pthread_mutex_destroy(&c->idx_wait_mu);
+    sx__free(c);
+}
+
+void sx__coll_unref(sx_collection *c)
+{
+    if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        coll_free(c);
+}
+
+sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
+{
+    sx__manifest m;
+    memset(&m, 0, sizeof m);
+    sx_collection *c = sx__calloc(1, sizeof *c);
+    if (!c)
+        return sx__err(SX_ENOMEM, "open collection");
+    c->db = db;
+    atomic_init(&c->refs, 1);
+    pthread_mutex_init(&c->write_mu, NULL);
+    pthread_mutex_init(&c->flush_mu, NULL);
+    pthread_rwlock_init(&c->seg_lock, NULL);
+    pthread_cond_init(&c->index_cv, NULL);
+    pthread_mutex_init(&c->idx_wait_mu, NULL);
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/collections/%s", db->dir, name);
+    c->dir = sx__strdup(path);
+    c->name = sx__strdup(name);
+    sx_status st = c->dir && c->name ? SX_OK : sx__err(SX_ENOMEM, "open collection");
+    if (st != SX_OK)
+        goto fail;
+    (void)snprintf(path, sizeof path, "%s/MANIFEST", c->dir);
+    st = sx__manifest_read(path, &m);
+    if (st != SX_OK)
+        goto fail;
+    st = load_schema(c, &m);
+    if (st != SX_OK)
+        goto fail;
+    c->checkpoint_lsn = m.checkpoint_lsn;
+    c->next_auto_id = m.next_auto_id;
+    c->next_seg_id = m.next_seg_id;
+    c->manifest_gen = m.generation;
+    if (m.index_type) {
+        c->index_type = m.index_type;
+        m.index_type = NULL;
+        c->index_params = m.index_params;
+        c->n_index_params = m.n_index_params;
+        m.index_params = NULL;
+        m.n_index_params = 0;
+        c->iops = sx__index_lookup(c->index_type);
+        if (!c->iops) {
+            st = sx__err(SX_ECORRUPT, "%s: unknown index type %s", c->dir, c->index_type);
+            goto fail;
+        }
+        st = index_params_str(c);
+        if (st != SX_OK)
+            goto fail;
+    }
+    st = sx__pkmap_new(c->types[c->pk] == SX_FIELD_VARCHAR, &c->pkmap);
+    if (st != SX_OK)
+        goto fail;
+    st = load_segments(c, &m);
+    if (st != SX_OK)
+        goto fail;
+    uint64_t max_bytes = db->opts.segment_max_bytes ? db->opts.segment_max_bytes : 256u << 20;
+    uint64_t rows = max_bytes / ((uint64_t)c->dim * 4);
+    if (rows < 64)
+        rows = 64;
+    if (rows > (1u << 30))
+        rows = 1u << 30;
+    c->max_growing_rows = (size_t)rows;
+    st = sx__seg_new_growing(c, c->next_seg_id++, c->max_growing_rows, &c->growing);
+    if (st != SX_OK)
+        goto fail;
+    (void)snprintf(path, sizeof path, "%s/wal", c->dir);
+    st = sx__wal_open(path, c->checkpoint_lsn, db->opts.sync_mode == SX_SYNC_FULL,
+                      db->opts.read_only, sx__replay_record, c, &c->wal);
+    if (st != SX_OK)
+        goto fail;
+    if (!db->opts.read_only)
+        collect_garbage(c);
+    sx__manifest_fini(&m);
+    *out = c;
+    return SX_OK;
+fail:
+    sx__manifest_fini(&m);
+    coll_free(c);
+    return st;
+}
+
+/* ---------------------------------------------------------------- flush */
+
+typedef struct delsnap {
+    sx__segment *s;
+    uint64_t *bits;
+    size_t n_deleted;
+    uint64_t gen;
+} delsnap;
+
+sx_status sx__coll_flush(sx_collection *c, bool from_insert)
+{
+    sx_status st = SX_OK;
+    delsnap *snaps = NULL;
+    size_t n_snaps = 0;
+    sx__segment *sealed = NULL, *old_growing = NULL;
+    uint64_t *gens = NULL;
+    sx__segment **to_write = NULL;
+    size_t n_to_write = 0;
+    pthread_mutex_lock(&c->flush_mu);
+    pthread_mutex_lock(&c->write_mu);
+    if (atomic_load(&c->dropped)) {
+        st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
+        goto unlock_write;
+    }
+    if (c->db->opts.read_only) {
+        st = sx__err(SX_EINVAL, "database is open read-only");
+        goto unlock_write;
+    }
+    size_t grows = atomic_load(&c->growing->n_rows);
+    if (from_insert && grows < c->max_growing_rows)
+        goto unlock_write; /* someone else sealed it already */
+    uint64_t next_lsn = 0;
+    st = sx__wal_rotate(c->wal, &next_lsn);
+    if (st != SX_OK)
+        goto unlock_write;
+    snaps = sx__calloc(c->n_segs + 1, sizeof *snaps);
+    if (!snaps) {
+        st = sx__err(SX_ENOMEM, "flush");
+        goto unlock_write;
+    }
+    sx__segment *ng = NULL;
+    if (grows > 0) {
+        st = sx__seg_seal_copy(c, c->growing, &sealed);
+        if (st == SX_OK)
+            st = sx__seg_new_growing(c, c->next_seg_id++, c->max_growing_rows, &ng);
+        if (st != SX_OK) {
+            sx__seg_unref(sealed);
+            sealed = NULL;
+            goto unlock_write;
+        }
+    }
+    for (size_t i = 0; i <= c->n_segs; i++) {
+        sx__segment *s = i < c->n_segs ? c->segs[i] : sealed;
+        if (!s)
+            continue;
+        size_t nd = atomic_load(&s->n_deleted);
+        if (s->persisted && nd == s->persisted_deleted)
+            continue;
+        if (nd == 0 && !s->persisted)
+            continue;
+        size_t words = sx__bits_words(atomic_load(&s->n_rows));
+        snaps[n_snaps].bits = sx__malloc(words * 8 + 8);
+        if (!snaps[n_snaps].bits) {
+            st = sx__err(SX_ENOMEM, "flush");
+            sx__seg_unref(sealed);
+            sx__seg_unref(ng);
+            sealed = NULL;
+            goto unlock_write;
+        }
+        for (size_t w = 0; w < words; w++)
+            snaps[n_snaps].bits[w] = __atomic_load_n(&s->deleted[w], __ATOMIC_RELAXED);
+        snaps[n_snaps].s = s;
+        snaps[n_snaps].n_deleted = nd;
+        snaps[n_snaps].gen = s->del_gen + 1;
+        n_snaps++;
+    }
+    if (sealed) {
+        pthread_rwlock_wrlock(&c->seg_lock);
+        sx__segment **ns = sx__realloc(c->segs, (c->n_segs + 2) * sizeof *ns);
+        if (!ns) {
+            pthread_rwlock_unlock(&c->seg_lock);
+            st = sx__err(SX_ENOMEM, "flush");
+            sx__seg_unref(sealed);
+            sx__seg_unref(ng);
+            sealed = NULL;
+            goto unlock_write;
+        }
+        c->segs = ns;
+        c->segs[c->n_segs++] = sealed;
+        old_growing = c->growing;
+        c->growing = ng;
+        pthread_rwlock_unlock(&c->seg_lock);
+    }
+    /* every sealed segment not yet durable (this one, or one a failed flush left behind) */
+    to_write = sx__calloc(c->n_segs + 1, sizeof *to_write);
+    if (!to_write) {
+        st = sx__err(SX_ENOMEM, "flush");
+        goto unlock_write;
+    }
+    for (size_t i = 0; i < c->n_segs; i++)
+        if (!c->segs[i]->persisted)
+            to_write[n_to_write++] = c->segs[i];
+    c->checkpoint_lsn = next_lsn - 1;
+    pthread_mutex_unlock(&c->write_mu);
+
+    /* I/O outside write_mu: inserts continue into the new growing segment. */
+    char path[4096];
+    for (size_t w = 0; w < n_to_write; w++) {
+        sx__segment *ws = to_write[w];
+        sx__segcol *cols = sx__calloc(c->n_fields, sizeof *cols);
+        if (!cols) {
+            st = sx__err(SX_ENOMEM, "flush");
+            goto unlock_flush;
+        }
+        for (size_t f = 0; f < c->n_fields; f++) {
+            cols[f].name = (char *)c->names[f];
+            cols[f].type = c->types[f];
+            cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+            cols[f].data = ws->chunks[f][0];
+        }
+        sx__coll_path(c, path, sizeof path, "sxs", ws->id);
+        st = sx__segfile_write(path, ws->id, atomic_load(&ws->n_rows), cols, c->n_fields);
+        sx__free(cols);
+        if (st != SX_OK)
+            goto unlock_flush;
+    }
+    for (size_t i = 0; i < n_snaps; i++) {
+        if (snaps[i].n_deleted == 0)
+            continue;
+        del_path(c, path, sizeof path, snaps[i].s->id, snaps[i].gen);
+        st = sx__delfile_write(path, snaps[i].s->id, atomic_load(&snaps[i].s->n_rows),
+                               snaps[i].bits);
+        if (st != SX_OK)
+            goto unlock_flush;
+    }
+    /* commit: manifest names the new segment and delete generations */
+    pthread_mutex_lock(&c->write_mu);
+    gens = sx__calloc(c->n_segs + 1, sizeof *gens);
+    if (!gens) {
+        pthread_mutex_unlock(&c->write_mu);
+        st = sx__err(SX_ENOMEM, "flush");
+        goto unlock_flush;
+    }
+    bool *was_persisted = sx__calloc(c->n_segs + 1, sizeof(bool));
+    if (!was_persisted) {
+        pthread_mutex_unlock(&c->write_mu);
+        st = sx__err(SX_ENOMEM, "flush");
+        goto unlock_flush;
+    }
+    for (size_t i = 0; i < c->n_segs; i++) {
+        sx__segment *s = c->segs[i];
+        gens[i] = s->del_gen;
+        was_persisted[i] = s->persisted;
+        for (size_t j = 0; j < n_snaps; j++)
+            if (snaps[j].s == s)
+                gens[i] = snaps[j].n_deleted ? snaps[j].gen : 0;
+        for (size_t w = 0; w < n_to_write; w++)
+            if (to_write[w] == s)
+                s->persisted = true; /* tentatively, for the manifest */
+    }
+    pthread_mutex_unlock(&c->write_mu);
+    st = sx__write_manifest(c, gens);
+    pthread_mutex_lock(&c->write_mu);
+    for (size_t i = 0; i < c->n_segs; i++) {
+        sx__segment *s = c->segs[i];
+        if (st != SX_OK) {
+            s->persisted = was_persisted[i];
+            continue;
+        }
+        for (size_t j = 0; j < n_snaps; j++) {
+            if (snaps[j].s != s)
+                continue;
+            uint64_t old = s->del_gen;
+            s->del_gen = gens[i];
+            s->persisted_deleted = snaps[j].n_deleted;
+            if (old && old != s->del_gen) {
+                del_path(c, path, sizeof path, s->id, old);
+                sx__ignore(sx__fs_unlink(path));
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->write_mu);
+    sx__free(was_persisted);
+    if (st != SX_OK)
+        goto unlock_flush;
+    st = sx__wal_truncate_before(c->wal, c->checkpoint_lsn + 1);
+    for (size_t w = 0; w < n_to_write; w++)
+        sx__seg_attach_index(c, to_write[w]);
+    goto unlock_flush;
+
+unlock_write:
+    pthread_mutex_unlock(&c->write_mu);
+unlock_flush:
+    pthread_mutex_unlock(&c->flush_mu);
+    for (size_t i = 0; i < n_snaps; i++)
+        sx__free(snaps[i].bits);
+    sx__free(snaps);
+    sx__free(gens);
+    sx__free(to_write);
+    sx__seg_unref(old_growing);
+    return st;
+}
+
+/* ---------------------------------------------------------------- check */
+
+sx_status sx__coll_check(sx_collection *c)
+{
+    char path[4096];
+    sx__manifest m;
+    (void)snprintf(path, sizeof path, "%s/MANIFEST", c->dir);
+    pthread_mutex_lock(&c->flush_mu);
+    sx_status st = sx__manifest_read(path, &m);
+    sx__segcol *expect = st == SX_OK ? sx__calloc(c->n_fields, sizeof *expect) : NULL;
+    if (st == SX_OK && !expect)
+        st = sx__err(SX_ENOMEM, "check");
+    for (size_t f = 0; st == SX_OK && f < c->n_fields; f++) {
+        expect[f].name = (char *)c->names[f];
+        expect[f].type = c->types[f];
+        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+    }
+    for (size_t i = 0; st == SX_OK && i < m.n_segs; i++) {
+        uint64_t n = 0;
+        sx__segcol *cols = NULL;
+        sx__coll_path(c, path, sizeof path, "sxs", m.segs[i].id);
+        st = sx__segfile_read(path, m.segs[i].id, expect, c->n_fields, &n, &cols);
+        sx__segcols_free(cols, c->n_fields, n);
+        if (st != SX_OK)
+            break;
+        if (m.segs[i].del_gen) {
+            uint64_t *bits = sx__calloc(sx__bits_words(n) + 1, 8);
+            del_path(c, path, sizeof path, m.segs[i].id, m.segs[i].del_gen);
+            st = bits ? sx__delfile_read(path, m.segs[i].id, n, bits)
+                      : sx__err(SX_ENOMEM, "check");
+            sx__free(bits);
+            if (st != SX_OK)
+                break;
+        }
+        sx__coll_path(c, path, sizeof path, "idx", m.segs[i].id);
+        if (m.index_type && sx__fs_exists(path)) {
+            void *payload = NULL;
+            size_t len = 0;
+            sx_status ist = sx__idxfile_read(path, c->iops ? c->iops->name : "",
+                                             c->index_params_str, n, c->dim, &payload, &len);
+            sx__free(payload);
+            if (ist == SX_ECORRUPT || ist == SX_EIO) {
+                st = ist;
+                break;
+            }
+        }
+    }
+    if (st == SX_OK) {
+        uint64_t records = 0;
+        (void)snprintf(path, sizeof path, "%s/wal", c->dir);
+        st = sx__wal_check(path, &records);
+    }
+    sx__free(expect);
+    sx__manifest_fini(&m);
+    pthread_mutex_unlock(&c->flush_mu);
+    return st;
+}
+
+/* ---------------------------------------------------------------- compaction */
+
+/* Rewrites one sealed segment without its deleted rows. Caller holds flush_mu and write_mu.
+ * XXX: writers wait for the rewrite of this segment; a later version copies outside write_mu and
+ * replays the deletes that raced with it. */
+static sx_status compact_one(sx_collection *c, size_t i, sx__segment **out_new)
+{
+    sx__segment *s = c->segs[i];
+    size_t n = atomic_load(&s->n_rows);
+    size_t live = n - atomic_load(&s->n_deleted);
+    void **cols = sx__calloc(c->n_fields, sizeof(void *));
+    if (!cols)
+        return sx__err(SX_ENOMEM, "compaction");
+    sx_status st = SX_OK;
+    for (size_t f = 0; f < c->n_fields && st == SX_OK; f++) {
+        size_t w = sx__field_width(c, f);
+        cols[f] = sx__malloc_aligned(live * w + 64);
+        if (!cols[f]) {
+            st = sx__err(SX_ENOMEM, "compaction");
+            break;
+        }
+        size_t k = 0;
+        for (size_t r = 0; r < n; r++) {
+            if (sx__bits_test(s->deleted, r))
+                continue;
+            const void *cell = sx__seg_cell(s, f, r, w);
+            if (c->types[f] == SX_FIELD_VARCHAR) {
+                char *copy = sx__strdup(*(char *const *)cell);
+                ((char **)cols[f])[k] = copy;
+                if (!copy) {
+                    for (size_t q = 0; q < k; q++)
+                        sx__free(((char **)cols[f])[q]);
+                    sx__free_aligned(cols[f]);
+                    cols[f] = NULL;
+                    st = sx__err(SX_ENOMEM, "compaction");
+                    break;
+                }
+            } else {
+                memcpy((char *)cols[f] + k * w, cell, w);
+            }
+            k++;
+        }
+    }
+    sx__segment *ns = NULL;
+    if (st == SX_OK)
+        st = sx__seg_new_sealed(c, c->next_seg_id++, live, cols, &ns);
+    if (st != SX_OK) {
+        for (size_t f = 0; f < c->n_fields; f++) {
+            if (cols[f] && c->types[f] == SX_FIELD_VARCHAR)
+                for (size_t q = 0; q < live; q++)
+                    sx__free(((char **)cols[f])[q]);
+            sx__free_aligned(cols[f]);
+        }
+        sx__free(cols);
+        return st;
+    }
+    sx__free(cols);
+    sx__segcol *sc = sx__calloc(c->n_fields, sizeof *sc);
+    if (!sc) {
+        sx__seg_unref(ns);
+        return sx__err(SX_ENOMEM, "compaction");
+    }
+    for (size_t f = 0; f < c->n_fields; f++) {
+        sc[f].name = (char *)c->names[f];
+        sc[f].type = c->types[f];
+        sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        sc[f].data = ns->chunks[f][0];
+    }
+    char path[4096];
+    sx__coll_path(c, path, sizeof path, "sxs", ns->id);
+    st = sx__segfile_write(path, ns->id, live, sc, c->n_fields);
+    sx__free(sc);
+    if (st != SX_OK) {
+        sx__seg_unref(ns);
+        return st;
+    }
+    ns->persisted = true;
+    *out_new = ns;
+    return SX_OK;
+}
+
+sx_status sx_compact(sx_collection *c)
+{
+    sx__err_clear();
+    /* persist pending deletes first so every segment's bitmap is on disk */
+    sx_status st = sx__coll_flush(c, false);
+    if (st != SX_OK)
+        return st;
+    pthread_mutex_lock(&c->flush_mu);
+    pthread_mutex_lock(&c->write_mu);
+    st = sx__wal_is_fatal(c->wal) ? sx__err(SX_EFATAL, "database is in the error state") : SX_OK;
+    for (size_t i = 0; st == SX_OK && i < c->n_segs; i++) {
+        sx__segment *old = c->segs[i];
+        if (atomic_load(&old->n_deleted) == 0 || !old->persisted)
+            continue;
+        sx__segment *ns = NULL;
+        st = compact_one(c, i, &ns);
+        if (st != SX_OK)
+            break;
+        /* re-point the primary keys of the moved rows */
+        size_t n = atomic_load(&old->n_rows), k = 0;
+        for (size_t r = 0; st == SX_OK && r < n; r++) {
+            if (sx__bits_test(old->deleted, r))
+                continue;
+            const void *pk = sx__seg_cell(old, c->pk, r, sx__field_width(c, c->pk));
+            if (c->types[c->pk] == SX_FIELD_INT64)
+                st = sx__pkmap_put_i(c->pkmap, *(const int64_t *)pk, ns->id, (uint32_t)k);
+            else
+                st = sx__pkmap_put_s(c->pkmap, *(char *const *)pk, ns->id, (uint32_t)k);
+            k++;
+        }
+        pthread_rwlock_wrlock(&c->seg_lock);
+        c->segs[i] = ns;
+        pthread_rwlock_unlock(&c->seg_lock);
+        pthread_mutex_unlock(&c->write_mu);
+        sx_status mst = sx__write_manifest(c, NULL);
+        pthread_mutex_lock(&c->write_mu);
+        if (st == SX_OK)
+            st = mst;
+        if (mst == SX_OK) {
+            char path[4096];
+            sx__coll_path(c, path, sizeof path, "sxs", old->id);
+            sx__ignore(sx__fs_unlink(path));
+            sx__coll_path(c, path, sizeof path, "idx", old->id);
+            sx__ignore(sx__fs_unlink(path));
+            if (old->del_gen) {
+                del_path(c, path, sizeof path, old->id, old->del_gen);
+                sx__ignore(sx__fs_unlink(path));
+            }
+        }
+        sx__seg_unref(old);
+        if (c->iops) {
+            pthread_mutex_unlock(&c->write_mu);
+            sx__seg_attach_index(c, ns);
+            pthread_mutex_lock(&c->write_mu);
+        }
+    }
+    pthread_mutex_unlock(&c->write_mu);
+    pthread_mutex_unlock(&c->flush_mu);
+    return st;
+}

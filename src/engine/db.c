@@ -1,0 +1,377 @@
+/*
+ * db.c: the database: a directory with a LOCK file (flock: one process at a time) and
+ * collections/<name>/ per collection. Collection create is atomic: the directory is prepared
+ * under collections/.tmp-<name> (manifest + wal/) and renamed into place, then the parent
+ * directory is fsynced. Drop renames to collections/.drop-<name> and deletes it.
+ * The db keeps every open collection in `colls` (guarded by mu) with one reference; handles add
+ * their own, so a dropped collection is freed when its last handle is released.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "storage/manifest.h"
+#include "storage/segfile.h"
+#include "util/alloc.h"
+#include "util/bitset.h"
+#include "util/err.h"
+
+static bool valid_name(const char *s)
+{
+    if (!s || !*s || strlen(s) > SX_MAX_NAME)
+        return false;
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
+            return false;
+    return true;
+}
+
+sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
+{
+    sx__err_clear();
+    if (!dir || !*dir || !out)
+        return sx__err(SX_EINVAL, "sx_db_open: directory required");
+    sx_db *db = sx__calloc(1, sizeof *db);
+    if (!db)
+        return sx__err(SX_ENOMEM, "open");
+    if (opts)
+        db->opts = *opts;
+    pthread_mutex_init(&db->mu, NULL);
+    pthread_cond_init(&db->job_cv, NULL);
+    db->dir = sx__strdup(dir);
+    char path[4096];
+    char **names = NULL;
+    size_t n = 0;
+    sx_status st = db->dir ? SX_OK : sx__err(SX_ENOMEM, "open");
+    if (st == SX_OK && !db->opts.read_only) {
+        (void)snprintf(path, sizeof path, "%s/collections", dir);
+        st = sx__fs_mkdir_p(path);
+    }
+    if (st == SX_OK && !db->opts.read_only) {
+        (void)snprintf(path, sizeof path, "%s/LOCK", dir);
+        st = sx__fs_lock(path, &db->lock);
+    }
+    if (st == SX_OK)
+        st = sx__builder_start(db);
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/collections", dir);
+        if (sx__fs_exists(path))
+            st = sx__fs_list(path, &names, &n);
+    }
+    for (size_t i = 0; st == SX_OK && i < n; i++) {
+        char sub[4096];
+        if (names[i][0] == '.') {
+            if (!db->opts.read_only) {
+                (void)snprintf(sub, sizeof sub, "%s/collections/%s", dir, names[i]);
+                sx__ignore(sx__fs_rmtree(sub)); /* half-created or half-dropped */
+            }
+            continue;
+        }
+        sx_collection *c = NULL;
+        st = sx__coll_open(db, names[i], &c);
+        if (st != SX_OK)
+            break;
+        sx_collection **nc = sx__realloc(db->colls, (db->n_colls + 1) * sizeof *nc);
+        if (!nc) {
+            sx__coll_unref(c);
+            st = sx__err(SX_ENOMEM, "open");
+            break;
+        }
+        db->colls = nc;
+        db->colls[db->n_colls++] = c;
+    }
+    sx_strings_free(names, n);
+    if (st != SX_OK) {
+        sx_db_close(db);
+        return st;
+    }
+    /* indexes: load files or queue builds, after all collections are open */
+    for (size_t i = 0; i < db->n_colls; i++) {
+        sx_collection *c = db->colls[i];
+        pthread_mutex_lock(&c->flush_mu);
+        for (size_t s = 0; s < c->n_segs; s++)
+            if (c->segs[s]->persisted || db->opts.read_only)
+                sx__seg_attach_index(c, c->segs[s]);
+        pthread_mutex_unlock(&c->flush_mu);
+    }
+    *out = db;
+    return SX_OK;
+}
+
+void sx_db_close(sx_db *db)
+{
+    if (!db)
+        return;
+    sx__builder_stop(db);
+    for (size_t i = 0; i < db->n_colls; i++)
+        sx__coll_unref(db->colls[i]);
+    sx__free(db->colls);
+    (void)sx__file_close(db->lock);
+    pthread_mutex_destroy(&db->mu);
+    pthread_cond_destroy(&db->job_cv);
+    sx__free(db->dir);
+    sx__free(db);
+}
+
+static sx_status validate_def(const sx_collection_def *def)
+{
+    if (!def || !valid_name(def->name))
+        return sx__err(SX_EINVAL, "collection name must match [A-Za-z_][A-Za-z0-9_]* (max %u)",
+                       SX_MAX_NAME);
+    if (def->n_fields < 2 || def->n_fields > SX_MAX_FIELDS)
+        return sx__err(SX_EINVAL, "a collection needs a primary key and a vector field (2..%u "
+                                  "fields)", SX_MAX_FIELDS);
+    if ((unsigned)def->metric > SX_METRIC_COSINE)
+        return sx__err(SX_EINVAL, "metric must be L2, IP or COSINE");
+    size_t n_pk = 0, n_vec = 0;
+    for (size_t i = 0; i < def->n_fields; i++) {
+        const sx_field_def *f = &def->fields[i];
+        if (!valid_name(f->name))
+            return sx__err(SX_EINVAL, "field %zu: name must match [A-Za-z_][A-Za-z0-9_]*", i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(def->fields[j].name, f->name) == 0)
+                return sx__err(SX_EINVAL, "field \"%s\" defined twice", f->name);
+        if (f->type < SX_FIELD_INT64 || f->type > SX_FIELD_FLOAT_VECTOR)
+            return sx__err(SX_EINVAL, "field \"%s\": unknown type", f->name);
+        if (f->is_primary) {
+            n_pk++;
+            if (f->type != SX_FIELD_INT64 && f->type != SX_FIELD_VARCHAR)
+                return sx__err(SX_EINVAL, "primary key \"%s\" must be INT64 or VARCHAR", f->name);
+        }
+        if (f->auto_id && (!f->is_primary || f->type != SX_FIELD_INT64))
+            return sx__err(SX_EINVAL, "field \"%s\": auto_id needs an INT64 primary key", f->name);
+        if (f->type == SX_FIELD_FLOAT_VECTOR) {
+            n_vec++;
+            if (f->dim < 1 || f->dim > SX_MAX_DIM)
+                return sx__err(SX_EINVAL, "field \"%s\": dim %u is out of range [1, %u]", f->name,
+                               f->dim, SX_MAX_DIM);
+        }
+        if (f->type == SX_FIELD_VARCHAR && f->max_length > SX_MAX_VARCHAR)
+            return sx__err(SX_EINVAL, "field \"%s\": max_length %u is over %u", f->name,
+                           f->max_length, SX_MAX_VARCHAR);
+    }
+    if (n_pk != 1)
+        return sx__err(SX_EINVAL, "exactly one primary key field is required (got %zu)", n_pk);
+    if (n_vec != 1)
+        return sx__err(SX_EINVAL, "exactly one FLOAT_VECTOR field is required (got %zu)", n_vec);
+    return SX_OK;
+}
+
+static sx_collection *find_locked(sx_db *db, const char *name, size_t *pos)
+{
+    for (size_t i = 0; i < db->n_colls; i++) {
+        if (strcmp(db->colls[i]->name, name) == 0) {
+            if (pos)
+                *pos = i;
+            return db->colls[i];
+        }
+    }
+    return NULL;
+}
+
+sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
+{
+    sx__err_clear();
+    sx_status st = validate_def(def);
+    if (st != SX_OK)
+        return st;
+    if (db->opts.read_only)
+        return sx__err(SX_EINVAL, "database is open read-only");
+    pthread_mutex_lock(&db->mu);
+    if (find_locked(db, def->name, NULL)) {
+        pthread_mutex_unlock(&db->mu);
+        return sx__err(SX_EEXIST, "collection %s already exists", def->name);
+    }
+    char tmp[4096], fin[4096], path[4096];
+    (void)snprintf(tmp, sizeof tmp, "%s/collections/.tmp-%s", db->dir, def->name);
+    (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, def->name);
+    sx__ignore(sx__fs_rmtree(tmp));
+    st = sx__fs_mkdir_p(tmp);
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/wal", tmp);
+        st = sx__fs_mkdir(path);
+    }
+    if (st == SX_OK) {
+        sx__manifest m;
+        memset(&m, 0, sizeof m);
+        m.generation = 1;
+        m.name = (char *)def->name;
+        m.metric = def->metric;
+        m.n_fields = def->n_fields;
+        m.fields = sx__calloc(def->n_fields, sizeof(sx_field_def));
+        if (!m.fields) {
+            st = sx__err(SX_ENOMEM, "create");
+        } else {
+            memcpy(m.fields, def->fields, def->n_fields * sizeof(sx_field_def));
+            for (size_t i = 0; i < def->n_fields; i++)
+                if (m.fields[i].type == SX_FIELD_VARCHAR && m.fields[i].max_length == 0)
+                    m.fields[i].max_length = SX_MAX_VARCHAR;
+            m.next_auto_id = 1;
+            m.next_seg_id = 1;
+            (void)snprintf(path, sizeof path, "%s/MANIFEST", tmp);
+            st = sx__manifest_write(path, &m);
+            sx__free(m.fields);
+        }
+    }
+    if (st == SX_OK)
+        st = sx__fs_rename(tmp, fin);
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/collections", db->dir);
+        st = sx__fs_sync_dir(path);
+    }
+    sx_collection *c = NULL;
+    if (st == SX_OK)
+        st = sx__coll_open(db, def->name, &c);
+    if (st == SX_OK) {
+        sx_collection **nc = sx__realloc(db->colls, (db->n_colls + 1) * sizeof *nc);
+        if (!nc) {
+            sx__coll_unref(c);
+            st = sx__err(SX_ENOMEM, "create");
+        } else {
+            db->colls = nc;
+            db->colls[db->n_colls++] = c;
+        }
+    } else {
+        sx__ignore(sx__fs_rmtree(tmp));
+    }
+    pthread_mutex_unlock(&db->mu);
+    return st;
+}
+
+sx_status sx_collection_drop(sx_db *db, const char *name)
+{
+    sx__err_clear();
+    if (db->opts.read_only)
+        return sx__err(SX_EINVAL, "database is open read-only");
+    pthread_mutex_lock(&db->mu);
+    size_t pos = 0;
+    sx_collection *c = name ? find_locked(db, name, &pos) : NULL;
+    if (!c) {
+        pthread_mutex_unlock(&db->mu);
+        return sx__err(SX_ENOTFOUND, "collection %s not found", name ? name : "(null)");
+    }
+    db->colls[pos] = db->colls[--db->n_colls];
+    pthread_mutex_unlock(&db->mu);
+    pthread_mutex_lock(&c->flush_mu);
+    pthread_mutex_lock(&c->write_mu);
+    atomic_store(&c->dropped, true);
+    pthread_mutex_unlock(&c->write_mu);
+    char gone[4096], parent[4096];
+    (void)snprintf(gone, sizeof gone, "%s/collections/.drop-%s", db->dir, name);
+    (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
+    sx__ignore(sx__fs_rmtree(gone));
+    sx_status st = sx__fs_rename(c->dir, gone);
+    if (st == SX_OK)
+        st = sx__fs_sync_dir(parent);
+    if (st == SX_OK)
+        sx__ignore(sx__fs_rmtree(gone));
+    pthread_mutex_unlock(&c->flush_mu);
+    sx__coll_unref(c);
+    return st;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+sx_status sx_collection_list(sx_db *db, char ***names, size_t *n)
+{
+    pthread_mutex_lock(&db->mu);
+    char **out = sx__calloc(db->n_colls + 1, sizeof(char *));
+    sx_status st = out ? SX_OK : sx__err(SX_ENOMEM, "list");
+    for (size_t i = 0; st == SX_OK && i < db->n_colls; i++) {
+        out[i] = sx__strdup(db->colls[i]->name);
+        if (!out[i])
+            st = sx__err(SX_ENOMEM, "list");
+    }
+    size_t count = db->n_colls;
+    pthread_mutex_unlock(&db->mu);
+    if (st != SX_OK) {
+        sx_strings_free(out, count);
+        return st;
+    }
+    qsort(out, count, sizeof(char *), cmp_str);
+    *names = out;
+    *n = count;
+    return SX_OK;
+}
+
+void sx_strings_free(char **names, size_t n)
+{
+    if (!names)
+        return;
+    for (size_t i = 0; i < n; i++)
+        sx__free(names[i]);
+    sx__free(names);
+}
+
+sx_status sx_collection_open(sx_db *db, const char *name, sx_collection **out)
+{
+    sx__err_clear();
+    pthread_mutex_lock(&db->mu);
+    sx_collection *c = name ? find_locked(db, name, NULL) : NULL;
+    if (c)
+        atomic_fetch_add(&c->refs, 1);
+    pthread_mutex_unlock(&db->mu);
+    if (!c)
+        return sx__err(SX_ENOTFOUND, "collection %s not found", name ? name : "(null)");
+    *out = c;
+    return SX_OK;
+}
+
+void sx_collection_release(sx_collection *c)
+{
+    sx__coll_unref(c);
+}
+
+sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
+{
+    memset(out, 0, sizeof *out);
+    (void)snprintf(out->name, sizeof out->name, "%s", c->name);
+    out->metric = c->metric;
+    out->n_fields = c->n_fields;
+    memcpy(out->fields, c->fields, c->n_fields * sizeof(sx_field_def));
+    sx__view v;
+    sx_status st = sx__view_get(c, &v);
+    if (st != SX_OK)
+        return st;
+    for (size_t i = 0; i < v.n; i++) {
+        out->n_rows += v.rows[i] - sx__bits_count(v.segs[i]->deleted, v.rows[i]);
+        out->memory_bytes += sx__seg_memory(c, v.segs[i]);
+        if (v.idx[i])
+            out->memory_bytes += v.idx[i]->ops->memory_bytes(v.idx[i]->idx);
+    }
+    out->n_segments = (uint32_t)(v.n - 1);
+    out->growing_rows = v.rows[v.n - 1];
+    sx__view_release(&v);
+    pthread_mutex_lock(&c->write_mu);
+    out->wal_bytes = sx__wal_bytes(c->wal);
+    out->memory_bytes += sx__pkmap_memory(c->pkmap);
+    pthread_mutex_unlock(&c->write_mu);
+    return SX_OK;
+}
+
+sx_status sx_flush(sx_collection *c)
+{
+    sx__err_clear();
+    return sx__coll_flush(c, false);
+}
+
+/* ---------------------------------------------------------------- check */
+
+sx_status sx_db_check(sx_db *db)
+{
+    sx__err_clear();
+    pthread_mutex_lock(&db->mu);
+    sx_status st = SX_OK;
+    for (size_t i = 0; st == SX_OK && i < db->n_colls; i++)
+        st = sx__coll_check(db->colls[i]);
+    pthread_mutex_unlock(&db->mu);
+    return st;
+}

@@ -1,0 +1,203 @@
+/*
+ * engine.h: internal structures of the engine layer (db, collection, segment, read views).
+ * Locking: docs/internals/LOCKING.md. In short, per collection:
+ *   write_mu  serialises writers (insert/upsert/delete/flush staging/compaction swap) and guards
+ *             the pk map, id counters, the growing segment's appends and the WAL append order.
+ *   seg_lock  (rwlock) guards the segment list and the growing pointer and the index spec;
+ *             readers take it shared only to build a read view (refcounted segments).
+ *   flush_mu  serialises flush and compaction (long I/O runs under it, not under write_mu).
+ *   idx_mu    (per segment) guards the segment's index pointer.
+ * Lock order: flush_mu -> write_mu -> seg_lock -> idx_mu -> db->mu. The WAL has its own mutex,
+ * taken last. Rows become visible to readers when n_rows is published (release store) after the
+ * row data is written; readers load it with acquire.
+ */
+#ifndef SX_ENGINE_ENGINE_H
+#define SX_ENGINE_ENGINE_H
+#include <pthread.h>
+#include <sextant.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/expr.h"
+#include "index/index.h"
+#include "platform/fs.h"
+#include "storage/wal.h"
+
+#define SX__CHUNK_ROWS 8192u /* growing-segment chunk; a multiple of 64 (bitset words) */
+
+/* An index attached to a segment; refcounted so a search can keep using an index that a
+ * concurrent drop detaches. */
+typedef struct sx__idxref {
+    atomic_int refs; /* acq_rel on decrement: the last owner frees */
+    const sx__index_ops *ops;
+    sx__index *idx;
+} sx__idxref;
+
+typedef struct sx__segment {
+    uint64_t id;
+    atomic_int refs;         /* acq_rel on decrement */
+    bool sealed;             /* immutable rows (delete bits still change) */
+    size_t cap_rows;
+    size_t chunk_rows;
+    size_t n_chunks;         /* allocated chunk slots */
+    atomic_size_t n_rows;    /* visible rows: release after data written, acquire by readers */
+    size_t n_fields;
+    void ***chunks;          /* [field][chunk]; sealed: one chunk per field */
+    bool *types_is_str;      /* per field: VARCHAR (strings owned by the segment) */
+    uint64_t *deleted;       /* cap_rows bits, atomic bit ops (bitset.h) */
+    atomic_size_t n_deleted;
+    /* guarded by the collection's write_mu */
+    uint64_t del_gen;             /* generation of the persisted delete file (0 none) */
+    size_t persisted_deleted;     /* n_deleted when del_gen was written */
+    bool persisted;               /* segment file is durable and in the manifest */
+    /* guarded by idx_mu */
+    pthread_mutex_t idx_mu;
+    sx__idxref *index;
+    bool build_pending;
+} sx__segment;
+
+typedef struct sx__pkmap sx__pkmap;
+
+struct sx_collection {
+    sx_db *db;
+    char *name;
+    char *dir;
+    atomic_int refs;            /* the db list holds one; handles hold one each */
+    atomic_bool dropped;
+    /* schema: immutable after create */
+    size_t n_fields;
+    sx_field_def *fields;       /* owned names */
+    sx_field_type *types;
+    const char **names;
+    size_t pk;                  /* index of the primary key field */
+    size_t vf;                  /* index of the vector field */
+    uint32_t dim;
+    sx_metric metric;
+    sx__expr_schema xschema;
+
+    pthread_mutex_t write_mu;
+    pthread_mutex_t flush_mu;
+    pthread_rwlock_t seg_lock;
+    /* guarded by seg_lock (write side also holds write_mu when changing it) */
+    sx__segment **segs;         /* sealed, in id order */
+    size_t n_segs;
+    sx__segment *growing;       /* never NULL while open */
+    char *index_type;           /* NULL: no index */
+    sx_param *index_params;     /* owned */
+    size_t n_index_params;
+    char index_params_str[256];
+    const sx__index_ops *iops;
+    char fail_reason[256];      /* guarded by seg_lock */
+    /* guarded by write_mu */
+    sx__pkmap *pkmap;
+    uint64_t next_auto_id;
+    uint64_t next_seg_id;
+    uint64_t checkpoint_lsn;
+    uint64_t manifest_gen;
+    size_t max_growing_rows;
+    sx__wal *wal;
+    pthread_cond_t index_cv;    /* signalled (with seg_lock's companion idx_wait_mu) on builds */
+    pthread_mutex_t idx_wait_mu;
+};
+
+typedef struct sx__job {
+    struct sx__job *next;
+    sx_collection *c;   /* ref held */
+    sx__segment *s;     /* ref held */
+} sx__job;
+
+struct sx_db {
+    char *dir;
+    sx_db_options opts;
+    sx__file *lock;
+    pthread_mutex_t mu;         /* guards colls and the job queue */
+    sx_collection **colls;
+    size_t n_colls;
+    pthread_cond_t job_cv;
+    sx__job *jobs_head, *jobs_tail;
+    bool stopping;
+    bool has_builder;
+    pthread_t builder;
+    atomic_bool cancel_build;
+    sx_collection *building;    /* guarded by mu: collection of the running job */
+};
+
+/* A consistent set of segments for one read (search/query/count/get). */
+typedef struct sx__view {
+    size_t n;
+    sx__segment **segs;   /* ref held */
+    size_t *rows;         /* visible rows per segment at view time */
+    sx__idxref **idx;     /* ref held or NULL */
+} sx__view;
+
+/* segment.c */
+SX_NODISCARD sx_status sx__seg_new_growing(const sx_collection *c, uint64_t id, size_t cap,
+                                           sx__segment **out);
+/* A sealed segment taking ownership of contiguous column arrays (cols[f], n rows). */
+SX_NODISCARD sx_status sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n,
+                                          void **cols, sx__segment **out);
+void sx__seg_ref(sx__segment *s);
+void sx__seg_unref(sx__segment *s);
+static inline void *sx__seg_cell(const sx__segment *s, size_t f, size_t row, size_t width)
+{
+    return (char *)s->chunks[f][row / s->chunk_rows] + (row % s->chunk_rows) * width;
+}
+size_t sx__field_width(const sx_collection *c, size_t f);
+/* Copies the growing segment's visible rows into a new contiguous sealed segment (same id),
+ * moving varchar strings. Caller holds write_mu. */
+SX_NODISCARD sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g,
+                                         sx__segment **out);
+/* Column views of chunk `ch` (rows [ch*chunk_rows, ...)) for expression evaluation. */
+void sx__seg_colrefs(const sx_collection *c, const sx__segment *s, size_t ch, sx__colref *out);
+size_t sx__seg_memory(const sx_collection *c, const sx__segment *s);
+void sx__idxref_unref(sx__idxref *r);
+
+/* pkmap.c: primary key -> (segment id, row). Guarded by write_mu. */
+SX_NODISCARD sx_status sx__pkmap_new(bool str, sx__pkmap **out);
+void sx__pkmap_free(sx__pkmap *m);
+/* Returns true and the location if present. */
+bool sx__pkmap_get_i(const sx__pkmap *m, int64_t k, uint64_t *seg, uint32_t *row);
+bool sx__pkmap_get_s(const sx__pkmap *m, const char *k, uint64_t *seg, uint32_t *row);
+SX_NODISCARD sx_status sx__pkmap_put_i(sx__pkmap *m, int64_t k, uint64_t seg, uint32_t row);
+SX_NODISCARD sx_status sx__pkmap_put_s(sx__pkmap *m, const char *k, uint64_t seg, uint32_t row);
+void sx__pkmap_del_i(sx__pkmap *m, int64_t k);
+void sx__pkmap_del_s(sx__pkmap *m, const char *k);
+size_t sx__pkmap_count(const sx__pkmap *m);
+size_t sx__pkmap_memory(const sx__pkmap *m);
+
+/* view.c */
+SX_NODISCARD sx_status sx__view_get(sx_collection *c, sx__view *v);
+void sx__view_release(sx__view *v);
+/* allow bitset for segment i of the view: not deleted and (expr == NULL or matches).
+ * *bits owned (sx__free); *n_allowed counts set bits. */
+SX_NODISCARD sx_status sx__view_allow(const sx_collection *c, const sx__view *v, size_t i,
+                                      const sx__expr *e, uint64_t **bits, size_t *n_allowed);
+sx__segment *sx__find_seg(sx_collection *c, uint64_t id); /* under write_mu or seg_lock */
+
+/* ingest.c */
+SX_NODISCARD sx_status sx__replay_record(void *ctx, uint64_t lsn, uint8_t type,
+                                         const void *payload, size_t len);
+
+/* collection.c */
+SX_NODISCARD sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out);
+void sx__coll_unref(sx_collection *c);
+SX_NODISCARD sx_status sx__coll_flush(sx_collection *c, bool from_insert);
+SX_NODISCARD sx_status sx__coll_check(sx_collection *c);
+SX_NODISCARD sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens);
+/* <dir>/seg-<id>.<ext> */
+void sx__coll_path(const sx_collection *c, char *buf, size_t n, const char *ext, uint64_t id);
+
+/* build.c */
+void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s);
+SX_NODISCARD sx_status sx__builder_start(sx_db *db);
+void sx__builder_stop(sx_db *db);
+/* Loads the index file of a sealed segment if it matches the spec; else queues a build. */
+void sx__seg_attach_index(sx_collection *c, sx__segment *s);
+void sx__coll_drop_indexes(sx_collection *c);
+
+/* WAL record types */
+enum { SX__REC_INSERT = 1, SX__REC_UPSERT = 2, SX__REC_DELETE = 3 };
+
+#endif

@@ -1,0 +1,534 @@
+/*
+ * ingest.c: insert, upsert, delete and WAL replay.
+ *
+ * Write path (one writer per collection at a time, under write_mu):
+ *   validate the batch (schema, dims, finite floats, varchar lengths, duplicate keys) ->
+ *   assign auto ids -> encode the record -> sx__wal_append (LSN order = apply order) ->
+ *   apply to the growing segment and pk map -> unlock -> sx__wal_sync(lsn) (group commit: many
+ *   writers' records share one fdatasync) -> acknowledge.
+ * Rows are visible to searches from the apply step, slightly before they are durable.
+ * XXX: if the fsync then fails the database turns FATAL (no later write is acknowledged) but
+ * readers of this process may have seen the unacknowledged rows; after reopen they are gone.
+ * Replay applies records through the same apply functions, so recovery equals the live path.
+ *
+ * Record payloads (little-endian):
+ *   INSERT/UPSERT: u64 n_rows, then per schema field in order: INT64 n x i64 | DOUBLE n x f64 |
+ *                  BOOL n x u8 | VARCHAR n x (u32 len, bytes) | VECTOR n x dim x f32
+ *   DELETE:        u8 kind (1 int, 2 str), u64 n, n x (i64 | u32 len, bytes)
+ */
+#include <math.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/alloc.h"
+#include "util/bitset.h"
+#include "util/buf.h"
+#include "util/err.h"
+#include "vector/dist.h"
+
+/* A decoded batch in schema order (pointers borrowed from the caller or from a WAL payload). */
+typedef struct rows {
+    size_t n;
+    const void *col[SX_MAX_FIELDS];
+    const char **strs[SX_MAX_FIELDS]; /* decoded varchar pointers (owned by rows_fini) */
+    bool owns_strs;
+} rows;
+
+static void rows_fini(rows *r, size_t n_fields)
+{
+    for (size_t f = 0; f < n_fields; f++) {
+        if (r->owns_strs && r->strs[f]) {
+            for (size_t i = 0; i < r->n; i++)
+                sx__free((char *)r->strs[f][i]);
+        }
+        sx__free(r->strs[f]);
+    }
+}
+
+static sx_status check_writable(sx_collection *c)
+{
+    if (atomic_load(&c->dropped))
+        return sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
+    if (c->db->opts.read_only)
+        return sx__err(SX_EINVAL, "database is open read-only");
+    if (sx__wal_is_fatal(c->wal))
+        return sx__err(SX_EFATAL, "database is in the error state after a failed write; reopen");
+    return SX_OK;
+}
+
+/* Maps the caller's columns onto schema order and validates every value. */
+static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!b || b->n_rows == 0)
+        return sx__err(SX_EINVAL, "empty batch");
+    if (b->n_rows > (64u << 20))
+        return sx__err(SX_EINVAL, "batch of %zu rows is over the limit of %u", b->n_rows, 64u << 20);
+    r->n = b->n_rows;
+    for (size_t i = 0; i < b->n_cols; i++) {
+        const sx_column *col = &b->cols[i];
+        size_t f = 0;
+        while (f < c->n_fields && (!col->name || strcmp(col->name, c->names[f]) != 0))
+            f++;
+        if (f == c->n_fields)
+            return sx__err(SX_EINVAL, "field \"%s\" is not in the schema of %s",
+                           col->name ? col->name : "(null)", c->name);
+        if (col->type != c->types[f])
+            return sx__err(SX_EINVAL, "field \"%s\" has the wrong type", col->name);
+        if (r->col[f])
+            return sx__err(SX_EINVAL, "field \"%s\" given twice", col->name);
+        if (f == c->pk && c->fields[f].auto_id)
+            return sx__err(SX_EINVAL, "primary key \"%s\" is auto-generated: omit it",
+                           col->name);
+        if (!col->data)
+            return sx__err(SX_EINVAL, "field \"%s\" has no data", col->name);
+        r->col[f] = col->data;
+    }
+    for (size_t f = 0; f < c->n_fields; f++) {
+        if (!r->col[f] && !(f == c->pk && c->fields[f].auto_id))
+            return sx__err(SX_EINVAL, "field \"%s\" is missing", c->names[f]);
+        if (!r->col[f])
+            continue;
+        if (c->types[f] == SX_FIELD_FLOAT_VECTOR) {
+            const float *v = r->col[f];
+            size_t total = r->n * c->dim;
+            for (size_t i = 0; i < total; i++)
+                if (!isfinite(v[i]))
+                    return sx__err(SX_EINVAL, "field \"%s\": row %zu has a NaN or infinite value",
+                                   c->names[f], i / c->dim);
+        } else if (c->types[f] == SX_FIELD_VARCHAR) {
+            const char *const *s = r->col[f];
+            uint32_t maxlen = c->fields[f].max_length ? c->fields[f].max_length : SX_MAX_VARCHAR;
+            for (size_t i = 0; i < r->n; i++) {
+                if (!s[i])
+                    return sx__err(SX_EINVAL, "field \"%s\": row %zu is NULL", c->names[f], i);
+                if (strlen(s[i]) > maxlen)
+                    return sx__err(SX_EINVAL, "field \"%s\": row %zu is longer than %u bytes",
+                                   c->names[f], i, maxlen);
+            }
+        } else if (c->types[f] == SX_FIELD_DOUBLE) {
+            const double *d = r->col[f];
+            for (size_t i = 0; i < r->n; i++)
+                if (isnan(d[i]))
+                    return sx__err(SX_EINVAL, "field \"%s\": row %zu is NaN", c->names[f], i);
+        }
+    }
+    return SX_OK;
+}
+
+static void encode_rows(sx_collection *c, const rows *r, sx__wbuf *w)
+{
+    sx__wbuf_u64(w, r->n);
+    for (size_t f = 0; f < c->n_fields; f++) {
+        const void *d = r->col[f];
+        for (size_t i = 0; i < r->n; i++) {
+            switch (c->types[f]) {
+            case SX_FIELD_INT64:
+                sx__wbuf_i64(w, ((const int64_t *)d)[i]);
+                break;
+            case SX_FIELD_DOUBLE:
+                sx__wbuf_f64(w, ((const double *)d)[i]);
+                break;
+            case SX_FIELD_BOOL:
+                sx__wbuf_u8(w, ((const bool *)d)[i] ? 1 : 0);
+                break;
+            case SX_FIELD_VARCHAR:
+                sx__wbuf_str(w, ((const char *const *)d)[i]);
+                break;
+            case SX_FIELD_FLOAT_VECTOR:
+                sx__wbuf_f32s(w, (const float *)d + i * c->dim, c->dim);
+                break;
+            }
+        }
+    }
+}
+
+static sx_status decode_rows(sx_collection *c, const void *p, size_t len, rows *r, void **scratch)
+{
+    memset(r, 0, sizeof *r);
+    r->owns_strs = true;
+    sx__rbuf b;
+    sx__rbuf_init(&b, p, len);
+    uint64_t n = sx__rbuf_u64(&b);
+    if (!sx__rbuf_ok(&b) || n == 0 || n > len)
+        return sx__err(SX_ECORRUPT, "WAL insert record: bad row count");
+    r->n = (size_t)n;
+    /* fixed-width columns are copied out to aligned scratch (payload offsets are unaligned) */
+    size_t total = 0;
+    for (size_t f = 0; f < c->n_fields; f++)
+        if (c->types[f] != SX_FIELD_VARCHAR)
+            total += r->n * sx__field_width(c, f) + 64;
+    char *buf = sx__malloc_aligned(total);
+    if (!buf)
+        return sx__err(SX_ENOMEM, "replay");
+    *scratch = buf;
+    size_t off = 0;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        if (c->types[f] == SX_FIELD_VARCHAR) {
+            r->strs[f] = sx__calloc(r->n, sizeof(char *));
+            if (!r->strs[f])
+                return sx__err(SX_ENOMEM, "replay");
+            for (size_t i = 0; i < r->n; i++) {
+                bool oom = false;
+                r->strs[f][i] = sx__rbuf_str(&b, SX_MAX_VARCHAR, &oom);
+                if (!r->strs[f][i])
+                    return oom ? sx__err(SX_ENOMEM, "replay")
+                               : sx__err(SX_ECORRUPT, "WAL insert record: bad string");
+            }
+            r->col[f] = r->strs[f];
+            continue;
+        }
+        size_t wdt = sx__field_width(c, f);
+        const void *src = sx__rbuf_bytes(&b, r->n * wdt);
+        if (!src)
+            return sx__err(SX_ECORRUPT, "WAL insert record: truncated column");
+        void *dst = buf + off;
+        off += (r->n * wdt + 63) & ~(size_t)63;
+        if (c->types[f] == SX_FIELD_BOOL) {
+            const uint8_t *u = src;
+            bool *bo = dst;
+            for (size_t i = 0; i < r->n; i++)
+                bo[i] = u[i] != 0;
+        } else {
+            memcpy(dst, src, r->n * wdt);
+        }
+        r->col[f] = dst;
+    }
+    if (sx__rbuf_left(&b) != 0)
+        return sx__err(SX_ECORRUPT, "WAL insert record: trailing bytes");
+    return SX_OK;
+}
+
+static bool pk_lookup(sx_collection *c, const rows *r, size_t i, uint64_t *seg, uint32_t *row)
+{
+    if (c->types[c->pk] == SX_FIELD_INT64)
+        return sx__pkmap_get_i(c->pkmap, ((const int64_t *)r->col[c->pk])[i], seg, row);
+    return sx__pkmap_get_s(c->pkmap, ((const char *const *)r->col[c->pk])[i], seg, row);
+}
+
+static void mark_deleted(sx_collection *c, uint64_t seg_id, uint32_t row)
+{
+    sx__segment *s = sx__find_seg(c, seg_id);
+    if (s && !sx__bits_test_atomic(s->deleted, row)) {
+        sx__bits_set_atomic(s->deleted, row);
+        atomic_fetch_add(&s->n_deleted, 1);
+    }
+}
+
+/* Applies rows to the growing segment. Caller holds write_mu and has checked capacity. */
+static sx_status apply_rows(sx_collection *c, const rows *r, bool upsert)
+{
+    sx__segment *g = c->growing;
+    size_t base = atomic_load_explicit(&g->n_rows, memory_order_relaxed);
+    /* allocate chunks first so nothing below fails halfway (except string copies) */
+    for (size_t f = 0; f < c->n_fields; f++) {
+        for (size_t row = base; row < base + r->n; row += 1) {
+            size_t ch = row / g->chunk_rows;
+            if (!g->chunks[f][ch]) {
+                g->chunks[f][ch] = sx__malloc_aligned(g->chunk_rows * sx__field_width(c, f));
+                if (!g->chunks[f][ch])
+                    return sx__err(SX_ENOMEM, "growing segment");
+                if (c->types[f] == SX_FIELD_VARCHAR)
+                    memset(g->chunks[f][ch], 0, g->chunk_rows * sizeof(char *));
+            }
+            row = (ch + 1) * g->chunk_rows - 1; /* jump to the chunk's last row */
+        }
+    }
+    for (size_t f = 0; f < c->n_fields; f++) {
+        if (c->types[f] != SX_FIELD_VARCHAR)
+            continue;
+        for (size_t i = 0; i < r->n; i++) {
+            char **cell = sx__seg_cell(g, f, base + i, sizeof(char *));
+            *cell = sx__strdup(((const char *const *)r->col[f])[i]);
+            if (!*cell) {
+                for (size_t j = 0; j <= i; j++) {
+                    char **cj = sx__seg_cell(g, f, base + j, sizeof(char *));
+                    sx__free(*cj);
+                    *cj = NULL;
+                }
+                return sx__err(SX_ENOMEM, "growing segment");
+            }
+        }
+    }
+    for (size_t f = 0; f < c->n_fields; f++) {
+        if (c->types[f] == SX_FIELD_VARCHAR)
+            continue;
+        size_t w = sx__field_width(c, f);
+        for (size_t i = 0; i < r->n; i++)
+            memcpy(sx__seg_cell(g, f, base + i, w), (const char *)r->col[f] + i * w, w);
+        if (f == c->vf && c->metric == SX_METRIC_COSINE)
+            for (size_t i = 0; i < r->n; i++)
+                sx__normalize(sx__seg_cell(g, f, base + i, w), c->dim);
+    }
+    sx_status st = SX_OK;
+    for (size_t i = 0; i < r->n; i++) {
+        uint64_t seg;
+        uint32_t row;
+        if (pk_lookup(c, r, i, &seg, &row)) {
+            if (!upsert)
+                continue; /* validated before logging; replay treats it as upsert-safe */
+            mark_deleted(c, seg, row);
+        }
+        if (c->types[c->pk] == SX_FIELD_INT64) {
+            int64_t k = ((const int64_t *)r->col[c->pk])[i];
+            st = sx__pkmap_put_i(c->pkmap, k, g->id, (uint32_t)(base + i));
+            if (c->fields[c->pk].auto_id && k >= 0 && (uint64_t)k >= c->next_auto_id)
+                c->next_auto_id = (uint64_t)k + 1;
+        } else {
+            st = sx__pkmap_put_s(c->pkmap, ((const char *const *)r->col[c->pk])[i], g->id,
+                                 (uint32_t)(base + i));
+        }
+        if (st != SX_OK)
+            break; /* XXX: ENOMEM here leaves the pk map partially updated */
+    }
+    atomic_store_explicit(&g->n_rows, base + r->n, memory_order_release);
+    return st;
+}
+
+static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_out, bool upsert)
+{
+    rows r;
+    int64_t *auto_ids = NULL;
+    sx__wbuf w;
+    sx__wbuf_init(&w);
+    sx_status st = map_batch(c, b, &r);
+    if (st != SX_OK)
+        return st;
+    if (r.n > c->max_growing_rows)
+        return sx__err(SX_EINVAL, "batch of %zu rows is larger than a segment (%zu rows)", r.n,
+                       c->max_growing_rows);
+    for (;;) {
+        pthread_mutex_lock(&c->write_mu);
+        st = check_writable(c);
+        if (st != SX_OK)
+            goto unlock;
+        if (atomic_load(&c->growing->n_rows) + r.n <= c->max_growing_rows)
+            break;
+        pthread_mutex_unlock(&c->write_mu);
+        st = sx__coll_flush(c, true);
+        if (st != SX_OK)
+            return st;
+    }
+    if (c->fields[c->pk].auto_id) {
+        auto_ids = sx__malloc(r.n * sizeof(int64_t));
+        if (!auto_ids) {
+            st = sx__err(SX_ENOMEM, "insert");
+            goto unlock;
+        }
+        for (size_t i = 0; i < r.n; i++)
+            auto_ids[i] = (int64_t)(c->next_auto_id + i);
+        r.col[c->pk] = auto_ids;
+    } else {
+        /* duplicates: inside the batch, and (insert only) against stored rows */
+        sx__pkmap *seen = NULL;
+        st = sx__pkmap_new(c->types[c->pk] == SX_FIELD_VARCHAR, &seen);
+        for (size_t i = 0; st == SX_OK && i < r.n; i++) {
+            uint64_t sg;
+            uint32_t rw;
+            bool dup_batch, dup_store = false;
+            if (c->types[c->pk] == SX_FIELD_INT64) {
+                int64_t k = ((const int64_t *)r.col[c->pk])[i];
+                dup_batch = sx__pkmap_get_i(seen, k, &sg, &rw);
+                if (!upsert)
+                    dup_store = sx__pkmap_get_i(c->pkmap, k, &sg, &rw);
+                if (dup_batch || dup_store)
+                    st = sx__err(SX_EEXIST, "primary key %lld %s", (long long)k,
+                                 dup_batch ? "appears twice in the batch" : "already exists");
+                else
+                    st = sx__pkmap_put_i(seen, k, 0, 0);
+            } else {
+                const char *k = ((const char *const *)r.col[c->pk])[i];
+                dup_batch = sx__pkmap_get_s(seen, k, &sg, &rw);
+                if (!upsert)
+                    dup_store = sx__pkmap_get_s(c->pkmap, k, &sg, &rw);
+                if (dup_batch || dup_store)
+                    st = sx__err(SX_EEXIST, "primary key \"%s\" %s", k,
+                                 dup_batch ? "appears twice in the batch" : "already exists");
+                else
+                    st = sx__pkmap_put_s(seen, k, 0, 0);
+            }
+        }
+        sx__pkmap_free(seen);
+        if (st != SX_OK)
+            goto unlock;
+    }
+    encode_rows(c, &r, &w);
+    if (!sx__wbuf_ok(&w)) {
+        st = sx__err(SX_ENOMEM, "insert");
+        goto unlock;
+    }
+    uint64_t lsn;
+    st = sx__wal_append(c->wal, upsert ? SX__REC_UPSERT : SX__REC_INSERT, w.data, w.len, &lsn);
+    if (st != SX_OK)
+        goto unlock;
+    st = apply_rows(c, &r, upsert); /* also advances next_auto_id past the ids used */
+    pthread_mutex_unlock(&c->write_mu);
+    sx__wbuf_fini(&w);
+    if (st == SX_OK)
+        st = sx__wal_sync(c->wal, lsn);
+    if (st == SX_OK && ids_out) {
+        if (c->types[c->pk] == SX_FIELD_INT64)
+            memcpy(ids_out, r.col[c->pk], r.n * sizeof(int64_t));
+    }
+    sx__free(auto_ids);
+    return st;
+unlock:
+    pthread_mutex_unlock(&c->write_mu);
+    sx__wbuf_fini(&w);
+    sx__free(auto_ids);
+    return st;
+}
+
+sx_status sx_insert(sx_collection *c, const sx_batch *b, int64_t *ids_out)
+{
+    return write_rows(c, b, ids_out, false);
+}
+
+sx_status sx_upsert(sx_collection *c, const sx_batch *b)
+{
+    return write_rows(c, b, NULL, true);
+}
+
+/* ---------------------------------------------------------------- delete */
+
+static void encode_keys(const sx_keys *k, sx__wbuf *w)
+{
+    sx__wbuf_u8(w, k->ints ? 1 : 2);
+    sx__wbuf_u64(w, k->n);
+    for (size_t i = 0; i < k->n; i++) {
+        if (k->ints)
+            sx__wbuf_i64(w, k->ints[i]);
+        else
+            sx__wbuf_str(w, k->strs[i]);
+    }
+}
+
+/* Caller holds write_mu. Returns rows deleted. */
+static uint64_t apply_delete(sx_collection *c, const sx_keys *k)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        uint64_t seg;
+        uint32_t row;
+        bool hit = k->ints ? sx__pkmap_get_i(c->pkmap, k->ints[i], &seg, &row)
+                           : sx__pkmap_get_s(c->pkmap, k->strs[i], &seg, &row);
+        if (!hit)
+            continue;
+        mark_deleted(c, seg, row);
+        if (k->ints)
+            sx__pkmap_del_i(c->pkmap, k->ints[i]);
+        else
+            sx__pkmap_del_s(c->pkmap, k->strs[i]);
+        n++;
+    }
+    return n;
+}
+
+sx_status sx_delete(sx_collection *c, const sx_keys *keys, uint64_t *n_deleted)
+{
+    if (!keys || (!keys->ints == !keys->strs && keys->n))
+        return sx__err(SX_EINVAL, "keys: exactly one of ints/strs must be set");
+    if (keys->n == 0) {
+        if (n_deleted)
+            *n_deleted = 0;
+        return SX_OK;
+    }
+    bool want_int = c->types[c->pk] == SX_FIELD_INT64;
+    if (want_int != (keys->ints != NULL))
+        return sx__err(SX_EINVAL, "primary key \"%s\" is %s", c->names[c->pk],
+                       want_int ? "int64" : "varchar");
+    if (keys->strs)
+        for (size_t i = 0; i < keys->n; i++)
+            if (!keys->strs[i])
+                return sx__err(SX_EINVAL, "key %zu is NULL", i);
+    sx__wbuf w;
+    sx__wbuf_init(&w);
+    encode_keys(keys, &w);
+    if (!sx__wbuf_ok(&w))
+        return sx__err(SX_ENOMEM, "delete");
+    pthread_mutex_lock(&c->write_mu);
+    sx_status st = check_writable(c);
+    uint64_t lsn = 0, n = 0;
+    if (st == SX_OK)
+        st = sx__wal_append(c->wal, SX__REC_DELETE, w.data, w.len, &lsn);
+    if (st == SX_OK)
+        n = apply_delete(c, keys);
+    pthread_mutex_unlock(&c->write_mu);
+    sx__wbuf_fini(&w);
+    if (st == SX_OK)
+        st = sx__wal_sync(c->wal, lsn);
+    if (st == SX_OK && n_deleted)
+        *n_deleted = n;
+    return st;
+}
+
+/* ---------------------------------------------------------------- replay */
+
+sx_status sx__replay_record(void *ctx, uint64_t lsn, uint8_t type, const void *payload, size_t len)
+{
+    sx_collection *c = ctx;
+    (void)lsn;
+    if (type == SX__REC_INSERT || type == SX__REC_UPSERT) {
+        rows r;
+        void *scratch = NULL;
+        sx_status st = decode_rows(c, payload, len, &r, &scratch);
+        if (st == SX_OK && atomic_load(&c->growing->n_rows) + r.n > c->max_growing_rows) {
+            /* the log outgrew one segment (e.g. segment size lowered): seal in memory */
+            sx__segment *sealed = NULL, *ng = NULL;
+            st = sx__seg_seal_copy(c, c->growing, &sealed);
+            if (st == SX_OK)
+                st = sx__seg_new_growing(c, c->next_seg_id++, c->max_growing_rows, &ng);
+            sx__segment **ns = st == SX_OK ? sx__realloc(c->segs, (c->n_segs + 2) * sizeof *ns)
+                                           : NULL;
+            if (st == SX_OK && !ns)
+                st = sx__err(SX_ENOMEM, "replay");
+            if (st == SX_OK) {
+                c->segs = ns;
+                c->segs[c->n_segs++] = sealed;
+                sx__seg_unref(c->growing);
+                c->growing = ng;
+            } else {
+                sx__seg_unref(sealed);
+                sx__seg_unref(ng);
+            }
+        }
+        if (st == SX_OK)
+            st = apply_rows(c, &r, true);
+        rows_fini(&r, c->n_fields);
+        sx__free_aligned(scratch);
+        return st;
+    }
+    if (type == SX__REC_DELETE) {
+        sx__rbuf b;
+        sx__rbuf_init(&b, payload, len);
+        uint8_t kind = sx__rbuf_u8(&b);
+        uint64_t n = sx__rbuf_u64(&b);
+        if (!sx__rbuf_ok(&b) || (kind != 1 && kind != 2) || n > len)
+            return sx__err(SX_ECORRUPT, "WAL delete record: bad header");
+        for (uint64_t i = 0; i < n; i++) {
+            sx_keys k = { 1, NULL, NULL };
+            int64_t ik;
+            char *sk = NULL;
+            if (kind == 1) {
+                ik = sx__rbuf_i64(&b);
+                k.ints = &ik;
+            } else {
+                bool oom = false;
+                sk = sx__rbuf_str(&b, SX_MAX_VARCHAR, &oom);
+                if (!sk)
+                    return oom ? sx__err(SX_ENOMEM, "replay")
+                               : sx__err(SX_ECORRUPT, "WAL delete record: bad key");
+                k.strs = (const char *const *)&sk;
+            }
+            if (!sx__rbuf_ok(&b)) {
+                sx__free(sk);
+                return sx__err(SX_ECORRUPT, "WAL delete record: truncated");
+            }
+            if ((kind == 1) == (c->types[c->pk] == SX_FIELD_INT64))
+                (void)apply_delete(c, &k);
+            sx__free(sk);
+        }
+        return SX_OK;
+    }
+    return sx__err(SX_ECORRUPT, "WAL record of unknown type %u", type);
+}

@@ -1,0 +1,216 @@
+/*
+ * pkmap.c: primary key -> (segment id, row) hash map for upsert/delete/get by key.
+ * Open addressing with linear probing and tombstones; grows at 70% load (counting tombstones).
+ * String keys are copied into the map. Guarded by the collection's write_mu (readers of get()
+ * also take write_mu: lookups are short).
+ */
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+enum { EMPTY = 0, FULL = 1, TOMB = 2 };
+
+typedef struct slot {
+    uint8_t state;
+    uint32_t row;
+    uint64_t seg;
+    int64_t ik;
+    char *sk;
+} slot;
+
+struct sx__pkmap {
+    bool str;
+    size_t cap; /* power of two */
+    size_t n;
+    size_t used; /* FULL + TOMB */
+    slot *s;
+};
+
+static uint64_t hash_i(int64_t k)
+{
+    uint64_t x = (uint64_t)k;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_s(const char *k)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *k; k++) {
+        h ^= (uint8_t)*k;
+        h *= 1099511628211ull;
+    }
+    return hash_i((int64_t)h);
+}
+
+sx_status sx__pkmap_new(bool str, sx__pkmap **out)
+{
+    sx__pkmap *m = sx__calloc(1, sizeof *m);
+    if (!m)
+        return sx__err(SX_ENOMEM, "pk map");
+    m->str = str;
+    m->cap = 1024;
+    m->s = sx__calloc(m->cap, sizeof(slot));
+    if (!m->s) {
+        sx__free(m);
+        return sx__err(SX_ENOMEM, "pk map");
+    }
+    *out = m;
+    return SX_OK;
+}
+
+void sx__pkmap_free(sx__pkmap *m)
+{
+    if (!m)
+        return;
+    if (m->str)
+        for (size_t i = 0; i < m->cap; i++)
+            sx__free(m->s[i].sk);
+    sx__free(m->s);
+    sx__free(m);
+}
+
+static slot *find(const sx__pkmap *m, int64_t ik, const char *sk)
+{
+    size_t mask = m->cap - 1;
+    size_t i = (size_t)(m->str ? hash_s(sk) : hash_i(ik)) & mask;
+    for (;;) {
+        slot *s = &m->s[i];
+        if (s->state == EMPTY)
+            return NULL;
+        if (s->state == FULL && (m->str ? strcmp(s->sk, sk) == 0 : s->ik == ik))
+            return s;
+        i = (i + 1) & mask;
+    }
+}
+
+static sx_status grow(sx__pkmap *m)
+{
+    size_t ncap = m->n * 2 >= m->cap / 2 ? m->cap * 2 : m->cap;
+    slot *ns = sx__calloc(ncap, sizeof(slot));
+    if (!ns)
+        return sx__err(SX_ENOMEM, "pk map");
+    for (size_t i = 0; i < m->cap; i++) {
+        slot *o = &m->s[i];
+        if (o->state != FULL) {
+            if (m->str)
+                sx__free(o->sk);
+            continue;
+        }
+        size_t j = (size_t)(m->str ? hash_s(o->sk) : hash_i(o->ik)) & (ncap - 1);
+        while (ns[j].state != EMPTY)
+            j = (j + 1) & (ncap - 1);
+        ns[j] = *o;
+    }
+    sx__free(m->s);
+    m->s = ns;
+    m->cap = ncap;
+    m->used = m->n;
+    return SX_OK;
+}
+
+static sx_status put(sx__pkmap *m, int64_t ik, const char *sk, uint64_t seg, uint32_t row)
+{
+    slot *s = find(m, ik, sk);
+    if (s) {
+        s->seg = seg;
+        s->row = row;
+        return SX_OK;
+    }
+    if ((m->used + 1) * 10 >= m->cap * 7) {
+        sx_status st = grow(m);
+        if (st != SX_OK)
+            return st;
+    }
+    char *copy = NULL;
+    if (m->str) {
+        copy = sx__strdup(sk);
+        if (!copy)
+            return sx__err(SX_ENOMEM, "pk map");
+    }
+    size_t mask = m->cap - 1;
+    size_t i = (size_t)(m->str ? hash_s(sk) : hash_i(ik)) & mask;
+    while (m->s[i].state == FULL)
+        i = (i + 1) & mask;
+    slot *d = &m->s[i];
+    if (d->state == EMPTY)
+        m->used++;
+    if (m->str)
+        sx__free(d->sk);
+    d->state = FULL;
+    d->ik = ik;
+    d->sk = copy;
+    d->seg = seg;
+    d->row = row;
+    m->n++;
+    return SX_OK;
+}
+
+bool sx__pkmap_get_i(const sx__pkmap *m, int64_t k, uint64_t *seg, uint32_t *row)
+{
+    const slot *s = find(m, k, NULL);
+    if (!s)
+        return false;
+    *seg = s->seg;
+    *row = s->row;
+    return true;
+}
+
+bool sx__pkmap_get_s(const sx__pkmap *m, const char *k, uint64_t *seg, uint32_t *row)
+{
+    const slot *s = find(m, 0, k);
+    if (!s)
+        return false;
+    *seg = s->seg;
+    *row = s->row;
+    return true;
+}
+
+sx_status sx__pkmap_put_i(sx__pkmap *m, int64_t k, uint64_t seg, uint32_t row)
+{
+    return put(m, k, NULL, seg, row);
+}
+
+sx_status sx__pkmap_put_s(sx__pkmap *m, const char *k, uint64_t seg, uint32_t row)
+{
+    return put(m, 0, k, seg, row);
+}
+
+static void del(sx__pkmap *m, int64_t ik, const char *sk)
+{
+    slot *s = find(m, ik, sk);
+    if (!s)
+        return;
+    s->state = TOMB;
+    if (m->str) {
+        sx__free(s->sk);
+        s->sk = NULL;
+    }
+    m->n--;
+}
+
+void sx__pkmap_del_i(sx__pkmap *m, int64_t k)
+{
+    del(m, k, NULL);
+}
+
+void sx__pkmap_del_s(sx__pkmap *m, const char *k)
+{
+    del(m, 0, k);
+}
+
+size_t sx__pkmap_count(const sx__pkmap *m)
+{
+    return m->n;
+}
+
+size_t sx__pkmap_memory(const sx__pkmap *m)
+{
+    return sizeof *m + m->cap * sizeof(slot);
+}

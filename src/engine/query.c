@@ -1,0 +1,560 @@
+/*
+ * query.c: search, query, get, count, and result rowsets.
+ *
+ * Search over a read view: each segment is searched with its index when it has one and the filter
+ * keeps enough rows; otherwise exactly (FLAT scan: SIMD per row for few queries, BLAS GEMM for
+ * batches). The filter + delete bitmap of a segment is computed once per call and shared by all
+ * queries. Low selectivity switches to exact search: when fewer than SX__EXACT_MAX_ROWS rows or
+ * under SX__EXACT_FRACTION of the segment pass the filter, graph traversal would wander through
+ * mostly filtered-out nodes, and an exact scan of the survivors is both cheaper and exact.
+ * Per-segment top-(k+offset) lists are merged per query; hits are sorted by distance, then by
+ * segment order and row so results are deterministic.
+ * Batches of queries on indexed segments are split across threads (search_threads).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "index/flat/flat.h"
+#include "util/alloc.h"
+#include "util/bitset.h"
+#include "util/err.h"
+#include "vector/dist.h"
+
+#define SX__EXACT_MAX_ROWS 2048
+#define SX__EXACT_FRACTION 0.05
+
+typedef struct cand {
+    float dist;
+    uint32_t seg;
+    uint32_t row;
+} cand;
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->dist != y->dist)
+        return x->dist < y->dist ? -1 : 1;
+    if (x->seg != y->seg)
+        return x->seg < y->seg ? -1 : 1;
+    return x->row < y->row ? -1 : (x->row > y->row);
+}
+
+/* ---------------------------------------------------------------- rowsets */
+
+typedef struct rowref {
+    uint32_t seg;
+    uint32_t row;
+} rowref;
+
+void sx_rowset_free(sx_rowset *rs)
+{
+    if (!rs)
+        return;
+    for (size_t i = 0; i < rs->n_cols; i++) {
+        if (rs->cols[i].type == SX_FIELD_VARCHAR && rs->cols[i].data) {
+            char **s = (char **)rs->cols[i].data;
+            for (size_t r = 0; r < rs->n_rows; r++)
+                sx__free(s[r]);
+        }
+        sx__free((void *)rs->cols[i].data);
+        sx__free((char *)rs->cols[i].name);
+    }
+    sx__free(rs->cols);
+    sx__free(rs->dims);
+    sx__free(rs->topks);
+    sx__free(rs->distances);
+    sx__free(rs);
+}
+
+/* Resolves output field names to field indexes: pk first, then the requested ones. */
+static sx_status resolve_fields(sx_collection *c, const char *const *names, size_t n, size_t *out,
+                                size_t *n_out)
+{
+    size_t k = 0;
+    out[k++] = c->pk;
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i])
+            return sx__err(SX_EINVAL, "output field %zu is NULL", i);
+        if (strcmp(names[i], "*") == 0) {
+            for (size_t f = 0; f < c->n_fields; f++) {
+                bool have = false;
+                for (size_t j = 0; j < k; j++)
+                    have |= out[j] == f;
+                if (!have)
+                    out[k++] = f;
+            }
+            continue;
+        }
+        size_t f = 0;
+        while (f < c->n_fields && strcmp(c->names[f], names[i]) != 0)
+            f++;
+        if (f == c->n_fields)
+            return sx__err(SX_EINVAL, "output field \"%s\" not found", names[i]);
+        bool have = false;
+        for (size_t j = 0; j < k; j++)
+            have |= out[j] == f;
+        if (!have)
+            out[k++] = f;
+    }
+    *n_out = k;
+    return SX_OK;
+}
+
+static sx_status build_rowset(sx_collection *c, const sx__view *v, const rowref *refs, size_t n,
+                              const size_t *fields, size_t n_fields, sx_rowset **out)
+{
+    sx_rowset *rs = sx__calloc(1, sizeof *rs);
+    if (!rs)
+        return sx__err(SX_ENOMEM, "result");
+    rs->n_rows = n;
+    rs->cols = sx__calloc(n_fields, sizeof(sx_column));
+    rs->dims = sx__calloc(n_fields, sizeof(uint32_t));
+    if (!rs->cols || !rs->dims)
+        goto nomem;
+    for (size_t i = 0; i < n_fields; i++) {
+        size_t f = fields[i];
+        size_t w = sx__field_width(c, f);
+        rs->cols[i].name = sx__strdup(c->names[f]);
+        rs->cols[i].type = c->types[f];
+        rs->n_cols = i + 1;
+        rs->dims[i] = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        char *data = sx__calloc(n ? n : 1, w);
+        rs->cols[i].data = data;
+        if (!data || !rs->cols[i].name)
+            goto nomem;
+        for (size_t r = 0; r < n; r++) {
+            const sx__segment *s = v->segs[refs[r].seg];
+            const void *cell = sx__seg_cell(s, f, refs[r].row, w);
+            if (c->types[f] == SX_FIELD_VARCHAR) {
+                char *copy = sx__strdup(*(char *const *)cell);
+                if (!copy)
+                    goto nomem;
+                ((char **)data)[r] = copy;
+            } else {
+                memcpy(data + r * w, cell, w);
+            }
+        }
+    }
+    *out = rs;
+    return SX_OK;
+nomem:
+    sx_rowset_free(rs);
+    return sx__err(SX_ENOMEM, "result");
+}
+
+static sx_status parse_filter(sx_collection *c, const char *filter, sx__expr **e)
+{
+    *e = NULL;
+    if (!filter)
+        return SX_OK;
+    const char *p = filter;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    if (!*p)
+        return SX_OK;
+    return sx__expr_parse(filter, &c->xschema, e);
+}
+
+/* ---------------------------------------------------------------- search */
+
+typedef struct search_job {
+    const sx__idxref *idx;
+    const float *queries;
+    size_t dim, kk, q0, q1;
+    const sx_param *params;
+    size_t n_params;
+    const uint64_t *allow;
+    uint32_t seg_i;
+    cand *cands;      /* per query: kk slots at q*slot_stride + *counts */
+    size_t *counts;
+    size_t stride;
+    sx_status st;
+} search_job;
+
+static void *run_index_job(void *arg)
+{
+    search_job *j = arg;
+    sx__hit *hits = sx__malloc(j->kk * sizeof *hits);
+    if (!hits) {
+        j->st = sx__err(SX_ENOMEM, "search");
+        return NULL;
+    }
+    for (size_t q = j->q0; q < j->q1 && j->st == SX_OK; q++) {
+        sx__topk t;
+        sx__topk_init(&t, hits, j->kk);
+        j->st = j->idx->ops->search(j->idx->idx, j->queries + q * j->dim, j->kk, j->params,
+                                    j->n_params, j->allow, &t);
+        for (size_t h = 0; h < t.n; h++) {
+            cand *cd = &j->cands[q * j->stride + j->counts[q]++];
+            cd->dist = t.h[h].dist;
+            cd->seg = j->seg_i;
+            cd->row = t.h[h].id;
+        }
+    }
+    sx__free(hits);
+    return NULL;
+}
+
+static sx_status search_index(sx_collection *c, search_job *base, size_t nq)
+{
+    uint32_t threads = c->db->opts.search_threads;
+    if (threads <= 1 || nq < 16) {
+        base->q0 = 0;
+        base->q1 = nq;
+        run_index_job(base);
+        return base->st;
+    }
+    if (threads > 64)
+        threads = 64;
+    search_job jobs[64];
+    pthread_t tids[64];
+    bool started[64] = { false };
+    for (uint32_t t = 0; t < threads; t++) {
+        jobs[t] = *base;
+        jobs[t].q0 = nq * t / threads;
+        jobs[t].q1 = nq * (t + 1) / threads;
+        started[t] = t > 0 && pthread_create(&tids[t], NULL, run_index_job, &jobs[t]) == 0;
+    }
+    for (uint32_t t = 0; t < threads; t++)
+        if (!started[t])
+            run_index_job(&jobs[t]);
+    sx_status st = SX_OK;
+    for (uint32_t t = 0; t < threads; t++) {
+        if (started[t])
+            pthread_join(tids[t], NULL);
+        if (jobs[t].st != SX_OK && st == SX_OK)
+            st = jobs[t].st;
+    }
+    return st;
+}
+
+static sx_status search_exact(sx_collection *c, const sx__view *v, uint32_t i, const float *queries,
+                              size_t nq, size_t kk, const uint64_t *allow, cand *cands,
+                              size_t *counts, size_t stride)
+{
+    const sx__segment *s = v->segs[i];
+    size_t n = v->rows[i];
+    sx__hit *store = sx__malloc(nq * kk * sizeof *store);
+    sx__topk *heaps = sx__malloc(nq * sizeof *heaps);
+    sx_status st = store && heaps ? SX_OK : sx__err(SX_ENOMEM, "search");
+    for (size_t q = 0; st == SX_OK && q < nq; q++)
+        sx__topk_init(&heaps[q], store + q * kk, kk);
+    for (size_t base = 0; st == SX_OK && base < n; base += s->chunk_rows) {
+        size_t m = n - base < s->chunk_rows ? n - base : s->chunk_rows;
+        const float *vecs = s->chunks[c->vf][base / s->chunk_rows];
+        st = sx__flat_scan(vecs, m, c->dim, c->metric, (uint32_t)base, allow, queries, nq,
+                           heaps);
+    }
+    for (size_t q = 0; st == SX_OK && q < nq; q++) {
+        for (size_t h = 0; h < heaps[q].n; h++) {
+            cand *cd = &cands[q * stride + counts[q]++];
+            cd->dist = heaps[q].h[h].dist;
+            cd->seg = i;
+            cd->row = heaps[q].h[h].id;
+        }
+    }
+    sx__free(store);
+    sx__free(heaps);
+    return st;
+}
+
+sx_status sx_search(sx_collection *c, const sx_search_req *req, sx_rowset **out)
+{
+    if (!req || !req->queries || req->nq == 0)
+        return sx__err(SX_EINVAL, "search needs at least one query vector");
+    if (req->nq > 65536)
+        return sx__err(SX_EINVAL, "nq %zu is over the limit of 65536", req->nq);
+    if (req->k == 0 || req->k > SX_MAX_TOPK || req->offset > SX_MAX_TOPK - req->k)
+        return sx__err(SX_EINVAL, "limit %u + offset %u must be in [1, %u]", req->k, req->offset,
+                       SX_MAX_TOPK);
+    if (req->metric >= 0 && (sx_metric)req->metric != c->metric)
+        return sx__err(SX_EINVAL, "metric type mismatch: the collection uses %s",
+                       c->metric == SX_METRIC_L2 ? "L2" : c->metric == SX_METRIC_IP ? "IP"
+                                                                                    : "COSINE");
+    size_t nq = req->nq, dim = c->dim, kk = (size_t)req->k + req->offset;
+    for (size_t i = 0; i < nq * dim; i++)
+        if (!isfinite(req->queries[i]))
+            return sx__err(SX_EINVAL, "query %zu has a NaN or infinite value", i / dim);
+    sx__expr *e = NULL;
+    sx_status st = parse_filter(c, req->filter, &e);
+    if (st != SX_OK)
+        return st;
+    sx__view v;
+    float *qcopy = NULL;
+    cand *cands = NULL;
+    size_t *counts = NULL;
+    rowref *refs = NULL;
+    float *dists = NULL;
+    size_t *topks = NULL;
+    st = sx__view_get(c, &v);
+    if (st != SX_OK) {
+        sx__expr_free(e);
+        return st;
+    }
+    const float *queries = req->queries;
+    if (c->metric == SX_METRIC_COSINE) {
+        qcopy = sx__malloc(nq * dim * sizeof(float));
+        if (!qcopy) {
+            st = sx__err(SX_ENOMEM, "search");
+            goto out;
+        }
+        memcpy(qcopy, req->queries, nq * dim * sizeof(float));
+        for (size_t q = 0; q < nq; q++)
+            sx__normalize(qcopy + q * dim, dim);
+        queries = qcopy;
+    }
+    for (size_t i = 0; i < v.n; i++) {
+        if (v.idx[i]) {
+            st = v.idx[i]->ops->check_search_params(req->params, req->n_params, kk);
+            if (st != SX_OK)
+                goto out;
+            break;
+        }
+    }
+    size_t stride = v.n * kk;
+    cands = sx__malloc(nq * stride * sizeof *cands);
+    counts = sx__calloc(nq, sizeof *counts);
+    if (!cands || !counts) {
+        st = sx__err(SX_ENOMEM, "search: %zu queries x %zu segments x %zu hits", nq, v.n, kk);
+        goto out;
+    }
+    for (uint32_t i = 0; st == SX_OK && i < v.n; i++) {
+        size_t n = v.rows[i];
+        if (n == 0)
+            continue;
+        uint64_t *allow = NULL;
+        size_t n_allowed = n;
+        if (e || atomic_load(&v.segs[i]->n_deleted) > 0) {
+            st = sx__view_allow(c, &v, i, e, &allow, &n_allowed);
+            if (st != SX_OK)
+                break;
+        }
+        if (n_allowed > 0) {
+            bool few = allow && (n_allowed < SX__EXACT_MAX_ROWS ||
+                                 (double)n_allowed < SX__EXACT_FRACTION * (double)n);
+            if (v.idx[i] && !few) {
+                search_job j = { .idx = v.idx[i], .queries = queries, .dim = dim, .kk = kk,
+                                 .params = req->params, .n_params = req->n_params,
+                                 .allow = allow, .seg_i = i, .cands = cands, .counts = counts,
+                                 .stride = stride, .st = SX_OK };
+                st = search_index(c, &j, nq);
+            } else {
+                st = search_exact(c, &v, i, queries, nq, kk, allow, cands, counts, stride);
+            }
+        }
+        sx__free(allow);
+    }
+    if (st != SX_OK)
+        goto out;
+    /* merge */
+    size_t total = 0;
+    topks = sx__calloc(nq, sizeof *topks);
+    refs = sx__malloc(nq * req->k * sizeof *refs + 1);
+    dists = sx__malloc(nq * req->k * sizeof *dists + 1);
+    if (!topks || !refs || !dists) {
+        st = sx__err(SX_ENOMEM, "search");
+        goto out;
+    }
+    for (size_t q = 0; q < nq; q++) {
+        cand *cq = cands + q * stride;
+        qsort(cq, counts[q], sizeof *cq, cand_cmp);
+        for (size_t h = req->offset; h < counts[q] && h < kk; h++) {
+            refs[total].seg = cq[h].seg;
+            refs[total].row = cq[h].row;
+            dists[total] = sx__dist_to_user(c->metric, cq[h].dist);
+            total++;
+            topks[q]++;
+        }
+    }
+    size_t fields[SX_MAX_FIELDS * 2];
+    size_t n_fields = 0;
+    st = resolve_fields(c, req->output_fields, req->n_output_fields, fields, &n_fields);
+    if (st != SX_OK)
+        goto out;
+    sx_rowset *rs = NULL;
+    st = build_rowset(c, &v, refs, total, fields, n_fields, &rs);
+    if (st != SX_OK)
+        goto out;
+    rs->nq = nq;
+    rs->topks = topks;
+    rs->distances = dists;
+    topks = NULL;
+    dists = NULL;
+    *out = rs;
+out:
+    sx__view_release(&v);
+    sx__expr_free(e);
+    sx__free(qcopy);
+    sx__free(cands);
+    sx__free(counts);
+    sx__free(refs);
+    sx__free(dists);
+    sx__free(topks);
+    return st;
+}
+
+/* ---------------------------------------------------------------- query, count, get */
+
+sx_status sx_query(sx_collection *c, const char *filter, const char *const *output_fields,
+                   size_t n_output_fields, uint64_t limit, uint64_t offset, sx_rowset **out)
+{
+    size_t fields[SX_MAX_FIELDS * 2];
+    size_t n_fields = 0;
+    sx_status st = resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
+    if (st != SX_OK)
+        return st;
+    sx__expr *e = NULL;
+    st = parse_filter(c, filter, &e);
+    if (st != SX_OK)
+        return st;
+    sx__view v;
+    st = sx__view_get(c, &v);
+    if (st != SX_OK) {
+        sx__expr_free(e);
+        return st;
+    }
+    rowref *refs = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t skipped = 0;
+    for (uint32_t i = 0; st == SX_OK && i < v.n; i++) {
+        if (limit && n >= limit)
+            break;
+        uint64_t *allow = NULL;
+        size_t n_allowed = 0;
+        st = sx__view_allow(c, &v, i, e, &allow, &n_allowed);
+        if (st != SX_OK)
+            break;
+        for (size_t r = 0; r < v.rows[i] && n_allowed; r++) {
+            if (!sx__bits_test(allow, r))
+                continue;
+            if (skipped < offset) {
+                skipped++;
+                continue;
+            }
+            if (limit && n >= limit)
+                break;
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 256;
+                rowref *nr = sx__realloc(refs, ncap * sizeof *nr);
+                if (!nr) {
+                    st = sx__err(SX_ENOMEM, "query");
+                    break;
+                }
+                refs = nr;
+                cap = ncap;
+            }
+            refs[n].seg = i;
+            refs[n].row = (uint32_t)r;
+            n++;
+        }
+        sx__free(allow);
+    }
+    if (st == SX_OK)
+        st = build_rowset(c, &v, refs, n, fields, n_fields, out);
+    sx__free(refs);
+    sx__view_release(&v);
+    sx__expr_free(e);
+    return st;
+}
+
+sx_status sx_count(sx_collection *c, const char *filter, uint64_t *out)
+{
+    sx__expr *e = NULL;
+    sx_status st = parse_filter(c, filter, &e);
+    if (st != SX_OK)
+        return st;
+    sx__view v;
+    st = sx__view_get(c, &v);
+    if (st != SX_OK) {
+        sx__expr_free(e);
+        return st;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; st == SX_OK && i < v.n; i++) {
+        if (!e) {
+            total += v.rows[i] - sx__bits_count(v.segs[i]->deleted, v.rows[i]);
+            continue;
+        }
+        uint64_t *allow = NULL;
+        size_t n_allowed = 0;
+        st = sx__view_allow(c, &v, i, e, &allow, &n_allowed);
+        total += n_allowed;
+        sx__free(allow);
+    }
+    sx__view_release(&v);
+    sx__expr_free(e);
+    if (st == SX_OK)
+        *out = total;
+    return st;
+}
+
+sx_status sx_get(sx_collection *c, const sx_keys *keys, const char *const *output_fields,
+                 size_t n_output_fields, sx_rowset **out)
+{
+    if (!keys || (keys->n && !keys->ints == !keys->strs))
+        return sx__err(SX_EINVAL, "keys: exactly one of ints/strs must be set");
+    bool want_int = c->types[c->pk] == SX_FIELD_INT64;
+    if (keys->n && want_int != (keys->ints != NULL))
+        return sx__err(SX_EINVAL, "primary key \"%s\" is %s", c->names[c->pk],
+                       want_int ? "int64" : "varchar");
+    size_t fields[SX_MAX_FIELDS * 2];
+    size_t n_fields = 0;
+    sx_status st = resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
+    if (st != SX_OK)
+        return st;
+    sx__view v;
+    st = sx__view_get(c, &v);
+    if (st != SX_OK)
+        return st;
+    rowref *refs = sx__malloc((keys->n + 1) * sizeof *refs);
+    size_t n = 0;
+    if (!refs) {
+        sx__view_release(&v);
+        return sx__err(SX_ENOMEM, "get");
+    }
+    pthread_mutex_lock(&c->write_mu);
+    for (size_t i = 0; i < keys->n; i++) {
+        uint64_t seg;
+        uint32_t row;
+        bool hit = keys->ints ? sx__pkmap_get_i(c->pkmap, keys->ints[i], &seg, &row)
+                              : keys->strs[i] && sx__pkmap_get_s(c->pkmap, keys->strs[i], &seg,
+                                                                 &row);
+        if (!hit)
+            continue;
+        for (uint32_t s = 0; s < v.n; s++) {
+            if (v.segs[s]->id != seg)
+                continue;
+            if (row < v.rows[s] && !sx__bits_test_atomic(v.segs[s]->deleted, row)) {
+                refs[n].seg = s;
+                refs[n].row = row;
+                n++;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->write_mu);
+    st = build_rowset(c, &v, refs, n, fields, n_fields, out);
+    sx__free(refs);
+    sx__view_release(&v);
+    return st;
+}
+
+sx_status sx_delete_where(sx_collection *c, const char *filter, uint64_t *n_deleted)
+{
+    if (!filter || !*filter)
+        return sx__err(SX_EINVAL, "delete needs a filter expression");
+    sx_rowset *rs = NULL;
+    sx_status st = sx_query(c, filter, NULL, 0, 0, 0, &rs);
+    if (st != SX_OK)
+        return st;
+    sx_keys k = { rs->n_rows, NULL, NULL };
+    if (rs->cols[0].type == SX_FIELD_INT64)
+        k.ints = rs->cols[0].data;
+    else
+        k.strs = (const char *const *)rs->cols[0].data;
+    st = sx_delete(c, &k, n_deleted);
+    sx_rowset_free(rs);
+    return st;
+}

@@ -1,0 +1,227 @@
+/*
+ * segment.c: in-memory segments.
+ *
+ * A growing segment stores rows in fixed chunks of SX__CHUNK_ROWS per column so that appends never
+ * move rows that readers may be scanning (no realloc under readers). The only writer appends under
+ * the collection's write_mu and publishes n_rows with a release store; readers scan [0, n_rows)
+ * after an acquire load. A sealed segment has one contiguous chunk per column; the vector column
+ * is 64-byte aligned and is borrowed by the segment's index.
+ * Rejected: a single realloc'd array per column (would need readers to take a lock per scan).
+ */
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/alloc.h"
+#include "util/bitset.h"
+#include "util/err.h"
+
+size_t sx__field_width(const sx_collection *c, size_t f)
+{
+    switch (c->types[f]) {
+    case SX_FIELD_INT64:
+        return sizeof(int64_t);
+    case SX_FIELD_DOUBLE:
+        return sizeof(double);
+    case SX_FIELD_BOOL:
+        return sizeof(bool);
+    case SX_FIELD_VARCHAR:
+        return sizeof(char *);
+    case SX_FIELD_FLOAT_VECTOR:
+        return (size_t)c->dim * sizeof(float);
+    }
+    return 0;
+}
+
+static sx_status seg_alloc(const sx_collection *c, uint64_t id, size_t cap, size_t chunk_rows,
+                           sx__segment **out)
+{
+    sx__segment *s = sx__calloc(1, sizeof *s);
+    if (!s)
+        return sx__err(SX_ENOMEM, "allocating segment");
+    s->id = id;
+    atomic_init(&s->refs, 1);
+    s->cap_rows = cap;
+    s->chunk_rows = chunk_rows;
+    s->n_chunks = (cap + chunk_rows - 1) / chunk_rows;
+    if (s->n_chunks == 0)
+        s->n_chunks = 1;
+    s->n_fields = c->n_fields;
+    s->chunks = sx__calloc(c->n_fields, sizeof(void **));
+    s->types_is_str = sx__calloc(c->n_fields, sizeof(bool));
+    s->deleted = sx__calloc(sx__bits_words(cap) + 1, sizeof(uint64_t));
+    if (!s->chunks || !s->deleted || !s->types_is_str)
+        goto nomem;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        s->chunks[f] = sx__calloc(s->n_chunks, sizeof(void *));
+        if (!s->chunks[f])
+            goto nomem;
+        s->types_is_str[f] = c->types[f] == SX_FIELD_VARCHAR;
+    }
+    pthread_mutex_init(&s->idx_mu, NULL);
+    *out = s;
+    return SX_OK;
+nomem:
+    if (s->chunks)
+        for (size_t f = 0; f < c->n_fields; f++)
+            sx__free(s->chunks[f]);
+    sx__free(s->chunks);
+    sx__free(s->types_is_str);
+    sx__free(s->deleted);
+    sx__free(s);
+    return sx__err(SX_ENOMEM, "allocating segment");
+}
+
+sx_status sx__seg_new_growing(const sx_collection *c, uint64_t id, size_t cap, sx__segment **out)
+{
+    return seg_alloc(c, id, cap, SX__CHUNK_ROWS, out);
+}
+
+sx_status sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols,
+                             sx__segment **out)
+{
+    sx__segment *s;
+    sx_status st = seg_alloc(c, id, n, n ? n : 1, &s);
+    if (st != SX_OK)
+        return st;
+    s->sealed = true;
+    for (size_t f = 0; f < c->n_fields; f++)
+        s->chunks[f][0] = cols[f];
+    atomic_store_explicit(&s->n_rows, n, memory_order_release);
+    *out = s;
+    return SX_OK;
+}
+
+void sx__seg_ref(sx__segment *s)
+{
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+static void seg_free(sx__segment *s)
+{
+    size_t n = atomic_load_explicit(&s->n_rows, memory_order_relaxed);
+    for (size_t f = 0; f < s->n_fields; f++) {
+        for (size_t ch = 0; ch < s->n_chunks; ch++) {
+            void *p = s->chunks[f][ch];
+            if (!p)
+                continue;
+            if (s->types_is_str && s->types_is_str[f]) {
+                char **strs = p;
+                size_t base = ch * s->chunk_rows;
+                size_t m = n > base ? n - base : 0;
+                if (m > s->chunk_rows)
+                    m = s->chunk_rows;
+                for (size_t r = 0; r < m; r++)
+                    sx__free(strs[r]);
+            }
+            sx__free_aligned(p);
+        }
+        sx__free(s->chunks[f]);
+    }
+    sx__free(s->chunks);
+    sx__free(s->types_is_str);
+    sx__free(s->deleted);
+    if (s->index)
+        sx__idxref_unref(s->index);
+    pthread_mutex_destroy(&s->idx_mu);
+    sx__free(s);
+}
+
+void sx__seg_unref(sx__segment *s)
+{
+    if (!s)
+        return;
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+        seg_free(s);
+}
+
+void sx__idxref_unref(sx__idxref *r)
+{
+    if (!r)
+        return;
+    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+        r->ops->free(r->idx);
+        sx__free(r);
+    }
+}
+
+sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g, sx__segment **out)
+{
+    size_t n = atomic_load_explicit(&g->n_rows, memory_order_acquire);
+    void **cols = sx__calloc(c->n_fields, sizeof(void *));
+    if (!cols)
+        return sx__err(SX_ENOMEM, "sealing segment");
+    sx_status st = SX_OK;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        size_t w = sx__field_width(c, f);
+        cols[f] = sx__malloc_aligned(n * w + 64);
+        if (!cols[f]) {
+            st = sx__err(SX_ENOMEM, "sealing segment");
+            goto fail;
+        }
+    }
+    for (size_t f = 0; f < c->n_fields; f++) {
+        size_t w = sx__field_width(c, f);
+        for (size_t base = 0; base < n; base += g->chunk_rows) {
+            size_t m = n - base < g->chunk_rows ? n - base : g->chunk_rows;
+            memcpy((char *)cols[f] + base * w, g->chunks[f][base / g->chunk_rows], m * w);
+        }
+        if (c->types[f] != SX_FIELD_VARCHAR)
+            continue;
+        /* strings are copied, not moved: readers of the growing segment may still use them */
+        char **strs = cols[f];
+        for (size_t r = 0; r < n; r++) {
+            strs[r] = sx__strdup(strs[r]);
+            if (!strs[r]) {
+                for (size_t q = 0; q < r; q++)
+                    sx__free(strs[q]);
+                memset(strs, 0, n * sizeof(char *));
+                st = sx__err(SX_ENOMEM, "sealing segment");
+                goto fail;
+            }
+        }
+    }
+    sx__segment *s;
+    st = sx__seg_new_sealed(c, g->id, n, cols, &s);
+    if (st != SX_OK)
+        goto fail;
+    sx__free(cols);
+    memcpy(s->deleted, g->deleted, sx__bits_words(n) * sizeof(uint64_t));
+    atomic_store(&s->n_deleted, atomic_load(&g->n_deleted));
+    *out = s;
+    return SX_OK;
+fail:
+    /* varchar columns hold no owned strings here: a failed copy freed its own */
+    for (size_t f = 0; f < c->n_fields; f++)
+        sx__free_aligned(cols[f]);
+    sx__free(cols);
+    return st;
+}
+
+void sx__seg_colrefs(const sx_collection *c, const sx__segment *s, size_t ch, sx__colref *out)
+{
+    for (size_t f = 0; f < c->n_fields; f++) {
+        void *p = s->chunks[f][ch];
+        out[f].type = c->types[f];
+        out[f].i64 = c->types[f] == SX_FIELD_INT64 ? p : NULL;
+        out[f].f64 = c->types[f] == SX_FIELD_DOUBLE ? p : NULL;
+        out[f].b = c->types[f] == SX_FIELD_BOOL ? p : NULL;
+        out[f].str = c->types[f] == SX_FIELD_VARCHAR ? (const char *const *)p : NULL;
+    }
+}
+
+size_t sx__seg_memory(const sx_collection *c, const sx__segment *s)
+{
+    size_t n = atomic_load_explicit(&s->n_rows, memory_order_acquire);
+    size_t bytes = sizeof *s + sx__bits_words(s->cap_rows) * 8;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        size_t allocated = 0;
+        for (size_t ch = 0; ch < s->n_chunks; ch++)
+            if (s->chunks[f][ch])
+                allocated++;
+        bytes += allocated * s->chunk_rows * sx__field_width(c, f);
+        if (c->types[f] == SX_FIELD_VARCHAR)
+            for (size_t r = 0; r < n; r++)
+                bytes += strlen(*(char **)sx__seg_cell(s, f, r, sizeof(char *))) + 1;
+    }
+    return bytes;
+}
