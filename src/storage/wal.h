@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/buf.h"
+
 typedef struct sx__wal sx__wal;
 
 #define SX__WAL_MAX_RECORD (1u << 30) /* payload bytes */
@@ -55,6 +57,32 @@ uint64_t sx__wal_bytes(sx__wal *w);
 bool sx__wal_is_fatal(sx__wal *w);
 /* Closes (flushes and syncs buffered records first; returns the first error). NULL: SX_OK. */
 sx_status sx__wal_close(sx__wal *w);
+
+/* Records up to this LSN are durable (written and, with do_sync, fdatasynced). */
+uint64_t sx__wal_durable_lsn(sx__wal *w);
+/* Number of fdatasync calls this WAL made on record data (not headers or directories); for tests
+ * of group commit. */
+uint64_t sx__wal_fsync_count(sx__wal *w);
+
+/* ---- record codec (also used by the offline checker and the fuzz harness) ---- */
+#define SX__WAL_HEADER_BYTES 32u /* file header */
+#define SX__WAL_REC_OVERHEAD 20u /* record header (16) + CRC (4) */
+
+typedef struct sx__wal_rec {
+    uint64_t lsn;
+    uint8_t type;
+    const void *payload; /* borrowed: points into the decoded bytes */
+    size_t len;
+} sx__wal_rec;
+
+/* Appends the encoded record to wb (check sx__wbuf_ok). */
+void sx__wal_record_encode(sx__wbuf *wb, uint64_t lsn, uint8_t type, const void *payload,
+                           size_t len);
+/* Decodes the record at the start of p[0..n): SX_OK with *rec (payload borrowed from p) and
+ * *rec_bytes (encoded size), or SX_ECORRUPT (truncated, bad length, reserved bits, CRC). Does not
+ * check the LSN sequence. Never reads outside p[0..n). Thread-safety: pure. */
+SX_NODISCARD sx_status sx__wal_record_decode(const void *p, size_t n, sx__wal_rec *rec,
+                                             size_t *rec_bytes);
 
 /* Offline check of a WAL directory (sextant info / sx_db_check): every record's CRC and LSN order,
  * a torn tail allowed in the last file. Sets *n_records. Errors: SX_ECORRUPT. */

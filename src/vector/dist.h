@@ -23,6 +23,7 @@ typedef struct sx__dist_ops {
     const char *isa;       /* "scalar", "avx2", "avx512" */
     sx__dist_fn l2sq;      /* sum (a-b)^2 */
     sx__dist_fn ip;        /* sum a*b */
+    sx__dist_fn nip;       /* -sum a*b: the "smaller is better" kernel for IP and COSINE */
 } sx__dist_ops;
 
 /* The table for this CPU (resolved once). */
@@ -31,9 +32,12 @@ const sx__dist_ops *sx__dist(void);
 const sx__dist_ops *sx__dist_scalar(void);
 const sx__dist_ops *sx__dist_avx2(void);
 const sx__dist_ops *sx__dist_avx512(void);
+/* The table sx__dist() would pick when SX_SIMD is `cap` (NULL or unknown = no cap): the best
+ * available ISA not above the cap. sx__dist() is sx__dist_resolve(getenv("SX_SIMD")), cached. */
+const sx__dist_ops *sx__dist_resolve(const char *cap);
 
-/* The "smaller is better" kernel for a metric: l2sq for L2; for IP/COSINE a function returning
- * -ip. Resolved from sx__dist(). */
+/* The "smaller is better" kernel for a metric: l2sq for L2; nip (-ip) for IP/COSINE; NULL for
+ * an unknown metric. Resolved from sx__dist(). */
 sx__dist_fn sx__dist_for_metric(sx_metric m);
 
 /* Internal distance -> user-facing value. */

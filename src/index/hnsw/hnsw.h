@@ -1,0 +1,151 @@
+/*
+ * hnsw.h: internal interface of the HNSW index family (Hierarchical Navigable Small World graphs,
+ * Malkov & Yashunin, "Efficient and robust approximate nearest neighbor search using Hierarchical
+ * Navigable Small World graphs", arXiv 1603.09320). The vtable is sx__hnsw_index_ops (index.h).
+ *
+ * Files, one per life-cycle phase:
+ *   hnsw_build.c   parameters, level generation, parallel insertion (Alg. 1 + Alg. 4), repair
+ *   hnsw_search.c  greedy descent + ef-search at level 0 (Alg. 2, Alg. 5), per-thread scratch
+ *   hnsw_io.c      serialize / deserialize (byte format documented there)
+ *   hnsw_check.c   structural invariants (sx__hnsw_check), also run on every deserialize
+ *
+ * Memory layout. The index BORROWS the segment's vectors (n*dim floats) and stores only the graph:
+ *   l0       n * (M0+1) uint32, one flat array: node i's level-0 list is l0[i*(M0+1)]: the count,
+ *            then up to M0 neighbour ids. Flat so that a neighbour's list is one multiply away and
+ *            can be prefetched.
+ *   levels   n bytes: the top level of each node (0 for ~ (1 - 1/M) of them).
+ *   up_off   n uint32: for a node with levels[i] > 0, the index of its first block in `up`;
+ *            SX__HNSW_NONE otherwise. Block b (level l >= 1 of that node is block up_off[i]+l-1)
+ *            is up[b*(M+1)]: count then up to M ids.
+ * Per node this is 4*(M0+1) + 1 + 4 bytes plus ~4*(M+1)/(M-1) for the upper levels, i.e. ~141 bytes
+ * at M = 16 (hnswlib: 4*(M0+1) + 8-byte label + 8-byte pointer + a copy of the vector).
+ *
+ * Invariants (checked by sx__hnsw_check):
+ *   1. every id in a list is < n, no list holds its owner or the same id twice;
+ *   2. level-0 counts <= M0, upper counts <= M; M0 == 2*M; levels[i] <= SX__HNSW_MAX_LEVEL;
+ *   3. a neighbour listed at level l has levels[nb] >= l (so its level-l list exists);
+ *   4. n > 0 => entry < n and levels[entry] == max_level == max over levels; n == 0 => entry NONE;
+ *   5. every node is reachable from the entry point following level-0 links.
+ * Search never reads out of bounds on a graph satisfying 1-4; 5 is what makes recall possible and
+ * is guaranteed by the build's repair pass (HNSW's pruning can orphan a node otherwise).
+ *
+ * Thread-safety: a built index is immutable; any number of threads may search it at once. Search
+ * scratch (visited tags, candidate pool) is a per-thread cache (hnsw_search.c).
+ */
+#ifndef SX_INDEX_HNSW_H
+#define SX_INDEX_HNSW_H
+#include <sextant.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "index/index.h"
+#include "util/heap.h"
+#include "vector/dist.h"
+
+#define SX__HNSW_MAGIC     0x4E485853u /* "SXHN" little-endian */
+#define SX__HNSW_VERSION   1u
+#define SX__HNSW_MAX_LEVEL 48u
+#define SX__HNSW_M_MIN     2
+#define SX__HNSW_M_MAX     2048
+#define SX__HNSW_M_DEF     16
+#define SX__HNSW_EFC_DEF   200
+#define SX__HNSW_EF_DEF    64
+#define SX__HNSW_NONE      UINT32_MAX
+/* Node ids use 31 bits: the top bit marks "expanded" in the search pool. */
+#define SX__HNSW_MAX_N     ((size_t)0x7FFFFFFF)
+#define SX__HNSW_FLAG      0x80000000u
+
+typedef struct sx__hnsw {
+    const float *vecs;   /* borrowed: n*dim floats, must outlive the index */
+    size_t n;
+    size_t dim;
+    sx_metric metric;
+    sx__dist_fn dist;    /* "smaller is better" kernel for metric, resolved once */
+    uint32_t M;          /* max degree above level 0 */
+    uint32_t M0;         /* max degree at level 0 (2*M) */
+    uint32_t efc;        /* efConstruction used to build (kept for describe/serialize) */
+    uint32_t entry;      /* entry point, SX__HNSW_NONE when n == 0 */
+    uint32_t max_level;  /* levels[entry] */
+    uint32_t *l0;        /* n*(M0+1), 64-byte aligned; owned */
+    uint8_t *levels;     /* n; owned */
+    uint32_t *up_off;    /* n; owned */
+    uint32_t *up;        /* n_up * (M+1); owned (NULL when n_up == 0) */
+    size_t n_up;         /* number of upper-level blocks */
+} sx__hnsw;
+
+/* The link list (count, then ids) of node `id` at `level` (level <= levels[id]). */
+static inline uint32_t *sx__hnsw_links(const sx__hnsw *h, uint32_t id, uint32_t level)
+{
+    if (level == 0)
+        return h->l0 + (size_t)id * (h->M0 + 1);
+    return h->up + ((size_t)h->up_off[id] + level - 1) * (h->M + 1);
+}
+
+static inline const float *sx__hnsw_vec(const sx__hnsw *h, uint32_t id)
+{
+    return h->vecs + (size_t)id * h->dim;
+}
+
+/* Per-thread search scratch. Owned by one thread at a time; grown on demand, never shrunk. */
+typedef struct sx__hnsw_scratch {
+    uint16_t *tags;      /* visited tags, tags_cap entries: visited <=> tags[id] == epoch */
+    size_t tags_cap;
+    uint16_t epoch;
+    sx__hit *pool;       /* sorted candidate pool (ef + 1) */
+    size_t pool_cap;
+    sx__hit *cand;       /* filtered search: min-heap of candidates */
+    size_t cand_cap;
+    sx__hit *res;        /* filtered search: max-heap of allowed results */
+    size_t res_cap;
+    uint32_t *todo;      /* unvisited neighbours of the node being expanded */
+    size_t todo_cap;
+} sx__hnsw_scratch;
+
+/* Makes room for a graph of n nodes, a pool of ef entries and lists of max_deg ids.
+ * Errors: SX_ENOMEM (the scratch keeps its old buffers). */
+sx_status sx__hnsw_scratch_reserve(sx__hnsw_scratch *s, size_t n, size_t ef, size_t max_deg);
+/* Frees the buffers (the struct itself is the caller's). */
+void sx__hnsw_scratch_fini(sx__hnsw_scratch *s);
+
+/* Greedy descent (Alg. 2 with ef = 1) from (cur, *cur_dist) at levels [top, bottom], top >= bottom
+ * >= 1. Returns the closest node found; *cur_dist is updated. `concurrent` selects atomic loads of
+ * the link lists (build: other threads may be writing them). */
+uint32_t sx__hnsw_greedy(const sx__hnsw *h, const float *q, uint32_t cur, float *cur_dist,
+                         uint32_t top, uint32_t bottom, bool concurrent);
+
+/* ef-search at one level (Alg. 2), used by the build: seeds[0..nseeds) (distances known) start
+ * the search, `self` (or SX__HNSW_NONE) is never returned. Link lists are read with atomic loads.
+ * The result is s->pool[0..return), sorted best first, ids without SX__HNSW_FLAG. Scratch must
+ * have been reserved for h->n nodes, ef >= nseeds and h->M0. Thread-safety: one scratch per thread. */
+size_t sx__hnsw_search_level_build(const sx__hnsw *h, sx__hnsw_scratch *s, const float *q,
+                                   const sx__hit *seeds, size_t nseeds, size_t ef, uint32_t level,
+                                   uint32_t self);
+
+/* Checks the structural invariants 1-5 above. Returns SX_OK or SX_ECORRUPT with the first
+ * violation in sx_errmsg(); SX_ENOMEM if the reachability scan cannot allocate.
+ * Thread-safety: read-only on idx. */
+SX_NODISCARD sx_status sx__hnsw_check(const sx__index *idx);
+
+/* Frees the graph arrays and the struct. NULL is a no-op. */
+void sx__hnsw_free(sx__index *idx);
+
+/* vtable members implemented across the files */
+sx_status sx__hnsw_check_build_params(const sx_param *p, size_t np);
+sx_status sx__hnsw_check_search_params(const sx_param *p, size_t np, size_t k);
+sx_status sx__hnsw_build(const sx_param *p, size_t np, const float *vecs, size_t n, size_t dim,
+                         sx_metric metric, const sx__build_ctx *ctx, sx__index **out);
+sx_status sx__hnsw_search(const sx__index *idx, const float *query, size_t k, const sx_param *sp,
+                          size_t nsp, const uint64_t *allow, sx__topk *out);
+sx_status sx__hnsw_serialize(const sx__index *idx, sx__wbuf *w);
+sx_status sx__hnsw_deserialize(const void *data, size_t len, const float *vecs, size_t n,
+                               size_t dim, sx_metric metric, sx__index **out);
+size_t sx__hnsw_memory_bytes(const sx__index *idx);
+
+/* Allocates an empty graph for n nodes with the given levels (taken: on success `levels` belongs
+ * to the index, on failure it is freed). Lists are empty. Used by build and deserialize.
+ * Errors: SX_ENOMEM, SX_EINVAL (upper-level blocks overflow 32 bits). */
+sx_status sx__hnsw_alloc(const float *vecs, size_t n, size_t dim, sx_metric metric, uint32_t M,
+                         uint32_t efc, uint8_t *levels, sx__hnsw **out);
+
+#endif

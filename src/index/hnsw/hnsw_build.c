@@ -1,0 +1,625 @@
+/*
+ * hnsw_build.c: HNSW construction (Malkov & Yashunin, arXiv 1603.09320): Alg. 1 INSERT with the
+ * neighbour-selection heuristic of Alg. 4 (without extendCandidates / keepPrunedConnections, as
+ * the paper recommends for most data), plus the vtable, parameter parsing and graph allocation.
+ *
+ * Levels. mL = 1/ln(M), a node's level is floor(-ln(U) * mL) with U uniform in (0,1], capped at
+ * SX__HNSW_MAX_LEVEL. U comes from a hash of (seed, node id), so levels are drawn before the build
+ * and do not depend on thread scheduling; knowing them up front lets every upper-level list be
+ * allocated in one array (hnsw.h) and the per-node lists never move while threads read them.
+ * Degrees: M per upper level, M0 = 2*M at level 0; a new node gets at most M neighbours at every
+ * level (Alg. 1), existing nodes accept reverse links up to M (upper) / M0 (level 0) and are
+ * shrunk with the same heuristic when full.
+ *
+ * Threading. ctx->threads workers (the calling thread is one of them) take nodes in chunks from an
+ * atomic counter; node 0 is the initial entry point. Shared state and its protection:
+ *   - a node's link list at any level: written only under the node's 1-byte spinlock `locks[i]`,
+ *     ids with relaxed atomic stores, then the count with a release store. Searches in other
+ *     threads read without the lock: count with acquire, ids with relaxed loads. A reader racing a
+ *     rewrite may see a mix of old and new ids; all are valid node ids < n whose lists exist, so
+ *     the worst case is a slightly different (still correct) traversal, which HNSW tolerates.
+ *     Rejected: a pthread mutex per node (40 bytes/node, and hnswlib-style lock-while-reading
+ *     costs an atomic RMW per expanded node on the hot path).
+ *   - the entry point and top level, packed in one atomic uint64 (release on update, acquire on
+ *     read). A node whose level exceeds the current top holds `ep_mu` for its whole insertion so
+ *     two such nodes cannot race to become the entry point (they are ~n/M^L rare).
+ *   - progress (relaxed adds per chunk) and the cancel flag (relaxed loads per chunk); the first
+ *     worker to see cancel sets `stop`, the others stop at their next chunk.
+ * Spinlock critical sections are short (append, or a heuristic over <= M0+1 candidates).
+ *
+ * Repair. Pruning by the heuristic can leave a node without in-links at level 0, i.e. unreachable
+ * (hnswlib has the same defect). After the parallel phase a BFS from the entry point finds such
+ * nodes; each one is linked from the nearest reachable node that has room (found by a search with
+ * the orphan as query), so invariant 5 of hnsw.h always holds for a built index.
+ */
+#include "index/hnsw/hnsw.h"
+
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/err.h"
+
+#define LEVEL_SEED  0x5EC7A47ull
+#define CHUNK       8u
+
+/* ---------------------------------------------------------------- params */
+
+static sx_status parse_build(const sx_param *p, size_t np, long *M, long *efc)
+{
+    for (size_t i = 0; i < np; i++) {
+        const char *k = p[i].key;
+        if (!k)
+            return sx__err(SX_EINVAL, "HNSW build parameter %zu has no key", i);
+        if (strcmp(k, "M") != 0 && strcmp(k, "efConstruction") != 0 &&
+            strcmp(k, "index_type") != 0 && strcmp(k, "metric_type") != 0 &&
+            strcmp(k, "metricType") != 0)
+            return sx__err(SX_EINVAL, "unknown HNSW build parameter \"%s\" (allowed: M, "
+                           "efConstruction)", k);
+    }
+    sx_status rc = sx__param_int(p, np, "M", SX__HNSW_M_MIN, SX__HNSW_M_MAX, SX__HNSW_M_DEF, M);
+    if (rc != SX_OK)
+        return rc;
+    return sx__param_int(p, np, "efConstruction", 1, INT_MAX, SX__HNSW_EFC_DEF, efc);
+}
+
+sx_status sx__hnsw_check_build_params(const sx_param *p, size_t np)
+{
+    long M, efc;
+    return parse_build(p, np, &M, &efc);
+}
+
+/* ---------------------------------------------------------------- allocation */
+
+sx_status sx__hnsw_alloc(const float *vecs, size_t n, size_t dim, sx_metric metric, uint32_t M,
+                         uint32_t efc, uint8_t *levels, sx__hnsw **out)
+{
+    sx__hnsw *h = sx__calloc(1, sizeof *h);
+    if (!h) {
+        sx__free(levels);
+        return sx__err(SX_ENOMEM, "HNSW: out of memory");
+    }
+    h->vecs = vecs;
+    h->n = n;
+    h->dim = dim;
+    h->metric = metric;
+    h->dist = sx__dist_for_metric(metric);
+    h->M = M;
+    h->M0 = 2 * M;
+    h->efc = efc;
+    h->entry = SX__HNSW_NONE;
+    h->levels = levels;
+    size_t l0_bytes = n * (h->M0 + 1) * sizeof(uint32_t);
+    h->l0 = sx__malloc_aligned(l0_bytes);
+    h->up_off = sx__malloc(n * sizeof *h->up_off);
+    if (!h->l0 || !h->up_off)
+        goto nomem;
+    memset(h->l0, 0, l0_bytes);
+    size_t blocks = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (levels[i] == 0) {
+            h->up_off[i] = SX__HNSW_NONE;
+            continue;
+        }
+        h->up_off[i] = (uint32_t)blocks;
+        blocks += levels[i];
+        if (blocks >= SX__HNSW_NONE) {
+            sx__hnsw_free((sx__index *)h);
+            return sx__err(SX_EINVAL, "HNSW: too many upper-level lists");
+        }
+    }
+    h->n_up = blocks;
+    if (blocks) {
+        h->up = sx__calloc(blocks * (M + 1), sizeof(uint32_t));
+        if (!h->up)
+            goto nomem;
+    }
+    *out = h;
+    return SX_OK;
+nomem:
+    sx__hnsw_free((sx__index *)h);
+    return sx__err(SX_ENOMEM, "HNSW: cannot allocate the graph for %zu nodes", n);
+}
+
+void sx__hnsw_free(sx__index *idx)
+{
+    sx__hnsw *h = (sx__hnsw *)idx;
+    if (!h)
+        return;
+    sx__free_aligned(h->l0);
+    sx__free(h->levels);
+    sx__free(h->up_off);
+    sx__free(h->up);
+    sx__free(h);
+}
+
+size_t sx__hnsw_memory_bytes(const sx__index *idx)
+{
+    const sx__hnsw *h = (const sx__hnsw *)idx;
+    return sizeof *h + h->n * (h->M0 + 1) * sizeof(uint32_t) + h->n * (1 + sizeof(uint32_t)) +
+           h->n_up * (h->M + 1) * sizeof(uint32_t);
+}
+
+/* ---------------------------------------------------------------- build state */
+
+typedef struct build {
+    sx__hnsw *h;
+    uint8_t *locks;              /* n spinlocks, one per node's lists */
+    _Atomic uint64_t ep;         /* (top level << 32) | entry id */
+    pthread_mutex_t ep_mu;       /* held while inserting a node above the top level */
+    atomic_size_t next;          /* next node id to insert */
+    atomic_bool stop;            /* canceled: workers stop at their next chunk */
+    const sx__build_ctx *ctx;
+} build;
+
+typedef struct worker {
+    build *b;
+    sx__hnsw_scratch s;
+    sx__hit *w;                  /* result of the last layer search (efc) */
+    sx__hit *sel;                /* neighbours chosen for the new node (M) */
+    sx__hit *cands;              /* shrink candidates (M0 + 1) */
+    sx__hit *sel2;               /* shrink result (M0) */
+    uint32_t *ids;               /* merged list (M0) */
+    pthread_t tid;
+    bool started;
+} worker;
+
+static inline void spin_lock(uint8_t *l)
+{
+    unsigned spins = 0;
+    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            if (++spins > 1000) {
+                spins = 0;
+                (void)sched_yield();
+            }
+        }
+    }
+}
+
+static inline void spin_unlock(uint8_t *l)
+{
+    __atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+/* Publishes ids[0..cnt) as the list ll (caller holds the owner's lock). */
+static void publish(uint32_t *ll, const uint32_t *ids, uint32_t cnt)
+{
+    for (uint32_t j = 0; j < cnt; j++)
+        __atomic_store_n(ll + 1 + j, ids[j], __ATOMIC_RELAXED);
+    __atomic_store_n(ll, cnt, __ATOMIC_RELEASE);
+}
+
+/* Alg. 4 SELECT-NEIGHBORS-HEURISTIC: walks cands (sorted best first by distance to the base
+ * point) and keeps a candidate only if it is closer to the base than to every kept one, until m
+ * are kept. Fewer than m candidates are all kept. Returns the number written to sel. */
+static size_t select_heuristic(const sx__hnsw *h, const sx__hit *cands, size_t nc, size_t m,
+                               sx__hit *sel)
+{
+    if (nc <= m) {
+        memcpy(sel, cands, nc * sizeof *sel);
+        return nc;
+    }
+    size_t ns = 0;
+    for (size_t i = 0; i < nc && ns < m; i++) {
+        const float *v = sx__hnsw_vec(h, cands[i].id);
+        bool good = true;
+        for (size_t j = 0; j < ns; j++) {
+            if (h->dist(v, sx__hnsw_vec(h, sel[j].id), h->dim) < cands[i].dist) {
+                good = false;
+                break;
+            }
+        }
+        if (good)
+            sel[ns++] = cands[i];
+    }
+    return ns;
+}
+
+/* Sets node q's list at `level` to sel (plus any links other threads added meanwhile, while room
+ * remains). */
+static void set_links(worker *wk, uint32_t q, uint32_t level, const sx__hit *sel, size_t nsel)
+{
+    build *b = wk->b;
+    sx__hnsw *h = b->h;
+    uint32_t cap = level ? h->M : h->M0;
+    spin_lock(&b->locks[q]);
+    uint32_t *ll = sx__hnsw_links(h, q, level);
+    uint32_t old = ll[0], cnt = 0;
+    for (size_t i = 0; i < nsel; i++)
+        wk->ids[cnt++] = sel[i].id;
+    for (uint32_t j = 0; j < old && cnt < cap; j++) {
+        uint32_t id = ll[1 + j];
+        bool dup = false;
+        for (size_t i = 0; i < nsel && !dup; i++)
+            dup = sel[i].id == id;
+        if (!dup)
+            wk->ids[cnt++] = id;
+    }
+    publish(ll, wk->ids, cnt);
+    spin_unlock(&b->locks[q]);
+}
+
+/* Adds the reverse link nb -> q at `level` (dq = distance(nb, q)); when nb is full, its list
+ * plus q is shrunk back to the cap with the heuristic. */
+static void add_link(worker *wk, uint32_t nb, uint32_t level, uint32_t q, float dq)
+{
+    build *b = wk->b;
+    const sx__hnsw *h = b->h;
+    uint32_t cap = level ? h->M : h->M0;
+    spin_lock(&b->locks[nb]);
+    uint32_t *ll = sx__hnsw_links(h, nb, level);
+    uint32_t cnt = ll[0];
+    for (uint32_t j = 0; j < cnt; j++) {
+        if (ll[1 + j] == q) {
+            spin_unlock(&b->locks[nb]);
+            return;
+        }
+    }
+    if (cnt < cap) {
+        __atomic_store_n(ll + 1 + cnt, q, __ATOMIC_RELAXED);
+        __atomic_store_n(ll, cnt + 1, __ATOMIC_RELEASE);
+        spin_unlock(&b->locks[nb]);
+        return;
+    }
+    const float *v = sx__hnsw_vec(h, nb);
+    sx__hit *c = wk->cands;
+    size_t nc = 0;
+    /* insertion sort by distance to nb: at most M0 + 1 entries */
+    for (uint32_t j = 0; j <= cnt; j++) {
+        sx__hit x;
+        if (j < cnt) {
+            x.id = ll[1 + j];
+            x.dist = h->dist(v, sx__hnsw_vec(h, x.id), h->dim);
+        } else {
+            x.id = q;
+            x.dist = dq;
+        }
+        size_t i = nc++;
+        while (i > 0 && c[i - 1].dist > x.dist) {
+            c[i] = c[i - 1];
+            i--;
+        }
+        c[i] = x;
+    }
+    size_t ns = select_heuristic(h, c, nc, cap, wk->sel2);
+    for (size_t i = 0; i < ns; i++)
+        wk->ids[i] = wk->sel2[i].id;
+    publish(ll, wk->ids, (uint32_t)ns);
+    spin_unlock(&b->locks[nb]);
+}
+
+/* Alg. 1 INSERT of node q (its level is levels[q]). */
+static void insert(worker *wk, uint32_t q)
+{
+    build *b = wk->b;
+    sx__hnsw *h = b->h;
+    const float *qv = sx__hnsw_vec(h, q);
+    uint32_t L = h->levels[q];
+    uint64_t ep = atomic_load_explicit(&b->ep, memory_order_acquire);
+    bool locked = false;
+    if (L > (uint32_t)(ep >> 32)) {
+        pthread_mutex_lock(&b->ep_mu);
+        locked = true;
+        ep = atomic_load_explicit(&b->ep, memory_order_acquire);
+        if (L <= (uint32_t)(ep >> 32)) {
+            pthread_mutex_unlock(&b->ep_mu);
+            locked = false;
+        }
+    }
+    uint32_t top = (uint32_t)(ep >> 32), cur = (uint32_t)ep;
+    float d = h->dist(qv, sx__hnsw_vec(h, cur), h->dim);
+    if (top > L)
+        cur = sx__hnsw_greedy(h, qv, cur, &d, top, L + 1, true);
+    sx__hit seed = { d, cur };
+    const sx__hit *seeds = &seed;
+    size_t nseeds = 1;
+    for (uint32_t l = L < top ? L : top;; l--) {
+        size_t nw = sx__hnsw_search_level_build(h, &wk->s, qv, seeds, nseeds, h->efc, l, q);
+        memcpy(wk->w, wk->s.pool, nw * sizeof *wk->w);
+        size_t nsel = select_heuristic(h, wk->w, nw, h->M, wk->sel);
+        set_links(wk, q, l, wk->sel, nsel);
+        for (size_t i = 0; i < nsel; i++)
+            add_link(wk, wk->sel[i].id, l, q, wk->sel[i].dist);
+        seeds = wk->w;
+        nseeds = nw;
+        if (l == 0)
+            break;
+    }
+    if (locked) {
+        atomic_store_explicit(&b->ep, (uint64_t)L << 32 | q, memory_order_release);
+        pthread_mutex_unlock(&b->ep_mu);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    worker *wk = arg;
+    build *b = wk->b;
+    size_t n = b->h->n;
+    const sx__build_ctx *ctx = b->ctx;
+    for (;;) {
+        if (atomic_load_explicit(&b->stop, memory_order_relaxed))
+            break;
+        if (ctx && ctx->cancel && atomic_load_explicit(ctx->cancel, memory_order_relaxed)) {
+            atomic_store_explicit(&b->stop, true, memory_order_relaxed);
+            break;
+        }
+        size_t i = atomic_fetch_add_explicit(&b->next, CHUNK, memory_order_relaxed);
+        if (i >= n)
+            break;
+        size_t end = i + CHUNK < n ? i + CHUNK : n;
+        for (size_t q = i; q < end; q++)
+            insert(wk, (uint32_t)q);
+        if (ctx && ctx->progress)
+            atomic_fetch_add_explicit(ctx->progress, end - i, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static sx_status worker_init(worker *wk, build *b)
+{
+    const sx__hnsw *h = b->h;
+    memset(wk, 0, sizeof *wk);
+    wk->b = b;
+    sx_status rc = sx__hnsw_scratch_reserve(&wk->s, h->n, h->efc, h->M0);
+    if (rc != SX_OK)
+        return rc;
+    wk->w = sx__malloc(h->efc * sizeof *wk->w);
+    wk->sel = sx__malloc((h->M0 + 1) * sizeof *wk->sel);
+    wk->cands = sx__malloc((h->M0 + 1) * sizeof *wk->cands);
+    wk->sel2 = sx__malloc((h->M0 + 1) * sizeof *wk->sel2);
+    wk->ids = sx__malloc((h->M0 + 1) * sizeof *wk->ids);
+    if (!wk->w || !wk->sel || !wk->cands || !wk->sel2 || !wk->ids)
+        return sx__err(SX_ENOMEM, "HNSW: cannot allocate build scratch");
+    return SX_OK;
+}
+
+static void worker_fini(worker *wk)
+{
+    sx__hnsw_scratch_fini(&wk->s);
+    sx__free(wk->w);
+    sx__free(wk->sel);
+    sx__free(wk->cands);
+    sx__free(wk->sel2);
+    sx__free(wk->ids);
+}
+
+/* ---------------------------------------------------------------- repair */
+
+/* Marks everything reachable at level 0 from the nodes queue[0..qn) (already marked). Returns
+ * the number of newly marked nodes. */
+static size_t bfs(const sx__hnsw *h, uint8_t *reached, uint32_t *queue, size_t qn)
+{
+    size_t head = 0, added = 0;
+    while (head < qn) {
+        const uint32_t *ll = sx__hnsw_links(h, queue[head++], 0);
+        for (uint32_t j = 1; j <= ll[0]; j++) {
+            uint32_t id = ll[j];
+            if (reached[id])
+                continue;
+            reached[id] = 1;
+            queue[qn++] = id;
+            added++;
+        }
+    }
+    return added;
+}
+
+/* Picks the reachable node that will link to the orphan u: the nearest reachable one with room
+ * found by a search for u, else the nearest reachable node with room overall, else (every
+ * reachable list full, never seen in practice) the nearest reachable node found, whose last link
+ * is then replaced. *replace tells which. Returns SX__HNSW_NONE if nothing reachable was found. */
+static uint32_t pick_parent(worker *wk, uint32_t u, const uint8_t *reached, bool *replace)
+{
+    const sx__hnsw *h = wk->b->h;
+    const float *uv = sx__hnsw_vec(h, u);
+    uint32_t cur = h->entry;
+    float d = h->dist(uv, sx__hnsw_vec(h, cur), h->dim);
+    if (h->max_level > 0)
+        cur = sx__hnsw_greedy(h, uv, cur, &d, h->max_level, 1, false);
+    sx__hit seed = { d, cur };
+    size_t nw = sx__hnsw_search_level_build(h, &wk->s, uv, &seed, 1, h->efc, 0, u);
+    uint32_t first_reached = SX__HNSW_NONE;
+    *replace = false;
+    for (size_t i = 0; i < nw; i++) {
+        uint32_t v = wk->s.pool[i].id;
+        if (!reached[v])
+            continue;
+        if (first_reached == SX__HNSW_NONE)
+            first_reached = v;
+        if (sx__hnsw_links(h, v, 0)[0] < h->M0)
+            return v;
+    }
+    uint32_t best = SX__HNSW_NONE;
+    float best_d = __builtin_inff();
+    for (uint32_t v = 0; v < h->n; v++) {
+        if (!reached[v] || sx__hnsw_links(h, v, 0)[0] >= h->M0)
+            continue;
+        float dv = h->dist(uv, sx__hnsw_vec(h, v), h->dim);
+        if (best == SX__HNSW_NONE || dv < best_d) {
+            best = v;
+            best_d = dv;
+        }
+    }
+    if (best != SX__HNSW_NONE)
+        return best;
+    *replace = true;
+    return first_reached != SX__HNSW_NONE ? first_reached : h->entry;
+}
+
+/* Makes every node reachable from the entry point at level 0 (invariant 5). Single-threaded. */
+static sx_status repair(worker *wk)
+{
+    sx__hnsw *h = wk->b->h;
+    size_t n = h->n;
+    if (n == 0)
+        return SX_OK;
+    uint8_t *reached = sx__calloc(n, 1);
+    uint32_t *queue = sx__malloc(n * sizeof *queue);
+    if (!reached || !queue) {
+        sx__free(reached);
+        sx__free(queue);
+        return sx__err(SX_ENOMEM, "HNSW: cannot allocate the reachability scan");
+    }
+    reached[h->entry] = 1;
+    queue[0] = h->entry;
+    size_t nreached = 1 + bfs(h, reached, queue, 1);
+    /* a replaced link can orphan another node, hence the passes; each pass links every orphan */
+    for (int pass = 0; pass < 8 && nreached < n; pass++) {
+        for (uint32_t u = 0; u < n && nreached < n; u++) {
+            if (reached[u])
+                continue;
+            bool replace;
+            uint32_t v = pick_parent(wk, u, reached, &replace);
+            uint32_t *ll = sx__hnsw_links(h, v, 0);
+            if (replace)
+                ll[ll[0]] = u;
+            else
+                ll[1 + ll[0]++] = u;
+            reached[u] = 1;
+            queue[0] = u;
+            nreached += 1 + bfs(h, reached, queue, 1);
+        }
+        if (nreached == n)
+            break;
+        /* recount: replacements may have cut nodes off */
+        memset(reached, 0, n);
+        reached[h->entry] = 1;
+        queue[0] = h->entry;
+        nreached = 1 + bfs(h, reached, queue, 1);
+    }
+    sx__free(reached);
+    sx__free(queue);
+    if (nreached < n)
+        return sx__err(SX_ECORRUPT, "HNSW build: internal error: %zu nodes stay unreachable "
+                       "after repair", n - nreached);
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- build */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint8_t draw_level(uint64_t i, double mult)
+{
+    double u = (double)((splitmix64(LEVEL_SEED ^ splitmix64(i)) >> 11) + 1) * 0x1p-53;
+    double l = -log(u) * mult;
+    return l >= (double)SX__HNSW_MAX_LEVEL ? (uint8_t)SX__HNSW_MAX_LEVEL : (uint8_t)l;
+}
+
+sx_status sx__hnsw_build(const sx_param *p, size_t np, const float *vecs, size_t n, size_t dim,
+                         sx_metric metric, const sx__build_ctx *ctx, sx__index **out)
+{
+    long M, efc;
+    sx_status rc = parse_build(p, np, &M, &efc);
+    if (rc != SX_OK)
+        return rc;
+    if (dim == 0 || dim > SX_MAX_DIM)
+        return sx__err(SX_EINVAL, "HNSW: dim %zu out of range 1..%u", dim, SX_MAX_DIM);
+    if (n > SX__HNSW_MAX_N)
+        return sx__err(SX_EINVAL, "HNSW: %zu rows exceed the limit of %zu per index", n,
+                       SX__HNSW_MAX_N);
+    if (n > 0 && !vecs)
+        return sx__err(SX_EINVAL, "HNSW: no vectors");
+    if (metric != SX_METRIC_L2 && metric != SX_METRIC_IP && metric != SX_METRIC_COSINE)
+        return sx__err(SX_EINVAL, "HNSW: unknown metric %d", (int)metric);
+
+    uint8_t *levels = sx__malloc(n ? n : 1);
+    if (!levels)
+        return sx__err(SX_ENOMEM, "HNSW: out of memory");
+    double mult = 1.0 / log((double)M);
+    for (size_t i = 0; i < n; i++)
+        levels[i] = draw_level(i, mult);
+    sx__hnsw *h;
+    rc = sx__hnsw_alloc(vecs, n, dim, metric, (uint32_t)M, (uint32_t)efc, levels, &h);
+    if (rc != SX_OK)
+        return rc;
+    if (n == 0) {
+        *out = (sx__index *)h;
+        return SX_OK;
+    }
+
+    size_t nthreads = ctx && ctx->threads > 0 ? ctx->threads : 1;
+    if (nthreads > (n + CHUNK - 1) / CHUNK)
+        nthreads = (n + CHUNK - 1) / CHUNK;
+    build b;
+    memset(&b, 0, sizeof b);
+    b.h = h;
+    b.ctx = ctx;
+    atomic_init(&b.ep, (uint64_t)levels[0] << 32);
+    atomic_init(&b.next, 1);
+    atomic_init(&b.stop, false);
+    b.locks = sx__calloc(n, 1);
+    worker *wk = sx__calloc(nthreads, sizeof *wk);
+    if (!b.locks || !wk) {
+        sx__free(b.locks);
+        sx__free(wk);
+        sx__hnsw_free((sx__index *)h);
+        return sx__err(SX_ENOMEM, "HNSW: cannot allocate build state");
+    }
+    if (pthread_mutex_init(&b.ep_mu, NULL) != 0) {
+        sx__free(b.locks);
+        sx__free(wk);
+        sx__hnsw_free((sx__index *)h);
+        return sx__err(SX_ENOMEM, "HNSW: cannot create a mutex");
+    }
+    for (size_t t = 0; t < nthreads && rc == SX_OK; t++)
+        rc = worker_init(&wk[t], &b);
+    if (rc == SX_OK) {
+        if (ctx && ctx->progress)
+            atomic_fetch_add_explicit(ctx->progress, 1, memory_order_relaxed);
+        for (size_t t = 1; t < nthreads; t++)
+            wk[t].started = pthread_create(&wk[t].tid, NULL, worker_main, &wk[t]) == 0;
+        (void)worker_main(&wk[0]);
+        for (size_t t = 1; t < nthreads; t++)
+            if (wk[t].started)
+                (void)pthread_join(wk[t].tid, NULL);
+        if (atomic_load_explicit(&b.stop, memory_order_relaxed))
+            rc = sx__err(SX_ECANCELED, "HNSW build canceled");
+    }
+    if (rc == SX_OK) {
+        uint64_t ep = atomic_load_explicit(&b.ep, memory_order_acquire);
+        h->entry = (uint32_t)ep;
+        h->max_level = (uint32_t)(ep >> 32);
+        rc = repair(&wk[0]);
+    }
+    for (size_t t = 0; t < nthreads; t++)
+        worker_fini(&wk[t]);
+    (void)pthread_mutex_destroy(&b.ep_mu);
+    sx__free(b.locks);
+    sx__free(wk);
+    if (rc != SX_OK) {
+        sx__hnsw_free((sx__index *)h);
+        return rc;
+    }
+    *out = (sx__index *)h;
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- vtable */
+
+const sx__index_ops sx__hnsw_index_ops = {
+    .name = "HNSW",
+    .check_build_params = sx__hnsw_check_build_params,
+    .check_search_params = sx__hnsw_check_search_params,
+    .build = sx__hnsw_build,
+    .search = sx__hnsw_search,
+    .serialize = sx__hnsw_serialize,
+    .deserialize = sx__hnsw_deserialize,
+    .memory_bytes = sx__hnsw_memory_bytes,
+    .free = sx__hnsw_free,
+};

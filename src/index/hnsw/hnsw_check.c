@@ -1,0 +1,119 @@
+/*
+ * hnsw_check.c: sx__hnsw_check, the structural oracle of the HNSW graph (invariants 1-5 of hnsw.h):
+ *   1. ids < n, no self loops, no duplicate neighbours in a list;
+ *   2. level-0 degree <= M0 = 2*M, upper degree <= M, levels <= SX__HNSW_MAX_LEVEL;
+ *   3. a neighbour listed at level l has a level-l list (levels[nb] >= l), and a node's upper
+ *      blocks lie inside the upper array;
+ *   4. entry point valid: n == 0 <=> entry == NONE; else entry < n, levels[entry] == max_level ==
+ *      the maximum level of any node;
+ *   5. every node is reachable from the entry point through level-0 links (BFS).
+ * Run after every build in tests and on every deserialize (hnsw_io.c), so a loaded index is
+ * always safe to search. Cost: O(n * M0) time, n * 5 bytes of scratch.
+ * Thread-safety: read-only on the index.
+ */
+#include <string.h>
+
+#include "index/hnsw/hnsw.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+/* Checks one list (invariants 1-3); `stamp` detects duplicates, t is this list's unique tag. */
+static sx_status check_list(const sx__hnsw *h, uint32_t node, uint32_t level, uint32_t *stamp,
+                            uint32_t t)
+{
+    const uint32_t *ll = sx__hnsw_links(h, node, level);
+    uint32_t cap = level ? h->M : h->M0;
+    if (ll[0] > cap)
+        return sx__err(SX_ECORRUPT, "HNSW: node %u level %u has degree %u > %u", node, level,
+                       ll[0], cap);
+    for (uint32_t j = 1; j <= ll[0]; j++) {
+        uint32_t id = ll[j];
+        if (id >= h->n)
+            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u: neighbour %u out of range (n=%zu)",
+                           node, level, id, h->n);
+        if (id == node)
+            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to itself", node, level);
+        if (h->levels[id] < level)
+            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to node %u of level %u",
+                           node, level, id, h->levels[id]);
+        if (stamp[id] == t)
+            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u lists neighbour %u twice", node,
+                           level, id);
+        stamp[id] = t;
+    }
+    return SX_OK;
+}
+
+sx_status sx__hnsw_check(const sx__index *idx)
+{
+    const sx__hnsw *h = (const sx__hnsw *)idx;
+    if (!h)
+        return sx__err(SX_EINVAL, "HNSW check: no index");
+    size_t n = h->n;
+    if (h->M < SX__HNSW_M_MIN || h->M > SX__HNSW_M_MAX || h->M0 != 2 * h->M)
+        return sx__err(SX_ECORRUPT, "HNSW: bad degrees M=%u M0=%u", h->M, h->M0);
+    if (n > SX__HNSW_MAX_N)
+        return sx__err(SX_ECORRUPT, "HNSW: %zu nodes exceed the limit", n);
+    if (n == 0) {
+        if (h->entry != SX__HNSW_NONE)
+            return sx__err(SX_ECORRUPT, "HNSW: empty index with entry point %u", h->entry);
+        return SX_OK;
+    }
+    if (h->entry >= n)
+        return sx__err(SX_ECORRUPT, "HNSW: entry point %u out of range (n=%zu)", h->entry, n);
+    if (h->max_level > SX__HNSW_MAX_LEVEL || h->levels[h->entry] != h->max_level)
+        return sx__err(SX_ECORRUPT, "HNSW: entry point %u has level %u, max level is %u",
+                       h->entry, h->levels[h->entry], h->max_level);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t l = h->levels[i];
+        if (l > h->max_level)
+            return sx__err(SX_ECORRUPT, "HNSW: node %zu has level %u above the entry point's %u",
+                           i, l, h->max_level);
+        if (l == 0 ? h->up_off[i] != SX__HNSW_NONE
+                   : h->up_off[i] == SX__HNSW_NONE || (size_t)h->up_off[i] + l > h->n_up)
+            return sx__err(SX_ECORRUPT, "HNSW: node %zu has bad upper-level storage", i);
+    }
+
+    uint32_t *stamp = sx__malloc(n * sizeof *stamp);
+    uint32_t *queue = sx__malloc(n * sizeof *queue);
+    uint8_t *reached = sx__calloc(n, 1);
+    sx_status rc = SX_OK;
+    if (!stamp || !queue || !reached) {
+        rc = sx__err(SX_ENOMEM, "HNSW check: out of memory");
+        goto out;
+    }
+    memset(stamp, 0xFF, n * sizeof *stamp);
+    uint32_t t = 0;
+    for (size_t i = 0; i < n && rc == SX_OK; i++)
+        for (uint32_t l = 0; l <= h->levels[i] && rc == SX_OK; l++)
+            rc = check_list(h, (uint32_t)i, l, stamp, t++);
+    if (rc != SX_OK)
+        goto out;
+
+    size_t head = 0, tail = 0;
+    reached[h->entry] = 1;
+    queue[tail++] = h->entry;
+    while (head < tail) {
+        const uint32_t *ll = sx__hnsw_links(h, queue[head++], 0);
+        for (uint32_t j = 1; j <= ll[0]; j++) {
+            if (!reached[ll[j]]) {
+                reached[ll[j]] = 1;
+                queue[tail++] = ll[j];
+            }
+        }
+    }
+    if (tail != n) {
+        size_t first = 0;
+        while (reached[first])
+            first++;
+        rc = sx__err(SX_ECORRUPT,
+                     "HNSW: %zu of %zu nodes unreachable from entry point %u at level 0 "
+                     "(first: %zu)",
+                     n - tail, n, h->entry, first);
+    }
+out:
+    sx__free(stamp);
+    sx__free(queue);
+    sx__free(reached);
+    return rc;
+}

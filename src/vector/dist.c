@@ -1,0 +1,170 @@
+/*
+ * dist.c: scalar reference kernels and the run-time ISA dispatch (see dist.h).
+ *
+ * Design.
+ * - One table per ISA (sx__dist_ops: l2sq, ip, nip). The SIMD tables live in dist_avx2.c and
+ *   dist_avx512.c, the only files compiled with -mavx2/-mavx512f; they return NULL when the CPU
+ *   (or the OS, for the AVX-512 register state) lacks the ISA, so nothing here executes an
+ *   instruction the machine does not have. No -march=native anywhere (style.md).
+ * - sx__dist() resolves the best table once and caches the pointer. Callers hoist the function
+ *   pointer out of their loops (FLAT takes sx__dist_for_metric once per scan), so the per-call
+ *   cost is one indirect call, which the branch predictor learns at once.
+ * - SX_SIMD=scalar|avx2|avx512 caps the choice; an unknown value is ignored. The variable is read
+ *   on the first call only (tests that need another cap use sx__dist_resolve or a child process).
+ *
+ * Invariants.
+ * 1. Every table returns, within float rounding, the same values as the scalar table: the SIMD
+ *    kernels only reassociate the sums (tests/unit/test_vector.c checks every dim 1..130 and more).
+ * 2. nip(a,b) == -ip(a,b) exactly for the same table (both share one summation order).
+ *
+ * Thread-safety: all kernels are pure. The cached table pointer is an atomic: two threads that
+ * race on the first call both compute the same answer and store the same pointer, so the race is
+ * benign; release/acquire is used only so the pattern stays correct if a table ever stops being
+ * constant-initialised. The alternative, pthread_once, would add a library dependency here for
+ * no gain.
+ */
+#include "vector/dist.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- scalar reference */
+
+/* Four partial sums: still obviously correct, and the compiler may keep them in one SSE register
+ * on machines where this is the table in use. */
+static float dist_l2sq_f32_scalar(const float *a, const float *b, size_t dim)
+{
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    size_t i = 0;
+    for (; i + 4 <= dim; i += 4) {
+        float d0 = a[i] - b[i], d1 = a[i + 1] - b[i + 1];
+        float d2 = a[i + 2] - b[i + 2], d3 = a[i + 3] - b[i + 3];
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+        s2 += d2 * d2;
+        s3 += d3 * d3;
+    }
+    for (; i < dim; i++) {
+        float d = a[i] - b[i];
+        s0 += d * d;
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+static inline float ip_scalar(const float *a, const float *b, size_t dim)
+{
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    size_t i = 0;
+    for (; i + 4 <= dim; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < dim; i++)
+        s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static float dist_ip_f32_scalar(const float *a, const float *b, size_t dim)
+{
+    return ip_scalar(a, b, dim);
+}
+
+static float dist_nip_f32_scalar(const float *a, const float *b, size_t dim)
+{
+    return -ip_scalar(a, b, dim);
+}
+
+static const sx__dist_ops scalar_ops = {
+    .isa = "scalar",
+    .l2sq = dist_l2sq_f32_scalar,
+    .ip = dist_ip_f32_scalar,
+    .nip = dist_nip_f32_scalar,
+};
+
+const sx__dist_ops *sx__dist_scalar(void)
+{
+    return &scalar_ops;
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+const sx__dist_ops *sx__dist_resolve(const char *cap)
+{
+    /* rank: 0 scalar, 1 avx2, 2 avx512 (the default: no cap) */
+    int max_rank = 2;
+    if (cap && strcmp(cap, "scalar") == 0)
+        max_rank = 0;
+    else if (cap && strcmp(cap, "avx2") == 0)
+        max_rank = 1;
+    const sx__dist_ops *t;
+    if (max_rank >= 2 && (t = sx__dist_avx512()) != NULL)
+        return t;
+    if (max_rank >= 1 && (t = sx__dist_avx2()) != NULL)
+        return t;
+    return &scalar_ops;
+}
+
+static _Atomic(const sx__dist_ops *) chosen;
+
+const sx__dist_ops *sx__dist(void)
+{
+    /* acquire pairs with the release below (see the header comment for why a race is benign) */
+    const sx__dist_ops *t = atomic_load_explicit(&chosen, memory_order_acquire);
+    if (t)
+        return t;
+    t = sx__dist_resolve(getenv("SX_SIMD"));
+    atomic_store_explicit(&chosen, t, memory_order_release);
+    return t;
+}
+
+sx__dist_fn sx__dist_for_metric(sx_metric m)
+{
+    const sx__dist_ops *t = sx__dist();
+    switch (m) {
+    case SX_METRIC_L2:
+        return t->l2sq;
+    case SX_METRIC_IP:
+    case SX_METRIC_COSINE:
+        return t->nip;
+    }
+    return NULL;
+}
+
+const char *sx_simd_level(void)
+{
+    return sx__dist()->isa;
+}
+
+/* ---------------------------------------------------------------- norms */
+
+float sx__norm2(const float *v, size_t dim)
+{
+    return sx__dist()->ip(v, v, dim);
+}
+
+float sx__normalize(float *v, size_t dim)
+{
+    /* Not a hot path (once per inserted COSINE vector or query), so the norm is summed in double:
+     * components as small as 1e-30 or as large as 1e30 still normalise instead of under- or
+     * overflowing a float sum of squares. The scale is applied in double too, so a tiny norm does
+     * not turn 1/norm into a float infinity. */
+    double s0 = 0.0, s1 = 0.0;
+    size_t i = 0;
+    for (; i + 2 <= dim; i += 2) {
+        s0 += (double)v[i] * (double)v[i];
+        s1 += (double)v[i + 1] * (double)v[i + 1];
+    }
+    if (i < dim)
+        s0 += (double)v[i] * (double)v[i];
+    double norm = sqrt(s0 + s1);
+    if (norm > 0.0 && isfinite(norm)) {
+        double inv = 1.0 / norm;
+        for (i = 0; i < dim; i++)
+            v[i] = (float)((double)v[i] * inv);
+    }
+    return (float)norm;
+}

@@ -1,0 +1,169 @@
+/*
+ * test_crash.c: durability under kill -9. A child process inserts batches of BATCH rows (ids
+ * batch*BATCH ..), sometimes deletes an earlier batch, sometimes flushes, and reports every
+ * acknowledged operation through a pipe. The parent SIGKILLs it at a random moment, reopens the
+ * database and checks: every acknowledged batch is fully present, every batch is all-or-nothing,
+ * every acknowledged delete stayed deleted. Repeated ROUNDS times on the same directory, so
+ * recovery also runs over earlier recoveries. Seed printed (SX_SEED replays).
+ */
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <sextant.h>
+
+#include "harness.h"
+
+#define BATCH  50
+#define ROUNDS 24
+#define DIM    8
+#define MAXB   100000
+
+static void child(const char *dir, int fd, int round, uint64_t seed)
+{
+    sx_db *db;
+    sx_db_options o = { 0 };
+    o.segment_max_bytes = 3000 * DIM * 4;
+    o.build_threads = 1;
+    if (sx_db_open(dir, &o, &db) != SX_OK)
+        _exit(3);
+    sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
+                         { "v", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
+                         { "batch", SX_FIELD_INT64, false, false, 0, 0 } };
+    sx_collection_def d = { "c", f, 3, SX_METRIC_L2 };
+    sx_status st = sx_collection_create(db, &d);
+    if (st != SX_OK && st != SX_EEXIST)
+        _exit(4);
+    sx_collection *c;
+    if (sx_collection_open(db, "c", &c) != SX_OK)
+        _exit(5);
+    if (round == 0 && sx_index_create(c, "HNSW", NULL, 0) != SX_OK)
+        _exit(6);
+    uint64_t s = seed;
+    int64_t ids[BATCH], bn[BATCH];
+    float v[BATCH * DIM];
+    for (int b = round * 1000;; b++) {
+        for (int i = 0; i < BATCH; i++) {
+            ids[i] = (int64_t)b * BATCH + i;
+            bn[i] = b;
+            for (int k = 0; k < DIM; k++)
+                v[i * DIM + k] = test_randf(&s);
+        }
+        sx_column cols[] = { { "id", SX_FIELD_INT64, ids }, { "v", SX_FIELD_FLOAT_VECTOR, v },
+                             { "batch", SX_FIELD_INT64, bn } };
+        sx_batch bt = { BATCH, cols, 3 };
+        if (sx_insert(c, &bt, NULL) != SX_OK)
+            _exit(7);
+        int32_t msg = b; /* insert ack */
+        if (write(fd, &msg, 4) != 4)
+            _exit(8);
+        if (b % 7 == 3) { /* delete the previous batch */
+            char filt[64];
+            snprintf(filt, sizeof filt, "batch == %d", b - 1);
+            if (sx_delete_where(c, filt, NULL) != SX_OK)
+                _exit(9);
+            msg = -(b - 1) - 1; /* delete ack */
+            if (write(fd, &msg, 4) != 4)
+                _exit(8);
+        }
+        if (b % 23 == 0 && sx_flush(c) != SX_OK)
+            _exit(10);
+    }
+}
+
+static void test_kill9(void)
+{
+    const char *dir0 = test_tmpdir("crash");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", dir0);
+    uint64_t seed = test_seed();
+    static signed char state[MAXB]; /* 0 unknown, 1 acked insert, 2 acked delete */
+    memset(state, 0, sizeof state);
+    uint64_t rs = seed;
+    long total_acks = 0;
+    double worst_recovery_ms = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        int p[2];
+        ASSERT(pipe(p) == 0);
+        pid_t pid = fork();
+        ASSERT(pid >= 0);
+        if (pid == 0) {
+            close(p[0]);
+            child(dir, p[1], round, seed + (uint64_t)round);
+        }
+        close(p[1]);
+        /* let it run 30..400 ms, then kill -9 */
+        struct timespec ts = { 0, (long)(30 + test_rand(&rs) % 370) * 1000000L };
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int wst;
+        waitpid(pid, &wst, 0);
+        if (WIFEXITED(wst))
+            FAILF("child exited early with %d in round %d", WEXITSTATUS(wst), round);
+        int32_t msg;
+        while (read(p[0], &msg, 4) == 4) {
+            total_acks++;
+            if (msg >= 0 && msg < MAXB)
+                state[msg] = 1;
+            else if (msg < 0 && -msg - 1 < MAXB)
+                state[-msg - 1] = 2;
+        }
+        close(p[0]);
+        /* recover and verify */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        sx_db *db;
+        ASSERT_OK(sx_db_open(dir, NULL, &db));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        if (ms > worst_recovery_ms)
+            worst_recovery_ms = ms;
+        sx_collection *c;
+        sx_status st = sx_collection_open(db, "c", &c);
+        if (st == SX_ENOTFOUND) { /* killed before the create was durable */
+            sx_db_close(db);
+            continue;
+        }
+        ASSERT_OK(st);
+        sx_rowset *all;
+        const char *outs[] = { "batch" };
+        ASSERT_OK(sx_query(c, NULL, outs, 1, 0, 0, &all));
+        static int per_batch[MAXB];
+        memset(per_batch, 0, sizeof per_batch);
+        for (size_t i = 0; i < all->n_rows; i++) {
+            int64_t b = ((int64_t *)all->cols[1].data)[i];
+            ASSERT(b >= 0 && b < MAXB);
+            ASSERT_EQ(((int64_t *)all->cols[0].data)[i] / BATCH, b);
+            per_batch[b]++;
+        }
+        for (int b = 0; b < MAXB; b++) {
+            if (per_batch[b] != 0 && per_batch[b] != BATCH)
+                FAILF("round %d: batch %d is half present (%d rows)", round, b, per_batch[b]);
+            /* a delete of b issued after b+1's ack but killed before its own ack may be durable */
+            bool delete_in_flight = (b + 1) % 7 == 3 && b + 1 < MAXB && state[b + 1] == 1;
+            if (state[b] == 1 && per_batch[b] == 0 && delete_in_flight)
+                state[b] = 2;
+            if (state[b] == 1 && per_batch[b] != BATCH)
+                FAILF("round %d: acknowledged batch %d lost", round, b);
+            if (state[b] == 2 && per_batch[b] != 0)
+                FAILF("round %d: deleted batch %d came back", round, b);
+        }
+        /* the next round only trusts what is now present */
+        for (int b = 0; b < MAXB; b++)
+            if (state[b] == 0 && per_batch[b] == BATCH)
+                state[b] = 1;
+        sx_rowset_free(all);
+        ASSERT_OK(sx_db_check(db));
+        sx_collection_release(c);
+        sx_db_close(db);
+    }
+    fprintf(stderr, "kill -9 rounds: %d, acknowledged operations checked: %ld, worst recovery "
+                    "%.1f ms\n",
+            ROUNDS, total_acks, worst_recovery_ms);
+    ASSERT(total_acks > ROUNDS);
+}
+
+int main(void)
+{
+    RUN(test_kill9);
+    return TEST_DONE();
+}

@@ -1,0 +1,676 @@
+/*
+ * cli.c: the `sextant import`, `sextant search` and `sextant info` subcommands.
+ *
+ * import  Loads a vector file (datasets.h) and inserts it into a collection in batches through
+ *         sx_insert. A missing collection is created with the schema the tool owns:
+ *           id      INT64 primary key (not auto-id) = row number in the file + rows already in
+ *                   the collection (so repeated imports append; after deletes the offset can
+ *                   collide with a live key and the insert fails with SX_EEXIST: that is
+ *                   reported, never papered over)
+ *           vector  FLOAT_VECTOR of the file's dimension, with --metric (default l2)
+ *         An existing collection is accepted when it has exactly an int64 primary key and one
+ *         vector field of the right dimension (an auto-id key is then left to the engine).
+ *         Then sx_flush, and with --index: sx_index_create + sx_index_wait. Prints rows/s.
+ * search  Loads query vectors and runs them as one batched sx_search (the engine spreads a
+ *         batch over its search threads); prints each query's hits with the requested fields.
+ * info    Opens the database read-only (sx_db_options.read_only: no WAL writes, no builds),
+ *         prints each collection's schema, counters and index, then runs sx_db_check. A failed
+ *         check prints the engine's message and exits 1.
+ *
+ * Threading: single-threaded; the engine's background threads are its own business.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "datasets.h"
+
+#define ERR_LEN 1024
+
+static const char *field_type_name(sx_field_type t)
+{
+    switch (t) {
+    case SX_FIELD_INT64:
+        return "INT64";
+    case SX_FIELD_DOUBLE:
+        return "DOUBLE";
+    case SX_FIELD_BOOL:
+        return "BOOL";
+    case SX_FIELD_VARCHAR:
+        return "VARCHAR";
+    case SX_FIELD_FLOAT_VECTOR:
+        return "FLOAT_VECTOR";
+    }
+    return "?";
+}
+
+static const char *index_state_name(sx_index_state s)
+{
+    switch (s) {
+    case SX_INDEX_NONE:
+        return "none";
+    case SX_INDEX_IN_PROGRESS:
+        return "in progress";
+    case SX_INDEX_FINISHED:
+        return "finished";
+    case SX_INDEX_FAILED:
+        return "FAILED";
+    }
+    return "?";
+}
+
+/* Upper-cases an index type name ("hnsw" -> "HNSW") into out. Returns 0, or -1 if too long. */
+static int index_type_upper(const char *in, char *out, size_t len)
+{
+    size_t n = strlen(in);
+    if (n == 0 || n + 1 > len)
+        return -1;
+    for (size_t j = 0; j <= n; j++) {
+        char ch = in[j];
+        out[j] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 'a' + 'A') : ch;
+    }
+    return 0;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* ------------------------------------------------------------------ import */
+
+static void import_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sextant import --data DIR --collection NAME --file FILE [options]\n"
+            "\n"
+            "  --data DIR          database directory (created if missing)\n"
+            "  --collection NAME   collection (created if missing: int64 key `id` = row number,\n"
+            "                      offset by the rows already present; vector field `vector`)\n"
+            "  --file FILE         .fvecs .bvecs .ivecs .npy or IDX .gz\n"
+            "  --metric M          l2 | ip | cosine for a new collection (default l2)\n"
+            "  --index T           create this index after the load and wait: hnsw | flat\n"
+            "  --param K=V         index build parameter, repeatable (M=16, efConstruction=200)\n"
+            "  --batch N           rows per sx_insert call (default 1000)\n"
+            "  --limit N           import only the first N rows of the file\n");
+}
+
+typedef struct import_target {
+    const char *pk_name; /* borrowed from the collection info */
+    bool pk_auto;
+    const char *vec_name;
+    uint32_t dim;
+} import_target;
+
+/* Checks that an existing collection can take this file. Returns 0 or CLI_EXIT_FAIL. */
+static int import_check_schema(const char *cmd,
+                               const sx_collection_info *ci,
+                               size_t dim,
+                               bool metric_given,
+                               sx_metric metric,
+                               import_target *t)
+{
+    memset(t, 0, sizeof *t);
+    for (size_t j = 0; j < ci->n_fields; j++) {
+        const sx_field_def *fd = &ci->fields[j];
+        if (fd->is_primary) {
+            if (fd->type != SX_FIELD_INT64)
+                return cli_fail(cmd,
+                                "collection '%s' has a %s primary key '%s'; import fills int64 "
+                                "keys only",
+                                ci->name, field_type_name(fd->type), fd->name);
+            t->pk_name = fd->name;
+            t->pk_auto = fd->auto_id;
+        } else if (fd->type == SX_FIELD_FLOAT_VECTOR) {
+            t->vec_name = fd->name;
+            t->dim = fd->dim;
+        } else {
+            return cli_fail(cmd,
+                            "collection '%s' has scalar field '%s' (%s); import only fills the "
+                            "primary key and the vector",
+                            ci->name, fd->name, field_type_name(fd->type));
+        }
+    }
+    if (t->pk_name == NULL || t->vec_name == NULL)
+        return cli_fail(cmd, "collection '%s' lacks a primary key or a vector field", ci->name);
+    if ((size_t)t->dim != dim)
+        return cli_fail(cmd, "the file has dimension %zu but collection '%s' field '%s' has %u",
+                        dim, ci->name, t->vec_name, t->dim);
+    if (metric_given && metric != ci->metric)
+        return cli_fail(cmd, "--metric %s differs from collection '%s' metric %s",
+                        cli_metric_name(metric), ci->name, cli_metric_name(ci->metric));
+    return 0;
+}
+
+int cli_import(int argc, char **argv)
+{
+    const char *cmd = "import";
+    const char *data = NULL, *name = NULL, *file = NULL, *index = NULL, *v = NULL;
+    sx_metric metric = SX_METRIC_L2;
+    bool metric_given = false;
+    uint64_t batch = 1000, limit = 0;
+    cli_params params = { 0 };
+    ds_matrix m = { 0 };
+    sx_db *db = NULL;
+    sx_collection *c = NULL;
+    int64_t *ids = NULL;
+    int rc = CLI_EXIT_FAIL;
+    char err[ERR_LEN];
+    sx_status st;
+
+    for (int i = 1; i < argc;) {
+        int r;
+        if (cli_flag(argv, &i, "--help") || cli_flag(argv, &i, "-h")) {
+            import_usage(stdout);
+            rc = CLI_EXIT_OK;
+            goto out;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--collection", &name)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--file", &file)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--index", &index)) != 0) {
+            if (r < 0)
+                goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--metric", &v)) != 0) {
+            if (r < 0 || cli_parse_metric(cmd, v, &metric) != 0)
+                goto usage;
+            metric_given = true;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--param", &v)) != 0) {
+            if (r < 0 || cli_params_add(&params, cmd, v) != 0)
+                goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--batch", &v)) != 0) {
+            if (r < 0 || cli_parse_u64(cmd, "--batch", v, 1, 10000000, &batch) != 0)
+                goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--limit", &v)) != 0) {
+            if (r < 0 || cli_parse_u64(cmd, "--limit", v, 1, UINT64_MAX, &limit) != 0)
+                goto usage;
+            continue;
+        }
+        rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+        goto out;
+    }
+    if (data == NULL || name == NULL || file == NULL) {
+        rc = cli_usage_error(cmd, "--data, --collection and --file are required");
+        goto out;
+    }
+    char itype[32] = "";
+    if (index != NULL && index_type_upper(index, itype, sizeof itype) != 0) {
+        rc = cli_usage_error(cmd, "--index: bad index type '%s'", index);
+        goto out;
+    }
+    if (index == NULL && params.n > 0) {
+        rc = cli_usage_error(cmd, "--param needs --index");
+        goto out;
+    }
+
+    double t0 = cli_now();
+    if (ds_load_float(file, (size_t)limit, &m, err, sizeof err) != 0) {
+        rc = cli_fail(cmd, "%s", err);
+        goto out;
+    }
+    fprintf(stderr, "sextant import: read %zu x %zu vectors from %s in %.2f s\n", m.n, m.dim, file,
+            cli_now() - t0);
+    if (m.dim > SX_MAX_DIM) {
+        rc = cli_fail(cmd, "%s: dimension %zu exceeds SX_MAX_DIM (%u)", file, m.dim, SX_MAX_DIM);
+        goto out;
+    }
+
+    st = sx_db_open(data, NULL, &db);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, data, st);
+        goto out;
+    }
+    st = sx_collection_open(db, name, &c);
+    if (st == SX_ENOTFOUND) {
+        sx_field_def fields[2];
+        memset(fields, 0, sizeof fields);
+        fields[0].name = "id";
+        fields[0].type = SX_FIELD_INT64;
+        fields[0].is_primary = true;
+        fields[1].name = "vector";
+        fields[1].type = SX_FIELD_FLOAT_VECTOR;
+        fields[1].dim = (uint32_t)m.dim;
+        sx_collection_def def = { .name = name, .fields = fields, .n_fields = 2, .metric = metric };
+        st = sx_collection_create(db, &def);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "create collection", st);
+            goto out;
+        }
+        printf("created collection '%s' (dim %zu, metric %s)\n", name, m.dim,
+               cli_metric_name(metric));
+        st = sx_collection_open(db, name, &c);
+    }
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, name, st);
+        goto out;
+    }
+    sx_collection_info ci;
+    st = sx_collection_describe(c, &ci);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "describe", st);
+        goto out;
+    }
+    import_target t;
+    if (import_check_schema(cmd, &ci, m.dim, metric_given, metric, &t) != 0)
+        goto out;
+    uint64_t existing = 0;
+    if (!t.pk_auto) {
+        st = sx_count(c, NULL, &existing);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "count", st);
+            goto out;
+        }
+    }
+
+    size_t bs = (size_t)batch < m.n ? (size_t)batch : m.n;
+    ids = malloc(bs * sizeof *ids);
+    if (ids == NULL) {
+        rc = cli_fail(cmd, "out of memory");
+        goto out;
+    }
+    double t_ins = cli_now(), t_report = t_ins;
+    for (size_t r = 0; r < m.n; r += bs) {
+        size_t rows = m.n - r < bs ? m.n - r : bs;
+        sx_column cols[2];
+        size_t nc = 0;
+        if (!t.pk_auto) {
+            for (size_t j = 0; j < rows; j++)
+                ids[j] = (int64_t)(existing + r + j);
+            cols[nc++] = (sx_column){ .name = t.pk_name, .type = SX_FIELD_INT64, .data = ids };
+        }
+        cols[nc++] = (sx_column){ .name = t.vec_name,
+                                  .type = SX_FIELD_FLOAT_VECTOR,
+                                  .data = m.f + r * m.dim };
+        sx_batch b = { .n_rows = rows, .cols = cols, .n_cols = nc };
+        st = sx_insert(c, &b, NULL);
+        if (st != SX_OK) {
+            char what[96];
+            snprintf(what, sizeof what, "insert of rows %zu..%zu", r, r + rows - 1);
+            rc = cli_sx_fail(cmd, what, st);
+            goto out;
+        }
+        double now = cli_now();
+        if (now - t_report >= 5.0) {
+            fprintf(stderr, "sextant import: %zu / %zu rows\n", r + rows, m.n);
+            t_report = now;
+        }
+    }
+    double insert_s = cli_now() - t_ins;
+    st = sx_flush(c);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "flush", st);
+        goto out;
+    }
+    double load_s = cli_now() - t_ins;
+    printf("imported %zu rows into '%s' in %.3f s (%.0f rows/s; insert %.3f s, flush %.3f s)\n",
+           m.n, name, load_s, load_s > 0 ? (double)m.n / load_s : 0.0, insert_s, load_s - insert_s);
+
+    if (index != NULL) {
+        double t_idx = cli_now();
+        st = sx_index_create(c, itype, params.p, params.n);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "create index", st);
+            goto out;
+        }
+        st = sx_index_wait(c, 0);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "index build", st);
+            goto out;
+        }
+        sx_index_info ii;
+        st = sx_index_describe(c, &ii);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "describe index", st);
+            goto out;
+        }
+        printf("index %s (%s) built in %.3f s: %s, %" PRIu64 " / %" PRIu64 " rows indexed\n",
+               ii.type, ii.params, cli_now() - t_idx, index_state_name(ii.state), ii.indexed_rows,
+               ii.total_rows);
+    }
+    rc = CLI_EXIT_OK;
+    goto out;
+usage:
+    rc = cli_usage_error(cmd, "bad arguments");
+out:
+    free(ids);
+    sx_collection_release(c);
+    sx_db_close(db);
+    ds_free(&m);
+    cli_params_fini(&params);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ search */
+
+static void search_usage(FILE *out)
+{
+    fprintf(out, "usage: sextant search --data DIR --collection NAME --query FILE [options]\n"
+                 "\n"
+                 "  --query FILE      query vectors (.fvecs .bvecs .npy IDX .gz)\n"
+                 "  --k N             hits per query (default 10)\n"
+                 "  --nq N            use only the first N queries\n"
+                 "  --filter EXPR     boolean filter expression, e.g. \"id < 100\"\n"
+                 "  --param K=V       search parameter, repeatable (ef=64)\n"
+                 "  --output F1,F2    fields to print with each hit (\"*\" = all)\n");
+}
+
+static void print_value(const sx_column *col, uint32_t dim, size_t row)
+{
+    switch (col->type) {
+    case SX_FIELD_INT64:
+        printf("%" PRId64, ((const int64_t *)col->data)[row]);
+        break;
+    case SX_FIELD_DOUBLE:
+        printf("%.17g", ((const double *)col->data)[row]);
+        break;
+    case SX_FIELD_BOOL:
+        printf("%s", ((const bool *)col->data)[row] ? "true" : "false");
+        break;
+    case SX_FIELD_VARCHAR: {
+        const char *s = ((char *const *)col->data)[row];
+        printf("\"%s\"", s != NULL ? s : "");
+        break;
+    }
+    case SX_FIELD_FLOAT_VECTOR: {
+        const float *vec = (const float *)col->data + row * (size_t)dim;
+        uint32_t show = dim < 4 ? dim : 4;
+        putchar('[');
+        for (uint32_t j = 0; j < show; j++)
+            printf("%s%g", j ? ", " : "", (double)vec[j]);
+        if (show < dim)
+            printf(", ... (%u)", dim);
+        putchar(']');
+        break;
+    }
+    }
+}
+
+int cli_search(int argc, char **argv)
+{
+    const char *cmd = "search";
+    const char *data = NULL, *name = NULL, *qfile = NULL, *filter = NULL, *output = NULL;
+    const char *v = NULL;
+    uint64_t k = 10, nq = 0;
+    cli_params params = { 0 };
+    ds_matrix q = { 0 };
+    sx_db *db = NULL;
+    sx_collection *c = NULL;
+    sx_rowset *rs = NULL;
+    int rc = CLI_EXIT_FAIL;
+    char err[ERR_LEN];
+    char out_store[4096];
+    const char *out_fields[SX_MAX_FIELDS];
+    size_t n_out = 0;
+    sx_status st;
+
+    for (int i = 1; i < argc;) {
+        int r;
+        if (cli_flag(argv, &i, "--help") || cli_flag(argv, &i, "-h")) {
+            search_usage(stdout);
+            rc = CLI_EXIT_OK;
+            goto out;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--collection", &name)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--query", &qfile)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--filter", &filter)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--output", &output)) != 0) {
+            if (r < 0)
+                goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--k", &v)) != 0) {
+            if (r < 0 || cli_parse_u64(cmd, "--k", v, 1, SX_MAX_TOPK, &k) != 0)
+                goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--nq", &v)) != 0) {
+            if (r < 0 || cli_parse_u64(cmd, "--nq", v, 1, UINT64_MAX, &nq) != 0)
+                goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--param", &v)) != 0) {
+            if (r < 0 || cli_params_add(&params, cmd, v) != 0)
+                goto usage;
+            continue;
+        }
+        rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+        goto out;
+    }
+    if (data == NULL || name == NULL || qfile == NULL) {
+        rc = cli_usage_error(cmd, "--data, --collection and --query are required");
+        goto out;
+    }
+    if (output != NULL) {
+        int n = cli_split_list(cmd, "--output", output, out_store, sizeof out_store, out_fields,
+                               SX_MAX_FIELDS);
+        if (n < 0)
+            goto usage;
+        n_out = (size_t)n;
+    }
+    if (!is_dir(data)) {
+        rc = cli_fail(cmd, "no database directory at %s", data);
+        goto out;
+    }
+    if (ds_load_float(qfile, (size_t)nq, &q, err, sizeof err) != 0) {
+        rc = cli_fail(cmd, "%s", err);
+        goto out;
+    }
+    sx_db_options opts = { 0 };
+    opts.read_only = true;
+    st = sx_db_open(data, &opts, &db);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, data, st);
+        goto out;
+    }
+    st = sx_collection_open(db, name, &c);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, name, st);
+        goto out;
+    }
+    sx_collection_info ci;
+    st = sx_collection_describe(c, &ci);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "describe", st);
+        goto out;
+    }
+    for (size_t j = 0; j < ci.n_fields; j++) {
+        if (ci.fields[j].type == SX_FIELD_FLOAT_VECTOR && (size_t)ci.fields[j].dim != q.dim) {
+            rc = cli_fail(cmd, "%s has dimension %zu but collection '%s' field '%s' has %u", qfile,
+                          q.dim, name, ci.fields[j].name, ci.fields[j].dim);
+            goto out;
+        }
+    }
+    sx_search_req req = {
+        .queries = q.f,
+        .nq = q.n,
+        .k = (uint32_t)k,
+        .filter = filter,
+        .output_fields = n_out > 0 ? out_fields : NULL,
+        .n_output_fields = n_out,
+        .params = params.p,
+        .n_params = params.n,
+        .metric = -1,
+    };
+    double t0 = cli_now();
+    st = sx_search(c, &req, &rs);
+    double dt = cli_now() - t0;
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "search", st);
+        goto out;
+    }
+    size_t row = 0;
+    for (size_t qi = 0; qi < rs->nq; qi++) {
+        printf("query %zu: %zu hit%s\n", qi, rs->topks[qi], rs->topks[qi] == 1 ? "" : "s");
+        for (size_t h = 0; h < rs->topks[qi]; h++, row++) {
+            printf("  %3zu. ", h + 1);
+            for (size_t col = 0; col < rs->n_cols; col++) {
+                printf("%s%s=", col ? "  " : "", rs->cols[col].name);
+                print_value(&rs->cols[col], rs->dims[col], row);
+                if (col == 0)
+                    printf("  distance=%.6g", (double)rs->distances[row]);
+            }
+            putchar('\n');
+        }
+    }
+    fprintf(stderr, "sextant search: %zu queries, k=%" PRIu64 ", %.3f ms (%.0f QPS batched)\n", q.n,
+            k, dt * 1e3, dt > 0 ? (double)q.n / dt : 0.0);
+    rc = CLI_EXIT_OK;
+    goto out;
+usage:
+    rc = cli_usage_error(cmd, "bad arguments");
+out:
+    sx_rowset_free(rs);
+    sx_collection_release(c);
+    sx_db_close(db);
+    ds_free(&q);
+    cli_params_fini(&params);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ info */
+
+static void info_usage(FILE *out)
+{
+    fprintf(out, "usage: sextant info --data DIR [--collection NAME]\n"
+                 "\n"
+                 "Prints each collection's schema, rows, segments, WAL size, memory and index,\n"
+                 "then verifies every checksum (sx_db_check). Opens the database read-only.\n");
+}
+
+/* Prints one collection. Returns 0 or CLI_EXIT_FAIL. */
+static int info_collection(const char *cmd, sx_db *db, const char *name)
+{
+    sx_collection *c = NULL;
+    char hb[32];
+    sx_status st = sx_collection_open(db, name, &c);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, name, st);
+    sx_collection_info ci;
+    st = sx_collection_describe(c, &ci);
+    if (st != SX_OK) {
+        int rc = cli_sx_fail(cmd, name, st);
+        sx_collection_release(c);
+        return rc;
+    }
+    printf("collection %s\n", ci.name);
+    printf("  metric:        %s\n", cli_metric_name(ci.metric));
+    printf("  fields:\n");
+    for (size_t j = 0; j < ci.n_fields; j++) {
+        const sx_field_def *fd = &ci.fields[j];
+        printf("    %-20s %-12s", fd->name, field_type_name(fd->type));
+        if (fd->type == SX_FIELD_FLOAT_VECTOR)
+            printf(" dim=%u", fd->dim);
+        if (fd->type == SX_FIELD_VARCHAR)
+            printf(" max_length=%u", fd->max_length);
+        if (fd->is_primary)
+            printf(" primary%s", fd->auto_id ? " auto_id" : "");
+        putchar('\n');
+    }
+    printf("  rows:          %" PRIu64 "\n", ci.n_rows);
+    printf("  segments:      %u sealed\n", ci.n_segments);
+    printf("  growing rows:  %" PRIu64 "\n", ci.growing_rows);
+    printf("  WAL bytes:     %" PRIu64 "\n", ci.wal_bytes);
+    printf("  memory:        %s (%" PRIu64 " bytes)\n",
+           cli_human_bytes(ci.memory_bytes, hb, sizeof hb), ci.memory_bytes);
+    sx_index_info ii;
+    st = sx_index_describe(c, &ii);
+    if (st == SX_ENOTFOUND || (st == SX_OK && ii.state == SX_INDEX_NONE)) {
+        printf("  index:         none\n");
+    } else if (st != SX_OK) {
+        int rc = cli_sx_fail(cmd, "describe index", st);
+        sx_collection_release(c);
+        return rc;
+    } else {
+        printf("  index:         %s (%s), metric %s\n", ii.type, index_state_name(ii.state),
+               cli_metric_name(ii.metric));
+        printf("    rows:        %" PRIu64 " indexed / %" PRIu64 " total (%" PRIu64 " pending)\n",
+               ii.indexed_rows, ii.total_rows, ii.pending_rows);
+        printf("    params:      %s\n", ii.params[0] ? ii.params : "(defaults)");
+        printf("    memory:      %s (%" PRIu64 " bytes)\n",
+               cli_human_bytes(ii.memory_bytes, hb, sizeof hb), ii.memory_bytes);
+        if (ii.state == SX_INDEX_FAILED || ii.fail_reason[0] != '\0')
+            printf("    failure:     %s\n", ii.fail_reason[0] ? ii.fail_reason : "(no reason)");
+    }
+    sx_collection_release(c);
+    return 0;
+}
+
+int cli_info(int argc, char **argv)
+{
+    const char *cmd = "info";
+    const char *data = NULL, *name = NULL;
+    sx_db *db = NULL;
+    char **names = NULL;
+    size_t n_names = 0;
+    int rc = CLI_EXIT_FAIL;
+    sx_status st;
+
+    for (int i = 1; i < argc;) {
+        int r;
+        if (cli_flag(argv, &i, "--help") || cli_flag(argv, &i, "-h")) {
+            info_usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--collection", &name)) != 0) {
+            if (r < 0)
+                return cli_usage_error(cmd, "bad arguments");
+            continue;
+        }
+        return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+    }
+    if (data == NULL)
+        return cli_usage_error(cmd, "--data is required");
+    if (!is_dir(data))
+        return cli_fail(cmd, "no database directory at %s", data);
+
+    sx_db_options opts = { 0 };
+    opts.read_only = true;
+    st = sx_db_open(data, &opts, &db);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, data, st);
+    printf("database %s (sextant %s, simd %s)\n", data, sx_version(), sx_simd_level());
+    int bad = 0;
+    if (name != NULL) {
+        bad |= info_collection(cmd, db, name);
+    } else {
+        st = sx_collection_list(db, &names, &n_names);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "list collections", st);
+            goto out;
+        }
+        if (n_names == 0)
+            printf("no collections\n");
+        for (size_t j = 0; j < n_names; j++)
+            bad |= info_collection(cmd, db, names[j]);
+    }
+    st = sx_db_check(db);
+    if (st != SX_OK) {
+        const char *msg = sx_errmsg();
+        printf("checksums: FAILED: %s: %s\n", sx_status_str(st), msg);
+        fprintf(stderr, "sextant info: check failed: %s: %s\n", sx_status_str(st), msg);
+        rc = CLI_EXIT_FAIL;
+        goto out;
+    }
+    printf("checksums: ok\n");
+    rc = bad ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+out:
+    sx_strings_free(names, n_names);
+    sx_db_close(db);
+    return rc;
+}

@@ -1,0 +1,94 @@
+/*
+ * cli.h: helpers shared by the `sextant` subcommands (argument parsing, numbers, metric and
+ * parameter lists, error reporting, timing) and the entry points main.c dispatches to.
+ *
+ * Design. The tool links only the public API (include/sextant.h), so it uses plain libc
+ * allocation and never reaches into src/. Options are GNU-style long options, given either as
+ * `--name value` or `--name=value`; each subcommand walks argv once with cli_take() and rejects
+ * anything it does not know. Exit codes are fixed for scripts:
+ *
+ *   0  success
+ *   1  the operation failed (I/O, bad data file, engine error: message from sx_errmsg())
+ *   2  usage error (unknown option, missing or malformed value)
+ *
+ * Thread-safety: every helper here is reentrant; cli_now() may be called from any thread.
+ */
+#ifndef SX_TOOLS_CLI_H
+#define SX_TOOLS_CLI_H
+
+#include <sextant.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CLI_EXIT_OK    0
+#define CLI_EXIT_FAIL  1
+#define CLI_EXIT_USAGE 2
+
+/* Most `--param k=v` options accepted on one command line. */
+#define CLI_MAX_PARAMS 32
+
+/* Subcommands: each returns one of the CLI_EXIT_* codes. argv[0] is the subcommand name. */
+int cli_import(int argc, char **argv);
+int cli_search(int argc, char **argv);
+int cli_info(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+
+/* Matches argv[*i] against the long option `name` ("--k"). On a match stores the value (the next
+ * argument, or the text after '=') in *val, advances *i past the option and returns 1. Returns 0
+ * when argv[*i] is not this option and -1 (message printed, naming cmd) when the value is
+ * missing. Borrowed: *val points into argv. */
+int cli_take(int argc, char **argv, int *i, const char *cmd, const char *name, const char **val);
+
+/* Matches a flag without value (exactly "--name"). Returns true and advances *i on a match. */
+bool cli_flag(char **argv, int *i, const char *name);
+
+/* Parses a decimal unsigned integer in [lo, hi]. Returns 0, or -1 with a message naming `what`. */
+int cli_parse_u64(
+    const char *cmd, const char *what, const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+
+/* Parses "l2", "ip" or "cosine" (case-insensitive). Returns 0 or -1 with a message. */
+int cli_parse_metric(const char *cmd, const char *s, sx_metric *out);
+/* Returns "l2", "ip" or "cosine". */
+const char *cli_metric_name(sx_metric m);
+
+/* A list of key=value parameters. Keys and values are owned by the list. */
+typedef struct cli_params {
+    sx_param p[CLI_MAX_PARAMS];
+    size_t n;
+} cli_params;
+
+/* Appends "key=value" (splits at the first '='). A repeated key replaces the earlier value.
+ * Returns 0, or -1 with a message (no '=', empty key, list full, out of memory). */
+int cli_params_add(cli_params *ps, const char *cmd, const char *kv);
+/* Returns the value of key (exact match) or NULL. Borrowed: valid until cli_params_fini. */
+const char *cli_params_get(const cli_params *ps, const char *key);
+/* Frees the strings; the list is empty afterwards. */
+void cli_params_fini(cli_params *ps);
+
+/* Prints "sextant CMD: message" to stderr and returns CLI_EXIT_FAIL. */
+int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "sextant CMD: WHAT: SX_STATUS: sx_errmsg()" and returns CLI_EXIT_FAIL. Call it right
+ * after the failing sextant call, before any other sextant call on this thread. */
+int cli_sx_fail(const char *cmd, const char *what, sx_status st);
+/* Prints "sextant CMD: message" and a hint to run `sextant CMD --help`; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Seconds on CLOCK_MONOTONIC. */
+double cli_now(void);
+
+/* Formats a byte count as "12.3 MiB" into buf. Returns buf. */
+const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* Splits a comma-separated list into at most max_items NUL-terminated items stored in the
+ * caller's storage (the string is copied into `store`, store_len bytes). Empty items are an
+ * error. Returns the number of items, or -1 with a message. */
+int cli_split_list(const char *cmd,
+                   const char *what,
+                   const char *s,
+                   char *store,
+                   size_t store_len,
+                   const char **items,
+                   size_t max_items);
+
+#endif /* SX_TOOLS_CLI_H */

@@ -1,0 +1,248 @@
+/*
+ * cli_common.c: argument, number, metric and parameter helpers shared by the `sextant`
+ * subcommands (declared in cli.h).
+ *
+ * Why hand-rolled parsing rather than getopt_long: every subcommand needs repeatable options
+ * (`--param k=v` several times) and must report errors with the subcommand's name and exit 2;
+ * a small matcher keeps that uniform and keeps the option tables next to each command's usage
+ * text. Numbers go through strtoull with full-string and range checks (no atoi: it cannot
+ * report garbage or overflow).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "cli.h"
+
+int cli_take(int argc, char **argv, int *i, const char *cmd, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t nlen = strlen(name);
+    if (strncmp(a, name, nlen) != 0)
+        return 0;
+    if (a[nlen] == '=') {
+        *val = a + nlen + 1;
+        *i += 1;
+        return 1;
+    }
+    if (a[nlen] != '\0')
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "sextant %s: option %s needs a value\n", cmd, name);
+        return -1;
+    }
+    *val = argv[*i + 1];
+    *i += 2;
+    return 1;
+}
+
+bool cli_flag(char **argv, int *i, const char *name)
+{
+    if (strcmp(argv[*i], name) != 0)
+        return false;
+    *i += 1;
+    return true;
+}
+
+int cli_parse_u64(
+    const char *cmd, const char *what, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    const char *p = s;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '-' || *p == '\0') {
+        fprintf(stderr, "sextant %s: %s: '%s' is not a non-negative integer\n", cmd, what, s);
+        return -1;
+    }
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno != 0 || end == p || *end != '\0') {
+        fprintf(stderr, "sextant %s: %s: '%s' is not a non-negative integer\n", cmd, what, s);
+        return -1;
+    }
+    if ((uint64_t)v < lo || (uint64_t)v > hi) {
+        fprintf(stderr, "sextant %s: %s: %llu is out of range %llu..%llu\n", cmd, what, v,
+                (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int cli_parse_metric(const char *cmd, const char *s, sx_metric *out)
+{
+    if (strcasecmp(s, "l2") == 0) {
+        *out = SX_METRIC_L2;
+    } else if (strcasecmp(s, "ip") == 0) {
+        *out = SX_METRIC_IP;
+    } else if (strcasecmp(s, "cosine") == 0) {
+        *out = SX_METRIC_COSINE;
+    } else {
+        fprintf(stderr, "sextant %s: --metric: '%s' is not one of l2, ip, cosine\n", cmd, s);
+        return -1;
+    }
+    return 0;
+}
+
+const char *cli_metric_name(sx_metric m)
+{
+    switch (m) {
+    case SX_METRIC_L2:
+        return "l2";
+    case SX_METRIC_IP:
+        return "ip";
+    case SX_METRIC_COSINE:
+        return "cosine";
+    }
+    return "?";
+}
+
+int cli_params_add(cli_params *ps, const char *cmd, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (eq == NULL || eq == kv) {
+        fprintf(stderr, "sextant %s: parameter '%s' is not of the form key=value\n", cmd, kv);
+        return -1;
+    }
+    char *key = strndup(kv, (size_t)(eq - kv));
+    char *value = strdup(eq + 1);
+    if (key == NULL || value == NULL) {
+        free(key);
+        free(value);
+        fprintf(stderr, "sextant %s: out of memory\n", cmd);
+        return -1;
+    }
+    for (size_t j = 0; j < ps->n; j++) {
+        if (strcmp(ps->p[j].key, key) == 0) {
+            free(key);
+            free((char *)ps->p[j].value);
+            ps->p[j].value = value;
+            return 0;
+        }
+    }
+    if (ps->n == CLI_MAX_PARAMS) {
+        free(key);
+        free(value);
+        fprintf(stderr, "sextant %s: more than %u parameters\n", cmd, CLI_MAX_PARAMS);
+        return -1;
+    }
+    ps->p[ps->n].key = key;
+    ps->p[ps->n].value = value;
+    ps->n++;
+    return 0;
+}
+
+const char *cli_params_get(const cli_params *ps, const char *key)
+{
+    for (size_t j = 0; j < ps->n; j++) {
+        if (strcmp(ps->p[j].key, key) == 0)
+            return ps->p[j].value;
+    }
+    return NULL;
+}
+
+void cli_params_fini(cli_params *ps)
+{
+    for (size_t j = 0; j < ps->n; j++) {
+        free((char *)ps->p[j].key);
+        free((char *)ps->p[j].value);
+    }
+    ps->n = 0;
+}
+
+int cli_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "sextant %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_EXIT_FAIL;
+}
+
+int cli_sx_fail(const char *cmd, const char *what, sx_status st)
+{
+    const char *msg = sx_errmsg();
+    if (msg == NULL || msg[0] == '\0')
+        fprintf(stderr, "sextant %s: %s: %s\n", cmd, what, sx_status_str(st));
+    else
+        fprintf(stderr, "sextant %s: %s: %s: %s\n", cmd, what, sx_status_str(st), msg);
+    return CLI_EXIT_FAIL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "sextant %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nRun 'sextant %s --help' for usage.\n", cmd);
+    return CLI_EXIT_USAGE;
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+int cli_split_list(const char *cmd,
+                   const char *what,
+                   const char *s,
+                   char *store,
+                   size_t store_len,
+                   const char **items,
+                   size_t max_items)
+{
+    size_t len = strlen(s);
+    if (len + 1 > store_len) {
+        fprintf(stderr, "sextant %s: %s: list too long\n", cmd, what);
+        return -1;
+    }
+    memcpy(store, s, len + 1);
+    size_t n = 0;
+    char *p = store;
+    for (;;) {
+        char *comma = strchr(p, ',');
+        if (comma != NULL)
+            *comma = '\0';
+        if (*p == '\0') {
+            fprintf(stderr, "sextant %s: %s: empty item in '%s'\n", cmd, what, s);
+            return -1;
+        }
+        if (n == max_items) {
+            fprintf(stderr, "sextant %s: %s: more than %zu items\n", cmd, what, max_items);
+            return -1;
+        }
+        items[n++] = p;
+        if (comma == NULL)
+            break;
+        p = comma + 1;
+    }
+    return (int)n;
+}
