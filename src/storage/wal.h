@@ -39,16 +39,22 @@ typedef sx_status (*sx__wal_replay_fn)(void *ctx, uint64_t lsn, uint8_t type, co
 
 /* Opens (creating) the WAL in `dir`, replays records after `after_lsn` to fn, truncates a torn
  * tail, and positions for appending after the last valid record (or after after_lsn if the log
- * is empty). do_sync=false never fsyncs (SX_SYNC_NONE). read_only: never modifies files. */
+ * is empty; a log that ends before after_lsn is fully checkpointed and is started over at
+ * after_lsn + 1). do_sync=false never fsyncs (SX_SYNC_NONE). read_only: never modifies files (a
+ * missing dir is an empty log). The payload passed to fn is borrowed for the call only.
+ * Errors: SX_ECORRUPT (mid-log corruption, an LSN gap, or a log starting after after_lsn + 1:
+ * the message names file and offset), SX_EIO/SX_ENOSPC, SX_ENOMEM, or fn's status. */
 SX_NODISCARD sx_status sx__wal_open(const char *dir, uint64_t after_lsn, bool do_sync,
                                     bool read_only, sx__wal_replay_fn fn, void *ctx,
                                     sx__wal **out);
 /* Buffers a record; returns its LSN. Not durable until sx__wal_sync covers it. */
 SX_NODISCARD sx_status sx__wal_append(sx__wal *w, uint8_t type, const void *payload, size_t len,
                                       uint64_t *lsn);
-/* Blocks until every record with LSN <= lsn is durable. */
+/* Blocks until every record with LSN <= lsn is durable (lsn past the last append is clamped).
+ * Errors: SX_EFATAL (this or an earlier flush failed; sticky). */
 SX_NODISCARD sx_status sx__wal_sync(sx__wal *w, uint64_t lsn);
-/* Flushes and starts a new file; *next_lsn = LSN the next record will get. */
+/* Flushes and starts a new file; *next_lsn = LSN the next record will get. No-op when the current
+ * file holds no record. A failure makes the WAL fatal. Errors: SX_EFATAL, SX_EINVAL (read-only). */
 SX_NODISCARD sx_status sx__wal_rotate(sx__wal *w, uint64_t *next_lsn);
 /* Deletes whole files whose records all have LSN < lsn. */
 SX_NODISCARD sx_status sx__wal_truncate_before(sx__wal *w, uint64_t lsn);

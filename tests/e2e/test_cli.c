@@ -95,7 +95,7 @@ static void read_file(const char *path, char *buf, size_t len)
         return;
     size_t n = fread(buf, 1, len - 1, f);
     buf[n] = '\0';
-    fclose(f);
+    (void)fclose(f);
 }
 
 /* Runs `bin ARGS` (ARGS is shell text); captures stdout/stderr into out_buf/err_buf.
@@ -182,9 +182,9 @@ static void setup(void)
 {
     uint64_t seed = test_seed();
     snprintf(dir, sizeof dir, "%s", test_tmpdir("test_cli"));
-    for (size_t j = 0; j < NB * DIM; j++)
+    for (size_t j = 0; j < (size_t)NB * DIM; j++)
         base_v[j] = test_randf(&seed);
-    for (size_t j = 0; j < NQ * DIM; j++)
+    for (size_t j = 0; j < (size_t)NQ * DIM; j++)
         query_v[j] = test_randf(&seed);
     write_vecs("base.fvecs", base_v, NB, DIM, 4);
     write_vecs("query.fvecs", query_v, NQ, DIM, 4);
@@ -369,38 +369,41 @@ static void test_formats(void)
     /* .bvecs of integer-valued vectors. */
     float small[100 * DIM];
     uint64_t s = 42;
-    for (size_t j = 0; j < 100 * DIM; j++)
+    for (size_t j = 0; j < (size_t)100 * DIM; j++)
         small[j] = (float)(test_rand(&s) % 256);
     write_vecs("small.bvecs", small, 100, DIM, 1);
     RUN_EXPECT(0, NULL, "import --data '%s/fmt' --collection b --file '%s/small.bvecs'", dir, dir);
     ASSERT(strstr(out_buf, "100 rows") != NULL);
 
-    /* NumPy v1, <f4, shape (100, 16). */
-    char hdr[128];
+    /* NumPy v1, <f4, shape (100, 16): magic, version, header length, dict padded with spaces
+     * and ended by '\n' so the data starts at a multiple of 64. */
+    static const unsigned char magic[8] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0 };
     const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (100, 16), }";
     size_t hl = strlen(dict);
-    size_t total = 10 + hl + 1;
-    size_t pad = (64 - total % 64) % 64;
+    size_t pad = (64 - (10 + hl + 1) % 64) % 64;
+    size_t hdr_len = hl + pad + 1;
     unsigned char npy[10 + 128 + 100 * DIM * 4];
-    memcpy(npy, "\x93NUMPY\x01\x00", 8);
-    npy[8] = (unsigned char)((hl + 1 + pad) & 0xff);
-    npy[9] = (unsigned char)((hl + 1 + pad) >> 8);
-    memset(hdr, ' ', sizeof hdr);
-    memcpy(hdr, dict, hl);
-    hdr[hl + pad] = '\n';
-    memcpy(npy + 10, hdr, hl + pad + 1);
-    size_t off = 10 + hl + pad + 1;
+    ASSERT(hdr_len <= 128);
+    memset(npy, ' ', sizeof npy);
+    for (size_t j = 0; j < sizeof magic; j++)
+        npy[j] = magic[j];
+    npy[8] = (unsigned char)(hdr_len & 0xff);
+    npy[9] = (unsigned char)(hdr_len >> 8);
+    for (size_t j = 0; j < hl; j++)
+        npy[10 + j] = (unsigned char)dict[j];
+    npy[10 + hdr_len - 1] = '\n';
+    size_t off = 10 + hdr_len;
     ASSERT(off % 64 == 0);
-    for (size_t j = 0; j < 100 * DIM; j++) {
+    for (size_t j = 0; j < (size_t)100 * DIM; j++) {
         uint32_t u;
         memcpy(&u, &small[j], sizeof u);
         put_le32(npy + off + 4 * j, u);
     }
-    write_bytes("small.npy", npy, off + 100 * DIM * 4);
+    write_bytes("small.npy", npy, off + (size_t)100 * DIM * 4);
     RUN_EXPECT(0, NULL, "import --data '%s/fmt' --collection n --file '%s/small.npy'", dir, dir);
     ASSERT(strstr(out_buf, "100 rows") != NULL);
     /* Same file cut short: the header promises more data than there is. */
-    write_bytes("short.npy", npy, off + 100 * DIM * 4 - 5);
+    write_bytes("short.npy", npy, off + (size_t)100 * DIM * 4 - 5);
     RUN_EXPECT(1, NULL, "import --data '%s/fmt' --collection n2 --file '%s/short.npy'", dir, dir);
     ASSERT(strstr(err_buf, "short.npy") != NULL);
 
@@ -491,6 +494,10 @@ static void test_peers(void)
                "bench --base '%s/base.fvecs' --query '%s/query.fvecs' --search-param "
                "ef=16,32,64,128 --json '%s' --peers",
                dir, dir, json_path);
+    if (strstr(err_buf, "does not export") != NULL)
+        FAILF("%s is built but exports none of the peer.h functions (compiled with "
+              "-fvisibility=hidden?):\n%s",
+              shim, err_buf);
     char json[1 << 16];
     read_file(json_path, json, sizeof json);
     ASSERT(strstr(json, "\"hnswlib\": {\"build_s\":") != NULL);

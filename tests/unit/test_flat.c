@@ -65,8 +65,16 @@ static void normalize_rows(float *v, size_t n, size_t dim)
 }
 
 /* Checks one query's heap against the oracle over the allowed rows. */
-static void check_query(sx_metric m, const float *base, size_t n, size_t dim, uint32_t id_base,
-                        const uint64_t *allow, const float *q, size_t k, sx__topk *h, double tol)
+static void check_query(sx_metric m,
+                        const float *base,
+                        size_t n,
+                        size_t dim,
+                        uint32_t id_base,
+                        const uint64_t *allow,
+                        const float *q,
+                        size_t k,
+                        sx__topk *h,
+                        double tol)
 {
     ohit *all = sx__malloc((n ? n : 1) * sizeof *all);
     ASSERT(all);
@@ -255,8 +263,8 @@ static void test_chunks_share_heaps(void)
         }
         ASSERT_OK(sx__flat_scan(base, n, dim, SX_METRIC_L2, 500, NULL, q, nq, h1));
         ASSERT_OK(sx__flat_scan(base, 700, dim, SX_METRIC_L2, 500, NULL, q, nq, h2));
-        ASSERT_OK(sx__flat_scan(base + 700 * dim, n - 700, dim, SX_METRIC_L2, 1200, NULL, q, nq,
-                                h2));
+        ASSERT_OK(
+            sx__flat_scan(base + 700 * dim, n - 700, dim, SX_METRIC_L2, 1200, NULL, q, nq, h2));
         /* the row path is bit-identical; GEMM tiles fall differently, so allow rounding */
         for (size_t i = 0; i < nq; i++)
             same_results(&h1[i], &h2[i], k, nq == 1 ? 0.0 : 1e-4);
@@ -410,8 +418,7 @@ static void test_index_ops(void)
                   SX_ECORRUPT);
     ASSERT_STATUS(ops->deserialize(w.data, w.len, base, n, dim + 1, SX_METRIC_L2, &idx2),
                   SX_ECORRUPT);
-    ASSERT_STATUS(ops->deserialize(w.data, w.len, base, n, dim, SX_METRIC_IP, &idx2),
-                  SX_ECORRUPT);
+    ASSERT_STATUS(ops->deserialize(w.data, w.len, base, n, dim, SX_METRIC_IP, &idx2), SX_ECORRUPT);
     /* every single-byte corruption, truncation and extension is caught */
     for (size_t i = 0; i < w.len; i++) {
         w.data[i] ^= 0x5a;
@@ -423,8 +430,7 @@ static void test_index_ops(void)
         ASSERT_STATUS(ops->deserialize(w.data, len, base, n, dim, SX_METRIC_L2, &idx2),
                       SX_ECORRUPT);
     sx__wbuf_u8(&w, 0);
-    ASSERT_STATUS(ops->deserialize(w.data, w.len, base, n, dim, SX_METRIC_L2, &idx2),
-                  SX_ECORRUPT);
+    ASSERT_STATUS(ops->deserialize(w.data, w.len, base, n, dim, SX_METRIC_L2, &idx2), SX_ECORRUPT);
     ASSERT(idx2 == NULL);
 
     sx__wbuf_fini(&w);

@@ -18,7 +18,7 @@ static const char *tpath(const char *rel)
     static char buf[2][700];
     static int k;
     k ^= 1;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_base, rel);
+    (void)snprintf(buf[k], sizeof buf[k], "%s/%s", g_base, rel);
     return buf[k];
 }
 
@@ -44,8 +44,8 @@ static void free_names(char **names, size_t n)
 static void test_write_atomic(void)
 {
     char p[700], tmp[720];
-    snprintf(p, sizeof p, "%s", tpath("atomic"));
-    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    (void)snprintf(p, sizeof p, "%s", tpath("atomic"));
+    (void)snprintf(tmp, sizeof tmp, "%s.tmp", p);
     ASSERT_OK(sx__fs_write_atomic(p, "hello", 5));
     ASSERT_CONTENTS(p, "hello");
     ASSERT_OK(sx__fs_write_atomic(p, "a longer replacement", 20));
@@ -68,8 +68,8 @@ static void test_write_atomic(void)
 static void test_write_atomic_faults(void)
 {
     char p[700], tmp[720];
-    snprintf(p, sizeof p, "%s", tpath("atomic_fault"));
-    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    (void)snprintf(p, sizeof p, "%s", tpath("atomic_fault"));
+    (void)snprintf(tmp, sizeof tmp, "%s.tmp", p);
     ASSERT_OK(sx__fs_write_atomic(p, "old contents", 12));
 
     /* rename fails: the old contents stay, the tmp file is cleaned up */
@@ -106,7 +106,7 @@ static void test_write_atomic_faults(void)
 static void test_read_all(void)
 {
     char p[700];
-    snprintf(p, sizeof p, "%s", tpath("hundred"));
+    (void)snprintf(p, sizeof p, "%s", tpath("hundred"));
     uint8_t b[100];
     for (int i = 0; i < 100; i++)
         b[i] = (uint8_t)('a' + i % 26);
@@ -144,7 +144,7 @@ static void test_list_sorted(void)
     const char *names[] = { "b", "a", "c10", "c2", "B", "wal-2.log", "wal-10.log" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[64];
-        snprintf(p, sizeof p, "list/%s", names[i]);
+        (void)snprintf(p, sizeof p, "list/%s", names[i]);
         ASSERT_OK(sx__fs_write_atomic(tpath(p), "x", 1));
     }
     ASSERT_OK(sx__fs_mkdir(tpath("list/d")));
@@ -169,7 +169,7 @@ static void test_list_sorted(void)
 /* Runs sx__fs_lock(path) in a child process; returns its status (or -1). */
 static int lock_in_child(const char *path)
 {
-    fflush(NULL);
+    (void)fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
         return -1;
@@ -189,7 +189,7 @@ static int lock_in_child(const char *path)
 static void test_lock(void)
 {
     char p[700];
-    snprintf(p, sizeof p, "%s", tpath("LOCK"));
+    (void)snprintf(p, sizeof p, "%s", tpath("LOCK"));
     sx__file *lk = NULL;
     ASSERT_OK(sx__fs_lock(p, &lk)); /* created if needed */
     ASSERT(sx__fs_exists(p));
@@ -235,7 +235,7 @@ static void test_mkdir_p_rmtree(void)
 static void test_file_ops(void)
 {
     char p[700];
-    snprintf(p, sizeof p, "%s", tpath("ops"));
+    (void)snprintf(p, sizeof p, "%s", tpath("ops"));
     sx__file *f = NULL;
     ASSERT_STATUS(sx__file_open(p, SX__F_READ, &f), SX_ENOTFOUND);
     ASSERT_OK(sx__file_open(p, SX__F_WRITE | SX__F_CREATE | SX__F_EXCL, &f));
@@ -288,7 +288,7 @@ static void test_file_ops(void)
 static void test_fault_controls(void)
 {
     char p[700];
-    snprintf(p, sizeof p, "%s", tpath("faults"));
+    (void)snprintf(p, sizeof p, "%s", tpath("faults"));
     sx__file *f = NULL;
     ASSERT_OK(sx__file_open(p, SX__F_WRITE | SX__F_CREATE | SX__F_TRUNC, &f));
     /* countdown: the 2nd call fails, with the errno given, then it is disarmed */
@@ -330,7 +330,7 @@ static void test_oom(void)
 {
     /* allocation failures surface as SX_ENOMEM and leak nothing (ASan) */
     char p[700];
-    snprintf(p, sizeof p, "%s", tpath("oomfile"));
+    (void)snprintf(p, sizeof p, "%s", tpath("oomfile"));
     ASSERT_OK(sx__fs_write_atomic(p, "abc", 3));
     int ok = 0;
     for (long n = 1; n < 50 && !ok; n++) {
@@ -358,7 +358,7 @@ static void test_oom(void)
 int main(void)
 {
     (void)test_seed();
-    snprintf(g_base, sizeof g_base, "%s", test_tmpdir("test_fs"));
+    (void)snprintf(g_base, sizeof g_base, "%s", test_tmpdir("test_fs"));
     RUN(test_write_atomic);
     RUN(test_write_atomic_faults);
     RUN(test_read_all);

@@ -36,7 +36,7 @@ static void check_stream(uint64_t *s, size_t n, size_t k, uint32_t n_values)
     /* distinct ids, random distances, shuffled so ids arrive in no particular order */
     for (size_t i = 0; i < n; i++) {
         all[i].id = (uint32_t)(i * 7 + 3);
-        all[i].dist = (float)(test_rand(s) % n_values) - (float)(n_values / 2);
+        all[i].dist = (float)(test_rand(s) % n_values) - 0.5f * (float)n_values;
     }
     for (size_t i = n; i > 1; i--) {
         size_t j = (size_t)(test_rand(s) % i);
@@ -58,8 +58,8 @@ static void check_stream(uint64_t *s, size_t n, size_t k, uint32_t n_values)
     ASSERT_EQ(sx__topk_sort(&t), want);
     for (size_t i = 0; i < want; i++) {
         if (t.h[i].id != all[i].id || t.h[i].dist != all[i].dist)
-            FAILF("n=%zu k=%zu: rank %zu is (%g, %u), want (%g, %u)", n, k, i,
-                  (double)t.h[i].dist, t.h[i].id, (double)all[i].dist, all[i].id);
+            FAILF("n=%zu k=%zu: rank %zu is (%g, %u), want (%g, %u)", n, k, i, (double)t.h[i].dist,
+                  t.h[i].id, (double)all[i].dist, all[i].id);
     }
     sx__free(all);
     sx__free(store);

@@ -70,17 +70,16 @@ static void check_one(const sx__dist_ops *t, const float *a, const float *b, siz
     float r_l2 = ref->l2sq(a, b, dim), r_ip = ref->ip(a, b, dim);
     float got_l2 = t->l2sq(a, b, dim), got_ip = t->ip(a, b, dim), got_nip = t->nip(a, b, dim);
 
-    if (fabs((double)got_l2 - l2) > tol(dim, l2) || fabs((double)got_l2 - (double)r_l2) >
-                                                        2.0 * tol(dim, l2))
-        FAILF("%s l2sq dim %zu: got %.9g, scalar %.9g, oracle %.9g", t->isa, dim,
-              (double)got_l2, (double)r_l2, l2);
-    if (fabs((double)got_ip - ip) > tol(dim, mag) || fabs((double)got_ip - (double)r_ip) >
-                                                          2.0 * tol(dim, mag))
+    if (fabs((double)got_l2 - l2) > tol(dim, l2) ||
+        fabs((double)got_l2 - (double)r_l2) > 2.0 * tol(dim, l2))
+        FAILF("%s l2sq dim %zu: got %.9g, scalar %.9g, oracle %.9g", t->isa, dim, (double)got_l2,
+              (double)r_l2, l2);
+    if (fabs((double)got_ip - ip) > tol(dim, mag) ||
+        fabs((double)got_ip - (double)r_ip) > 2.0 * tol(dim, mag))
         FAILF("%s ip dim %zu: got %.9g, scalar %.9g, oracle %.9g", t->isa, dim, (double)got_ip,
               (double)r_ip, ip);
     if (got_nip != -got_ip)
-        FAILF("%s nip dim %zu: %.9g is not -ip %.9g", t->isa, dim, (double)got_nip,
-              (double)got_ip);
+        FAILF("%s nip dim %zu: %.9g is not -ip %.9g", t->isa, dim, (double)got_nip, (double)got_ip);
 }
 
 static void test_tables_present(void)
@@ -194,12 +193,11 @@ static void test_env_cap(void)
         const char *want = sx__dist_resolve(caps[c])->isa;
         int fds[2];
         ASSERT(pipe(fds) == 0);
-        fflush(NULL);
+        (void)fflush(NULL);
         pid_t pid = fork();
         ASSERT(pid >= 0);
         if (pid == 0) {
-            setenv("SX_SIMD", caps[c], 1);
-            if (dup2(fds[1], 1) < 0)
+            if (setenv("SX_SIMD", caps[c], 1) != 0 || dup2(fds[1], 1) < 0)
                 _exit(2);
             close(fds[0]);
             close(fds[1]);

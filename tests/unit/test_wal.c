@@ -24,9 +24,9 @@ static uint64_t g_seed;
 static const char *subdir(const char *name)
 {
     static char buf[640];
-    snprintf(buf, sizeof buf, "%s/%s", g_base, name);
+    (void)snprintf(buf, sizeof buf, "%s/%s", g_base, name);
     if (sx__fs_rmtree(buf) != SX_OK || sx__fs_mkdir_p(buf) != SX_OK) {
-        fprintf(stderr, "cannot prepare %s: %s\n", buf, sx_errmsg());
+        (void)fprintf(stderr, "cannot prepare %s: %s\n", buf, sx_errmsg());
         exit(2);
     }
     return buf;
@@ -34,7 +34,7 @@ static const char *subdir(const char *name)
 
 static void wal_file(char *out, size_t n, const char *dir, uint64_t first_lsn)
 {
-    snprintf(out, n, "%s/wal-%020" PRIu64 ".log", dir, first_lsn);
+    (void)snprintf(out, n, "%s/wal-%020" PRIu64 ".log", dir, first_lsn);
 }
 
 static uint64_t file_size(const char *path)
@@ -142,25 +142,25 @@ static sx_status check_cb(void *ctx, uint64_t lsn, uint8_t type, const void *pay
         return SX_OK;
     if (lsn != r->next) {
         r->bad = 1;
-        snprintf(r->why, sizeof r->why, "LSN %" PRIu64 ", expected %" PRIu64, lsn, r->next);
+        (void)snprintf(r->why, sizeof r->why, "LSN %" PRIu64 ", expected %" PRIu64, lsn, r->next);
         return SX_OK;
     }
     if (lsn < m->first_lsn || lsn - m->first_lsn >= m->n) {
         r->bad = 1;
-        snprintf(r->why, sizeof r->why, "LSN %" PRIu64 " not in the model", lsn);
+        (void)snprintf(r->why, sizeof r->why, "LSN %" PRIu64 " not in the model", lsn);
         return SX_OK;
     }
     size_t i = (size_t)(lsn - m->first_lsn);
     if (type != m->type[i] || len != m->len[i]) {
         r->bad = 1;
-        snprintf(r->why, sizeof r->why, "LSN %" PRIu64 ": type %u len %zu, expected %u %u", lsn,
-                 type, len, m->type[i], m->len[i]);
+        (void)snprintf(r->why, sizeof r->why, "LSN %" PRIu64 ": type %u len %zu, expected %u %u",
+                       lsn, type, len, m->type[i], m->len[i]);
         return SX_OK;
     }
     gen_payload(r->scratch, len, m->seed, lsn);
     if (len && memcmp(payload, r->scratch, len) != 0) {
         r->bad = 1;
-        snprintf(r->why, sizeof r->why, "LSN %" PRIu64 ": payload differs", lsn);
+        (void)snprintf(r->why, sizeof r->why, "LSN %" PRIu64 ": payload differs", lsn);
         return SX_OK;
     }
     r->next++;
@@ -215,7 +215,7 @@ static sx_status open_check(const char *dir,
     *count = r.count;
     *bad = r.bad;
     if (r.bad)
-        fprintf(stderr, "  replay mismatch: %s\n", r.why);
+        (void)fprintf(stderr, "  replay mismatch: %s\n", r.why);
     replay_fini(&r);
     return st;
 }
@@ -530,7 +530,7 @@ static void test_corrupt_middle(void)
     size_t rl = 64 + SX__WAL_REC_OVERHEAD;
     size_t r5 = SX__WAL_HEADER_BYTES + 4 * rl; /* record with LSN 5 */
     char want[64];
-    snprintf(want, sizeof want, "offset %zu", r5);
+    (void)snprintf(want, sizeof want, "offset %zu", r5);
     for (size_t i = 0; i < rl; i++) {
         for (int bit = 0; bit < 8; bit += 7) {
             b[r5 + i] ^= (uint8_t)(1u << bit);
@@ -781,10 +781,10 @@ static void test_group_commit(void)
     }
     uint64_t total = GC_THREADS * GC_PER;
     uint64_t fsyncs = sx__wal_fsync_count(w);
-    printf("group commit: %d threads x %d append+sync = %" PRIu64 " records, %" PRIu64
-           " fdatasync calls (%.1f records per fsync)\n",
-           GC_THREADS, GC_PER, total, fsyncs, (double)total / (double)(fsyncs ? fsyncs : 1));
-    fflush(stdout);
+    (void)printf("group commit: %d threads x %d append+sync = %" PRIu64 " records, %" PRIu64
+                 " fdatasync calls (%.1f records per fsync)\n",
+                 GC_THREADS, GC_PER, total, fsyncs, (double)total / (double)(fsyncs ? fsyncs : 1));
+    (void)fflush(stdout);
     ASSERT(fsyncs > 0);
     ASSERT(fsyncs < total);
     ASSERT_EQ(sx__wal_durable_lsn(w), total);
@@ -911,8 +911,9 @@ static void fault_threads(const char *name, sx__fault_op op, int err, long count
     for (int t = 0; t < GC_THREADS; t++)
         for (int i = 0; i < args[t].acked; i++)
             ASSERT_EQ(seen->lsn_of[t][i], args[t].lsns[i]); /* acknowledged => present */
-    fprintf(stderr, "  %s: %d acknowledged before the fault, %" PRIu64 " present after reopen\n",
-            name, total_acked, seen->count);
+    (void)fprintf(stderr,
+                  "  %s: %d acknowledged before the fault, %" PRIu64 " present after reopen\n",
+                  name, total_acked, seen->count);
     sx__free(seen);
     sx__free(args);
 }
@@ -1007,7 +1008,7 @@ static void test_limits(void)
     ASSERT_OK(sx__wal_close(NULL));
     /* read-only open of a missing directory creates nothing */
     char missing[700];
-    snprintf(missing, sizeof missing, "%s/does/not/exist", dir);
+    (void)snprintf(missing, sizeof missing, "%s/does/not/exist", dir);
     ASSERT_OK(sx__wal_open(missing, 7, true, true, NULL, NULL, &w));
     ASSERT_EQ(sx__wal_last_lsn(w), 7);
     ASSERT_STATUS(sx__wal_append(w, 1, "x", 1, &lsn), SX_EINVAL);
@@ -1017,7 +1018,7 @@ static void test_limits(void)
     ASSERT(!sx__fs_exists(missing));
     /* foreign files in the directory are ignored */
     char foreign[700];
-    snprintf(foreign, sizeof foreign, "%s/wal-notanumber.log", dir);
+    (void)snprintf(foreign, sizeof foreign, "%s/wal-notanumber.log", dir);
     ASSERT_OK(write_file(foreign, "junk", 4));
     ASSERT_OK(sx__wal_open(dir, 0, true, false, NULL, NULL, &w));
     ASSERT_EQ(sx__wal_last_lsn(w), 1);
@@ -1136,7 +1137,7 @@ static void test_oom_loop(void)
 int main(void)
 {
     g_seed = test_seed();
-    snprintf(g_base, sizeof g_base, "%s", test_tmpdir("test_wal"));
+    (void)snprintf(g_base, sizeof g_base, "%s", test_tmpdir("test_wal"));
     RUN(test_codec);
     RUN(test_roundtrip_reopen);
     RUN(test_replay_after_lsn);

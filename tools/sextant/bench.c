@@ -51,6 +51,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -892,7 +893,7 @@ static void print_run(const char *system, const run_result *r)
 {
     printf("%-8s %-18s %7u  %9.4f %11.1f %9.3f %9.3f\n", system, r->params[0] ? r->params : "-",
            r->threads, r->recall, r->qps, r->p50_ms, r->p99_ms);
-    fflush(stdout);
+    (void)fflush(stdout);
 }
 
 static void print_header(uint32_t k)
@@ -1210,67 +1211,108 @@ static double qps_at_recall(const sys_result *s, double target)
     return best;
 }
 
-static void json_str(FILE *f, const char *s)
+/* The JSON document is built in memory and written with one checked fwrite: a failed or short
+ * write is then reported once, and no half-written file is left behind by an early return. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_printf(sbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(sbuf *sb, const char *fmt, ...)
 {
-    if (s == NULL) {
-        fputs("null", f);
+    if (sb->oom)
         return;
+    for (;;) {
+        size_t room = sb->cap - sb->len;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(sb->p != NULL ? sb->p + sb->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            sb->oom = true;
+            return;
+        }
+        if ((size_t)n < room) {
+            sb->len += (size_t)n;
+            return;
+        }
+        size_t cap = sb->cap ? sb->cap * 2 : 4096;
+        while (cap < sb->len + (size_t)n + 1)
+            cap *= 2;
+        char *np = realloc(sb->p, cap);
+        if (np == NULL) {
+            sb->oom = true;
+            return;
+        }
+        sb->p = np;
+        sb->cap = cap;
     }
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
 }
 
-static void json_num(FILE *f, double v)
+static void json_str(sbuf *sb, const char *s)
+{
+    if (s == NULL) {
+        sb_printf(sb, "null");
+        return;
+    }
+    sb_printf(sb, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            sb_printf(sb, "\\%c", *p);
+        else if (*p < 0x20)
+            sb_printf(sb, "\\u%04x", *p);
+        else
+            sb_printf(sb, "%c", *p);
+    }
+    sb_printf(sb, "\"");
+}
+
+static void json_num(sbuf *sb, double v)
 {
     if (isnan(v) || isinf(v))
-        fputs("null", f);
+        sb_printf(sb, "null");
     else
-        fprintf(f, "%.6g", v);
+        sb_printf(sb, "%.6g", v);
 }
 
 /* A parameter value: a JSON number when it is one, else a string. */
-static void json_param_value(FILE *f, const char *v)
+static void json_param_value(sbuf *sb, const char *v)
 {
     char *end = NULL;
     errno = 0;
     double d = strtod(v, &end);
     if (v[0] != '\0' && *end == '\0' && errno == 0 && !isnan(d) && !isinf(d) &&
         strspn(v, "0123456789.-+eE") == strlen(v))
-        fputs(v, f);
+        sb_printf(sb, "%s", v);
     else
-        json_str(f, v);
+        json_str(sb, v);
 }
 
-static void json_runs(FILE *f, const bench *b, const sys_result *s)
+static void json_runs(sbuf *sb, const bench *b, const sys_result *s)
 {
-    fputs("[", f);
+    sb_printf(sb, "[");
     for (size_t i = 0; i < s->n_runs; i++) {
         const run_result *r = &s->runs[i];
-        fprintf(f, "%s\n    {\"search_params\": {", i ? "," : "");
+        sb_printf(sb, "%s\n    {\"search_params\": {", i ? "," : "");
         if (r->sp_val != NULL) {
-            json_str(f, b->sp_key);
-            fputs(": ", f);
-            json_param_value(f, r->sp_val);
+            json_str(sb, b->sp_key);
+            sb_printf(sb, ": ");
+            json_param_value(sb, r->sp_val);
         }
-        fprintf(f, "}, \"k\": %u, \"recall\": ", b->k);
-        json_num(f, r->recall);
-        fputs(", \"qps\": ", f);
-        json_num(f, r->qps);
-        fputs(", \"p50_ms\": ", f);
-        json_num(f, r->p50_ms);
-        fputs(", \"p99_ms\": ", f);
-        json_num(f, r->p99_ms);
-        fprintf(f, ", \"threads\": %u}", r->threads);
+        sb_printf(sb, "}, \"k\": %u, \"recall\": ", b->k);
+        json_num(sb, r->recall);
+        sb_printf(sb, ", \"qps\": ");
+        json_num(sb, r->qps);
+        sb_printf(sb, ", \"p50_ms\": ");
+        json_num(sb, r->p50_ms);
+        sb_printf(sb, ", \"p99_ms\": ");
+        json_num(sb, r->p99_ms);
+        sb_printf(sb, ", \"threads\": %u}", r->threads);
     }
-    fputs("\n  ]", f);
+    sb_printf(sb, "\n  ]");
 }
 
 /* sx_collection_info.memory_bytes already counts the built indexes (sextant.h: "vectors,
@@ -1281,107 +1323,127 @@ static uint64_t total_memory(const bench *b)
     return b->collection_memory;
 }
 
-static int write_json(const bench *b)
+static void json_ratios(sbuf *sb, const bench *b)
 {
-    FILE *f = fopen(b->json_path, "w");
-    if (f == NULL)
-        return cli_fail("bench", "cannot create %s: %s", b->json_path, strerror(errno));
-    char date[32];
+    sb_printf(sb, ",\n  \"ratios\": {\"hnswlib\": {\"per_setting\": [");
+    size_t n = b->ours.n_runs < b->peer.n_runs ? b->ours.n_runs : b->peer.n_runs;
+    for (size_t i = 0; i < n; i++) {
+        const run_result *o = &b->ours.runs[i], *p = &b->peer.runs[i];
+        sb_printf(sb, "%s\n    {\"params\": ", i ? "," : "");
+        json_str(sb, o->params);
+        sb_printf(sb, ", \"threads\": %u, \"qps_ratio\": ", o->threads);
+        json_num(sb, p->qps > 0 ? o->qps / p->qps : (double)NAN);
+        sb_printf(sb, ", \"recall\": ");
+        json_num(sb, o->recall);
+        sb_printf(sb, ", \"peer_recall\": ");
+        json_num(sb, p->recall);
+        sb_printf(sb, "}");
+    }
+    double qo = qps_at_recall(&b->ours, RECALL_TARGET);
+    double qp = qps_at_recall(&b->peer, RECALL_TARGET);
+    double peer_s = b->peer.build_s;
+    sb_printf(sb, "\n  ], \"qps_at_recall_0.95\": ");
+    json_num(sb, qo);
+    sb_printf(sb, ", \"peer_qps_at_recall_0.95\": ");
+    json_num(sb, qp);
+    sb_printf(sb, ", \"qps_ratio_at_recall_0.95\": ");
+    json_num(sb, qo / qp);
+    sb_printf(sb, ", \"build_time_ratio\": ");
+    json_num(sb, peer_s > 0 ? b->build_s / peer_s : (double)NAN);
+    sb_printf(sb, ", \"load_time_ratio\": ");
+    json_num(sb, peer_s > 0 ? (b->insert_s + b->build_s) / peer_s : (double)NAN);
+    sb_printf(sb, "}}");
+}
+
+static void json_document(sbuf *sb, const bench *b)
+{
+    char date[32] = "unknown";
     time_t now = time(NULL);
     struct tm tmv;
-    gmtime_r(&now, &tmv);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    fputs("{\n  \"tool\": \"sextant bench\",\n  \"version\": ", f);
-    json_str(f, sx_version());
-    fputs(",\n  \"date\": ", f);
-    json_str(f, date);
-    fputs(",\n  \"dataset\": {\"base\": ", f);
-    json_str(f, b->base_path);
-    fputs(", \"query\": ", f);
-    json_str(f, b->query_path);
-    fputs(", \"gt\": ", f);
-    json_str(f, b->gt_path);
-    fputs(", \"gt_dist\": ", f);
-    json_str(f, b->gt_dist_path);
-    fputs(", \"gt_source\": ", f);
-    json_str(f, b->gt.source);
-    fprintf(f, "},\n  \"n\": %zu,\n  \"dim\": %zu,\n  \"nq\": %zu,\n  \"metric\": ", b->base.n,
-            b->base.dim, b->queries.n);
-    json_str(f, cli_metric_name(b->metric));
-    fputs(",\n  \"index\": ", f);
-    json_str(f, b->index_name);
-    fputs(",\n  \"build_params\": {", f);
+    if (gmtime_r(&now, &tmv) == NULL ||
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv) == 0)
+        snprintf(date, sizeof date, "unknown");
+    sb_printf(sb, "{\n  \"tool\": \"sextant bench\",\n  \"version\": ");
+    json_str(sb, sx_version());
+    sb_printf(sb, ",\n  \"date\": ");
+    json_str(sb, date);
+    sb_printf(sb, ",\n  \"dataset\": {\"base\": ");
+    json_str(sb, b->base_path);
+    sb_printf(sb, ", \"query\": ");
+    json_str(sb, b->query_path);
+    sb_printf(sb, ", \"gt\": ");
+    json_str(sb, b->gt_path);
+    sb_printf(sb, ", \"gt_dist\": ");
+    json_str(sb, b->gt_dist_path);
+    sb_printf(sb, ", \"gt_source\": ");
+    json_str(sb, b->gt.source);
+    sb_printf(sb, "},\n  \"n\": %zu,\n  \"dim\": %zu,\n  \"nq\": %zu,\n  \"metric\": ", b->base.n,
+              b->base.dim, b->queries.n);
+    json_str(sb, cli_metric_name(b->metric));
+    sb_printf(sb, ",\n  \"index\": ");
+    json_str(sb, b->index_name);
+    sb_printf(sb, ",\n  \"build_params\": {");
     for (size_t j = 0; j < b->build.n; j++) {
-        fputs(j ? ", " : "", f);
-        json_str(f, b->build.p[j].key);
-        fputs(": ", f);
-        json_param_value(f, b->build.p[j].value);
+        sb_printf(sb, "%s", j ? ", " : "");
+        json_str(sb, b->build.p[j].key);
+        sb_printf(sb, ": ");
+        json_param_value(sb, b->build.p[j].value);
     }
-    fputs("},\n  \"index_params\": ", f);
-    json_str(f, b->index_params);
-    fputs(",\n  \"insert_s\": ", f);
-    json_num(f, b->insert_s);
-    fputs(",\n  \"build_s\": ", f);
-    json_num(f, b->build_s);
-    fputs(",\n  \"load_s\": ", f);
-    json_num(f, b->insert_s + b->build_s);
-    fprintf(f,
-            ",\n  \"memory_bytes\": %" PRIu64 ",\n  \"index_memory_bytes\": %" PRIu64
-            ",\n  \"collection_memory_bytes\": %" PRIu64 ",\n  \"simd\": ",
-            total_memory(b), b->index_memory, b->collection_memory);
-    json_str(f, sx_simd_level());
-    fprintf(f, ",\n  \"threads\": %u,\n  \"batch\": %zu,\n  \"k\": %u,\n  \"recall_kind\": ",
-            b->threads, b->batch, b->k);
-    json_str(f, b->gt.dists != NULL ? "distance-threshold" : "id-set");
-    fputs(",\n  \"runs\": ", f);
-    json_runs(f, b, &b->ours);
-    fputs(",\n  \"peers\": {", f);
+    sb_printf(sb, "},\n  \"index_params\": ");
+    json_str(sb, b->index_params);
+    sb_printf(sb, ",\n  \"insert_s\": ");
+    json_num(sb, b->insert_s);
+    sb_printf(sb, ",\n  \"build_s\": ");
+    json_num(sb, b->build_s);
+    sb_printf(sb, ",\n  \"load_s\": ");
+    json_num(sb, b->insert_s + b->build_s);
+    sb_printf(sb,
+              ",\n  \"memory_bytes\": %" PRIu64 ",\n  \"index_memory_bytes\": %" PRIu64
+              ",\n  \"collection_memory_bytes\": %" PRIu64 ",\n  \"simd\": ",
+              total_memory(b), b->index_memory, b->collection_memory);
+    json_str(sb, sx_simd_level());
+    sb_printf(sb, ",\n  \"threads\": %u,\n  \"batch\": %zu,\n  \"k\": %u,\n  \"recall_kind\": ",
+              b->threads, b->batch, b->k);
+    json_str(sb, b->gt.dists != NULL ? "distance-threshold" : "id-set");
+    sb_printf(sb, ",\n  \"runs\": ");
+    json_runs(sb, b, &b->ours);
+    sb_printf(sb, ",\n  \"peers\": {");
     if (b->have_peer) {
-        fputs("\"hnswlib\": {\"build_s\": ", f);
-        json_num(f, b->peer.build_s);
-        fprintf(f, ", \"memory_bytes\": %" PRIu64 ", \"runs\": ", b->peer.memory_bytes);
-        json_runs(f, b, &b->peer);
-        fputs("}", f);
+        sb_printf(sb, "\"hnswlib\": {\"build_s\": ");
+        json_num(sb, b->peer.build_s);
+        sb_printf(sb, ", \"memory_bytes\": %" PRIu64 ", \"runs\": ", b->peer.memory_bytes);
+        json_runs(sb, b, &b->peer);
+        sb_printf(sb, "}");
     }
-    fputs("}", f);
+    sb_printf(sb, "}");
     if (!b->have_peer && b->peer_note[0] != '\0') {
-        fputs(",\n  \"peers_note\": ", f);
-        json_str(f, b->peer_note);
+        sb_printf(sb, ",\n  \"peers_note\": ");
+        json_str(sb, b->peer_note);
     }
-    if (b->have_peer) {
-        fputs(",\n  \"ratios\": {\"hnswlib\": {\"per_setting\": [", f);
-        size_t n = b->ours.n_runs < b->peer.n_runs ? b->ours.n_runs : b->peer.n_runs;
-        for (size_t i = 0; i < n; i++) {
-            const run_result *o = &b->ours.runs[i], *p = &b->peer.runs[i];
-            fprintf(f, "%s\n    {\"params\": ", i ? "," : "");
-            json_str(f, o->params);
-            fprintf(f, ", \"threads\": %u, \"qps_ratio\": ", o->threads);
-            json_num(f, p->qps > 0 ? o->qps / p->qps : (double)NAN);
-            fputs(", \"recall\": ", f);
-            json_num(f, o->recall);
-            fputs(", \"peer_recall\": ", f);
-            json_num(f, p->recall);
-            fputs("}", f);
-        }
-        double qo = qps_at_recall(&b->ours, RECALL_TARGET);
-        double qp = qps_at_recall(&b->peer, RECALL_TARGET);
-        fputs("\n  ], \"qps_at_recall_0.95\": ", f);
-        json_num(f, qo);
-        fputs(", \"peer_qps_at_recall_0.95\": ", f);
-        json_num(f, qp);
-        fputs(", \"qps_ratio_at_recall_0.95\": ", f);
-        json_num(f, qo / qp);
-        fputs(", \"build_time_ratio\": ", f);
-        json_num(f, b->peer.build_s > 0 ? b->build_s / b->peer.build_s : (double)NAN);
-        fputs(", \"load_time_ratio\": ", f);
-        json_num(f,
-                 b->peer.build_s > 0 ? (b->insert_s + b->build_s) / b->peer.build_s : (double)NAN);
-        fputs("}}", f);
+    if (b->have_peer)
+        json_ratios(sb, b);
+    sb_printf(sb, "\n}\n");
+}
+
+static int write_json(const bench *b)
+{
+    sbuf sb = { 0 };
+    json_document(&sb, b);
+    if (sb.oom) {
+        free(sb.p);
+        return cli_fail("bench", "out of memory formatting the JSON report");
     }
-    fputs("\n}\n", f);
-    if (ferror(f) != 0) {
+    FILE *f = fopen(b->json_path, "w");
+    if (f == NULL) {
+        free(sb.p);
+        return cli_fail("bench", "cannot create %s: %s", b->json_path, strerror(errno));
+    }
+    size_t wrote = fwrite(sb.p, 1, sb.len, f);
+    free(sb.p);
+    if (wrote != sb.len) {
+        int e = errno;
         (void)fclose(f);
-        return cli_fail("bench", "error writing %s", b->json_path);
+        return cli_fail("bench", "error writing %s: %s", b->json_path, strerror(e));
     }
     if (fclose(f) != 0)
         return cli_fail("bench", "error writing %s: %s", b->json_path, strerror(errno));

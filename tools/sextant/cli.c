@@ -21,6 +21,7 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -70,10 +71,8 @@ static int index_type_upper(const char *in, char *out, size_t len)
     size_t n = strlen(in);
     if (n == 0 || n + 1 > len)
         return -1;
-    for (size_t j = 0; j <= n; j++) {
-        char ch = in[j];
-        out[j] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 'a' + 'A') : ch;
-    }
+    for (size_t j = 0; j <= n; j++)
+        out[j] = (char)toupper((unsigned char)in[j]);
     return 0;
 }
 
@@ -148,6 +147,115 @@ static int import_check_schema(const char *cmd,
     return 0;
 }
 
+/* Opens the collection, creating it with the tool's schema when missing, and checks that it can
+ * take rows of `dim`. Returns 0 with *out and *t, or CLI_EXIT_FAIL. */
+static int import_open(const char *cmd,
+                       sx_db *db,
+                       const char *name,
+                       size_t dim,
+                       bool metric_given,
+                       sx_metric metric,
+                       sx_collection **out,
+                       sx_collection_info *ci,
+                       import_target *t)
+{
+    sx_collection *c = NULL;
+    sx_status st = sx_collection_open(db, name, &c);
+    if (st == SX_ENOTFOUND) {
+        sx_field_def fields[2];
+        memset(fields, 0, sizeof fields);
+        fields[0].name = "id";
+        fields[0].type = SX_FIELD_INT64;
+        fields[0].is_primary = true;
+        fields[1].name = "vector";
+        fields[1].type = SX_FIELD_FLOAT_VECTOR;
+        fields[1].dim = (uint32_t)dim;
+        sx_collection_def def = { .name = name, .fields = fields, .n_fields = 2, .metric = metric };
+        st = sx_collection_create(db, &def);
+        if (st != SX_OK)
+            return cli_sx_fail(cmd, "create collection", st);
+        printf("created collection '%s' (dim %zu, metric %s)\n", name, dim,
+               cli_metric_name(metric));
+        st = sx_collection_open(db, name, &c);
+    }
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, name, st);
+    st = sx_collection_describe(c, ci);
+    if (st != SX_OK) {
+        int rc = cli_sx_fail(cmd, "describe", st);
+        sx_collection_release(c);
+        return rc;
+    }
+    if (import_check_schema(cmd, ci, dim, metric_given, metric, t) != 0) {
+        sx_collection_release(c);
+        return CLI_EXIT_FAIL;
+    }
+    *out = c;
+    return 0;
+}
+
+/* Inserts every row of m in batches; keys continue after `first_id`. */
+static int import_rows(const char *cmd,
+                       sx_collection *c,
+                       const import_target *t,
+                       const ds_matrix *m,
+                       size_t batch,
+                       uint64_t first_id)
+{
+    size_t bs = batch < m->n ? batch : m->n;
+    int64_t *ids = malloc(bs * sizeof *ids);
+    if (ids == NULL)
+        return cli_fail(cmd, "out of memory");
+    double t_report = cli_now();
+    for (size_t r = 0; r < m->n; r += bs) {
+        size_t rows = m->n - r < bs ? m->n - r : bs;
+        sx_column cols[2];
+        size_t nc = 0;
+        if (!t->pk_auto) {
+            for (size_t j = 0; j < rows; j++)
+                ids[j] = (int64_t)(first_id + r + j);
+            cols[nc++] = (sx_column){ .name = t->pk_name, .type = SX_FIELD_INT64, .data = ids };
+        }
+        cols[nc++] = (sx_column){ .name = t->vec_name,
+                                  .type = SX_FIELD_FLOAT_VECTOR,
+                                  .data = m->f + r * m->dim };
+        sx_batch b = { .n_rows = rows, .cols = cols, .n_cols = nc };
+        sx_status st = sx_insert(c, &b, NULL);
+        if (st != SX_OK) {
+            char what[96];
+            snprintf(what, sizeof what, "insert of rows %zu..%zu", r, r + rows - 1);
+            free(ids);
+            return cli_sx_fail(cmd, what, st);
+        }
+        double now = cli_now();
+        if (now - t_report >= 5.0) {
+            fprintf(stderr, "sextant import: %zu / %zu rows\n", r + rows, m->n);
+            t_report = now;
+        }
+    }
+    free(ids);
+    return 0;
+}
+
+static int
+import_index(const char *cmd, sx_collection *c, const char *itype, const cli_params *params)
+{
+    double t0 = cli_now();
+    sx_status st = sx_index_create(c, itype, params->p, params->n);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "create index", st);
+    st = sx_index_wait(c, 0);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "index build", st);
+    sx_index_info ii;
+    st = sx_index_describe(c, &ii);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "describe index", st);
+    printf("index %s (%s) built in %.3f s: %s, %" PRIu64 " / %" PRIu64 " rows indexed\n", ii.type,
+           ii.params, cli_now() - t0, index_state_name(ii.state), ii.indexed_rows, ii.total_rows);
+    return 0;
+}
+
 int cli_import(int argc, char **argv)
 {
     const char *cmd = "import";
@@ -159,9 +267,9 @@ int cli_import(int argc, char **argv)
     ds_matrix m = { 0 };
     sx_db *db = NULL;
     sx_collection *c = NULL;
-    int64_t *ids = NULL;
     int rc = CLI_EXIT_FAIL;
     char err[ERR_LEN];
+    char itype[32] = "";
     sx_status st;
 
     for (int i = 1; i < argc;) {
@@ -207,7 +315,6 @@ int cli_import(int argc, char **argv)
         rc = cli_usage_error(cmd, "--data, --collection and --file are required");
         goto out;
     }
-    char itype[32] = "";
     if (index != NULL && index_type_upper(index, itype, sizeof itype) != 0) {
         rc = cli_usage_error(cmd, "--index: bad index type '%s'", index);
         goto out;
@@ -228,44 +335,14 @@ int cli_import(int argc, char **argv)
         rc = cli_fail(cmd, "%s: dimension %zu exceeds SX_MAX_DIM (%u)", file, m.dim, SX_MAX_DIM);
         goto out;
     }
-
     st = sx_db_open(data, NULL, &db);
     if (st != SX_OK) {
         rc = cli_sx_fail(cmd, data, st);
         goto out;
     }
-    st = sx_collection_open(db, name, &c);
-    if (st == SX_ENOTFOUND) {
-        sx_field_def fields[2];
-        memset(fields, 0, sizeof fields);
-        fields[0].name = "id";
-        fields[0].type = SX_FIELD_INT64;
-        fields[0].is_primary = true;
-        fields[1].name = "vector";
-        fields[1].type = SX_FIELD_FLOAT_VECTOR;
-        fields[1].dim = (uint32_t)m.dim;
-        sx_collection_def def = { .name = name, .fields = fields, .n_fields = 2, .metric = metric };
-        st = sx_collection_create(db, &def);
-        if (st != SX_OK) {
-            rc = cli_sx_fail(cmd, "create collection", st);
-            goto out;
-        }
-        printf("created collection '%s' (dim %zu, metric %s)\n", name, m.dim,
-               cli_metric_name(metric));
-        st = sx_collection_open(db, name, &c);
-    }
-    if (st != SX_OK) {
-        rc = cli_sx_fail(cmd, name, st);
-        goto out;
-    }
     sx_collection_info ci;
-    st = sx_collection_describe(c, &ci);
-    if (st != SX_OK) {
-        rc = cli_sx_fail(cmd, "describe", st);
-        goto out;
-    }
-    import_target t;
-    if (import_check_schema(cmd, &ci, m.dim, metric_given, metric, &t) != 0)
+    import_target t = { 0 };
+    if (import_open(cmd, db, name, m.dim, metric_given, metric, &c, &ci, &t) != 0)
         goto out;
     uint64_t existing = 0;
     if (!t.pk_auto) {
@@ -275,40 +352,9 @@ int cli_import(int argc, char **argv)
             goto out;
         }
     }
-
-    size_t bs = (size_t)batch < m.n ? (size_t)batch : m.n;
-    ids = malloc(bs * sizeof *ids);
-    if (ids == NULL) {
-        rc = cli_fail(cmd, "out of memory");
+    double t_ins = cli_now();
+    if (import_rows(cmd, c, &t, &m, (size_t)batch, existing) != 0)
         goto out;
-    }
-    double t_ins = cli_now(), t_report = t_ins;
-    for (size_t r = 0; r < m.n; r += bs) {
-        size_t rows = m.n - r < bs ? m.n - r : bs;
-        sx_column cols[2];
-        size_t nc = 0;
-        if (!t.pk_auto) {
-            for (size_t j = 0; j < rows; j++)
-                ids[j] = (int64_t)(existing + r + j);
-            cols[nc++] = (sx_column){ .name = t.pk_name, .type = SX_FIELD_INT64, .data = ids };
-        }
-        cols[nc++] = (sx_column){ .name = t.vec_name,
-                                  .type = SX_FIELD_FLOAT_VECTOR,
-                                  .data = m.f + r * m.dim };
-        sx_batch b = { .n_rows = rows, .cols = cols, .n_cols = nc };
-        st = sx_insert(c, &b, NULL);
-        if (st != SX_OK) {
-            char what[96];
-            snprintf(what, sizeof what, "insert of rows %zu..%zu", r, r + rows - 1);
-            rc = cli_sx_fail(cmd, what, st);
-            goto out;
-        }
-        double now = cli_now();
-        if (now - t_report >= 5.0) {
-            fprintf(stderr, "sextant import: %zu / %zu rows\n", r + rows, m.n);
-            t_report = now;
-        }
-    }
     double insert_s = cli_now() - t_ins;
     st = sx_flush(c);
     if (st != SX_OK) {
@@ -318,35 +364,13 @@ int cli_import(int argc, char **argv)
     double load_s = cli_now() - t_ins;
     printf("imported %zu rows into '%s' in %.3f s (%.0f rows/s; insert %.3f s, flush %.3f s)\n",
            m.n, name, load_s, load_s > 0 ? (double)m.n / load_s : 0.0, insert_s, load_s - insert_s);
-
-    if (index != NULL) {
-        double t_idx = cli_now();
-        st = sx_index_create(c, itype, params.p, params.n);
-        if (st != SX_OK) {
-            rc = cli_sx_fail(cmd, "create index", st);
-            goto out;
-        }
-        st = sx_index_wait(c, 0);
-        if (st != SX_OK) {
-            rc = cli_sx_fail(cmd, "index build", st);
-            goto out;
-        }
-        sx_index_info ii;
-        st = sx_index_describe(c, &ii);
-        if (st != SX_OK) {
-            rc = cli_sx_fail(cmd, "describe index", st);
-            goto out;
-        }
-        printf("index %s (%s) built in %.3f s: %s, %" PRIu64 " / %" PRIu64 " rows indexed\n",
-               ii.type, ii.params, cli_now() - t_idx, index_state_name(ii.state), ii.indexed_rows,
-               ii.total_rows);
-    }
+    if (index != NULL && import_index(cmd, c, itype, &params) != 0)
+        goto out;
     rc = CLI_EXIT_OK;
     goto out;
 usage:
     rc = cli_usage_error(cmd, "bad arguments");
 out:
-    free(ids);
     sx_collection_release(c);
     sx_db_close(db);
     ds_free(&m);

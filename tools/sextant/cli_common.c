@@ -161,9 +161,9 @@ int cli_fail(const char *cmd, const char *fmt, ...)
     va_list ap;
     fprintf(stderr, "sextant %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    (void)vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    (void)fputc('\n', stderr);
     return CLI_EXIT_FAIL;
 }
 
@@ -182,7 +182,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_list ap;
     fprintf(stderr, "sextant %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    (void)vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\nRun 'sextant %s --help' for usage.\n", cmd);
     return CLI_EXIT_USAGE;

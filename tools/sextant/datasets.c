@@ -41,17 +41,20 @@
 /* Rows decoded per chunk for formats without per-record framing. */
 #define CHUNK_BYTES    (4u << 20)
 
-static int fail(char *err, size_t err_len, const char *fmt, ...)
+static void set_err(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int fail(char *err, size_t err_len, const char *fmt, ...)
+static void set_err(char *err, size_t err_len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     (void)vsnprintf(err, err_len, fmt, ap);
     va_end(ap);
-    return -1;
 }
+
+/* `return fail(...)`: records the message and yields -1. A macro rather than a variadic function
+ * returning -1 so that static analysis (which does not inline variadic calls) sees the value. */
+#define fail(err, err_len, ...) (set_err((err), (err_len), __VA_ARGS__), -1)
 
 static uint32_t le32(const unsigned char *b)
 {
@@ -113,12 +116,14 @@ static int alloc_matrix(
     m->n = n;
     m->dim = dim;
     m->type = type;
-    if (type == DS_F32)
-        m->f = malloc(n * dim * sizeof(float));
-    else
-        m->i = malloc(n * dim * sizeof(int32_t));
-    if (m->f == NULL && m->i == NULL)
+    /* float and int32_t are both 4 bytes: one allocation size serves either type. */
+    void *p = malloc(n * dim * 4);
+    if (p == NULL)
         return fail(err, err_len, "%s: out of memory for %zu x %zu values", path, n, dim);
+    if (type == DS_F32)
+        m->f = p;
+    else
+        m->i = p;
     return 0;
 }
 
@@ -141,33 +146,33 @@ static int load_vecs(const char *path,
         return fail(err, err_len, "cannot open %s: %s", path, strerror(errno));
     struct stat stbuf;
     if (fstat(fileno(f), &stbuf) != 0) {
-        fail(err, err_len, "cannot stat %s: %s", path, strerror(errno));
+        set_err(err, err_len, "cannot stat %s: %s", path, strerror(errno));
         goto fail;
     }
     uint64_t size = (uint64_t)stbuf.st_size;
     if (size < 4) {
-        fail(err, err_len, "%s: file is %s (%llu bytes): not a .%s file", path,
-             size == 0 ? "empty" : "truncated", (unsigned long long)size, kind);
+        set_err(err, err_len, "%s: file is %s (%llu bytes): not a .%s file", path,
+                size == 0 ? "empty" : "truncated", (unsigned long long)size, kind);
         goto fail;
     }
     unsigned char hdr[4];
     if (fread(hdr, 1, 4, f) != 4) {
-        fail(err, err_len, "%s: read error", path);
+        set_err(err, err_len, "%s: read error", path);
         goto fail;
     }
     int32_t d = (int32_t)le32(hdr);
     if (d <= 0 || (uint32_t)d > DS_MAX_DIM) {
-        fail(err, err_len, "%s: first record has dimension %d (want 1..%u): not a .%s file", path,
-             (int)d, DS_MAX_DIM, kind);
+        set_err(err, err_len, "%s: first record has dimension %d (want 1..%u): not a .%s file",
+                path, (int)d, DS_MAX_DIM, kind);
         goto fail;
     }
     uint64_t rec = 4 + (uint64_t)d * elem;
     if (size % rec != 0) {
-        fail(err, err_len,
-             "%s: size %llu is not a multiple of the record size %llu (4 + %d x %zu): the file "
-             "is truncated or not a .%s file (%llu whole records, %llu bytes left over)",
-             path, (unsigned long long)size, (unsigned long long)rec, (int)d, elem, kind,
-             (unsigned long long)(size / rec), (unsigned long long)(size % rec));
+        set_err(err, err_len,
+                "%s: size %llu is not a multiple of the record size %llu (4 + %d x %zu): the file "
+                "is truncated or not a .%s file (%llu whole records, %llu bytes left over)",
+                path, (unsigned long long)size, (unsigned long long)rec, (int)d, elem, kind,
+                (unsigned long long)(size / rec), (unsigned long long)(size % rec));
         goto fail;
     }
     size_t n = (size_t)(size / rec);
@@ -177,24 +182,24 @@ static int load_vecs(const char *path,
         goto fail;
     row = malloc((size_t)rec);
     if (row == NULL) {
-        fail(err, err_len, "%s: out of memory", path);
+        set_err(err, err_len, "%s: out of memory", path);
         goto fail;
     }
     if (fseek(f, 0, SEEK_SET) != 0) {
-        fail(err, err_len, "%s: seek failed: %s", path, strerror(errno));
+        set_err(err, err_len, "%s: seek failed: %s", path, strerror(errno));
         goto fail;
     }
     for (size_t r = 0; r < n; r++) {
         if (fread(row, 1, (size_t)rec, f) != (size_t)rec) {
-            fail(err, err_len, "%s: short read at record %zu (file changed while reading?)", path,
-                 r);
+            set_err(err, err_len, "%s: short read at record %zu (file changed while reading?)",
+                    path, r);
             goto fail;
         }
         int32_t rd = (int32_t)le32(row);
         if (rd != d) {
-            fail(err, err_len,
-                 "%s: record %zu has dimension %d but the first record has %d: corrupt .%s file",
-                 path, r, (int)rd, (int)d, kind);
+            set_err(err, err_len,
+                    "%s: record %zu has dimension %d but the first record has %d: corrupt .%s file",
+                    path, r, (int)rd, (int)d, kind);
             goto fail;
         }
         const unsigned char *v = row + 4;
@@ -211,13 +216,13 @@ static int load_vecs(const char *path,
         }
     }
     free(row);
-    fclose(f);
+    (void)fclose(f);
     *out = m;
     return 0;
 fail:
     free(row);
     ds_free(&m);
-    fclose(f);
+    (void)fclose(f);
     return -1;
 }
 
@@ -320,13 +325,13 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
         return fail(err, err_len, "cannot open %s: %s", path, strerror(errno));
     struct stat stbuf;
     if (fstat(fileno(f), &stbuf) != 0) {
-        fail(err, err_len, "cannot stat %s: %s", path, strerror(errno));
+        set_err(err, err_len, "cannot stat %s: %s", path, strerror(errno));
         goto fail;
     }
     uint64_t size = (uint64_t)stbuf.st_size;
     unsigned char pre[12];
     if (size < 10 || fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        fail(err, err_len, "%s: not a NumPy file (bad magic)", path);
+        set_err(err, err_len, "%s: not a NumPy file (bad magic)", path);
         goto fail;
     }
     unsigned major = pre[6];
@@ -336,23 +341,23 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
         data_off = 10 + hlen;
     } else if (major == 2 || major == 3) {
         if (fread(pre + 10, 1, 2, f) != 2) {
-            fail(err, err_len, "%s: truncated NumPy header", path);
+            set_err(err, err_len, "%s: truncated NumPy header", path);
             goto fail;
         }
         hlen = le32(pre + 8);
         data_off = 12 + hlen;
     } else {
-        fail(err, err_len, "%s: unsupported NumPy format version %u", path, major);
+        set_err(err, err_len, "%s: unsupported NumPy format version %u", path, major);
         goto fail;
     }
     if (hlen == 0 || hlen > NPY_MAX_HEADER || data_off > size) {
-        fail(err, err_len, "%s: NumPy header length %llu is invalid for a %llu-byte file", path,
-             (unsigned long long)hlen, (unsigned long long)size);
+        set_err(err, err_len, "%s: NumPy header length %llu is invalid for a %llu-byte file", path,
+                (unsigned long long)hlen, (unsigned long long)size);
         goto fail;
     }
     hdr = malloc((size_t)hlen + 1);
     if (hdr == NULL || fread(hdr, 1, (size_t)hlen, f) != (size_t)hlen) {
-        fail(err, err_len, "%s: cannot read the NumPy header", path);
+        set_err(err, err_len, "%s: cannot read the NumPy header", path);
         goto fail;
     }
     hdr[hlen] = '\0';
@@ -362,7 +367,8 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
     if (npy_parse_header(path, hdr, descr, &fortran, shape, err, err_len) != 0)
         goto fail;
     if (fortran) {
-        fail(err, err_len, "%s: Fortran-order arrays are not supported (save with C order)", path);
+        set_err(err, err_len, "%s: Fortran-order arrays are not supported (save with C order)",
+                path);
         goto fail;
     }
     size_t elem;
@@ -379,22 +385,23 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
         src = SRC_I4;
         elem = 4;
     } else {
-        fail(err, err_len, "%s: NumPy dtype '%s' is not supported (want <f4, |u1 or <i4)", path,
-             descr);
+        set_err(err, err_len, "%s: NumPy dtype '%s' is not supported (want <f4, |u1 or <i4)", path,
+                descr);
         goto fail;
     }
     if (shape[1] == 0 || shape[1] > DS_MAX_DIM || shape[0] == 0) {
-        fail(err, err_len, "%s: NumPy shape (%llu, %llu) is empty or too wide", path,
-             (unsigned long long)shape[0], (unsigned long long)shape[1]);
+        set_err(err, err_len, "%s: NumPy shape (%llu, %llu) is empty or too wide", path,
+                (unsigned long long)shape[0], (unsigned long long)shape[1]);
         goto fail;
     }
     uint64_t row_bytes = shape[1] * elem;
     if (shape[0] > (UINT64_MAX - data_off) / row_bytes || data_off + shape[0] * row_bytes != size) {
-        fail(err, err_len,
-             "%s: NumPy shape (%llu, %llu) of %s needs %llu data bytes but the file has %llu: "
-             "truncated or corrupt",
-             path, (unsigned long long)shape[0], (unsigned long long)shape[1], descr,
-             (unsigned long long)(shape[0] * row_bytes), (unsigned long long)(size - data_off));
+        set_err(err, err_len,
+                "%s: NumPy shape (%llu, %llu) of %s needs %llu data bytes but the file has %llu: "
+                "truncated or corrupt",
+                path, (unsigned long long)shape[0], (unsigned long long)shape[1], descr,
+                (unsigned long long)shape[0] * (unsigned long long)row_bytes,
+                (unsigned long long)(size - data_off));
         goto fail;
     }
     size_t n = (size_t)shape[0], dim = (size_t)shape[1];
@@ -404,12 +411,12 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
         goto fail;
     buf = malloc((size_t)row_bytes);
     if (buf == NULL) {
-        fail(err, err_len, "%s: out of memory", path);
+        set_err(err, err_len, "%s: out of memory", path);
         goto fail;
     }
     for (size_t r = 0; r < n; r++) {
         if (fread(buf, 1, (size_t)row_bytes, f) != (size_t)row_bytes) {
-            fail(err, err_len, "%s: short read at row %zu", path, r);
+            set_err(err, err_len, "%s: short read at row %zu", path, r);
             goto fail;
         }
         size_t base = r * dim;
@@ -424,14 +431,14 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
     }
     free(buf);
     free(hdr);
-    fclose(f);
+    (void)fclose(f);
     *out = m;
     return 0;
 fail:
     free(buf);
     free(hdr);
     ds_free(&m);
-    fclose(f);
+    (void)fclose(f);
     return -1;
 }
 
@@ -466,39 +473,39 @@ static int load_idx(const char *path, size_t limit, ds_matrix *out, char *err, s
         return fail(err, err_len, "cannot open %s: %s", path,
                     errno != 0 ? strerror(errno) : "zlib gzopen failed");
     if (gzbuffer(g, 256u * 1024u) != 0) {
-        fail(err, err_len, "%s: gzbuffer failed", path);
+        set_err(err, err_len, "%s: gzbuffer failed", path);
         goto fail;
     }
     unsigned char hdr[4 + 4 * 4];
     if (gz_read_all(g, hdr, 4, &why) != 0) {
-        fail(err, err_len, "%s: cannot read the IDX header: %s", path, why);
+        set_err(err, err_len, "%s: cannot read the IDX header: %s", path, why);
         goto fail;
     }
     unsigned ndims = hdr[3];
     if (hdr[0] != 0 || hdr[1] != 0 || ndims < 1 || ndims > 4) {
-        fail(err, err_len, "%s: bad IDX magic 0x%02x%02x%02x%02x (want 0x0000080N)", path, hdr[0],
-             hdr[1], hdr[2], hdr[3]);
+        set_err(err, err_len, "%s: bad IDX magic 0x%02x%02x%02x%02x (want 0x0000080N)", path,
+                hdr[0], hdr[1], hdr[2], hdr[3]);
         goto fail;
     }
     if (hdr[2] != 0x08) {
-        fail(err, err_len, "%s: IDX element type 0x%02x is not supported (only 0x08, uint8)", path,
-             hdr[2]);
+        set_err(err, err_len, "%s: IDX element type 0x%02x is not supported (only 0x08, uint8)",
+                path, hdr[2]);
         goto fail;
     }
     if (gz_read_all(g, hdr + 4, 4 * (size_t)ndims, &why) != 0) {
-        fail(err, err_len, "%s: cannot read the IDX dimensions: %s", path, why);
+        set_err(err, err_len, "%s: cannot read the IDX dimensions: %s", path, why);
         goto fail;
     }
     uint64_t total = be32(hdr + 4);
     uint64_t dim = 1;
     for (unsigned k = 1; k < ndims; k++) {
-        dim *= be32(hdr + 4 + 4 * k);
+        dim *= be32(hdr + 4 + (size_t)4 * k);
         if (dim > DS_MAX_DIM)
             break;
     }
     if (total == 0 || dim == 0 || dim > DS_MAX_DIM) {
-        fail(err, err_len, "%s: IDX dimensions give %llu rows of %llu values: unusable", path,
-             (unsigned long long)total, (unsigned long long)dim);
+        set_err(err, err_len, "%s: IDX dimensions give %llu rows of %llu values: unusable", path,
+                (unsigned long long)total, (unsigned long long)dim);
         goto fail;
     }
     size_t n = (size_t)total;
@@ -511,16 +518,16 @@ static int load_idx(const char *path, size_t limit, ds_matrix *out, char *err, s
         rows_per_chunk = 1;
     buf = malloc(rows_per_chunk * (size_t)dim);
     if (buf == NULL) {
-        fail(err, err_len, "%s: out of memory", path);
+        set_err(err, err_len, "%s: out of memory", path);
         goto fail;
     }
     for (size_t r = 0; r < n; r += rows_per_chunk) {
         size_t rows = n - r < rows_per_chunk ? n - r : rows_per_chunk;
         if (gz_read_all(g, buf, rows * (size_t)dim, &why) != 0) {
-            fail(err, err_len,
-                 "%s: IDX data ends early: the header promises %llu rows of %llu bytes, reading "
-                 "rows %zu..%zu failed (%s): truncated or corrupt",
-                 path, (unsigned long long)total, (unsigned long long)dim, r, r + rows - 1, why);
+            set_err(err, err_len,
+                    "%s: IDX data ends early: the header promises %llu rows of %llu bytes, reading "
+                    "rows %zu..%zu failed (%s): truncated or corrupt",
+                    path, (unsigned long long)total, (unsigned long long)dim, r, r + rows - 1, why);
             goto fail;
         }
         for (size_t j = 0; j < rows * (size_t)dim; j++)
@@ -532,8 +539,8 @@ static int load_idx(const char *path, size_t limit, ds_matrix *out, char *err, s
         if (got != 0) {
             int zerr = Z_OK;
             const char *msg = gzerror(g, &zerr);
-            fail(err, err_len, "%s: %s after the %llu rows the IDX header declares", path,
-                 got > 0 ? "unexpected trailing data" : msg, (unsigned long long)total);
+            set_err(err, err_len, "%s: %s after the %llu rows the IDX header declares", path,
+                    got > 0 ? "unexpected trailing data" : msg, (unsigned long long)total);
             goto fail;
         }
     }
@@ -569,7 +576,7 @@ int ds_load(const char *path, size_t limit, ds_matrix *out, char *err, size_t er
 
 int ds_load_float(const char *path, size_t limit, ds_matrix *out, char *err, size_t err_len)
 {
-    ds_matrix m;
+    ds_matrix m = { 0 };
     if (ds_load(path, limit, &m, err, err_len) != 0)
         return -1;
     if (m.type == DS_I32) {

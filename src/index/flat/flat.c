@@ -53,13 +53,20 @@
 
 /* GEMM tiling: bytes of row data per tile, and floats in the qt x rt result block. Both well
  * inside a 1-2 MiB L2 so the post-processing and the next query tile find their data there. */
-#define TILE_BYTES   (256u * 1024u)
-#define RESULT_ELEMS (64u * 1024u)
-#define RT_MIN       16u
-#define RT_MAX       2048u
-#define QT_MAX       256u
+#ifndef TILE_BYTES
+# define TILE_BYTES ((size_t)256 * 1024)
+#endif
+#ifndef RESULT_ELEMS
+# define RESULT_ELEMS ((size_t)64 * 1024)
+#endif
+#define RT_MIN 16u
+#define RT_MAX 2048u
+#define QT_MAX 256u
 
-/* Row path: prefetch this many bytes ahead of the row being scanned, into L2 (prefetcht1). */
+/* Row path: prefetch this many bytes ahead of the row being scanned, into L2 (locality 2 =
+ * prefetcht1). Measured on the 2-core AVX-512 dev VM (bench/flat_bw): no software prefetch
+ * reached ~73% (128-d) / ~85% (768-d) of the read bandwidth, prefetcht1/t0 at 1-4 KiB ~85-90% /
+ * ~90-95%, and prefetchnta only ~45%, as NTA lines skip L2 and defeat the L2 streamer. */
 #ifndef PREFETCH_BYTES
 # define PREFETCH_BYTES 2048
 #endif
@@ -92,8 +99,14 @@ static inline void prefetch_row(const float *row, size_t row_bytes)
 /* ---------------------------------------------------------------- row path */
 
 /* Offers row j to every query (the row is in L1 after the first kernel call). */
-static inline void visit_row(const float *row, uint32_t id, size_t dim, sx__dist_fn fn,
-                             const float *queries, size_t nq, sx__topk *heaps, float *bound)
+static inline void visit_row(const float *row,
+                             uint32_t id,
+                             size_t dim,
+                             sx__dist_fn fn,
+                             const float *queries,
+                             size_t nq,
+                             sx__topk *heaps,
+                             float *bound)
 {
     for (size_t q = 0; q < nq; q++) {
         float d = fn(queries + q * dim, row, dim);
@@ -104,8 +117,15 @@ static inline void visit_row(const float *row, uint32_t id, size_t dim, sx__dist
     }
 }
 
-static void scan_rows(const float *base, size_t n, size_t dim, sx__dist_fn fn, uint32_t id_base,
-                      const uint64_t *allow, const float *queries, size_t nq, sx__topk *heaps)
+static void scan_rows(const float *base,
+                      size_t n,
+                      size_t dim,
+                      sx__dist_fn fn,
+                      uint32_t id_base,
+                      const uint64_t *allow,
+                      const float *queries,
+                      size_t nq,
+                      sx__topk *heaps)
 {
     float bound[SX__FLAT_GEMM_MIN_NQ];
     for (size_t q = 0; q < nq; q++)
@@ -113,18 +133,18 @@ static void scan_rows(const float *base, size_t n, size_t dim, sx__dist_fn fn, u
     const size_t row_bytes = dim * sizeof(float);
 
     if (!allow) {
-        /* Dense: a prefetch cursor runs PREFETCH_BYTES ahead of the end of the current row,
-         * one prefetch per cache line whatever the dim. */
-        const char *pf = (const char *)base;
-        const char *end = (const char *)(base + n * dim);
+        /* Dense: a prefetch cursor (a byte offset) runs PREFETCH_BYTES ahead of the end of the
+         * current row, one prefetch per cache line whatever the dim. */
+        const char *p = (const char *)base;
+        const size_t total = n * row_bytes;
+        size_t pf = 0;
         for (size_t j = 0; j < n; j++) {
-            const float *row = base + j * dim;
-            const char *want = (const char *)(row + dim) + PREFETCH_BYTES;
-            if (want > end)
-                want = end;
+            size_t want = (j + 1) * row_bytes + PREFETCH_BYTES;
+            if (want > total)
+                want = total;
             for (; pf < want; pf += 64)
-                __builtin_prefetch(pf, 0, PREFETCH_LOCALITY);
-            visit_row(row, id_base + (uint32_t)j, dim, fn, queries, nq, heaps, bound);
+                __builtin_prefetch(p + pf, 0, PREFETCH_LOCALITY);
+            visit_row(base + j * dim, id_base + (uint32_t)j, dim, fn, queries, nq, heaps, bound);
         }
         return;
     }
@@ -151,11 +171,11 @@ static void scan_rows(const float *base, size_t n, size_t dim, sx__dist_fn fn, u
 /* ---------------------------------------------------------------- GEMM path */
 
 typedef struct gemm_scratch {
-    float *c;       /* qt * rt results */
-    float *qn;      /* nq query norms (L2) */
-    float *xn;      /* rt row norms (L2) */
-    uint32_t *loc;  /* rt local row indices of the current tile */
-    float *gather;  /* rt * dim: allowed rows copied together (only with allow) */
+    float *c;      /* qt * rt results */
+    float *qn;     /* nq query norms (L2) */
+    float *xn;     /* rt row norms (L2) */
+    uint32_t *loc; /* rt local row indices of the current tile */
+    float *gather; /* rt * dim: allowed rows copied together (only with allow) */
 } gemm_scratch;
 
 static size_t round64(size_t bytes)
@@ -165,8 +185,8 @@ static size_t round64(size_t bytes)
 
 /* Collects up to rt allowed rows starting at *pos into loc; advances *pos past the last row
  * examined. Returns the number collected (0 only at the end of the block). */
-static size_t next_tile(const uint64_t *allow, uint32_t id_base, size_t n, size_t rt, size_t *pos,
-                        uint32_t *loc)
+static size_t
+next_tile(const uint64_t *allow, uint32_t id_base, size_t n, size_t rt, size_t *pos, uint32_t *loc)
 {
     size_t cnt = 0, i = *pos;
     while (i < n && cnt < rt) {
@@ -190,9 +210,15 @@ static size_t next_tile(const uint64_t *allow, uint32_t id_base, size_t n, size_
     return cnt;
 }
 
-static sx_status scan_gemm(const float *base, size_t n, size_t dim, sx_metric metric,
-                           uint32_t id_base, const uint64_t *allow, const float *queries,
-                           size_t nq, sx__topk *heaps)
+static sx_status scan_gemm(const float *base,
+                           size_t n,
+                           size_t dim,
+                           sx_metric metric,
+                           uint32_t id_base,
+                           const uint64_t *allow,
+                           const float *queries,
+                           size_t nq,
+                           sx__topk *heaps)
 {
     const int is_l2 = metric == SX_METRIC_L2;
     size_t rt = TILE_BYTES / (dim * sizeof(float));
@@ -248,8 +274,7 @@ static sx_status scan_gemm(const float *base, size_t n, size_t dim, sx_metric me
                 x = base + (size_t)first * dim;
             } else {
                 for (size_t j = 0; j < cnt; j++)
-                    memcpy(s.gather + j * dim, base + (size_t)s.loc[j] * dim,
-                           dim * sizeof(float));
+                    memcpy(s.gather + j * dim, base + (size_t)s.loc[j] * dim, dim * sizeof(float));
                 x = s.gather;
                 loc = s.loc;
             }
@@ -261,8 +286,8 @@ static sx_status scan_gemm(const float *base, size_t n, size_t dim, sx_metric me
 
         for (size_t q0 = 0; q0 < nq; q0 += qt) {
             size_t qc = nq - q0 < qt ? nq - q0 : qt;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)qc, (int)cnt, (int)dim,
-                        alpha, queries + q0 * dim, (int)dim, x, (int)dim, 0.0f, s.c, (int)cnt);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)qc, (int)cnt, (int)dim, alpha,
+                        queries + q0 * dim, (int)dim, x, (int)dim, 0.0f, s.c, (int)cnt);
             for (size_t qi = 0; qi < qc; qi++) {
                 sx__topk *h = &heaps[q0 + qi];
                 const float *c = s.c + qi * cnt;
@@ -289,8 +314,14 @@ static sx_status scan_gemm(const float *base, size_t n, size_t dim, sx_metric me
 
 /* ---------------------------------------------------------------- entry */
 
-sx_status sx__flat_scan(const float *base, size_t n, size_t dim, sx_metric metric,
-                        uint32_t id_base, const uint64_t *allow, const float *queries, size_t nq,
+sx_status sx__flat_scan(const float *base,
+                        size_t n,
+                        size_t dim,
+                        sx_metric metric,
+                        uint32_t id_base,
+                        const uint64_t *allow,
+                        const float *queries,
+                        size_t nq,
                         sx__topk *heaps)
 {
     sx__dist_fn fn = sx__dist_for_metric(metric);

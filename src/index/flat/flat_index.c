@@ -34,9 +34,10 @@
 #include "util/crc32c.h"
 #include "util/err.h"
 
-#define FLAT_MAGIC   "SXFL"
 #define FLAT_VERSION 1u
 #define FLAT_HDR_LEN 28u
+
+static const uint8_t flat_magic[4] = { 'S', 'X', 'F', 'L' };
 
 /* The index object: handed out as an sx__index * (an opaque type each family defines for
  * itself) and converted back on entry to every op. */
@@ -95,8 +96,14 @@ static sx_status make(const float *vecs, size_t n, size_t dim, sx_metric metric,
     return SX_OK;
 }
 
-static sx_status flat_build(const sx_param *p, size_t np, const float *vecs, size_t n, size_t dim,
-                            sx_metric metric, const sx__build_ctx *ctx, sx__index **out)
+static sx_status flat_build(const sx_param *p,
+                            size_t np,
+                            const float *vecs,
+                            size_t n,
+                            size_t dim,
+                            sx_metric metric,
+                            const sx__build_ctx *ctx,
+                            sx__index **out)
 {
     sx_status rc = flat_check_build_params(p, np);
     if (rc != SX_OK)
@@ -115,8 +122,13 @@ static sx_status flat_build(const sx_param *p, size_t np, const float *vecs, siz
     return rc;
 }
 
-static sx_status flat_search(const sx__index *idx, const float *query, size_t k,
-                             const sx_param *sp, size_t nsp, const uint64_t *allow, sx__topk *out)
+static sx_status flat_search(const sx__index *idx,
+                             const float *query,
+                             size_t k,
+                             const sx_param *sp,
+                             size_t nsp,
+                             const uint64_t *allow,
+                             sx__topk *out)
 {
     (void)k; /* out was initialised with capacity k */
     (void)sp;
@@ -127,7 +139,7 @@ static sx_status flat_search(const sx__index *idx, const float *query, size_t k,
 
 static void encode_header(uint8_t *h, uint64_t n, uint32_t dim, uint32_t metric)
 {
-    memcpy(h, FLAT_MAGIC, 4);
+    memcpy(h, flat_magic, sizeof flat_magic);
     sx__put_le32(h + 4, FLAT_VERSION);
     sx__put_le64(h + 8, n);
     sx__put_le32(h + 16, dim);
@@ -146,13 +158,18 @@ static sx_status flat_serialize(const sx__index *idx, sx__wbuf *w)
     return SX_OK;
 }
 
-static sx_status flat_deserialize(const void *data, size_t len, const float *vecs, size_t n,
-                                  size_t dim, sx_metric metric, sx__index **out)
+static sx_status flat_deserialize(const void *data,
+                                  size_t len,
+                                  const float *vecs,
+                                  size_t n,
+                                  size_t dim,
+                                  sx_metric metric,
+                                  sx__index **out)
 {
     const uint8_t *h = data;
     if (!h || len != FLAT_HDR_LEN)
         return sx__err(SX_ECORRUPT, "FLAT: header is %zu bytes, want %u", len, FLAT_HDR_LEN);
-    if (memcmp(h, FLAT_MAGIC, 4) != 0)
+    if (memcmp(h, flat_magic, sizeof flat_magic) != 0)
         return sx__err(SX_ECORRUPT, "FLAT: bad magic");
     if (sx__le32(h + 24) != sx__crc32c(0, h, 24))
         return sx__err(SX_ECORRUPT, "FLAT: header checksum mismatch");
