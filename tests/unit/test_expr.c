@@ -1363,10 +1363,13 @@ static int gprec(const gn *g)
     }
 }
 
-static void gprint(gbuf *b, const gn *g);
+static void gprint(gbuf *b, const gn *g, int follow);
 
-/* prints child c of an operator of precedence prec; right: c is a right operand */
-static void gchild(gbuf *b, const gn *c, int prec, bool right)
+/* Prints child c of an operator of precedence prec; right: c is its right operand; follow: the
+ * precedence of the operator printed right after c (0: none). A prefix operator's operand takes
+ * every following operator that binds tighter than unary (`**`, like), as in Milvus's grammar,
+ * so a prefix child followed by one needs parentheses. */
+static void gchild(gbuf *b, const gn *c, int prec, bool right, int follow)
 {
     int cp = gprec(c);
     bool prefix = cp == 12;
@@ -1375,17 +1378,22 @@ static void gchild(gbuf *b, const gn *c, int prec, bool right)
         par = true;
     if (prec == 12 && !prefix && cp < 13)
         par = true;
+    if (prefix && follow >= 13)
+        par = true;
     if (rnd(12) == 0)
         par = true;
-    if (par)
+    if (par) {
         put(b, "(");
-    gprint(b, c);
-    if (par)
+        gprint(b, c, 0);
         put(b, ")");
+    } else {
+        gprint(b, c, follow);
+    }
 }
 
-static void gprint(gbuf *b, const gn *g)
+static void gprint(gbuf *b, const gn *g, int follow)
 {
+    int pr = gprec(g);
     switch (g->kind) {
     case G_FIELD:
         put(b, "%s", fnames[g->field]);
@@ -1402,70 +1410,73 @@ static void gprint(gbuf *b, const gn *g)
         put_str(b, g->s, g->slen);
         break;
     case G_BOOL: {
-        static const char *const t[] = { "true", "True", "TRUE" }, *const f[] = { "false", "False", "FALSE" };
+        static const char *const t[] = { "true", "True", "TRUE" },
+                                 *const f[] = { "false", "False", "FALSE" };
         put(b, "%s", g->bv ? t[rnd(3)] : f[rnd(3)]);
         break;
     }
     case G_NEG:
         put(b, "- ");
-        gchild(b, g->a, 12, false);
+        gchild(b, g->a, 12, false, follow);
         break;
     case G_NOT: {
         static const char *const t[] = { "not ", "NOT ", "!" };
         put(b, "%s", t[rnd(3)]);
-        gchild(b, g->a, 12, false);
+        gchild(b, g->a, 12, false, follow);
         break;
     }
     case G_ARITH:
-        gchild(b, g->a, gprec(g), false);
+        gchild(b, g->a, pr, false, pr);
         put(b, " %s ", aops[g->op]);
-        gchild(b, g->b, gprec(g), true);
+        gchild(b, g->b, pr, true, follow);
         break;
     case G_CMP:
-        gchild(b, g->a, gprec(g), false);
+        gchild(b, g->a, pr, false, pr);
         put(b, " %s ", gops[g->op]);
-        gchild(b, g->b, gprec(g), true);
+        gchild(b, g->b, pr, true, follow);
         break;
     case G_RANGE:
-        gchild(b, g->a, 7, false);
+        gchild(b, g->a, 7, false, 7);
         put(b, " %s ", gops[g->op]);
-        gchild(b, g->b, 7, true);
+        gchild(b, g->b, 7, true, 7);
         put(b, " %s ", gops[g->op2]);
-        gchild(b, g->c, 7, true);
+        gchild(b, g->c, 7, true, follow);
         break;
     case G_IN: {
-        static const char *const in[] = { " in ", " IN " }, *const nin[] = { " not in ", " NOT IN " };
-        gchild(b, g->a, 8, false);
+        static const char *const in[] = { " in ", " IN " },
+                                 *const nin[] = { " not in ", " NOT IN " };
+        gchild(b, g->a, 8, false, 8);
         put(b, "%s[", g->neg ? nin[rnd(2)] : in[rnd(2)]);
         for (int j = 0; j < g->n_list; j++) {
             if (j)
                 put(b, ",%s", rnd(2) ? " " : "");
-            gprint(b, g->list[j]);
+            gprint(b, g->list[j], 0);
         }
         put(b, "%s]", g->n_list && rnd(4) == 0 ? "," : "");
         break;
     }
     case G_LIKE:
-        gchild(b, g->a, 14, false);
+        gchild(b, g->a, 14, false, 14);
         put(b, " %s ", rnd(2) ? "like" : "LIKE");
         put_str(b, g->s, g->slen);
         break;
     case G_AND: {
         static const char *const t[] = { " and ", " AND ", " && " };
-        gchild(b, g->a, 2, false);
+        gchild(b, g->a, 2, false, 2);
         put(b, "%s", t[rnd(3)]);
-        gchild(b, g->b, 2, true);
+        gchild(b, g->b, 2, true, follow);
         break;
     }
     case G_OR: {
         static const char *const t[] = { " or ", " OR ", " || " };
-        gchild(b, g->a, 1, false);
+        gchild(b, g->a, 1, false, 1);
         put(b, "%s", t[rnd(3)]);
-        gchild(b, g->b, 1, true);
+        gchild(b, g->b, 1, true, follow);
         break;
     }
     default: /* G_ISNULL */
-        put(b, "%s %s", fnames[g->field], g->neg ? (rnd(2) ? "is not null" : "IS NOT NULL") : (rnd(2) ? "is null" : "IS NULL"));
+        put(b, "%s %s", fnames[g->field],
+            g->neg ? (rnd(2) ? "is not null" : "IS NOT NULL") : (rnd(2) ? "is null" : "IS NULL"));
         break;
     }
 }
@@ -1696,7 +1707,7 @@ static size_t gen_expr(uint64_t s, gbuf *b, gn **root)
     b->n = 0;
     b->s[0] = '\0';
     *root = gen_bool(1 + (int)rnd(4));
-    gprint(b, *root);
+    gprint(b, *root, 0);
     return b->n;
 }
 
