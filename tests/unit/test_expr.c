@@ -84,7 +84,7 @@ static void make_table(uint64_t seed)
                                     ((int64_t)1 << 53) + 1,
                                     -((int64_t)1 << 53) - 1,
                                     1000000007 };
-    static const double ds[] = { NAN, INFINITY, -INFINITY, -0.0, 0.0, 9007199254740992.0,
+    static const double ds[] = { (double)NAN, (double)INFINITY, -(double)INFINITY, -0.0, 0.0, 9007199254740992.0,
                                  9007199254740994.0, 1e300, 2.5, -2.5, 1.5, 100.0 };
     for (size_t i = 0; i < NROWS; i++) {
         row *r = &rows[i];
@@ -557,7 +557,8 @@ static void expect_str_lit(const char *lit, const char *want, size_t want_len)
 static void expect_dbl_lit(const char *lit, double want)
 {
     /* one row holding `want` and its neighbours: only the exact value matches */
-    double vals[3] = { nextafter(want, -INFINITY), want, nextafter(want, INFINITY) };
+    double vals[3] = { nextafter(want, -(double)INFINITY), want,
+                       nextafter(want, (double)INFINITY) };
     sx__colref c[NF];
     memcpy(c, cols, sizeof c);
     c[F_D].f64 = vals;

@@ -11,8 +11,10 @@
  *   3. insert_base    sx_insert in batches of --batch rows                       -> insert_s
  *   4. ensure_gt      without --gt: exact top-k through the engine, in batches of GT_BATCH
  *                     queries (the index does not exist yet, so every search is exact and the
- *                     engine can use BLAS). Written to --gt / --gt-dist when those name files
- *                     that do not exist yet (a cache for the next run); not timed
+ *                     engine can use BLAS); the distances of the ids found are then recomputed
+ *                     in double and each row re-sorted (rescore_gt). Written to --gt / --gt-dist
+ *                     when those name files that do not exist yet (a cache for the next run);
+ *                     not timed
  *   5. build_index    sx_index_create + sx_flush + sx_index_wait                  -> build_s
  *                     load_s = insert_s + build_s (VectorDBBench's load_duration)
  *   6. run_all        per search-param value: every query once, one query per call, from one
