@@ -110,6 +110,10 @@ typedef struct sx_db_options {
     uint32_t search_threads;    /* threads for batched searches (0: all cores) */
     sx_sync_mode sync_mode;
     bool read_only;             /* open for inspection (sextant info): no WAL writes, no builds */
+    /* Bytes one index build may allocate (0: unlimited). A build that would exceed it works
+     * within it (DISKANN partitions its build) or fails cleanly (state FAILED, fail_reason says
+     * so); it is never OOM-killed. Milvus: index_build_memory_limit. */
+    uint64_t index_build_memory_limit;
 } sx_db_options;
 
 /* Opens (creating if needed) the database in directory `dir`, recovering every collection from
@@ -270,6 +274,10 @@ typedef struct sx_index_info {
     uint64_t memory_bytes;   /* bytes held by built indexes (graphs; vectors are counted in the collection) */
     char params[256];        /* build params, "M=16,efConstruction=200" */
     char fail_reason[256];
+    uint64_t building_rows;  /* rows processed so far by the build running now (0 if none) */
+    uint64_t disk_bytes;     /* bytes of index files on disk (all segments) */
+    uint64_t read_ios;       /* read I/Os by file-backed indexes (DISKANN), cumulative since open */
+    uint64_t read_bytes;     /* bytes read by file-backed indexes, cumulative since open */
 } sx_index_info;
 
 /* Creates the collection's index (one per collection). Builds run in the background, one job per

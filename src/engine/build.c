@@ -66,6 +66,14 @@ static void publish(sx__segment *s, sx__idxref *r)
     sx__idxref_unref(old);
 }
 
+/* A file-backed index reads its own copy of the vectors: drop the segment's mapped vectors from
+ * this process's resident set (they come back on demand, e.g. for an exact filtered scan). */
+static void release_vectors(const sx_collection *c, sx__segment *s, const sx__index_ops *ops)
+{
+    if (ops->reads_own_vectors && s->map && s->mapped_field == c->vf)
+        sx__fs_unneeded(s->chunks[c->vf][0], atomic_load(&s->n_rows) * c->dim * sizeof(float));
+}
+
 static void clear_pending(sx__segment *s)
 {
     pthread_mutex_lock(&s->idx_mu);
@@ -105,11 +113,23 @@ static void run_job(sx_db *db, sx__job *j)
     sx__idxref *r = sx__calloc(1, sizeof *r);
     sx_status st = ok && r ? SX_OK : sx__err(SX_ENOMEM, "index build");
     size_t n = atomic_load(&s->n_rows);
-    atomic_size_t progress;
-    atomic_init(&progress, 0);
+    char prefix[4096];
+    sx__idx_prefix(c, prefix, sizeof prefix, s->id);
+    atomic_store(&db->build_progress, 0);
     sx__build_ctx ctx = { db->opts.build_threads ? db->opts.build_threads
                                                  : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN),
-                          &progress, &db->cancel_build };
+                          &db->build_progress, &db->cancel_build,
+                          db->opts.index_build_memory_limit, prefix, s->id };
+    if (st == SX_OK && db->opts.index_build_memory_limit && ops->estimate_build_bytes &&
+        !ops->reads_own_vectors) {
+        uint64_t need = ops->estimate_build_bytes(params, np, n, c->dim);
+        if (need > db->opts.index_build_memory_limit)
+            st = sx__err(SX_ENOMEM,
+                         "building %s on %zu rows needs about %llu bytes, over "
+                         "index_build_memory_limit=%llu",
+                         ops->name, n, (unsigned long long)need,
+                         (unsigned long long)db->opts.index_build_memory_limit);
+    }
     if (st == SX_OK)
         st = ops->build(params, np, s->chunks[c->vf][0], n, c->dim, c->metric, &ctx, &r->idx);
     if (st == SX_OK) {
@@ -133,6 +153,7 @@ static void run_job(sx_db *db, sx__job *j)
         pthread_rwlock_unlock(&c->seg_lock);
         if (same) {
             publish(s, r);
+            release_vectors(c, s, ops);
             r = NULL;
         } else {
             clear_pending(s);
@@ -170,8 +191,14 @@ static void *builder_main(void *arg)
         db->jobs_head = j->next;
         if (!db->jobs_head)
             db->jobs_tail = NULL;
+        db->building = j->c;
         pthread_mutex_unlock(&db->mu);
         run_job(db, j);
+        pthread_mutex_lock(&db->mu);
+        db->building = NULL;
+        if (!db->stopping)
+            atomic_store(&db->cancel_build, false); /* a drop's cancel ends with its job */
+        pthread_mutex_unlock(&db->mu);
         notify(j->c);
         sx__seg_unref(j->s);
         sx__coll_unref(j->c);
@@ -217,6 +244,51 @@ void sx__builder_stop(sx_db *db)
     db->has_builder = false;
 }
 
+void sx__idx_prefix(const sx_collection *c, char *buf, size_t n, uint64_t id)
+{
+    (void)snprintf(buf, n, "%s/seg-%020" PRIu64, c->dir, id);
+}
+
+void sx__build_cancel_coll(sx_db *db, sx_collection *c)
+{
+    sx__job *drop = NULL;
+    pthread_mutex_lock(&db->mu);
+    sx__job **pp = &db->jobs_head;
+    db->jobs_tail = NULL;
+    while (*pp) {
+        sx__job *j = *pp;
+        if (j->c == c) {
+            *pp = j->next;
+            j->next = drop;
+            drop = j;
+        } else {
+            db->jobs_tail = j;
+            pp = &j->next;
+        }
+    }
+    if (db->building == c)
+        atomic_store(&db->cancel_build, true);
+    pthread_mutex_unlock(&db->mu);
+    while (drop) {
+        sx__job *j = drop;
+        drop = j->next;
+        clear_pending(j->s);
+        sx__seg_unref(j->s);
+        sx__coll_unref(j->c);
+        sx__free(j);
+    }
+    /* wait for a running build of c to notice */
+    for (;;) {
+        pthread_mutex_lock(&db->mu);
+        bool busy = db->building == c;
+        pthread_mutex_unlock(&db->mu);
+        if (!busy)
+            break;
+        struct timespec ts = { 0, 2000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
 void sx__seg_attach_index(sx_collection *c, sx__segment *s)
 {
     pthread_rwlock_rdlock(&c->seg_lock);
@@ -231,14 +303,23 @@ void sx__seg_attach_index(sx_collection *c, sx__segment *s)
     void *payload = NULL;
     size_t len = 0;
     size_t n = atomic_load(&s->n_rows);
+    char prefix[4096];
+    sx__idx_prefix(c, prefix, sizeof prefix, s->id);
     if (sx__fs_exists(path) &&
         sx__idxfile_read(path, ops->name, pstr, n, c->dim, &payload, &len) == SX_OK) {
         sx__idxref *r = sx__calloc(1, sizeof *r);
-        if (r && ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric,
-                                  &r->idx) == SX_OK) {
+        sx_status lst = SX_ENOMEM;
+        if (r && ops->load_files)
+            lst = ops->load_files(payload, len, prefix, s->chunks[c->vf][0], n, c->dim,
+                                  c->metric, &r->idx);
+        else if (r)
+            lst = ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric,
+                                   &r->idx);
+        if (lst == SX_OK) {
             r->ops = ops;
             atomic_init(&r->refs, 1);
             publish(s, r);
+            release_vectors(c, s, ops);
             sx__free(payload);
             return;
         }
@@ -362,19 +443,21 @@ sx_status sx_index_drop(sx_collection *c)
         pthread_mutex_unlock(&c->flush_mu);
         return sx__err(SX_ENOTFOUND, "collection %s has no index", c->name);
     }
+    const sx__index_ops *old_ops = c->iops;
     pthread_mutex_lock(&c->write_mu);
     pthread_rwlock_wrlock(&c->seg_lock);
     free_spec(c);
     pthread_rwlock_unlock(&c->seg_lock);
     pthread_mutex_unlock(&c->write_mu);
+    sx__build_cancel_coll(c->db, c);
     sx_status st = sx__write_manifest(c, NULL);
-    sx__coll_drop_indexes(c);
+    sx__coll_drop_indexes(c, old_ops);
     pthread_mutex_unlock(&c->flush_mu);
     notify(c);
     return st;
 }
 
-void sx__coll_drop_indexes(sx_collection *c)
+void sx__coll_drop_indexes(sx_collection *c, const sx__index_ops *ops)
 {
     pthread_rwlock_rdlock(&c->seg_lock);
     for (size_t i = 0; i < c->n_segs; i++) {
@@ -387,6 +470,10 @@ void sx__coll_drop_indexes(sx_collection *c)
         char path[4096];
         sx__coll_path(c, path, sizeof path, "idx", s->id);
         sx__ignore(sx__fs_unlink(path));
+        if (ops && ops->remove_files) {
+            sx__idx_prefix(c, path, sizeof path, s->id);
+            ops->remove_files(path);
+        }
     }
     pthread_rwlock_unlock(&c->seg_lock);
 }
@@ -405,14 +492,27 @@ sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
             continue;
         pthread_mutex_lock(&s->idx_mu);
         if (s->index) {
+            const sx__index_ops *o = s->index->ops;
             out->indexed_rows += n;
-            out->memory_bytes += s->index->ops->memory_bytes(s->index->idx);
+            out->memory_bytes += o->memory_bytes(s->index->idx);
+            if (o->disk_bytes)
+                out->disk_bytes += o->disk_bytes(s->index->idx);
+            if (o->io_stats) {
+                uint64_t ios = 0, bytes = 0;
+                o->io_stats(s->index->idx, &ios, &bytes);
+                out->read_ios += ios;
+                out->read_bytes += bytes;
+            }
         } else {
             all = false;
         }
         pthread_mutex_unlock(&s->idx_mu);
     }
     out->pending_rows = out->total_rows - out->indexed_rows;
+    pthread_mutex_lock(&c->db->mu);
+    if (c->db->building == c)
+        out->building_rows = atomic_load_explicit(&c->db->build_progress, memory_order_relaxed);
+    pthread_mutex_unlock(&c->db->mu);
     if (!c->iops)
         out->state = SX_INDEX_NONE;
     else if (c->fail_reason[0])

@@ -161,12 +161,14 @@ static sx_status load_segments(sx_collection *c, const sx__manifest *m)
         char path[4096];
         uint64_t n = 0;
         sx__segcol *cols = NULL;
+        sx__segmap map = { NULL, 0 };
         sx__coll_path(c, path, sizeof path, "sxs", m->segs[i].id);
-        st = sx__segfile_read(path, m->segs[i].id, expect, c->n_fields, &n, &cols);
+        st = sx__segfile_read(path, m->segs[i].id, expect, c->n_fields, &n, &cols, &map);
         if (st != SX_OK)
             break;
         if (n != m->segs[i].n_rows) {
             sx__segcols_free(cols, c->n_fields, n);
+            sx__fs_unmap(map.addr, map.len);
             st = sx__err(SX_ECORRUPT, "%s: row count differs from the manifest", path);
             break;
         }
@@ -174,9 +176,11 @@ static sx_status load_segments(sx_collection *c, const sx__manifest *m)
         sx__segment *s = NULL;
         if (!data) {
             sx__segcols_free(cols, c->n_fields, n);
+            sx__fs_unmap(map.addr, map.len);
             st = sx__err(SX_ENOMEM, "open");
             break;
         }
+        bool borrowed = cols[c->vf].borrowed;
         for (size_t f = 0; f < c->n_fields; f++) {
             data[f] = cols[f].data;
             cols[f].data = NULL;
@@ -184,10 +188,19 @@ static sx_status load_segments(sx_collection *c, const sx__manifest *m)
         sx__segcols_free(cols, c->n_fields, n);
         st = sx__seg_new_sealed(c, m->segs[i].id, n, data, &s);
         if (st != SX_OK) {
+            /* XXX: the columns' memory leaks on this ENOMEM path */
+            sx__fs_unmap(map.addr, map.len);
             sx__free(data);
             break;
         }
         sx__free(data);
+        if (borrowed) {
+            s->map = map.addr;
+            s->map_len = map.len;
+            s->mapped_field = c->vf;
+        } else {
+            sx__fs_unmap(map.addr, map.len);
+        }
         s->persisted = true;
         c->segs[c->n_segs++] = s;
         if (m->segs[i].del_gen) {
@@ -233,8 +246,9 @@ static void collect_garbage(sx_collection *c)
             sx__segment *s = sx__find_seg(c, id);
             keep = s && s != c->growing && s->del_gen == gen;
         } else if (sscanf(names[i], "seg-%20" SCNu64 ".%15s", &id, tail) == 2) {
+            /* segment, index and file-backed index files of live sealed segments */
             sx__segment *s = sx__find_seg(c, id);
-            keep = s && s != c->growing && (strcmp(tail, "sxs") == 0 || strcmp(tail, "idx") == 0);
+            keep = s && s != c->growing && strstr(names[i], ".tmp") == NULL;
         }
         if (!keep) {
             char path[4096];
@@ -587,7 +601,7 @@ sx_status sx__coll_check(sx_collection *c)
         uint64_t n = 0;
         sx__segcol *cols = NULL;
         sx__coll_path(c, path, sizeof path, "sxs", m.segs[i].id);
-        st = sx__segfile_read(path, m.segs[i].id, expect, c->n_fields, &n, &cols);
+        st = sx__segfile_read(path, m.segs[i].id, expect, c->n_fields, &n, &cols, NULL);
         sx__segcols_free(cols, c->n_fields, n);
         if (st != SX_OK)
             break;
@@ -749,6 +763,10 @@ sx_status sx_compact(sx_collection *c)
             sx__ignore(sx__fs_unlink(path));
             sx__coll_path(c, path, sizeof path, "idx", old->id);
             sx__ignore(sx__fs_unlink(path));
+            if (c->iops && c->iops->remove_files) {
+                sx__idx_prefix(c, path, sizeof path, old->id);
+                c->iops->remove_files(path);
+            }
             if (old->del_gen) {
                 del_path(c, path, sizeof path, old->id, old->del_gen);
                 sx__ignore(sx__fs_unlink(path));

@@ -257,6 +257,8 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
     }
     db->colls[pos] = db->colls[--db->n_colls];
     pthread_mutex_unlock(&db->mu);
+    atomic_store(&c->dropped, true);
+    sx__build_cancel_coll(db, c);
     pthread_mutex_lock(&c->flush_mu);
     pthread_mutex_lock(&c->write_mu);
     atomic_store(&c->dropped, true);

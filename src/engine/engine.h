@@ -46,6 +46,9 @@ typedef struct sx__segment {
     size_t n_fields;
     void ***chunks;          /* [field][chunk]; sealed: one chunk per field */
     bool *types_is_str;      /* per field: VARCHAR (strings owned by the segment) */
+    void *map;               /* sealed from a file: read-only mapping of the segment file */
+    size_t map_len;
+    size_t mapped_field;     /* the field whose chunk points into `map` (the vectors) */
     uint64_t *deleted;       /* cap_rows bits, atomic bit ops (bitset.h) */
     atomic_size_t n_deleted;
     /* guarded by the collection's write_mu */
@@ -120,8 +123,9 @@ struct sx_db {
     bool stopping;
     bool has_builder;
     pthread_t builder;
-    atomic_bool cancel_build;
-    sx_collection *building;    /* guarded by mu: collection of the running job */
+    atomic_bool cancel_build;   /* set by close and by an index drop of the running job's coll. */
+    sx_collection *building;    /* guarded by mu: collection of the running job (or NULL) */
+    atomic_size_t build_progress; /* rows done by the running job (relaxed) */
 };
 
 /* A consistent set of segments for one read (search/query/count/get). */
@@ -195,7 +199,11 @@ SX_NODISCARD sx_status sx__builder_start(sx_db *db);
 void sx__builder_stop(sx_db *db);
 /* Loads the index file of a sealed segment if it matches the spec; else queues a build. */
 void sx__seg_attach_index(sx_collection *c, sx__segment *s);
-void sx__coll_drop_indexes(sx_collection *c);
+void sx__coll_drop_indexes(sx_collection *c, const sx__index_ops *ops);
+/* Cancels queued and running builds of c (index drop, collection drop). */
+void sx__build_cancel_coll(sx_db *db, sx_collection *c);
+/* <dir>/seg-<id> : prefix under which file-backed indexes keep their files */
+void sx__idx_prefix(const sx_collection *c, char *buf, size_t n, uint64_t id);
 
 /* WAL record types */
 enum { SX__REC_INSERT = 1, SX__REC_UPSERT = 2, SX__REC_DELETE = 3 };

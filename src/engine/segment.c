@@ -14,6 +14,7 @@
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
+#include "platform/fs.h"
 
 size_t sx__field_width(const sx_collection *c, size_t f)
 {
@@ -102,7 +103,7 @@ static void seg_free(sx__segment *s)
     for (size_t f = 0; f < s->n_fields; f++) {
         for (size_t ch = 0; ch < s->n_chunks; ch++) {
             void *p = s->chunks[f][ch];
-            if (!p)
+            if (!p || (s->map && f == s->mapped_field))
                 continue;
             if (s->types_is_str && s->types_is_str[f]) {
                 char **strs = p;
@@ -120,6 +121,7 @@ static void seg_free(sx__segment *s)
     sx__free(s->chunks);
     sx__free(s->types_is_str);
     sx__free(s->deleted);
+    sx__fs_unmap(s->map, s->map_len);
     if (s->index)
         sx__idxref_unref(s->index);
     pthread_mutex_destroy(&s->idx_mu);
@@ -218,6 +220,8 @@ size_t sx__seg_memory(const sx_collection *c, const sx__segment *s)
         for (size_t ch = 0; ch < s->n_chunks; ch++)
             if (s->chunks[f][ch])
                 allocated++;
+        if (s->map && f == s->mapped_field)
+            continue; /* file-backed pages: reclaimable page cache, not heap */
         bytes += allocated * s->chunk_rows * sx__field_width(c, f);
         if (c->types[f] == SX_FIELD_VARCHAR)
             for (size_t r = 0; r < n; r++)

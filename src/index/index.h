@@ -26,6 +26,15 @@ typedef struct sx__build_ctx {
     uint32_t threads;                 /* worker threads (>= 1) */
     atomic_size_t *progress;          /* optional: rows inserted so far (relaxed stores) */
     const atomic_bool *cancel;        /* optional: build returns SX_ECANCELED when set */
+    /* Bytes the build may allocate in total (0 = unlimited). An index that cannot work within
+     * it returns SX_ENOMEM with a message naming the limit BEFORE allocating (see
+     * estimate_build_bytes); DISKANN adapts its build to fit instead. */
+    uint64_t memory_limit_bytes;
+    /* File-backed indexes (DISKANN) write their files as <file_prefix>.<ext>; NULL = in-memory
+     * only (tests may pass a temporary prefix). Files must be durable (fsynced) when build
+     * returns. */
+    const char *file_prefix;
+    uint64_t seed;                    /* k-means / sampling seed (0: a fixed default) */
 } sx__build_ctx;
 
 typedef struct sx__index_ops {
@@ -46,6 +55,24 @@ typedef struct sx__index_ops {
                              size_t dim, sx_metric metric, sx__index **out);
     size_t (*memory_bytes)(const sx__index *idx); /* excluding the borrowed vectors */
     void (*free)(sx__index *idx);
+
+    /* ---- optional members (NULL when not applicable) ---- */
+    /* Peak bytes build would allocate for n x dim with these params (for memory limits). */
+    uint64_t (*estimate_build_bytes)(const sx_param *p, size_t np, size_t n, size_t dim);
+    /* File-backed load: like deserialize, plus the prefix the build wrote its files under.
+     * When set, the engine calls it instead of deserialize. */
+    sx_status (*load_files)(const void *data, size_t len, const char *file_prefix,
+                            const float *vecs, size_t n, size_t dim, sx_metric metric,
+                            sx__index **out);
+    /* Deletes the index's files (index drop, segment compaction). */
+    void (*remove_files)(const char *file_prefix);
+    /* Bytes of the index's own files on disk. */
+    uint64_t (*disk_bytes)(const sx__index *idx);
+    /* Cumulative read I/Os and bytes since load (thread-safe, relaxed counters). */
+    void (*io_stats)(const sx__index *idx, uint64_t *ios, uint64_t *bytes);
+    /* True when the index does not need the segment's vectors in RAM (DISKANN reads them from
+     * its own sectors); the engine may then leave them unloaded. */
+    bool reads_own_vectors;
 } sx__index_ops;
 
 /* Registry: returns the ops for a type name (case-insensitive; "AUTOINDEX" -> HNSW) or NULL. */
@@ -53,6 +80,13 @@ const sx__index_ops *sx__index_lookup(const char *type);
 
 extern const sx__index_ops sx__flat_index_ops;
 extern const sx__index_ops sx__hnsw_index_ops;
+/* Index families implemented in their own directories. Declared weak so the registry links while
+ * a family is being written; sx__index_lookup skips any that is absent. */
+extern const sx__index_ops sx__ivf_flat_index_ops __attribute__((weak));
+extern const sx__index_ops sx__ivf_sq8_index_ops __attribute__((weak));
+extern const sx__index_ops sx__ivf_pq_index_ops __attribute__((weak));
+extern const sx__index_ops sx__hnsw_sq_index_ops __attribute__((weak));
+extern const sx__index_ops sx__diskann_index_ops __attribute__((weak));
 
 /* Helpers for parsing Milvus-style numeric params. Returns SX_OK and *out = def when absent;
  * SX_EINVAL "<key> must be an integer in [lo, hi]" when present but invalid. Keys match

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -600,4 +601,47 @@ sx_status sx__fs_lock(const char *path, sx__file **out)
     }
     *out = f;
     return SX_OK;
+}
+
+sx_status sx__fs_map(const char *path, void **addr, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sx__err_errno(errno, "open %s", path);
+    struct stat stt;
+    if (fstat(fd, &stt) != 0) {
+        int e = errno;
+        close(fd);
+        return sx__err_errno(e, "stat %s", path);
+    }
+    if (stt.st_size == 0) {
+        close(fd);
+        *addr = NULL;
+        *len = 0;
+        return SX_OK;
+    }
+    void *p = mmap(NULL, (size_t)stt.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return sx__err_errno(e, "mmap %s", path);
+    *addr = p;
+    *len = (size_t)stt.st_size;
+    return SX_OK;
+}
+
+void sx__fs_unmap(void *addr, size_t len)
+{
+    if (addr && len)
+        munmap(addr, len);
+}
+
+void sx__fs_unneeded(void *addr, size_t len)
+{
+    if (!addr || !len)
+        return;
+    uintptr_t start = ((uintptr_t)addr + 4095) & ~(uintptr_t)4095;
+    uintptr_t end = ((uintptr_t)addr + len) & ~(uintptr_t)4095;
+    if (end > start)
+        (void)madvise((void *)start, end - start, MADV_DONTNEED);
 }

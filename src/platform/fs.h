@@ -56,6 +56,14 @@ SX_NODISCARD sx_status sx__fs_list(const char *dir, char ***names, size_t *n);
 /* Takes an exclusive advisory lock (flock) on path (created if needed); SX_EBUSY if held. */
 SX_NODISCARD sx_status sx__fs_lock(const char *path, sx__file **out);
 
+/* Maps a whole file read-only (MAP_PRIVATE). *addr is page aligned; unmap with sx__fs_unmap.
+ * An empty file maps to addr NULL, len 0. Errors: SX_EIO, SX_ENOTFOUND. */
+SX_NODISCARD sx_status sx__fs_map(const char *path, void **addr, size_t *len);
+void sx__fs_unmap(void *addr, size_t len);
+/* Tells the kernel the range will not be needed soon (drops it from this process's RSS; the
+ * pages stay in the page cache). */
+void sx__fs_unneeded(void *addr, size_t len);
+
 /* ---- fault injection (tests) ---- */
 typedef enum sx__fault_op {
     SX__FAULT_WRITE = 0, /* append / pwrite */

@@ -3,7 +3,9 @@
  *
  * Segment file layout (little-endian):
  *   header: "SXSEG001" | u32 version(1) | u32 n_cols | u64 seg_id | u64 n_rows | u32 crc(header)
- *   per column: u32 name_len | name | u8 type | u32 dim | u64 data_len | u32 crc(data) | data
+ *   per column: u32 name_len | name | u8 type | u32 dim | u64 data_len | u32 crc(data) |
+ *               zero padding to the next 64-byte file offset | data
+ * The padding lets a reader map the file and use the vector column in place (aligned floats).
  * Invariants: (1) data_len equals the size implied by type, dim and n_rows (VARCHAR: offsets must be
  * non-decreasing and end at the byte length); (2) the file ends right after the last column.
  */
@@ -83,6 +85,8 @@ sx_status sx__segfile_write(const char *path, uint64_t seg_id, uint64_t n_rows,
         size_t len_off = w.len;
         sx__wbuf_u64(&w, 0);
         sx__wbuf_u32(&w, 0);
+        static const uint8_t zeros[64];
+        sx__wbuf_put(&w, zeros, (64 - w.len % 64) % 64);
         size_t data_off = w.len;
         if (c->type == SX_FIELD_VARCHAR) {
             char *const *s = c->data;
@@ -135,6 +139,8 @@ void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows)
             for (uint64_t r = 0; r < n_rows; r++)
                 sx__free(s[r]);
             sx__free(s);
+        } else if (cols[i].borrowed) {
+            /* in a mapping owned by the caller */
         } else if (cols[i].type == SX_FIELD_FLOAT_VECTOR) {
             sx__free_aligned(cols[i].data);
         } else {
@@ -145,7 +151,7 @@ void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows)
 }
 
 static sx_status decode_col(const char *path, sx__segcol *c, const uint8_t *d, uint64_t dlen,
-                            uint64_t n)
+                            uint64_t n, bool borrow)
 {
     if (c->type == SX_FIELD_VARCHAR) {
         if (dlen < (n + 1) * 8 || n > dlen / 8)
@@ -175,6 +181,11 @@ static sx_status decode_col(const char *path, sx__segcol *c, const uint8_t *d, u
     size_t width = fixed_width(c->type, c->dim);
     if (width == 0 || dlen != n * width)
         return sx__err(SX_ECORRUPT, "%s: column %s length mismatch", path, c->name);
+    if (borrow && c->type == SX_FIELD_FLOAT_VECTOR && ((uintptr_t)d & 63) == 0) {
+        c->data = (void *)(uintptr_t)d;
+        c->borrowed = true;
+        return SX_OK;
+    }
     void *out = c->type == SX_FIELD_FLOAT_VECTOR ? sx__malloc_aligned(dlen) : sx__malloc(dlen);
     if (!out)
         return sx__err(SX_ENOMEM, "loading %s", path);
@@ -193,13 +204,14 @@ static sx_status decode_col(const char *path, sx__segcol *c, const uint8_t *d, u
 }
 
 sx_status sx__segfile_read(const char *path, uint64_t seg_id, const sx__segcol *expect,
-                           size_t n_cols, uint64_t *n_rows_out, sx__segcol **cols_out)
+                           size_t n_cols, uint64_t *n_rows_out, sx__segcol **cols_out,
+                           sx__segmap *map)
 {
     void *data = NULL;
     size_t len = 0;
     sx__segcol *cols = NULL;
     uint64_t n_rows = 0;
-    sx_status st = sx__fs_read_all(path, MAX_FILE, &data, &len);
+    sx_status st = sx__fs_map(path, &data, &len);
     if (st != SX_OK)
         return st;
     sx__rbuf r;
@@ -229,9 +241,17 @@ sx_status sx__segfile_read(const char *path, uint64_t seg_id, const sx__segcol *
             st = sx__err(SX_ENOMEM, "loading %s", path);
             goto fail;
         }
+        size_t pad = (64 - r.off % 64) % 64;
+        const uint8_t *padding = sx__rbuf_bytes(&r, pad);
         if (!sx__rbuf_ok(&r) || dlen > sx__rbuf_left(&r)) {
             st = sx__err(SX_ECORRUPT, "%s: truncated column %zu", path, i);
             goto fail;
+        }
+        for (size_t q = 0; q < pad; q++) {
+            if (padding[q] != 0) {
+                st = sx__err(SX_ECORRUPT, "%s: column %zu has non-zero padding", path, i);
+                goto fail;
+            }
         }
         if (strcmp(cols[i].name, expect[i].name) != 0 || cols[i].type != expect[i].type ||
             cols[i].dim != expect[i].dim) {
@@ -243,7 +263,7 @@ sx_status sx__segfile_read(const char *path, uint64_t seg_id, const sx__segcol *
             st = sx__err(SX_ECORRUPT, "%s: column %s checksum mismatch", path, cols[i].name);
             goto fail;
         }
-        st = decode_col(path, &cols[i], d, dlen, n_rows);
+        st = decode_col(path, &cols[i], d, dlen, n_rows, map != NULL);
         if (st != SX_OK)
             goto fail;
     }
@@ -251,13 +271,23 @@ sx_status sx__segfile_read(const char *path, uint64_t seg_id, const sx__segcol *
         st = sx__err(SX_ECORRUPT, "%s: trailing bytes", path);
         goto fail;
     }
-    sx__free(data);
+    bool any_borrowed = false;
+    for (size_t i = 0; i < n_cols; i++)
+        any_borrowed |= cols[i].borrowed;
+    if (map && any_borrowed) {
+        map->addr = data;
+        map->len = len;
+    } else {
+        if (map)
+            map->addr = NULL, map->len = 0;
+        sx__fs_unmap(data, len);
+    }
     *n_rows_out = n_rows;
     *cols_out = cols;
     return SX_OK;
 fail:
     sx__segcols_free(cols, n_cols, n_rows);
-    sx__free(data);
+    sx__fs_unmap(data, len);
     return st;
 }
 

@@ -15,6 +15,7 @@
 #ifndef SX_STORAGE_SEGFILE_H
 #define SX_STORAGE_SEGFILE_H
 #include <sextant.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,16 +25,26 @@ typedef struct sx__segcol {
     uint32_t dim;          /* vectors only */
     /* Data, n rows: int64_t*, double*, bool*, float* (n*dim, 64-byte aligned on read), char ** */
     void *data;
+    bool borrowed;         /* data points into a file mapping (not freed with the column) */
 } sx__segcol;
+
+/* A read-only file mapping that borrowed columns point into. */
+typedef struct sx__segmap {
+    void *addr;
+    size_t len;
+} sx__segmap;
 
 /* Writes the segment file atomically. cols[i].data hold n_rows values. */
 SX_NODISCARD sx_status sx__segfile_write(const char *path, uint64_t seg_id, uint64_t n_rows,
                                          const sx__segcol *cols, size_t n_cols);
 /* Reads a segment file: *cols (owned; free with sx__segcols_free) gets n_cols columns whose names,
- * types and dims must equal `expect` (same order); vectors are allocated with sx__malloc_aligned.
- */
+ * types and dims must equal `expect` (same order). The file is mapped; with map != NULL the
+ * vector column is left in the mapping (borrowed, 64-byte aligned, zero copy) and *map must be
+ * unmapped by the caller after the columns are freed; with map == NULL everything is copied
+ * (vectors with sx__malloc_aligned) and the mapping is released. Every CRC is verified. */
 SX_NODISCARD sx_status sx__segfile_read(const char *path, uint64_t seg_id, const sx__segcol *expect,
-                                        size_t n_cols, uint64_t *n_rows, sx__segcol **cols);
+                                        size_t n_cols, uint64_t *n_rows, sx__segcol **cols,
+                                        sx__segmap *map);
 void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows);
 
 SX_NODISCARD sx_status sx__delfile_write(const char *path, uint64_t seg_id, uint64_t n_rows,
