@@ -166,6 +166,11 @@ bool sx__pkmap_get_i(const sx__pkmap *m, int64_t k, uint64_t *seg, uint32_t *row
 bool sx__pkmap_get_s(const sx__pkmap *m, const char *k, uint64_t *seg, uint32_t *row);
 SX_NODISCARD sx_status sx__pkmap_put_i(sx__pkmap *m, int64_t k, uint64_t seg, uint32_t row);
 SX_NODISCARD sx_status sx__pkmap_put_s(sx__pkmap *m, const char *k, uint64_t seg, uint32_t row);
+/* Takes ownership of k (an sx__malloc'd string), also on failure. After a successful
+ * sx__pkmap_reserve(m, n), the next n puts of new keys do not allocate (put_i and put_s_take
+ * cannot fail then). */
+SX_NODISCARD sx_status sx__pkmap_put_s_take(sx__pkmap *m, char *k, uint64_t seg, uint32_t row);
+SX_NODISCARD sx_status sx__pkmap_reserve(sx__pkmap *m, size_t extra);
 void sx__pkmap_del_i(sx__pkmap *m, int64_t k);
 void sx__pkmap_del_s(sx__pkmap *m, const char *k);
 size_t sx__pkmap_count(const sx__pkmap *m);

@@ -215,41 +215,90 @@ static void mark_deleted(sx_collection *c, uint64_t seg_id, uint32_t row)
     }
 }
 
-/* Applies rows to the growing segment. Caller holds write_mu and has checked capacity. */
-static sx_status apply_rows(sx_collection *c, const rows *r, bool upsert)
+/* Step 1 of applying rows (caller holds write_mu, capacity checked): every allocation the apply
+ * needs — chunks, string copies in the (still invisible) cells past n_rows, primary-key copies
+ * and pk-map room — so that commit_rows cannot fail. On error nothing is visible and
+ * rollback_rows has been done. */
+typedef struct prepared {
+    char **keys; /* VARCHAR primary keys, owned until commit hands them to the pk map */
+} prepared;
+
+static void rollback_rows(sx_collection *c, const rows *r, prepared *p)
 {
     sx__segment *g = c->growing;
     size_t base = atomic_load_explicit(&g->n_rows, memory_order_relaxed);
-    /* allocate chunks first so nothing below fails halfway (except string copies) */
     for (size_t f = 0; f < c->n_fields; f++) {
-        for (size_t row = base; row < base + r->n; row += 1) {
-            size_t ch = row / g->chunk_rows;
-            if (!g->chunks[f][ch]) {
-                g->chunks[f][ch] = sx__malloc_aligned(g->chunk_rows * sx__field_width(c, f));
-                if (!g->chunks[f][ch])
-                    return sx__err(SX_ENOMEM, "growing segment");
-                if (c->types[f] == SX_FIELD_VARCHAR)
-                    memset(g->chunks[f][ch], 0, g->chunk_rows * sizeof(char *));
-            }
-            row = (ch + 1) * g->chunk_rows - 1; /* jump to the chunk's last row */
+        if (c->types[f] != SX_FIELD_VARCHAR)
+            continue;
+        for (size_t i = 0; i < r->n; i++) {
+            size_t ch = (base + i) / g->chunk_rows;
+            if (!g->chunks[f][ch])
+                break;
+            char **cell = sx__seg_cell(g, f, base + i, sizeof(char *));
+            sx__free(*cell);
+            *cell = NULL;
         }
+    }
+    if (p->keys)
+        for (size_t i = 0; i < r->n; i++)
+            sx__free(p->keys[i]);
+    sx__free(p->keys);
+    p->keys = NULL;
+}
+
+static sx_status prepare_rows(sx_collection *c, const rows *r, prepared *p)
+{
+    sx__segment *g = c->growing;
+    size_t base = atomic_load_explicit(&g->n_rows, memory_order_relaxed);
+    p->keys = NULL;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        for (size_t ch = base / g->chunk_rows; ch <= (base + r->n - 1) / g->chunk_rows; ch++) {
+            if (g->chunks[f][ch])
+                continue;
+            g->chunks[f][ch] = sx__malloc_aligned(g->chunk_rows * sx__field_width(c, f));
+            if (!g->chunks[f][ch])
+                return sx__err(SX_ENOMEM, "growing segment");
+            if (c->types[f] == SX_FIELD_VARCHAR)
+                memset(g->chunks[f][ch], 0, g->chunk_rows * sizeof(char *));
+        }
+    }
+    sx_status st = sx__pkmap_reserve(c->pkmap, r->n);
+    if (st != SX_OK)
+        return st;
+    if (c->types[c->pk] == SX_FIELD_VARCHAR) {
+        p->keys = sx__calloc(r->n, sizeof(char *));
+        if (!p->keys)
+            return sx__err(SX_ENOMEM, "insert");
     }
     for (size_t f = 0; f < c->n_fields; f++) {
         if (c->types[f] != SX_FIELD_VARCHAR)
             continue;
         for (size_t i = 0; i < r->n; i++) {
+            const char *src = ((const char *const *)r->col[f])[i];
             char **cell = sx__seg_cell(g, f, base + i, sizeof(char *));
-            *cell = sx__strdup(((const char *const *)r->col[f])[i]);
+            *cell = sx__strdup(src);
             if (!*cell) {
-                for (size_t j = 0; j <= i; j++) {
-                    char **cj = sx__seg_cell(g, f, base + j, sizeof(char *));
-                    sx__free(*cj);
-                    *cj = NULL;
-                }
+                rollback_rows(c, r, p);
                 return sx__err(SX_ENOMEM, "growing segment");
+            }
+            if (f == c->pk) {
+                p->keys[i] = sx__strdup(src);
+                if (!p->keys[i]) {
+                    rollback_rows(c, r, p);
+                    return sx__err(SX_ENOMEM, "insert");
+                }
             }
         }
     }
+    return SX_OK;
+}
+
+/* Step 2: copies fixed-width values, updates the pk map (replacing = marking the old row
+ * deleted), publishes n_rows. Cannot fail after prepare_rows. */
+static void commit_rows(sx_collection *c, const rows *r, prepared *p, bool upsert)
+{
+    sx__segment *g = c->growing;
+    size_t base = atomic_load_explicit(&g->n_rows, memory_order_relaxed);
     for (size_t f = 0; f < c->n_fields; f++) {
         if (c->types[f] == SX_FIELD_VARCHAR)
             continue;
@@ -260,28 +309,37 @@ static sx_status apply_rows(sx_collection *c, const rows *r, bool upsert)
             for (size_t i = 0; i < r->n; i++)
                 sx__normalize(sx__seg_cell(g, f, base + i, w), c->dim);
     }
-    sx_status st = SX_OK;
     for (size_t i = 0; i < r->n; i++) {
         uint64_t seg;
         uint32_t row;
         if (pk_lookup(c, r, i, &seg, &row)) {
-            if (!upsert)
-                continue; /* validated before logging; replay treats it as upsert-safe */
+            if (!upsert) { /* validated before logging; only a damaged log gets here */
+                if (p->keys)
+                    sx__free(p->keys[i]);
+                continue;
+            }
             mark_deleted(c, seg, row);
         }
         if (c->types[c->pk] == SX_FIELD_INT64) {
             int64_t k = ((const int64_t *)r->col[c->pk])[i];
-            st = sx__pkmap_put_i(c->pkmap, k, g->id, (uint32_t)(base + i));
+            sx__ignore(sx__pkmap_put_i(c->pkmap, k, g->id, (uint32_t)(base + i)));
             if (c->fields[c->pk].auto_id && k >= 0 && (uint64_t)k >= c->next_auto_id)
                 c->next_auto_id = (uint64_t)k + 1;
         } else {
-            st = sx__pkmap_put_s(c->pkmap, ((const char *const *)r->col[c->pk])[i], g->id,
-                                 (uint32_t)(base + i));
+            sx__ignore(sx__pkmap_put_s_take(c->pkmap, p->keys[i], g->id, (uint32_t)(base + i)));
         }
-        if (st != SX_OK)
-            break; /* XXX: ENOMEM here leaves the pk map partially updated */
     }
+    sx__free(p->keys);
+    p->keys = NULL;
     atomic_store_explicit(&g->n_rows, base + r->n, memory_order_release);
+}
+
+static sx_status apply_rows(sx_collection *c, const rows *r, bool upsert)
+{
+    prepared p;
+    sx_status st = prepare_rows(c, r, &p);
+    if (st == SX_OK)
+        commit_rows(c, r, &p, upsert);
     return st;
 }
 
@@ -357,11 +415,19 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
         st = sx__err(SX_ENOMEM, "insert");
         goto unlock;
     }
-    uint64_t lsn;
-    st = sx__wal_append(c->wal, upsert ? SX__REC_UPSERT : SX__REC_INSERT, w.data, w.len, &lsn);
+    /* allocate everything first: once the record is in the WAL the apply must not fail, or a
+     * failed insert would come back at replay */
+    prepared prep;
+    st = prepare_rows(c, &r, &prep);
     if (st != SX_OK)
         goto unlock;
-    st = apply_rows(c, &r, upsert); /* also advances next_auto_id past the ids used */
+    uint64_t lsn;
+    st = sx__wal_append(c->wal, upsert ? SX__REC_UPSERT : SX__REC_INSERT, w.data, w.len, &lsn);
+    if (st != SX_OK) {
+        rollback_rows(c, &r, &prep);
+        goto unlock;
+    }
+    commit_rows(c, &r, &prep, upsert); /* also advances next_auto_id past the ids used */
     pthread_mutex_unlock(&c->write_mu);
     sx__wbuf_fini(&w);
     if (st == SX_OK)

@@ -90,9 +90,13 @@ static slot *find(const sx__pkmap *m, int64_t ik, const char *sk)
     }
 }
 
-static sx_status grow(sx__pkmap *m)
+/* Rehashes (dropping tombstones) into a table with room for at least `want` live keys below
+ * the 70% load factor. */
+static sx_status grow_to(sx__pkmap *m, size_t want)
 {
-    size_t ncap = m->n * 2 >= m->cap / 2 ? m->cap * 2 : m->cap;
+    size_t ncap = m->cap;
+    while ((want + 1) * 10 >= ncap * 7)
+        ncap *= 2;
     slot *ns = sx__calloc(ncap, sizeof(slot));
     if (!ns)
         return sx__err(SX_ENOMEM, "pk map");
@@ -115,21 +119,38 @@ static sx_status grow(sx__pkmap *m)
     return SX_OK;
 }
 
-static sx_status put(sx__pkmap *m, int64_t ik, const char *sk, uint64_t seg, uint32_t row)
+static sx_status grow(sx__pkmap *m)
+{
+    return grow_to(m, m->n * 2 >= m->cap / 2 ? m->n * 2 : m->n);
+}
+
+sx_status sx__pkmap_reserve(sx__pkmap *m, size_t extra)
+{
+    if ((m->used + extra + 1) * 10 < m->cap * 7)
+        return SX_OK;
+    return grow_to(m, m->n + extra);
+}
+
+/* owned: for string maps, a heap copy of the key the map takes over (NULL: copy sk here) */
+static sx_status put(sx__pkmap *m, int64_t ik, const char *sk, char *owned, uint64_t seg,
+                     uint32_t row)
 {
     slot *s = find(m, ik, sk);
     if (s) {
         s->seg = seg;
         s->row = row;
+        sx__free(owned);
         return SX_OK;
     }
     if ((m->used + 1) * 10 >= m->cap * 7) {
         sx_status st = grow(m);
-        if (st != SX_OK)
+        if (st != SX_OK) {
+            sx__free(owned);
             return st;
+        }
     }
-    char *copy = NULL;
-    if (m->str) {
+    char *copy = owned;
+    if (m->str && !copy) {
         copy = sx__strdup(sk);
         if (!copy)
             return sx__err(SX_ENOMEM, "pk map");
@@ -174,12 +195,17 @@ bool sx__pkmap_get_s(const sx__pkmap *m, const char *k, uint64_t *seg, uint32_t 
 
 sx_status sx__pkmap_put_i(sx__pkmap *m, int64_t k, uint64_t seg, uint32_t row)
 {
-    return put(m, k, NULL, seg, row);
+    return put(m, k, NULL, NULL, seg, row);
 }
 
 sx_status sx__pkmap_put_s(sx__pkmap *m, const char *k, uint64_t seg, uint32_t row)
 {
-    return put(m, 0, k, seg, row);
+    return put(m, 0, k, NULL, seg, row);
+}
+
+sx_status sx__pkmap_put_s_take(sx__pkmap *m, char *k, uint64_t seg, uint32_t row)
+{
+    return put(m, 0, k, k, seg, row);
 }
 
 static void del(sx__pkmap *m, int64_t ik, const char *sk)

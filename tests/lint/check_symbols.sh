@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every global symbol defined in libsextant.a must start with sx_ (style.md: public sx_, internal sx__).
+set -euo pipefail
+lib="$1"
+bad=$(nm -g --defined-only "$lib" | awk 'NF==3 {print $3}' | grep -v '^sx_' || true)
+if [ -n "$bad" ]; then
+    echo "symbols without the sx_ prefix in $lib:"
+    echo "$bad"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+echo "symbol prefix: $(nm -g --defined-only "$lib" | awk 'NF==3' | wc -l) global symbols, all sx_"
+echo "1 passed, 0 failed"
