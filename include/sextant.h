@@ -38,19 +38,19 @@ extern "C" {
 
 typedef enum sx_status {
     SX_OK = 0,
-    SX_ENOMEM,     /* allocation failed */
-    SX_EINVAL,     /* invalid argument, schema, parameter or expression */
-    SX_ENOTFOUND,  /* no such collection, field, index or key */
-    SX_EEXIST,     /* already exists */
-    SX_EIO,        /* I/O error from the operating system */
-    SX_ENOSPC,     /* disk full */
-    SX_ECORRUPT,   /* on-disk data failed a checksum or structural check */
-    SX_EBUSY,      /* resource busy (e.g. database locked by another process) */
-    SX_ECANCELED,  /* operation cancelled */
-    SX_ETIMEDOUT,  /* wait timed out */
-    SX_EREMOTE,    /* remote endpoint failed */
-    SX_EFATAL,     /* sticky error state after a failed fsync: reopen the database */
-    SX_EPARSE,     /* filter expression did not parse; the message names the position */
+    SX_ENOMEM,    /* allocation failed */
+    SX_EINVAL,    /* invalid argument, schema, parameter or expression */
+    SX_ENOTFOUND, /* no such collection, field, index or key */
+    SX_EEXIST,    /* already exists */
+    SX_EIO,       /* I/O error from the operating system */
+    SX_ENOSPC,    /* disk full */
+    SX_ECORRUPT,  /* on-disk data failed a checksum or structural check */
+    SX_EBUSY,     /* resource busy (e.g. database locked by another process) */
+    SX_ECANCELED, /* operation cancelled */
+    SX_ETIMEDOUT, /* wait timed out */
+    SX_EREMOTE,   /* remote endpoint failed */
+    SX_EFATAL,    /* sticky error state after a failed fsync: reopen the database */
+    SX_EPARSE,    /* filter expression did not parse; the message names the position */
     SX_STATUS_COUNT
 } sx_status;
 
@@ -72,26 +72,26 @@ typedef enum sx_field_type {
 
 typedef enum sx_metric { SX_METRIC_L2 = 0, SX_METRIC_IP = 1, SX_METRIC_COSINE = 2 } sx_metric;
 
-#define SX_MAX_DIM         32768u
-#define SX_MAX_FIELDS      64u
-#define SX_MAX_NAME        255u
-#define SX_MAX_VARCHAR     65535u
-#define SX_MAX_TOPK        16384u
+#define SX_MAX_DIM     32768u
+#define SX_MAX_FIELDS  64u
+#define SX_MAX_NAME    255u
+#define SX_MAX_VARCHAR 65535u
+#define SX_MAX_TOPK    16384u
 
 typedef struct sx_field_def {
-    const char *name;       /* [A-Za-z_][A-Za-z0-9_]*, at most SX_MAX_NAME bytes */
+    const char *name; /* [A-Za-z_][A-Za-z0-9_]*, at most SX_MAX_NAME bytes */
     sx_field_type type;
-    bool is_primary;        /* exactly one field; INT64 or VARCHAR */
-    bool auto_id;           /* primary only, INT64 only: ids are generated on insert */
-    uint32_t dim;           /* FLOAT_VECTOR: 1..SX_MAX_DIM */
-    uint32_t max_length;    /* VARCHAR: 1..SX_MAX_VARCHAR (0 = SX_MAX_VARCHAR) */
+    bool is_primary;     /* exactly one field; INT64 or VARCHAR */
+    bool auto_id;        /* primary only, INT64 only: ids are generated on insert */
+    uint32_t dim;        /* FLOAT_VECTOR: 1..SX_MAX_DIM */
+    uint32_t max_length; /* VARCHAR: 1..SX_MAX_VARCHAR (0 = SX_MAX_VARCHAR) */
 } sx_field_def;
 
 typedef struct sx_collection_def {
     const char *name;
     const sx_field_def *fields;
     size_t n_fields;
-    sx_metric metric;       /* the collection's metric; indexes and searches must agree */
+    sx_metric metric; /* the collection's metric; indexes and searches must agree */
 } sx_collection_def;
 
 /* ---------------------------------------------------------------- database */
@@ -100,16 +100,17 @@ typedef struct sx_db sx_db;
 typedef struct sx_collection sx_collection;
 
 typedef enum sx_sync_mode {
-    SX_SYNC_FULL = 0,  /* default: acknowledge after fdatasync of the WAL (group commit) */
-    SX_SYNC_NONE = 1   /* never fsync the WAL (tests/benchmarks only: a crash may lose data) */
+    SX_SYNC_FULL = 0, /* default: acknowledge after fdatasync of the WAL (group commit) */
+    SX_SYNC_NONE = 1  /* never fsync the WAL (tests/benchmarks only: a crash may lose data) */
 } sx_sync_mode;
 
 typedef struct sx_db_options {
-    uint64_t segment_max_bytes; /* seal the growing segment past this many vector bytes (0: 256 MiB) */
-    uint32_t build_threads;     /* threads for index builds (0: all cores) */
-    uint32_t search_threads;    /* threads for batched searches (0: all cores) */
+    uint64_t
+        segment_max_bytes;   /* seal the growing segment past this many vector bytes (0: 256 MiB) */
+    uint32_t build_threads;  /* threads for index builds (0: all cores) */
+    uint32_t search_threads; /* threads for batched searches (0: all cores) */
     sx_sync_mode sync_mode;
-    bool read_only;             /* open for inspection (sextant info): no WAL writes, no builds */
+    bool read_only; /* open for inspection (sextant info): no WAL writes, no builds */
     /* Bytes one index build may allocate (0: unlimited). A build that would exceed it works
      * within it (DISKANN partitions its build) or fails cleanly (state FAILED, fail_reason says
      * so); it is never OOM-killed. Milvus: index_build_memory_limit. */
@@ -145,11 +146,11 @@ typedef struct sx_collection_info {
     sx_metric metric;
     size_t n_fields;
     sx_field_def fields[SX_MAX_FIELDS]; /* names borrowed: valid until the handle is released */
-    uint64_t n_rows;          /* live rows (inserted minus deleted) */
-    uint32_t n_segments;      /* sealed segments */
-    uint64_t growing_rows;    /* rows in the in-memory growing segment */
-    uint64_t wal_bytes;       /* current WAL size */
-    uint64_t memory_bytes;    /* vectors, scalars and indexes held in memory */
+    uint64_t n_rows;                    /* live rows (inserted minus deleted) */
+    uint32_t n_segments;                /* sealed segments */
+    uint64_t growing_rows;              /* rows in the in-memory growing segment */
+    uint64_t wal_bytes;                 /* current WAL size */
+    uint64_t memory_bytes;              /* vectors, scalars and indexes held in memory */
 } sx_collection_info;
 
 SX_API SX_NODISCARD sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out);
@@ -188,7 +189,8 @@ SX_API SX_NODISCARD sx_status sx_upsert(sx_collection *c, const sx_batch *b);
 /* Deletes rows by primary key. Unknown keys are ignored. *n_deleted (optional) = rows deleted. */
 SX_API SX_NODISCARD sx_status sx_delete(sx_collection *c, const sx_keys *keys, uint64_t *n_deleted);
 /* Deletes the rows matching a filter expression (see sx_query). Errors: SX_EPARSE, SX_EINVAL. */
-SX_API SX_NODISCARD sx_status sx_delete_where(sx_collection *c, const char *filter,
+SX_API SX_NODISCARD sx_status sx_delete_where(sx_collection *c,
+                                              const char *filter,
                                               uint64_t *n_deleted);
 /* Seals the growing segment to disk, persists delete bitmaps, rewrites the manifest and
  * truncates the WAL. The sealed segment gets the collection's index built in the background. */
@@ -206,8 +208,8 @@ SX_API SX_NODISCARD sx_status sx_compact(sx_collection *c);
 typedef struct sx_rowset {
     size_t n_rows;
     size_t n_cols;
-    sx_column *cols;     /* names and data owned by the rowset */
-    uint32_t *dims;      /* per column: dim for vectors, else 0 */
+    sx_column *cols; /* names and data owned by the rowset */
+    uint32_t *dims;  /* per column: dim for vectors, else 0 */
     size_t nq;
     size_t *topks;
     float *distances;
@@ -226,31 +228,39 @@ typedef struct sx_param {
 /* ---------------------------------------------------------------- search, query */
 
 typedef struct sx_search_req {
-    const float *queries;        /* nq * dim floats (dim = the collection's) */
+    const float *queries; /* nq * dim floats (dim = the collection's) */
     size_t nq;
-    uint32_t k;                  /* top-k per query, 1..SX_MAX_TOPK */
-    uint32_t offset;             /* skip this many best hits (k + offset <= SX_MAX_TOPK) */
-    const char *filter;          /* optional boolean expression (NULL or "" = all rows) */
+    uint32_t k;                       /* top-k per query, 1..SX_MAX_TOPK */
+    uint32_t offset;                  /* skip this many best hits (k + offset <= SX_MAX_TOPK) */
+    const char *filter;               /* optional boolean expression (NULL or "" = all rows) */
     const char *const *output_fields; /* optional field names; "*" = all */
     size_t n_output_fields;
-    const sx_param *params;      /* per-index search params (ef for HNSW) */
+    const sx_param *params; /* per-index search params (ef for HNSW) */
     size_t n_params;
-    int metric;                  /* -1: the collection's; else must equal it */
+    int metric; /* -1: the collection's; else must equal it */
 } sx_search_req;
 
 /* Searches the nq queries. Exact on rows not covered by a finished index; an index is used on
  * segments that have one unless the filter keeps few rows (then exact search is cheaper and
  * exact). Errors: SX_EINVAL (dimension, k, params, NaN query), SX_EPARSE (filter). */
-SX_API SX_NODISCARD sx_status sx_search(sx_collection *c, const sx_search_req *req, sx_rowset **out);
+SX_API SX_NODISCARD sx_status sx_search(sx_collection *c,
+                                        const sx_search_req *req,
+                                        sx_rowset **out);
 
 /* Returns rows matching `filter` (NULL/"" = all) in primary-key insertion order, after skipping
  * `offset` of them, at most `limit` (0 = no limit). */
-SX_API SX_NODISCARD sx_status sx_query(sx_collection *c, const char *filter,
-                                       const char *const *output_fields, size_t n_output_fields,
-                                       uint64_t limit, uint64_t offset, sx_rowset **out);
+SX_API SX_NODISCARD sx_status sx_query(sx_collection *c,
+                                       const char *filter,
+                                       const char *const *output_fields,
+                                       size_t n_output_fields,
+                                       uint64_t limit,
+                                       uint64_t offset,
+                                       sx_rowset **out);
 /* Returns the rows with the given primary keys (missing keys are skipped), in key order given. */
-SX_API SX_NODISCARD sx_status sx_get(sx_collection *c, const sx_keys *keys,
-                                     const char *const *output_fields, size_t n_output_fields,
+SX_API SX_NODISCARD sx_status sx_get(sx_collection *c,
+                                     const sx_keys *keys,
+                                     const char *const *output_fields,
+                                     size_t n_output_fields,
                                      sx_rowset **out);
 /* Counts rows matching `filter` (NULL/"" = all live rows). */
 SX_API SX_NODISCARD sx_status sx_count(sx_collection *c, const char *filter, uint64_t *out);
@@ -258,34 +268,37 @@ SX_API SX_NODISCARD sx_status sx_count(sx_collection *c, const char *filter, uin
 /* ---------------------------------------------------------------- indexes */
 
 typedef enum sx_index_state {
-    SX_INDEX_NONE = 0,       /* no index on the collection */
-    SX_INDEX_IN_PROGRESS = 1,/* some sealed segments are still being built */
-    SX_INDEX_FINISHED = 2,   /* every sealed segment has the index */
-    SX_INDEX_FAILED = 3      /* a build failed: fail_reason says why */
+    SX_INDEX_NONE = 0,        /* no index on the collection */
+    SX_INDEX_IN_PROGRESS = 1, /* some sealed segments are still being built */
+    SX_INDEX_FINISHED = 2,    /* every sealed segment has the index */
+    SX_INDEX_FAILED = 3       /* a build failed: fail_reason says why */
 } sx_index_state;
 
 typedef struct sx_index_info {
-    char type[32];           /* "FLAT", "HNSW" */
+    char type[32]; /* "FLAT", "HNSW" */
     sx_metric metric;
     sx_index_state state;
-    uint64_t indexed_rows;   /* rows in segments whose index is built */
-    uint64_t total_rows;     /* all rows stored (sealed + growing, deleted rows included) */
-    uint64_t pending_rows;   /* total_rows - indexed_rows */
-    uint64_t memory_bytes;   /* bytes held by built indexes (graphs; vectors are counted in the collection) */
-    char params[256];        /* build params, "M=16,efConstruction=200" */
+    uint64_t indexed_rows; /* rows in segments whose index is built */
+    uint64_t total_rows;   /* all rows stored (sealed + growing, deleted rows included) */
+    uint64_t pending_rows; /* total_rows - indexed_rows */
+    uint64_t memory_bytes; /* bytes held by built indexes (graphs; vectors are counted in the
+                              collection) */
+    char params[256];      /* build params, "M=16,efConstruction=200" */
     char fail_reason[256];
-    uint64_t building_rows;  /* rows processed so far by the build running now (0 if none) */
-    uint64_t disk_bytes;     /* bytes of index files on disk (all segments) */
-    uint64_t read_ios;       /* read I/Os by file-backed indexes (DISKANN), cumulative since open */
-    uint64_t read_bytes;     /* bytes read by file-backed indexes, cumulative since open */
+    uint64_t building_rows; /* rows processed so far by the build running now (0 if none) */
+    uint64_t disk_bytes;    /* bytes of index files on disk (all segments) */
+    uint64_t read_ios;      /* read I/Os by file-backed indexes (DISKANN), cumulative since open */
+    uint64_t read_bytes;    /* bytes read by file-backed indexes, cumulative since open */
 } sx_index_info;
 
 /* Creates the collection's index (one per collection). Builds run in the background, one job per
  * sealed segment; growing rows are searched exactly until sealed. index_type "AUTOINDEX" = HNSW.
  * Errors: SX_EINVAL (unknown type, parameter out of range: the message names it), SX_EEXIST
  * (an index with other params exists), SX_EIO. */
-SX_API SX_NODISCARD sx_status sx_index_create(sx_collection *c, const char *index_type,
-                                              const sx_param *params, size_t n_params);
+SX_API SX_NODISCARD sx_status sx_index_create(sx_collection *c,
+                                              const char *index_type,
+                                              const sx_param *params,
+                                              size_t n_params);
 SX_API SX_NODISCARD sx_status sx_index_describe(sx_collection *c, sx_index_info *out);
 SX_API SX_NODISCARD sx_status sx_index_drop(sx_collection *c);
 /* Waits until every sealed segment has its index (or a build failed). timeout_ms 0 = forever.

@@ -118,8 +118,11 @@ static void run_job(sx_db *db, sx__job *j)
     atomic_store(&db->build_progress, 0);
     sx__build_ctx ctx = { db->opts.build_threads ? db->opts.build_threads
                                                  : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN),
-                          &db->build_progress, &db->cancel_build,
-                          db->opts.index_build_memory_limit, prefix, s->id };
+                          &db->build_progress,
+                          &db->cancel_build,
+                          db->opts.index_build_memory_limit,
+                          prefix,
+                          s->id };
     if (st == SX_OK && db->opts.index_build_memory_limit && ops->estimate_build_bytes &&
         !ops->reads_own_vectors) {
         uint64_t need = ops->estimate_build_bytes(params, np, n, c->dim);
@@ -310,11 +313,11 @@ void sx__seg_attach_index(sx_collection *c, sx__segment *s)
         sx__idxref *r = sx__calloc(1, sizeof *r);
         sx_status lst = SX_ENOMEM;
         if (r && ops->load_files)
-            lst = ops->load_files(payload, len, prefix, s->chunks[c->vf][0], n, c->dim,
-                                  c->metric, &r->idx);
+            lst = ops->load_files(payload, len, prefix, s->chunks[c->vf][0], n, c->dim, c->metric,
+                                  &r->idx);
         else if (r)
-            lst = ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric,
-                                   &r->idx);
+            lst =
+                ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric, &r->idx);
         if (lst == SX_OK) {
             r->ops = ops;
             atomic_init(&r->refs, 1);
@@ -353,8 +356,8 @@ static bool ignored_param(const char *k)
            strcasecmp(k, "metricType") == 0;
 }
 
-sx_status sx_index_create(sx_collection *c, const char *index_type, const sx_param *params,
-                          size_t n_params)
+sx_status
+sx_index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
 {
     const sx__index_ops *ops = sx__index_lookup(index_type);
     if (!ops)
@@ -373,8 +376,8 @@ sx_status sx_index_create(sx_collection *c, const char *index_type, const sx_par
     for (size_t i = 0; i < n_params; i++) {
         if (ignored_param(params[i].key))
             continue;
-        int w = snprintf(pstr + off, sizeof pstr - off, "%s%s=%s", kept ? "," : "",
-                         params[i].key, params[i].value);
+        int w = snprintf(pstr + off, sizeof pstr - off, "%s%s=%s", kept ? "," : "", params[i].key,
+                         params[i].value);
         if (w < 0 || (size_t)w >= sizeof pstr - off)
             return sx__err(SX_EINVAL, "index parameters too long");
         off += (size_t)w;

@@ -608,8 +608,7 @@ sx_status sx__coll_check(sx_collection *c)
         if (m.segs[i].del_gen) {
             uint64_t *bits = sx__calloc(sx__bits_words(n) + 1, 8);
             del_path(c, path, sizeof path, m.segs[i].id, m.segs[i].del_gen);
-            st = bits ? sx__delfile_read(path, m.segs[i].id, n, bits)
-                      : sx__err(SX_ENOMEM, "check");
+            st = bits ? sx__delfile_read(path, m.segs[i].id, n, bits) : sx__err(SX_ENOMEM, "check");
             sx__free(bits);
             if (st != SX_OK)
                 break;

@@ -124,8 +124,10 @@ static sx_status validate_def(const sx_collection_def *def)
         return sx__err(SX_EINVAL, "collection name must match [A-Za-z_][A-Za-z0-9_]* (max %u)",
                        SX_MAX_NAME);
     if (def->n_fields < 2 || def->n_fields > SX_MAX_FIELDS)
-        return sx__err(SX_EINVAL, "a collection needs a primary key and a vector field (2..%u "
-                                  "fields)", SX_MAX_FIELDS);
+        return sx__err(SX_EINVAL,
+                       "a collection needs a primary key and a vector field (2..%u "
+                       "fields)",
+                       SX_MAX_FIELDS);
     if ((unsigned)def->metric > SX_METRIC_COSINE)
         return sx__err(SX_EINVAL, "metric must be L2, IP or COSINE");
     size_t n_pk = 0, n_vec = 0;

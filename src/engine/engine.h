@@ -37,24 +37,24 @@ typedef struct sx__idxref {
 
 typedef struct sx__segment {
     uint64_t id;
-    atomic_int refs;         /* acq_rel on decrement */
-    bool sealed;             /* immutable rows (delete bits still change) */
+    atomic_int refs; /* acq_rel on decrement */
+    bool sealed;     /* immutable rows (delete bits still change) */
     size_t cap_rows;
     size_t chunk_rows;
-    size_t n_chunks;         /* allocated chunk slots */
-    atomic_size_t n_rows;    /* visible rows: release after data written, acquire by readers */
+    size_t n_chunks;      /* allocated chunk slots */
+    atomic_size_t n_rows; /* visible rows: release after data written, acquire by readers */
     size_t n_fields;
-    void ***chunks;          /* [field][chunk]; sealed: one chunk per field */
-    bool *types_is_str;      /* per field: VARCHAR (strings owned by the segment) */
-    void *map;               /* sealed from a file: read-only mapping of the segment file */
+    void ***chunks;     /* [field][chunk]; sealed: one chunk per field */
+    bool *types_is_str; /* per field: VARCHAR (strings owned by the segment) */
+    void *map;          /* sealed from a file: read-only mapping of the segment file */
     size_t map_len;
-    size_t mapped_field;     /* the field whose chunk points into `map` (the vectors) */
-    uint64_t *deleted;       /* cap_rows bits, atomic bit ops (bitset.h) */
+    size_t mapped_field; /* the field whose chunk points into `map` (the vectors) */
+    uint64_t *deleted;   /* cap_rows bits, atomic bit ops (bitset.h) */
     atomic_size_t n_deleted;
     /* guarded by the collection's write_mu */
-    uint64_t del_gen;             /* generation of the persisted delete file (0 none) */
-    size_t persisted_deleted;     /* n_deleted when del_gen was written */
-    bool persisted;               /* segment file is durable and in the manifest */
+    uint64_t del_gen;         /* generation of the persisted delete file (0 none) */
+    size_t persisted_deleted; /* n_deleted when del_gen was written */
+    bool persisted;           /* segment file is durable and in the manifest */
     /* guarded by idx_mu */
     pthread_mutex_t idx_mu;
     sx__idxref *index;
@@ -67,15 +67,15 @@ struct sx_collection {
     sx_db *db;
     char *name;
     char *dir;
-    atomic_int refs;            /* the db list holds one; handles hold one each */
+    atomic_int refs; /* the db list holds one; handles hold one each */
     atomic_bool dropped;
     /* schema: immutable after create */
     size_t n_fields;
-    sx_field_def *fields;       /* owned names */
+    sx_field_def *fields; /* owned names */
     sx_field_type *types;
     const char **names;
-    size_t pk;                  /* index of the primary key field */
-    size_t vf;                  /* index of the vector field */
+    size_t pk; /* index of the primary key field */
+    size_t vf; /* index of the vector field */
     uint32_t dim;
     sx_metric metric;
     sx__expr_schema xschema;
@@ -84,15 +84,15 @@ struct sx_collection {
     pthread_mutex_t flush_mu;
     pthread_rwlock_t seg_lock;
     /* guarded by seg_lock (write side also holds write_mu when changing it) */
-    sx__segment **segs;         /* sealed, in id order */
+    sx__segment **segs; /* sealed, in id order */
     size_t n_segs;
-    sx__segment *growing;       /* never NULL while open */
-    char *index_type;           /* NULL: no index */
-    sx_param *index_params;     /* owned */
+    sx__segment *growing;   /* never NULL while open */
+    char *index_type;       /* NULL: no index */
+    sx_param *index_params; /* owned */
     size_t n_index_params;
     char index_params_str[256];
     const sx__index_ops *iops;
-    char fail_reason[256];      /* guarded by seg_lock */
+    char fail_reason[256]; /* guarded by seg_lock */
     /* guarded by write_mu */
     sx__pkmap *pkmap;
     uint64_t next_auto_id;
@@ -101,21 +101,21 @@ struct sx_collection {
     uint64_t manifest_gen;
     size_t max_growing_rows;
     sx__wal *wal;
-    pthread_cond_t index_cv;    /* signalled (with seg_lock's companion idx_wait_mu) on builds */
+    pthread_cond_t index_cv; /* signalled (with seg_lock's companion idx_wait_mu) on builds */
     pthread_mutex_t idx_wait_mu;
 };
 
 typedef struct sx__job {
     struct sx__job *next;
-    sx_collection *c;   /* ref held */
-    sx__segment *s;     /* ref held */
+    sx_collection *c; /* ref held */
+    sx__segment *s;   /* ref held */
 } sx__job;
 
 struct sx_db {
     char *dir;
     sx_db_options opts;
     sx__file *lock;
-    pthread_mutex_t mu;         /* guards colls and the job queue */
+    pthread_mutex_t mu; /* guards colls and the job queue */
     sx_collection **colls;
     size_t n_colls;
     pthread_cond_t job_cv;
@@ -123,36 +123,39 @@ struct sx_db {
     bool stopping;
     bool has_builder;
     pthread_t builder;
-    atomic_bool cancel_build;   /* set by close and by an index drop of the running job's coll. */
-    sx_collection *building;    /* guarded by mu: collection of the running job (or NULL) */
+    atomic_bool cancel_build;     /* set by close and by an index drop of the running job's coll. */
+    sx_collection *building;      /* guarded by mu: collection of the running job (or NULL) */
     atomic_size_t build_progress; /* rows done by the running job (relaxed) */
 };
 
 /* A consistent set of segments for one read (search/query/count/get). */
 typedef struct sx__view {
     size_t n;
-    sx__segment **segs;   /* ref held */
-    size_t *rows;         /* visible rows per segment at view time */
-    sx__idxref **idx;     /* ref held or NULL */
+    sx__segment **segs; /* ref held */
+    size_t *rows;       /* visible rows per segment at view time */
+    sx__idxref **idx;   /* ref held or NULL */
 } sx__view;
 
 /* segment.c */
-SX_NODISCARD sx_status sx__seg_new_growing(const sx_collection *c, uint64_t id, size_t cap,
+SX_NODISCARD sx_status sx__seg_new_growing(const sx_collection *c,
+                                           uint64_t id,
+                                           size_t cap,
                                            sx__segment **out);
 /* A sealed segment taking ownership of contiguous column arrays (cols[f], n rows). */
-SX_NODISCARD sx_status sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n,
-                                          void **cols, sx__segment **out);
+SX_NODISCARD sx_status
+sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols, sx__segment **out);
 void sx__seg_ref(sx__segment *s);
 void sx__seg_unref(sx__segment *s);
+
 static inline void *sx__seg_cell(const sx__segment *s, size_t f, size_t row, size_t width)
 {
     return (char *)s->chunks[f][row / s->chunk_rows] + (row % s->chunk_rows) * width;
 }
+
 size_t sx__field_width(const sx_collection *c, size_t f);
 /* Copies the growing segment's visible rows into a new contiguous sealed segment (same id),
  * moving varchar strings. Caller holds write_mu. */
-SX_NODISCARD sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g,
-                                         sx__segment **out);
+SX_NODISCARD sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g, sx__segment **out);
 /* Column views of chunk `ch` (rows [ch*chunk_rows, ...)) for expression evaluation. */
 void sx__seg_colrefs(const sx_collection *c, const sx__segment *s, size_t ch, sx__colref *out);
 size_t sx__seg_memory(const sx_collection *c, const sx__segment *s);
@@ -181,13 +184,17 @@ SX_NODISCARD sx_status sx__view_get(sx_collection *c, sx__view *v);
 void sx__view_release(sx__view *v);
 /* allow bitset for segment i of the view: not deleted and (expr == NULL or matches).
  * *bits owned (sx__free); *n_allowed counts set bits. */
-SX_NODISCARD sx_status sx__view_allow(const sx_collection *c, const sx__view *v, size_t i,
-                                      const sx__expr *e, uint64_t **bits, size_t *n_allowed);
+SX_NODISCARD sx_status sx__view_allow(const sx_collection *c,
+                                      const sx__view *v,
+                                      size_t i,
+                                      const sx__expr *e,
+                                      uint64_t **bits,
+                                      size_t *n_allowed);
 sx__segment *sx__find_seg(sx_collection *c, uint64_t id); /* under write_mu or seg_lock */
 
 /* ingest.c */
-SX_NODISCARD sx_status sx__replay_record(void *ctx, uint64_t lsn, uint8_t type,
-                                         const void *payload, size_t len);
+SX_NODISCARD sx_status
+sx__replay_record(void *ctx, uint64_t lsn, uint8_t type, const void *payload, size_t len);
 
 /* collection.c */
 SX_NODISCARD sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out);

@@ -199,6 +199,7 @@ enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW };
 enum { CM_INT, CM_DBL, CM_DBL_INT, CM_STR };
 enum { LK_NONE, LK_ALL, LK_EXACT, LK_PREFIX, LK_SUFFIX, LK_INFIX, LK_GENERAL };
 
+#define BM_SPAN ((uint64_t)1 << 16)
 #define PAT_ONE 256
 #define PAT_ANY 257
 
@@ -232,6 +233,8 @@ struct node {
     const double *set_d;
     const char **set_s; /* NUL-free strings, sorted, unique */
     size_t n_set;
+    const uint64_t *set_bm; /* INT64 sets spanning <= BM_SPAN values: bit v - set_i[0] */
+    uint64_t bm_span;       /* set_i[n_set - 1] - set_i[0] */
     bool set_t, set_f;
     /* K_LIKE general pattern: bytes, PAT_ONE, PAT_ANY */
     const int16_t *pat;
@@ -1467,6 +1470,18 @@ static sx_status build_set(parser *p, node *e, const node *arr)
                 v[u++] = v[k];
         e->set_i = v;
         e->n_set = u;
+        if (u > 8 && (uint64_t)v[u - 1] - (uint64_t)v[0] < BM_SPAN) {
+            /* dense small set: one bit test per row instead of a binary search */
+            uint64_t span = (uint64_t)v[u - 1] - (uint64_t)v[0];
+            uint64_t *bm = aalloc(p->arena, (span / 64 + 1) * sizeof *bm);
+            if (!bm)
+                return oom();
+            memset(bm, 0, (span / 64 + 1) * sizeof *bm);
+            for (size_t k = 0; k < u; k++)
+                sx__bits_set(bm, (uint64_t)v[k] - (uint64_t)v[0]);
+            e->set_bm = bm;
+            e->bm_span = span;
+        }
     } else if (e->a->type == T_DBLV) {
         double *v = aalloc(p->arena, (n ? n : 1) * sizeof *v);
         if (!v)
@@ -2490,7 +2505,11 @@ static bool eval_in(const ectx *x, const node *e, size_t r, size_t row0, size_t 
         vres v;
         eval_val(x, e->a, r, row0, m, &v);
         inv = v.inv;
-        if (e->a->type == T_INTV) {
+        if (e->a->type == T_INTV && e->set_bm) {
+            const int64_t *a = v.i;
+            const uint64_t *bm = e->set_bm, lo = (uint64_t)e->set_i[0], span = e->bm_span;
+            BITS_LOOP(t, m, (uint64_t)a[i] - lo <= span && sx__bits_test(bm, (uint64_t)a[i] - lo));
+        } else if (e->a->type == T_INTV) {
             const int64_t *a = v.i, *set = e->set_i;
             BITS_LOOP(t, m, in_i64(set, n, a[i]));
         } else if (e->a->type == T_DBLV) {
@@ -2593,10 +2612,23 @@ static bool eval_bool(const ectx *x, const node *e, size_t r, size_t row0, size_
         case LK_ALL:
             fill_words(g->t, m, e->mode == LK_ALL);
             break;
+        case LK_EXACT: {
+            const char *ls = e->c.s;
+            BITS_LOOP(g->t, m, strcmp(S(s[i]), ls) == 0);
+            break;
+        }
         case LK_PREFIX: {
             const char *ls = e->c.s;
             size_t len = e->c.len;
-            BITS_LOOP(g->t, m, strncmp(S(s[i]), ls, len) == 0);
+            BITS_LOOP(g->t, m, S(s[i])[0] == ls[0] && strncmp(S(s[i]), ls, len) == 0);
+            break;
+        }
+        case LK_INFIX: {
+            const char *ls = e->c.s;
+            if (e->c.len == 1)
+                BITS_LOOP(g->t, m, strchr(S(s[i]), ls[0]) != NULL);
+            else
+                BITS_LOOP(g->t, m, strstr(S(s[i]), ls) != NULL);
             break;
         }
         default:

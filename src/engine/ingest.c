@@ -63,7 +63,8 @@ static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
     if (!b || b->n_rows == 0)
         return sx__err(SX_EINVAL, "empty batch");
     if (b->n_rows > (64u << 20))
-        return sx__err(SX_EINVAL, "batch of %zu rows is over the limit of %u", b->n_rows, 64u << 20);
+        return sx__err(SX_EINVAL, "batch of %zu rows is over the limit of %u", b->n_rows,
+                       64u << 20);
     r->n = b->n_rows;
     for (size_t i = 0; i < b->n_cols; i++) {
         const sx_column *col = &b->cols[i];
@@ -78,8 +79,7 @@ static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
         if (r->col[f])
             return sx__err(SX_EINVAL, "field \"%s\" given twice", col->name);
         if (f == c->pk && c->fields[f].auto_id)
-            return sx__err(SX_EINVAL, "primary key \"%s\" is auto-generated: omit it",
-                           col->name);
+            return sx__err(SX_EINVAL, "primary key \"%s\" is auto-generated: omit it", col->name);
         if (!col->data)
             return sx__err(SX_EINVAL, "field \"%s\" has no data", col->name);
         r->col[f] = col->data;
@@ -544,8 +544,8 @@ sx_status sx__replay_record(void *ctx, uint64_t lsn, uint8_t type, const void *p
             st = sx__seg_seal_copy(c, c->growing, &sealed);
             if (st == SX_OK)
                 st = sx__seg_new_growing(c, c->next_seg_id++, c->max_growing_rows, &ng);
-            sx__segment **ns = st == SX_OK ? sx__realloc(c->segs, (c->n_segs + 2) * sizeof *ns)
-                                           : NULL;
+            sx__segment **ns =
+                st == SX_OK ? sx__realloc(c->segs, (c->n_segs + 2) * sizeof *ns) : NULL;
             if (st == SX_OK && !ns)
                 st = sx__err(SX_ENOMEM, "replay");
             if (st == SX_OK) {

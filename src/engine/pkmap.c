@@ -132,8 +132,8 @@ sx_status sx__pkmap_reserve(sx__pkmap *m, size_t extra)
 }
 
 /* owned: for string maps, a heap copy of the key the map takes over (NULL: copy sk here) */
-static sx_status put(sx__pkmap *m, int64_t ik, const char *sk, char *owned, uint64_t seg,
-                     uint32_t row)
+static sx_status
+put(sx__pkmap *m, int64_t ik, const char *sk, char *owned, uint64_t seg, uint32_t row)
 {
     slot *s = find(m, ik, sk);
     if (s) {

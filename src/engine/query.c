@@ -69,8 +69,8 @@ void sx_rowset_free(sx_rowset *rs)
 }
 
 /* Resolves output field names to field indexes: pk first, then the requested ones. */
-static sx_status resolve_fields(sx_collection *c, const char *const *names, size_t n, size_t *out,
-                                size_t *n_out)
+static sx_status
+resolve_fields(sx_collection *c, const char *const *names, size_t n, size_t *out, size_t *n_out)
 {
     size_t k = 0;
     out[k++] = c->pk;
@@ -102,8 +102,13 @@ static sx_status resolve_fields(sx_collection *c, const char *const *names, size
     return SX_OK;
 }
 
-static sx_status build_rowset(sx_collection *c, const sx__view *v, const rowref *refs, size_t n,
-                              const size_t *fields, size_t n_fields, sx_rowset **out)
+static sx_status build_rowset(sx_collection *c,
+                              const sx__view *v,
+                              const rowref *refs,
+                              size_t n,
+                              const size_t *fields,
+                              size_t n_fields,
+                              sx_rowset **out)
 {
     sx_rowset *rs = sx__calloc(1, sizeof *rs);
     if (!rs)
@@ -167,7 +172,7 @@ typedef struct search_job {
     size_t n_params;
     const uint64_t *allow;
     uint32_t seg_i;
-    cand *cands;      /* per query: kk slots at q*slot_stride + *counts */
+    cand *cands; /* per query: kk slots at q*slot_stride + *counts */
     size_t *counts;
     size_t stride;
     sx_status st;
@@ -230,9 +235,16 @@ static sx_status search_index(sx_collection *c, search_job *base, size_t nq)
     return st;
 }
 
-static sx_status search_exact(sx_collection *c, const sx__view *v, uint32_t i, const float *queries,
-                              size_t nq, size_t kk, const uint64_t *allow, cand *cands,
-                              size_t *counts, size_t stride)
+static sx_status search_exact(sx_collection *c,
+                              const sx__view *v,
+                              uint32_t i,
+                              const float *queries,
+                              size_t nq,
+                              size_t kk,
+                              const uint64_t *allow,
+                              cand *cands,
+                              size_t *counts,
+                              size_t stride)
 {
     const sx__segment *s = v->segs[i];
     size_t n = v->rows[i];
@@ -244,8 +256,7 @@ static sx_status search_exact(sx_collection *c, const sx__view *v, uint32_t i, c
     for (size_t base = 0; st == SX_OK && base < n; base += s->chunk_rows) {
         size_t m = n - base < s->chunk_rows ? n - base : s->chunk_rows;
         const float *vecs = s->chunks[c->vf][base / s->chunk_rows];
-        st = sx__flat_scan(vecs, m, c->dim, c->metric, (uint32_t)base, allow, queries, nq,
-                           heaps);
+        st = sx__flat_scan(vecs, m, c->dim, c->metric, (uint32_t)base, allow, queries, nq, heaps);
     }
     for (size_t q = 0; st == SX_OK && q < nq; q++) {
         for (size_t h = 0; h < heaps[q].n; h++) {
@@ -271,8 +282,9 @@ sx_status sx_search(sx_collection *c, const sx_search_req *req, sx_rowset **out)
                        SX_MAX_TOPK);
     if (req->metric >= 0 && (sx_metric)req->metric != c->metric)
         return sx__err(SX_EINVAL, "metric type mismatch: the collection uses %s",
-                       c->metric == SX_METRIC_L2 ? "L2" : c->metric == SX_METRIC_IP ? "IP"
-                                                                                    : "COSINE");
+                       c->metric == SX_METRIC_L2   ? "L2"
+                       : c->metric == SX_METRIC_IP ? "IP"
+                                                   : "COSINE");
     size_t nq = req->nq, dim = c->dim, kk = (size_t)req->k + req->offset;
     for (size_t i = 0; i < nq * dim; i++)
         if (!isfinite(req->queries[i]))
@@ -335,10 +347,18 @@ sx_status sx_search(sx_collection *c, const sx_search_req *req, sx_rowset **out)
             bool few = allow && (n_allowed < SX__EXACT_MAX_ROWS ||
                                  (double)n_allowed < SX__EXACT_FRACTION * (double)n);
             if (v.idx[i] && !few) {
-                search_job j = { .idx = v.idx[i], .queries = queries, .dim = dim, .kk = kk,
-                                 .params = req->params, .n_params = req->n_params,
-                                 .allow = allow, .seg_i = i, .cands = cands, .counts = counts,
-                                 .stride = stride, .st = SX_OK };
+                search_job j = { .idx = v.idx[i],
+                                 .queries = queries,
+                                 .dim = dim,
+                                 .kk = kk,
+                                 .params = req->params,
+                                 .n_params = req->n_params,
+                                 .allow = allow,
+                                 .seg_i = i,
+                                 .cands = cands,
+                                 .counts = counts,
+                                 .stride = stride,
+                                 .st = SX_OK };
                 st = search_index(c, &j, nq);
             } else {
                 st = search_exact(c, &v, i, queries, nq, kk, allow, cands, counts, stride);
@@ -397,8 +417,13 @@ out:
 
 /* ---------------------------------------------------------------- query, count, get */
 
-sx_status sx_query(sx_collection *c, const char *filter, const char *const *output_fields,
-                   size_t n_output_fields, uint64_t limit, uint64_t offset, sx_rowset **out)
+sx_status sx_query(sx_collection *c,
+                   const char *filter,
+                   const char *const *output_fields,
+                   size_t n_output_fields,
+                   uint64_t limit,
+                   uint64_t offset,
+                   sx_rowset **out)
 {
     size_t fields[SX_MAX_FIELDS * 2];
     size_t n_fields = 0;
@@ -490,8 +515,11 @@ sx_status sx_count(sx_collection *c, const char *filter, uint64_t *out)
     return st;
 }
 
-sx_status sx_get(sx_collection *c, const sx_keys *keys, const char *const *output_fields,
-                 size_t n_output_fields, sx_rowset **out)
+sx_status sx_get(sx_collection *c,
+                 const sx_keys *keys,
+                 const char *const *output_fields,
+                 size_t n_output_fields,
+                 sx_rowset **out)
 {
     if (!keys || (keys->n && !keys->ints == !keys->strs))
         return sx__err(SX_EINVAL, "keys: exactly one of ints/strs must be set");
@@ -518,9 +546,9 @@ sx_status sx_get(sx_collection *c, const sx_keys *keys, const char *const *outpu
     for (size_t i = 0; i < keys->n; i++) {
         uint64_t seg;
         uint32_t row;
-        bool hit = keys->ints ? sx__pkmap_get_i(c->pkmap, keys->ints[i], &seg, &row)
-                              : keys->strs[i] && sx__pkmap_get_s(c->pkmap, keys->strs[i], &seg,
-                                                                 &row);
+        bool hit = keys->ints
+                       ? sx__pkmap_get_i(c->pkmap, keys->ints[i], &seg, &row)
+                       : keys->strs[i] && sx__pkmap_get_s(c->pkmap, keys->strs[i], &seg, &row);
         if (!hit)
             continue;
         for (uint32_t s = 0; s < v.n; s++) {

@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "platform/fs.h"
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
-#include "platform/fs.h"
 
 size_t sx__field_width(const sx_collection *c, size_t f)
 {
@@ -33,8 +33,8 @@ size_t sx__field_width(const sx_collection *c, size_t f)
     return 0;
 }
 
-static sx_status seg_alloc(const sx_collection *c, uint64_t id, size_t cap, size_t chunk_rows,
-                           sx__segment **out)
+static sx_status
+seg_alloc(const sx_collection *c, uint64_t id, size_t cap, size_t chunk_rows, sx__segment **out)
 {
     sx__segment *s = sx__calloc(1, sizeof *s);
     if (!s)
@@ -77,8 +77,8 @@ sx_status sx__seg_new_growing(const sx_collection *c, uint64_t id, size_t cap, s
     return seg_alloc(c, id, cap, SX__CHUNK_ROWS, out);
 }
 
-sx_status sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols,
-                             sx__segment **out)
+sx_status
+sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols, sx__segment **out)
 {
     sx__segment *s;
     sx_status st = seg_alloc(c, id, n, n ? n : 1, &s);

@@ -52,8 +52,12 @@ void sx__view_release(sx__view *v)
     memset(v, 0, sizeof *v);
 }
 
-sx_status sx__view_allow(const sx_collection *c, const sx__view *v, size_t i, const sx__expr *e,
-                         uint64_t **bits_out, size_t *n_allowed)
+sx_status sx__view_allow(const sx_collection *c,
+                         const sx__view *v,
+                         size_t i,
+                         const sx__expr *e,
+                         uint64_t **bits_out,
+                         size_t *n_allowed)
 {
     const sx__segment *s = v->segs[i];
     size_t n = v->rows[i];

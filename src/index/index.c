@@ -18,6 +18,7 @@ const sx__index_ops *sx__index_lookup(const char *type)
         return &sx__flat_index_ops;
     if (strcasecmp(type, "HNSW") == 0 || strcasecmp(type, "AUTOINDEX") == 0)
         return &sx__hnsw_index_ops;
+
     static const struct {
         const char *name;
         const sx__index_ops *ops;
@@ -26,14 +27,15 @@ const sx__index_ops *sx__index_lookup(const char *type)
         { "IVF_PQ", &sx__ivf_pq_index_ops },     { "HNSW_SQ", &sx__hnsw_sq_index_ops },
         { "DISKANN", &sx__diskann_index_ops },
     };
+
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         if (strcasecmp(type, more[i].name) == 0)
             return more[i].ops; /* NULL while the family is not linked in */
     return NULL;
 }
 
-sx_status sx__param_int(const sx_param *p, size_t np, const char *key, long lo, long hi, long def,
-                        long *out)
+sx_status
+sx__param_int(const sx_param *p, size_t np, const char *key, long lo, long hi, long def, long *out)
 {
     for (size_t i = 0; i < np; i++) {
         if (strcmp(p[i].key, key) != 0)

@@ -23,9 +23,9 @@
 typedef struct sx__index sx__index;
 
 typedef struct sx__build_ctx {
-    uint32_t threads;                 /* worker threads (>= 1) */
-    atomic_size_t *progress;          /* optional: rows inserted so far (relaxed stores) */
-    const atomic_bool *cancel;        /* optional: build returns SX_ECANCELED when set */
+    uint32_t threads;          /* worker threads (>= 1) */
+    atomic_size_t *progress;   /* optional: rows inserted so far (relaxed stores) */
+    const atomic_bool *cancel; /* optional: build returns SX_ECANCELED when set */
     /* Bytes the build may allocate in total (0 = unlimited). An index that cannot work within
      * it returns SX_ENOMEM with a message naming the limit BEFORE allocating (see
      * estimate_build_bytes); DISKANN adapts its build to fit instead. */
@@ -34,7 +34,7 @@ typedef struct sx__build_ctx {
      * only (tests may pass a temporary prefix). Files must be durable (fsynced) when build
      * returns. */
     const char *file_prefix;
-    uint64_t seed;                    /* k-means / sampling seed (0: a fixed default) */
+    uint64_t seed; /* k-means / sampling seed (0: a fixed default) */
 } sx__build_ctx;
 
 typedef struct sx__index_ops {
@@ -43,16 +43,32 @@ typedef struct sx__index_ops {
     sx_status (*check_build_params)(const sx_param *p, size_t np);
     /* Checks search params for a given k (e.g. HNSW needs ef >= k). */
     sx_status (*check_search_params)(const sx_param *p, size_t np, size_t k);
-    sx_status (*build)(const sx_param *p, size_t np, const float *vecs, size_t n, size_t dim,
-                       sx_metric metric, const sx__build_ctx *ctx, sx__index **out);
+    sx_status (*build)(const sx_param *p,
+                       size_t np,
+                       const float *vecs,
+                       size_t n,
+                       size_t dim,
+                       sx_metric metric,
+                       const sx__build_ctx *ctx,
+                       sx__index **out);
     /* One query; pushes up to k hits into out (initialised by the caller with capacity k). */
-    sx_status (*search)(const sx__index *idx, const float *query, size_t k, const sx_param *sp,
-                        size_t nsp, const uint64_t *allow, sx__topk *out);
+    sx_status (*search)(const sx__index *idx,
+                        const float *query,
+                        size_t k,
+                        const sx_param *sp,
+                        size_t nsp,
+                        const uint64_t *allow,
+                        sx__topk *out);
     /* Appends the index's own bytes (not the vectors) to w. */
     sx_status (*serialize)(const sx__index *idx, sx__wbuf *w);
     /* Rebuilds from serialize's bytes; SX_ECORRUPT on any inconsistency (never asserts). */
-    sx_status (*deserialize)(const void *data, size_t len, const float *vecs, size_t n,
-                             size_t dim, sx_metric metric, sx__index **out);
+    sx_status (*deserialize)(const void *data,
+                             size_t len,
+                             const float *vecs,
+                             size_t n,
+                             size_t dim,
+                             sx_metric metric,
+                             sx__index **out);
     size_t (*memory_bytes)(const sx__index *idx); /* excluding the borrowed vectors */
     void (*free)(sx__index *idx);
 
@@ -61,8 +77,13 @@ typedef struct sx__index_ops {
     uint64_t (*estimate_build_bytes)(const sx_param *p, size_t np, size_t n, size_t dim);
     /* File-backed load: like deserialize, plus the prefix the build wrote its files under.
      * When set, the engine calls it instead of deserialize. */
-    sx_status (*load_files)(const void *data, size_t len, const char *file_prefix,
-                            const float *vecs, size_t n, size_t dim, sx_metric metric,
+    sx_status (*load_files)(const void *data,
+                            size_t len,
+                            const char *file_prefix,
+                            const float *vecs,
+                            size_t n,
+                            size_t dim,
+                            sx_metric metric,
                             sx__index **out);
     /* Deletes the index's files (index drop, segment compaction). */
     void (*remove_files)(const char *file_prefix);
@@ -91,7 +112,7 @@ extern const sx__index_ops sx__diskann_index_ops __attribute__((weak));
 /* Helpers for parsing Milvus-style numeric params. Returns SX_OK and *out = def when absent;
  * SX_EINVAL "<key> must be an integer in [lo, hi]" when present but invalid. Keys match
  * case-sensitively (Milvus names). */
-sx_status sx__param_int(const sx_param *p, size_t np, const char *key, long lo, long hi, long def,
-                        long *out);
+sx_status
+sx__param_int(const sx_param *p, size_t np, const char *key, long lo, long hi, long def, long *out);
 
 #endif

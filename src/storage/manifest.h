@@ -23,10 +23,10 @@ typedef struct sx__manifest {
     char *name;
     sx_metric metric;
     size_t n_fields;
-    sx_field_def *fields;     /* names owned */
-    char *index_type;         /* NULL: no index */
+    sx_field_def *fields; /* names owned */
+    char *index_type;     /* NULL: no index */
     size_t n_index_params;
-    sx_param *index_params;   /* keys/values owned */
+    sx_param *index_params; /* keys/values owned */
     uint64_t checkpoint_lsn;
     uint64_t next_auto_id;
     uint64_t next_seg_id;

@@ -6,8 +6,8 @@
  *   per column: u32 name_len | name | u8 type | u32 dim | u64 data_len | u32 crc(data) |
  *               zero padding to the next 64-byte file offset | data
  * The padding lets a reader map the file and use the vector column in place (aligned floats).
- * Invariants: (1) data_len equals the size implied by type, dim and n_rows (VARCHAR: offsets must be
- * non-decreasing and end at the byte length); (2) the file ends right after the last column.
+ * Invariants: (1) data_len equals the size implied by type, dim and n_rows (VARCHAR: offsets must
+ * be non-decreasing and end at the byte length); (2) the file ends right after the last column.
  */
 #include "storage/segfile.h"
 
@@ -52,8 +52,8 @@ static void put_header(sx__wbuf *w, const char *magic, uint64_t a, uint64_t b, u
         sx__wbuf_u32(w, sx__crc32c(0, w->data + start, w->len - start));
 }
 
-static sx_status get_header(sx__rbuf *r, const char *path, const char *magic, uint64_t *a,
-                            uint64_t *b, uint32_t *c)
+static sx_status
+get_header(sx__rbuf *r, const char *path, const char *magic, uint64_t *a, uint64_t *b, uint32_t *c)
 {
     const uint8_t *start = r->p + r->off;
     const void *m = sx__rbuf_bytes(r, 8);
@@ -71,8 +71,8 @@ static sx_status get_header(sx__rbuf *r, const char *path, const char *magic, ui
     return SX_OK;
 }
 
-sx_status sx__segfile_write(const char *path, uint64_t seg_id, uint64_t n_rows,
-                            const sx__segcol *cols, size_t n_cols)
+sx_status sx__segfile_write(
+    const char *path, uint64_t seg_id, uint64_t n_rows, const sx__segcol *cols, size_t n_cols)
 {
     sx__wbuf w;
     sx__wbuf_init(&w);
@@ -150,8 +150,8 @@ void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows)
     sx__free(cols);
 }
 
-static sx_status decode_col(const char *path, sx__segcol *c, const uint8_t *d, uint64_t dlen,
-                            uint64_t n, bool borrow)
+static sx_status decode_col(
+    const char *path, sx__segcol *c, const uint8_t *d, uint64_t dlen, uint64_t n, bool borrow)
 {
     if (c->type == SX_FIELD_VARCHAR) {
         if (dlen < (n + 1) * 8 || n > dlen / 8)
@@ -203,8 +203,12 @@ static sx_status decode_col(const char *path, sx__segcol *c, const uint8_t *d, u
     return SX_OK;
 }
 
-sx_status sx__segfile_read(const char *path, uint64_t seg_id, const sx__segcol *expect,
-                           size_t n_cols, uint64_t *n_rows_out, sx__segcol **cols_out,
+sx_status sx__segfile_read(const char *path,
+                           uint64_t seg_id,
+                           const sx__segcol *expect,
+                           size_t n_cols,
+                           uint64_t *n_rows_out,
+                           sx__segcol **cols_out,
                            sx__segmap *map)
 {
     void *data = NULL;
@@ -291,8 +295,8 @@ fail:
     return st;
 }
 
-sx_status sx__delfile_write(const char *path, uint64_t seg_id, uint64_t n_rows,
-                            const uint64_t *bits)
+sx_status
+sx__delfile_write(const char *path, uint64_t seg_id, uint64_t n_rows, const uint64_t *bits)
 {
     sx__wbuf w;
     sx__wbuf_init(&w);
@@ -339,8 +343,13 @@ sx_status sx__delfile_read(const char *path, uint64_t seg_id, uint64_t n_rows, u
     return st;
 }
 
-sx_status sx__idxfile_write(const char *path, const char *type, const char *params,
-                            uint64_t n_rows, uint32_t dim, const void *payload, size_t len)
+sx_status sx__idxfile_write(const char *path,
+                            const char *type,
+                            const char *params,
+                            uint64_t n_rows,
+                            uint32_t dim,
+                            const void *payload,
+                            size_t len)
 {
     sx__wbuf w;
     sx__wbuf_init(&w);
@@ -355,8 +364,13 @@ sx_status sx__idxfile_write(const char *path, const char *type, const char *para
     return st;
 }
 
-sx_status sx__idxfile_read(const char *path, const char *type, const char *params, uint64_t n_rows,
-                           uint32_t dim, void **payload, size_t *len_out)
+sx_status sx__idxfile_read(const char *path,
+                           const char *type,
+                           const char *params,
+                           uint64_t n_rows,
+                           uint32_t dim,
+                           void **payload,
+                           size_t *len_out)
 {
     void *data = NULL;
     size_t len = 0;

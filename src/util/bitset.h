@@ -15,27 +15,33 @@ static inline size_t sx__bits_words(size_t nbits)
 {
     return (nbits + 63) / 64;
 }
+
 static inline bool sx__bits_test(const uint64_t *w, size_t i)
 {
     return (w[i >> 6] >> (i & 63)) & 1u;
 }
+
 static inline void sx__bits_set(uint64_t *w, size_t i)
 {
     w[i >> 6] |= (uint64_t)1 << (i & 63);
 }
+
 static inline void sx__bits_clear(uint64_t *w, size_t i)
 {
     w[i >> 6] &= ~((uint64_t)1 << (i & 63));
 }
+
 static inline bool sx__bits_test_atomic(const uint64_t *w, size_t i)
 {
     uint64_t v = __atomic_load_n(&w[i >> 6], __ATOMIC_RELAXED);
     return (v >> (i & 63)) & 1u;
 }
+
 static inline void sx__bits_set_atomic(uint64_t *w, size_t i)
 {
     __atomic_fetch_or(&w[i >> 6], (uint64_t)1 << (i & 63), __ATOMIC_RELAXED);
 }
+
 /* number of set bits among the first nbits */
 size_t sx__bits_count(const uint64_t *w, size_t nbits);
 

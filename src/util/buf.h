@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 typedef struct sx__wbuf {
-    uint8_t *data;  /* owned; free with sx__wbuf_fini */
+    uint8_t *data; /* owned; free with sx__wbuf_fini */
     size_t len;
     size_t cap;
     bool failed;
@@ -37,6 +37,7 @@ void sx__wbuf_str(sx__wbuf *w, const char *s);
 void sx__wbuf_f32s(sx__wbuf *w, const float *v, size_t n);
 /* overwrite a u32 at offset (for back-patched lengths/CRCs) */
 void sx__wbuf_patch_u32(sx__wbuf *w, size_t off, uint32_t v);
+
 static inline bool sx__wbuf_ok(const sx__wbuf *w)
 {
     return !w->failed;
@@ -63,10 +64,12 @@ const void *sx__rbuf_bytes(sx__rbuf *r, size_t n);
 char *sx__rbuf_str(sx__rbuf *r, uint32_t max, bool *oom);
 /* n floats into out */
 void sx__rbuf_f32s(sx__rbuf *r, float *out, size_t n);
+
 static inline bool sx__rbuf_ok(const sx__rbuf *r)
 {
     return !r->bad;
 }
+
 static inline size_t sx__rbuf_left(const sx__rbuf *r)
 {
     return r->len - r->off;
@@ -77,10 +80,12 @@ static inline uint32_t sx__le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
+
 static inline uint64_t sx__le64(const uint8_t *p)
 {
     return (uint64_t)sx__le32(p) | (uint64_t)sx__le32(p + 4) << 32;
 }
+
 static inline void sx__put_le32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;
@@ -88,6 +93,7 @@ static inline void sx__put_le32(uint8_t *p, uint32_t v)
     p[2] = (uint8_t)(v >> 16);
     p[3] = (uint8_t)(v >> 24);
 }
+
 static inline void sx__put_le64(uint8_t *p, uint64_t v)
 {
     sx__put_le32(p, (uint32_t)v);

@@ -11,11 +11,20 @@
 static _Thread_local char errbuf[512];
 
 static const char *names[SX_STATUS_COUNT] = {
-    [SX_OK] = "SX_OK",           [SX_ENOMEM] = "SX_ENOMEM",       [SX_EINVAL] = "SX_EINVAL",
-    [SX_ENOTFOUND] = "SX_ENOTFOUND", [SX_EEXIST] = "SX_EEXIST",   [SX_EIO] = "SX_EIO",
-    [SX_ENOSPC] = "SX_ENOSPC",   [SX_ECORRUPT] = "SX_ECORRUPT",   [SX_EBUSY] = "SX_EBUSY",
-    [SX_ECANCELED] = "SX_ECANCELED", [SX_ETIMEDOUT] = "SX_ETIMEDOUT", [SX_EREMOTE] = "SX_EREMOTE",
-    [SX_EFATAL] = "SX_EFATAL",   [SX_EPARSE] = "SX_EPARSE",
+    [SX_OK] = "SX_OK",
+    [SX_ENOMEM] = "SX_ENOMEM",
+    [SX_EINVAL] = "SX_EINVAL",
+    [SX_ENOTFOUND] = "SX_ENOTFOUND",
+    [SX_EEXIST] = "SX_EEXIST",
+    [SX_EIO] = "SX_EIO",
+    [SX_ENOSPC] = "SX_ENOSPC",
+    [SX_ECORRUPT] = "SX_ECORRUPT",
+    [SX_EBUSY] = "SX_EBUSY",
+    [SX_ECANCELED] = "SX_ECANCELED",
+    [SX_ETIMEDOUT] = "SX_ETIMEDOUT",
+    [SX_EREMOTE] = "SX_EREMOTE",
+    [SX_EFATAL] = "SX_EFATAL",
+    [SX_EPARSE] = "SX_EPARSE",
 };
 
 const char *sx_status_str(sx_status st)

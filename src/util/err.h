@@ -12,6 +12,7 @@ sx_status sx__err(sx_status st, const char *fmt, ...) __attribute__((format(prin
 sx_status sx__err_errno(int e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 sx_status sx__status_from_errno(int e);
 void sx__err_clear(void);
+
 /* Explicitly discards a status (best-effort cleanup whose failure changes nothing). */
 static inline void sx__ignore(sx_status st)
 {

@@ -17,17 +17,19 @@ typedef struct sx__hit {
 } sx__hit;
 
 typedef struct sx__topk {
-    sx__hit *h;   /* borrowed storage for k entries */
+    sx__hit *h; /* borrowed storage for k entries */
     size_t k;
     size_t n;
 } sx__topk;
 
 void sx__topk_init(sx__topk *t, sx__hit *storage, size_t k);
+
 /* Distance a candidate must beat to enter (INFINITY while not full). */
 static inline float sx__topk_bound(const sx__topk *t)
 {
     return t->n < t->k ? __builtin_inff() : t->h[0].dist;
 }
+
 /* Offers a candidate; keeps it if among the k best so far. */
 void sx__topk_push(sx__topk *t, float dist, uint32_t id);
 /* Sorts the kept entries best first (in place, destroys the heap order); returns n. */

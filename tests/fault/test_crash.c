@@ -6,10 +6,9 @@
  * every acknowledged delete stayed deleted. Repeated ROUNDS times on the same directory, so
  * recovery also runs over earlier recoveries. Seed printed (SX_SEED replays).
  */
+#include <sextant.h>
 #include <signal.h>
 #include <sys/wait.h>
-
-#include <sextant.h>
 
 #include "harness.h"
 
@@ -48,7 +47,8 @@ static void child(const char *dir, int fd, int round, uint64_t seed)
             for (int k = 0; k < DIM; k++)
                 v[i * DIM + k] = test_randf(&s);
         }
-        sx_column cols[] = { { "id", SX_FIELD_INT64, ids }, { "v", SX_FIELD_FLOAT_VECTOR, v },
+        sx_column cols[] = { { "id", SX_FIELD_INT64, ids },
+                             { "v", SX_FIELD_FLOAT_VECTOR, v },
                              { "batch", SX_FIELD_INT64, bn } };
         sx_batch bt = { BATCH, cols, 3 };
         if (sx_insert(c, &bt, NULL) != SX_OK)
@@ -156,8 +156,9 @@ static void test_kill9(void)
         sx_collection_release(c);
         sx_db_close(db);
     }
-    fprintf(stderr, "kill -9 rounds: %d, acknowledged operations checked: %ld, worst recovery "
-                    "%.1f ms\n",
+    fprintf(stderr,
+            "kill -9 rounds: %d, acknowledged operations checked: %ld, worst recovery "
+            "%.1f ms\n",
             ROUNDS, total_acks, worst_recovery_ms);
     ASSERT(total_acks > ROUNDS);
 }

@@ -18,51 +18,51 @@ static int h_pass, h_fail;
 static jmp_buf h_jmp;
 static const char *h_name;
 
-#define FAILF(...)                                                                                 \
-    do {                                                                                           \
-        fprintf(stderr, "FAIL %s (%s:%d): ", h_name, __FILE__, __LINE__);                         \
-        fprintf(stderr, __VA_ARGS__);                                                              \
-        fprintf(stderr, "\n");                                                                     \
-        longjmp(h_jmp, 1);                                                                         \
-    } while (0)
+#define FAILF(...)                                                  \
+ do {                                                               \
+  fprintf(stderr, "FAIL %s (%s:%d): ", h_name, __FILE__, __LINE__); \
+  fprintf(stderr, __VA_ARGS__);                                     \
+  fprintf(stderr, "\n");                                            \
+  longjmp(h_jmp, 1);                                                \
+ } while (0)
 
-#define ASSERT(c)                                                                                  \
-    do {                                                                                           \
-        if (!(c))                                                                                  \
-            FAILF("assertion failed: %s", #c);                                                     \
-    } while (0)
-#define ASSERT_EQ(a, b)                                                                            \
-    do {                                                                                           \
-        long long _a = (long long)(a), _b = (long long)(b);                                        \
-        if (_a != _b)                                                                              \
-            FAILF("%s == %s: %lld != %lld", #a, #b, _a, _b);                                       \
-    } while (0)
-#define ASSERT_NEAR(a, b, eps)                                                                     \
-    do {                                                                                           \
-        double _a = (double)(a), _b = (double)(b);                                                 \
-        if (!(_a - _b <= (eps) && _b - _a <= (eps)))                                               \
-            FAILF("%s ~= %s: %.9g vs %.9g (eps %g)", #a, #b, _a, _b, (double)(eps));               \
-    } while (0)
-#define ASSERT_STATUS(expr, want)                                                                  \
-    do {                                                                                           \
-        sx_status _st = (expr);                                                                    \
-        if (_st != (want))                                                                         \
-            FAILF("%s returned %s (%s), want %s", #expr, sx_status_str(_st), sx_errmsg(),          \
-                  sx_status_str(want));                                                            \
-    } while (0)
+#define ASSERT(c)                     \
+ do {                                 \
+  if (!(c))                           \
+   FAILF("assertion failed: %s", #c); \
+ } while (0)
+#define ASSERT_EQ(a, b)                               \
+ do {                                                 \
+  long long _a = (long long)(a), _b = (long long)(b); \
+  if (_a != _b)                                       \
+   FAILF("%s == %s: %lld != %lld", #a, #b, _a, _b);   \
+ } while (0)
+#define ASSERT_NEAR(a, b, eps)                                              \
+ do {                                                                       \
+  double _a = (double)(a), _b = (double)(b);                                \
+  if (!(_a - _b <= (eps) && _b - _a <= (eps)))                              \
+   FAILF("%s ~= %s: %.9g vs %.9g (eps %g)", #a, #b, _a, _b, (double)(eps)); \
+ } while (0)
+#define ASSERT_STATUS(expr, want)                                                \
+ do {                                                                            \
+  sx_status _st = (expr);                                                        \
+  if (_st != (want))                                                             \
+   FAILF("%s returned %s (%s), want %s", #expr, sx_status_str(_st), sx_errmsg(), \
+         sx_status_str(want));                                                   \
+ } while (0)
 #define ASSERT_OK(expr) ASSERT_STATUS(expr, SX_OK)
 
-#define RUN(fn)                                                                                    \
-    do {                                                                                           \
-        h_name = #fn;                                                                              \
-        if (setjmp(h_jmp) == 0) {                                                                  \
-            fn();                                                                                  \
-            h_pass++;                                                                              \
-            fprintf(stderr, "ok   %s\n", #fn);                                                     \
-        } else {                                                                                   \
-            h_fail++;                                                                              \
-        }                                                                                          \
-    } while (0)
+#define RUN(fn)                       \
+ do {                                 \
+  h_name = #fn;                       \
+  if (setjmp(h_jmp) == 0) {           \
+   fn();                              \
+   h_pass++;                          \
+   fprintf(stderr, "ok   %s\n", #fn); \
+  } else {                            \
+   h_fail++;                          \
+  }                                   \
+ } while (0)
 
 #define TEST_DONE() (printf("%d passed, %d failed\n", h_pass, h_fail), h_fail ? 1 : 0)
 
@@ -83,6 +83,7 @@ static inline uint64_t test_rand(uint64_t *s)
     *s ^= *s >> 27;
     return *s * 2685821657736338717ull;
 }
+
 static inline float test_randf(uint64_t *s)
 {
     return (float)(test_rand(s) >> 40) / (float)(1u << 24);

@@ -56,9 +56,9 @@ static sx_status insert_rows(sx_collection *c, int64_t start, size_t n, uint64_t
         for (int d = 0; d < DIM; d++)
             v[i * DIM + d] = test_randf(&s) * 10.0f;
     }
-    sx_column cols[] = { { "id", SX_FIELD_INT64, ids },       { "vec", SX_FIELD_FLOAT_VECTOR, v },
-                         { "age", SX_FIELD_INT64, age },      { "score", SX_FIELD_DOUBLE, score },
-                         { "flag", SX_FIELD_BOOL, flag },     { "color", SX_FIELD_VARCHAR, color } };
+    sx_column cols[] = { { "id", SX_FIELD_INT64, ids },   { "vec", SX_FIELD_FLOAT_VECTOR, v },
+                         { "age", SX_FIELD_INT64, age },  { "score", SX_FIELD_DOUBLE, score },
+                         { "flag", SX_FIELD_BOOL, flag }, { "color", SX_FIELD_VARCHAR, color } };
     sx_batch b = { n, cols, 6 };
     sx_status st = sx_insert(c, &b, NULL);
     free(ids), free(age), free(score), free(flag), free(color), free(v);
@@ -112,8 +112,8 @@ static void test_insert_errors(void)
     double score = 0;
     bool flag = false;
     const char *color = "x";
-    sx_column cols[] = { { "id", SX_FIELD_INT64, &id },   { "vec", SX_FIELD_FLOAT_VECTOR, v },
-                         { "age", SX_FIELD_INT64, &age }, { "score", SX_FIELD_DOUBLE, &score },
+    sx_column cols[] = { { "id", SX_FIELD_INT64, &id },    { "vec", SX_FIELD_FLOAT_VECTOR, v },
+                         { "age", SX_FIELD_INT64, &age },  { "score", SX_FIELD_DOUBLE, &score },
                          { "flag", SX_FIELD_BOOL, &flag }, { "color", SX_FIELD_VARCHAR, &color } };
     sx_batch b = { 1, cols, 6 };
     ASSERT_STATUS(sx_insert(c, &b, NULL), SX_EINVAL);
@@ -133,8 +133,8 @@ static void test_insert_errors(void)
 }
 
 /* brute-force oracle over all live rows via query(*) */
-static void check_search_matches_bruteforce(sx_collection *c, const char *filter, uint32_t k,
-                                            uint64_t seed)
+static void
+check_search_matches_bruteforce(sx_collection *c, const char *filter, uint32_t k, uint64_t seed)
 {
     sx_rowset *all = NULL;
     const char *outs[] = { "vec" };
@@ -252,11 +252,11 @@ static void test_crud_and_filters(void)
 
     /* filtered search vs brute force, several selectivities, before and after an index */
     check_search_matches_bruteforce(c, NULL, 10, seed + 1);
-    check_search_matches_bruteforce(c, "age < 2", 10, seed + 2);      /* 2%: exact path */
+    check_search_matches_bruteforce(c, "age < 2", 10, seed + 2); /* 2%: exact path */
     check_search_matches_bruteforce(c, "age >= 5 and flag", 10, seed + 3);
     check_search_matches_bruteforce(c, "id in [5, 6, 7]", 10, seed + 4); /* fewer than k */
-    ASSERT_OK(sx_index_create(c, "HNSW", (sx_param[]){ { "M", "16" }, { "efConstruction", "200" } },
-                              2));
+    ASSERT_OK(
+        sx_index_create(c, "HNSW", (sx_param[]){ { "M", "16" }, { "efConstruction", "200" } }, 2));
     ASSERT_OK(sx_flush(c));
     ASSERT_OK(sx_index_wait(c, 60000));
     sx_index_info info;
@@ -269,8 +269,9 @@ static void test_crud_and_filters(void)
     check_search_matches_bruteforce(c, "age >= 5 and flag", 10, seed + 3);
     sx_param bad = { "ef", "3" };
     float qv[DIM] = { 0 };
-    sx_search_req req = { .queries = qv, .nq = 1, .k = 10, .params = &bad, .n_params = 1,
-                          .metric = -1 };
+    sx_search_req req = {
+        .queries = qv, .nq = 1, .k = 10, .params = &bad, .n_params = 1, .metric = -1
+    };
     ASSERT_STATUS(sx_search(c, &req, &rs), SX_EINVAL);
     ASSERT_STATUS(sx_index_create(c, "HNSW", (sx_param[]){ { "M", "8" } }, 1), SX_EEXIST);
     ASSERT_STATUS(sx_index_create(c, "NOPE", NULL, 0), SX_EINVAL);
@@ -423,8 +424,9 @@ static void *searcher(void *arg)
     conc *x = arg;
     float q[DIM] = { 1, 2, 3 };
     for (int i = 0; i < 200; i++) {
-        sx_search_req req = { .queries = q, .nq = 1, .k = 5, .metric = -1,
-                              .filter = i % 2 ? "age > 10" : NULL };
+        sx_search_req req = {
+            .queries = q, .nq = 1, .k = 5, .metric = -1, .filter = i % 2 ? "age > 10" : NULL
+        };
         sx_rowset *rs;
         if (sx_search(x->c, &req, &rs) != SX_OK)
             x->failures++;
