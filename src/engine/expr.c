@@ -13,7 +13,8 @@
  *                  comparison with one constant operand becomes K_CMPC with the constant on the
  *                  right, an INT64 operand compared with a DOUBLE constant is rewritten to an
  *                  integer comparison (or to "always"/"never"), `x == true` becomes x, `and`/`or`
- *                  chains are flattened into n-ary nodes, `not not x` becomes x.
+ *                  chains are flattened into n-ary nodes, `not not x` becomes x; `in` sets are
+ *                  sorted (a dense INT64 set becomes a bitmap), `like` patterns classified.
  *   sx__expr_eval  walks the tree once per chunk of CHUNK rows. Leaves run tight loops over
  *                  column arrays producing 64-row bitset words; arithmetic materialises one
  *                  value vector per node; and/or/not combine words.
@@ -26,15 +27,18 @@
  * both match nothing.
  *
  * Invariants.
- *   1. A K_CONST child never reaches a K_CMPC/K_IN/K_LIKE/K_NEG node: those fold instead. The
- *      only constant that survives into an evaluated node is an operand of an integer division
- *      or modulo by a literal zero (kept so that it yields UNKNOWN at run time).
+ *   1. Constants reach the evaluator only as K_ARITH operands (read as scalars) or as the whole
+ *      expression: every other operator folds constant operands, and a comparison moves its one
+ *      constant operand into the node (K_CMPC). Integer division or modulo by a literal zero is
+ *      never folded, so that it yields UNKNOWN at run time.
  *   2. Tree height and parser nesting (parentheses, brackets, prefix operators) are both at most
  *      MAX_DEPTH, so every recursive walk (parse, eval) is bounded.
  *   3. Evaluator registers: a node evaluated into register r uses r for its result and r+1.. for
  *      temporaries; node->regs is the count it needs (Sethi-Ullman numbering), so the scratch is
  *      root->regs registers, each CHUNK values + two CW-word bitsets.
  *   4. Predicate bitsets: bits past the last row of a chunk are zero, and t & u == 0.
+ *   5. The middle operand of a range `lo < x < hi` is shared by its two comparisons, so the tree
+ *      is a DAG; nodes live in the arena and are freed with it, never one by one.
  *
  * Rejected alternatives. A per-row tree walk was rejected (an indirect call per node per row).
  * Evaluating whole blocks at once was rejected for chunks of 1024 rows: temporaries stay in L1/L2
@@ -152,9 +156,9 @@ enum tkind {
 
 typedef struct tok {
     int kind;
-    size_t start, end; /* [start, end) in the source */
-    uint64_t u;        /* T_INT: magnitude */
-    double d;          /* T_FLOAT */
+    size_t start, end;           /* [start, end) in the source */
+    uint64_t u;                  /* T_INT: magnitude */
+    double d;                    /* T_FLOAT */
     size_t body, body_end, dlen; /* T_STR: bytes between the quotes, decoded length */
     bool raw;
 } tok;
@@ -195,8 +199,11 @@ enum nkind {
 };
 
 enum { OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_TRUE, OP_FALSE };
+
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW };
+
 enum { CM_INT, CM_DBL, CM_DBL_INT, CM_STR };
+
 enum { LK_NONE, LK_ALL, LK_EXACT, LK_PREFIX, LK_SUFFIX, LK_INFIX, LK_GENERAL };
 
 #define BM_SPAN ((uint64_t)1 << 16)
@@ -213,6 +220,7 @@ typedef struct lit {
 } lit;
 
 typedef struct node node;
+
 struct node {
     uint8_t kind, type;
     uint8_t op;      /* OP_* (K_ARITH, K_CMP, K_CMPC); 1 = `not in` for K_IN */
@@ -260,12 +268,12 @@ typedef struct parser {
     size_t neg_lit_pos; /* offset of the token right after the latest unary '-' */
 } parser;
 
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        sx_status st_ = (x);                                                                       \
-        if (st_ != SX_OK)                                                                          \
-            return st_;                                                                            \
-    } while (0)
+#define TRY(x)         \
+ do {                  \
+  sx_status st_ = (x); \
+  if (st_ != SX_OK)    \
+   return st_;         \
+ } while (0)
 
 /* ------------------------------------------------------------------ errors */
 
@@ -280,7 +288,8 @@ static sx_status perr(size_t pos, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return sx__err(SX_EPARSE, "cannot parse expression: %s at position %zu", what, pos);
+    (void)sx__err(SX_EPARSE, "cannot parse expression: %s at position %zu", what, pos);
+    return SX_EPARSE;
 }
 
 /* SX_EINVAL: a well-formed expression that does not fit the schema (unknown field, types). */
@@ -291,12 +300,14 @@ static sx_status terr(size_t pos, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return sx__err(SX_EINVAL, "%s at position %zu", what, pos);
+    (void)sx__err(SX_EINVAL, "%s at position %zu", what, pos);
+    return SX_EINVAL;
 }
 
 static sx_status oom(void)
 {
-    return sx__err(SX_ENOMEM, "out of memory parsing a filter expression");
+    (void)sx__err(SX_ENOMEM, "out of memory parsing a filter expression");
+    return SX_ENOMEM;
 }
 
 /* Printable rendering of src[a, b) (at most 24 bytes) for messages. */
@@ -479,12 +490,12 @@ static sx_status decode_string(const parser *p, const tok *t, char *out, size_t 
 {
     const char *s = p->src;
     size_t j = t->body, e = t->body_end, o = 0;
-#define EMIT(ch)                                                                                   \
-    do {                                                                                           \
-        if (out)                                                                                   \
-            out[o] = (char)(ch);                                                                   \
-        o++;                                                                                       \
-    } while (0)
+#define EMIT(ch)        \
+ do {                   \
+  if (out)              \
+   out[o] = (char)(ch); \
+  o++;                  \
+ } while (0)
     while (j < e) {
         unsigned char c = (unsigned char)s[j];
         if (c != '\\' || t->raw) {
@@ -632,12 +643,13 @@ static int keyword(const char *w, size_t n)
         const char *w;
         int kind;
     } kw[] = {
-        { "and", T_AND },    { "AND", T_AND },     { "or", T_OR },       { "OR", T_OR },
-        { "not", T_NOT },    { "NOT", T_NOT },     { "in", T_IN },       { "IN", T_IN },
-        { "like", T_LIKE },  { "LIKE", T_LIKE },   { "is", T_IS },       { "IS", T_IS },
-        { "null", T_NULL },  { "NULL", T_NULL },   { "true", T_TRUE },   { "True", T_TRUE },
-        { "TRUE", T_TRUE },  { "false", T_FALSE }, { "False", T_FALSE }, { "FALSE", T_FALSE },
+        { "and", T_AND },   { "AND", T_AND },     { "or", T_OR },       { "OR", T_OR },
+        { "not", T_NOT },   { "NOT", T_NOT },     { "in", T_IN },       { "IN", T_IN },
+        { "like", T_LIKE }, { "LIKE", T_LIKE },   { "is", T_IS },       { "IS", T_IS },
+        { "null", T_NULL }, { "NULL", T_NULL },   { "true", T_TRUE },   { "True", T_TRUE },
+        { "TRUE", T_TRUE }, { "false", T_FALSE }, { "False", T_FALSE }, { "FALSE", T_FALSE },
     };
+
     if (n > 5)
         return T_IDENT;
     for (size_t k = 0; k < sizeof kw / sizeof kw[0]; k++)
@@ -1311,9 +1323,7 @@ static sx_status make_cmpc(parser *p, int op, size_t pos, node *x, const node *c
         int_vs_dbl(&op, c->c.d, &cv.i);
         if ((op == OP_TRUE || op == OP_FALSE) && !x->may_unk)
             return mk_bool(p, op == OP_TRUE, pos, x->start, out);
-    } else if (c->type == T_DBLV) {
-        mode = CM_DBL;
-    } else if (i64_exact_dbl(c->c.i, &cv.d)) {
+    } else if (c->type == T_DBLV || i64_exact_dbl(c->c.i, &cv.d)) {
         mode = CM_DBL;
     } else {
         mode = CM_DBL_INT;
@@ -1369,11 +1379,11 @@ static sx_status add_kid(parser *p, node *e, node *k)
 {
     if (e->n_kids == e->cap_kids) {
         size_t cap = e->cap_kids ? e->cap_kids * 2 : 4;
-        node **kids = aalloc(p->arena, cap * sizeof *kids);
+        node **kids = aalloc(p->arena, cap * sizeof(node *));
         if (!kids)
             return oom();
         if (e->n_kids)
-            memcpy(kids, e->kids, e->n_kids * sizeof *kids);
+            memcpy(kids, e->kids, e->n_kids * sizeof(node *));
         e->kids = kids;
         e->cap_kids = cap;
     }
@@ -1577,19 +1587,18 @@ static sx_status compile_like(parser *p, node *e, const lit *pat)
     e->c.s = lits;
     e->c.len = nl;
     bool lead = n > 0 && it[0] == PAT_ANY, trail = n > 0 && it[n - 1] == PAT_ANY;
+    bool simple = n_one == 0; /* only '%' wildcards */
     if (nul)
         e->mode = LK_NONE; /* needs a NUL byte, which no column string holds */
-    else if (n_one)
-        e->mode = LK_GENERAL;
-    else if (n_any == 0)
+    else if (simple && n_any == 0)
         e->mode = LK_EXACT;
-    else if (n == 1)
+    else if (simple && n == 1)
         e->mode = LK_ALL;
-    else if (n_any == 1 && trail)
+    else if (simple && n_any == 1 && trail)
         e->mode = LK_PREFIX;
-    else if (n_any == 1 && lead)
+    else if (simple && n_any == 1 && lead)
         e->mode = LK_SUFFIX;
-    else if (n_any == 2 && lead && trail)
+    else if (simple && n_any == 2 && lead && trail)
         e->mode = LK_INFIX;
     else
         e->mode = LK_GENERAL;
@@ -1628,10 +1637,13 @@ static sx_status parse_field(parser *p, node **out)
     tok nx;
     TRY(lex(p, t.end, &nx));
     if (nx.kind == T_LP)
-        return perr(t.start, "function calls are not supported: %.*s(...)", (int)(nl > 64 ? 64 : nl),
-                    name);
+        return perr(t.start, "function calls are not supported: %.*s(...)",
+                    (int)(nl > 64 ? 64 : nl), name);
     if (nx.kind == T_LB)
         return perr(nx.start, "JSON / array element access is not supported");
+    if ((nl == 6 && (memcmp(name, "exists", 6) == 0 || memcmp(name, "EXISTS", 6) == 0)) &&
+        nx.kind != T_END)
+        return perr(t.start, "'exists' is not supported");
     size_t idx = SIZE_MAX;
     for (size_t k = 0; k < p->schema->n_fields; k++) {
         const char *fn = p->schema->names[k];
@@ -1892,7 +1904,7 @@ static sx_status parse_rest(parser *p, node *left, int min_prec, node **out)
         TRY(advance(p));
         if (not_in)
             TRY(advance(p));
-        node *r, *hi, *c1, *c2;
+        node *r = NULL, *hi = NULL, *c1 = NULL, *c2 = NULL;
         switch (op.kind) {
         case T_OR:
         case T_AND:
@@ -1961,7 +1973,7 @@ static sx_status parse_rest(parser *p, node *left, int min_prec, node **out)
 
 static sx_status parse_expr(parser *p, int min_prec, node **out)
 {
-    node *left;
+    node *left = NULL;
     TRY(parse_unary(p, &left));
     return parse_rest(p, left, min_prec, out);
 }
@@ -2038,7 +2050,9 @@ void sx__expr_free(sx__expr *e)
     sx__free(e);
 }
 
-int sx__expr_point_lookup(const sx__expr *e, size_t *n, const int64_t **ints,
+int sx__expr_point_lookup(const sx__expr *e,
+                          size_t *n,
+                          const int64_t **ints,
                           const char *const **strs)
 {
     const node *r = e ? e->root : NULL;
@@ -2103,50 +2117,50 @@ static inline uint64_t lastmask(size_t m)
 }
 
 /* t[w] = bits of COND over rows i = 64w .. 64w+63 (< m); COND reads `i` */
-#define BITS_LOOP(t, m, COND)                                                                      \
-    do {                                                                                           \
-        size_t nw_ = nwords(m);                                                                    \
-        for (size_t w_ = 0; w_ < nw_; w_++) {                                                      \
-            size_t b_ = w_ * 64, e_ = (m)-b_ < 64 ? (m)-b_ : 64;                                   \
-            uint64_t bits_ = 0;                                                                    \
-            if (e_ == 64) {                                                                        \
-                for (size_t j_ = 0; j_ < 64; j_++) {                                               \
-                    size_t i = b_ + j_;                                                            \
-                    bits_ |= (uint64_t)(COND) << j_;                                               \
-                }                                                                                  \
-            } else {                                                                               \
-                for (size_t j_ = 0; j_ < e_; j_++) {                                               \
-                    size_t i = b_ + j_;                                                            \
-                    bits_ |= (uint64_t)(COND) << j_;                                               \
-                }                                                                                  \
-            }                                                                                      \
-            (t)[w_] = bits_;                                                                       \
-        }                                                                                          \
-    } while (0)
+#define BITS_LOOP(t, m, COND)                           \
+ do {                                                   \
+  size_t nw_ = nwords(m);                               \
+  for (size_t w_ = 0; w_ < nw_; w_++) {                 \
+   size_t b_ = w_ * 64, e_ = (m)-b_ < 64 ? (m)-b_ : 64; \
+   uint64_t bits_ = 0;                                  \
+   if (e_ == 64) {                                      \
+    for (size_t j_ = 0; j_ < 64; j_++) {                \
+     size_t i = b_ + j_;                                \
+     bits_ |= (uint64_t)(COND) << j_;                   \
+    }                                                   \
+   } else {                                             \
+    for (size_t j_ = 0; j_ < e_; j_++) {                \
+     size_t i = b_ + j_;                                \
+     bits_ |= (uint64_t)(COND) << j_;                   \
+    }                                                   \
+   }                                                    \
+   (t)[w_] = bits_;                                     \
+  }                                                     \
+ } while (0)
 
-#define CMP6(t, m, op, A, B)                                                                       \
-    do {                                                                                           \
-        switch (op) {                                                                              \
-        case OP_EQ:                                                                                \
-            BITS_LOOP(t, m, (A) == (B));                                                           \
-            break;                                                                                 \
-        case OP_NE:                                                                                \
-            BITS_LOOP(t, m, (A) != (B));                                                           \
-            break;                                                                                 \
-        case OP_LT:                                                                                \
-            BITS_LOOP(t, m, (A) < (B));                                                            \
-            break;                                                                                 \
-        case OP_LE:                                                                                \
-            BITS_LOOP(t, m, (A) <= (B));                                                           \
-            break;                                                                                 \
-        case OP_GT:                                                                                \
-            BITS_LOOP(t, m, (A) > (B));                                                            \
-            break;                                                                                 \
-        default:                                                                                   \
-            BITS_LOOP(t, m, (A) >= (B));                                                           \
-            break;                                                                                 \
-        }                                                                                          \
-    } while (0)
+#define CMP6(t, m, op, A, B)    \
+ do {                           \
+  switch (op) {                 \
+  case OP_EQ:                   \
+   BITS_LOOP(t, m, (A) == (B)); \
+   break;                       \
+  case OP_NE:                   \
+   BITS_LOOP(t, m, (A) != (B)); \
+   break;                       \
+  case OP_LT:                   \
+   BITS_LOOP(t, m, (A) < (B));  \
+   break;                       \
+  case OP_LE:                   \
+   BITS_LOOP(t, m, (A) <= (B)); \
+   break;                       \
+  case OP_GT:                   \
+   BITS_LOOP(t, m, (A) > (B));  \
+   break;                       \
+  default:                      \
+   BITS_LOOP(t, m, (A) >= (B)); \
+   break;                       \
+  }                             \
+ } while (0)
 
 static void eval_val(const ectx *x, const node *e, size_t r, size_t row0, size_t m, vres *v);
 static bool eval_bool(const ectx *x, const node *e, size_t r, size_t row0, size_t m);
@@ -2462,8 +2476,12 @@ static bool eval_cmp(const ectx *x, const node *e, size_t r, size_t row0, size_t
     eval_val(x, e->a, r, row0, m, &a);
     eval_val(x, e->b, r + 1, row0, m, &b);
     if (e->a->type == T_STRV) {
+        /* both are VARCHAR columns: a constant operand would have made this a K_CMPC */
         const char *const *sa = a.s, *const *sb = b.s;
-        BITS_LOOP(t, m, op_holds(op, sgn(strcmp(S(sa[i]), S(sb[i])))));
+        if (sa && sb)
+            BITS_LOOP(t, m, op_holds(op, sgn(strcmp(S(sa[i]), S(sb[i])))));
+        else
+            fill_words(t, m, false);
     } else {
         vec_num(&a, e->a->type, false, g, m);
         vec_num(&b, e->b->type, false, h, m);
@@ -2663,7 +2681,7 @@ sx_status sx__expr_eval(const sx__expr *e, const sx__colref *cols, size_t n, uin
                            e->used[k]);
     }
     size_t n_regs = (size_t)root->regs + 1;
-    size_t reg_bytes = CHUNK * sizeof(int64_t) + 2 * CW * sizeof(uint64_t);
+    size_t reg_bytes = CHUNK * sizeof(int64_t) + (size_t)2 * CW * sizeof(uint64_t);
     char *scratch = sx__malloc(n_regs * (reg_bytes + sizeof(reg)));
     if (!scratch)
         return sx__err(SX_ENOMEM, "out of memory evaluating a filter");

@@ -38,9 +38,9 @@ enum { F_ID, F_A, F_B, F_BIG, F_D, F_PRICE, F_FLAG, F_FLAG2, F_NAME, F_TAG, F_VE
 static const char *const fnames[NF] = { "id",   "a",     "b",    "big", "d",  "price",
                                         "flag", "flag2", "name", "tag", "vec" };
 static const sx_field_type ftypes[NF] = {
-    SX_FIELD_INT64,  SX_FIELD_INT64, SX_FIELD_INT64,   SX_FIELD_INT64,   SX_FIELD_DOUBLE,
-    SX_FIELD_DOUBLE, SX_FIELD_BOOL,  SX_FIELD_BOOL,    SX_FIELD_VARCHAR, SX_FIELD_VARCHAR,
-    SX_FIELD_FLOAT_VECTOR,
+    SX_FIELD_INT64,   SX_FIELD_INT64,   SX_FIELD_INT64,        SX_FIELD_INT64,
+    SX_FIELD_DOUBLE,  SX_FIELD_DOUBLE,  SX_FIELD_BOOL,         SX_FIELD_BOOL,
+    SX_FIELD_VARCHAR, SX_FIELD_VARCHAR, SX_FIELD_FLOAT_VECTOR,
 };
 static const sx__expr_schema schema = { NF, fnames, ftypes };
 
@@ -60,11 +60,28 @@ static char strpool[NROWS][2][8];
 static sx__colref cols[NF];
 static uint64_t seed0;
 
-static const char *const words[] = {
-    "apple", "apricot", "banana", "",   "red",   "re",  "r\xc3\xa9" "demption", "\xc3\xbc" "ber",
-    "a_b",   "a%b",     "x\\y",   "Apple", "appl", "mango", "\xe6\x97\xa5\xe6\x9c\xac", "zz",
-    "ab",    "a",       "axb",    "pea",   "it's", "q\"q",
-};
+static const char *const words[] = { "apple",
+                                     "apricot",
+                                     "banana",
+                                     "",
+                                     "red",
+                                     "re",
+                                     "r\303\251demption",
+                                     "\303\274ber",
+                                     "a_b",
+                                     "a%b",
+                                     "x\\y",
+                                     "Apple",
+                                     "appl",
+                                     "mango",
+                                     "\346\227\245\346\234\254",
+                                     "zz",
+                                     "ab",
+                                     "a",
+                                     "axb",
+                                     "pea",
+                                     "it's",
+                                     "q\"q" };
 #define NWORDS (sizeof words / sizeof words[0])
 
 static void make_table(uint64_t seed)
@@ -84,8 +101,18 @@ static void make_table(uint64_t seed)
                                     ((int64_t)1 << 53) + 1,
                                     -((int64_t)1 << 53) - 1,
                                     1000000007 };
-    static const double ds[] = { (double)NAN, (double)INFINITY, -(double)INFINITY, -0.0, 0.0, 9007199254740992.0,
-                                 9007199254740994.0, 1e300, 2.5, -2.5, 1.5, 100.0 };
+    static const double ds[] = { (double)NAN,
+                                 (double)INFINITY,
+                                 -(double)INFINITY,
+                                 -0.0,
+                                 0.0,
+                                 9007199254740992.0,
+                                 9007199254740994.0,
+                                 1e300,
+                                 2.5,
+                                 -2.5,
+                                 1.5,
+                                 100.0 };
     for (size_t i = 0; i < NROWS; i++) {
         row *r = &rows[i];
         r->id = (int64_t)i * 3 - 1000;
@@ -275,193 +302,206 @@ static void eval_src(const char *src, size_t n)
 
 /* ------------------------------------------------------------------ fixed cases */
 
-#define R (&rows[i])
+#define R     (&rows[i])
 #define DIVOK (R->b != 0)
 
 /* X(source, reference predicate over row R) */
-#define CASES(X)                                                                                   \
-    X("a > 1", R->a > 1)                                                                           \
-    X("a >= -5 and a < 7", R->a >= -5 && R->a < 7)                                                 \
-    X("1 < a < 10", 1 < R->a && R->a < 10)                                                         \
-    X("10 >= a > 1", 10 >= R->a && R->a > 1)                                                       \
-    X("-3 <= b <= 2", -3 <= R->b && R->b <= 2)                                                     \
-    X("0 < b + a <= a", 0 < R->b + R->a && R->b + R->a <= R->a)                                    \
-    X("a == 5 or b == 2", R->a == 5 || R->b == 2)                                                  \
-    X("a != 5", R->a != 5)                                                                         \
-    X("not (a > 1)", !(R->a > 1))                                                                  \
-    X("not a > 1", !(R->a > 1))                                                                    \
-    X("NOT a + 1 in [3, 4] and flag", !(R->a + 1 == 3 || R->a + 1 == 4) && R->flag)                \
-    X("!(a > 1) && b < 0", !(R->a > 1) && R->b < 0)                                                \
-    X("a > 1 AND b < 0 OR flag", (R->a > 1 && R->b < 0) || R->flag)                                \
-    X("a > 1 and (b < 0 or flag)", R->a > 1 && (R->b < 0 || R->flag))                              \
-    X("a > 1 || b < 0 && flag", R->a > 1 || (R->b < 0 && R->flag))                                 \
-    X("a in [1, 2, 3, -4]", R->a == 1 || R->a == 2 || R->a == 3 || R->a == -4)                     \
-    X("a not in [1, 2, 3]", !(R->a == 1 || R->a == 2 || R->a == 3))                                \
-    X("a IN [1,2,3,]", R->a >= 1 && R->a <= 3)                                                     \
-    X("a NOT IN []", true)                                                                         \
-    X("a in [ ]", false)                                                                           \
-    X("a in [1.0, 2.5, 3]", R->a == 1 || R->a == 3)                                                \
-    X("d in [1, 2.5, -3]", R->d == 1.0 || R->d == 2.5 || R->d == -3.0)                             \
-    X("d not in [0]", !(R->d == 0.0))                                                              \
-    X("name in [\"apple\", 'banana', \"\"]",                                                       \
-      !scmp(R->name, "apple") || !scmp(R->name, "banana") || !scmp(R->name, ""))                   \
-    X("name not in [\"apple\"]", scmp(R->name, "apple") != 0)                                      \
-    X("id in [-1000, -997, 5, 2, 7000]", R->id == -1000 || R->id == -997 || R->id == 5 ||          \
-                                             R->id == 2 || R->id == 7000)                          \
-    X("id in [-1000, -997, 5, 2, 7000, 8, 11, 14, 17, 20, 23]",                                    \
-      R->id == -1000 || R->id == -997 || R->id == 5 || R->id == 2 || R->id == 7000 ||              \
-          R->id == 8 || R->id == 11 || R->id == 14 || R->id == 17 || R->id == 20 || R->id == 23)   \
-    X("flag", R->flag)                                                                             \
-    X("not flag", !R->flag)                                                                        \
-    X("flag == true", R->flag)                                                                     \
-    X("flag == False", !R->flag)                                                                   \
-    X("TRUE != flag", !R->flag)                                                                    \
-    X("flag != flag2", R->flag != R->flag2)                                                        \
-    X("flag == (a > 0)", R->flag == (R->a > 0))                                                    \
-    X("!flag || flag2", !R->flag || R->flag2)                                                      \
-    X("true", true)                                                                                \
-    X("false", false)                                                                              \
-    X("TRUE and a > 0", R->a > 0)                                                                  \
-    X("False or a > 0", R->a > 0)                                                                  \
-    X("d > 1.5", R->d > 1.5)                                                                       \
-    X("d <= 0", R->d <= 0.0)                                                                       \
-    X("not (d > 1.5)", !(R->d > 1.5))                                                              \
-    X("d != d", isnan(R->d))                                                                       \
-    X("d == d", !isnan(R->d))                                                                      \
-    X("a < d", cmp_id(R->a, R->d) == -1)                                                           \
-    X("d >= a", cmp_id(R->a, R->d) == -1 || cmp_id(R->a, R->d) == 0)                               \
-    X("big != d", cmp_id(R->big, R->d) != 0)                                                       \
-    X("price * 0.9 < 100", R->price * 0.9 < 100)                                                   \
-    X("price * 2 >= 150.5", R->price * 2 >= 150.5)                                                 \
-    X("a % 2 == 0", R->a % 2 == 0)                                                                 \
-    X("a % 3 == -1", R->a % 3 == -1)                                                               \
-    X("a + 1 == 5", R->a + 1 == 5)                                                                 \
-    X("a - b > 0", R->a - R->b > 0)                                                                \
-    X("a * b < -10", R->a * R->b < -10)                                                            \
-    X("a / b == 2", DIVOK && R->a / R->b == 2)                                                     \
-    X("not (a / b == 2)", DIVOK && !(R->a / R->b == 2))                                            \
-    X("a / b == 2 or a > 40", (DIVOK && R->a / R->b == 2) || R->a > 40)                            \
-    X("not (a / b == 2 and a > 40)", DIVOK ? !(R->a / R->b == 2 && R->a > 40) : !(R->a > 40))      \
-    X("a % b == 1", DIVOK && R->a % R->b == 1)                                                     \
-    X("a / 0 == 1", false)                                                                         \
-    X("not (a / 0 == 1)", false)                                                                   \
-    X("a % 0 != 1", false)                                                                         \
-    X("1 / 0 == 1", false)                                                                         \
-    X("not (1 / 0 > a)", false)                                                                    \
-    X("a / (b - b) == 0 or flag", R->flag)                                                         \
-    X("not (a / (b - b) == 0) or flag", R->flag)                                                   \
-    X("a / (b - b) in [0] == flag", false)                                                         \
-    X("not (a % (b - b) not in [1])", false)                                                       \
-    X("a / 2.0 > 3", (double)R->a / 2.0 > 3)                                                       \
-    X("a ** 2 > 100", pow((double)R->a, 2) > 100)                                                  \
-    X("-a > 3", -R->a > 3)                                                                         \
-    X("- -a == a", true)                                                                           \
-    X("-(a + 1) < 0", -(R->a + 1) < 0)                                                             \
-    X("a + b * 2 == 4", R->a + R->b * 2 == 4)                                                      \
-    X("(a + b) * 2 == 4", (R->a + R->b) * 2 == 4)                                                  \
-    X("a - -3 == 0", R->a + 3 == 0)                                                                \
-    X("a - 3 - 2 == 0", R->a - 5 == 0)                                                             \
-    X("a / 2 * 2 == a", (R->a / 2) * 2 == R->a)                                                    \
-    X("price / (a - a) > 0", R->price / (double)(R->a - R->a) > 0)                                 \
-    X("big > 0", R->big > 0)                                                                       \
-    X("big + 1 < big", R->big == INT64_MAX)                                                        \
-    X("big * 2 == 0", w_mul(R->big, 2) == 0)                                                       \
-    X("big / -1 == big", R->big == 0 || R->big == INT64_MIN)                                       \
-    X("big % -1 == 0", true)                                                                       \
-    X("big - 1 > big", R->big == INT64_MIN)                                                        \
-    X("-big == big", R->big == 0 || R->big == INT64_MIN)                                           \
-    X("big == -9223372036854775808", R->big == INT64_MIN)                                          \
-    X("big == -0x8000000000000000", R->big == INT64_MIN)                                           \
-    X("big < 9223372036854775807", R->big < INT64_MAX)                                             \
-    X("big >= 9.3e18", false)                                                                      \
-    X("big < 9.3e18", true)                                                                        \
-    X("big > -9.3e18", true)                                                                       \
-    X("big == 9007199254740993.0", R->big == (int64_t)1 << 53)                                     \
-    X("big < 2.5", R->big <= 2)                                                                    \
-    X("big > 2.5", R->big >= 3)                                                                    \
-    X("big <= -2.5", R->big <= -3)                                                                 \
-    X("big >= -2.5", R->big >= -2)                                                                 \
-    X("big != 0.5", true)                                                                          \
-    X("big == 2.0", R->big == 2)                                                                   \
-    X("big + 0 != 0.5 or big / b > 0", true)                                                       \
-    X("big / b != 0.5", DIVOK)                                                                     \
-    X("big in [1.0, 2.5, 9007199254740992.0]", R->big == 1 || R->big == (int64_t)1 << 53)          \
-    X("d < 9007199254740993", cmp_id(((int64_t)1 << 53) + 1, R->d) == 1)                           \
-    X("d == 9007199254740993", false)                                                              \
-    X("d >= 9007199254740992", cmp_id((int64_t)1 << 53, R->d) == -1 ||                             \
-                                   cmp_id((int64_t)1 << 53, R->d) == 0)                            \
-    X("d in [9007199254740993, 9007199254740994]", R->d == 9007199254740994.0)                     \
-    X("name == \"apple\"", !scmp(R->name, "apple"))                                                \
-    X("name != 'apple'", scmp(R->name, "apple") != 0)                                              \
-    X("name < \"b\"", scmp(R->name, "b") < 0)                                                      \
-    X("name >= \"apricot\"", scmp(R->name, "apricot") >= 0)                                        \
-    X("\"m\" < name", scmp("m", R->name) < 0)                                                      \
-    X("name > \"a\\0b\"", cmp_bytes(R->name, strlen(R->name), "a\0b", 3) > 0)                     \
-    X("name == \"a\\0\"", false)                                                                   \
-    X("name == tag", !scmp(R->name, R->tag))                                                       \
-    X("name < tag", scmp(R->name, R->tag) < 0)                                                     \
-    X("\"a\" <= name < \"b\"", scmp(R->name, "a") >= 0 && scmp(R->name, "b") < 0)                  \
-    X("name like \"ap%\"", lk(R->name, "ap%"))                                                     \
-    X("name like \"%an%\"", lk(R->name, "%an%"))                                                   \
-    X("name like \"%e\"", lk(R->name, "%e"))                                                       \
-    X("name like \"a_b\"", lk(R->name, "a_b"))                                                     \
-    X("name like \"a\\\\_b\"", !scmp(R->name, "a_b"))                                              \
-    X("name like \"a\\\\%b\"", !scmp(R->name, "a%b"))                                              \
-    X("name like \"x\\\\\\\\y\"", !scmp(R->name, "x\\y"))                                          \
-    X("name like \"%\"", true)                                                                     \
-    X("name like \"%%\"", true)                                                                    \
-    X("name like \"\"", !scmp(R->name, ""))                                                        \
-    X("name like \"_\"", lk(R->name, "_"))                                                         \
-    X("name like \"__\"", lk(R->name, "__"))                                                       \
-    X("name like \"r_d%\"", lk(R->name, "r_d%"))                                                   \
-    X("name like \"%p_e%\"", lk(R->name, "%p_e%"))                                                 \
-    X("name like \"%a%n%\"", lk(R->name, "%a%n%"))                                                 \
-    X("name like \"%a%a\"", lk(R->name, "%a%a"))                                                   \
-    X("name like \"a\\0%\"", false)                                                                \
-    X("name LIKE 'A%'", lk(R->name, "A%"))                                                         \
-    X("not name like \"a%\"", !lk(R->name, "a%"))                                                  \
-    X("name like \"ap%\" == false", !lk(R->name, "ap%"))                                           \
-    X("name is null", false)                                                                       \
-    X("name is not null", true)                                                                    \
-    X("a IS NOT NULL and a > 3", R->a > 3)                                                         \
-    X("flag is null or flag", R->flag)                                                             \
-    X("r\"apple\" == name", !scmp(R->name, "apple"))                                               \
-    X("name == 'x\\\\y'", !scmp(R->name, "x\\y"))                                                  \
-    X("name == r'x\\y'", !scmp(R->name, "x\\y"))                                                   \
-    X("name == \"\\u00fcber\"", !scmp(R->name, "\xc3\xbc" "ber"))                                  \
-    X("name == \"\\xc3\\xbc\\142er\"", !scmp(R->name, "\xc3\xbc" "ber"))                               \
-    X("name == \"\\303\\274ber\"", !scmp(R->name, "\xc3\xbc" "ber"))                               \
-    X("name == 'it\\'s' or name == \"q\\\"q\"", !scmp(R->name, "it's") || !scmp(R->name, "q\"q"))  \
-    X("a == 0x1f or a == 0b101 or a == 017 or a == -0X0A",                                         \
-      R->a == 31 || R->a == 5 || R->a == 15 || R->a == -10)                                        \
-    X("a in [0x1F, 0B11, 010, 1e1, .5e1]",                                                         \
-      R->a == 31 || R->a == 3 || R->a == 8 || R->a == 10 || R->a == 5)                             \
-    X("price > 1e2 and price < 1.5E2", R->price > 100 && R->price < 150)                           \
-    X("(((a > 1)))", R->a > 1)                                                                     \
-    X("a > 1 == true", R->a > 1)                                                                   \
-    X("a > 1 != (b > 1)", (R->a > 1) != (R->b > 1))                                                \
-    X("a\n>\t1\r\n", R->a > 1)                                                                     \
-    X("flag and flag2 and a > 0 and b < 0 and name != \"\"",                                       \
-      R->flag && R->flag2 && R->a > 0 && R->b < 0 && R->name[0])                                   \
-    X("a in [1,2] == false", !(R->a == 1 || R->a == 2))                                            \
-    X("a + 1 in [2, 3]", R->a + 1 == 2 || R->a + 1 == 3)                                           \
-    X("(a > 0) in [true]", R->a > 0)                                                               \
-    X("(a > 0) not in [true, false]", false)                                                       \
-    X("flag in [false]", !R->flag)                                                                 \
-    X("1 < 2", true)                                                                               \
-    X("\"a\" < \"b\"", true)                                                                       \
-    X("'abc' == \"abc\"", true)                                                                    \
-    X("\"a\\0\" > \"a\"", true)                                                                    \
-    X("1 == 1.0 and 1 < 1.5 and 2 > 1.5", true)                                                    \
-    X("9007199254740993 == 9007199254740992.0", false)                                             \
-    X("0.1 + 0.2 == 0.3", false)                                                                   \
-    X("5 % 3 == 2 and -5 % 3 == -2 and 7 / -2 == -3", true)                                        \
-    X("2 ** -1 == 0.5 and 2 ** 3 ** 2 == 64 and -2 ** 2 == -4", true)                              \
-    X("-9223372036854775808 / -1 == -9223372036854775808", true)                                   \
-    X("3 in [1, 2.0, 3.0]", true)                                                                  \
-    X("'b' not in ['a', 'c']", true)                                                               \
-    X("'ab' like 'a%' and not 'ab' like '_'", true)                                                \
-    X("true == (1 < 2)", true)
+#define CASES(X)                                                                                 \
+ X("a > 1", R->a > 1)                                                                            \
+ X("a >= -5 and a < 7", R->a >= -5 && R->a < 7)                                                  \
+ X("1 < a < 10", 1 < R->a && R->a < 10)                                                          \
+ X("10 >= a > 1", 10 >= R->a && R->a > 1)                                                        \
+ X("-3 <= b <= 2", -3 <= R->b && R->b <= 2)                                                      \
+ X("0 < b + a <= a", 0 < R->b + R->a && R->b + R->a <= R->a)                                     \
+ X("a == 5 or b == 2", R->a == 5 || R->b == 2)                                                   \
+ X("a != 5", R->a != 5)                                                                          \
+ X("not (a > 1)", !(R->a > 1))                                                                   \
+ X("not a > 1", !(R->a > 1))                                                                     \
+ X("NOT a + 1 in [3, 4] and flag", !(R->a + 1 == 3 || R->a + 1 == 4) && R->flag)                 \
+ X("!(a > 1) && b < 0", !(R->a > 1) && R->b < 0)                                                 \
+ X("not flag == false", R->flag)                                                                 \
+ X("not a > 1 == true", !(R->a > 1))                                                             \
+ X("-a ** 2 == -(a * a)", true)                                                                  \
+ X("a in [1] in [true]", R->a == 1)                                                              \
+ X("a > 1 AND b < 0 OR flag", (R->a > 1 && R->b < 0) || R->flag)                                 \
+ X("a > 1 and (b < 0 or flag)", R->a > 1 && (R->b < 0 || R->flag))                               \
+ X("a > 1 || b < 0 && flag", R->a > 1 || (R->b < 0 && R->flag))                                  \
+ X("a in [1, 2, 3, -4]", R->a == 1 || R->a == 2 || R->a == 3 || R->a == -4)                      \
+ X("a not in [1, 2, 3]", !(R->a == 1 || R->a == 2 || R->a == 3))                                 \
+ X("a IN [1,2,3,]", R->a >= 1 && R->a <= 3)                                                      \
+ X("a NOT IN []", true)                                                                          \
+ X("a in [ ]", false)                                                                            \
+ X("a in [1.0, 2.5, 3]", R->a == 1 || R->a == 3)                                                 \
+ X("d in [1, 2.5, -3]", R->d == 1.0 || R->d == 2.5 || R->d == -3.0)                              \
+ X("d not in [0]", !(R->d == 0.0))                                                               \
+ X("name in [\"apple\", 'banana', \"\"]",                                                        \
+   !scmp(R->name, "apple") || !scmp(R->name, "banana") || !scmp(R->name, ""))                    \
+ X("name not in [\"apple\"]", scmp(R->name, "apple") != 0)                                       \
+ X("id in [-1000, -997, 5, 2, 7000]",                                                            \
+   R->id == -1000 || R->id == -997 || R->id == 5 || R->id == 2 || R->id == 7000)                 \
+ X("id in [-1000, -997, 5, 2, 7000, 8, 11, 14, 17, 20, 23]",                                     \
+   R->id == -1000 || R->id == -997 || R->id == 5 || R->id == 2 || R->id == 7000 || R->id == 8 || \
+       R->id == 11 || R->id == 14 || R->id == 17 || R->id == 20 || R->id == 23)                  \
+ X("big in [-9223372036854775808, -1, 0, 1, 2, 3, 9223372036854775807, 9007199254740992, "       \
+   "1000000007, 5, 6]",                                                                          \
+   R->big == INT64_MIN || (R->big >= -1 && R->big <= 3) || R->big == INT64_MAX ||                \
+       R->big == (int64_t)1 << 53 || R->big == 1000000007 || R->big == 5 || R->big == 6)         \
+ X("b - 3 not in [-6, -5, -4, -3, -2, -1, 0, 1, 2]", false)                                      \
+ X("a in [-50, -49, -48, -47, -46, -45, -44, -43, -42, 50, 49]", R->a <= -42 || R->a >= 49)      \
+ X("flag", R->flag)                                                                              \
+ X("not flag", !R->flag)                                                                         \
+ X("flag == true", R->flag)                                                                      \
+ X("flag == False", !R->flag)                                                                    \
+ X("TRUE != flag", !R->flag)                                                                     \
+ X("flag != flag2", R->flag != R->flag2)                                                         \
+ X("flag == (a > 0)", R->flag == (R->a > 0))                                                     \
+ X("!flag || flag2", !R->flag || R->flag2)                                                       \
+ X("true", true)                                                                                 \
+ X("false", false)                                                                               \
+ X("TRUE and a > 0", R->a > 0)                                                                   \
+ X("False or a > 0", R->a > 0)                                                                   \
+ X("d > 1.5", R->d > 1.5)                                                                        \
+ X("d <= 0", R->d <= 0.0)                                                                        \
+ X("not (d > 1.5)", !(R->d > 1.5))                                                               \
+ X("d != d", isnan(R->d))                                                                        \
+ X("d == d", !isnan(R->d))                                                                       \
+ X("a < d", cmp_id(R->a, R->d) == -1)                                                            \
+ X("d >= a", cmp_id(R->a, R->d) == -1 || cmp_id(R->a, R->d) == 0)                                \
+ X("big != d", cmp_id(R->big, R->d) != 0)                                                        \
+ X("price * 0.9 < 100", R->price * 0.9 < 100)                                                    \
+ X("price * 2 >= 150.5", R->price * 2 >= 150.5)                                                  \
+ X("a % 2 == 0", R->a % 2 == 0)                                                                  \
+ X("a % 3 == -1", R->a % 3 == -1)                                                                \
+ X("a + 1 == 5", R->a + 1 == 5)                                                                  \
+ X("a - b > 0", R->a - R->b > 0)                                                                 \
+ X("a * b < -10", R->a * R->b < -10)                                                             \
+ X("a / b == 2", DIVOK && R->a / R->b == 2)                                                      \
+ X("not (a / b == 2)", DIVOK && !(R->a / R->b == 2))                                             \
+ X("a / b == 2 or a > 40", (DIVOK && R->a / R->b == 2) || R->a > 40)                             \
+ X("not (a / b == 2 and a > 40)", DIVOK ? !(R->a / R->b == 2 && R->a > 40) : !(R->a > 40))       \
+ X("a % b == 1", DIVOK && R->a % R->b == 1)                                                      \
+ X("a / 0 == 1", false)                                                                          \
+ X("not (a / 0 == 1)", false)                                                                    \
+ X("a % 0 != 1", false)                                                                          \
+ X("1 / 0 == 1", false)                                                                          \
+ X("not (1 / 0 > a)", false)                                                                     \
+ X("a / (b - b) == 0 or flag", R->flag)                                                          \
+ X("not (a / (b - b) == 0) or flag", R->flag)                                                    \
+ X("a / (b - b) in [0] == flag", false)                                                          \
+ X("not (a % (b - b) not in [1])", false)                                                        \
+ X("a / 2.0 > 3", (double)R->a / 2.0 > 3)                                                        \
+ X("a ** 2 > 100", pow((double)R->a, 2) > 100)                                                   \
+ X("-a > 3", -R->a > 3)                                                                          \
+ X("- -a == a", true)                                                                            \
+ X("-(a + 1) < 0", -(R->a + 1) < 0)                                                              \
+ X("a + b * 2 == 4", R->a + R->b * 2 == 4)                                                       \
+ X("(a + b) * 2 == 4", (R->a + R->b) * 2 == 4)                                                   \
+ X("a - -3 == 0", R->a + 3 == 0)                                                                 \
+ X("a - 3 - 2 == 0", R->a - 5 == 0)                                                              \
+ X("a / 2 * 2 == a", (R->a / 2) * 2 == R->a)                                                     \
+ X("price / (a - a) > 0", R->price / (double)(R->a - R->a) > 0)                                  \
+ X("big > 0", R->big > 0)                                                                        \
+ X("big + 1 < big", R->big == INT64_MAX)                                                         \
+ X("big * 2 == 0", w_mul(R->big, 2) == 0)                                                        \
+ X("big / -1 == big", R->big == 0 || R->big == INT64_MIN)                                        \
+ X("big % -1 == 0", true)                                                                        \
+ X("big - 1 > big", R->big == INT64_MIN)                                                         \
+ X("-big == big", R->big == 0 || R->big == INT64_MIN)                                            \
+ X("big == -9223372036854775808", R->big == INT64_MIN)                                           \
+ X("big == -0x8000000000000000", R->big == INT64_MIN)                                            \
+ X("big < 9223372036854775807", R->big < INT64_MAX)                                              \
+ X("big >= 9.3e18", false)                                                                       \
+ X("big < 9.3e18", true)                                                                         \
+ X("big > -9.3e18", true)                                                                        \
+ X("big == 9007199254740993.0", R->big == (int64_t)1 << 53)                                      \
+ X("big < 2.5", R->big <= 2)                                                                     \
+ X("big > 2.5", R->big >= 3)                                                                     \
+ X("big <= -2.5", R->big <= -3)                                                                  \
+ X("big >= -2.5", R->big >= -2)                                                                  \
+ X("big != 0.5", true)                                                                           \
+ X("big == 2.0", R->big == 2)                                                                    \
+ X("big + 0 != 0.5 or big / b > 0", true)                                                        \
+ X("big / b != 0.5", DIVOK)                                                                      \
+ X("big in [1.0, 2.5, 9007199254740992.0]", R->big == 1 || R->big == (int64_t)1 << 53)           \
+ X("d < 9007199254740993", cmp_id(((int64_t)1 << 53) + 1, R->d) == 1)                            \
+ X("d == 9007199254740993", false)                                                               \
+ X("d >= 9007199254740992",                                                                      \
+   cmp_id((int64_t)1 << 53, R->d) == -1 || cmp_id((int64_t)1 << 53, R->d) == 0)                  \
+ X("d in [9007199254740993, 9007199254740994]", R->d == 9007199254740994.0)                      \
+ X("name == \"apple\"", !scmp(R->name, "apple"))                                                 \
+ X("name != 'apple'", scmp(R->name, "apple") != 0)                                               \
+ X("name < \"b\"", scmp(R->name, "b") < 0)                                                       \
+ X("name >= \"apricot\"", scmp(R->name, "apricot") >= 0)                                         \
+ X("\"m\" < name", scmp("m", R->name) < 0)                                                       \
+ X("name > \"a\\0b\"", cmp_bytes(R->name, strlen(R->name), "a\0b", 3) > 0)                       \
+ X("name == \"a\\0\"", false)                                                                    \
+ X("name == tag", !scmp(R->name, R->tag))                                                        \
+ X("name < tag", scmp(R->name, R->tag) < 0)                                                      \
+ X("\"a\" <= name < \"b\"", scmp(R->name, "a") >= 0 && scmp(R->name, "b") < 0)                   \
+ X("name like \"ap%\"", lk(R->name, "ap%"))                                                      \
+ X("name like \"%an%\"", lk(R->name, "%an%"))                                                    \
+ X("name like \"%e\"", lk(R->name, "%e"))                                                        \
+ X("name like \"a_b\"", lk(R->name, "a_b"))                                                      \
+ X("name like \"a\\\\_b\"", !scmp(R->name, "a_b"))                                               \
+ X("name like \"a\\\\%b\"", !scmp(R->name, "a%b"))                                               \
+ X("name like \"x\\\\\\\\y\"", !scmp(R->name, "x\\y"))                                           \
+ X("name like \"%\"", true)                                                                      \
+ X("name like \"%%\"", true)                                                                     \
+ X("name like \"\"", !scmp(R->name, ""))                                                         \
+ X("name like \"_\"", lk(R->name, "_"))                                                          \
+ X("name like \"__\"", lk(R->name, "__"))                                                        \
+ X("name like \"r_d%\"", lk(R->name, "r_d%"))                                                    \
+ X("name like \"%p_e%\"", lk(R->name, "%p_e%"))                                                  \
+ X("name like \"%a%n%\"", lk(R->name, "%a%n%"))                                                  \
+ X("name like \"%a%a\"", lk(R->name, "%a%a"))                                                    \
+ X("name like \"a\\0%\"", false)                                                                 \
+ X("name LIKE 'A%'", lk(R->name, "A%"))                                                          \
+ X("not name like \"a%\"", !lk(R->name, "a%"))                                                   \
+ X("name like \"ap%\" == false", !lk(R->name, "ap%"))                                            \
+ X("name is null", false)                                                                        \
+ X("name is not null", true)                                                                     \
+ X("a IS NOT NULL and a > 3", R->a > 3)                                                          \
+ X("flag is null or flag", R->flag)                                                              \
+ X("r\"apple\" == name", !scmp(R->name, "apple"))                                                \
+ X("name == 'x\\\\y'", !scmp(R->name, "x\\y"))                                                   \
+ X("name == r'x\\y'", !scmp(R->name, "x\\y"))                                                    \
+ X("name == \"\\u00fcber\"", !scmp(R->name, "\xc3\xbc"                                           \
+                                            "ber"))                                              \
+ X("name == \"\\xc3\\xbc\\142er\"", !scmp(R->name, "\xc3\xbc"                                    \
+                                                   "ber"))                                       \
+ X("name == \"\\303\\274ber\"", !scmp(R->name, "\xc3\xbc"                                        \
+                                               "ber"))                                           \
+ X("name == 'it\\'s' or name == \"q\\\"q\"", !scmp(R->name, "it's") || !scmp(R->name, "q\"q"))   \
+ X("a == 0x1f or a == 0b101 or a == 017 or a == -0X0A",                                          \
+   R->a == 31 || R->a == 5 || R->a == 15 || R->a == -10)                                         \
+ X("a in [0x1F, 0B11, 010, 1e1, .5e1]",                                                          \
+   R->a == 31 || R->a == 3 || R->a == 8 || R->a == 10 || R->a == 5)                              \
+ X("price > 1e2 and price < 1.5E2", R->price > 100 && R->price < 150)                            \
+ X("(((a > 1)))", R->a > 1)                                                                      \
+ X("a > 1 == true", R->a > 1)                                                                    \
+ X("a > 1 != (b > 1)", (R->a > 1) != (R->b > 1))                                                 \
+ X("a\n>\t1\r\n", R->a > 1)                                                                      \
+ X("flag and flag2 and a > 0 and b < 0 and name != \"\"",                                        \
+   R->flag && R->flag2 && R->a > 0 && R->b < 0 && R->name[0])                                    \
+ X("a in [1,2] == false", !(R->a == 1 || R->a == 2))                                             \
+ X("a + 1 in [2, 3]", R->a + 1 == 2 || R->a + 1 == 3)                                            \
+ X("(a > 0) in [true]", R->a > 0)                                                                \
+ X("(a > 0) not in [true, false]", false)                                                        \
+ X("flag in [false]", !R->flag)                                                                  \
+ X("1 < 2", true)                                                                                \
+ X("\"a\" < \"b\"", true)                                                                        \
+ X("'abc' == \"abc\"", true)                                                                     \
+ X("\"a\\0\" > \"a\"", true)                                                                     \
+ X("1 == 1.0 and 1 < 1.5 and 2 > 1.5", true)                                                     \
+ X("9007199254740993 == 9007199254740992.0", false)                                              \
+ X("0.1 + 0.2 == 0.3", false)                                                                    \
+ X("5 % 3 == 2 and -5 % 3 == -2 and 7 / -2 == -3", true)                                         \
+ X("2 ** -1 == 0.5 and 2 ** 3 ** 2 == 64 and -2 ** 2 == -4", true)                               \
+ X("-9223372036854775808 / -1 == -9223372036854775808", true)                                    \
+ X("3 in [1, 2.0, 3.0]", true)                                                                   \
+ X("'b' not in ['a', 'c']", true)                                                                \
+ X("'ab' like 'a%' and not 'ab' like '_'", true)                                                 \
+ X("true == (1 < 2)", true)
 
 #define SRC(s, e) s,
 static const char *const case_src[] = { CASES(SRC) };
@@ -470,9 +510,9 @@ static const char *const case_src[] = { CASES(SRC) };
 static bool case_ref(size_t k, size_t i)
 {
     size_t idx = 0;
-#define REF(s, e)                                                                                  \
-    if (k == idx++)                                                                                \
-        return (e);
+#define REF(s, e) \
+ if (k == idx++)  \
+  return (e);
     CASES(REF)
 #undef REF
     (void)i;
@@ -487,8 +527,8 @@ static void check_case(size_t k, size_t n)
         if (want != got)
             FAILF("<%s> row %zu (a=%" PRId64 " b=%" PRId64 " big=%" PRId64
                   " d=%.17g name=\"%s\"): got %d want %d",
-                  case_src[k], i, rows[i].a, rows[i].b, rows[i].big, rows[i].d, rows[i].name,
-                  got, want);
+                  case_src[k], i, rows[i].a, rows[i].b, rows[i].big, rows[i].d, rows[i].name, got,
+                  want);
     }
 }
 
@@ -610,6 +650,7 @@ static void test_literals(void)
         { "7 % -3", 1 },
         { "-7 / 2", -3 },
     };
+
     for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
         expect_int_lit(ints[k].lit, ints[k].v);
 
@@ -617,12 +658,24 @@ static void test_literals(void)
         const char *lit;
         double v;
     } dbls[] = {
-        { "1.5", 1.5 },       { ".5", 0.5 },        { "5.", 5.0 },         { "1e-3", 1e-3 },
-        { "1E3", 1000.0 },    { "1.5e+2", 150.0 },  { "-2.25", -2.25 },    { "0.1", 0.1 },
-        { "1.e1", 10.0 },     { "00.5", 0.5 },      { "1e-400", 0.0 },     { "1e308", 1e308 },
-        { "2 ** 0.5", 1.4142135623730951 },          { "7 / 2.0", 3.5 },    { "-0.0", 0.0 },
+        { "1.5", 1.5 },
+        { ".5", 0.5 },
+        { "5.", 5.0 },
+        { "1e-3", 1e-3 },
+        { "1E3", 1000.0 },
+        { "1.5e+2", 150.0 },
+        { "-2.25", -2.25 },
+        { "0.1", 0.1 },
+        { "1.e1", 10.0 },
+        { "00.5", 0.5 },
+        { "1e-400", 0.0 },
+        { "1e308", 1e308 },
+        { "2 ** 0.5", 1.4142135623730951 },
+        { "7 / 2.0", 3.5 },
+        { "-0.0", 0.0 },
         { "4.9406564584124654e-324", 4.9406564584124654e-324 },
     };
+
     for (size_t k = 0; k < sizeof dbls / sizeof dbls[0]; k++)
         expect_dbl_lit(dbls[k].lit, dbls[k].v);
 
@@ -656,6 +709,7 @@ static void test_literals(void)
         { "\"\xe6\x97\xa5\xe6\x9c\xac\"", "\xe6\x97\xa5\xe6\x9c\xac", 6 },
         { "\"tab\there\"", "tab\there", 8 },
     };
+
     for (size_t k = 0; k < sizeof strs / sizeof strs[0]; k++)
         expect_str_lit(strs[k].lit, strs[k].v, strs[k].len);
 
@@ -717,6 +771,7 @@ static void test_point_lookup(void)
         { "id + 1 == 5", -1, 0, 0, 0, NULL, NULL },
         { "true", -1, 0, 0, 0, NULL, NULL },
     };
+
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
         sx__expr *e;
         ASSERT_OK(parse(cs[k].src, &e));
@@ -798,6 +853,7 @@ static void test_errors(void)
         { "$meta[\"x\"] == 1", SX_EPARSE, 0 },
         { "meta[\"x\"] == 1", SX_EPARSE, 4 },
         { "array_contains(a, 1)", SX_EPARSE, 0 },
+        { "a > 1 and exists name", SX_EPARSE, 10 },
         { "a > 0x", SX_EPARSE, 4 },
         { "a > 0b2", SX_EPARSE, 4 },
         { "a > 09", SX_EPARSE, 4 },
@@ -885,6 +941,7 @@ static void test_errors(void)
         { "", SX_EINVAL, -1 },
         { "   \t\n", SX_EINVAL, -1 },
     };
+
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++)
         expect_error(cs[k].src, cs[k].st, cs[k].pos);
 }
@@ -892,7 +949,7 @@ static void test_errors(void)
 static char *repeat(const char *pre, size_t n, const char *mid, const char *post)
 {
     size_t pl = strlen(pre), ml = strlen(mid), ql = strlen(post);
-    char *s = malloc(n * (pl + ql) + ml + 1);
+    char *s = sx__malloc(n * (pl + ql) + ml + 1);
     if (!s)
         abort();
     size_t o = 0;
@@ -921,41 +978,41 @@ static void test_limits(void)
     char *s;
     s = repeat("(", 256, "a > 1", ")");
     expect_ok(s);
-    free(s);
+    sx__free(s);
     s = repeat("(", 257, "a > 1", ")");
     expect_error(s, SX_EPARSE, 256);
-    free(s);
+    sx__free(s);
     s = repeat("(", 100000, "", "");
     expect_error(s, SX_EPARSE, 65536);
-    free(s);
+    sx__free(s);
     s = repeat("(", 20000, "", "");
     expect_error(s, SX_EPARSE, 256);
-    free(s);
+    sx__free(s);
     s = repeat("not ", 255, "flag", "");
     expect_ok(s);
-    free(s);
+    sx__free(s);
     s = repeat("not ", 257, "flag", "");
     expect_error(s, SX_EPARSE, 256 * 4);
-    free(s);
+    sx__free(s);
     s = repeat("-", 300, "a > 0", "");
     expect_error(s, SX_EPARSE, 256);
-    free(s);
+    sx__free(s);
     s = repeat("[", 300, "1", "]");
     expect_error(s, SX_EPARSE, 256);
-    free(s);
+    sx__free(s);
     s = repeat("a + ", 200, "a > 0", "");
     expect_ok(s);
-    free(s);
+    sx__free(s);
     s = repeat("a + ", 300, "a > 0", "");
     expect_error(s, SX_EPARSE, -1);
-    free(s);
+    sx__free(s);
     s = repeat("1 + ", 5000, "a > 0", ""); /* constants fold: no depth */
     expect_ok(s);
-    free(s);
+    sx__free(s);
     /* long and/or chains are n-ary: no depth, and must evaluate right */
     {
         size_t cap = 5000 * 24, o = 0;
-        char *q = malloc(cap);
+        char *q = sx__malloc(cap);
         if (!q)
             abort();
         for (int k = 0; k < 4000; k++)
@@ -969,12 +1026,12 @@ static void test_limits(void)
         eval_src(q, NROWS);
         for (size_t i = 0; i < NROWS; i++)
             ASSERT_EQ(sx__bits_test(bits, i), rows[i].a < -25);
-        free(q);
+        sx__free(q);
     }
     /* a big in-list */
     {
         size_t cap = 8000 * 12, o = 0;
-        char *q = malloc(cap);
+        char *q = sx__malloc(cap);
         if (!q)
             abort();
         o += (size_t)snprintf(q, cap, "id in [");
@@ -986,21 +1043,22 @@ static void test_limits(void)
             int64_t v = rows[i].id + 1000;
             ASSERT_EQ(sx__bits_test(bits, i), v % 7 == 0 && v / 7 < 8000);
         }
-        free(q);
+        sx__free(q);
     }
     /* length: 65536 bytes is fine, 65537 is not */
     s = repeat(" ", 65536 - 5, "a > 1", "");
     ASSERT_EQ(strlen(s), 65536);
     expect_ok(s);
-    free(s);
+    sx__free(s);
     s = repeat(" ", 65537 - 5, "a > 1", "");
     expect_error(s, SX_EPARSE, 65536);
-    free(s);
+    sx__free(s);
 }
 
 /* ------------------------------------------------------------------ random expressions */
 
 enum { TY_INT, TY_DBL, TY_STR, TY_BOOL };
+
 enum {
     G_FIELD,
     G_INT,
@@ -1018,10 +1076,13 @@ enum {
     G_OR,
     G_ISNULL
 };
+
 enum { GO_EQ, GO_NE, GO_LT, GO_LE, GO_GT, GO_GE };
+
 enum { GA_ADD, GA_SUB, GA_MUL, GA_DIV, GA_MOD, GA_POW };
 
 typedef struct gn gn;
+
 struct gn {
     int kind, type, op, op2;
     int field;
@@ -1061,8 +1122,8 @@ static gn *gen_bool(int depth);
 
 static gn *gen_int_lit(void)
 {
-    static const int64_t sp[] = { 0, 1, -1, 2, 3, 7, -7, 100, INT64_MAX, INT64_MIN, 1 << 30,
-                                  ((int64_t)1 << 53) + 1 };
+    static const int64_t sp[] = { 0,  1,   -1,        2,         3,       7,
+                                  -7, 100, INT64_MAX, INT64_MIN, 1 << 30, ((int64_t)1 << 53) + 1 };
     gn *g = gnew(G_INT, TY_INT);
     g->i = rnd(3) ? (int64_t)rnd(61) - 30 : sp[rnd(sizeof sp / sizeof sp[0])];
     return g;
@@ -1101,8 +1162,14 @@ static gn *gen_num(int depth)
     }
     gn *a = gen_num(depth - 1), *b = gen_num(depth - 1);
     int op = (int)rnd(16);
-    op = op < 4 ? GA_ADD : op < 7 ? GA_SUB : op < 10 ? GA_MUL : op < 12 ? GA_DIV : op < 15 ? GA_MOD : GA_POW;
-    gn *g = gnew(G_ARITH, (op == GA_POW || a->type == TY_DBL || b->type == TY_DBL) ? TY_DBL : TY_INT);
+    op = op < 4    ? GA_ADD
+         : op < 7  ? GA_SUB
+         : op < 10 ? GA_MUL
+         : op < 12 ? GA_DIV
+         : op < 15 ? GA_MOD
+                   : GA_POW;
+    gn *g =
+        gnew(G_ARITH, (op == GA_POW || a->type == TY_DBL || b->type == TY_DBL) ? TY_DBL : TY_INT);
     g->op = op;
     g->a = a;
     g->b = b;
@@ -1125,7 +1192,13 @@ static gn *gen_str(void)
         g->slen = rnd(5);
         for (size_t k = 0; k < g->slen; k++) {
             unsigned c = rnd(20);
-            g->s[k] = c == 0 ? '\0' : c == 1 ? '\n' : c == 2 ? '\\' : c == 3 ? '\'' : c == 4 ? '"' : c == 5 ? (char)0xc3 : (char)('a' + rnd(6));
+            g->s[k] = c == 0   ? '\0'
+                      : c == 1 ? '\n'
+                      : c == 2 ? '\\'
+                      : c == 3 ? '\''
+                      : c == 4 ? '"'
+                      : c == 5 ? (char)0xc3
+                               : (char)('a' + rnd(6));
         }
     }
     return g;
@@ -1133,7 +1206,8 @@ static gn *gen_str(void)
 
 static gn *gen_like(void)
 {
-    static const char *const pieces[] = { "%", "%", "_", "a", "p", "e", "r", "an", "ap", "\\%", "\\_", "x", "\xc3\xa9", "b" };
+    static const char *const pieces[] = { "%",  "%",  "_",   "a",   "p", "e",        "r",
+                                          "an", "ap", "\\%", "\\_", "x", "\xc3\xa9", "b" };
     gn *g = gnew(G_LIKE, TY_BOOL);
     gn *f = gnew(G_FIELD, TY_STR);
     f->field = rnd(3) ? F_NAME : F_TAG;
@@ -1246,6 +1320,7 @@ typedef struct gbuf {
 } gbuf;
 
 static void put(gbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static void put(gbuf *b, const char *fmt, ...)
 {
     va_list ap;
@@ -1292,7 +1367,7 @@ static void put_dbl(gbuf *b, double d)
     char t[64];
     snprintf(t, sizeof t, "%.17g", d < 0 ? -d : d);
     if (!strpbrk(t, ".e"))
-        strcat(t, ".0");
+        memcpy(t + strlen(t), ".0", 3);
     put(b, "%s%s", d < 0 ? "-" : "", t);
 }
 
@@ -1411,8 +1486,8 @@ static void gprint(gbuf *b, const gn *g, int follow)
         put_str(b, g->s, g->slen);
         break;
     case G_BOOL: {
-        static const char *const t[] = { "true", "True", "TRUE" },
-                                 *const f[] = { "false", "False", "FALSE" };
+        static const char *const t[] = { "true", "True", "TRUE" }, *const f[] = { "false", "False",
+                                                                                  "FALSE" };
         put(b, "%s", g->bv ? t[rnd(3)] : f[rnd(3)]);
         break;
     }
@@ -1444,8 +1519,8 @@ static void gprint(gbuf *b, const gn *g, int follow)
         gchild(b, g->c, 7, true, follow);
         break;
     case G_IN: {
-        static const char *const in[] = { " in ", " IN " },
-                                 *const nin[] = { " not in ", " NOT IN " };
+        static const char *const in[] = { " in ", " IN " }, *const nin[] = { " not in ",
+                                                                             " NOT IN " };
         gchild(b, g->a, 8, false, 8);
         put(b, "%s[", g->neg ? nin[rnd(2)] : in[rnd(2)]);
         for (int j = 0; j < g->n_list; j++) {
@@ -1496,7 +1571,10 @@ static rv geval_num(const gn *g, const row *r)
     rv v = { true, true, 0, 0 };
     switch (g->kind) {
     case G_FIELD: {
-        static const size_t off[NF] = { offsetof(row, id), offsetof(row, a), offsetof(row, b), offsetof(row, big), offsetof(row, d), offsetof(row, price) };
+        static const size_t off[NF] = {
+            offsetof(row, id),  offsetof(row, a), offsetof(row, b),
+            offsetof(row, big), offsetof(row, d), offsetof(row, price)
+        };
         if (g->type == TY_INT)
             memcpy(&v.i, (const char *)r + off[g->field], sizeof v.i);
         else {
@@ -1782,10 +1860,14 @@ static void test_robustness(void)
     uint64_t s = seed0 ^ 0xf00dull;
     static const char alpha[] = "abdfgilmnoprstx_ ()[],.'\"\\<>=!&|+-*/%~^{}$0123456789eE\n\t#";
     static const char *const toks[] = {
-        " and ", " or ", " not ", " in ", " like ", " is null", " not in ", "(", ")", "[", "]",
-        ",", "\"", "'", "\\", "==", "<", "<=", ">=", "!", "-", "**", "%", "/", "0x", "0b", "1e",
-        ".", "r\"", "9223372036854775808", "name", "vec", "flag", "zz", "[]", "{x}", "$meta",
-        "\\u", "\\x", "\xff", "\xc3", "1e999", "true", "TRUE", "is", "null",
+        " and ",    " or ", " not ", " in ", " like ", " is null",
+        " not in ", "(",    ")",     "[",    "]",      ",",
+        "\"",       "'",    "\\",    "==",   "<",      "<=",
+        ">=",       "!",    "-",     "**",   "%",      "/",
+        "0x",       "0b",   "1e",    ".",    "r\"",    "9223372036854775808",
+        "name",     "vec",  "flag",  "zz",   "[]",     "{x}",
+        "$meta",    "\\u",  "\\x",   "\xff", "\xc3",   "1e999",
+        "true",     "TRUE", "is",    "null",
     };
     char buf[512];
     int n_random = 6000, n_mut = 12000;
@@ -1793,7 +1875,8 @@ static void test_robustness(void)
         size_t len = test_rand(&s) % 64;
         for (size_t j = 0; j < len; j++) {
             uint64_t r = test_rand(&s);
-            buf[j] = (r & 7) == 0 ? (char)(1 + (r >> 8) % 255) : alpha[(r >> 8) % (sizeof alpha - 1)];
+            buf[j] =
+                (r & 7) == 0 ? (char)(1 + (r >> 8) % 255) : alpha[(r >> 8) % (sizeof alpha - 1)];
         }
         buf[len] = '\0';
         check_any(buf, len);
