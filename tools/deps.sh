@@ -2,7 +2,7 @@
 # Installs the Debian packages the build, tests and demo need, only when missing.
 # Runs `apt-get update` once, and only if something has to be installed.
 set -euo pipefail
-need=(cmake gcc g++ make pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev)
+need=(cmake gcc g++ make pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev)
 [ "${SX_DEPS_DEMO:-0}" = 1 ] && need+=(dataset-fashion-mnist)
 missing=()
 for p in "${need[@]}"; do

@@ -1,10 +1,15 @@
 /*
- * bench.c: `sextant bench`: load a dataset into a fresh collection, build an index, and measure
- * recall@k, QPS and latency per search parameter, optionally beside hnswlib (bench/peers).
+ * bench.c: `sextant bench`: load a dataset (or generate one) into a fresh collection, build an
+ * index, and measure recall@k, QPS and latency per search parameter, optionally beside the peer
+ * libraries hnswlib and FAISS (bench/peers).
  *
  * Phases (each a function below), and what is timed:
  *
- *   1. load_inputs    read base, queries, optional ground truth (datasets.h); not timed
+ *   1. load_inputs    read base, queries, optional ground truth (datasets.h), or generate them
+ *                     with --synthetic (datasets.h: generator sx-gmm-1, ground truth cached
+ *                     under --cache); not timed
+ *   1b. resolve_params  fill in the build params the peers must share (Milvus defaults, table
+ *                     `kinds` below) and the default sweep of the index's search param
  *   2. setup_db       open --data (or a fresh mkdtemp directory, removed at the end) and create
  *                     collection "bench": int64 key `id` = row number (not auto-id), vector
  *                     field `vector`, the metric
@@ -17,14 +22,25 @@
  *                     not timed
  *   5. build_index    sx_index_create + sx_flush + sx_index_wait                  -> build_s
  *                     load_s = insert_s + build_s (VectorDBBench's load_duration)
- *   6. run_all        per search-param value: every query once, one query per call, from one
- *                     thread (ann-benchmarks' protocol), then with --threads N > 1 the same
- *                     queries from N threads at once (a separate run entry, threads = N).
+ *   6. run_ours       per value of the swept search param (the other --search-param keys are
+ *                     constants sent with every query): every query once, one query per call,
+ *                     from one thread (ann-benchmarks' protocol), then with --threads N > 1 the
+ *                     same queries from N threads at once (a separate run entry, threads = N).
  *                     Latency per query with CLOCK_MONOTONIC around sx_search + reading the
- *                     hits + sx_rowset_free; QPS = nq / wall time; best of --runs passes
- *   7. peers          dlopen sx_peer_hnswlib.so, build hnswlib with the same M/efConstruction
- *                     and threads on the same vectors (timed: add of all rows), same ef list
+ *                     hits + sx_rowset_free; QPS = nq / wall time; best of --runs passes. The
+ *                     index's cumulative read counters (sx_index_info.read_ios / read_bytes)
+ *                     are read before and after each run: their difference / queries is the
+ *                     run's io_per_query and bytes_read_per_query (DISKANN)
+ *   7. run_peers      for each peer of the index kind (table `kinds`): dlopen its shim, build
+ *                     the library's counterpart index with the same build params and threads on
+ *                     the same vectors (timed: train + add), then the same sweep, mapped to the
+ *                     library's names (ef -> efSearch, nprobe -> nprobe, refine_k -> k_factor)
  *   8. report         table on stdout, --json file
+ *
+ * Peers: hnsw / hnsw_sq -> hnswlib HierarchicalNSW and FAISS IndexHNSWFlat; ivf_flat -> FAISS
+ * IndexIVFFlat; ivf_sq8 -> FAISS IndexIVFScalarQuantizer(QT_8bit); ivf_pq -> FAISS IndexIVFPQ;
+ * both wrapped in IndexRefineFlat when refine is on (refine_k = its k_factor); flat and diskann
+ * have none (FAISS has no on-disk graph index and DiskANN is not packaged).
  *
  * Recall. With distances for the ground truth (--gt-dist, or computed in phase 4), recall is
  * ann-benchmarks' distance-threshold recall (docs: benchmarks.md §1): a returned hit counts when
@@ -35,8 +51,16 @@
  * or similarity) are converted to that form before comparing. Computed GT stores L2 as
  * Euclidean, because the epsilon is meant for Euclidean values and squared float32 distances
  * of large vectors carry rounding above 1e-3. Without distances (only --gt ids) recall is the
- * id-set overlap |returned[0:k] ∩ gt[0:k]| / k. The peer's distances are not trusted to follow
+ * id-set overlap |returned[0:k] ∩ gt[0:k]| / k. A peer's distances are not trusted to follow
  * any convention: its hits are re-scored from the vectors in double.
+ *
+ * Invariants:
+ *   1. Every peer runs exactly the settings ours ran, in the same order (setting x threads), so
+ *      run i of a peer pairs with run i of ours in the ratio tables; a peer that cannot map the
+ *      swept key is skipped whole (with a note), never run partially.
+ *   2. At most one --search-param key carries several values (the swept key); all others are
+ *      constants.
+ *   3. Peers run one at a time and are freed before the next is built (memory at 1M scale).
  *
  * Threading: the main thread does everything except the concurrent search runs, where worker
  * threads take query numbers from an atomic counter (relaxed: the counter only hands out
@@ -58,6 +82,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,14 +91,24 @@
 #include "cli.h"
 #include "datasets.h"
 
-#define ERR_LEN       1024
-#define MAX_SP_VALUES 64
-#define GT_BATCH      256
-#define GT_MIN_K      100
-#define RECALL_EPS    1e-3
-#define RECALL_TARGET 0.95
-#define COLLECTION    "bench"
-#define PEER_SO       "sx_peer_hnswlib.so"
+#define ERR_LEN        1024
+#define MAX_SP_VALUES  64
+#define MAX_SP_KEYS    8
+#define MAX_PEERS      2
+#define GT_BATCH       256
+#define GT_MIN_K       100
+#define RECALL_EPS     1e-3
+#define RECALL_TARGET  0.95
+#define COLLECTION     "bench"
+#define PEER_SO        "sx_peer_hnswlib.so"
+#define FAISS_SO       "sx_peer_faiss.so"
+#define SYN_DEFAULT_NQ 1000
+#define SYN_GENERATOR  "sx-gmm-1"
+/* Milvus's defaults for the build params a peer must share (milvus-rest-v2.md §8). */
+#define DEF_HNSW_M     16
+#define DEF_HNSW_EFC   200
+#define DEF_IVF_NLIST  128
+#define DEF_PQ_NBITS   8
 
 /* The form ground-truth distances are kept in; everything is compared in this form. */
 typedef enum dist_form {
@@ -87,13 +123,16 @@ static const char *const form_names[] = { "squared Euclidean", "Euclidean", "sim
                                           "1 - similarity", "negative inner product" };
 
 typedef struct run_result {
-    char params[64];    /* "ef=10", "" without search params */
-    const char *sp_val; /* the value of the search param, or NULL */
+    char params[64]; /* the swept setting, "nprobe=8"; "" without search params */
+    size_t setting;  /* index into the swept key's values; SIZE_MAX without search params */
     unsigned threads;
     double recall, qps, p50_ms, p99_ms;
+    double io_per_query, bytes_per_query; /* NAN when not measured */
 } run_result;
 
 typedef struct sys_result {
+    const char *name; /* "hnswlib", "faiss" (JSON key) */
+    char desc[192];   /* the library's index, "IndexIVFFlat(nlist=128)" */
     double build_s;
     uint64_t memory_bytes;
     run_result *runs;
@@ -108,54 +147,156 @@ typedef struct gt_set {
     const char *source; /* "file" or "computed" */
 } gt_set;
 
+/* One --search-param key and its values (one value for a constant key). */
+typedef struct sp_key {
+    char key[64];
+    const char *vals[MAX_SP_VALUES];
+    size_t n;
+    char store[1024];
+} sp_key;
+
+typedef enum peer_lib { PEER_NONE = 0, PEER_HNSWLIB = 1, PEER_FAISS = 2 } peer_lib;
+
+typedef enum sweep_rule {
+    SWEEP_NONE = 0,
+    SWEEP_GE_K = 1,    /* values below k are dropped (ef, search_list) */
+    SWEEP_LE_NLIST = 2 /* values above nlist are dropped (nprobe) */
+} sweep_rule;
+
+/* An index kind `--index` accepts: the engine type, its default sweep and its peers. */
+typedef struct index_kind {
+    const char *name; /* --index value */
+    const char *type; /* engine type (sx_index_create) */
+    const char *sweep_key;
+    const char *sweep_vals;
+    sweep_rule rule;
+
+    struct {
+        peer_lib lib;
+        int faiss_kind; /* sx_peer_faiss_kind */
+    } peers[MAX_PEERS];
+} index_kind;
+
+static const index_kind kinds[] = {
+    { "flat", "FLAT", NULL, NULL, SWEEP_NONE, { { PEER_NONE, 0 }, { PEER_NONE, 0 } } },
+    { "hnsw",
+      "HNSW",
+      "ef",
+      "10,20,40,80,120,200",
+      SWEEP_GE_K,
+      { { PEER_HNSWLIB, 0 }, { PEER_FAISS, SX_PEER_FAISS_HNSW_FLAT } } },
+    { "ivf_flat",
+      "IVF_FLAT",
+      "nprobe",
+      "1,2,4,8,16,32,64",
+      SWEEP_LE_NLIST,
+      { { PEER_FAISS, SX_PEER_FAISS_IVF_FLAT }, { PEER_NONE, 0 } } },
+    { "ivf_sq8",
+      "IVF_SQ8",
+      "nprobe",
+      "1,2,4,8,16,32,64",
+      SWEEP_LE_NLIST,
+      { { PEER_FAISS, SX_PEER_FAISS_IVF_SQ8 }, { PEER_NONE, 0 } } },
+    { "ivf_pq",
+      "IVF_PQ",
+      "nprobe",
+      "1,2,4,8,16,32,64",
+      SWEEP_LE_NLIST,
+      { { PEER_FAISS, SX_PEER_FAISS_IVF_PQ }, { PEER_NONE, 0 } } },
+    { "hnsw_sq",
+      "HNSW_SQ",
+      "ef",
+      "10,20,40,80,120,200",
+      SWEEP_GE_K,
+      { { PEER_HNSWLIB, 0 }, { PEER_FAISS, SX_PEER_FAISS_HNSW_FLAT } } },
+    { "diskann",
+      "DISKANN",
+      "search_list",
+      "10,20,30,40,50,75,100,150,200",
+      SWEEP_GE_K,
+      { { PEER_NONE, 0 }, { PEER_NONE, 0 } } },
+};
+
 typedef __typeof__(&sx_peer_hnsw_new) peer_new_fn;
 typedef __typeof__(&sx_peer_hnsw_add) peer_add_fn;
 typedef __typeof__(&sx_peer_hnsw_set_ef) peer_set_ef_fn;
 typedef __typeof__(&sx_peer_hnsw_search) peer_search_fn;
 typedef __typeof__(&sx_peer_hnsw_memory) peer_memory_fn;
 typedef __typeof__(&sx_peer_hnsw_free) peer_free_fn;
+typedef __typeof__(&sx_peer_faiss_abi) faiss_abi_fn;
+typedef __typeof__(&sx_peer_faiss_new) faiss_new_fn;
+typedef __typeof__(&sx_peer_faiss_build) faiss_build_fn;
+typedef __typeof__(&sx_peer_faiss_set) faiss_set_fn;
+typedef __typeof__(&sx_peer_faiss_search) faiss_search_fn;
+typedef __typeof__(&sx_peer_faiss_memory) faiss_memory_fn;
+typedef __typeof__(&sx_peer_faiss_describe) faiss_describe_fn;
+typedef __typeof__(&sx_peer_faiss_free) faiss_free_fn;
 
+/* A loaded shim: one of the two function sets is filled, by lib. */
 typedef struct peer_api {
+    peer_lib lib;
     void *dl;
     char path[PATH_MAX];
+    /* hnswlib */
     peer_new_fn hnsw_new;
     peer_add_fn add;
     peer_set_ef_fn set_ef;
     peer_search_fn search;
     peer_memory_fn memory;
     peer_free_fn free_index;
+    /* FAISS */
+    faiss_new_fn f_new;
+    faiss_build_fn f_build;
+    faiss_set_fn f_set;
+    faiss_search_fn f_search;
+    faiss_memory_fn f_memory;
+    faiss_describe_fn f_describe;
+    faiss_free_fn f_free;
 } peer_api;
 
 typedef struct bench {
     /* options */
     const char *base_path, *query_path, *gt_path, *gt_dist_path, *data_opt, *json_path;
+    const char *synthetic_opt, *cache_opt;
     sx_metric metric;
-    const char *index_name;
-    char index_type[16];
+    const index_kind *kind;
     cli_params build;
-    char sp_key[64];
-    const char *sp_vals[MAX_SP_VALUES];
-    size_t n_sp;
-    char sp_store[2048];
+    sp_key sp[MAX_SP_KEYS];
+    size_t n_sp_keys;
+    long sweep;  /* index of the swept key in sp, -1 without search params */
+    size_t n_sp; /* settings: values of the swept key (0 without search params) */
     uint32_t k;
     unsigned threads, runs;
     size_t nq_limit, base_limit, batch;
-    int peers; /* -1 auto, 0 off, 1 on */
+    uint64_t segment_bytes;      /* --segment-bytes (0: one segment for all rows) */
+    uint64_t build_memory_limit; /* --build-memory-limit (0: unlimited) */
+    int peers;                   /* -1 auto, 0 off, 1 on */
+
+    /* synthetic data (--synthetic N,DIM[,SEED]) */
+    bool is_synthetic;
+    size_t syn_n, syn_dim;
+    uint64_t syn_seed;
+    char syn_base_label[96], syn_query_label[96];
+    char cache_dir[PATH_MAX];
+    char gt_cache[PATH_MAX], gt_dist_cache[PATH_MAX];
 
     /* state */
     ds_matrix base, queries;
     gt_set gt;
     bool gt_write_ids, gt_write_dists;
+    bool gt_mismatch; /* the GT distances disagree with the vectors (detect_gt_form) */
     char data_dir[PATH_MAX];
     bool data_is_temp;
     sx_db *db;
     sx_collection *c;
     double insert_s, build_s;
-    uint64_t index_memory, collection_memory;
+    uint64_t index_memory, collection_memory, index_disk;
+    bool io_reported; /* the index's read counters moved during some run */
     char index_params[256];
-    sys_result ours, peer;
-    bool have_peer;
-    char peer_note[PATH_MAX + 128];
+    sys_result ours;
+    sys_result peer[MAX_PEERS];
+    size_t n_peer;
+    char peer_note[2048];
     char err[ERR_LEN];
 } bench;
 
@@ -207,43 +348,117 @@ static void bench_usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: sextant bench --base FILE --query FILE [options]\n"
+        "usage: sextant bench (--base FILE --query FILE | --synthetic N,DIM[,SEED]) [options]\n"
         "\n"
         "  --base FILE            base vectors (.fvecs .bvecs .npy IDX .gz)\n"
         "  --query FILE           query vectors\n"
+        "  --synthetic N,DIM[,S]  generate N x DIM clustered anisotropic vectors instead "
+        "(generator\n"
+        "                         " SYN_GENERATOR
+        ", seed S, default 1) and --nq queries from the same\n"
+        "                         distribution (default %d); ground truth cached under --cache\n"
+        "  --cache DIR            ground-truth cache for --synthetic (default: bench-cache next "
+        "to\n"
+        "                         the sextant binary, i.e. build/bench-cache)\n"
         "  --gt FILE              ground-truth ids (.ivecs); computed through the engine if\n"
         "                         absent, and cached to FILE if FILE does not exist yet\n"
         "  --gt-dist FILE         ground-truth distances (.fvecs): distance-threshold recall\n"
         "  --metric M             l2 | ip | cosine (default l2)\n"
-        "  --index T              flat | hnsw (default hnsw)\n"
-        "  --param K=V            index build parameter, repeatable (M=16, efConstruction=200)\n"
-        "  --search-param K=V,..  search parameter values, one run each (ef=10,20,40,80)\n"
+        "  --index T              flat | hnsw | ivf_flat | ivf_sq8 | ivf_pq | hnsw_sq | diskann\n"
+        "                         (default hnsw)\n"
+        "  --param K=V            index build parameter, repeatable (M=16, efConstruction=200,\n"
+        "                         nlist=1024, m=32, max_degree=56, ...)\n"
+        "  --search-param K=V,..  search parameter, repeatable; one key may list several values\n"
+        "                         (one run each: nprobe=1,2,4,8), the others are constants sent\n"
+        "                         with every query (refine=true). Default sweep when the index's\n"
+        "                         key is not given: hnsw/hnsw_sq ef=10..200, ivf_* nprobe=1..64,\n"
+        "                         diskann search_list=10..200\n"
         "  --k N                  neighbours per query (default 10)\n"
         "  --threads N            build threads, and an extra N-thread search run (default 1)\n"
         "  --nq N                 use the first N queries\n"
         "  --limit N              use the first N base vectors\n"
         "  --batch N              rows per sx_insert (default 1000)\n"
         "  --runs N               passes per setting, best QPS kept (default 1)\n"
+        "  --segment-bytes N      seal segments at N vector bytes (default: one segment for all\n"
+        "                         rows, so the index compares with one library index)\n"
+        "  --build-memory-limit N bytes one index build may allocate (index_build_memory_limit)\n"
         "  --data DIR             database directory (default: a temporary one, removed)\n"
         "  --json FILE            write the results as JSON\n"
-        "  --peers | --no-peers   compare with hnswlib through build/" PEER_SO "\n"
-        "                         (default: when the shim is found)\n");
+        "  --peers | --no-peers   compare with hnswlib (build/" PEER_SO ") and FAISS\n"
+        "                         (build/" FAISS_SO "); default: when the shims are found\n",
+        SYN_DEFAULT_NQ);
 }
 
+static const index_kind *find_kind(const char *name)
+{
+    for (size_t j = 0; j < sizeof kinds / sizeof kinds[0]; j++) {
+        if (strcasecmp(name, kinds[j].name) == 0)
+            return &kinds[j];
+    }
+    return NULL;
+}
+
+static sp_key *find_sp(bench *b, const char *key)
+{
+    for (size_t j = 0; j < b->n_sp_keys; j++) {
+        if (strcmp(b->sp[j].key, key) == 0)
+            return &b->sp[j];
+    }
+    return NULL;
+}
+
+/* One --search-param KEY=V1,V2,...; a repeated key replaces the earlier values. */
 static int parse_search_params(bench *b, const char *cmd, const char *s)
 {
     const char *eq = strchr(s, '=');
-    if (eq == NULL || eq == s || (size_t)(eq - s) >= sizeof b->sp_key) {
+    if (eq == NULL || eq == s || (size_t)(eq - s) >= sizeof b->sp[0].key) {
         fprintf(stderr, "sextant %s: --search-param '%s' is not KEY=V1,V2,...\n", cmd, s);
         return -1;
     }
-    memcpy(b->sp_key, s, (size_t)(eq - s));
-    b->sp_key[eq - s] = '\0';
-    int n = cli_split_list(cmd, "--search-param", eq + 1, b->sp_store, sizeof b->sp_store,
-                           b->sp_vals, MAX_SP_VALUES);
+    char key[sizeof b->sp[0].key];
+    memcpy(key, s, (size_t)(eq - s));
+    key[eq - s] = '\0';
+    sp_key *k = find_sp(b, key);
+    if (k == NULL) {
+        if (b->n_sp_keys == MAX_SP_KEYS) {
+            fprintf(stderr, "sextant %s: more than %d --search-param keys\n", cmd, MAX_SP_KEYS);
+            return -1;
+        }
+        k = &b->sp[b->n_sp_keys++];
+        snprintf(k->key, sizeof k->key, "%s", key);
+    }
+    int n = cli_split_list(cmd, "--search-param", eq + 1, k->store, sizeof k->store, k->vals,
+                           MAX_SP_VALUES);
     if (n < 0)
         return -1;
-    b->n_sp = (size_t)n;
+    k->n = (size_t)n;
+    return 0;
+}
+
+/* --synthetic N,DIM[,SEED] */
+static int parse_synthetic(bench *b, const char *cmd, const char *s)
+{
+    char store[128];
+    const char *items[3];
+    uint64_t n, dim, seed = 1;
+    int cnt = cli_split_list(cmd, "--synthetic", s, store, sizeof store, items, 3);
+    if (cnt < 0)
+        return -1;
+    if (cnt < 2) {
+        fprintf(stderr, "sextant %s: --synthetic '%s' is not N,DIM[,SEED]\n", cmd, s);
+        return -1;
+    }
+    if (cli_parse_u64(cmd, "--synthetic N", items[0], 1, UINT32_MAX, &n) != 0 ||
+        cli_parse_u64(cmd, "--synthetic DIM", items[1], 1, SX_MAX_DIM, &dim) != 0 ||
+        (cnt == 3 && cli_parse_u64(cmd, "--synthetic SEED", items[2], 0, UINT64_MAX, &seed) != 0))
+        return -1;
+    b->is_synthetic = true;
+    b->syn_n = (size_t)n;
+    b->syn_dim = (size_t)dim;
+    b->syn_seed = seed;
+    snprintf(b->syn_base_label, sizeof b->syn_base_label, "synthetic:%s:%zux%zu:seed=%" PRIu64,
+             SYN_GENERATOR, b->syn_n, b->syn_dim, b->syn_seed);
+    snprintf(b->syn_query_label, sizeof b->syn_query_label, "%s:queries", b->syn_base_label);
     return 0;
 }
 
@@ -251,6 +466,7 @@ static int parse_search_params(bench *b, const char *cmd, const char *s)
 static int parse_args(bench *b, int argc, char **argv)
 {
     const char *cmd = "bench", *v = NULL;
+    const char *index_name = NULL;
     uint64_t u;
     for (int i = 1; i < argc;) {
         int r;
@@ -272,7 +488,8 @@ static int parse_args(bench *b, int argc, char **argv)
             (r = cli_take(argc, argv, &i, cmd, "--gt-dist", &b->gt_dist_path)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--data", &b->data_opt)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--json", &b->json_path)) != 0 ||
-            (r = cli_take(argc, argv, &i, cmd, "--index", &b->index_name)) != 0) {
+            (r = cli_take(argc, argv, &i, cmd, "--cache", &b->cache_opt)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--index", &index_name)) != 0) {
             if (r < 0)
                 return CLI_EXIT_USAGE;
             continue;
@@ -292,13 +509,23 @@ static int parse_args(bench *b, int argc, char **argv)
                 return CLI_EXIT_USAGE;
             continue;
         }
+        if ((r = cli_take(argc, argv, &i, cmd, "--synthetic", &v)) != 0) {
+            if (r < 0 || parse_synthetic(b, cmd, v) != 0)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
 
         struct {
             const char *name;
             uint64_t lo, hi;
-        } nums[] = { { "--k", 1, SX_MAX_TOPK },  { "--threads", 1, 1024 },
-                     { "--nq", 1, UINT32_MAX },  { "--limit", 1, UINT64_MAX },
-                     { "--batch", 1, 10000000 }, { "--runs", 1, 100 } };
+        } nums[] = { { "--k", 1, SX_MAX_TOPK },
+                     { "--threads", 1, 1024 },
+                     { "--nq", 1, UINT32_MAX },
+                     { "--limit", 1, UINT64_MAX },
+                     { "--batch", 1, 10000000 },
+                     { "--runs", 1, 100 },
+                     { "--segment-bytes", 1, UINT64_MAX },
+                     { "--build-memory-limit", 1, UINT64_MAX } };
 
         bool matched = false;
         for (size_t j = 0; j < sizeof nums / sizeof nums[0] && !matched; j++) {
@@ -324,6 +551,12 @@ static int parse_args(bench *b, int argc, char **argv)
             case 4:
                 b->batch = (size_t)u;
                 break;
+            case 6:
+                b->segment_bytes = u;
+                break;
+            case 7:
+                b->build_memory_limit = u;
+                break;
             default:
                 b->runs = (unsigned)u;
                 break;
@@ -334,24 +567,35 @@ static int parse_args(bench *b, int argc, char **argv)
         fprintf(stderr, "sextant bench: unknown argument '%s'\n", argv[i]);
         return CLI_EXIT_USAGE;
     }
-    if (b->base_path == NULL || b->query_path == NULL) {
-        fprintf(stderr, "sextant bench: --base and --query are required\n");
+    if (b->is_synthetic) {
+        if (b->base_path != NULL || b->query_path != NULL || b->base_limit > 0) {
+            fprintf(stderr, "sextant bench: --synthetic replaces --base, --query and --limit\n");
+            return CLI_EXIT_USAGE;
+        }
+        b->base_path = b->syn_base_label;
+        b->query_path = b->syn_query_label;
+    } else if (b->base_path == NULL || b->query_path == NULL) {
+        fprintf(stderr, "sextant bench: --base and --query (or --synthetic) are required\n");
         return CLI_EXIT_USAGE;
     }
     if (b->gt_dist_path != NULL && b->gt_path == NULL) {
         fprintf(stderr, "sextant bench: --gt-dist needs --gt (the ids the distances belong to)\n");
         return CLI_EXIT_USAGE;
     }
-    if (b->index_name == NULL)
-        b->index_name = "hnsw";
-    if (strcmp(b->index_name, "hnsw") == 0 || strcmp(b->index_name, "HNSW") == 0) {
-        b->index_name = "hnsw";
-        snprintf(b->index_type, sizeof b->index_type, "HNSW");
-    } else if (strcmp(b->index_name, "flat") == 0 || strcmp(b->index_name, "FLAT") == 0) {
-        b->index_name = "flat";
-        snprintf(b->index_type, sizeof b->index_type, "FLAT");
-    } else {
-        fprintf(stderr, "sextant bench: --index: '%s' is not flat or hnsw\n", b->index_name);
+    b->kind = find_kind(index_name != NULL ? index_name : "hnsw");
+    if (b->kind == NULL) {
+        fprintf(stderr,
+                "sextant bench: --index: '%s' is not flat, hnsw, ivf_flat, ivf_sq8, ivf_pq, "
+                "hnsw_sq or diskann\n",
+                index_name);
+        return CLI_EXIT_USAGE;
+    }
+    size_t multi = 0;
+    for (size_t j = 0; j < b->n_sp_keys; j++)
+        multi += b->sp[j].n > 1;
+    if (multi > 1) {
+        fprintf(stderr, "sextant bench: only one --search-param key may list several values (the "
+                        "swept one); the others are constants\n");
         return CLI_EXIT_USAGE;
     }
     return 0;
@@ -391,7 +635,8 @@ static int detect_gt_form(bench *b)
     double rel = err_sum[best] / (scale > 0 ? scale : 1.0);
     fprintf(stderr, "sextant bench: %s holds %s distances (mean relative error %.2g)\n",
             b->gt_dist_path, form_names[b->gt.form], rel);
-    if (rel > 1e-3)
+    b->gt_mismatch = rel > 1e-3;
+    if (b->gt_mismatch && !b->is_synthetic)
         fprintf(stderr,
                 "sextant bench: warning: %s does not match the distances recomputed from the "
                 "vectors; recall will be wrong (another dataset, or --limit cut the base?)\n",
@@ -399,16 +644,114 @@ static int detect_gt_form(bench *b)
     return 0;
 }
 
+/* Creates `path` and its missing parents (mode 0755). 0, or -1 with errno set. */
+static int mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    int len = snprintf(tmp, sizeof tmp, "%s", path);
+    if (len <= 0 || (size_t)len >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = tmp + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* --cache, or bench-cache next to the running binary (build/bench-cache for build/sextant), or
+ * build/bench-cache under the working directory when /proc/self/exe cannot be read. */
+static void resolve_cache_dir(bench *b)
+{
+    if (b->cache_opt != NULL) {
+        snprintf(b->cache_dir, sizeof b->cache_dir, "%s", b->cache_opt);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = NULL;
+    if (n > 0) {
+        exe[n] = '\0';
+        slash = strrchr(exe, '/');
+    }
+    if (slash != NULL) {
+        *slash = '\0';
+        snprintf(b->cache_dir, sizeof b->cache_dir, "%.*s/bench-cache", PATH_MAX - 16, exe);
+    } else {
+        snprintf(b->cache_dir, sizeof b->cache_dir, "build/bench-cache");
+    }
+}
+
+/* The rows the computed ground truth keeps per query (compute_gt). */
+static size_t gt_columns(const bench *b)
+{
+    size_t gk = b->base.n < GT_MIN_K ? b->base.n : GT_MIN_K;
+    return gk < b->k ? b->k : gk;
+}
+
+/* Generates the --synthetic base and queries; points --gt / --gt-dist at the cache unless
+ * given. The cache names carry every input the ground truth depends on. */
+static int load_synthetic(bench *b)
+{
+    char err[ERR_LEN];
+    const char *cmd = "bench";
+    size_t nq = b->nq_limit > 0 ? b->nq_limit : SYN_DEFAULT_NQ;
+    double t0 = cli_now();
+    if (ds_synthetic(b->syn_n, b->syn_dim, b->syn_seed, 0, b->syn_n, &b->base, err, sizeof err) !=
+            0 ||
+        ds_synthetic(b->syn_n, b->syn_dim, b->syn_seed, 1, nq, &b->queries, err, sizeof err) != 0)
+        return cli_fail(cmd, "%s", err);
+    fprintf(stderr,
+            "sextant bench: generated synthetic (%s) base %zu x %zu, queries %zu (seed %" PRIu64
+            ", %.1f s)\n",
+            SYN_GENERATOR, b->base.n, b->base.dim, b->queries.n, b->syn_seed, cli_now() - t0);
+    if (b->gt_path != NULL)
+        return 0;
+    resolve_cache_dir(b);
+    if (mkdir_p(b->cache_dir) != 0)
+        return cli_fail(cmd, "cannot create the cache directory %s: %s", b->cache_dir,
+                        strerror(errno));
+    char stem[PATH_MAX];
+    int len = snprintf(stem, sizeof stem, "%s/%s-n%zu-d%zu-s%" PRIu64 "-q%zu-%s-k%zu", b->cache_dir,
+                       SYN_GENERATOR, b->syn_n, b->syn_dim, b->syn_seed, b->queries.n,
+                       cli_metric_name(b->metric), gt_columns(b));
+    if (len < 0 || (size_t)len + 16 >= sizeof stem)
+        return cli_fail(cmd, "cache path too long: %s", b->cache_dir);
+    snprintf(b->gt_cache, sizeof b->gt_cache, "%s-gt.ivecs", stem);
+    snprintf(b->gt_dist_cache, sizeof b->gt_dist_cache, "%s-gt-dist.fvecs", stem);
+    /* Ids and distances must come from the same computation. */
+    if (file_exists(b->gt_cache) != file_exists(b->gt_dist_cache)) {
+        (void)unlink(b->gt_cache);
+        (void)unlink(b->gt_dist_cache);
+    }
+    b->gt_path = b->gt_cache;
+    b->gt_dist_path = b->gt_dist_cache;
+    fprintf(stderr, "sextant bench: ground truth cache %s\n", b->gt_path);
+    return 0;
+}
+
 static int load_inputs(bench *b)
 {
     char err[ERR_LEN];
     const char *cmd = "bench";
-    double t0 = cli_now();
-    if (ds_load_float(b->base_path, b->base_limit, &b->base, err, sizeof err) != 0 ||
-        ds_load_float(b->query_path, b->nq_limit, &b->queries, err, sizeof err) != 0)
-        return cli_fail(cmd, "%s", err);
-    fprintf(stderr, "sextant bench: base %zu x %zu, queries %zu x %zu (read in %.1f s)\n",
-            b->base.n, b->base.dim, b->queries.n, b->queries.dim, cli_now() - t0);
+    if (b->is_synthetic) {
+        if (load_synthetic(b) != 0)
+            return CLI_EXIT_FAIL;
+    } else {
+        double t0 = cli_now();
+        if (ds_load_float(b->base_path, b->base_limit, &b->base, err, sizeof err) != 0 ||
+            ds_load_float(b->query_path, b->nq_limit, &b->queries, err, sizeof err) != 0)
+            return cli_fail(cmd, "%s", err);
+        fprintf(stderr, "sextant bench: base %zu x %zu, queries %zu x %zu (read in %.1f s)\n",
+                b->base.n, b->base.dim, b->queries.n, b->queries.dim, cli_now() - t0);
+    }
     if (b->base.dim != b->queries.dim)
         return cli_fail(cmd, "base dimension %zu differs from query dimension %zu", b->base.dim,
                         b->queries.dim);
@@ -467,7 +810,193 @@ static int load_inputs(bench *b)
                         b->gt_dist_path, b->gt_path, b->queries.n, b->gt.k);
     }
     b->gt.dists = dists.f;
-    return detect_gt_form(b);
+    if (detect_gt_form(b) != 0)
+        return CLI_EXIT_FAIL;
+    if (b->gt_mismatch && b->is_synthetic && b->gt_path == b->gt_cache) {
+        /* A cache written from other data (an older generator): recompute and replace it. */
+        fprintf(stderr,
+                "sextant bench: %s is stale (distances differ from the data); "
+                "recomputing it\n",
+                b->gt_path);
+        free(b->gt.ids);
+        free(b->gt.dists);
+        memset(&b->gt, 0, sizeof b->gt);
+        b->gt_write_ids = b->gt_write_dists = true;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ parameters */
+
+/* Looks up an integer `key` in "k=v,k=v" text. */
+static bool param_in_list(const char *list, const char *key, long *out)
+{
+    size_t kl = strlen(key);
+    const char *p = list;
+    while (p != NULL && *p != '\0') {
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(p + kl + 1, &end, 10);
+            if (errno == 0 && end != p + kl + 1 && (*end == ',' || *end == '\0')) {
+                *out = v;
+                return true;
+            }
+            return false;
+        }
+        p = strchr(p, ',');
+        if (p != NULL)
+            p++;
+    }
+    return false;
+}
+
+static long build_param(const bench *b, const char *key, long dflt)
+{
+    long v;
+    if (param_in_list(b->index_params, key, &v))
+        return v;
+    const char *s = cli_params_get(&b->build, key);
+    if (s != NULL) {
+        char *end = NULL;
+        v = strtol(s, &end, 10);
+        if (end != s && *end == '\0')
+            return v;
+    }
+    return dflt;
+}
+
+static bool is_true(const char *v)
+{
+    return v != NULL && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+/* A constant search param's value (the first value when it is the swept key), or NULL. */
+static const char *sp_value(const bench *b, const char *key)
+{
+    for (size_t j = 0; j < b->n_sp_keys; j++) {
+        if (strcmp(b->sp[j].key, key) == 0)
+            return b->sp[j].vals[0];
+    }
+    return NULL;
+}
+
+/* Refinement is on when `refine` is true as a search param (IVF_SQ8 / IVF_PQ: the index then
+ * re-ranks ceil(k * refine_k) candidates exactly), or as a build param for a future index
+ * that takes it there. */
+static bool refine_on(const bench *b)
+{
+    return is_true(cli_params_get(&b->build, "refine")) || is_true(sp_value(b, "refine"));
+}
+
+/* Default IVF_PQ m: the largest divisor of dim not above dim / 4 (4-dimensional sub-spaces,
+ * dim / 4 bytes per code: 32 for 128-d, 196 for 784-d). */
+static long default_pq_m(size_t dim)
+{
+    size_t target = dim / 4 > 0 ? dim / 4 : 1;
+    for (size_t m = target; m > 1; m--) {
+        if (dim % m == 0)
+            return (long)m;
+    }
+    return 1;
+}
+
+static int add_default_param(bench *b, const char *key, long value)
+{
+    if (cli_params_get(&b->build, key) != NULL)
+        return 0;
+    char kv[96];
+    snprintf(kv, sizeof kv, "%s=%ld", key, value);
+    return cli_params_add(&b->build, "bench", kv);
+}
+
+/* Adds the index kind's default sweep as a new search-param key, dropping the values the rule
+ * excludes (ef / search_list below k, nprobe above nlist). */
+static int add_default_sweep(bench *b)
+{
+    const index_kind *kd = b->kind;
+    if (b->n_sp_keys == MAX_SP_KEYS)
+        return cli_fail("bench", "too many --search-param keys to add the default %s sweep",
+                        kd->sweep_key);
+    long nlist = build_param(b, "nlist", DEF_IVF_NLIST);
+    char list[512] = "";
+    size_t off = 0;
+    const char *p = kd->sweep_vals;
+    while (p != NULL && *p != '\0') {
+        long v = strtol(p, NULL, 10);
+        bool keep = kd->rule == SWEEP_GE_K ? v >= (long)b->k
+                                           : (kd->rule == SWEEP_LE_NLIST ? v <= nlist : true);
+        if (keep) {
+            int w = snprintf(list + off, sizeof list - off, "%s%ld", off ? "," : "", v);
+            if (w > 0 && (size_t)w < sizeof list - off)
+                off += (size_t)w;
+        }
+        p = strchr(p, ',');
+        if (p != NULL)
+            p++;
+    }
+    if (off == 0)
+        snprintf(list, sizeof list, "%ld", kd->rule == SWEEP_GE_K ? (long)b->k : nlist);
+    sp_key *k = &b->sp[b->n_sp_keys];
+    snprintf(k->key, sizeof k->key, "%s", kd->sweep_key);
+    int n = cli_split_list("bench", "default sweep", list, k->store, sizeof k->store, k->vals,
+                           MAX_SP_VALUES);
+    if (n < 0)
+        return CLI_EXIT_FAIL;
+    k->n = (size_t)n;
+    b->n_sp_keys++;
+    return 0;
+}
+
+/* Phase 1b: the build params every system must share, and the sweep. */
+static int resolve_params(bench *b)
+{
+    const char *t = b->kind->name;
+    int rc = 0;
+    if (strcmp(t, "hnsw") == 0 || strcmp(t, "hnsw_sq") == 0) {
+        rc |= add_default_param(b, "M", DEF_HNSW_M);
+        rc |= add_default_param(b, "efConstruction", DEF_HNSW_EFC);
+    }
+    if (strncmp(t, "ivf_", 4) == 0)
+        rc |= add_default_param(b, "nlist", DEF_IVF_NLIST);
+    if (strcmp(t, "ivf_pq") == 0)
+        rc |= add_default_param(b, "m", default_pq_m(b->base.dim));
+    if (rc != 0)
+        return CLI_EXIT_FAIL;
+    b->sweep = -1;
+    for (size_t j = 0; j < b->n_sp_keys; j++) {
+        if (b->sp[j].n > 1)
+            b->sweep = (long)j;
+    }
+    if (b->sweep < 0 && b->kind->sweep_key != NULL) {
+        for (size_t j = 0; j < b->n_sp_keys; j++) {
+            if (strcmp(b->sp[j].key, b->kind->sweep_key) == 0)
+                b->sweep = (long)j;
+        }
+        if (b->sweep < 0) {
+            if (add_default_sweep(b) != 0)
+                return CLI_EXIT_FAIL;
+            b->sweep = (long)b->n_sp_keys - 1;
+        }
+    }
+    if (b->sweep < 0 && b->n_sp_keys > 0)
+        b->sweep = 0;
+    b->n_sp = b->sweep >= 0 ? b->sp[b->sweep].n : 0;
+    if (b->sweep >= 0) {
+        const sp_key *s = &b->sp[b->sweep];
+        bool first = true;
+        fprintf(stderr, "sextant bench: sweeping %s over %zu value%s", s->key, s->n,
+                s->n == 1 ? "" : "s");
+        for (size_t j = 0; j < b->n_sp_keys; j++) {
+            if ((long)j == b->sweep)
+                continue;
+            fprintf(stderr, "%s%s=%s", first ? "; constants " : ", ", b->sp[j].key,
+                    b->sp[j].vals[0]);
+            first = false;
+        }
+        fprintf(stderr, "\n");
+    }
+    return 0;
 }
 
 typedef struct gt_pair {
@@ -626,6 +1155,11 @@ static int setup_db(bench *b)
     }
     sx_db_options opts = { 0 };
     opts.build_threads = b->threads;
+    /* One sealed segment holds every row unless --segment-bytes says otherwise: a per-segment
+     * index (nlist lists, nprobe probes per segment) then compares with one library index. */
+    uint64_t raw = (uint64_t)b->base.n * b->base.dim * sizeof(float);
+    opts.segment_max_bytes = b->segment_bytes > 0 ? b->segment_bytes : raw + (1u << 20);
+    opts.index_build_memory_limit = b->build_memory_limit;
     st = sx_db_open(b->data_dir, &opts, &b->db);
     if (st != SX_OK)
         return cli_sx_fail(cmd, b->data_dir, st);
@@ -692,9 +1226,9 @@ static int insert_base(bench *b)
 static int build_index(bench *b)
 {
     const char *cmd = "bench";
-    fprintf(stderr, "sextant bench: building %s index...\n", b->index_type);
+    fprintf(stderr, "sextant bench: building %s index...\n", b->kind->type);
     double t0 = cli_now();
-    sx_status st = sx_index_create(b->c, b->index_type, b->build.p, b->build.n);
+    sx_status st = sx_index_create(b->c, b->kind->type, b->build.p, b->build.n);
     if (st != SX_OK)
         return cli_sx_fail(cmd, "create index", st);
     st = sx_flush(b->c);
@@ -716,6 +1250,7 @@ static int build_index(bench *b)
     if (st != SX_OK)
         return cli_sx_fail(cmd, "describe collection", st);
     b->index_memory = ii.memory_bytes;
+    b->index_disk = ii.disk_bytes;
     b->collection_memory = ci.memory_bytes;
     snprintf(b->index_params, sizeof b->index_params, "%s", ii.params);
     fprintf(stderr,
@@ -902,7 +1437,7 @@ out:
 
 typedef struct ours_ctx {
     bench *b;
-    sx_param param; /* the search param of this run */
+    sx_param params[MAX_SP_KEYS]; /* every search param of this setting */
     size_t n_params;
 } ours_ctx;
 
@@ -914,7 +1449,7 @@ static int ours_search(
     sx_search_req req = { .queries = b->queries.f + q * b->queries.dim,
                           .nq = 1,
                           .k = b->k,
-                          .params = o->n_params ? &o->param : NULL,
+                          .params = o->n_params ? o->params : NULL,
                           .n_params = o->n_params,
                           .metric = -1 };
     sx_rowset *rs = NULL;
@@ -946,75 +1481,178 @@ static int add_run(sys_result *s, const run_result *r)
     return 0;
 }
 
-static void print_run(const char *system, const run_result *r)
+static bool is_diskann(const bench *b)
 {
-    printf("%-8s %-18s %7u  %9.4f %11.1f %9.3f %9.3f\n", system, r->params[0] ? r->params : "-",
+    return strcmp(b->kind->name, "diskann") == 0;
+}
+
+/* io_cols: the index reports reads (DISKANN): print them, "-" while the engine has none. */
+static void print_run(const char *system, const run_result *r, bool io_cols)
+{
+    printf("%-8s %-18s %7u  %9.4f %11.1f %9.3f %9.3f", system, r->params[0] ? r->params : "-",
            r->threads, r->recall, r->qps, r->p50_ms, r->p99_ms);
+    if (!isnan(r->io_per_query))
+        printf(" %8.1f %10.0f", r->io_per_query, r->bytes_per_query);
+    else if (io_cols)
+        printf(" %8s %10s", "-", "-");
+    printf("\n");
     (void)fflush(stdout);
 }
 
-static void print_header(uint32_t k)
+static void print_header(const bench *b)
 {
     char rk[32];
-    snprintf(rk, sizeof rk, "recall@%u", k);
-    printf("%-8s %-18s %7s  %9s %11s %9s %9s\n", "index", "params", "threads", rk, "QPS", "p50 ms",
+    snprintf(rk, sizeof rk, "recall@%u", b->k);
+    printf("%-8s %-18s %7s  %9s %11s %9s %9s", "index", "params", "threads", rk, "QPS", "p50 ms",
            "p99 ms");
+    if (is_diskann(b))
+        printf(" %8s %10s", "IO/query", "bytes/q");
+    printf("\n");
+}
+
+/* The index's cumulative read counters (0 until the engine reports them). */
+static void index_io(bench *b, uint64_t *ios, uint64_t *bytes)
+{
+    sx_index_info ii;
+    *ios = 0;
+    *bytes = 0;
+    if (sx_index_describe(b->c, &ii) == SX_OK) {
+        *ios = ii.read_ios;
+        *bytes = ii.read_bytes;
+    }
+}
+
+/* The label of setting s: "nprobe=8" (the swept key only; constants are printed once). */
+static void setting_label(const bench *b, size_t s, run_result *r)
+{
+    r->setting = SIZE_MAX;
+    r->params[0] = '\0';
+    if (b->sweep < 0)
+        return;
+    const sp_key *k = &b->sp[b->sweep];
+    r->setting = s;
+    snprintf(r->params, sizeof r->params, "%.31s=%.31s", k->key, k->vals[s]);
 }
 
 static int run_ours(bench *b)
 {
     size_t n_settings = b->n_sp > 0 ? b->n_sp : 1;
+    b->ours.name = "sextant";
+    snprintf(b->ours.desc, sizeof b->ours.desc, "%s", b->kind->type);
     printf("\n");
-    print_header(b->k);
+    print_header(b);
     for (size_t s = 0; s < n_settings; s++) {
         ours_ctx o = { .b = b };
         run_result r;
         memset(&r, 0, sizeof r);
-        if (b->n_sp > 0) {
-            o.param.key = b->sp_key;
-            o.param.value = b->sp_vals[s];
-            o.n_params = 1;
-            r.sp_val = b->sp_vals[s];
-            snprintf(r.params, sizeof r.params, "%.31s=%.31s", b->sp_key, b->sp_vals[s]);
+        setting_label(b, s, &r);
+        for (size_t j = 0; j < b->n_sp_keys; j++) {
+            o.params[j].key = b->sp[j].key;
+            o.params[j].value = (long)j == b->sweep ? b->sp[j].vals[s] : b->sp[j].vals[0];
         }
+        o.n_params = b->n_sp_keys;
         unsigned tlist[2] = { 1, b->threads };
         for (size_t t = 0; t < (b->threads > 1 ? 2u : 1u); t++) {
+            uint64_t ios0, bytes0, ios1, bytes1;
+            index_io(b, &ios0, &bytes0);
             if (timed_run(b, ours_search, &o, tlist[t], &r) != 0)
                 return CLI_EXIT_FAIL;
+            index_io(b, &ios1, &bytes1);
+            double nq = (double)b->queries.n * (double)b->runs;
+            r.io_per_query = r.bytes_per_query = NAN;
+            if (ios1 > ios0 || bytes1 > bytes0) {
+                r.io_per_query = (double)(ios1 - ios0) / nq;
+                r.bytes_per_query = (double)(bytes1 - bytes0) / nq;
+                b->io_reported = true;
+            }
             if (add_run(&b->ours, &r) != 0)
                 return CLI_EXIT_FAIL;
-            print_run(b->index_type, &r);
+            print_run(b->kind->type, &r, is_diskann(b));
         }
     }
+    if (is_diskann(b) && !b->io_reported)
+        fprintf(stderr, "sextant bench: the engine reported no index reads (sx_index_info "
+                        "read_ios/read_bytes stayed 0): io_per_query is null\n");
     return 0;
 }
 
-/* ------------------------------------------------------------------ hnswlib peer */
+/* ------------------------------------------------------------------ peers */
 
-/* Tries DIR/sx_peer_hnswlib.so: 0 loaded with every symbol, 1 no such file, -1 present but
- * unusable (dlopen failed or a symbol is missing; the reason goes to note). */
+static void add_note(bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Appends "; message" to the peers note (JSON peers_note) and prints it. */
+static void add_note(bench *b, const char *fmt, ...)
+{
+    char msg[PATH_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(b->peer_note);
+    snprintf(b->peer_note + len, sizeof b->peer_note - len, "%s%s", len ? "; " : "", msg);
+    fprintf(stderr, "sextant bench: %s\n", msg);
+}
+
+static const char *lib_name(peer_lib lib)
+{
+    return lib == PEER_FAISS ? "faiss" : "hnswlib";
+}
+
+static const char *lib_so(peer_lib lib)
+{
+    return lib == PEER_FAISS ? FAISS_SO : PEER_SO;
+}
+
+/* Resolves the shim's functions; false when one is missing. */
+static bool resolve_symbols(peer_api *p)
+{
+    if (p->lib == PEER_HNSWLIB) {
+        p->hnsw_new = (peer_new_fn)dlsym(p->dl, "sx_peer_hnsw_new");
+        p->add = (peer_add_fn)dlsym(p->dl, "sx_peer_hnsw_add");
+        p->set_ef = (peer_set_ef_fn)dlsym(p->dl, "sx_peer_hnsw_set_ef");
+        p->search = (peer_search_fn)dlsym(p->dl, "sx_peer_hnsw_search");
+        p->memory = (peer_memory_fn)dlsym(p->dl, "sx_peer_hnsw_memory");
+        p->free_index = (peer_free_fn)dlsym(p->dl, "sx_peer_hnsw_free");
+        return p->hnsw_new != NULL && p->add != NULL && p->set_ef != NULL && p->search != NULL &&
+               p->memory != NULL && p->free_index != NULL;
+    }
+    faiss_abi_fn abi = (faiss_abi_fn)dlsym(p->dl, "sx_peer_faiss_abi");
+    p->f_new = (faiss_new_fn)dlsym(p->dl, "sx_peer_faiss_new");
+    p->f_build = (faiss_build_fn)dlsym(p->dl, "sx_peer_faiss_build");
+    p->f_set = (faiss_set_fn)dlsym(p->dl, "sx_peer_faiss_set");
+    p->f_search = (faiss_search_fn)dlsym(p->dl, "sx_peer_faiss_search");
+    p->f_memory = (faiss_memory_fn)dlsym(p->dl, "sx_peer_faiss_memory");
+    p->f_describe = (faiss_describe_fn)dlsym(p->dl, "sx_peer_faiss_describe");
+    p->f_free = (faiss_free_fn)dlsym(p->dl, "sx_peer_faiss_free");
+    return abi != NULL && abi() == SX_PEER_FAISS_ABI && p->f_new != NULL && p->f_build != NULL &&
+           p->f_set != NULL && p->f_search != NULL && p->f_memory != NULL &&
+           p->f_describe != NULL && p->f_free != NULL;
+}
+
+/* Tries DIR/<shim>: 0 loaded with every symbol, 1 no such file, -1 present but unusable
+ * (dlopen failed or a symbol is missing; the reason goes to note). */
 static int try_dlopen(peer_api *p, const char *dir, char *note, size_t note_len)
 {
-    int len = snprintf(p->path, sizeof p->path, "%s/%s", dir, PEER_SO);
+    int len = snprintf(p->path, sizeof p->path, "%s/%s", dir, lib_so(p->lib));
     if (len < 0 || (size_t)len >= sizeof p->path || access(p->path, F_OK) != 0)
         return 1;
-    p->dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
+    /* libgomp reads its wait policy when it is loaded, i.e. by this dlopen: spin-waiting
+     * OpenMP threads made FAISS's 2-thread builds 10x slower than 1-thread ones on a loaded
+     * 2-core machine. The user's setting wins. */
+    if (p->lib == PEER_FAISS && setenv("OMP_WAIT_POLICY", "PASSIVE", 0) != 0)
+        fprintf(stderr, "sextant bench: warning: cannot set OMP_WAIT_POLICY\n");
+    /* NODELETE: FAISS's OpenMP and BLAS worker threads outlive the calls into the shim; they
+     * must never find their code unmapped by dlclose. */
+    p->dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (p->dl == NULL) {
         const char *e = dlerror();
         snprintf(note, note_len, "cannot load %s: %s", p->path, e != NULL ? e : "?");
         return -1;
     }
-    p->hnsw_new = (peer_new_fn)dlsym(p->dl, "sx_peer_hnsw_new");
-    p->add = (peer_add_fn)dlsym(p->dl, "sx_peer_hnsw_add");
-    p->set_ef = (peer_set_ef_fn)dlsym(p->dl, "sx_peer_hnsw_set_ef");
-    p->search = (peer_search_fn)dlsym(p->dl, "sx_peer_hnsw_search");
-    p->memory = (peer_memory_fn)dlsym(p->dl, "sx_peer_hnsw_memory");
-    p->free_index = (peer_free_fn)dlsym(p->dl, "sx_peer_hnsw_free");
-    if (p->hnsw_new == NULL || p->add == NULL || p->set_ef == NULL || p->search == NULL ||
-        p->memory == NULL || p->free_index == NULL) {
+    if (!resolve_symbols(p)) {
         snprintf(note, note_len,
                  "%s does not export the functions of bench/peers/peer.h (built with "
-                 "-fvisibility=hidden?)",
+                 "-fvisibility=hidden, or from another peer.h version?)",
                  p->path);
         dlclose(p->dl);
         p->dl = NULL;
@@ -1023,12 +1661,14 @@ static int try_dlopen(peer_api *p, const char *dir, char *note, size_t note_len)
     return 0;
 }
 
-/* Finds and loads the shim: next to the sextant binary, then in $SX_PEER_DIR; the first
+/* Finds and loads a shim: next to the sextant binary, then in $SX_PEER_DIR; the first
  * candidate that loads wins. Returns true with p->dl set, or false with a note. */
-static bool peer_load(peer_api *p, char *note, size_t note_len)
+static bool peer_load(peer_api *p, peer_lib lib, char *note, size_t note_len)
 {
     char dirs[2][PATH_MAX];
     size_t n_dirs = 0;
+    memset(p, 0, sizeof *p);
+    p->lib = lib;
     ssize_t n = readlink("/proc/self/exe", dirs[0], sizeof dirs[0] - 1);
     if (n > 0) {
         dirs[0][n] = '\0';
@@ -1052,7 +1692,7 @@ static bool peer_load(peer_api *p, char *note, size_t note_len)
         }
     }
     if (!unusable)
-        snprintf(note, note_len, "%s not found (looked in %.1024s%s%.1024s)", PEER_SO,
+        snprintf(note, note_len, "%s not found (looked in %.1024s%s%.1024s)", lib_so(lib),
                  n_dirs > 0 ? dirs[0] : "nowhere", n_dirs > 1 ? " and $SX_PEER_DIR=" : "",
                  n_dirs > 1 ? dirs[1] : "");
     return false;
@@ -1065,57 +1705,36 @@ typedef struct peer_ctx {
     const float *queries; /* normalised for cosine */
 } peer_ctx;
 
-static int peer_search(
+/* One peer query; its hits are re-scored from the vectors (in the GT form) so no distance
+ * convention is assumed. */
+static int peer_search_rescored(
     void *ctx, size_t q, int64_t *ids, float *dists, size_t *n_out, char *err, size_t err_len)
 {
     peer_ctx *pc = ctx;
     bench *b = pc->b;
     size_t dim = b->queries.dim;
-    size_t n = pc->api->search(pc->h, pc->queries + q * dim, b->k, ids, dists);
+    const float *qv = pc->queries + q * dim;
+    size_t n = pc->api->lib == PEER_FAISS ? pc->api->f_search(pc->h, qv, b->k, ids, dists)
+                                          : pc->api->search(pc->h, qv, b->k, ids, dists);
     if (n > b->k) {
-        snprintf(err, err_len, "hnswlib returned %zu > k hits", n);
+        snprintf(err, err_len, "%s returned %zu > k hits", lib_name(pc->api->lib), n);
         return -1;
     }
     *n_out = n;
-    return 0;
-}
-
-/* Looks up an integer `key` in "k=v,k=v" text. */
-static bool param_in_list(const char *list, const char *key, long *out)
-{
-    size_t kl = strlen(key);
-    const char *p = list;
-    while (p != NULL && *p != '\0') {
-        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
-            char *end = NULL;
-            errno = 0;
-            long v = strtol(p + kl + 1, &end, 10);
-            if (errno == 0 && end != p + kl + 1 && (*end == ',' || *end == '\0')) {
-                *out = v;
-                return true;
-            }
-            return false;
+    /* Only the ids are needed for id-set recall; skip the rescoring cost then. */
+    if (b->gt.dists == NULL)
+        return 0;
+    for (size_t j = 0; j < n; j++) {
+        if (ids[j] < 0 || (size_t)ids[j] >= b->base.n) {
+            snprintf(err, err_len, "%s returned label %" PRId64 " out of range",
+                     lib_name(pc->api->lib), ids[j]);
+            return -1;
         }
-        p = strchr(p, ',');
-        if (p != NULL)
-            p++;
+        double raw = exact_sim_or_sq(b->metric, b->queries.f + q * dim,
+                                     b->base.f + (size_t)ids[j] * dim, dim);
+        dists[j] = (float)to_form(raw, b->gt.form);
     }
-    return false;
-}
-
-static long build_param(const bench *b, const char *key, long dflt)
-{
-    long v;
-    if (param_in_list(b->index_params, key, &v))
-        return v;
-    const char *s = cli_params_get(&b->build, key);
-    if (s != NULL) {
-        char *end = NULL;
-        v = strtol(s, &end, 10);
-        if (end != s && *end == '\0')
-            return v;
-    }
-    return dflt;
+    return 0;
 }
 
 static float *normalised_copy(const ds_matrix *m)
@@ -1135,55 +1754,188 @@ static float *normalised_copy(const ds_matrix *m)
     return out;
 }
 
-/* Re-scores peer hits from the vectors (in the GT form) so no distance convention is assumed. */
-static int peer_search_rescored(
-    void *ctx, size_t q, int64_t *ids, float *dists, size_t *n_out, char *err, size_t err_len)
+/* Maps one of our search params to the library's. Returns true with the library's key and
+ * value, false when it has no counterpart. refine_k is Milvus's magnification factor (the
+ * index re-ranks k * refine_k candidates), which is FAISS's IndexRefine k_factor. */
+static bool map_param(const peer_api *api,
+                      int faiss_kind,
+                      bool refine,
+                      const char *key,
+                      const char *val,
+                      const char **pkey,
+                      double *pval)
 {
-    peer_ctx *pc = ctx;
-    bench *b = pc->b;
-    if (peer_search(ctx, q, ids, dists, n_out, err, err_len) != 0)
-        return -1;
-    /* Only the ids are needed for id-set recall; skip the rescoring cost then. */
-    if (b->gt.dists == NULL)
-        return 0;
-    for (size_t j = 0; j < *n_out; j++) {
-        if (ids[j] < 0 || (size_t)ids[j] >= b->base.n) {
-            snprintf(err, err_len, "hnswlib returned label %" PRId64 " out of range", ids[j]);
-            return -1;
-        }
-        double raw = exact_sim_or_sq(b->metric, b->queries.f + q * b->base.dim,
-                                     b->base.f + (size_t)ids[j] * b->base.dim, b->base.dim);
-        dists[j] = (float)to_form(raw, b->gt.form);
+    char *end = NULL;
+    double v = strtod(val, &end);
+    if (end == val || *end != '\0')
+        return false;
+    *pval = v;
+    if (api->lib == PEER_HNSWLIB) {
+        *pkey = "ef";
+        return strcmp(key, "ef") == 0;
     }
-    return 0;
+    if (faiss_kind == SX_PEER_FAISS_HNSW_FLAT) {
+        *pkey = "efSearch";
+        return strcmp(key, "ef") == 0;
+    }
+    if (strcmp(key, "nprobe") == 0) {
+        *pkey = "nprobe";
+        return true;
+    }
+    if (refine && strcmp(key, "refine_k") == 0) {
+        *pkey = "k_factor";
+        return true;
+    }
+    return false;
 }
 
-static int run_peer(bench *b)
+static int peer_set(peer_api *api, void *h, const char *pkey, double v)
 {
-    peer_api api;
-    memset(&api, 0, sizeof api);
+    if (api->lib == PEER_HNSWLIB) {
+        if (v < 1 || v > INT_MAX)
+            return -1;
+        api->set_ef(h, (int)v);
+        return 0;
+    }
+    return api->f_set(h, pkey, v);
+}
+
+/* Builds one peer index on (base, queries) and runs our settings through it (invariant 1).
+ * Returns 0 (out filled, or skipped with a note: out->n_runs == 0) or CLI_EXIT_FAIL. */
+static int run_one_peer(bench *b,
+                        peer_api *api,
+                        int faiss_kind,
+                        const float *base,
+                        const float *queries,
+                        sys_result *out)
+{
+    const char *name = lib_name(api->lib);
+    bool refine =
+        (faiss_kind == SX_PEER_FAISS_IVF_PQ || faiss_kind == SX_PEER_FAISS_IVF_SQ8) && refine_on(b);
+    const char *pkey;
+    double pval;
+    if (b->sweep >= 0 && !map_param(api, faiss_kind, refine, b->sp[b->sweep].key,
+                                    b->sp[b->sweep].vals[0], &pkey, &pval)) {
+        add_note(b, "%s peer skipped: the swept search param '%s' has no counterpart in it", name,
+                 b->sp[b->sweep].key);
+        return 0;
+    }
+    int rc = CLI_EXIT_FAIL;
+    void *h = NULL;
+    int metric = b->metric == SX_METRIC_L2 ? 0 : 1;
+    char err[ERR_LEN] = "";
+    double t0 = 0;
+    if (api->lib == PEER_HNSWLIB) {
+        long m = build_param(b, "M", DEF_HNSW_M),
+             efc = build_param(b, "efConstruction", DEF_HNSW_EFC);
+        snprintf(out->desc, sizeof out->desc, "HierarchicalNSW(M=%ld,efConstruction=%ld)", m, efc);
+        fprintf(stderr, "sextant bench: building hnswlib %s, %u threads...\n", out->desc,
+                b->threads);
+        t0 = cli_now();
+        h = api->hnsw_new((int)b->base.dim, metric, b->base.n, (int)m, (int)efc);
+        if (h == NULL || api->add(h, base, b->base.n, (int)b->threads) != 0) {
+            rc = cli_fail("bench", "hnswlib peer build failed");
+            goto out;
+        }
+    } else {
+        sx_peer_faiss_params fp = {
+            .kind = faiss_kind,
+            .dim = (int)b->base.dim,
+            .metric = metric,
+            .nlist = (int)build_param(b, "nlist", DEF_IVF_NLIST),
+            .m = (int)build_param(b, "m", default_pq_m(b->base.dim)),
+            .nbits = (int)build_param(b, "nbits", DEF_PQ_NBITS),
+            .refine = refine,
+            .M = (int)build_param(b, "M", DEF_HNSW_M),
+            .ef_construction = (int)build_param(b, "efConstruction", DEF_HNSW_EFC),
+            .threads = (int)b->threads,
+        };
+        h = api->f_new(&fp, err, sizeof err);
+        if (h == NULL) {
+            add_note(b, "faiss peer skipped: %s", err);
+            rc = 0;
+            goto out;
+        }
+        snprintf(out->desc, sizeof out->desc, "%s", api->f_describe(h));
+        fprintf(stderr, "sextant bench: building faiss %s, %u threads...\n", out->desc, b->threads);
+        t0 = cli_now();
+        if (api->f_build(h, base, b->base.n, err, sizeof err) != 0) {
+            rc = cli_fail("bench", "faiss peer build failed: %s", err);
+            goto out;
+        }
+    }
+    out->name = name;
+    out->build_s = cli_now() - t0;
+    out->memory_bytes = (uint64_t)(api->lib == PEER_FAISS ? api->f_memory(h) : api->memory(h));
+    fprintf(stderr, "sextant bench: %s built in %.2f s\n", name, out->build_s);
+    /* Constants first: those with a counterpart are set once, the others are noted. */
+    for (size_t j = 0; j < b->n_sp_keys; j++) {
+        if ((long)j == b->sweep)
+            continue;
+        if (!map_param(api, faiss_kind, refine, b->sp[j].key, b->sp[j].vals[0], &pkey, &pval)) {
+            if (strcmp(b->sp[j].key, "refine") != 0)
+                fprintf(stderr,
+                        "sextant bench: %s: search param %s=%s has no counterpart; "
+                        "not applied\n",
+                        name, b->sp[j].key, b->sp[j].vals[0]);
+            continue;
+        }
+        if (peer_set(api, h, pkey, pval) != 0) {
+            rc = cli_fail("bench", "%s: cannot set %s=%g", name, pkey, pval);
+            goto out;
+        }
+    }
+    peer_ctx pc = { .b = b, .api = api, .h = h, .queries = queries };
+    size_t n_settings = b->n_sp > 0 ? b->n_sp : 1;
+    for (size_t s = 0; s < n_settings; s++) {
+        run_result r;
+        memset(&r, 0, sizeof r);
+        setting_label(b, s, &r);
+        r.io_per_query = r.bytes_per_query = NAN;
+        if (b->sweep >= 0) {
+            const sp_key *k = &b->sp[b->sweep];
+            if (!map_param(api, faiss_kind, refine, k->key, k->vals[s], &pkey, &pval) ||
+                peer_set(api, h, pkey, pval) != 0) {
+                rc = cli_fail("bench", "%s: %s value '%s' is not usable", name, k->key, k->vals[s]);
+                goto out;
+            }
+        }
+        unsigned tlist[2] = { 1, b->threads };
+        for (size_t t = 0; t < (b->threads > 1 ? 2u : 1u); t++) {
+            if (timed_run(b, peer_search_rescored, &pc, tlist[t], &r) != 0)
+                goto out;
+            if (add_run(out, &r) != 0)
+                goto out;
+            print_run(name, &r, false);
+        }
+    }
+    rc = 0;
+out:
+    if (h != NULL) {
+        if (api->lib == PEER_FAISS)
+            api->f_free(h);
+        else
+            api->free_index(h);
+    }
+    return rc;
+}
+
+static int run_peers(bench *b)
+{
     if (b->peers == 0)
         return 0;
-    if (strcmp(b->index_name, "hnsw") != 0) {
-        snprintf(b->peer_note, sizeof b->peer_note, "hnswlib peer skipped: index is not hnsw");
-        fprintf(stderr, "sextant bench: %s\n", b->peer_note);
-        return 0;
-    }
-    if (b->n_sp > 0 && strcmp(b->sp_key, "ef") != 0) {
-        snprintf(b->peer_note, sizeof b->peer_note,
-                 "hnswlib peer skipped: search param '%s' is not ef", b->sp_key);
-        fprintf(stderr, "sextant bench: %s\n", b->peer_note);
-        return 0;
-    }
-    if (!peer_load(&api, b->peer_note, sizeof b->peer_note)) {
-        fprintf(stderr, "sextant bench: hnswlib peer: %s; continuing without it\n", b->peer_note);
+    bool any = false;
+    for (size_t j = 0; j < MAX_PEERS; j++)
+        any |= b->kind->peers[j].lib != PEER_NONE;
+    if (!any) {
+        add_note(b, "no peer for %s (%s)", b->kind->type,
+                 is_diskann(b) ? "FAISS has no on-disk graph index and DiskANN is not packaged"
+                               : "not compared");
         return 0;
     }
     int rc = CLI_EXIT_FAIL;
     float *nbase = NULL, *nq = NULL;
-    void *h = NULL;
     const float *base = b->base.f, *queries = b->queries.f;
-    int metric = b->metric == SX_METRIC_L2 ? 0 : 1;
     if (b->metric == SX_METRIC_COSINE) {
         nbase = normalised_copy(&b->base);
         nq = normalised_copy(&b->queries);
@@ -1194,52 +1946,32 @@ static int run_peer(bench *b)
         base = nbase;
         queries = nq;
     }
-    long m = build_param(b, "M", 16), efc = build_param(b, "efConstruction", 200);
-    fprintf(stderr, "sextant bench: building hnswlib (M=%ld, efConstruction=%ld, %u threads)...\n",
-            m, efc, b->threads);
-    double t0 = cli_now();
-    h = api.hnsw_new((int)b->base.dim, metric, b->base.n, (int)m, (int)efc);
-    if (h == NULL || api.add(h, base, b->base.n, (int)b->threads) != 0) {
-        rc = cli_fail("bench", "hnswlib peer build failed");
-        goto out;
-    }
-    b->peer.build_s = cli_now() - t0;
-    b->peer.memory_bytes = (uint64_t)api.memory(h);
-    fprintf(stderr, "sextant bench: hnswlib built in %.2f s\n", b->peer.build_s);
-    peer_ctx pc = { .b = b, .api = &api, .h = h, .queries = queries };
-    size_t n_settings = b->n_sp > 0 ? b->n_sp : 1;
-    for (size_t s = 0; s < n_settings; s++) {
-        run_result r;
-        memset(&r, 0, sizeof r);
-        long ef = 10;
-        if (b->n_sp > 0) {
-            char *end = NULL;
-            ef = strtol(b->sp_vals[s], &end, 10);
-            if (end == b->sp_vals[s] || *end != '\0' || ef <= 0) {
-                rc = cli_fail("bench", "ef value '%s' is not a positive integer", b->sp_vals[s]);
-                goto out;
-            }
-            r.sp_val = b->sp_vals[s];
-            snprintf(r.params, sizeof r.params, "ef=%ld", ef);
+    for (size_t j = 0; j < MAX_PEERS; j++) {
+        peer_lib lib = b->kind->peers[j].lib;
+        if (lib == PEER_NONE)
+            continue;
+        peer_api api;
+        char note[PATH_MAX + 256];
+        if (!peer_load(&api, lib, note, sizeof note)) {
+            add_note(b, "%s peer: %s; continuing without it", lib_name(lib), note);
+            continue;
         }
-        api.set_ef(h, (int)ef);
-        unsigned tlist[2] = { 1, b->threads };
-        for (size_t t = 0; t < (b->threads > 1 ? 2u : 1u); t++) {
-            if (timed_run(b, peer_search_rescored, &pc, tlist[t], &r) != 0)
-                goto out;
-            if (add_run(&b->peer, &r) != 0)
-                goto out;
-            print_run("hnswlib", &r);
+        sys_result *out = &b->peer[b->n_peer];
+        memset(out, 0, sizeof *out);
+        int prc = run_one_peer(b, &api, b->kind->peers[j].faiss_kind, base, queries, out);
+        dlclose(api.dl);
+        if (prc != 0) {
+            free(out->runs);
+            out->runs = NULL;
+            goto out;
         }
+        if (out->n_runs > 0)
+            b->n_peer++;
     }
-    b->have_peer = true;
     rc = 0;
 out:
-    if (h != NULL)
-        api.free_index(h);
     free(nbase);
     free(nq);
-    dlclose(api.dl);
     return rc;
 }
 
@@ -1335,31 +2067,44 @@ static void json_num(sbuf *sb, double v)
         sb_printf(sb, "%.6g", v);
 }
 
-/* A parameter value: a JSON number when it is one, else a string. */
+/* A parameter value: a JSON number when it is one, true/false for booleans, else a string. */
 static void json_param_value(sbuf *sb, const char *v)
 {
     char *end = NULL;
     errno = 0;
     double d = strtod(v, &end);
-    if (v[0] != '\0' && *end == '\0' && errno == 0 && !isnan(d) && !isinf(d) &&
-        strspn(v, "0123456789.-+eE") == strlen(v))
+    bool number = v[0] != '\0' && *end == '\0' && errno == 0 && !isnan(d) && !isinf(d) &&
+                  strspn(v, "0123456789.-+eE") == strlen(v);
+    if (number || strcmp(v, "true") == 0 || strcmp(v, "false") == 0)
         sb_printf(sb, "%s", v);
     else
         json_str(sb, v);
 }
 
-static void json_runs(sbuf *sb, const bench *b, const sys_result *s)
+/* {"nprobe": 8, "refine": true}: the constants and the run's value of the swept key. */
+static void json_search_params(sbuf *sb, const bench *b, const run_result *r)
+{
+    sb_printf(sb, "{");
+    for (size_t j = 0; j < b->n_sp_keys; j++) {
+        const char *v = b->sp[j].vals[0];
+        if ((long)j == b->sweep && r->setting != SIZE_MAX)
+            v = b->sp[j].vals[r->setting];
+        sb_printf(sb, "%s", j ? ", " : "");
+        json_str(sb, b->sp[j].key);
+        sb_printf(sb, ": ");
+        json_param_value(sb, v);
+    }
+    sb_printf(sb, "}");
+}
+
+static void json_runs(sbuf *sb, const bench *b, const sys_result *s, bool io_fields)
 {
     sb_printf(sb, "[");
     for (size_t i = 0; i < s->n_runs; i++) {
         const run_result *r = &s->runs[i];
-        sb_printf(sb, "%s\n    {\"search_params\": {", i ? "," : "");
-        if (r->sp_val != NULL) {
-            json_str(sb, b->sp_key);
-            sb_printf(sb, ": ");
-            json_param_value(sb, r->sp_val);
-        }
-        sb_printf(sb, "}, \"k\": %u, \"recall\": ", b->k);
+        sb_printf(sb, "%s\n    {\"search_params\": ", i ? "," : "");
+        json_search_params(sb, b, r);
+        sb_printf(sb, ", \"k\": %u, \"recall\": ", b->k);
         json_num(sb, r->recall);
         sb_printf(sb, ", \"qps\": ");
         json_num(sb, r->qps);
@@ -1367,49 +2112,71 @@ static void json_runs(sbuf *sb, const bench *b, const sys_result *s)
         json_num(sb, r->p50_ms);
         sb_printf(sb, ", \"p99_ms\": ");
         json_num(sb, r->p99_ms);
-        sb_printf(sb, ", \"threads\": %u}", r->threads);
+        sb_printf(sb, ", \"threads\": %u", r->threads);
+        if (io_fields || !isnan(r->io_per_query)) {
+            sb_printf(sb, ", \"io_per_query\": ");
+            json_num(sb, r->io_per_query);
+            sb_printf(sb, ", \"bytes_read_per_query\": ");
+            json_num(sb, r->bytes_per_query);
+        }
+        sb_printf(sb, "}");
     }
     sb_printf(sb, "\n  ]");
 }
 
 /* sx_collection_info.memory_bytes already counts the built indexes (sextant.h: "vectors,
  * scalars and indexes held in memory"), so it is the total; adding sx_index_info.memory_bytes
- * again would count the graph twice. The index share is reported beside it. */
+ * again would count the index twice. The index share is reported beside it. */
 static uint64_t total_memory(const bench *b)
 {
     return b->collection_memory;
 }
 
+static double ratio(double a, double b)
+{
+    return b > 0 ? a / b : (double)NAN;
+}
+
 static void json_ratios(sbuf *sb, const bench *b)
 {
-    sb_printf(sb, ",\n  \"ratios\": {\"hnswlib\": {\"per_setting\": [");
-    size_t n = b->ours.n_runs < b->peer.n_runs ? b->ours.n_runs : b->peer.n_runs;
-    for (size_t i = 0; i < n; i++) {
-        const run_result *o = &b->ours.runs[i], *p = &b->peer.runs[i];
-        sb_printf(sb, "%s\n    {\"params\": ", i ? "," : "");
-        json_str(sb, o->params);
-        sb_printf(sb, ", \"threads\": %u, \"qps_ratio\": ", o->threads);
-        json_num(sb, p->qps > 0 ? o->qps / p->qps : (double)NAN);
-        sb_printf(sb, ", \"recall\": ");
-        json_num(sb, o->recall);
-        sb_printf(sb, ", \"peer_recall\": ");
-        json_num(sb, p->recall);
+    sb_printf(sb, ",\n  \"ratios\": {");
+    for (size_t pi = 0; pi < b->n_peer; pi++) {
+        const sys_result *peer = &b->peer[pi];
+        sb_printf(sb, "%s", pi ? ",\n    " : "");
+        json_str(sb, peer->name);
+        sb_printf(sb, ": {\"per_setting\": [");
+        size_t n = b->ours.n_runs < peer->n_runs ? b->ours.n_runs : peer->n_runs;
+        for (size_t i = 0; i < n; i++) {
+            const run_result *o = &b->ours.runs[i], *p = &peer->runs[i];
+            sb_printf(sb, "%s\n    {\"params\": ", i ? "," : "");
+            json_str(sb, o->params);
+            sb_printf(sb, ", \"threads\": %u, \"qps_ratio\": ", o->threads);
+            json_num(sb, ratio(o->qps, p->qps));
+            sb_printf(sb, ", \"recall\": ");
+            json_num(sb, o->recall);
+            sb_printf(sb, ", \"peer_recall\": ");
+            json_num(sb, p->recall);
+            sb_printf(sb, "}");
+        }
+        double qo = qps_at_recall(&b->ours, RECALL_TARGET);
+        double qp = qps_at_recall(peer, RECALL_TARGET);
+        sb_printf(sb, "\n  ], \"qps_at_recall_0.95\": ");
+        json_num(sb, qo);
+        sb_printf(sb, ", \"peer_qps_at_recall_0.95\": ");
+        json_num(sb, qp);
+        sb_printf(sb, ", \"qps_ratio_at_recall_0.95\": ");
+        json_num(sb, qo / qp);
+        sb_printf(sb, ", \"build_time_ratio\": ");
+        json_num(sb, ratio(b->build_s, peer->build_s));
+        sb_printf(sb, ", \"load_time_ratio\": ");
+        json_num(sb, ratio(b->insert_s + b->build_s, peer->build_s));
+        sb_printf(sb, ", \"memory_ratio\": ");
+        json_num(sb, ratio((double)total_memory(b), (double)peer->memory_bytes));
+        sb_printf(sb, ", \"index_memory_ratio\": ");
+        json_num(sb, ratio((double)b->index_memory, (double)peer->memory_bytes));
         sb_printf(sb, "}");
     }
-    double qo = qps_at_recall(&b->ours, RECALL_TARGET);
-    double qp = qps_at_recall(&b->peer, RECALL_TARGET);
-    double peer_s = b->peer.build_s;
-    sb_printf(sb, "\n  ], \"qps_at_recall_0.95\": ");
-    json_num(sb, qo);
-    sb_printf(sb, ", \"peer_qps_at_recall_0.95\": ");
-    json_num(sb, qp);
-    sb_printf(sb, ", \"qps_ratio_at_recall_0.95\": ");
-    json_num(sb, qo / qp);
-    sb_printf(sb, ", \"build_time_ratio\": ");
-    json_num(sb, peer_s > 0 ? b->build_s / peer_s : (double)NAN);
-    sb_printf(sb, ", \"load_time_ratio\": ");
-    json_num(sb, peer_s > 0 ? (b->insert_s + b->build_s) / peer_s : (double)NAN);
-    sb_printf(sb, "}}");
+    sb_printf(sb, "}");
 }
 
 static void json_document(sbuf *sb, const bench *b)
@@ -1424,7 +2191,9 @@ static void json_document(sbuf *sb, const bench *b)
     json_str(sb, sx_version());
     sb_printf(sb, ",\n  \"date\": ");
     json_str(sb, date);
-    sb_printf(sb, ",\n  \"dataset\": {\"base\": ");
+    sb_printf(sb, ",\n  \"dataset\": {\"kind\": ");
+    json_str(sb, b->is_synthetic ? "synthetic" : "file");
+    sb_printf(sb, ", \"base\": ");
     json_str(sb, b->base_path);
     sb_printf(sb, ", \"query\": ");
     json_str(sb, b->query_path);
@@ -1434,11 +2203,19 @@ static void json_document(sbuf *sb, const bench *b)
     json_str(sb, b->gt_dist_path);
     sb_printf(sb, ", \"gt_source\": ");
     json_str(sb, b->gt.source);
+    if (b->is_synthetic) {
+        sb_printf(sb, ", \"synthetic\": {\"generator\": ");
+        json_str(sb, SYN_GENERATOR);
+        sb_printf(sb, ", \"n\": %zu, \"dim\": %zu, \"seed\": %" PRIu64 ", \"nq\": %zu}", b->syn_n,
+                  b->syn_dim, b->syn_seed, b->queries.n);
+    }
     sb_printf(sb, "},\n  \"n\": %zu,\n  \"dim\": %zu,\n  \"nq\": %zu,\n  \"metric\": ", b->base.n,
               b->base.dim, b->queries.n);
     json_str(sb, cli_metric_name(b->metric));
     sb_printf(sb, ",\n  \"index\": ");
-    json_str(sb, b->index_name);
+    json_str(sb, b->kind->name);
+    sb_printf(sb, ",\n  \"index_type\": ");
+    json_str(sb, b->kind->type);
     sb_printf(sb, ",\n  \"build_params\": {");
     for (size_t j = 0; j < b->build.n; j++) {
         sb_printf(sb, "%s", j ? ", " : "");
@@ -1448,6 +2225,8 @@ static void json_document(sbuf *sb, const bench *b)
     }
     sb_printf(sb, "},\n  \"index_params\": ");
     json_str(sb, b->index_params);
+    sb_printf(sb, ",\n  \"swept_param\": ");
+    json_str(sb, b->sweep >= 0 ? b->sp[b->sweep].key : NULL);
     sb_printf(sb, ",\n  \"insert_s\": ");
     json_num(sb, b->insert_s);
     sb_printf(sb, ",\n  \"build_s\": ");
@@ -1456,28 +2235,44 @@ static void json_document(sbuf *sb, const bench *b)
     json_num(sb, b->insert_s + b->build_s);
     sb_printf(sb,
               ",\n  \"memory_bytes\": %" PRIu64 ",\n  \"index_memory_bytes\": %" PRIu64
-              ",\n  \"collection_memory_bytes\": %" PRIu64 ",\n  \"simd\": ",
-              total_memory(b), b->index_memory, b->collection_memory);
+              ",\n  \"index_disk_bytes\": %" PRIu64 ",\n  \"collection_memory_bytes\": %" PRIu64
+              ",\n  \"raw_vector_bytes\": %" PRIu64 ",\n  \"simd\": ",
+              total_memory(b), b->index_memory, b->index_disk, b->collection_memory,
+              (uint64_t)b->base.n * b->base.dim * sizeof(float));
     json_str(sb, sx_simd_level());
-    sb_printf(sb, ",\n  \"threads\": %u,\n  \"batch\": %zu,\n  \"k\": %u,\n  \"recall_kind\": ",
-              b->threads, b->batch, b->k);
+    sb_printf(sb,
+              ",\n  \"threads\": %u,\n  \"batch\": %zu,\n  \"segment_max_bytes\": %" PRIu64
+              ",\n  \"build_memory_limit\": %" PRIu64 ",\n  \"k\": %u,\n  \"recall_kind\": ",
+              b->threads, b->batch,
+              b->segment_bytes > 0 ? b->segment_bytes
+                                   : (uint64_t)b->base.n * b->base.dim * sizeof(float) + (1u << 20),
+              b->build_memory_limit, b->k);
     json_str(sb, b->gt.dists != NULL ? "distance-threshold" : "id-set");
+    if (is_diskann(b) && !b->io_reported) {
+        sb_printf(sb, ",\n  \"io_note\": ");
+        json_str(sb, "the engine reported no index reads (sx_index_info.read_ios stayed 0)");
+    }
     sb_printf(sb, ",\n  \"runs\": ");
-    json_runs(sb, b, &b->ours);
+    json_runs(sb, b, &b->ours, is_diskann(b));
     sb_printf(sb, ",\n  \"peers\": {");
-    if (b->have_peer) {
-        sb_printf(sb, "\"hnswlib\": {\"build_s\": ");
-        json_num(sb, b->peer.build_s);
-        sb_printf(sb, ", \"memory_bytes\": %" PRIu64 ", \"runs\": ", b->peer.memory_bytes);
-        json_runs(sb, b, &b->peer);
+    for (size_t pi = 0; pi < b->n_peer; pi++) {
+        const sys_result *p = &b->peer[pi];
+        sb_printf(sb, "%s", pi ? ",\n    " : "");
+        json_str(sb, p->name);
+        sb_printf(sb, ": {\"build_s\": ");
+        json_num(sb, p->build_s);
+        sb_printf(sb, ", \"memory_bytes\": %" PRIu64 ", \"index\": ", p->memory_bytes);
+        json_str(sb, p->desc);
+        sb_printf(sb, ", \"runs\": ");
+        json_runs(sb, b, p, false);
         sb_printf(sb, "}");
     }
     sb_printf(sb, "}");
-    if (!b->have_peer && b->peer_note[0] != '\0') {
+    if (b->peer_note[0] != '\0') {
         sb_printf(sb, ",\n  \"peers_note\": ");
         json_str(sb, b->peer_note);
     }
-    if (b->have_peer)
+    if (b->n_peer > 0)
         json_ratios(sb, b);
     sb_printf(sb, "\n}\n");
 }
@@ -1508,39 +2303,32 @@ static int write_json(const bench *b)
     return 0;
 }
 
-static void print_summary(const bench *b)
+static void print_peer_table(const bench *b, const sys_result *peer)
 {
-    char hb[32], hi[32], hc[32];
-    double load_s = b->insert_s + b->build_s;
-    printf("\nsextant bench: %s (%zu x %zu), %zu queries, metric %s, k=%u, simd %s\n",
-           ds_basename(b->base_path), b->base.n, b->base.dim, b->queries.n,
-           cli_metric_name(b->metric), b->k, sx_simd_level());
-    printf("index %s (%s), recall: %s, ground truth %s\n", b->index_type,
-           b->index_params[0] ? b->index_params : "defaults",
-           b->gt.dists != NULL ? "distance threshold (d_k + 1e-3)" : "id set", b->gt.source);
-    printf("load: insert %.2f s (%.0f rows/s), build %.2f s, total %.2f s\n", b->insert_s,
-           b->insert_s > 0 ? (double)b->base.n / b->insert_s : 0.0, b->build_s, load_s);
-    printf("memory: %s (collection, of which index %s; raw vectors %s)\n",
-           cli_human_bytes(total_memory(b), hb, sizeof hb),
+    char hb[32], ho[32], hi[32];
+    const char *name = peer->name;
+    /* Both shares: a library index that keeps no vectors (IVF_SQ8/IVF_PQ without refine)
+     * compares with our index alone; one that copies them (flat codes, HNSW storage, refine)
+     * with the collection, which holds the vectors once. */
+    printf("\n%s %s: build %.2f s, memory %s; sextant index %s (%.2fx), collection with the "
+           "vectors %s (%.2fx)\n",
+           name, peer->desc, peer->build_s, cli_human_bytes(peer->memory_bytes, hb, sizeof hb),
            cli_human_bytes(b->index_memory, hi, sizeof hi),
-           cli_human_bytes((uint64_t)b->base.n * b->base.dim * sizeof(float), hc, sizeof hc));
-    if (!b->have_peer) {
-        if (b->peer_note[0] != '\0')
-            printf("peers: %s\n", b->peer_note);
-        return;
-    }
-    printf("hnswlib: build %.2f s, memory %s\n", b->peer.build_s,
-           cli_human_bytes(b->peer.memory_bytes, hb, sizeof hb));
-    printf("\n%-18s %7s  %11s %11s %11s %11s %9s\n", "vs hnswlib", "threads", "recall", "hnswlib",
-           "QPS", "hnswlib", "QPS ratio");
-    size_t n = b->ours.n_runs < b->peer.n_runs ? b->ours.n_runs : b->peer.n_runs;
+           ratio((double)b->index_memory, (double)peer->memory_bytes),
+           cli_human_bytes(total_memory(b), ho, sizeof ho),
+           ratio((double)total_memory(b), (double)peer->memory_bytes));
+    char head[32];
+    snprintf(head, sizeof head, "vs %s", name);
+    printf("%-18s %7s  %11s %11s %11s %11s %9s\n", head, "threads", "recall", name, "QPS", name,
+           "QPS ratio");
+    size_t n = b->ours.n_runs < peer->n_runs ? b->ours.n_runs : peer->n_runs;
     for (size_t i = 0; i < n; i++) {
-        const run_result *o = &b->ours.runs[i], *p = &b->peer.runs[i];
+        const run_result *o = &b->ours.runs[i], *p = &peer->runs[i];
         printf("%-18s %7u  %11.4f %11.4f %11.1f %11.1f %9.2f\n", o->params[0] ? o->params : "-",
                o->threads, o->recall, p->recall, o->qps, p->qps, p->qps > 0 ? o->qps / p->qps : 0);
     }
     double qo = qps_at_recall(&b->ours, RECALL_TARGET);
-    double qp = qps_at_recall(&b->peer, RECALL_TARGET);
+    double qp = qps_at_recall(peer, RECALL_TARGET);
     if (isnan(qo) || isnan(qp)) {
         char so[32] = "n/a", sp[32] = "n/a";
         if (!isnan(qo))
@@ -1548,15 +2336,54 @@ static void print_summary(const bench *b)
         if (!isnan(qp))
             snprintf(sp, sizeof sp, "%.1f", qp);
         printf("QPS at recall %.2f (interpolated): not bracketed by the runs of both (sextant "
-               "%s, hnswlib %s)\n",
-               RECALL_TARGET, so, sp);
+               "%s, %s %s)\n",
+               RECALL_TARGET, so, name, sp);
     } else {
-        printf("QPS at recall %.2f (interpolated): sextant %.1f, hnswlib %.1f, ratio %.2f\n",
-               RECALL_TARGET, qo, qp, qo / qp);
+        printf("QPS at recall %.2f (interpolated): sextant %.1f, %s %.1f, ratio %.2f\n",
+               RECALL_TARGET, qo, name, qp, qo / qp);
     }
-    printf("build time ratio (sextant / hnswlib): %.2f (load time ratio %.2f)\n",
-           b->peer.build_s > 0 ? b->build_s / b->peer.build_s : 0.0,
-           b->peer.build_s > 0 ? load_s / b->peer.build_s : 0.0);
+    printf("build time ratio (sextant / %s): %.2f (load time ratio %.2f)\n", name,
+           ratio(b->build_s, peer->build_s), ratio(b->insert_s + b->build_s, peer->build_s));
+}
+
+static void print_summary(const bench *b)
+{
+    char hb[32], hi[32], hc[32], hd[32];
+    double load_s = b->insert_s + b->build_s;
+    if (b->is_synthetic)
+        printf("\nsextant bench: synthetic data (%s, seed %" PRIu64 ") (%zu x %zu), %zu queries, "
+               "metric %s, k=%u, simd %s\n",
+               SYN_GENERATOR, b->syn_seed, b->base.n, b->base.dim, b->queries.n,
+               cli_metric_name(b->metric), b->k, sx_simd_level());
+    else
+        printf("\nsextant bench: %s (%zu x %zu), %zu queries, metric %s, k=%u, simd %s\n",
+               ds_basename(b->base_path), b->base.n, b->base.dim, b->queries.n,
+               cli_metric_name(b->metric), b->k, sx_simd_level());
+    printf("index %s (%s), recall: %s, ground truth %s\n", b->kind->type,
+           b->index_params[0] ? b->index_params : "defaults",
+           b->gt.dists != NULL ? "distance threshold (d_k + 1e-3)" : "id set", b->gt.source);
+    if (b->n_sp_keys > 1) {
+        printf("search params held constant:");
+        for (size_t j = 0; j < b->n_sp_keys; j++) {
+            if ((long)j != b->sweep)
+                printf(" %s=%s", b->sp[j].key, b->sp[j].vals[0]);
+        }
+        printf("\n");
+    }
+    printf("load: insert %.2f s (%.0f rows/s), build %.2f s, total %.2f s\n", b->insert_s,
+           b->insert_s > 0 ? (double)b->base.n / b->insert_s : 0.0, b->build_s, load_s);
+    printf("memory: %s (collection, of which index %s; raw vectors %s)\n",
+           cli_human_bytes(total_memory(b), hb, sizeof hb),
+           cli_human_bytes(b->index_memory, hi, sizeof hi),
+           cli_human_bytes((uint64_t)b->base.n * b->base.dim * sizeof(float), hc, sizeof hc));
+    if (b->index_disk > 0 || is_diskann(b))
+        printf("disk: index files %s%s\n", cli_human_bytes(b->index_disk, hd, sizeof hd),
+               is_diskann(b) && !b->io_reported ? "; I/O per query not reported by the engine"
+                                                : "");
+    if (b->peer_note[0] != '\0')
+        printf("peers: %s\n", b->peer_note);
+    for (size_t pi = 0; pi < b->n_peer; pi++)
+        print_peer_table(b, &b->peer[pi]);
 }
 
 /* ------------------------------------------------------------------ entry */
@@ -1577,7 +2404,8 @@ static void bench_fini(bench *b)
     free(b->gt.ids);
     free(b->gt.dists);
     free(b->ours.runs);
-    free(b->peer.runs);
+    for (size_t j = 0; j < MAX_PEERS; j++)
+        free(b->peer[j].runs);
     cli_params_fini(&b->build);
 }
 
@@ -1592,6 +2420,7 @@ int cli_bench(int argc, char **argv)
     b->runs = 1;
     b->batch = 1000;
     b->peers = -1;
+    b->sweep = -1;
     int rc = parse_args(b, argc, argv);
     if (rc != 0) {
         if (rc == CLI_EXIT_USAGE)
@@ -1601,8 +2430,8 @@ int cli_bench(int argc, char **argv)
         goto out;
     }
     rc = CLI_EXIT_FAIL;
-    if (load_inputs(b) != 0 || setup_db(b) != 0 || insert_base(b) != 0 || ensure_gt(b) != 0 ||
-        build_index(b) != 0 || run_ours(b) != 0 || run_peer(b) != 0)
+    if (load_inputs(b) != 0 || resolve_params(b) != 0 || setup_db(b) != 0 || insert_base(b) != 0 ||
+        ensure_gt(b) != 0 || build_index(b) != 0 || run_ours(b) != 0 || run_peers(b) != 0)
         goto out;
     print_summary(b);
     if (b->json_path != NULL && write_json(b) != 0)

@@ -27,6 +27,7 @@
 #include "datasets.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -661,5 +662,127 @@ int ds_write_vecs(const char *path,
         (void)unlink(tmp);
         return fail(err, err_len, "cannot rename %s to %s: %s", tmp, path, strerror(e));
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ synthetic (sx-gmm-1) */
+
+#define SYN_MAX_COMPONENTS 4096
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in (0, 1]. */
+static double unit_open0(uint64_t *s)
+{
+    return (double)((splitmix64(s) >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+/* Box-Muller: one pair of independent N(0,1) values per two uniforms; *spare keeps the second. */
+typedef struct normal_gen {
+    uint64_t state;
+    double spare;
+    bool has_spare;
+} normal_gen;
+
+static double normal(normal_gen *g)
+{
+    if (g->has_spare) {
+        g->has_spare = false;
+        return g->spare;
+    }
+    double u1 = unit_open0(&g->state), u2 = unit_open0(&g->state);
+    double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586 * u2;
+    g->spare = r * sin(t);
+    g->has_spare = true;
+    return r * cos(t);
+}
+
+int ds_synthetic(size_t n_base,
+                 size_t dim,
+                 uint64_t seed,
+                 unsigned stream,
+                 size_t n_rows,
+                 ds_matrix *out,
+                 char *err,
+                 size_t err_len)
+{
+    const char *what = stream == 0 ? "synthetic base" : "synthetic queries";
+    if (n_base == 0)
+        return fail(err, err_len, "%s: N must be at least 1", what);
+    size_t c_n = (size_t)llround(sqrt((double)n_base));
+    if (c_n < 1)
+        c_n = 1;
+    if (c_n > SYN_MAX_COMPONENTS)
+        c_n = SYN_MAX_COMPONENTS;
+    ds_matrix m;
+    if (alloc_matrix(&m, n_rows, dim, DS_F32, what, err, err_len) != 0)
+        return -1;
+    size_t *perm = malloc(dim * sizeof *perm);
+    double *lambda = malloc(dim * sizeof *lambda);
+    float *mu = malloc(c_n * dim * sizeof *mu);
+    float *sc = malloc(c_n * dim * sizeof *sc);
+    double *cum = malloc(c_n * sizeof *cum);
+    if (perm == NULL || lambda == NULL || mu == NULL || sc == NULL || cum == NULL) {
+        free(perm);
+        free(lambda);
+        free(mu);
+        free(sc);
+        free(cum);
+        ds_free(&m);
+        return fail(err, err_len, "%s: out of memory for the model", what);
+    }
+    /* The model: from seed alone (plus n_base through c_n). */
+    normal_gen g = { .state = seed ^ 0x73782d676d6d2d31ULL };
+    for (size_t j = 0; j < dim; j++)
+        perm[j] = j;
+    for (size_t j = dim; j-- > 1;) {
+        size_t r = (size_t)(splitmix64(&g.state) % (uint64_t)(j + 1));
+        size_t t = perm[j];
+        perm[j] = perm[r];
+        perm[r] = t;
+    }
+    for (size_t j = 0; j < dim; j++)
+        lambda[j] = 1.0 / sqrt(1.0 + (double)perm[j] / 16.0);
+    double total = 0;
+    for (size_t c = 0; c < c_n; c++) {
+        for (size_t j = 0; j < dim; j++) {
+            mu[c * dim + j] = (float)(lambda[j] * normal(&g));
+            sc[c * dim + j] = (float)(1.4 * lambda[j] * exp(0.35 * normal(&g)));
+        }
+        total += exp(0.5 * normal(&g));
+        cum[c] = total;
+    }
+    /* The rows: each from its own state, so row r is the same however many rows are drawn. */
+    uint64_t base_state =
+        seed * 0x9e3779b97f4a7c15ULL + ((uint64_t)stream + 1) * 0xd1b54a32d192ed03ULL;
+    for (size_t r = 0; r < n_rows; r++) {
+        normal_gen rg = { .state = base_state ^ ((uint64_t)r * 0xa24baed4963ee407ULL) };
+        (void)splitmix64(&rg.state);
+        double u = unit_open0(&rg.state) * total;
+        size_t lo = 0, hi = c_n - 1;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (cum[mid] < u)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const float *cm = mu + lo * dim, *cs = sc + lo * dim;
+        float *x = m.f + r * dim;
+        for (size_t j = 0; j < dim; j++)
+            x[j] = (float)((double)cm[j] + (double)cs[j] * normal(&rg));
+    }
+    free(perm);
+    free(lambda);
+    free(mu);
+    free(sc);
+    free(cum);
+    *out = m;
     return 0;
 }
