@@ -4,19 +4,19 @@
  * sx_peer_hnswlib target exists; otherwise only Sextant is measured).
  *
  * Data sets (skipped with a message when absent):
- *   BIGANN-10k     $SX_SHARED_DATA/bigann10k/ (or --data DIR): 10,000 base, 100 queries, uint8 x 128
- *                  TEXMEX .bvecs (per record: int32 d, then d bytes), exact top-100 in .ivecs.
- *                  recall@10 = |returned top 10 ∩ true top 10| / 10.
- *   Fashion-MNIST  /usr/share/datasets/fashion-mnist/{train,t10k}-images-idx3-ubyte.gz (IDX:
- *                  big-endian magic 0x803, count, rows, cols, then uint8 pixels), 60,000 base x 784,
- *                  10,000 queries; ground truth fmnist_groundtruth_l2_k100{,_dist} (.ivecs/.fvecs,
- *                  Euclidean distances). Distance-threshold recall: a returned point counts if its
- *                  exact Euclidean distance <= d_10 + 1e-3 (ties in pixel space are common).
- * Protocol: M=16, efConstruction=200, both builds with the same thread count (--threads, default
- * all cores); for ef in 10,20,40,80,120,200: recall@10 and single-thread QPS (one query at a time,
- * best of --reps passes over the query set, each pass at least ~0.2 s). Memory: Sextant's graph
- * (memory_bytes) plus the borrowed vectors vs what hnswlib allocates (vectors inside). The QPS at
- * recall 0.95 is interpolated linearly between the two ef points around it.
+ *   BIGANN-10k     $SX_SHARED_DATA/bigann10k/ (or --data DIR): 10,000 base, 100 queries, uint8 x
+ * 128 TEXMEX .bvecs (per record: int32 d, then d bytes), exact top-100 in .ivecs. recall@10 =
+ * |returned top 10 ∩ true top 10| / 10. Fashion-MNIST
+ * /usr/share/datasets/fashion-mnist/{train,t10k}-images-idx3-ubyte.gz (IDX: big-endian magic 0x803,
+ * count, rows, cols, then uint8 pixels), 60,000 base x 784, 10,000 queries; ground truth
+ * fmnist_groundtruth_l2_k100{,_dist} (.ivecs/.fvecs, Euclidean distances). Distance-threshold
+ * recall: a returned point counts if its exact Euclidean distance <= d_10 + 1e-3 (ties in pixel
+ * space are common). Protocol: M=16, efConstruction=200, both builds with the same thread count
+ * (--threads, default all cores); for ef in 10,20,40,80,120,200: recall@10 and single-thread QPS
+ * (one query at a time, best of --reps passes over the query set, each pass at least ~0.2 s).
+ * Memory: Sextant's graph (memory_bytes) plus the borrowed vectors vs what hnswlib allocates
+ * (vectors inside). The QPS at recall 0.95 is interpolated linearly between the two ef points
+ * around it.
  *
  * Usage: hnsw_vs_hnswlib [bigann|fmnist|all] [--threads N] [--reps N] [--data DIR] [--cpu-time]
  * (--cpu-time: QPS from the search thread's CPU time instead of the wall clock, for shared
@@ -42,19 +42,19 @@
 # define HAVE_PEER 0
 #endif
 
-#define K       10
-#define N_EF    6
-#define TARGET  0.95
+#define K      10
+#define N_EF   6
+#define TARGET 0.95
 
 static const int efs[N_EF] = { 10, 20, 40, 80, 120, 200 };
 
 typedef struct dataset {
     const char *name;
     size_t n, nq, dim;
-    float *base;       /* n*dim */
-    float *queries;    /* nq*dim */
-    int32_t *gt;       /* nq*gt_k */
-    float *gt_dist;    /* nq*gt_k Euclidean, or NULL (id-overlap recall) */
+    float *base;    /* n*dim */
+    float *queries; /* nq*dim */
+    int32_t *gt;    /* nq*gt_k */
+    float *gt_dist; /* nq*gt_k Euclidean, or NULL (id-overlap recall) */
     size_t gt_k;
 } dataset;
 
@@ -88,7 +88,7 @@ static void *xmalloc(size_t n)
 {
     void *p = sx__malloc(n);
     if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
+        (void)fprintf(stderr, "out of memory (%zu bytes)\n", n);
         exit(2);
     }
     return p;
@@ -126,8 +126,7 @@ static uint8_t *read_file(const char *path, size_t *len)
 
 static int32_t le_i32(const uint8_t *p)
 {
-    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                 (uint32_t)p[3] << 24;
+    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     int32_t r;
     memcpy(&r, &v, 4);
     return r;
@@ -208,17 +207,17 @@ static float *read_idx(const char *path, size_t *n, size_t *dim)
 static int load_bigann(const char *dir, dataset *ds)
 {
     char p1[1024], p2[1024], p3[1024];
-    snprintf(p1, sizeof p1, "%s/bigann10k/bigann10k_base.bvecs", dir);
-    snprintf(p2, sizeof p2, "%s/bigann10k/bigann10k_query.bvecs", dir);
-    snprintf(p3, sizeof p3, "%s/bigann10k/bigann10k_groundtruth_l2_k100.ivecs", dir);
-    size_t d2, ngt;
+    (void)snprintf(p1, sizeof p1, "%s/bigann10k/bigann10k_base.bvecs", dir);
+    (void)snprintf(p2, sizeof p2, "%s/bigann10k/bigann10k_query.bvecs", dir);
+    (void)snprintf(p3, sizeof p3, "%s/bigann10k/bigann10k_groundtruth_l2_k100.ivecs", dir);
+    size_t d2 = 0, ngt = 0;
     memset(ds, 0, sizeof *ds);
     ds->name = "BIGANN-10k";
     ds->base = read_vecs(p1, 1, &ds->n, &ds->dim);
     ds->queries = read_vecs(p2, 1, &ds->nq, &d2);
     ds->gt = read_vecs(p3, 4, &ngt, &ds->gt_k);
     if (!ds->base || !ds->queries || !ds->gt || d2 != ds->dim || ngt != ds->nq || ds->gt_k < K) {
-        fprintf(stderr, "BIGANN-10k: cannot read %s/bigann10k/ (skipped)\n", dir);
+        (void)fprintf(stderr, "BIGANN-10k: cannot read %s/bigann10k/ (skipped)\n", dir);
         return -1;
     }
     return 0;
@@ -228,20 +227,20 @@ static int load_fmnist(const char *dir, dataset *ds)
 {
     const char *fm = "/usr/share/datasets/fashion-mnist";
     char p1[1024], p2[1024], p3[1024], p4[1024];
-    snprintf(p1, sizeof p1, "%s/train-images-idx3-ubyte.gz", fm);
-    snprintf(p2, sizeof p2, "%s/t10k-images-idx3-ubyte.gz", fm);
-    snprintf(p3, sizeof p3, "%s/fashion-mnist/fmnist_groundtruth_l2_k100.ivecs", dir);
-    snprintf(p4, sizeof p4, "%s/fashion-mnist/fmnist_groundtruth_l2_k100_dist.fvecs", dir);
-    size_t d2, ngt, ngd, kd;
+    (void)snprintf(p1, sizeof p1, "%s/train-images-idx3-ubyte.gz", fm);
+    (void)snprintf(p2, sizeof p2, "%s/t10k-images-idx3-ubyte.gz", fm);
+    (void)snprintf(p3, sizeof p3, "%s/fashion-mnist/fmnist_groundtruth_l2_k100.ivecs", dir);
+    (void)snprintf(p4, sizeof p4, "%s/fashion-mnist/fmnist_groundtruth_l2_k100_dist.fvecs", dir);
+    size_t d2 = 0, ngt = 0, ngd = 0, kd = 0;
     memset(ds, 0, sizeof *ds);
     ds->name = "Fashion-MNIST";
     ds->base = read_idx(p1, &ds->n, &ds->dim);
     ds->queries = read_idx(p2, &ds->nq, &d2);
     ds->gt = read_vecs(p3, 4, &ngt, &ds->gt_k);
     ds->gt_dist = read_vecs(p4, 4, &ngd, &kd);
-    if (!ds->base || !ds->queries || !ds->gt || !ds->gt_dist || d2 != ds->dim ||
-        ngt != ds->nq || ngd != ds->nq || kd != ds->gt_k || ds->gt_k < K) {
-        fprintf(stderr, "Fashion-MNIST: data files missing (skipped)\n");
+    if (!ds->base || !ds->queries || !ds->gt || !ds->gt_dist || d2 != ds->dim || ngt != ds->nq ||
+        ngd != ds->nq || kd != ds->gt_k || ds->gt_k < K) {
+        (void)fprintf(stderr, "Fashion-MNIST: data files missing (skipped)\n");
         return -1;
     }
     return 0;
@@ -276,8 +275,8 @@ static size_t hits(const dataset *ds, size_t qi, const int64_t *ids, size_t m)
         double thr = (double)ds->gt_dist[qi * ds->gt_k + K - 1] + 1e-3;
         for (size_t i = 0; i < m; i++)
             if (ids[i] >= 0 && (size_t)ids[i] < ds->n &&
-                euclid(ds->queries + qi * ds->dim, ds->base + (size_t)ids[i] * ds->dim,
-                       ds->dim) <= thr)
+                euclid(ds->queries + qi * ds->dim, ds->base + (size_t)ids[i] * ds->dim, ds->dim) <=
+                    thr)
                 h++;
         return h;
     }
@@ -323,8 +322,8 @@ static size_t peer_search_one(void *c, const float *q, int64_t *ids)
 #endif
 
 /* recall over all queries, then the best QPS of `reps` timed passes */
-static void measure(const dataset *ds, search_fn fn, void *ctx, int reps, double *recall,
-                    double *qps)
+static void
+measure(const dataset *ds, search_fn fn, void *ctx, int reps, double *recall, double *qps)
 {
     int64_t ids[K];
     size_t tot = 0;
@@ -375,18 +374,18 @@ static int run_sextant(const dataset *ds, int threads, int reps, curve *c)
     sx__build_ctx bctx = { .threads = (uint32_t)threads, .progress = NULL, .cancel = NULL };
     sx__index *idx = NULL;
     double t0 = now_s();
-    sx_status st = sx__hnsw_index_ops.build(bp, 2, ds->base, ds->n, ds->dim, SX_METRIC_L2, &bctx,
-                                            &idx);
+    sx_status st =
+        sx__hnsw_index_ops.build(bp, 2, ds->base, ds->n, ds->dim, SX_METRIC_L2, &bctx, &idx);
     c->build_s = now_s() - t0;
     if (st != SX_OK) {
-        fprintf(stderr, "sextant build failed: %s %s\n", sx_status_str(st), sx_errmsg());
+        (void)fprintf(stderr, "sextant build failed: %s %s\n", sx_status_str(st), sx_errmsg());
         return -1;
     }
     c->graph_bytes = sx__hnsw_index_ops.memory_bytes(idx);
     c->total_bytes = c->graph_bytes + ds->n * ds->dim * sizeof(float);
     sx_ctx sc = { .idx = idx };
     for (int e = 0; e < N_EF; e++) {
-        snprintf(sc.efbuf, sizeof sc.efbuf, "%d", efs[e]);
+        (void)snprintf(sc.efbuf, sizeof sc.efbuf, "%d", efs[e]);
         sc.ef.key = "ef";
         sc.ef.value = sc.efbuf;
         measure(ds, sx_search_one, &sc, reps, &c->recall[e], &c->qps[e]);
@@ -427,11 +426,11 @@ static void report(const dataset *ds, int threads, const curve *s, const curve *
            "hl QPS", "QPS x");
     for (int e = 0; e < N_EF; e++) {
         if (have_p)
-            printf("%5d | %10.4f %10.0f | %10.4f %10.0f | %8.2f\n", efs[e], s->recall[e],
-                   s->qps[e], p->recall[e], p->qps[e], s->qps[e] / p->qps[e]);
+            printf("%5d | %10.4f %10.0f | %10.4f %10.0f | %8.2f\n", efs[e], s->recall[e], s->qps[e],
+                   p->recall[e], p->qps[e], s->qps[e] / p->qps[e]);
         else
-            printf("%5d | %10.4f %10.0f | %10s %10s | %8s\n", efs[e], s->recall[e], s->qps[e],
-                   "-", "-", "-");
+            printf("%5d | %10.4f %10.0f | %10s %10s | %8s\n", efs[e], s->recall[e], s->qps[e], "-",
+                   "-", "-");
     }
     int lb_s, lb_p = 0;
     double qs = qps_at_target(s, &lb_s), qp = have_p ? qps_at_target(p, &lb_p) : -1;
@@ -454,7 +453,7 @@ static void report(const dataset *ds, int threads, const curve *s, const curve *
         printf("; hnswlib %.1f B (of which links+label %.1f B)",
                (double)p->total_bytes / (double)ds->n, (double)p->graph_bytes / (double)ds->n);
     printf("\n");
-    fflush(stdout);
+    (void)fflush(stdout);
 }
 
 static void run(const dataset *ds, int threads, int reps)
@@ -489,8 +488,10 @@ int main(int argc, char **argv)
         else if (argv[i][0] != '-')
             which = argv[i];
         else {
-            fprintf(stderr, "usage: %s [bigann|fmnist|all] [--threads N] [--reps N] "
-                            "[--data DIR] [--cpu-time]\n", argv[0]);
+            (void)fprintf(stderr,
+                          "usage: %s [bigann|fmnist|all] [--threads N] [--reps N] "
+                          "[--data DIR] [--cpu-time]\n",
+                          argv[0]);
             return 2;
         }
     }

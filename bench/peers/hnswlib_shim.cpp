@@ -22,7 +22,10 @@
 #include <thread>
 #include <vector>
 
+/* The project compiles with -fvisibility=hidden; the C ABI must stay visible to dlopen. */
+#pragma GCC visibility push(default)
 #include "peer.h"
+#pragma GCC visibility pop
 
 namespace {
 

@@ -133,8 +133,15 @@ static double dist_d(const float *a, const float *b, size_t dim, sx_metric m)
 }
 
 /* Exact k-th smallest distance (double) from q to the allowed rows of base; *nallowed = count. */
-static double kth_dist(const float *base, size_t n, size_t dim, sx_metric m, const float *q,
-                       size_t k, const uint64_t *allow, double *scratch, size_t *nallowed)
+static double kth_dist(const float *base,
+                       size_t n,
+                       size_t dim,
+                       sx_metric m,
+                       const float *q,
+                       size_t k,
+                       const uint64_t *allow,
+                       double *scratch,
+                       size_t *nallowed)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
@@ -159,8 +166,8 @@ static double kth_dist(const float *base, size_t n, size_t dim, sx_metric m, con
 
 /* ---------------------------------------------------------------- helpers */
 
-static sx__index *build(const vecs *v, sx_metric m, const char *M, const char *efc,
-                        uint32_t threads)
+static sx__index *
+build(const vecs *v, sx_metric m, const char *M, const char *efc, uint32_t threads)
 {
     sx_param p[2] = { { "M", M }, { "efConstruction", efc } };
     sx__build_ctx ctx = { .threads = threads };
@@ -171,8 +178,12 @@ static sx__index *build(const vecs *v, sx_metric m, const char *M, const char *e
 }
 
 /* Searches; returns the number of hits written to out[] (sorted best first). */
-static size_t search(const sx__index *idx, const float *q, size_t k, const char *ef,
-                     const uint64_t *allow, sx__hit *out)
+static size_t search(const sx__index *idx,
+                     const float *q,
+                     size_t k,
+                     const char *ef,
+                     const uint64_t *allow,
+                     sx__hit *out)
 {
     sx_param sp = { "ef", ef };
     sx__topk t;
@@ -190,8 +201,13 @@ static sx__wbuf serialize(const sx__index *idx)
 }
 
 /* Recall@k by distance threshold: a hit counts when its exact distance <= the true k-th. */
-static double recall_threshold(const sx__index *idx, const vecs *base, const float *queries,
-                               size_t nq, sx_metric m, const char *ef, const uint64_t *allow)
+static double recall_threshold(const sx__index *idx,
+                               const vecs *base,
+                               const float *queries,
+                               size_t nq,
+                               sx_metric m,
+                               const char *ef,
+                               const uint64_t *allow)
 {
     double *scratch = malloc(base->n * sizeof *scratch);
     sx__hit out[K];
@@ -286,8 +302,8 @@ static void test_bigann_recall_2threads(void)
     ASSERT_EQ(atomic_load(&progress), bigann.n);
     ASSERT_OK(sx__hnsw_check(bidx));
     double r = bigann_recall(bidx, RECALL_EF);
-    fprintf(stderr, "  BIGANN-10k 2 threads: recall@10 = %.4f at ef=%s, %zu bytes\n", r,
-            RECALL_EF, ops->memory_bytes(bidx));
+    fprintf(stderr, "  BIGANN-10k 2 threads: recall@10 = %.4f at ef=%s, %zu bytes\n", r, RECALL_EF,
+            ops->memory_bytes(bidx));
     ASSERT(r >= 0.95);
 }
 
@@ -299,8 +315,7 @@ static void test_bigann_roundtrip(void)
     }
     sx__wbuf w = serialize(bidx);
     sx__index *idx2 = NULL;
-    ASSERT_OK(ops->deserialize(w.data, w.len, bigann.v, bigann.n, bigann.dim, SX_METRIC_L2,
-                               &idx2));
+    ASSERT_OK(ops->deserialize(w.data, w.len, bigann.v, bigann.n, bigann.dim, SX_METRIC_L2, &idx2));
     ASSERT_OK(sx__hnsw_check(idx2));
     ASSERT_EQ(ops->memory_bytes(idx2), ops->memory_bytes(bidx));
     sx__hit a[K], b[K];
@@ -452,6 +467,11 @@ static void test_edge_cases(void)
     ASSERT_EQ(search(idx, few.v, 50, "50", NULL, big), 20);
     ASSERT_EQ(big[0].id, 0);
     ops->free(idx);
+    /* extreme parameters: efConstruction is capped at n internally, M = 2048 */
+    idx = build(&few, SX_METRIC_L2, "2048", "2147483647", 2);
+    ASSERT_EQ(search(idx, few.v, 50, "50", NULL, big), 20);
+    ASSERT_EQ(big[0].id, 0);
+    ops->free(idx);
     free(few.v);
 }
 
@@ -549,8 +569,7 @@ static int try_load(const uint8_t *d, size_t len, const vecs *v)
     sx_status st = ops->deserialize(d, len, v->v, v->n, v->dim, SX_METRIC_L2, &idx);
     if (st != SX_OK) {
         if (st != SX_ECORRUPT)
-            FAILF("deserialize of %zu bytes returned %s (%s)", len, sx_status_str(st),
-                  sx_errmsg());
+            FAILF("deserialize of %zu bytes returned %s (%s)", len, sx_status_str(st), sx_errmsg());
         return 0;
     }
     ASSERT_OK(sx__hnsw_check(idx));
@@ -613,8 +632,7 @@ static void test_corrupt(void)
                   SX_ECORRUPT);
     ASSERT_STATUS(ops->deserialize(w.data, w.len, v.v, v.n, v.dim + 1, SX_METRIC_L2, &x),
                   SX_ECORRUPT);
-    ASSERT_STATUS(ops->deserialize(w.data, w.len, v.v, v.n, v.dim, SX_METRIC_IP, &x),
-                  SX_ECORRUPT);
+    ASSERT_STATUS(ops->deserialize(w.data, w.len, v.v, v.n, v.dim, SX_METRIC_IP, &x), SX_ECORRUPT);
     ASSERT(x == NULL);
     free(d);
     sx__wbuf_fini(&w);

@@ -57,21 +57,21 @@
 #define SX__HNSW_FLAG      0x80000000u
 
 typedef struct sx__hnsw {
-    const float *vecs;   /* borrowed: n*dim floats, must outlive the index */
+    const float *vecs; /* borrowed: n*dim floats, must outlive the index */
     size_t n;
     size_t dim;
     sx_metric metric;
-    sx__dist_fn dist;    /* "smaller is better" kernel for metric, resolved once */
-    uint32_t M;          /* max degree above level 0 */
-    uint32_t M0;         /* max degree at level 0 (2*M) */
-    uint32_t efc;        /* efConstruction used to build (kept for describe/serialize) */
-    uint32_t entry;      /* entry point, SX__HNSW_NONE when n == 0 */
-    uint32_t max_level;  /* levels[entry] */
-    uint32_t *l0;        /* n*(M0+1), 64-byte aligned; owned */
-    uint8_t *levels;     /* n; owned */
-    uint32_t *up_off;    /* n; owned */
-    uint32_t *up;        /* n_up * (M+1); owned (NULL when n_up == 0) */
-    size_t n_up;         /* number of upper-level blocks */
+    sx__dist_fn dist;   /* "smaller is better" kernel for metric, resolved once */
+    uint32_t M;         /* max degree above level 0 */
+    uint32_t M0;        /* max degree at level 0 (2*M) */
+    uint32_t efc;       /* efConstruction used to build (kept for describe/serialize) */
+    uint32_t entry;     /* entry point, SX__HNSW_NONE when n == 0 */
+    uint32_t max_level; /* levels[entry] */
+    uint32_t *l0;       /* n*(M0+1), 64-byte aligned; owned */
+    uint8_t *levels;    /* n; owned */
+    uint32_t *up_off;   /* n; owned */
+    uint32_t *up;       /* n_up * (M+1); owned (NULL when n_up == 0) */
+    size_t n_up;        /* number of upper-level blocks */
 } sx__hnsw;
 
 /* The link list (count, then ids) of node `id` at `level` (level <= levels[id]). */
@@ -89,16 +89,16 @@ static inline const float *sx__hnsw_vec(const sx__hnsw *h, uint32_t id)
 
 /* Per-thread search scratch. Owned by one thread at a time; grown on demand, never shrunk. */
 typedef struct sx__hnsw_scratch {
-    uint16_t *tags;      /* visited tags, tags_cap entries: visited <=> tags[id] == epoch */
+    uint16_t *tags; /* visited tags, tags_cap entries: visited <=> tags[id] == epoch */
     size_t tags_cap;
     uint16_t epoch;
-    sx__hit *pool;       /* sorted candidate pool (ef + 1) */
+    sx__hit *pool; /* sorted candidate pool (ef + 1) */
     size_t pool_cap;
-    sx__hit *cand;       /* filtered search: min-heap of candidates */
+    sx__hit *cand; /* filtered search: min-heap of candidates */
     size_t cand_cap;
-    sx__hit *res;        /* filtered search: max-heap of allowed results */
+    sx__hit *res; /* filtered search: max-heap of allowed results */
     size_t res_cap;
-    uint32_t *todo;      /* unvisited neighbours of the node being expanded */
+    uint32_t *todo; /* unvisited neighbours of the node being expanded */
     size_t todo_cap;
 } sx__hnsw_scratch;
 
@@ -111,15 +111,26 @@ void sx__hnsw_scratch_fini(sx__hnsw_scratch *s);
 /* Greedy descent (Alg. 2 with ef = 1) from (cur, *cur_dist) at levels [top, bottom], top >= bottom
  * >= 1. Returns the closest node found; *cur_dist is updated. `concurrent` selects atomic loads of
  * the link lists (build: other threads may be writing them). */
-uint32_t sx__hnsw_greedy(const sx__hnsw *h, const float *q, uint32_t cur, float *cur_dist,
-                         uint32_t top, uint32_t bottom, bool concurrent);
+uint32_t sx__hnsw_greedy(const sx__hnsw *h,
+                         const float *q,
+                         uint32_t cur,
+                         float *cur_dist,
+                         uint32_t top,
+                         uint32_t bottom,
+                         bool concurrent);
 
 /* ef-search at one level (Alg. 2), used by the build: seeds[0..nseeds) (distances known) start
  * the search, `self` (or SX__HNSW_NONE) is never returned. Link lists are read with atomic loads.
  * The result is s->pool[0..return), sorted best first, ids without SX__HNSW_FLAG. Scratch must
- * have been reserved for h->n nodes, ef >= nseeds and h->M0. Thread-safety: one scratch per thread. */
-size_t sx__hnsw_search_level_build(const sx__hnsw *h, sx__hnsw_scratch *s, const float *q,
-                                   const sx__hit *seeds, size_t nseeds, size_t ef, uint32_t level,
+ * have been reserved for h->n nodes, ef >= nseeds and h->M0. Thread-safety: one scratch per thread.
+ */
+size_t sx__hnsw_search_level_build(const sx__hnsw *h,
+                                   sx__hnsw_scratch *s,
+                                   const float *q,
+                                   const sx__hit *seeds,
+                                   size_t nseeds,
+                                   size_t ef,
+                                   uint32_t level,
                                    uint32_t self);
 
 /* Checks the structural invariants 1-5 above. Returns SX_OK or SX_ECORRUPT with the first
@@ -133,19 +144,41 @@ void sx__hnsw_free(sx__index *idx);
 /* vtable members implemented across the files */
 sx_status sx__hnsw_check_build_params(const sx_param *p, size_t np);
 sx_status sx__hnsw_check_search_params(const sx_param *p, size_t np, size_t k);
-sx_status sx__hnsw_build(const sx_param *p, size_t np, const float *vecs, size_t n, size_t dim,
-                         sx_metric metric, const sx__build_ctx *ctx, sx__index **out);
-sx_status sx__hnsw_search(const sx__index *idx, const float *query, size_t k, const sx_param *sp,
-                          size_t nsp, const uint64_t *allow, sx__topk *out);
+sx_status sx__hnsw_build(const sx_param *p,
+                         size_t np,
+                         const float *vecs,
+                         size_t n,
+                         size_t dim,
+                         sx_metric metric,
+                         const sx__build_ctx *ctx,
+                         sx__index **out);
+sx_status sx__hnsw_search(const sx__index *idx,
+                          const float *query,
+                          size_t k,
+                          const sx_param *sp,
+                          size_t nsp,
+                          const uint64_t *allow,
+                          sx__topk *out);
 sx_status sx__hnsw_serialize(const sx__index *idx, sx__wbuf *w);
-sx_status sx__hnsw_deserialize(const void *data, size_t len, const float *vecs, size_t n,
-                               size_t dim, sx_metric metric, sx__index **out);
+sx_status sx__hnsw_deserialize(const void *data,
+                               size_t len,
+                               const float *vecs,
+                               size_t n,
+                               size_t dim,
+                               sx_metric metric,
+                               sx__index **out);
 size_t sx__hnsw_memory_bytes(const sx__index *idx);
 
 /* Allocates an empty graph for n nodes with the given levels (taken: on success `levels` belongs
  * to the index, on failure it is freed). Lists are empty. Used by build and deserialize.
  * Errors: SX_ENOMEM, SX_EINVAL (upper-level blocks overflow 32 bits). */
-sx_status sx__hnsw_alloc(const float *vecs, size_t n, size_t dim, sx_metric metric, uint32_t M,
-                         uint32_t efc, uint8_t *levels, sx__hnsw **out);
+sx_status sx__hnsw_alloc(const float *vecs,
+                         size_t n,
+                         size_t dim,
+                         sx_metric metric,
+                         uint32_t M,
+                         uint32_t efc,
+                         uint8_t *levels,
+                         sx__hnsw **out);
 
 #endif

@@ -32,8 +32,6 @@
  * nodes; each one is linked from the nearest reachable node that has room (found by a search with
  * the orphan as query), so invariant 5 of hnsw.h always holds for a built index.
  */
-#include "index/hnsw/hnsw.h"
-
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -41,11 +39,12 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "index/hnsw/hnsw.h"
 #include "util/alloc.h"
 #include "util/err.h"
 
-#define LEVEL_SEED  0x5EC7A47ull
-#define CHUNK       8u
+#define LEVEL_SEED 0x5EC7A47ull
+#define CHUNK      8u
 
 /* ---------------------------------------------------------------- params */
 
@@ -58,8 +57,10 @@ static sx_status parse_build(const sx_param *p, size_t np, long *M, long *efc)
         if (strcmp(k, "M") != 0 && strcmp(k, "efConstruction") != 0 &&
             strcmp(k, "index_type") != 0 && strcmp(k, "metric_type") != 0 &&
             strcmp(k, "metricType") != 0)
-            return sx__err(SX_EINVAL, "unknown HNSW build parameter \"%s\" (allowed: M, "
-                           "efConstruction)", k);
+            return sx__err(SX_EINVAL,
+                           "unknown HNSW build parameter \"%s\" (allowed: M, "
+                           "efConstruction)",
+                           k);
     }
     sx_status rc = sx__param_int(p, np, "M", SX__HNSW_M_MIN, SX__HNSW_M_MAX, SX__HNSW_M_DEF, M);
     if (rc != SX_OK)
@@ -75,13 +76,21 @@ sx_status sx__hnsw_check_build_params(const sx_param *p, size_t np)
 
 /* ---------------------------------------------------------------- allocation */
 
-sx_status sx__hnsw_alloc(const float *vecs, size_t n, size_t dim, sx_metric metric, uint32_t M,
-                         uint32_t efc, uint8_t *levels, sx__hnsw **out)
+sx_status sx__hnsw_alloc(const float *vecs,
+                         size_t n,
+                         size_t dim,
+                         sx_metric metric,
+                         uint32_t M,
+                         uint32_t efc,
+                         uint8_t *levels,
+                         sx__hnsw **out)
 {
     sx__hnsw *h = sx__calloc(1, sizeof *h);
+    /* explicit status returns (not sx__err's) so static analysis sees *out set on SX_OK */
     if (!h) {
         sx__free(levels);
-        return sx__err(SX_ENOMEM, "HNSW: out of memory");
+        (void)sx__err(SX_ENOMEM, "HNSW: out of memory");
+        return SX_ENOMEM;
     }
     h->vecs = vecs;
     h->n = n;
@@ -109,7 +118,8 @@ sx_status sx__hnsw_alloc(const float *vecs, size_t n, size_t dim, sx_metric metr
         blocks += levels[i];
         if (blocks >= SX__HNSW_NONE) {
             sx__hnsw_free((sx__index *)h);
-            return sx__err(SX_EINVAL, "HNSW: too many upper-level lists");
+            (void)sx__err(SX_EINVAL, "HNSW: too many upper-level lists");
+            return SX_EINVAL;
         }
     }
     h->n_up = blocks;
@@ -122,7 +132,8 @@ sx_status sx__hnsw_alloc(const float *vecs, size_t n, size_t dim, sx_metric metr
     return SX_OK;
 nomem:
     sx__hnsw_free((sx__index *)h);
-    return sx__err(SX_ENOMEM, "HNSW: cannot allocate the graph for %zu nodes", n);
+    (void)sx__err(SX_ENOMEM, "HNSW: cannot allocate the graph for %zu nodes", n);
+    return SX_ENOMEM;
 }
 
 void sx__hnsw_free(sx__index *idx)
@@ -148,27 +159,29 @@ size_t sx__hnsw_memory_bytes(const sx__index *idx)
 
 typedef struct build {
     sx__hnsw *h;
-    uint8_t *locks;              /* n spinlocks, one per node's lists */
-    _Atomic uint64_t ep;         /* (top level << 32) | entry id */
-    pthread_mutex_t ep_mu;       /* held while inserting a node above the top level */
-    atomic_size_t next;          /* next node id to insert */
-    atomic_bool stop;            /* canceled: workers stop at their next chunk */
+    uint8_t *locks;        /* n spinlocks, one per node's lists */
+    _Atomic uint64_t ep;   /* (top level << 32) | entry id */
+    pthread_mutex_t ep_mu; /* held while inserting a node above the top level */
+    atomic_size_t next;    /* next node id to insert */
+    atomic_bool stop;      /* canceled: workers stop at their next chunk */
     const sx__build_ctx *ctx;
+    size_t ef; /* efConstruction capped at n (no search returns more) */
 } build;
 
 typedef struct worker {
     build *b;
     sx__hnsw_scratch s;
-    sx__hit *w;                  /* result of the last layer search (efc) */
-    sx__hit *sel;                /* neighbours chosen for the new node (M) */
-    sx__hit *cands;              /* shrink candidates (M0 + 1) */
-    sx__hit *sel2;               /* shrink result (M0) */
-    uint32_t *ids;               /* merged list (M0) */
+    sx__hit *w;     /* result of the last layer search (b->ef) */
+    sx__hit *sel;   /* neighbours chosen for the new node (M) */
+    sx__hit *cands; /* shrink candidates (M0 + 1) */
+    sx__hit *sel2;  /* shrink result (M0) */
+    uint32_t *ids;  /* merged list (M0) */
     pthread_t tid;
     bool started;
 } worker;
 
-static inline void spin_lock(uint8_t *l)
+/* l is written through the __atomic builtins, which clang-tidy does not see */
+static inline void spin_lock(uint8_t *l) /* NOLINT(readability-non-const-parameter) */
 {
     unsigned spins = 0;
     while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) {
@@ -184,13 +197,15 @@ static inline void spin_lock(uint8_t *l)
     }
 }
 
-static inline void spin_unlock(uint8_t *l)
+static inline void spin_unlock(uint8_t *l) /* NOLINT(readability-non-const-parameter) */
 {
     __atomic_store_n(l, 0, __ATOMIC_RELEASE);
 }
 
 /* Publishes ids[0..cnt) as the list ll (caller holds the owner's lock). */
-static void publish(uint32_t *ll, const uint32_t *ids, uint32_t cnt)
+static void publish(uint32_t *ll, /* NOLINT(readability-non-const-parameter): __atomic stores */
+                    const uint32_t *ids,
+                    uint32_t cnt)
 {
     for (uint32_t j = 0; j < cnt; j++)
         __atomic_store_n(ll + 1 + j, ids[j], __ATOMIC_RELAXED);
@@ -200,8 +215,8 @@ static void publish(uint32_t *ll, const uint32_t *ids, uint32_t cnt)
 /* Alg. 4 SELECT-NEIGHBORS-HEURISTIC: walks cands (sorted best first by distance to the base
  * point) and keeps a candidate only if it is closer to the base than to every kept one, until m
  * are kept. Fewer than m candidates are all kept. Returns the number written to sel. */
-static size_t select_heuristic(const sx__hnsw *h, const sx__hit *cands, size_t nc, size_t m,
-                               sx__hit *sel)
+static size_t
+select_heuristic(const sx__hnsw *h, const sx__hit *cands, size_t nc, size_t m, sx__hit *sel)
 {
     if (nc <= m) {
         memcpy(sel, cands, nc * sizeof *sel);
@@ -322,7 +337,7 @@ static void insert(worker *wk, uint32_t q)
     const sx__hit *seeds = &seed;
     size_t nseeds = 1;
     for (uint32_t l = L < top ? L : top;; l--) {
-        size_t nw = sx__hnsw_search_level_build(h, &wk->s, qv, seeds, nseeds, h->efc, l, q);
+        size_t nw = sx__hnsw_search_level_build(h, &wk->s, qv, seeds, nseeds, b->ef, l, q);
         memcpy(wk->w, wk->s.pool, nw * sizeof *wk->w);
         size_t nsel = select_heuristic(h, wk->w, nw, h->M, wk->sel);
         set_links(wk, q, l, wk->sel, nsel);
@@ -369,10 +384,10 @@ static sx_status worker_init(worker *wk, build *b)
     const sx__hnsw *h = b->h;
     memset(wk, 0, sizeof *wk);
     wk->b = b;
-    sx_status rc = sx__hnsw_scratch_reserve(&wk->s, h->n, h->efc, h->M0);
+    sx_status rc = sx__hnsw_scratch_reserve(&wk->s, h->n, b->ef, h->M0);
     if (rc != SX_OK)
         return rc;
-    wk->w = sx__malloc(h->efc * sizeof *wk->w);
+    wk->w = sx__malloc(b->ef * sizeof *wk->w);
     wk->sel = sx__malloc((h->M0 + 1) * sizeof *wk->sel);
     wk->cands = sx__malloc((h->M0 + 1) * sizeof *wk->cands);
     wk->sel2 = sx__malloc((h->M0 + 1) * sizeof *wk->sel2);
@@ -426,7 +441,7 @@ static uint32_t pick_parent(worker *wk, uint32_t u, const uint8_t *reached, bool
     if (h->max_level > 0)
         cur = sx__hnsw_greedy(h, uv, cur, &d, h->max_level, 1, false);
     sx__hit seed = { d, cur };
-    size_t nw = sx__hnsw_search_level_build(h, &wk->s, uv, &seed, 1, h->efc, 0, u);
+    size_t nw = sx__hnsw_search_level_build(h, &wk->s, uv, &seed, 1, wk->b->ef, 0, u);
     uint32_t first_reached = SX__HNSW_NONE;
     *replace = false;
     for (size_t i = 0; i < nw; i++) {
@@ -499,8 +514,10 @@ static sx_status repair(worker *wk)
     sx__free(reached);
     sx__free(queue);
     if (nreached < n)
-        return sx__err(SX_ECORRUPT, "HNSW build: internal error: %zu nodes stay unreachable "
-                       "after repair", n - nreached);
+        return sx__err(SX_ECORRUPT,
+                       "HNSW build: internal error: %zu nodes stay unreachable "
+                       "after repair",
+                       n - nreached);
     return SX_OK;
 }
 
@@ -521,10 +538,16 @@ static uint8_t draw_level(uint64_t i, double mult)
     return l >= (double)SX__HNSW_MAX_LEVEL ? (uint8_t)SX__HNSW_MAX_LEVEL : (uint8_t)l;
 }
 
-sx_status sx__hnsw_build(const sx_param *p, size_t np, const float *vecs, size_t n, size_t dim,
-                         sx_metric metric, const sx__build_ctx *ctx, sx__index **out)
+sx_status sx__hnsw_build(const sx_param *p,
+                         size_t np,
+                         const float *vecs,
+                         size_t n,
+                         size_t dim,
+                         sx_metric metric,
+                         const sx__build_ctx *ctx,
+                         sx__index **out)
 {
-    long M, efc;
+    long M = SX__HNSW_M_DEF, efc = SX__HNSW_EFC_DEF;
     sx_status rc = parse_build(p, np, &M, &efc);
     if (rc != SX_OK)
         return rc;
@@ -544,7 +567,7 @@ sx_status sx__hnsw_build(const sx_param *p, size_t np, const float *vecs, size_t
     double mult = 1.0 / log((double)M);
     for (size_t i = 0; i < n; i++)
         levels[i] = draw_level(i, mult);
-    sx__hnsw *h;
+    sx__hnsw *h = NULL;
     rc = sx__hnsw_alloc(vecs, n, dim, metric, (uint32_t)M, (uint32_t)efc, levels, &h);
     if (rc != SX_OK)
         return rc;
@@ -560,6 +583,7 @@ sx_status sx__hnsw_build(const sx_param *p, size_t np, const float *vecs, size_t
     memset(&b, 0, sizeof b);
     b.h = h;
     b.ctx = ctx;
+    b.ef = (size_t)efc < n ? (size_t)efc : n;
     atomic_init(&b.ep, (uint64_t)levels[0] << 32);
     atomic_init(&b.next, 1);
     atomic_init(&b.stop, false);

@@ -18,14 +18,14 @@
 #include "util/err.h"
 
 /* Checks one list (invariants 1-3); `stamp` detects duplicates, t is this list's unique tag. */
-static sx_status check_list(const sx__hnsw *h, uint32_t node, uint32_t level, uint32_t *stamp,
-                            uint32_t t)
+static sx_status
+check_list(const sx__hnsw *h, uint32_t node, uint32_t level, uint32_t *stamp, uint32_t t)
 {
     const uint32_t *ll = sx__hnsw_links(h, node, level);
     uint32_t cap = level ? h->M : h->M0;
     if (ll[0] > cap)
-        return sx__err(SX_ECORRUPT, "HNSW: node %u level %u has degree %u > %u", node, level,
-                       ll[0], cap);
+        return sx__err(SX_ECORRUPT, "HNSW: node %u level %u has degree %u > %u", node, level, ll[0],
+                       cap);
     for (uint32_t j = 1; j <= ll[0]; j++) {
         uint32_t id = ll[j];
         if (id >= h->n)
@@ -34,8 +34,8 @@ static sx_status check_list(const sx__hnsw *h, uint32_t node, uint32_t level, ui
         if (id == node)
             return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to itself", node, level);
         if (h->levels[id] < level)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to node %u of level %u",
-                           node, level, id, h->levels[id]);
+            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to node %u of level %u", node,
+                           level, id, h->levels[id]);
         if (stamp[id] == t)
             return sx__err(SX_ECORRUPT, "HNSW: node %u level %u lists neighbour %u twice", node,
                            level, id);
@@ -62,13 +62,13 @@ sx_status sx__hnsw_check(const sx__index *idx)
     if (h->entry >= n)
         return sx__err(SX_ECORRUPT, "HNSW: entry point %u out of range (n=%zu)", h->entry, n);
     if (h->max_level > SX__HNSW_MAX_LEVEL || h->levels[h->entry] != h->max_level)
-        return sx__err(SX_ECORRUPT, "HNSW: entry point %u has level %u, max level is %u",
-                       h->entry, h->levels[h->entry], h->max_level);
+        return sx__err(SX_ECORRUPT, "HNSW: entry point %u has level %u, max level is %u", h->entry,
+                       h->levels[h->entry], h->max_level);
     for (size_t i = 0; i < n; i++) {
         uint32_t l = h->levels[i];
         if (l > h->max_level)
-            return sx__err(SX_ECORRUPT, "HNSW: node %zu has level %u above the entry point's %u",
-                           i, l, h->max_level);
+            return sx__err(SX_ECORRUPT, "HNSW: node %zu has level %u above the entry point's %u", i,
+                           l, h->max_level);
         if (l == 0 ? h->up_off[i] != SX__HNSW_NONE
                    : h->up_off[i] == SX__HNSW_NONE || (size_t)h->up_off[i] + l > h->n_up)
             return sx__err(SX_ECORRUPT, "HNSW: node %zu has bad upper-level storage", i);

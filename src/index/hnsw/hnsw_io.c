@@ -90,8 +90,13 @@ static bool get_list(sx__rbuf *r, uint32_t *ll, uint32_t cap)
     return true;
 }
 
-sx_status sx__hnsw_deserialize(const void *data, size_t len, const float *vecs, size_t n,
-                               size_t dim, sx_metric metric, sx__index **out)
+sx_status sx__hnsw_deserialize(const void *data,
+                               size_t len,
+                               const float *vecs,
+                               size_t n,
+                               size_t dim,
+                               sx_metric metric,
+                               sx__index **out)
 {
     if (!data || len < HEADER_BYTES + 4)
         return sx__err(SX_ECORRUPT, "HNSW index: %zu bytes is too short", len);
@@ -116,10 +121,12 @@ sx_status sx__hnsw_deserialize(const void *data, size_t len, const float *vecs, 
                        "HNSW index: built for n=%llu dim=%u metric=%u, segment has n=%zu "
                        "dim=%zu metric=%d",
                        (unsigned long long)fn, fdim, fmetric, n, dim, (int)metric);
-    if (n > SX__HNSW_MAX_N || M < SX__HNSW_M_MIN || M > SX__HNSW_M_MAX || M0 != 2 * M ||
-        efc < 1 || efc > (uint32_t)INT32_MAX || max_level > SX__HNSW_MAX_LEVEL)
-        return sx__err(SX_ECORRUPT, "HNSW index: bad header (M=%u M0=%u efConstruction=%u "
-                       "max_level=%u)", M, M0, efc, max_level);
+    if (n > SX__HNSW_MAX_N || M < SX__HNSW_M_MIN || M > SX__HNSW_M_MAX || M0 != 2 * M || efc < 1 ||
+        efc > (uint32_t)INT32_MAX || max_level > SX__HNSW_MAX_LEVEL)
+        return sx__err(SX_ECORRUPT,
+                       "HNSW index: bad header (M=%u M0=%u efConstruction=%u "
+                       "max_level=%u)",
+                       M, M0, efc, max_level);
     if (n > 0 && !vecs)
         return sx__err(SX_EINVAL, "HNSW: no vectors");
     /* every node needs at least its level byte and a level-0 count */
@@ -161,8 +168,7 @@ sx_status sx__hnsw_deserialize(const void *data, size_t len, const float *vecs, 
         }
     }
     if (!sx__rbuf_ok(&r) || sx__rbuf_left(&r) != 0) {
-        rc = sx__err(SX_ECORRUPT, "HNSW index: %zu unexpected trailing bytes",
-                     sx__rbuf_left(&r));
+        rc = sx__err(SX_ECORRUPT, "HNSW index: %zu unexpected trailing bytes", sx__rbuf_left(&r));
         goto fail;
     }
     rc = sx__hnsw_check((const sx__index *)h);

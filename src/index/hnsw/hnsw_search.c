@@ -32,17 +32,16 @@
  * build variants read link lists with atomic loads because other build threads write them
  * (hnsw_build.c explains the publication protocol).
  */
-#include "index/hnsw/hnsw.h"
-
 #include <limits.h>
 #include <pthread.h>
 #include <string.h>
 
+#include "index/hnsw/hnsw.h"
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
 
-#define ID_MASK 0x7FFFFFFFu
+#define ID_MASK        0x7FFFFFFFu
 /* cache lines of each neighbour's vector prefetched up front, and of the next one in the loop */
 #define PF_FIRST_LINES 2u
 #define PF_NEXT_LINES  24u
@@ -162,13 +161,17 @@ static inline size_t pool_insert(sx__hit *pool, size_t *size, size_t ef, float d
     size_t n = *size;
     if (n == ef && !(d < pool[n - 1].dist))
         return ef;
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (pool[mid].dist <= d)
-            lo = mid + 1;
-        else
-            hi = mid;
+    /* branch-free upper bound (first entry with dist > d): the compare feeds a cmov */
+    size_t lo = 0;
+    if (n > 0) {
+        const sx__hit *b = pool;
+        size_t len = n;
+        while (len > 1) {
+            size_t half = len / 2;
+            b = b[half].dist <= d ? b + half : b;
+            len -= half;
+        }
+        lo = (size_t)(b - pool) + (b[0].dist <= d);
     }
     size_t last = n == ef ? n - 1 : n;
     memmove(pool + lo + 1, pool + lo, (last - lo) * sizeof *pool);
@@ -181,9 +184,8 @@ static inline size_t pool_insert(sx__hit *pool, size_t *size, size_t ef, float d
 
 /* Collects the unvisited ids of list `ll` into todo (marking them visited) and prefetches their
  * vectors' first lines. Returns how many. */
-static inline __attribute__((always_inline)) size_t gather(const sx__hnsw *h, sx__hnsw_scratch *s,
-                                                           const uint32_t *ll, bool conc,
-                                                           size_t lines)
+static inline __attribute__((always_inline)) size_t
+gather(const sx__hnsw *h, sx__hnsw_scratch *s, const uint32_t *ll, bool conc, size_t lines)
 {
     uint32_t cnt = ld_count(ll, conc);
     uint16_t *tags = s->tags, ep = s->epoch;
@@ -204,14 +206,15 @@ static inline __attribute__((always_inline)) size_t gather(const sx__hnsw *h, sx
 
 /* ---------------------------------------------------------------- greedy descent */
 
-static inline __attribute__((always_inline)) uint32_t greedy(const sx__hnsw *h, const float *q,
-                                                             uint32_t cur, float *cur_dist,
-                                                             uint32_t top, uint32_t bottom,
+static inline __attribute__((always_inline)) uint32_t greedy(const sx__hnsw *h,
+                                                             const float *q,
+                                                             uint32_t cur,
+                                                             float *cur_dist,
+                                                             uint32_t top,
+                                                             uint32_t bottom,
                                                              bool conc)
 {
     float cd = *cur_dist;
-    sx__dist_fn dist = h->dist;
-    size_t dim = h->dim;
     for (uint32_t l = top; l >= bottom && l > 0; l--) {
         bool changed = true;
         while (changed) {
@@ -222,7 +225,7 @@ static inline __attribute__((always_inline)) uint32_t greedy(const sx__hnsw *h, 
                 uint32_t id = ld_id(ll + j, conc);
                 if (j < cnt)
                     __builtin_prefetch(sx__hnsw_vec(h, ld_id(ll + j + 1, conc)), 0, 3);
-                float d = dist(q, sx__hnsw_vec(h, id), dim);
+                float d = h->dist(q, sx__hnsw_vec(h, id), h->dim);
                 if (d < cd) {
                     cd = d;
                     cur = id;
@@ -235,8 +238,13 @@ static inline __attribute__((always_inline)) uint32_t greedy(const sx__hnsw *h, 
     return cur;
 }
 
-uint32_t sx__hnsw_greedy(const sx__hnsw *h, const float *q, uint32_t cur, float *cur_dist,
-                         uint32_t top, uint32_t bottom, bool concurrent)
+uint32_t sx__hnsw_greedy(const sx__hnsw *h,
+                         const float *q,
+                         uint32_t cur,
+                         float *cur_dist,
+                         uint32_t top,
+                         uint32_t bottom,
+                         bool concurrent)
 {
     if (concurrent)
         return greedy(h, q, cur, cur_dist, top, bottom, true);
@@ -249,8 +257,10 @@ uint32_t sx__hnsw_greedy(const sx__hnsw *h, const float *q, uint32_t cur, float 
  * pool size; entries carry SX__HNSW_FLAG. */
 static inline __attribute__((always_inline)) size_t pool_search(const sx__hnsw *h,
                                                                 sx__hnsw_scratch *s,
-                                                                const float *q, size_t size,
-                                                                size_t ef, uint32_t level,
+                                                                const float *q,
+                                                                size_t size,
+                                                                size_t ef,
+                                                                uint32_t level,
                                                                 bool conc)
 {
     sx__hit *pool = s->pool;
@@ -263,6 +273,13 @@ static inline __attribute__((always_inline)) size_t pool_search(const sx__hnsw *
     while (cur < size) {
         uint32_t c = pool[cur].id;
         pool[cur].id = c | SX__HNSW_FLAG;
+        /* the next node to expand is most likely the next unexpanded one: fetch its list now */
+        for (size_t nx = cur + 1; nx < size; nx++) {
+            if (!(pool[nx].id & SX__HNSW_FLAG)) {
+                __builtin_prefetch(sx__hnsw_links(h, pool[nx].id, level), 0, 3);
+                break;
+            }
+        }
         size_t nt = gather(h, s, sx__hnsw_links(h, c, level), conc, lines);
         size_t lowest = SIZE_MAX;
         for (size_t t = 0; t < nt; t++) {
@@ -271,7 +288,7 @@ static inline __attribute__((always_inline)) size_t pool_search(const sx__hnsw *
             uint32_t id = todo[t];
             float d = dist(q, sx__hnsw_vec(h, id), dim);
             size_t p = pool_insert(pool, &size, ef, d, id);
-            if (p < lowest) {
+            if (p < lowest && p < ef) {
                 lowest = p;
                 __builtin_prefetch(sx__hnsw_links(h, id, level), 0, 3);
             }
@@ -286,8 +303,13 @@ static inline __attribute__((always_inline)) size_t pool_search(const sx__hnsw *
     return size;
 }
 
-size_t sx__hnsw_search_level_build(const sx__hnsw *h, sx__hnsw_scratch *s, const float *q,
-                                   const sx__hit *seeds, size_t nseeds, size_t ef, uint32_t level,
+size_t sx__hnsw_search_level_build(const sx__hnsw *h,
+                                   sx__hnsw_scratch *s,
+                                   const float *q,
+                                   const sx__hit *seeds,
+                                   size_t nseeds,
+                                   size_t ef,
+                                   uint32_t level,
                                    uint32_t self)
 {
     new_epoch(s);
@@ -397,8 +419,13 @@ static sx_status grow_cand(sx__hnsw_scratch *s, size_t need)
 }
 
 /* Two-heap ef-search at level 0 where only rows in `allow` may be returned (see the header). */
-static sx_status filtered_search(const sx__hnsw *h, sx__hnsw_scratch *s, const float *q,
-                                 uint32_t ep, float ep_dist, size_t ef, const uint64_t *allow,
+static sx_status filtered_search(const sx__hnsw *h,
+                                 sx__hnsw_scratch *s,
+                                 const float *q,
+                                 uint32_t ep,
+                                 float ep_dist,
+                                 size_t ef,
+                                 const uint64_t *allow,
                                  sx__topk *out)
 {
     if (ef > s->res_cap) {
@@ -474,8 +501,13 @@ sx_status sx__hnsw_check_search_params(const sx_param *p, size_t np, size_t k)
     return parse_ef(p, np, k, &ef);
 }
 
-sx_status sx__hnsw_search(const sx__index *idx, const float *query, size_t k, const sx_param *sp,
-                          size_t nsp, const uint64_t *allow, sx__topk *out)
+sx_status sx__hnsw_search(const sx__index *idx,
+                          const float *query,
+                          size_t k,
+                          const sx_param *sp,
+                          size_t nsp,
+                          const uint64_t *allow,
+                          sx__topk *out)
 {
     const sx__hnsw *h = (const sx__hnsw *)idx;
     long efl;
