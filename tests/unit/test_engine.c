@@ -469,6 +469,67 @@ static void test_concurrent_search_insert(void)
     sx_db_close(db);
 }
 
+static void test_build_memory_limit_and_drop(void)
+{
+    const char *dir = test_tmpdir("eng_memlimit");
+    sx_db *db = NULL;
+    sx_db_options o = { 0 };
+    o.index_build_memory_limit = 4096; /* far below what 3000 rows need */
+    ASSERT_OK(sx_db_open(dir, &o, &db));
+    create_coll(db, "c", SX_METRIC_L2);
+    sx_collection *c;
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    ASSERT_OK(insert_rows(c, 0, 1000, 5));
+    ASSERT_OK(insert_rows(c, 1000, 1000, 5));
+    ASSERT_OK(insert_rows(c, 2000, 1000, 5));
+    ASSERT_OK(sx_index_create(c, "HNSW", NULL, 0));
+    ASSERT_OK(sx_flush(c));
+    ASSERT_STATUS(sx_index_wait(c, 60000), SX_EIO);
+    sx_index_info info;
+    ASSERT_OK(sx_index_describe(c, &info));
+    ASSERT_EQ(info.state, SX_INDEX_FAILED);
+    ASSERT(strstr(info.fail_reason, "index_build_memory_limit") != NULL);
+    ASSERT_EQ(info.indexed_rows, 0);
+    /* search stays correct without the index */
+    check_search_matches_bruteforce(c, NULL, 10, 11);
+    /* dropping the failed index clears the state; FLAT needs no build memory */
+    ASSERT_OK(sx_index_drop(c));
+    ASSERT_OK(sx_index_describe(c, &info));
+    ASSERT_EQ(info.state, SX_INDEX_NONE);
+    ASSERT_OK(sx_index_create(c, "FLAT", NULL, 0));
+    ASSERT_OK(sx_index_wait(c, 60000));
+    ASSERT_OK(sx_index_describe(c, &info));
+    ASSERT_EQ(info.state, SX_INDEX_FINISHED);
+    ASSERT_EQ(info.indexed_rows, 3000);
+    sx_collection_release(c);
+    sx_db_close(db);
+}
+
+static void test_drop_cancels_build(void)
+{
+    const char *dir = test_tmpdir("eng_cancel");
+    sx_db *db = open_db(dir);
+    create_coll(db, "c", SX_METRIC_L2);
+    sx_collection *c;
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    for (int b = 0; b < 8; b++)
+        ASSERT_OK(insert_rows(c, b * 1000, 1000, 9)); /* two sealed segments of 4000 */
+    ASSERT_OK(sx_index_create(c, "HNSW", (sx_param[]){ { "efConstruction", "2000" } }, 1));
+    ASSERT_OK(sx_flush(c));
+    ASSERT_OK(sx_index_drop(c)); /* cancels queued and running builds, returns promptly */
+    sx_index_info info;
+    ASSERT_OK(sx_index_describe(c, &info));
+    ASSERT_EQ(info.state, SX_INDEX_NONE);
+    ASSERT_EQ(info.indexed_rows, 0);
+    ASSERT_STATUS(sx_index_wait(c, 1000), SX_ENOTFOUND);
+    uint64_t n;
+    ASSERT_OK(sx_count(c, NULL, &n));
+    ASSERT_EQ(n, 8000);
+    sx_collection_release(c);
+    ASSERT_OK(sx_collection_drop(db, "c"));
+    sx_db_close(db);
+}
+
 int main(void)
 {
     RUN(test_schema_errors);
@@ -477,5 +538,7 @@ int main(void)
     RUN(test_reopen_identical);
     RUN(test_varchar_pk_cosine_autoid);
     RUN(test_concurrent_search_insert);
+    RUN(test_build_memory_limit_and_drop);
+    RUN(test_drop_cancels_build);
     return TEST_DONE();
 }

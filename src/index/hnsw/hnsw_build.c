@@ -38,6 +38,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "index/hnsw/hnsw.h"
 #include "util/alloc.h"
@@ -634,6 +635,27 @@ sx_status sx__hnsw_build(const sx_param *p,
     return SX_OK;
 }
 
+/* Peak bytes of a build (for index_build_memory_limit): the graph (level-0 lists of 2M+1 ids,
+ * levels and upper-list offsets, upper lists for the expected n/(M-1) blocks), the build's
+ * per-node locks and reachability repair arrays (n + 5n bytes), and per thread a visited set of
+ * 4 bytes per node plus small candidate buffers; threads = online CPUs. */
+static uint64_t estimate_build_bytes(const sx_param *p, size_t np, size_t n, size_t dim)
+{
+    long M = 16, efc = 200;
+    (void)dim;
+    if (sx__param_int(p, np, "M", 2, 2048, 16, &M) != SX_OK)
+        M = 16;
+    if (sx__param_int(p, np, "efConstruction", 1, 2147483647L, 200, &efc) != SX_OK)
+        efc = 200;
+    uint64_t nn = n, m = (uint64_t)M;
+    uint64_t graph = nn * (2 * m + 1) * 4 + nn * 5 + (nn / (m - 1) + 1) * (m + 1) * 4;
+    uint64_t temps = nn * 6;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t threads = cpus > 0 ? (uint64_t)cpus : 1;
+    uint64_t per_thread = nn * 4 + ((uint64_t)efc + 5 * (2 * m + 1)) * 16;
+    return graph + temps + threads * per_thread;
+}
+
 /* ---------------------------------------------------------------- vtable */
 
 const sx__index_ops sx__hnsw_index_ops = {
@@ -646,4 +668,5 @@ const sx__index_ops sx__hnsw_index_ops = {
     .deserialize = sx__hnsw_deserialize,
     .memory_bytes = sx__hnsw_memory_bytes,
     .free = sx__hnsw_free,
+    .estimate_build_bytes = estimate_build_bytes,
 };
