@@ -1,0 +1,172 @@
+/*
+ * diskann_check.c: sx__diskann_check, the structural oracle of a DISKANN index (invariants 1-5 of
+ * diskann.h):
+ *   1. the layout matches n, dim, R and the file is long enough (re-checked on the open file);
+ *   2. every slot's CRC-32C matches;
+ *   3. every node's degree is <= R, its neighbours are < n, distinct, and not itself;
+ *   4. n > 0 <=> medoid < n; every PQ code byte < ksub;
+ *   5. every node is reachable from the medoid.
+ * The file is read sequentially, 64 slots per read, into a 4 KiB-aligned buffer (the descriptor
+ * may be O_DIRECT); these reads are not counted in io_stats. The lists are kept in CSR form for
+ * the BFS: O(n + edges) words, so this is a test and `sextant check` tool, not a load-time step
+ * (load validates the header and search validates every slot it reads).
+ * Thread-safety: read-only on the index; safe to run while other threads search.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "index/diskann/diskann.h"
+#include "util/alloc.h"
+#include "util/bitset.h"
+#include "util/err.h"
+
+#define CHECK_SLOTS 64u
+
+static sx_status read_chunk(const sx__diskann *d, uint8_t *buf, uint64_t first, size_t count)
+{
+    size_t want = count * d->lay.slot_bytes, got = 0;
+    uint64_t off = sx__diskann_slot_offset(&d->lay, first);
+    while (got < want) {
+        ssize_t r = pread(d->fd, buf + got, want - got, (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return sx__err_errno(errno, "DISKANN check: read %s", d->path);
+        }
+        if (r == 0)
+            return sx__err(SX_ECORRUPT, "DISKANN %s: truncated at slot %llu", d->path,
+                           (unsigned long long)first);
+        got += (size_t)r;
+    }
+    return SX_OK;
+}
+
+sx_status sx__diskann_check(const sx__index *idx)
+{
+    const sx__diskann *d = (const sx__diskann *)idx;
+    if (!d)
+        return sx__err(SX_EINVAL, "DISKANN check: no index");
+    size_t n = d->n;
+    sx__diskann_layout want;
+    if (sx__diskann_layout_init(&want, n, d->dim, d->R) != SX_OK || want.dim != d->lay.dim ||
+        want.R != d->lay.R || want.node_bytes != d->lay.node_bytes ||
+        want.nodes_per_slot != d->lay.nodes_per_slot || want.slot_bytes != d->lay.slot_bytes ||
+        want.n_slots != d->lay.n_slots)
+        return sx__err(SX_ECORRUPT, "DISKANN: layout does not match n/dim/R");
+    if (d->fd < 0)
+        return sx__err(SX_EINVAL, "DISKANN check: file not open");
+    struct stat sb;
+    if (fstat(d->fd, &sb) != 0)
+        return sx__err_errno(errno, "DISKANN check: fstat %s", d->path);
+    if ((uint64_t)sb.st_size < sx__diskann_file_bytes(&d->lay))
+        return sx__err(SX_ECORRUPT, "DISKANN %s: file too short", d->path);
+    if (n == 0)
+        return d->medoid == SX__DISKANN_NONE
+                   ? SX_OK
+                   : sx__err(SX_ECORRUPT, "DISKANN: empty index with medoid %u", d->medoid);
+    if (d->medoid >= n)
+        return sx__err(SX_ECORRUPT, "DISKANN: medoid %u out of range (n=%zu)", d->medoid, n);
+    for (size_t i = 0; i < n * d->pq.m; i++)
+        if (d->codes[i] >= d->pq.ksub)
+            return sx__err(SX_ECORRUPT, "DISKANN: code byte %zu is %u >= ksub %u", i, d->codes[i],
+                           d->pq.ksub);
+
+    sx_status rc = SX_OK;
+    void *raw = NULL;
+    uint8_t *buf = sx__diskann_sector_alloc((size_t)CHECK_SLOTS * d->lay.slot_bytes, &raw);
+    uint64_t *off = sx__malloc((n + 1) * sizeof *off);
+    uint32_t *stamp = sx__calloc(n, sizeof *stamp);
+    uint32_t *nb = sx__malloc((size_t)d->R * sizeof *nb + 4);
+    size_t ecap = n * 8 + 16, ne = 0;
+    uint32_t *edges = sx__malloc(ecap * sizeof *edges);
+    uint64_t *seen = NULL;
+    uint32_t *queue = NULL;
+    if (!buf || !off || !stamp || !nb || !edges) {
+        rc = sx__err(SX_ENOMEM, "DISKANN check: out of memory");
+        goto out;
+    }
+    off[0] = 0;
+    for (uint64_t s0 = 0; s0 < d->lay.n_slots && rc == SX_OK; s0 += CHECK_SLOTS) {
+        size_t cnt =
+            d->lay.n_slots - s0 < CHECK_SLOTS ? (size_t)(d->lay.n_slots - s0) : CHECK_SLOTS;
+        rc = read_chunk(d, buf, s0, cnt);
+        for (size_t s = 0; s < cnt && rc == SX_OK; s++) {
+            const uint8_t *slot = buf + s * d->lay.slot_bytes;
+            uint64_t sl = s0 + s;
+            if (!sx__diskann_slot_ok(&d->lay, slot)) {
+                rc = sx__err(SX_ECORRUPT, "DISKANN %s: checksum mismatch in slot %llu", d->path,
+                             (unsigned long long)sl);
+                break;
+            }
+            for (uint32_t k = 0; k < d->lay.nodes_per_slot && rc == SX_OK; k++) {
+                uint64_t id64 = sl * d->lay.nodes_per_slot + k;
+                if (id64 >= n)
+                    break;
+                uint32_t id = (uint32_t)id64, deg;
+                rc = sx__diskann_node_decode(&d->lay, slot, id, n, NULL, nb, &deg);
+                if (rc != SX_OK)
+                    break;
+                if (ne + deg > ecap) {
+                    size_t nc = ecap * 2 + deg;
+                    uint32_t *e2 = sx__realloc(edges, nc * sizeof *e2);
+                    if (!e2) {
+                        rc = sx__err(SX_ENOMEM, "DISKANN check: out of memory");
+                        break;
+                    }
+                    edges = e2;
+                    ecap = nc;
+                }
+                for (uint32_t j = 0; j < deg; j++) {
+                    if (stamp[nb[j]] == id + 1) {
+                        rc = sx__err(SX_ECORRUPT, "DISKANN: node %u lists neighbour %u twice", id,
+                                     nb[j]);
+                        break;
+                    }
+                    stamp[nb[j]] = id + 1;
+                    edges[ne++] = nb[j];
+                }
+                off[id + 1] = ne;
+            }
+        }
+    }
+    if (rc != SX_OK)
+        goto out;
+    seen = sx__calloc(sx__bits_words(n), sizeof *seen);
+    queue = sx__malloc(n * sizeof *queue);
+    if (!seen || !queue) {
+        rc = sx__err(SX_ENOMEM, "DISKANN check: out of memory");
+        goto out;
+    }
+    size_t qh = 0, qt = 0;
+    queue[qt++] = d->medoid;
+    sx__bits_set(seen, d->medoid);
+    while (qh < qt) {
+        uint32_t c = queue[qh++];
+        for (uint64_t e = off[c]; e < off[c + 1]; e++) {
+            if (!sx__bits_test(seen, edges[e])) {
+                sx__bits_set(seen, edges[e]);
+                queue[qt++] = edges[e];
+            }
+        }
+    }
+    if (qt != n) {
+        size_t u = 0;
+        while (u < n && sx__bits_test(seen, u))
+            u++;
+        rc = sx__err(SX_ECORRUPT,
+                     "DISKANN: %zu of %zu nodes unreachable from the medoid (first: "
+                     "%zu)",
+                     n - qt, n, u);
+    }
+out:
+    sx__free(raw);
+    sx__free(off);
+    sx__free(stamp);
+    sx__free(nb);
+    sx__free(edges);
+    sx__free(seen);
+    sx__free(queue);
+    return rc;
+}
