@@ -304,10 +304,10 @@ static void test_paths_agree(void)
 static void test_gemm_enomem(void)
 {
     uint64_t s = seed + 5;
-    const size_t n = 100, dim = 8, nq = 10;
-    float base[100 * 8], q[10 * 8];
-    sx__hit st[10];
-    sx__topk h[10];
+    const size_t n = 100, dim = 8, nq = SX__FLAT_GEMM_MIN_NQ; /* the GEMM path allocates */
+    float base[100 * 8], q[SX__FLAT_GEMM_MIN_NQ * 8];
+    sx__hit st[SX__FLAT_GEMM_MIN_NQ];
+    sx__topk h[SX__FLAT_GEMM_MIN_NQ];
     fill(base, n * dim, &s);
     fill(q, nq * dim, &s);
     for (size_t i = 0; i < nq; i++)
