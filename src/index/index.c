@@ -30,7 +30,7 @@ const sx__index_ops *sx__index_lookup(const char *type)
 
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         if (strcasecmp(type, more[i].name) == 0)
-            return more[i].ops; /* NULL while the family is not linked in */
+            return more[i].ops;
     return NULL;
 }
 

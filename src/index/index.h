@@ -105,10 +105,7 @@ extern const sx__index_ops sx__ivf_flat_index_ops;
 extern const sx__index_ops sx__ivf_sq8_index_ops;
 extern const sx__index_ops sx__ivf_pq_index_ops;
 extern const sx__index_ops sx__diskann_index_ops;
-/* Families still being written are declared weak so the registry links meanwhile;
- * sx__index_lookup skips any that is absent. (A weak reference does not pull an archive member,
- * so a finished family must be declared strong here.) */
-extern const sx__index_ops sx__hnsw_sq_index_ops __attribute__((weak));
+extern const sx__index_ops sx__hnsw_sq_index_ops;
 
 /* Helpers for parsing Milvus-style numeric params. Returns SX_OK and *out = def when absent;
  * SX_EINVAL "<key> must be an integer in [lo, hi]" when present but invalid. Keys match
