@@ -2,7 +2,8 @@
 # Every global symbol defined in libsextant.a must start with sx_ (style.md: public sx_, internal sx__).
 set -euo pipefail
 lib="$1"
-bad=$(nm -g --defined-only "$lib" | awk 'NF==3 {print $3}' | grep -v '^sx_' || true)
+# (sanitizer builds add __odr_asan.<name> aliases: those are the compiler's, not ours)
+bad=$(nm -g --defined-only "$lib" | awk 'NF==3 {print $3}' | grep -v -e '^sx_' -e '^__odr_asan\.sx_' || true)
 if [ -n "$bad" ]; then
     echo "symbols without the sx_ prefix in $lib:"
     echo "$bad"
