@@ -35,6 +35,45 @@ void sx__topk_push(sx__topk *t, float dist, uint32_t id);
 /* Sorts the kept entries best first (in place, destroys the heap order); returns n. */
 size_t sx__topk_sort(sx__topk *t);
 
+/* Unbounded binary min-heap on dist over caller-owned storage (graph-search candidate queues).
+ * The caller guarantees capacity for the push. Inline: these sit on the graph indexes' hot path. */
+static inline void sx__minheap_push(sx__hit *hp, size_t *n, sx__hit x)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!(x.dist < hp[p].dist))
+            break;
+        hp[i] = hp[p];
+        i = p;
+    }
+    hp[i] = x;
+}
+
+/* Removes and returns the smallest entry; *n must be > 0. */
+static inline sx__hit sx__minheap_pop(sx__hit *hp, size_t *n)
+{
+    sx__hit top = hp[0], x = hp[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t l = 2 * i + 1, b = i;
+        sx__hit bx = x;
+        if (l < m && hp[l].dist < bx.dist) {
+            b = l;
+            bx = hp[l];
+        }
+        if (l + 1 < m && hp[l + 1].dist < bx.dist)
+            b = l + 1;
+        if (b == i)
+            break;
+        hp[i] = hp[b];
+        i = b;
+    }
+    if (m > 0)
+        hp[i] = x;
+    return top;
+}
+
 /* Comparison used everywhere for "better": smaller dist, then smaller id. */
 static inline int sx__hit_better(sx__hit a, sx__hit b)
 {

@@ -331,42 +331,6 @@ size_t sx__hnsw_search_level_build(const sx__hnsw *h,
 
 /* ---------------------------------------------------------------- filtered search */
 
-/* min-heap on dist (candidates) */
-static void cand_push(sx__hit *hp, size_t *n, sx__hit x)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!(x.dist < hp[p].dist))
-            break;
-        hp[i] = hp[p];
-        i = p;
-    }
-    hp[i] = x;
-}
-
-static sx__hit cand_pop(sx__hit *hp, size_t *n)
-{
-    sx__hit top = hp[0], x = hp[--*n];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t l = 2 * i + 1, b = i;
-        sx__hit bx = x;
-        if (l < m && hp[l].dist < bx.dist) {
-            b = l;
-            bx = hp[l];
-        }
-        if (l + 1 < m && hp[l + 1].dist < bx.dist)
-            b = l + 1;
-        if (b == i)
-            break;
-        hp[i] = hp[b];
-        i = b;
-    }
-    if (m > 0)
-        hp[i] = x;
-    return top;
-}
 
 /* max-heap on dist (results); keeps at most cap entries */
 static void res_push(sx__hit *hp, size_t *n, size_t cap, sx__hit x)
@@ -452,11 +416,11 @@ static sx_status filtered_search(const sx__hnsw *h,
         res_push(s->res, &nr, ef, (sx__hit){ ep_dist, ep });
         bound = ep_dist;
     }
-    cand_push(s->cand, &nc, (sx__hit){ ep_dist, ep });
+    sx__minheap_push(s->cand, &nc, (sx__hit){ ep_dist, ep });
     while (nc > 0) {
         if (s->cand[0].dist > bound && nr == ef)
             break;
-        sx__hit c = cand_pop(s->cand, &nc);
+        sx__hit c = sx__minheap_pop(s->cand, &nc);
         size_t nt = gather(h, s, sx__hnsw_links(h, c.id, 0), false, lines);
         rc = grow_cand(s, nc + nt);
         if (rc != SX_OK)
@@ -468,7 +432,7 @@ static sx_status filtered_search(const sx__hnsw *h,
             uint32_t id = todo[t];
             float d = dist(q, sx__hnsw_vec(h, id), dim);
             if (nr < ef || d < bound) {
-                cand_push(s->cand, &nc, (sx__hit){ d, id });
+                sx__minheap_push(s->cand, &nc, (sx__hit){ d, id });
                 if (sx__bits_test_atomic(allow, id)) {
                     res_push(s->res, &nr, ef, (sx__hit){ d, id });
                     bound = s->res[0].dist;

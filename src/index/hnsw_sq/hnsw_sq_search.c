@@ -340,42 +340,6 @@ pool_search(const sx__hnsw_sq *h, scratch *s, const sx__hsq_query *q, size_t siz
 
 /* ---------------------------------------------------------------- filtered search */
 
-static void cand_push(sx__hit *hp, size_t *n, sx__hit x)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!(x.dist < hp[p].dist))
-            break;
-        hp[i] = hp[p];
-        i = p;
-    }
-    hp[i] = x;
-}
-
-static sx__hit cand_pop(sx__hit *hp, size_t *n)
-{
-    sx__hit top = hp[0], x = hp[--*n];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t l = 2 * i + 1, b = i;
-        sx__hit bx = x;
-        if (l < m && hp[l].dist < bx.dist) {
-            b = l;
-            bx = hp[l];
-        }
-        if (l + 1 < m && hp[l + 1].dist < bx.dist)
-            b = l + 1;
-        if (b == i)
-            break;
-        hp[i] = hp[b];
-        i = b;
-    }
-    if (m > 0)
-        hp[i] = x;
-    return top;
-}
-
 /* max-heap sift-down of x from the root over hp[0..m) */
 static void res_sift(sx__hit *hp, size_t m, sx__hit x)
 {
@@ -475,11 +439,11 @@ static sx_status filtered_search(const sx__hnsw_sq *h,
         res_push(s->res, &nr, cap, (sx__hit){ ep_dist, ep });
         bound = nr == cap ? s->res[0].dist : bound;
     }
-    cand_push(s->cand, &nc, (sx__hit){ ep_dist, ep });
+    sx__minheap_push(s->cand, &nc, (sx__hit){ ep_dist, ep });
     while (nc > 0) {
         if (nr == cap && s->cand[0].dist > bound)
             break;
-        sx__hit c = cand_pop(s->cand, &nc);
+        sx__hit c = sx__minheap_pop(s->cand, &nc);
         size_t nt = gather(h, s, sx__hsq_links(h, c.id, 0));
         rc = grow_cand(s, nc + nt);
         if (rc != SX_OK)
@@ -491,7 +455,7 @@ static sx_status filtered_search(const sx__hnsw_sq *h,
             memcpy(&nv, base + (size_t)id * stride + norm_off, sizeof nv);
             float d = nv + q->c0 + q->c1 * (float)s->dots[t];
             if (nr < cap || d < bound) {
-                cand_push(s->cand, &nc, (sx__hit){ d, id });
+                sx__minheap_push(s->cand, &nc, (sx__hit){ d, id });
                 if (sx__bits_test_atomic(allow, id)) {
                     res_push(s->res, &nr, cap, (sx__hit){ d, id });
                     if (nr == cap)
