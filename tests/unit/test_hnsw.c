@@ -22,6 +22,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "data.h"
 #include "harness.h"
 #include "index/hnsw/hnsw.h"
 #include "index/index.h"
@@ -45,70 +46,8 @@ typedef struct vecs {
     float *v;
 } vecs;
 
-/* TEXMEX file: records of int32 d then d elements of `elem` bytes (1: uint8 -> float, 4: raw). */
-static void *read_texmex(const char *path, size_t elem, size_t *n, size_t *d)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    int32_t dd;
-    if (fread(&dd, 4, 1, f) != 1 || dd <= 0) {
-        fclose(f);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    size_t rec = 4 + (size_t)dd * elem;
-    *n = (size_t)len / rec;
-    *d = (size_t)dd;
-    uint8_t *raw = malloc(rec);
-    void *out = malloc(*n * *d * 4);
-    for (size_t i = 0; i < *n; i++) {
-        if (fread(raw, rec, 1, f) != 1)
-            break;
-        if (elem == 1)
-            for (size_t j = 0; j < *d; j++)
-                ((float *)out)[i * *d + j] = (float)raw[4 + j];
-        else
-            memcpy((uint8_t *)out + i * *d * 4, raw + 4, *d * 4);
-    }
-    free(raw);
-    fclose(f);
-    return out;
-}
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
 
-/* First `want` images of an IDX (gzip) file as floats; NULL when absent. */
-static float *read_idx(const char *path, size_t want, size_t *dim)
-{
-    gzFile g = gzopen(path, "rb");
-    if (!g)
-        return NULL;
-    uint8_t hdr[16];
-    if (gzread(g, hdr, 16) != 16 || be32(hdr) != 0x803 || be32(hdr + 4) < want) {
-        gzclose(g);
-        return NULL;
-    }
-    *dim = (size_t)be32(hdr + 8) * be32(hdr + 12);
-    size_t bytes = want * *dim;
-    uint8_t *px = malloc(bytes);
-    if (gzread(g, px, (unsigned)bytes) != (int)bytes) {
-        free(px);
-        gzclose(g);
-        return NULL;
-    }
-    gzclose(g);
-    float *out = malloc(bytes * sizeof *out);
-    for (size_t i = 0; i < bytes; i++)
-        out[i] = (float)px[i];
-    free(px);
-    return out;
-}
 
 static vecs random_vecs(size_t n, size_t dim, uint64_t *seed)
 {
@@ -118,19 +57,6 @@ static vecs random_vecs(size_t n, size_t dim, uint64_t *seed)
     return v;
 }
 
-static double dist_d(const float *a, const float *b, size_t dim, sx_metric m)
-{
-    double s = 0;
-    for (size_t i = 0; i < dim; i++) {
-        if (m == SX_METRIC_L2) {
-            double t = (double)a[i] - (double)b[i];
-            s += t * t;
-        } else {
-            s -= (double)a[i] * (double)b[i];
-        }
-    }
-    return s;
-}
 
 /* Exact k-th smallest distance (double) from q to the allowed rows of base; *nallowed = count. */
 static double kth_dist(const float *base,
@@ -146,7 +72,7 @@ static double kth_dist(const float *base,
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
         if (!allow || sx__bits_test(allow, i))
-            scratch[c++] = dist_d(q, base + i * dim, dim, m);
+            scratch[c++] = test_dist_d(q, base + i * dim, dim, m);
     *nallowed = c;
     if (c == 0)
         return INFINITY;
@@ -220,7 +146,7 @@ static double recall_threshold(const sx__index *idx,
         for (size_t i = 0; i < got; i++) {
             if (allow)
                 ASSERT(sx__bits_test(allow, out[i].id));
-            double d = dist_d(qv, base->v + (size_t)out[i].id * base->dim, base->dim, m);
+            double d = test_dist_d(qv, base->v + (size_t)out[i].id * base->dim, base->dim, m);
             if (d <= kth + 1e-6 * (1.0 + fabs(kth)))
                 good++;
         }
@@ -251,12 +177,12 @@ static int load_bigann(void)
     char path[1100];
     size_t d2;
     snprintf(path, sizeof path, "%sbigann10k_base.bvecs", base);
-    bigann.v = read_texmex(path, 1, &bigann.n, &bigann.dim);
+    bigann.v = test_read_texmex(path, 1, &bigann.n, &bigann.dim);
     snprintf(path, sizeof path, "%sbigann10k_query.bvecs", base);
-    bq = read_texmex(path, 1, &bnq, &d2);
+    bq = test_read_texmex(path, 1, &bnq, &d2);
     snprintf(path, sizeof path, "%sbigann10k_groundtruth_l2_k100.ivecs", base);
     size_t ngt;
-    bgt = read_texmex(path, 4, &ngt, &bgtk);
+    bgt = test_read_texmex(path, 4, &ngt, &bgtk);
     return bigann.v && bq && bgt && d2 == bigann.dim && ngt == bnq && bgtk >= K;
 }
 
@@ -388,8 +314,8 @@ static void test_bigann_filter_5rows(void)
 static void test_fmnist_recall(void)
 {
     size_t dim, dq;
-    float *base = read_idx(FM_DIR "/train-images-idx3-ubyte.gz", FM_N, &dim);
-    float *queries = read_idx(FM_DIR "/t10k-images-idx3-ubyte.gz", FM_NQ, &dq);
+    float *base = test_read_idx(FM_DIR "/train-images-idx3-ubyte.gz", FM_N, &dim);
+    float *queries = test_read_idx(FM_DIR "/t10k-images-idx3-ubyte.gz", FM_NQ, &dq);
     if (!base || !queries || dq != dim) {
         fprintf(stderr, "skip: Fashion-MNIST not found in " FM_DIR "\n");
         free(base);

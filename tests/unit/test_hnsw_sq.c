@@ -32,6 +32,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "data.h"
 #include "harness.h"
 #include "index/hnsw_sq/hnsw_sq.h"
 #include "index/index.h"
@@ -59,70 +60,8 @@ typedef struct vecs {
     float *v;
 } vecs;
 
-static void *read_texmex(const char *path, size_t elem, size_t *n, size_t *d)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    int32_t dd;
-    if (fread(&dd, 4, 1, f) != 1 || dd <= 0 || fseek(f, 0, SEEK_END) != 0) {
-        (void)fclose(f);
-        return NULL;
-    }
-    long len = ftell(f);
-    if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        (void)fclose(f);
-        return NULL;
-    }
-    size_t rec = 4 + (size_t)dd * elem;
-    *n = (size_t)len / rec;
-    *d = (size_t)dd;
-    uint8_t *raw = malloc(rec);
-    void *out = malloc(*n * *d * 4);
-    for (size_t i = 0; i < *n; i++) {
-        if (fread(raw, rec, 1, f) != 1)
-            break;
-        if (elem == 1)
-            for (size_t j = 0; j < *d; j++)
-                ((float *)out)[i * *d + j] = (float)raw[4 + j];
-        else
-            memcpy((uint8_t *)out + i * *d * 4, raw + 4, *d * 4);
-    }
-    free(raw);
-    (void)fclose(f);
-    return out;
-}
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
 
-static float *read_idx(const char *path, size_t want, size_t *dim)
-{
-    gzFile g = gzopen(path, "rb");
-    if (!g)
-        return NULL;
-    uint8_t hdr[16];
-    if (gzread(g, hdr, 16) != 16 || be32(hdr) != 0x803 || be32(hdr + 4) < want) {
-        gzclose(g);
-        return NULL;
-    }
-    *dim = (size_t)be32(hdr + 8) * be32(hdr + 12);
-    size_t bytes = want * *dim;
-    uint8_t *px = malloc(bytes);
-    if (gzread(g, px, (unsigned)bytes) != (int)bytes) {
-        free(px);
-        gzclose(g);
-        return NULL;
-    }
-    gzclose(g);
-    float *out = malloc(bytes * sizeof *out);
-    for (size_t i = 0; i < bytes; i++)
-        out[i] = (float)px[i];
-    free(px);
-    return out;
-}
 
 static vecs random_vecs(size_t n, size_t dim, uint64_t *seed)
 {
@@ -132,19 +71,6 @@ static vecs random_vecs(size_t n, size_t dim, uint64_t *seed)
     return v;
 }
 
-static double dist_d(const float *a, const float *b, size_t dim, sx_metric m)
-{
-    double s = 0;
-    for (size_t i = 0; i < dim; i++) {
-        if (m == SX_METRIC_L2) {
-            double t = (double)a[i] - (double)b[i];
-            s += t * t;
-        } else {
-            s -= (double)a[i] * (double)b[i];
-        }
-    }
-    return s;
-}
 
 /* Exact k-th smallest distance (double) from q to the allowed rows; *nallowed = their count. */
 static double kth_dist(const vecs *base,
@@ -158,7 +84,7 @@ static double kth_dist(const vecs *base,
     size_t c = 0;
     for (size_t i = 0; i < base->n; i++)
         if (!allow || sx__bits_test(allow, i))
-            scratch[c++] = dist_d(q, base->v + i * base->dim, base->dim, m);
+            scratch[c++] = test_dist_d(q, base->v + i * base->dim, base->dim, m);
     *nallowed = c;
     if (c == 0)
         return INFINITY;
@@ -248,7 +174,7 @@ static double recall_threshold(const sx__index *idx,
         for (size_t i = 0; i < got; i++) {
             if (allow)
                 ASSERT(sx__bits_test(allow, out[i].id));
-            double d = dist_d(qv, base->v + (size_t)out[i].id * base->dim, base->dim, m);
+            double d = test_dist_d(qv, base->v + (size_t)out[i].id * base->dim, base->dim, m);
             ASSERT_NEAR(out[i].dist, d, 1e-3 * (1.0 + fabs(d)));
             if (d <= kth + 1e-6 * (1.0 + fabs(kth)))
                 good++;
@@ -367,7 +293,7 @@ static void test_code_distance(void)
                     /* the code is within half a step of the vector */
                     ASSERT(fabsf(dec[d] - v.v[id * v.dim + d]) <= h->qscale[d] * 0.5f + 1e-5f);
                 }
-                double exact = dist_d(q, dec, v.dim, ms[mi]);
+                double exact = test_dist_d(q, dec, v.dim, ms[mi]);
                 /* query rounding: each w8 is within 1/2 of w / t, so the dot product is within
                  * t/2 * sum c; |c1| is 2t (L2) or t (IP) */
                 double csum = 0;
@@ -387,7 +313,7 @@ static void test_code_distance(void)
     size_t got = search(idx, v.v, K, "50", NULL, out);
     ASSERT_EQ(got, K);
     for (size_t i = 0; i < got; i++) {
-        double exact = dist_d(v.v, v.v + (size_t)out[i].id * v.dim, v.dim, SX_METRIC_L2);
+        double exact = test_dist_d(v.v, v.v + (size_t)out[i].id * v.dim, v.dim, SX_METRIC_L2);
         ASSERT_NEAR(out[i].dist, exact, 0.1 * (1.0 + exact));
     }
     sx__wbuf w = serialize(idx);
@@ -421,11 +347,11 @@ static int load_bigann(void)
     char path[1100];
     size_t d2, ngt;
     snprintf(path, sizeof path, "%sbigann10k_base.bvecs", base);
-    bigann.v = read_texmex(path, 1, &bigann.n, &bigann.dim);
+    bigann.v = test_read_texmex(path, 1, &bigann.n, &bigann.dim);
     snprintf(path, sizeof path, "%sbigann10k_query.bvecs", base);
-    bq = read_texmex(path, 1, &bnq, &d2);
+    bq = test_read_texmex(path, 1, &bnq, &d2);
     snprintf(path, sizeof path, "%sbigann10k_groundtruth_l2_k100.ivecs", base);
-    bgt = read_texmex(path, 4, &ngt, &bgtk);
+    bgt = test_read_texmex(path, 4, &ngt, &bgtk);
     return bigann.v && bq && bgt && d2 == bigann.dim && ngt == bnq && bgtk >= K;
 }
 
@@ -598,8 +524,8 @@ static void test_bigann_concurrent(void)
 static void test_fmnist_recall(void)
 {
     size_t dim, dq;
-    float *base = read_idx(FM_DIR "/train-images-idx3-ubyte.gz", FM_N, &dim);
-    float *queries = read_idx(FM_DIR "/t10k-images-idx3-ubyte.gz", FM_NQ, &dq);
+    float *base = test_read_idx(FM_DIR "/train-images-idx3-ubyte.gz", FM_N, &dim);
+    float *queries = test_read_idx(FM_DIR "/t10k-images-idx3-ubyte.gz", FM_NQ, &dq);
     if (!base || !queries || dq != dim) {
         fprintf(stderr, "skip: Fashion-MNIST not found in " FM_DIR "\n");
         free(base);
