@@ -2,7 +2,8 @@
 # Installs the Debian packages the build, tests and demo need, only when missing.
 # Runs `apt-get update` once, and only if something has to be installed.
 set -euo pipefail
-need=(cmake gcc g++ make pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev)
+need=(cmake gcc g++ make pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
+      libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev prometheus curl)
 [ "${SX_DEPS_DEMO:-0}" = 1 ] && need+=(dataset-fashion-mnist)
 missing=()
 for p in "${need[@]}"; do

@@ -1,0 +1,55 @@
+/*
+ * sextant_server.h: the Milvus RESTful API v2 server of Sextant, as a library (libsextant_server),
+ * used by `sextant serve` and by the tests, which run it in-process.
+ *
+ * Conventions as in sextant.h: sx_status returns, out-parameters written on success only,
+ * sx_errmsg() for the message of the last failure on the calling thread.
+ */
+#ifndef SEXTANT_SERVER_H
+#define SEXTANT_SERVER_H
+
+#include "sextant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sx_server sx_server;
+
+typedef struct sx_server_options {
+    const char *data_dir;   /* required: the database directory (default database) */
+    const char *bind_addr;  /* NULL: "127.0.0.1". A non-loopback address needs credentials. */
+    uint16_t port;          /* 0: an ephemeral port (tests); see sx_server_port */
+    const char *auth_token; /* optional: "user:password" or an API key (Bearer / Basic) */
+    const char *users_file; /* optional: lines "user:password" or "user:password:ro" (read-only) */
+    uint64_t max_body_bytes;  /* 0: 64 MiB; larger bodies get 413 before they are read */
+    uint32_t max_connections; /* 0: 1024; over it new connections are refused */
+    uint32_t idle_timeout_s;  /* 0: 60; an idle or slow client is disconnected after it */
+    uint32_t http_threads;    /* 0: max(4, 2 * cores) */
+    uint32_t max_nq;          /* 0: 16384 query vectors per search */
+    uint32_t max_json_depth;  /* 0: 64 nesting levels */
+    /* Search merging: concurrent searches with the same collection, field, params, filter, limit
+     * and output fields are run as one batch. */
+    bool merge_disable;       /* false: merging on (the default) */
+    uint32_t merge_wait_us;   /* 0: 500 us: how long the first search waits for others */
+    uint32_t merge_max_nq;    /* 0: 256 query vectors per merged batch */
+    sx_db_options db;         /* passed to sx_db_open for every database */
+    bool quiet;               /* no access log / startup line on stderr */
+} sx_server_options;
+
+/* Opens the data directory and starts serving. Errors: SX_EINVAL (bad options, e.g. a remote bind
+ * without credentials: the message says why), SX_EIO (port in use, directory unusable), SX_EBUSY
+ * (another process has the directory), the engine's errors from opening the databases.
+ * Ownership: stop with sx_server_stop. */
+SX_API SX_NODISCARD sx_status sx_server_start(const sx_server_options *opts, sx_server **out);
+/* The TCP port the server listens on. */
+SX_API uint16_t sx_server_port(const sx_server *s);
+/* Graceful stop: stops accepting connections, finishes in-flight requests, flushes every
+ * collection, closes the databases and frees the server. Returns the first flush/close error.
+ * NULL is a no-op (SX_OK). Thread-safety: call once, from any thread but a request handler. */
+SX_API SX_NODISCARD sx_status sx_server_stop(sx_server *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SEXTANT_SERVER_H */

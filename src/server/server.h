@@ -1,0 +1,260 @@
+/*
+ * server.h: internal interface of the REST server (src/server/). Nothing below src/server/
+ * includes it; the server uses the engine through the public API (sextant.h) only, plus the
+ * platform layer for atomic metadata files.
+ *
+ * Files.
+ *   http.c                 sx_server_start/stop, libmicrohttpd wiring, body limits, routing, auth,
+ *                          CORS, health routes, the /metrics route, graceful stop
+ *   metrics.c              counters and latency histograms, Prometheus text exposition
+ *   json.c                 jansson helpers: case-insensitive keys, Milvus request decoding rules,
+ *                          the response envelope, status -> Milvus code mapping
+ *   catalog.c              databases (one sx_db each) and the Milvus-level collection metadata kept
+ *                          beside the engine's collections (declared types, load state, index
+ *                          name, dynamic field, description, partitions, properties)
+ *   handlers_collections.c /v2/vectordb/collections/...
+ *   handlers_indexes.c     /v2/vectordb/indexes/...
+ *   handlers_admin.c       /v2/vectordb/partitions/... and /v2/vectordb/databases/...
+ *   handlers_entities.c    /v2/vectordb/entities/...
+ *   merge.c                merging of concurrent small searches into one batch
+ *
+ * Threads. libmicrohttpd runs handlers on its thread pool; any number run at once. Handlers hold
+ * no server-wide lock: the catalog has its own mutex (catalog.c), the engine is thread-safe.
+ *
+ * Request flow (http.c): size check (413 before the body is read) -> body accumulated up to the
+ * limit -> route lookup (404 "404 page not found" text/plain for unknown paths and non-POST) ->
+ * auth (401 code 1800) -> JSON parse (1801 on empty/invalid body or depth over the limit; a
+ * non-object top level is 1801 too) -> db name resolution -> handler -> envelope -> 200.
+ */
+#ifndef SX_SERVER_INTERNAL_H
+#define SX_SERVER_INTERNAL_H
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sextant.h"
+#include "sextant_server.h"
+
+/* ------------------------------------------------------------------ Milvus error codes */
+
+enum {
+    SX__MC_OK = 0,
+    SX__MC_NOT_READY = 1,
+    SX__MC_COLL_NOT_FOUND = 100,
+    SX__MC_COLL_NOT_LOADED = 101,
+    SX__MC_ILLEGAL_SCHEMA = 105,
+    SX__MC_PART_NOT_FOUND = 200,
+    SX__MC_INDEX_NOT_FOUND = 700,
+    SX__MC_INDEX_UNSUPPORTED = 701,
+    SX__MC_INDEX_DUP = 702,
+    SX__MC_DB_NOT_FOUND = 800,
+    SX__MC_DB_INVALID = 802,
+    SX__MC_INVALID_PARAM = 1100,
+    SX__MC_MISSING_PARAM = 1101,
+    SX__MC_PARAM_TOO_LARGE = 1102,
+    SX__MC_NOT_AUTH = 1400,
+    SX__MC_PRIV_DENIED = 1401,
+    SX__MC_FIELD_NOT_FOUND = 1700,
+    SX__MC_UNAUTHENTICATED = 1800,
+    SX__MC_BAD_JSON = 1801,
+    SX__MC_MISSING_REQUIRED = 1802,
+    SX__MC_BAD_INSERT = 1804,
+    SX__MC_BAD_PK = 1806,
+    SX__MC_LIMITED = 1807,
+    SX__MC_UNSUPPORTED = 3000,
+    SX__MC_UNEXPECTED = 65535
+};
+
+/* ------------------------------------------------------------------ requests, routes */
+
+typedef struct sx__catalog sx__catalog;
+typedef struct sx__metrics sx__metrics;
+typedef struct sx__merger sx__merger;
+
+/* One request as a handler sees it. Everything is borrowed for the duration of the handler. */
+typedef struct sx__req {
+    sx_server *srv;
+    sx__catalog *cat;
+    sx__metrics *metrics;
+    sx__merger *merger;          /* NULL when merging is disabled */
+    const sx_server_options *opts;
+    json_t *body;                /* the parsed JSON object (never NULL in a handler) */
+    const char *db_name;         /* body dbName if non-empty, else DB-Name header, else "default" */
+    bool int64_as_string;        /* Accept-Type-Allow-Int64: false -> int64 values as strings */
+    double timeout_s;            /* Request-Timeout header (default 30) */
+    bool read_only_user;         /* authenticated with read-only credentials */
+} sx__req;
+
+/* The handler's answer. http.c sends `body` (owned here, freed by http.c) with `http_status`. */
+typedef struct sx__resp {
+    int http_status; /* 200 unless set otherwise */
+    json_t *body;    /* NULL: http.c answers {"code":0,"data":{}} */
+} sx__resp;
+
+typedef void (*sx__handler_fn)(sx__req *rq, sx__resp *rs);
+
+typedef struct sx__route {
+    const char *path;  /* full path, e.g. "/v2/vectordb/collections/create" */
+    sx__handler_fn fn;
+    bool is_write;     /* changes data or schema: refused (403, code 1401) for read-only users */
+} sx__route;
+
+/* Route tables, one per handler file, terminated by an entry with path == NULL. http.c
+ * concatenates them; tests walk them (every route is called with and without credentials). */
+extern const sx__route sx__routes_collections[];
+extern const sx__route sx__routes_indexes[];
+extern const sx__route sx__routes_admin[];
+extern const sx__route sx__routes_entities[];
+
+/* Every route the server answers, in one NULL-terminated array (http.c). The health and metrics
+ * routes (GET /livez, /readyz, /healthz, /metrics) are not in it; they are listed by
+ * sx__open_paths. */
+const sx__route *sx__server_routes(size_t *n);
+extern const char *const sx__open_paths[]; /* NULL-terminated: routes that need no credentials */
+
+/* ------------------------------------------------------------------ json.c */
+
+/* Case-insensitive member lookup (Go's encoding/json matching). Returns borrowed or NULL. A JSON
+ * null counts as absent. */
+json_t *sx__jget(const json_t *obj, const char *key);
+
+/* Typed optional getters on obj[key]. Return 0 when absent (out untouched) or read (*out set),
+ * -1 on a type mismatch. Integers accept JSON integers, integral reals and numeric strings;
+ * bools accept true/false and "true"/"false"; strings accept strings only (borrowed). */
+int sx__jstr(const json_t *obj, const char *key, const char **out);
+int sx__jint(const json_t *obj, const char *key, int64_t *out);
+int sx__jbool(const json_t *obj, const char *key, bool *out);
+int sx__jdouble(const json_t *obj, const char *key, double *out);
+/* Converts one JSON value (integer, integral real, numeric string) to int64. */
+bool sx__json_to_int64(const json_t *v, int64_t *out);
+
+/* Required non-empty string in rq->body. On failure sets rs to 1802 (missing/empty, Milvus's
+ * validator message naming `structName.Field`) or 1801 (wrong type) and returns false. */
+bool sx__need_str(sx__req *rq, sx__resp *rs, const char *key, const char *struct_name,
+                  const char **out);
+
+/* An int64 for a response: a JSON integer, or a string when rq->int64_as_string. New ref. */
+json_t *sx__jint64_out(const sx__req *rq, int64_t v);
+
+/* Envelopes. sx__ok steals `data` (NULL: {}) and sets {"code":0,"data":data}. sx__fail sets
+ * {"code":code,"message":"..."} (no data key) with HTTP 200, replacing any earlier body. */
+void sx__ok(sx__resp *rs, json_t *data);
+void sx__fail(sx__resp *rs, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Maps an engine status (message from sx_errmsg()) to a Milvus code: SX_EINVAL/SX_EPARSE ->
+ * 1100, SX_ENOTFOUND -> not_found_code, SX_ENOSPC/SX_EIO/SX_EFATAL/others -> 65535, with
+ * "<what>: <sx_errmsg()>" as the message. */
+void sx__fail_st(sx__resp *rs, sx_status st, int not_found_code, const char *what);
+
+/* Milvus type names <-> engine types and metric names. */
+const char *sx__metric_name(sx_metric m);              /* "L2", "IP", "COSINE" */
+bool sx__metric_parse(const char *s, sx_metric *out);  /* case-insensitive */
+
+/* ------------------------------------------------------------------ catalog.c */
+
+#define SX__META_FIELD "sx_meta_" /* hidden VARCHAR column: the dynamic fields of a row, as JSON */
+#define SX__PART_FIELD "sx_part_" /* hidden VARCHAR column: the partition of a row */
+#define SX__MAX_PARTS 64
+
+/* A field as Milvus clients declared it. The engine stores Int8/16/32/64 as INT64, Float/Double
+ * as DOUBLE, VarChar/String/JSON as VARCHAR (JSON as its raw text), Bool as BOOL. */
+typedef struct sx__field_meta {
+    char name[SX_MAX_NAME + 1];
+    char type[24];           /* Milvus dataType name as declared: "Int32", "JSON", "FloatVector" */
+    sx_field_type engine_type;
+    int64_t field_id;        /* 100, 101, ... in schema order */
+    bool is_primary;
+    bool auto_id;
+    bool is_partition_key;
+    uint32_t dim;            /* FloatVector */
+    uint32_t max_length;     /* VarChar */
+    char description[256];
+} sx__field_meta;
+
+typedef struct sx__coll_meta {
+    char name[SX_MAX_NAME + 1];        /* the name clients use (may differ after rename) */
+    char engine_name[SX_MAX_NAME + 1]; /* the engine collection's name in its sx_db */
+    int64_t collection_id;
+    int64_t created_ms;
+    char description[1024];
+    sx_metric metric;
+    size_t n_fields;                   /* user fields only (no hidden columns) */
+    sx__field_meta fields[SX_MAX_FIELDS];
+    bool enable_dynamic;               /* hidden column SX__META_FIELD exists */
+    bool has_partitions;               /* hidden column SX__PART_FIELD exists */
+    char consistency[16];              /* "Bounded" by default */
+    bool loaded;                       /* persisted: survives restarts as in Milvus */
+    char index_name[SX_MAX_NAME + 1];  /* "" = no index */
+    char index_field[SX_MAX_NAME + 1];
+    size_t n_parts;                    /* partitions; [0] is always "_default" */
+    char parts[SX__MAX_PARTS][SX_MAX_NAME + 1];
+    char properties[2048];             /* JSON object text of collection properties ("{}") */
+} sx__coll_meta;
+
+/* Opens the catalog on a data directory: the default database is `dir` itself, database NAME
+ * lives in dir/databases/NAME/. Each database is an sx_db opened with `opts`. Metadata of a
+ * collection lives in <dbdir>/rest/<engine_name>.json (written atomically); a collection the
+ * engine has but with no metadata file (created by the CLI or the C API) gets metadata derived
+ * from its engine schema. */
+SX_NODISCARD sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog **out);
+/* Flushes every collection of every database (returns the first error), closes them. */
+SX_NODISCARD sx_status sx__cat_close(sx__catalog *cat);
+
+SX_NODISCARD sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n);
+SX_NODISCARD sx_status sx__cat_db_create(sx__catalog *cat, const char *db);
+SX_NODISCARD sx_status sx__cat_db_drop(sx__catalog *cat, const char *db); /* not "default" */
+bool sx__cat_db_exists(sx__catalog *cat, const char *db);
+
+/* Finds a collection by its client name: on SX_OK *h is an open handle (release it with
+ * sx_collection_release) and *meta a copy of its metadata. h may be NULL when only metadata is
+ * wanted. Errors: SX_ENOTFOUND (no such database or collection: the message says which). */
+SX_NODISCARD sx_status sx__cat_coll_get(sx__catalog *cat, const char *db, const char *name,
+                                        sx_collection **h, sx__coll_meta *meta);
+/* Creates the engine collection (with hidden columns as the metadata asks) and its metadata.
+ * Fills meta->engine_name, collection_id, created_ms, field ids. Errors: SX_EEXIST, SX_EINVAL,
+ * SX_ENOTFOUND (database). */
+SX_NODISCARD sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *meta);
+SX_NODISCARD sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name);
+/* Persists changed metadata (load state, index name, partitions, properties, description). The
+ * schema part (fields) must not change. */
+SX_NODISCARD sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_meta *meta);
+SX_NODISCARD sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name,
+                                           const char *new_db, const char *new_name);
+SX_NODISCARD sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char ***names, size_t *n);
+
+/* Calls fn for every collection of every database (for /metrics); stops at the first non-zero
+ * return. The handle is borrowed for the call. */
+typedef int (*sx__cat_visit_fn)(void *ctx, const char *db, const sx__coll_meta *meta,
+                                sx_collection *h);
+SX_NODISCARD sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------ merge.c */
+
+/* Merging is keyed by a canonical string of everything but the query vectors (collection
+ * identity, field, metric, params, filter, limit, offset, output fields). Concurrent calls with
+ * equal keys are run as one sx_search of the concatenated queries (at most merge_max_nq, the
+ * first waits at most merge_wait_us for company), then the rowset is split back per caller. */
+SX_NODISCARD sx_status sx__merger_new(const sx_server_options *o, sx__merger **out);
+void sx__merger_free(sx__merger *m);
+/* Like sx_search(c, req, out), possibly merged with concurrent calls of the same key. A failure
+ * of the merged batch is retried alone, so a caller never gets another caller's error. */
+SX_NODISCARD sx_status sx__merger_search(sx__merger *m, sx_collection *c, const char *key,
+                                         const sx_search_req *req, sx_rowset **out);
+/* Counters for /metrics. */
+void sx__merger_stats(sx__merger *m, uint64_t *batches, uint64_t *merged_requests);
+
+/* ------------------------------------------------------------------ metrics.c */
+
+SX_NODISCARD sx_status sx__metrics_new(sx__metrics **out);
+void sx__metrics_free(sx__metrics *m);
+/* Records one finished request (route path or "other", Milvus code, HTTP status, seconds). */
+void sx__metrics_request(sx__metrics *m, const char *route, int http_status, int code, double secs);
+/* Counts rows accepted by insert/upsert, deleted, and search query vectors. */
+void sx__metrics_rows(sx__metrics *m, uint64_t inserted, uint64_t deleted, uint64_t searched_nq);
+/* Renders the Prometheus text exposition (engine gauges read through the catalog). Owned: free
+ * with free(). */
+SX_NODISCARD sx_status sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg,
+                                          char **text, size_t *len);
+
+#endif /* SX_SERVER_INTERNAL_H */

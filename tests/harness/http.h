@@ -1,0 +1,120 @@
+/*
+ * http.h: HTTP helpers for the server tests (libcurl client, jansson parsing, in-process server).
+ *
+ *   th_server_start(dir, &opts)  starts sx_server on an ephemeral loopback port (quiet)
+ *   th_post(path, body, auth)    POSTs to the last started server; returns status + parsed body
+ *   th_request(method, ...)      any method, extra headers, raw response text
+ *
+ * Include after harness.h. Every response body is kept in th_last (freed on the next call).
+ */
+#ifndef SX_TEST_HTTP_H
+#define SX_TEST_HTTP_H
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "sextant_server.h"
+
+typedef struct th_resp {
+    long status;
+    char *text;   /* raw body, NUL-terminated (owned by th_last) */
+    size_t len;
+    json_t *json; /* parsed body, or NULL if not JSON */
+} th_resp;
+
+static th_resp th_last;
+static char th_base[128] = "http://127.0.0.1:19530";
+
+static size_t th_write_cb(char *p, size_t sz, size_t nm, void *ud)
+{
+    th_resp *r = ud;
+    size_t n = sz * nm;
+    char *t = realloc(r->text, r->len + n + 1);
+    if (!t)
+        return 0;
+    memcpy(t + r->len, p, n);
+    r->len += n;
+    t[r->len] = 0;
+    r->text = t;
+    return n;
+}
+
+static void th_reset(void)
+{
+    free(th_last.text);
+    json_decref(th_last.json);
+    memset(&th_last, 0, sizeof th_last);
+}
+
+/* Sends one request. method: "GET", "POST", ...; body may be NULL; headers: NULL-terminated
+ * array of "Name: value" lines (NULL for none). Returns &th_last; status 0 = transport error. */
+static th_resp *th_request(const char *method, const char *path, const char *body, size_t body_len,
+                           const char *const *headers)
+{
+    th_reset();
+    CURL *c = curl_easy_init();
+    if (!c)
+        return &th_last;
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", th_base, path);
+    struct curl_slist *hl = NULL;
+    hl = curl_slist_append(hl, "Expect:");
+    for (size_t i = 0; headers && headers[i]; i++)
+        hl = curl_slist_append(hl, headers[i]);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    }
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, th_write_cb);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &th_last);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &th_last.status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    if (th_last.text)
+        th_last.json = json_loads(th_last.text, 0, NULL);
+    return &th_last;
+}
+
+/* POST with a JSON body (string). auth: NULL for none, else the Authorization value. */
+static th_resp *th_post(const char *path, const char *body, const char *auth)
+{
+    char h[512];
+    const char *hs[2] = {NULL, NULL};
+    if (auth) {
+        snprintf(h, sizeof h, "Authorization: %s", auth);
+        hs[0] = h;
+    }
+    return th_request("POST", path, body, body ? strlen(body) : 0, hs);
+}
+
+/* The Milvus `code` of the last JSON response (-1 if none). */
+static long long th_code(void)
+{
+    json_t *c = th_last.json ? json_object_get(th_last.json, "code") : NULL;
+    return json_is_integer(c) ? (long long)json_integer_value(c) : -1;
+}
+
+/* Starts an in-process server on an ephemeral port and points th_base at it. */
+static sx_server *th_server_start(const char *dir, sx_server_options *o)
+{
+    sx_server_options def = {0};
+    if (!o)
+        o = &def;
+    o->data_dir = dir;
+    o->quiet = true;
+    sx_server *s = NULL;
+    sx_status st = sx_server_start(o, &s);
+    if (st != SX_OK) {
+        fprintf(stderr, "sx_server_start: %s: %s\n", sx_status_str(st), sx_errmsg());
+        return NULL;
+    }
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", (unsigned)sx_server_port(s));
+    return s;
+}
+
+#endif /* SX_TEST_HTTP_H */
