@@ -311,6 +311,18 @@ SX_API SX_NODISCARD sx_status sx_index_wait(sx_collection *c, uint64_t timeout_m
  * Returns SX_OK or SX_ECORRUPT with the first problem in sx_errmsg(). */
 SX_API SX_NODISCARD sx_status sx_db_check(sx_db *db);
 
+/* Process-wide I/O totals since start: every read/write/fsync Sextant issued on its files
+ * (WAL, segments, manifests, index files, DISKANN sector reads). Thread-safety: any thread;
+ * relaxed counters, so a snapshot may be mid-update by one operation. */
+typedef struct sx_io_stats {
+    uint64_t read_ops;
+    uint64_t read_bytes;
+    uint64_t write_ops;
+    uint64_t write_bytes;
+    uint64_t fsyncs; /* fdatasync/fsync calls on files and directories */
+} sx_io_stats;
+SX_API void sx_io_stats_get(sx_io_stats *out);
+
 SX_API const char *sx_version(void);
 SX_API const char *sx_simd_level(void); /* "avx512", "avx2" or "scalar": the kernels in use */
 

@@ -183,6 +183,32 @@ const char *sx__file_path(const sx__file *f)
     return f ? f->path : "(null)";
 }
 
+/* I/O accounting: relaxed, statistics only (no ordering with the data they count). */
+static _Atomic uint64_t io_read_ops, io_read_bytes, io_write_ops, io_write_bytes, io_fsyncs;
+
+void sx__io_note_read(uint64_t ops, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&io_read_ops, ops, memory_order_relaxed);
+    atomic_fetch_add_explicit(&io_read_bytes, bytes, memory_order_relaxed);
+}
+
+void sx__io_note_write(uint64_t ops, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&io_write_ops, ops, memory_order_relaxed);
+    atomic_fetch_add_explicit(&io_write_bytes, bytes, memory_order_relaxed);
+}
+
+void sx_io_stats_get(sx_io_stats *out)
+{
+    if (!out)
+        return;
+    out->read_ops = atomic_load_explicit(&io_read_ops, memory_order_relaxed);
+    out->read_bytes = atomic_load_explicit(&io_read_bytes, memory_order_relaxed);
+    out->write_ops = atomic_load_explicit(&io_write_ops, memory_order_relaxed);
+    out->write_bytes = atomic_load_explicit(&io_write_bytes, memory_order_relaxed);
+    out->fsyncs = atomic_load_explicit(&io_fsyncs, memory_order_relaxed);
+}
+
 /* pwrite all n bytes at off (invariant 2); *done receives the bytes written even on failure. */
 static sx_status write_all(sx__file *f, const void *p, size_t n, uint64_t off, size_t *done)
 {
@@ -209,6 +235,7 @@ static sx_status write_all(sx__file *f, const void *p, size_t n, uint64_t off, s
         left -= (size_t)w;
         *done += (size_t)w;
     }
+    sx__io_note_write(1, n);
     return SX_OK;
 }
 
@@ -246,6 +273,7 @@ sx_status sx__file_pread(sx__file *f, void *p, size_t n, uint64_t off, size_t *g
             break; /* end of file */
         total += (size_t)r;
     }
+    sx__io_note_read(1, total);
     *got = total;
     return SX_OK;
 }
@@ -255,6 +283,7 @@ sx_status sx__file_sync(sx__file *f)
     int e = fault_hit(SX__FAULT_SYNC);
     if (e)
         return sx__err_errno(e, "fdatasync %s", f->path);
+    atomic_fetch_add_explicit(&io_fsyncs, 1, memory_order_relaxed);
     if (fdatasync(f->fd) != 0) /* invariant 3: never retried, not even on EINTR */
         return sx__err_errno(errno, "fdatasync %s", f->path);
     return SX_OK;
@@ -345,6 +374,7 @@ sx_status sx__fs_sync_dir(const char *dir)
     if (fd < 0)
         return sx__err_errno(errno, "open directory %s", dir);
     sx_status st = SX_OK;
+    atomic_fetch_add_explicit(&io_fsyncs, 1, memory_order_relaxed);
     if (fsync(fd) != 0) /* invariant 3 */
         st = sx__err_errno(errno, "fsync directory %s", dir);
     if (close(fd) != 0 && st == SX_OK)

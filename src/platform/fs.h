@@ -74,6 +74,12 @@ typedef enum sx__fault_op {
 } sx__fault_op;
 /* The `countdown`-th call (1 = the next) of op fails with errno `err` (EIO, ENOSPC, ...);
  * persistent = every later call fails too. countdown 0 disables the fault for op. */
+/* Process-wide I/O accounting (relaxed atomics: statistics only). Every read and write through
+ * this layer is counted; index code that reads files itself (DISKANN's io_uring path) reports its
+ * reads with sx__io_note_read. sx_io_stats_get (sextant.h) reads the totals. */
+void sx__io_note_read(uint64_t ops, uint64_t bytes);
+void sx__io_note_write(uint64_t ops, uint64_t bytes);
+
 void sx__fault_set(sx__fault_op op, long countdown, int err, bool persistent);
 void sx__fault_clear_all(void);
 /* Number of calls of op since start (for tests that walk every call site). */

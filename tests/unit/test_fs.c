@@ -285,6 +285,30 @@ static void test_file_ops(void)
     ASSERT_STATUS(sx__file_open(p, SX__F_READ | SX__F_CREATE, &f), SX_EINVAL);
 }
 
+/* The process-wide I/O counters move by exactly what this thread did (the test is single-threaded). */
+static void test_io_stats(void)
+{
+    char p[700];
+    (void)snprintf(p, sizeof p, "%s", tpath("iostats"));
+    sx_io_stats a, b;
+    sx_io_stats_get(&a);
+    sx__file *f = NULL;
+    ASSERT_OK(sx__file_open(p, SX__F_WRITE | SX__F_CREATE, &f));
+    ASSERT_OK(sx__file_append(f, "0123456789", 10));
+    ASSERT_OK(sx__file_pwrite(f, "ab", 2, 3));
+    ASSERT_OK(sx__file_sync(f));
+    char buf[16];
+    size_t got = 0;
+    ASSERT_OK(sx__file_pread(f, buf, sizeof buf, 0, &got));
+    ASSERT_OK(sx__file_close(f));
+    sx_io_stats_get(&b);
+    ASSERT_EQ(b.write_ops - a.write_ops, 2);
+    ASSERT_EQ(b.write_bytes - a.write_bytes, 12);
+    ASSERT_EQ(b.read_ops - a.read_ops, 1);
+    ASSERT_EQ(b.read_bytes - a.read_bytes, 10);
+    ASSERT_EQ(b.fsyncs - a.fsyncs, 1);
+}
+
 static void test_fault_controls(void)
 {
     char p[700];
@@ -366,6 +390,7 @@ int main(void)
     RUN(test_lock);
     RUN(test_mkdir_p_rmtree);
     RUN(test_file_ops);
+    RUN(test_io_stats);
     RUN(test_fault_controls);
     RUN(test_oom);
     sx__fault_clear_all();

@@ -49,6 +49,7 @@
 # include <liburing.h>
 #endif
 
+#include "platform/fs.h"
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
@@ -417,6 +418,7 @@ static sx_status read_slots(
     atomic_fetch_add_explicit((atomic_uint_fast64_t *)&d->ios, count, memory_order_relaxed);
     atomic_fetch_add_explicit((atomic_uint_fast64_t *)&d->bytes_read,
                               (uint64_t)count * d->lay.slot_bytes, memory_order_relaxed);
+    sx__io_note_read(count, (uint64_t)count * d->lay.slot_bytes); /* both paths read directly */
     for (size_t i = 0; i < count; i++)
         if (!sx__diskann_slot_ok(&d->lay, bufs[i]))
             return sx__err(SX_ECORRUPT,
