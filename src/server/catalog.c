@@ -1,21 +1,1209 @@
-/* catalog.c: STUB (being written). */
+/*
+ * catalog.c: the databases of the REST server and the Milvus-level metadata of their collections.
+ *
+ * Layout on disk.
+ *   <dir>/                          the "default" database (an sx_db)
+ *   <dir>/databases/NAME/           database NAME (an sx_db)
+ *   <dbdir>/rest/<engine_name>.json metadata of one collection (sx__coll_meta as JSON)
+ *   <dbdir>/rest/db.properties.json {"id":N,"properties":{...}} of the database
+ * Every file is replaced atomically (sx__fs_write_atomic). The engine keeps its collections under
+ * <dbdir>/collections/, so the two never collide. "db.properties" is not a valid collection name
+ * (it has a dot), so it never collides with a metadata file either.
+ *
+ * Invariants.
+ *  1. A collection exists for clients iff the engine has it. Create writes the metadata first,
+ *     then creates the engine collection; drop drops the engine collection first, then unlinks
+ *     the metadata. So after a crash, metadata without an engine collection may remain: open
+ *     removes it. An engine collection without metadata (made by the CLI or the C API) gets
+ *     metadata derived from its engine schema (and written, unless the db is read-only).
+ *  2. Client names are unique within a database; engine names too. Rename changes only the client
+ *     name (the engine cannot rename), so the file name (<engine_name>.json) never changes. A new
+ *     collection whose client name is some other collection's engine name gets the engine name
+ *     NAME_<collection_id>.
+ *  3. The cached metadata (cdb.metas) equals the files on disk whenever `mu` is free.
+ *
+ * Threads and locks. Handlers call in from the HTTP thread pool, any number at once.
+ *   ddl_mu  serialises every change (create, drop, rename, update, database create/drop,
+ *           properties): it is held across the engine's create/drop and the fsyncs of metadata
+ *           writes, so two creates of one name cannot both pass the existence check. DDL is rare,
+ *           and Milvus serialises it as well (one DDL queue in rootcoord).
+ *   mu      guards the database list and every database's metadata cache; it is held only for
+ *           lookups and copies, never across I/O or engine calls, so readers (every search and
+ *           insert does a lookup) never wait for a slow DDL.
+ *   Order: ddl_mu before mu. Engine calls are made holding at most ddl_mu.
+ * A dropped database is moved to a graveyard and closed only by sx__cat_close: handlers may still
+ * hold a pointer to it (taken under mu) when it is dropped, and closing an sx_db under them would
+ * be a use after free. It is empty (drop refuses non-empty databases), so it costs one builder
+ * thread until close.
+ * XXX two concurrent sx__cat_coll_update calls on one collection (say load and create partition)
+ * each write the whole mutable part they read earlier: the later one wins. Milvus has the same
+ * read-modify-write shape in its proxy; clients serialise such calls in practice.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "platform/fs.h"
 #include "server/server.h"
+#include "util/alloc.h"
 #include "util/err.h"
+
+#define META_MAX_BYTES (16u << 20)
+
+typedef struct cdb {
+    char name[SX_MAX_NAME + 1]; /* immutable */
+    char *dir;                  /* immutable */
+    sx_db *db;                  /* immutable; closed by sx__cat_close only */
+    sx__coll_meta **metas;      /* guarded by: cat->mu */
+    size_t n_metas, cap_metas;  /* guarded by: cat->mu */
+    json_t *props;              /* guarded by: cat->mu */
+    int64_t db_id;              /* immutable */
+} cdb;
+
+struct sx__catalog {
+    pthread_mutex_t ddl_mu;
+    pthread_mutex_t mu;
+    char *root;
+    sx_db_options opts;
+    cdb **dbs; /* guarded by: mu; [0] is "default" */
+    size_t n_dbs;
+    cdb **grave; /* guarded by: mu; dropped databases, closed at sx__cat_close */
+    size_t n_grave;
+    int64_t last_id; /* guarded by: mu */
+};
+
+/* ---------------------------------------------------------------- small helpers */
+
+static bool valid_name(const char *s)
+{
+    if (!s || !*s || strlen(s) > SX_MAX_NAME)
+        return false;
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
+            return false;
+    return true;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Unique, increasing ids shaped like Milvus's (hybrid timestamps: ms << 18 | counter). */
+static int64_t new_id(sx__catalog *cat)
+{
+    int64_t id = now_ms() << 18;
+    pthread_mutex_lock(&cat->mu);
+    if (id <= cat->last_id)
+        id = cat->last_id + 1;
+    cat->last_id = id;
+    pthread_mutex_unlock(&cat->mu);
+    return id;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    (void)snprintf(dst, cap, "%s", src ? src : "");
+}
+
+/* JSON text owned by sx__malloc (so no bare free of jansson's buffer is needed). */
+static char *dump_json(const json_t *j, size_t *len)
+{
+    size_t n = json_dumpb(j, NULL, 0, JSON_INDENT(1) | JSON_SORT_KEYS);
+    if (n == 0)
+        return NULL;
+    char *buf = sx__malloc(n + 1);
+    if (!buf)
+        return NULL;
+    if (json_dumpb(j, buf, n, JSON_INDENT(1) | JSON_SORT_KEYS) != n) {
+        sx__free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static json_t *load_json_file(const char *path)
+{
+    void *data = NULL;
+    size_t len = 0;
+    if (sx__fs_read_all(path, META_MAX_BYTES, &data, &len) != SX_OK)
+        return NULL;
+    json_t *j = json_loadb(data, len, 0, NULL);
+    sx__free(data);
+    return j;
+}
+
+static sx_status write_json_file(const char *dir, const char *file, const json_t *j)
+{
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/rest", dir);
+    sx_status st = sx__fs_mkdir_p(path);
+    if (st != SX_OK)
+        return st;
+    size_t len = 0;
+    char *text = dump_json(j, &len);
+    if (!text)
+        return sx__err(SX_ENOMEM, "catalog: cannot serialise %s", file);
+    (void)snprintf(path, sizeof path, "%s/rest/%s", dir, file);
+    st = sx__fs_write_atomic(path, text, len);
+    sx__free(text);
+    return st;
+}
+
+static const char *type_name_of(sx_field_type t)
+{
+    switch (t) {
+    case SX_FIELD_INT64:
+        return "Int64";
+    case SX_FIELD_DOUBLE:
+        return "Double";
+    case SX_FIELD_BOOL:
+        return "Bool";
+    case SX_FIELD_VARCHAR:
+        return "VarChar";
+    case SX_FIELD_FLOAT_VECTOR:
+        return "FloatVector";
+    }
+    return "Int64";
+}
+
+/* Declared Milvus type -> engine type (0 if the engine cannot store it). */
+static sx_field_type engine_type_of(const char *t)
+{
+    static const struct {
+        const char *name;
+        sx_field_type type;
+    } map[] = {
+        { "Int8", SX_FIELD_INT64 },     { "Int16", SX_FIELD_INT64 },
+        { "Int32", SX_FIELD_INT64 },    { "Int64", SX_FIELD_INT64 },
+        { "Float", SX_FIELD_DOUBLE },   { "Double", SX_FIELD_DOUBLE },
+        { "Bool", SX_FIELD_BOOL },      { "VarChar", SX_FIELD_VARCHAR },
+        { "String", SX_FIELD_VARCHAR }, { "JSON", SX_FIELD_VARCHAR },
+        { "FloatVector", SX_FIELD_FLOAT_VECTOR },
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(map[i].name, t) == 0)
+            return map[i].type;
+    return (sx_field_type)0;
+}
+
+/* ---------------------------------------------------------------- metadata <-> JSON */
+
+static json_t *meta_to_json(const sx__coll_meta *m)
+{
+    json_t *j = json_object();
+    json_t *fields = json_array();
+    json_t *parts = json_array();
+    if (!j || !fields || !parts) {
+        json_decref(j);
+        json_decref(fields);
+        json_decref(parts);
+        return NULL;
+    }
+    json_object_set_new(j, "version", json_integer(1));
+    json_object_set_new(j, "name", json_string(m->name));
+    json_object_set_new(j, "engine_name", json_string(m->engine_name));
+    json_object_set_new(j, "collection_id", json_integer(m->collection_id));
+    json_object_set_new(j, "created_ms", json_integer(m->created_ms));
+    json_object_set_new(j, "description", json_string(m->description));
+    json_object_set_new(j, "metric", json_string(sx__metric_name(m->metric)));
+    for (size_t i = 0; i < m->n_fields; i++) {
+        const sx__field_meta *f = &m->fields[i];
+        json_t *o = json_object();
+        if (!o)
+            continue;
+        json_object_set_new(o, "name", json_string(f->name));
+        json_object_set_new(o, "type", json_string(f->type));
+        json_object_set_new(o, "engine_type", json_integer((json_int_t)f->engine_type));
+        json_object_set_new(o, "field_id", json_integer(f->field_id));
+        json_object_set_new(o, "is_primary", json_boolean(f->is_primary));
+        json_object_set_new(o, "auto_id", json_boolean(f->auto_id));
+        json_object_set_new(o, "is_partition_key", json_boolean(f->is_partition_key));
+        json_object_set_new(o, "dim", json_integer(f->dim));
+        json_object_set_new(o, "max_length", json_integer(f->max_length));
+        json_object_set_new(o, "description", json_string(f->description));
+        json_array_append_new(fields, o);
+    }
+    json_object_set_new(j, "fields", fields);
+    json_object_set_new(j, "enable_dynamic", json_boolean(m->enable_dynamic));
+    json_object_set_new(j, "has_partitions", json_boolean(m->has_partitions));
+    json_object_set_new(j, "consistency", json_string(m->consistency));
+    json_object_set_new(j, "loaded", json_boolean(m->loaded));
+    json_object_set_new(j, "index_name", json_string(m->index_name));
+    json_object_set_new(j, "index_field", json_string(m->index_field));
+    json_object_set_new(j, "index_type", json_string(m->index_type));
+    for (size_t i = 0; i < m->n_parts; i++)
+        json_array_append_new(parts, json_string(m->parts[i]));
+    json_object_set_new(j, "partitions", parts);
+    json_t *props = json_loads(m->properties[0] ? m->properties : "{}", 0, NULL);
+    if (!json_is_object(props)) {
+        json_decref(props);
+        props = json_object();
+    }
+    json_object_set_new(j, "properties", props);
+    return j;
+}
+
+static const char *jstr_or(const json_t *o, const char *k, const char *def)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : def;
+}
+
+static int64_t jint_or(const json_t *o, const char *k, int64_t def)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : def;
+}
+
+static bool jbool_or(const json_t *o, const char *k, bool def)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_boolean(v) ? json_is_true(v) : def;
+}
+
+/* Returns false when the file is not a usable metadata object. */
+static bool meta_from_json(const json_t *j, sx__coll_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!json_is_object(j))
+        return false;
+    const char *name = jstr_or(j, "name", NULL), *ename = jstr_or(j, "engine_name", NULL);
+    if (!valid_name(name) || !valid_name(ename))
+        return false;
+    copy_str(m->name, sizeof m->name, name);
+    copy_str(m->engine_name, sizeof m->engine_name, ename);
+    m->collection_id = jint_or(j, "collection_id", 0);
+    m->created_ms = jint_or(j, "created_ms", 0);
+    copy_str(m->description, sizeof m->description, jstr_or(j, "description", ""));
+    if (!sx__metric_parse(jstr_or(j, "metric", "L2"), &m->metric))
+        m->metric = SX_METRIC_L2;
+    const json_t *fields = json_object_get(j, "fields");
+    if (!json_is_array(fields) || json_array_size(fields) == 0 ||
+        json_array_size(fields) > SX_MAX_FIELDS)
+        return false;
+    size_t i;
+    const json_t *fo;
+    json_array_foreach(fields, i, fo) {
+        sx__field_meta *f = &m->fields[i];
+        const char *fname = jstr_or(fo, "name", NULL);
+        if (!valid_name(fname))
+            return false;
+        copy_str(f->name, sizeof f->name, fname);
+        copy_str(f->type, sizeof f->type, jstr_or(fo, "type", ""));
+        f->engine_type = (sx_field_type)jint_or(fo, "engine_type", 0);
+        if (f->engine_type < SX_FIELD_INT64 || f->engine_type > SX_FIELD_FLOAT_VECTOR)
+            return false;
+        if (!f->type[0])
+            copy_str(f->type, sizeof f->type, type_name_of(f->engine_type));
+        f->field_id = jint_or(fo, "field_id", 100 + (int64_t)i);
+        f->is_primary = jbool_or(fo, "is_primary", false);
+        f->auto_id = jbool_or(fo, "auto_id", false);
+        f->is_partition_key = jbool_or(fo, "is_partition_key", false);
+        f->dim = (uint32_t)jint_or(fo, "dim", 0);
+        f->max_length = (uint32_t)jint_or(fo, "max_length", 0);
+        copy_str(f->description, sizeof f->description, jstr_or(fo, "description", ""));
+    }
+    m->n_fields = json_array_size(fields);
+    m->enable_dynamic = jbool_or(j, "enable_dynamic", false);
+    m->has_partitions = jbool_or(j, "has_partitions", false);
+    copy_str(m->consistency, sizeof m->consistency, jstr_or(j, "consistency", "Bounded"));
+    m->loaded = jbool_or(j, "loaded", false);
+    copy_str(m->index_name, sizeof m->index_name, jstr_or(j, "index_name", ""));
+    copy_str(m->index_field, sizeof m->index_field, jstr_or(j, "index_field", ""));
+    copy_str(m->index_type, sizeof m->index_type, jstr_or(j, "index_type", ""));
+    const json_t *parts = json_object_get(j, "partitions");
+    m->n_parts = 0;
+    if (json_is_array(parts)) {
+        const json_t *p;
+        json_array_foreach(parts, i, p) {
+            if (json_is_string(p) && m->n_parts < SX__MAX_PARTS)
+                copy_str(m->parts[m->n_parts++], sizeof m->parts[0], json_string_value(p));
+        }
+    }
+    if (m->n_parts == 0 || strcmp(m->parts[0], "_default") != 0) {
+        if (m->n_parts == SX__MAX_PARTS)
+            m->n_parts--;
+        memmove(m->parts[1], m->parts[0], m->n_parts * sizeof m->parts[0]);
+        copy_str(m->parts[0], sizeof m->parts[0], "_default");
+        m->n_parts++;
+    }
+    const json_t *props = json_object_get(j, "properties");
+    size_t plen = 0;
+    char *ptext = json_is_object(props) ? dump_json(props, &plen) : NULL;
+    if (ptext && plen < sizeof m->properties)
+        copy_str(m->properties, sizeof m->properties, ptext);
+    else
+        copy_str(m->properties, sizeof m->properties, "{}");
+    sx__free(ptext);
+    return true;
+}
+
+static sx_status write_meta(const cdb *d, const sx__coll_meta *m)
+{
+    json_t *j = meta_to_json(m);
+    if (!j)
+        return sx__err(SX_ENOMEM, "catalog: metadata of %s", m->name);
+    char file[SX_MAX_NAME + 16];
+    (void)snprintf(file, sizeof file, "%s.json", m->engine_name);
+    sx_status st = write_json_file(d->dir, file, j);
+    json_decref(j);
+    return st;
+}
+
+static void unlink_meta(const cdb *d, const char *engine_name)
+{
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/rest/%s.json", d->dir, engine_name);
+    sx__ignore(sx__fs_unlink(path));
+}
+
+/* Metadata for an engine collection that has none (made by the CLI or the C API). */
+static sx_status derive_meta(sx_db *db, const char *ename, sx__coll_meta *m)
+{
+    sx_collection *h = NULL;
+    sx_status st = sx_collection_open(db, ename, &h);
+    if (st != SX_OK)
+        return st;
+    sx_collection_info *info = sx__malloc(sizeof *info);
+    if (!info) {
+        sx_collection_release(h);
+        return sx__err(SX_ENOMEM, "catalog: derive %s", ename);
+    }
+    st = sx_collection_describe(h, info);
+    sx_index_info ii;
+    if (st == SX_OK)
+        st = sx_index_describe(h, &ii);
+    if (st != SX_OK)
+        goto out;
+    memset(m, 0, sizeof *m);
+    copy_str(m->name, sizeof m->name, ename);
+    copy_str(m->engine_name, sizeof m->engine_name, ename);
+    m->metric = info->metric;
+    const char *vec = NULL;
+    for (size_t i = 0; i < info->n_fields; i++) {
+        const sx_field_def *f = &info->fields[i];
+        if (strcmp(f->name, SX__META_FIELD) == 0 && f->type == SX_FIELD_VARCHAR) {
+            m->enable_dynamic = true;
+            continue;
+        }
+        if (strcmp(f->name, SX__PART_FIELD) == 0 && f->type == SX_FIELD_VARCHAR) {
+            m->has_partitions = true;
+            continue;
+        }
+        sx__field_meta *fm = &m->fields[m->n_fields];
+        copy_str(fm->name, sizeof fm->name, f->name);
+        copy_str(fm->type, sizeof fm->type, type_name_of(f->type));
+        fm->engine_type = f->type;
+        fm->field_id = 100 + (int64_t)m->n_fields;
+        fm->is_primary = f->is_primary;
+        fm->auto_id = f->auto_id;
+        fm->dim = f->dim;
+        fm->max_length = f->type == SX_FIELD_VARCHAR
+                             ? (f->max_length ? f->max_length : SX_MAX_VARCHAR)
+                             : 0;
+        if (f->type == SX_FIELD_FLOAT_VECTOR)
+            vec = fm->name;
+        m->n_fields++;
+    }
+    copy_str(m->consistency, sizeof m->consistency, "Bounded");
+    m->loaded = true;
+    if (ii.state != SX_INDEX_NONE && vec) {
+        copy_str(m->index_name, sizeof m->index_name, vec);
+        copy_str(m->index_field, sizeof m->index_field, vec);
+        copy_str(m->index_type, sizeof m->index_type, ii.type);
+    }
+    m->n_parts = 1;
+    copy_str(m->parts[0], sizeof m->parts[0], "_default");
+    copy_str(m->properties, sizeof m->properties, "{}");
+out:
+    sx__free(info);
+    sx_collection_release(h);
+    return st;
+}
+
+/* ---------------------------------------------------------------- databases */
+
+static void cdb_free(cdb *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n_metas; i++)
+        sx__free(d->metas[i]);
+    sx__free(d->metas);
+    json_decref(d->props);
+    sx__free(d->dir);
+    sx__free(d);
+}
+
+/* Requires cat->mu, or exclusive use of d (while it is being opened). */
+static sx_status cdb_add_meta(cdb *d, const sx__coll_meta *m)
+{
+    if (d->n_metas == d->cap_metas) {
+        size_t cap = d->cap_metas ? d->cap_metas * 2 : 8;
+        sx__coll_meta **nm = sx__realloc(d->metas, cap * sizeof *nm);
+        if (!nm)
+            return sx__err(SX_ENOMEM, "catalog");
+        d->metas = nm;
+        d->cap_metas = cap;
+    }
+    sx__coll_meta *c = sx__malloc(sizeof *c);
+    if (!c)
+        return sx__err(SX_ENOMEM, "catalog");
+    memcpy(c, m, sizeof *c);
+    d->metas[d->n_metas++] = c;
+    return SX_OK;
+}
+
+/* Requires cat->mu. */
+static sx__coll_meta *find_meta(const cdb *d, const char *name, size_t *idx)
+{
+    for (size_t i = 0; i < d->n_metas; i++)
+        if (strcmp(d->metas[i]->name, name) == 0) {
+            if (idx)
+                *idx = i;
+            return d->metas[i];
+        }
+    return NULL;
+}
+
+static sx__coll_meta *find_meta_engine(const cdb *d, const char *ename)
+{
+    for (size_t i = 0; i < d->n_metas; i++)
+        if (strcmp(d->metas[i]->engine_name, ename) == 0)
+            return d->metas[i];
+    return NULL;
+}
+
+/* Requires cat->mu. */
+static cdb *find_db(sx__catalog *cat, const char *name)
+{
+    if (!name || !*name)
+        name = "default";
+    for (size_t i = 0; i < cat->n_dbs; i++)
+        if (strcmp(cat->dbs[i]->name, name) == 0)
+            return cat->dbs[i];
+    return NULL;
+}
+
+static sx_status db_not_found(const char *db)
+{
+    return sx__err(SX_ENOTFOUND, "database not found[database=%s]", db && *db ? db : "default");
+}
+
+/* Opens one database and reconciles its metadata with the engine (invariant 1). */
+static sx_status cdb_open(sx__catalog *cat, const char *name, const char *dir, int64_t id_if_new,
+                          cdb **out)
+{
+    cdb *d = sx__calloc(1, sizeof *d);
+    if (!d)
+        return sx__err(SX_ENOMEM, "catalog");
+    copy_str(d->name, sizeof d->name, name);
+    d->dir = sx__strdup(dir);
+    char **enames = NULL, **files = NULL;
+    size_t n_en = 0, n_files = 0;
+    sx__coll_meta *m = sx__malloc(sizeof *m);
+    sx_status st = d->dir && m ? SX_OK : sx__err(SX_ENOMEM, "catalog");
+    if (st == SX_OK)
+        st = sx_db_open(dir, &cat->opts, &d->db);
+    if (st == SX_OK)
+        st = sx_collection_list(d->db, &enames, &n_en);
+    char path[4096];
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/rest", dir);
+        if (sx__fs_exists(path))
+            st = sx__fs_list(path, &files, &n_files);
+    }
+    bool ro = cat->opts.read_only;
+    /* metadata files first */
+    for (size_t i = 0; st == SX_OK && i < n_files; i++) {
+        size_t len = strlen(files[i]);
+        if (len <= 5 || strcmp(files[i] + len - 5, ".json") != 0)
+            continue;
+        char stem[SX_MAX_NAME + 1];
+        if (len - 5 > SX_MAX_NAME)
+            continue;
+        memcpy(stem, files[i], len - 5);
+        stem[len - 5] = '\0';
+        if (!valid_name(stem))
+            continue; /* db.properties.json, *.tmp leftovers */
+        bool in_engine = bsearch(&(const char *){ stem }, enames, n_en, sizeof(char *), cmp_str);
+        (void)snprintf(path, sizeof path, "%s/rest/%s", dir, files[i]);
+        json_t *j = in_engine ? load_json_file(path) : NULL;
+        bool ok = j && meta_from_json(j, m) && strcmp(m->engine_name, stem) == 0 &&
+                  !find_meta(d, m->name, NULL);
+        json_decref(j);
+        if (!in_engine) {
+            if (!ro)
+                sx__ignore(sx__fs_unlink(path)); /* half-created or half-dropped */
+            continue;
+        }
+        if (ok)
+            st = cdb_add_meta(d, m);
+        /* else: unusable file, the engine collection gets derived metadata below */
+    }
+    /* engine collections without metadata */
+    for (size_t i = 0; st == SX_OK && i < n_en; i++) {
+        if (find_meta_engine(d, enames[i]))
+            continue;
+        sx_status dst = derive_meta(d->db, enames[i], m);
+        if (dst != SX_OK || find_meta(d, m->name, NULL))
+            continue; /* XXX unusable or its name is taken by a renamed collection: hidden */
+        m->collection_id = new_id(cat);
+        m->created_ms = now_ms();
+        if (!ro)
+            sx__ignore(write_meta(d, m));
+        st = cdb_add_meta(d, m);
+    }
+    /* properties */
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/rest/db.properties.json", dir);
+        json_t *j = sx__fs_exists(path) ? load_json_file(path) : NULL;
+        json_t *p = json_object_get(j, "properties");
+        d->props = json_is_object(p) ? json_deep_copy(p) : json_object();
+        d->db_id = json_is_integer(json_object_get(j, "id"))
+                       ? (int64_t)json_integer_value(json_object_get(j, "id"))
+                       : id_if_new;
+        bool fresh = !j;
+        json_decref(j);
+        if (!d->props)
+            st = sx__err(SX_ENOMEM, "catalog");
+        else if (fresh && !ro) {
+            json_t *o = json_pack("{s:I,s:O}", "id", (json_int_t)d->db_id, "properties", d->props);
+            st = o ? write_json_file(dir, "db.properties.json", o) : sx__err(SX_ENOMEM, "catalog");
+            json_decref(o);
+        }
+    }
+    sx_strings_free(enames, n_en);
+    sx_strings_free(files, n_files);
+    sx__free(m);
+    if (st != SX_OK) {
+        sx_db_close(d->db);
+        cdb_free(d);
+        return st;
+    }
+    *out = d;
+    return SX_OK;
+}
+
+static sx_status flush_and_close(cdb *d)
+{
+    sx_status first = SX_OK;
+    char **names = NULL;
+    size_t n = 0;
+    if (d->db && sx_collection_list(d->db, &names, &n) == SX_OK) {
+        for (size_t i = 0; i < n; i++) {
+            sx_collection *h = NULL;
+            if (sx_collection_open(d->db, names[i], &h) != SX_OK)
+                continue;
+            sx_status st = sx_flush(h);
+            if (st != SX_OK && first == SX_OK)
+                first = st;
+            sx_collection_release(h);
+        }
+        sx_strings_free(names, n);
+    }
+    sx_db_close(d->db);
+    d->db = NULL;
+    return first;
+}
 
 sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog **out)
 {
-    (void)dir; (void)opts; (void)out;
-    return sx__err(SX_EINVAL, "catalog: not implemented");
+    if (!dir || !*dir || !out)
+        return sx__err(SX_EINVAL, "catalog: data directory required");
+    sx__catalog *cat = sx__calloc(1, sizeof *cat);
+    if (!cat)
+        return sx__err(SX_ENOMEM, "catalog");
+    pthread_mutex_init(&cat->mu, NULL);
+    pthread_mutex_init(&cat->ddl_mu, NULL);
+    if (opts)
+        cat->opts = *opts;
+    cat->root = sx__strdup(dir);
+    char **names = NULL;
+    size_t n = 0;
+    char path[4096];
+    sx_status st = cat->root ? SX_OK : sx__err(SX_ENOMEM, "catalog");
+    if (st == SX_OK && !cat->opts.read_only)
+        st = sx__fs_mkdir_p(dir);
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/databases", dir);
+        if (sx__fs_exists(path))
+            st = sx__fs_list(path, &names, &n);
+    }
+    size_t cap = n + 1;
+    if (st == SX_OK) {
+        cat->dbs = sx__calloc(cap, sizeof *cat->dbs);
+        if (!cat->dbs)
+            st = sx__err(SX_ENOMEM, "catalog");
+    }
+    cdb *d = NULL;
+    if (st == SX_OK)
+        st = cdb_open(cat, "default", dir, 1, &d);
+    if (st == SX_OK)
+        cat->dbs[cat->n_dbs++] = d;
+    for (size_t i = 0; st == SX_OK && i < n; i++) {
+        if (!valid_name(names[i]) || strcmp(names[i], "default") == 0)
+            continue;
+        (void)snprintf(path, sizeof path, "%s/databases/%s", dir, names[i]);
+        st = cdb_open(cat, names[i], path, new_id(cat), &d);
+        if (st == SX_OK)
+            cat->dbs[cat->n_dbs++] = d;
+    }
+    sx_strings_free(names, n);
+    if (st != SX_OK) {
+        char msg[512];
+        copy_str(msg, sizeof msg, sx_errmsg());
+        sx__ignore(sx__cat_close(cat));
+        return sx__err(st, "%s", msg);
+    }
+    *out = cat;
+    return SX_OK;
 }
-sx_status sx__cat_close(sx__catalog *cat) { (void)cat; return SX_OK; }
-sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n) { (void)cat; (void)names; (void)n; return SX_EINVAL; }
-sx_status sx__cat_db_create(sx__catalog *cat, const char *db) { (void)cat; (void)db; return SX_EINVAL; }
-sx_status sx__cat_db_drop(sx__catalog *cat, const char *db) { (void)cat; (void)db; return SX_EINVAL; }
-bool sx__cat_db_exists(sx__catalog *cat, const char *db) { (void)cat; (void)db; return false; }
-sx_status sx__cat_coll_get(sx__catalog *cat, const char *db, const char *name, sx_collection **h, sx__coll_meta *meta) { (void)cat; (void)db; (void)name; (void)h; (void)meta; return SX_ENOTFOUND; }
-sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *meta) { (void)cat; (void)db; (void)meta; return SX_EINVAL; }
-sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name) { (void)cat; (void)db; (void)name; return SX_EINVAL; }
-sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_meta *meta) { (void)cat; (void)db; (void)meta; return SX_EINVAL; }
-sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name, const char *new_db, const char *new_name) { (void)cat; (void)db; (void)name; (void)new_db; (void)new_name; return SX_EINVAL; }
-sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char ***names, size_t *n) { (void)cat; (void)db; (void)names; (void)n; return SX_EINVAL; }
-sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx) { (void)cat; (void)fn; (void)ctx; return SX_OK; }
+
+sx_status sx__cat_close(sx__catalog *cat)
+{
+    if (!cat)
+        return SX_OK;
+    sx_status first = SX_OK;
+    for (size_t i = 0; i < cat->n_dbs; i++) {
+        sx_status st = flush_and_close(cat->dbs[i]);
+        if (st != SX_OK && first == SX_OK)
+            first = st;
+        cdb_free(cat->dbs[i]);
+    }
+    for (size_t i = 0; i < cat->n_grave; i++) {
+        sx_db_close(cat->grave[i]->db);
+        cdb_free(cat->grave[i]);
+    }
+    sx__free(cat->dbs);
+    sx__free(cat->grave);
+    sx__free(cat->root);
+    pthread_mutex_destroy(&cat->mu);
+    pthread_mutex_destroy(&cat->ddl_mu);
+    sx__free(cat);
+    return first;
+}
+
+sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n)
+{
+    pthread_mutex_lock(&cat->mu);
+    size_t count = cat->n_dbs;
+    char **out = sx__calloc(count + 1, sizeof *out);
+    sx_status st = out ? SX_OK : sx__err(SX_ENOMEM, "catalog");
+    for (size_t i = 0; st == SX_OK && i < count; i++) {
+        out[i] = sx__strdup(cat->dbs[i]->name);
+        if (!out[i])
+            st = sx__err(SX_ENOMEM, "catalog");
+    }
+    pthread_mutex_unlock(&cat->mu);
+    if (st != SX_OK) {
+        sx_strings_free(out, count);
+        return st;
+    }
+    if (count > 1)
+        qsort(out + 1, count - 1, sizeof *out, cmp_str); /* "default" stays first */
+    *names = out;
+    *n = count;
+    return SX_OK;
+}
+
+bool sx__cat_db_exists(sx__catalog *cat, const char *db)
+{
+    pthread_mutex_lock(&cat->mu);
+    bool ok = find_db(cat, db) != NULL;
+    pthread_mutex_unlock(&cat->mu);
+    return ok;
+}
+
+sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
+{
+    if (!valid_name(db))
+        return sx__err(SX_EINVAL,
+                       "invalid database name \"%s\": must match [A-Za-z_][A-Za-z0-9_]*",
+                       db ? db : "");
+    if (cat->opts.read_only)
+        return sx__err(SX_EINVAL, "catalog is read-only");
+    pthread_mutex_lock(&cat->ddl_mu);
+    pthread_mutex_lock(&cat->mu);
+    bool exists = find_db(cat, db) != NULL;
+    pthread_mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    cdb *d = NULL;
+    if (exists) {
+        st = sx__err(SX_EEXIST, "database already exist: %s", db);
+        goto out;
+    }
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/databases/%s", cat->root, db);
+    st = sx__fs_mkdir_p(path);
+    if (st == SX_OK)
+        st = cdb_open(cat, db, path, new_id(cat), &d);
+    if (st != SX_OK)
+        goto out;
+    pthread_mutex_lock(&cat->mu);
+    cdb **nd = sx__realloc(cat->dbs, (cat->n_dbs + 1) * sizeof *nd);
+    if (nd) {
+        cat->dbs = nd;
+        cat->dbs[cat->n_dbs++] = d;
+    }
+    pthread_mutex_unlock(&cat->mu);
+    if (!nd) {
+        sx_db_close(d->db);
+        cdb_free(d);
+        st = sx__err(SX_ENOMEM, "catalog");
+    }
+out:
+    pthread_mutex_unlock(&cat->ddl_mu);
+    return st;
+}
+
+sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
+{
+    if (!db || !*db || strcmp(db, "default") == 0)
+        return sx__err(SX_EINVAL, "can not drop default database");
+    pthread_mutex_lock(&cat->ddl_mu);
+    pthread_mutex_lock(&cat->mu);
+    sx_status st = SX_OK;
+    size_t idx = 0;
+    cdb *d = NULL;
+    for (size_t i = 1; i < cat->n_dbs; i++)
+        if (strcmp(cat->dbs[i]->name, db) == 0) {
+            d = cat->dbs[i];
+            idx = i;
+        }
+    pthread_mutex_unlock(&cat->mu);
+    char **en = NULL;
+    size_t n_en = 0;
+    if (!d) {
+        st = db_not_found(db);
+        goto out;
+    }
+    /* non-empty: engine collections count too (ones without metadata are hidden, not absent) */
+    st = sx_collection_list(d->db, &en, &n_en);
+    sx_strings_free(en, n_en);
+    if (st != SX_OK)
+        goto out;
+    if (n_en > 0 || d->n_metas > 0) {
+        st = sx__err(SX_EBUSY,
+                     "database:%s not empty, must drop all collections before drop database", db);
+        goto out;
+    }
+    pthread_mutex_lock(&cat->mu);
+    cdb **ng = sx__realloc(cat->grave, (cat->n_grave + 1) * sizeof *ng);
+    if (ng) {
+        cat->grave = ng;
+        cat->grave[cat->n_grave++] = d;
+        memmove(&cat->dbs[idx], &cat->dbs[idx + 1], (cat->n_dbs - idx - 1) * sizeof *cat->dbs);
+        cat->n_dbs--;
+    }
+    pthread_mutex_unlock(&cat->mu);
+    if (!ng) {
+        st = sx__err(SX_ENOMEM, "catalog");
+        goto out;
+    }
+    /* The sx_db stays open (graveyard) on an unlinked directory: it has no collections, so
+     * nothing writes there any more. */
+    sx__ignore(sx__fs_rmtree(d->dir));
+out:
+    pthread_mutex_unlock(&cat->ddl_mu);
+    return st;
+}
+
+sx_status sx__cat_db_describe(sx__catalog *cat, const char *db, json_t **props, int64_t *db_id)
+{
+    pthread_mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    json_t *p = d ? json_deep_copy(d->props) : NULL;
+    int64_t id = d ? d->db_id : 0;
+    pthread_mutex_unlock(&cat->mu);
+    if (!d)
+        return db_not_found(db);
+    if (!p)
+        return sx__err(SX_ENOMEM, "catalog");
+    if (props)
+        *props = p;
+    else
+        json_decref(p);
+    if (db_id)
+        *db_id = id;
+    return SX_OK;
+}
+
+sx_status sx__cat_db_set_props(sx__catalog *cat, const char *db, const json_t *props)
+{
+    if (!json_is_object(props))
+        return sx__err(SX_EINVAL, "database properties must be an object");
+    pthread_mutex_lock(&cat->ddl_mu);
+    pthread_mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    int64_t id = d ? d->db_id : 0;
+    pthread_mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    json_t *copy = json_deep_copy(props);
+    json_t *o = NULL;
+    if (!d) {
+        st = db_not_found(db);
+        goto out;
+    }
+    o = copy ? json_pack("{s:I,s:O}", "id", (json_int_t)id, "properties", copy) : NULL;
+    if (!o) {
+        st = sx__err(SX_ENOMEM, "catalog");
+        goto out;
+    }
+    st = cat->opts.read_only ? sx__err(SX_EINVAL, "catalog is read-only")
+                             : write_json_file(d->dir, "db.properties.json", o);
+    if (st == SX_OK) {
+        pthread_mutex_lock(&cat->mu);
+        json_decref(d->props);
+        d->props = copy;
+        copy = NULL;
+        pthread_mutex_unlock(&cat->mu);
+    }
+out:
+    json_decref(o);
+    json_decref(copy);
+    pthread_mutex_unlock(&cat->ddl_mu);
+    return st;
+}
+
+/* ---------------------------------------------------------------- collections */
+
+sx_status sx__cat_coll_get(sx__catalog *cat, const char *db, const char *name, sx_collection **h,
+                           sx__coll_meta *meta)
+{
+    sx__coll_meta *tmp = sx__malloc(sizeof *tmp);
+    if (!tmp)
+        return sx__err(SX_ENOMEM, "catalog");
+    pthread_mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    const sx__coll_meta *m = d && name ? find_meta(d, name, NULL) : NULL;
+    if (m)
+        memcpy(tmp, m, sizeof *tmp);
+    pthread_mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    sx_collection *c = NULL;
+    if (!d)
+        st = db_not_found(db);
+    else if (!m)
+        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name ? name : "");
+    else if (h) {
+        st = sx_collection_open(d->db, tmp->engine_name, &c);
+        if (st == SX_ENOTFOUND) /* dropped meanwhile */
+            st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name);
+    }
+    if (st == SX_OK) {
+        if (meta)
+            memcpy(meta, tmp, sizeof *meta);
+        if (h)
+            *h = c;
+    }
+    sx__free(tmp);
+    return st;
+}
+
+sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *meta)
+{
+    if (!meta || !valid_name(meta->name))
+        return sx__err(SX_EINVAL,
+                       "collection name must match [A-Za-z_][A-Za-z0-9_]* (at most %u bytes)",
+                       SX_MAX_NAME);
+    size_t n_hidden = (size_t)meta->enable_dynamic + (size_t)meta->has_partitions;
+    if (meta->n_fields == 0 || meta->n_fields + n_hidden > SX_MAX_FIELDS)
+        return sx__err(SX_EINVAL, "a collection has 1..%zu fields", SX_MAX_FIELDS - n_hidden);
+    if (cat->opts.read_only)
+        return sx__err(SX_EINVAL, "catalog is read-only");
+    for (size_t i = 0; i < meta->n_fields; i++) {
+        sx__field_meta *f = &meta->fields[i];
+        if (!f->engine_type)
+            f->engine_type = engine_type_of(f->type);
+        if (!f->engine_type)
+            return sx__err(SX_EINVAL, "field %s: type \"%s\" is not supported", f->name, f->type);
+        if (!f->type[0])
+            copy_str(f->type, sizeof f->type, type_name_of(f->engine_type));
+        if (strcmp(f->name, SX__META_FIELD) == 0 || strcmp(f->name, SX__PART_FIELD) == 0)
+            return sx__err(SX_EINVAL, "field name %s is reserved", f->name);
+    }
+    sx_field_def *defs = sx__calloc(SX_MAX_FIELDS, sizeof *defs);
+    char **en = NULL;
+    size_t n_en = 0;
+    if (!defs)
+        return sx__err(SX_ENOMEM, "catalog");
+    pthread_mutex_lock(&cat->ddl_mu);
+    sx_status st = SX_OK;
+    pthread_mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    bool exists = d && find_meta(d, meta->name, NULL);
+    bool name_used = d && find_meta_engine(d, meta->name);
+    pthread_mutex_unlock(&cat->mu);
+    if (!d) {
+        st = db_not_found(db);
+        goto out;
+    }
+    if (exists) {
+        st = sx__err(SX_EEXIST, "collection %s already exists", meta->name);
+        goto out;
+    }
+    st = sx_collection_list(d->db, &en, &n_en);
+    if (st != SX_OK)
+        goto out;
+    if (bsearch(&(const char *){ meta->name }, en, n_en, sizeof(char *), cmp_str))
+        name_used = true; /* an engine collection hidden by a name clash */
+    meta->collection_id = new_id(cat);
+    meta->created_ms = now_ms();
+    if (name_used)
+        (void)snprintf(meta->engine_name, sizeof meta->engine_name, "%.*s_%lld",
+                       (int)(SX_MAX_NAME - 21), meta->name, (long long)meta->collection_id);
+    else
+        copy_str(meta->engine_name, sizeof meta->engine_name, meta->name);
+    for (size_t i = 0; i < meta->n_fields; i++)
+        meta->fields[i].field_id = 100 + (int64_t)i;
+    if (meta->n_parts == 0 || strcmp(meta->parts[0], "_default") != 0) {
+        meta->n_parts = 1;
+        copy_str(meta->parts[0], sizeof meta->parts[0], "_default");
+    }
+    if (!meta->consistency[0])
+        copy_str(meta->consistency, sizeof meta->consistency, "Bounded");
+    if (!meta->properties[0])
+        copy_str(meta->properties, sizeof meta->properties, "{}");
+
+    size_t nd = 0;
+    for (size_t i = 0; i < meta->n_fields; i++) {
+        const sx__field_meta *f = &meta->fields[i];
+        defs[nd++] = (sx_field_def){ f->name, f->engine_type, f->is_primary, f->auto_id, f->dim,
+                                     f->engine_type == SX_FIELD_VARCHAR ? f->max_length : 0 };
+    }
+    if (meta->enable_dynamic)
+        defs[nd++] = (sx_field_def){ SX__META_FIELD, SX_FIELD_VARCHAR, false, false, 0,
+                                     SX_MAX_VARCHAR };
+    if (meta->has_partitions)
+        defs[nd++] = (sx_field_def){ SX__PART_FIELD, SX_FIELD_VARCHAR, false, false, 0,
+                                     SX_MAX_NAME };
+    sx_collection_def def = { meta->engine_name, defs, nd, meta->metric };
+
+    st = write_meta(d, meta); /* invariant 1: metadata first */
+    if (st != SX_OK)
+        goto out;
+    st = sx_collection_create(d->db, &def);
+    if (st != SX_OK) {
+        char msg[512];
+        copy_str(msg, sizeof msg, sx_errmsg());
+        unlink_meta(d, meta->engine_name);
+        st = sx__err(st, "%s", msg);
+        goto out;
+    }
+    pthread_mutex_lock(&cat->mu);
+    st = cdb_add_meta(d, meta);
+    pthread_mutex_unlock(&cat->mu);
+    /* XXX on ENOMEM here the collection exists on disk and appears at the next open */
+out:
+    pthread_mutex_unlock(&cat->ddl_mu);
+    sx_strings_free(en, n_en);
+    sx__free(defs);
+    return st;
+}
+
+sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name)
+{
+    pthread_mutex_lock(&cat->ddl_mu);
+    pthread_mutex_lock(&cat->mu);
+    sx_status st = SX_OK;
+    cdb *d = find_db(cat, db);
+    size_t idx = 0;
+    sx__coll_meta *m = d && name ? find_meta(d, name, &idx) : NULL;
+    if (m) { /* out of the cache first: new lookups fail from now on */
+        memmove(&d->metas[idx], &d->metas[idx + 1], (d->n_metas - idx - 1) * sizeof *d->metas);
+        d->n_metas--;
+    }
+    pthread_mutex_unlock(&cat->mu);
+    if (!d) {
+        st = db_not_found(db);
+        goto out;
+    }
+    if (!m) {
+        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name ? name : "");
+        goto out;
+    }
+    st = sx_collection_drop(d->db, m->engine_name);
+    if (st == SX_ENOTFOUND)
+        st = SX_OK;
+    if (st == SX_OK) {
+        unlink_meta(d, m->engine_name); /* invariant 1: engine first */
+        sx__free(m);
+    } else {
+        pthread_mutex_lock(&cat->mu);
+        sx_status ast = cdb_add_meta(d, m); /* put it back */
+        pthread_mutex_unlock(&cat->mu);
+        sx__ignore(ast);
+        sx__free(m);
+    }
+out:
+    pthread_mutex_unlock(&cat->ddl_mu);
+    return st;
+}
+
+sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_meta *meta)
+{
+    sx__coll_meta *tmp = sx__malloc(sizeof *tmp);
+    if (!tmp)
+        return sx__err(SX_ENOMEM, "catalog");
+    pthread_mutex_lock(&cat->ddl_mu);
+    pthread_mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    const sx__coll_meta *m = d ? find_meta_engine(d, meta->engine_name) : NULL;
+    if (m) {
+        /* the schema part and the identity come from the cache: a concurrent rename keeps its
+         * name, and fields cannot change */
+        memcpy(tmp, meta, sizeof *tmp);
+        copy_str(tmp->name, sizeof tmp->name, m->name);
+        tmp->collection_id = m->collection_id;
+        tmp->created_ms = m->created_ms;
+        tmp->metric = m->metric;
+        tmp->n_fields = m->n_fields;
+        memcpy(tmp->fields, m->fields, sizeof tmp->fields);
+        tmp->enable_dynamic = m->enable_dynamic;
+        tmp->has_partitions = m->has_partitions;
+    }
+    pthread_mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    if (!d)
+        st = db_not_found(db);
+    else if (!m)
+        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", meta->name);
+    else if (tmp->n_parts == 0 || tmp->n_parts > SX__MAX_PARTS)
+        st = sx__err(SX_EINVAL, "a collection has 1..%d partitions", SX__MAX_PARTS);
+    else if (cat->opts.read_only)
+        st = sx__err(SX_EINVAL, "catalog is read-only");
+    else
+        st = write_meta(d, tmp);
+    if (st == SX_OK) {
+        pthread_mutex_lock(&cat->mu);
+        sx__coll_meta *c = find_meta_engine(d, tmp->engine_name); /* ddl_mu: still there */
+        if (c)
+            memcpy(c, tmp, sizeof *c);
+        pthread_mutex_unlock(&cat->mu);
+    }
+    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__free(tmp);
+    return st;
+}
+
+sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name,
+                              const char *new_db, const char *new_name)
+{
+    if (!db || !*db)
+        db = "default";
+    if (new_db && *new_db && strcmp(new_db, db) != 0)
+        return sx__err(SX_EINVAL, "renaming a collection to another database is not supported "
+                                  "by Sextant yet");
+    if (!valid_name(new_name))
+        return sx__err(SX_EINVAL, "invalid collection name \"%s\": must match "
+                                  "[A-Za-z_][A-Za-z0-9_]*",
+                       new_name ? new_name : "");
+    sx__coll_meta *tmp = sx__malloc(sizeof *tmp);
+    if (!tmp)
+        return sx__err(SX_ENOMEM, "catalog");
+    pthread_mutex_lock(&cat->ddl_mu);
+    pthread_mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    const sx__coll_meta *m = d && name ? find_meta(d, name, NULL) : NULL;
+    bool taken = d && find_meta(d, new_name, NULL) != NULL;
+    if (m)
+        memcpy(tmp, m, sizeof *tmp);
+    pthread_mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    if (!d)
+        st = db_not_found(db);
+    else if (!m)
+        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name ? name : "");
+    else if (strcmp(name, new_name) == 0)
+        st = SX_OK;
+    else if (taken)
+        st = sx__err(SX_EEXIST, "duplicated new collection name %s in database %s", new_name,
+                     db);
+    else {
+        copy_str(tmp->name, sizeof tmp->name, new_name);
+        st = write_meta(d, tmp);
+        if (st == SX_OK) {
+            pthread_mutex_lock(&cat->mu);
+            sx__coll_meta *c = find_meta_engine(d, tmp->engine_name);
+            if (c)
+                copy_str(c->name, sizeof c->name, new_name);
+            pthread_mutex_unlock(&cat->mu);
+        }
+    }
+    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__free(tmp);
+    return st;
+}
+
+sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char ***names, size_t *n)
+{
+    pthread_mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    size_t count = d ? d->n_metas : 0;
+    char **out = d ? sx__calloc(count + 1, sizeof *out) : NULL;
+    sx_status st = !d ? SX_ENOTFOUND : out ? SX_OK : SX_ENOMEM;
+    for (size_t i = 0; st == SX_OK && i < count; i++) {
+        out[i] = sx__strdup(d->metas[i]->name);
+        if (!out[i])
+            st = SX_ENOMEM;
+    }
+    pthread_mutex_unlock(&cat->mu);
+    if (st != SX_OK) {
+        sx_strings_free(out, count);
+        return st == SX_ENOTFOUND ? db_not_found(db) : sx__err(st, "catalog");
+    }
+    qsort(out, count, sizeof *out, cmp_str);
+    *names = out;
+    *n = count;
+    return SX_OK;
+}
+
+sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx)
+{
+    typedef struct item {
+        cdb *d;
+        sx__coll_meta m;
+    } item;
+    pthread_mutex_lock(&cat->mu);
+    size_t count = 0;
+    for (size_t i = 0; i < cat->n_dbs; i++)
+        count += cat->dbs[i]->n_metas;
+    item *items = sx__malloc((count + 1) * sizeof *items);
+    size_t k = 0;
+    for (size_t i = 0; items && i < cat->n_dbs; i++)
+        for (size_t j = 0; j < cat->dbs[i]->n_metas; j++) {
+            items[k].d = cat->dbs[i];
+            memcpy(&items[k].m, cat->dbs[i]->metas[j], sizeof items[k].m);
+            k++;
+        }
+    pthread_mutex_unlock(&cat->mu);
+    if (!items)
+        return sx__err(SX_ENOMEM, "catalog");
+    for (size_t i = 0; i < k; i++) {
+        sx_collection *h = NULL;
+        if (sx_collection_open(items[i].d->db, items[i].m.engine_name, &h) != SX_OK)
+            continue; /* dropped meanwhile */
+        int r = fn(ctx, items[i].d->name, &items[i].m, h);
+        sx_collection_release(h);
+        if (r)
+            break;
+    }
+    sx__free(items);
+    return SX_OK;
+}

@@ -1,4 +1,1062 @@
-/* handlers_collections.c: STUB (being written). */
-#include "server/server.h"
+/*
+ * handlers_collections.c: /v2/vectordb/collections/... (milvus-rest-v2.md section 5).
+ *
+ * Each handler decodes its request the way Milvus's gin binding does (json.c), resolves the
+ * collection through the catalog, calls the engine and answers with Milvus's codes and shapes.
+ *
+ * Sextant differences a client can see, each answered with a clear message:
+ *  - the metric is fixed when the collection is created (the engine normalises COSINE vectors on
+ *    insert), so it comes from the vector field's indexParams, else the request's metricType, else
+ *    COSINE; a later index with another metric is refused (1100);
+ *  - one FloatVector field per collection; Array, JSON-free nullable/default values, binary,
+ *    float16, sparse and int8 vectors and functions are refused with 1100 "... not supported by
+ *    Sextant yet";
+ *  - load state: a collection is "loaded" as soon as load succeeds (the engine serves searches at
+ *    once, exactly on rows without an index); get_load_state reports LoadStateLoading with the
+ *    indexed fraction while an index build is running, LoadStateLoaded when it has finished;
+ *  - compaction is synchronous, so get_compaction_state is always "Completed".
+ *
+ * Thread-safety: handlers keep no state; the catalog and the engine do their own locking.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
 
-const sx__route sx__routes_collections[] = {{NULL, NULL, false}};
+#include "server/server.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+/* ---------------------------------------------------------------- shared helpers */
+
+bool sx__req_coll(sx__req *rq, sx__resp *rs, const char *struct_name, sx_collection **h,
+                  sx__coll_meta **meta)
+{
+    const char *name = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", struct_name, &name))
+        return false;
+    if (!sx__cat_db_exists(rq->cat, rq->db_name)) {
+        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
+        return false;
+    }
+    sx__coll_meta *m = sx__malloc(sizeof *m);
+    if (!m) {
+        sx__fail(rs, SX__MC_UNEXPECTED, "out of memory");
+        return false;
+    }
+    sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, h, m);
+    if (st != SX_OK) {
+        sx__free(m);
+        if (st == SX_ENOTFOUND)
+            sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]", name);
+        else
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "collection");
+        return false;
+    }
+    *meta = m;
+    return true;
+}
+
+void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta)
+{
+    if (h)
+        sx_collection_release(h);
+    sx__free(meta);
+}
+
+static const sx__field_meta *vector_field(const sx__coll_meta *m)
+{
+    for (size_t i = 0; i < m->n_fields; i++)
+        if (m->fields[i].engine_type == SX_FIELD_FLOAT_VECTOR)
+            return &m->fields[i];
+    return NULL;
+}
+
+static const sx__field_meta *primary_field(const sx__coll_meta *m)
+{
+    for (size_t i = 0; i < m->n_fields; i++)
+        if (m->fields[i].is_primary)
+            return &m->fields[i];
+    return NULL;
+}
+
+bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta)
+{
+    sx_index_info ii;
+    sx_status st = sx_index_describe(h, &ii);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
+        return false;
+    }
+    if (ii.state == SX_INDEX_NONE) {
+        sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[collection=%s]", meta->name);
+        return false;
+    }
+    bool changed = !meta->loaded;
+    if (!meta->index_name[0]) { /* made through the C API while the server ran */
+        const sx__field_meta *vf = vector_field(meta);
+        const char *vn = vf ? vf->name : "";
+        (void)snprintf(meta->index_name, sizeof meta->index_name, "%s", vn);
+        (void)snprintf(meta->index_field, sizeof meta->index_field, "%s", vn);
+        (void)snprintf(meta->index_type, sizeof meta->index_type, "%s", ii.type);
+        changed = true;
+    }
+    meta->loaded = true;
+    if (changed) {
+        st = sx__cat_coll_update(rq->cat, rq->db_name, meta);
+        if (st != SX_OK) {
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* JSON value -> property string. Owned: sx__free. */
+static char *prop_string(const json_t *v)
+{
+    char buf[64];
+    if (json_is_string(v))
+        return sx__strdup(json_string_value(v));
+    if (json_is_integer(v)) {
+        (void)snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return sx__strdup(buf);
+    }
+    if (json_is_real(v)) {
+        (void)snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
+        return sx__strdup(buf);
+    }
+    if (json_is_boolean(v))
+        return sx__strdup(json_is_true(v) ? "true" : "false");
+    if (!v || json_is_null(v))
+        return sx__strdup("");
+    size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
+    char *s = sx__malloc(n + 1);
+    if (s) {
+        (void)json_dumpb(v, s, n, JSON_COMPACT);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+json_t *sx__props_to_kv(const json_t *props)
+{
+    json_t *arr = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)props, k, v) {
+        char *s = prop_string(v);
+        json_array_append_new(arr, json_pack("{s:s,s:s}", "key", k, "value", s ? s : ""));
+        sx__free(s);
+    }
+    return arr;
+}
+
+void sx__props_merge(json_t *dst, const json_t *src)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)src, k, v) {
+        char *s = prop_string(v);
+        if (s)
+            json_object_set_new(dst, k, json_string(s));
+        sx__free(s);
+    }
+}
+
+static json_t *meta_props(const sx__coll_meta *m)
+{
+    json_t *p = json_loads(m->properties[0] ? m->properties : "{}", 0, NULL);
+    if (!json_is_object(p)) {
+        json_decref(p);
+        p = json_object();
+    }
+    return p;
+}
+
+/* Stores props (JSON object) into meta->properties; false when it does not fit. */
+static bool set_meta_props(sx__coll_meta *m, const json_t *props)
+{
+    size_t n = json_dumpb(props, NULL, 0, JSON_COMPACT | JSON_SORT_KEYS);
+    if (n == 0 || n >= sizeof m->properties)
+        return false;
+    (void)json_dumpb(props, m->properties, n, JSON_COMPACT | JSON_SORT_KEYS);
+    m->properties[n] = '\0';
+    return true;
+}
+
+/* "LoadStateLoaded" etc.; *progress is 0..100. */
+static const char *load_state(sx_collection *h, const sx__coll_meta *m, int *progress)
+{
+    *progress = 0;
+    if (!m->loaded)
+        return "LoadStateNotLoad";
+    sx_index_info ii;
+    if (sx_index_describe(h, &ii) != SX_OK || ii.state != SX_INDEX_IN_PROGRESS) {
+        *progress = 100;
+        return "LoadStateLoaded";
+    }
+    sx_collection_info ci;
+    uint64_t growing = 0;
+    if (sx_collection_describe(h, &ci) == SX_OK)
+        growing = ci.growing_rows;
+    uint64_t sealed = ii.total_rows > growing ? ii.total_rows - growing : 0;
+    uint64_t p = sealed ? ii.indexed_rows * 100 / sealed : 0;
+    *progress = p > 99 ? 99 : (int)p;
+    return "LoadStateLoading";
+}
+
+static int64_t new_job_id(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return ((int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000) << 18;
+}
+
+static void fail_type(sx__resp *rs, const char *sname, const char *key, const char *go_type)
+{
+    sx__fail(rs, SX__MC_BAD_JSON,
+             "can only accept json format request, error: json: cannot unmarshal value into Go "
+             "struct field %s.%s of type %s",
+             sname, key, go_type);
+}
+
+/* ---------------------------------------------------------------- create */
+
+static const char *const milvus_types[] = {
+    "Bool",          "Int8",           "Int16",       "Int32",        "Int64",
+    "Float",         "Double",         "VarChar",     "String",       "Array",
+    "JSON",          "BinaryVector",   "FloatVector", "Float16Vector", "BFloat16Vector",
+    "SparseFloatVector", "Int8Vector", "Geometry",    "Text",         "Timestamptz",
+    "ArrayOfVector", "ArrayOfStruct",  "None",        NULL
+};
+
+static bool known_type(const char *t)
+{
+    for (size_t i = 0; milvus_types[i]; i++)
+        if (strcmp(milvus_types[i], t) == 0)
+            return true;
+    return false;
+}
+
+static sx_field_type engine_type(const char *t)
+{
+    if (!strcmp(t, "Int8") || !strcmp(t, "Int16") || !strcmp(t, "Int32") || !strcmp(t, "Int64"))
+        return SX_FIELD_INT64;
+    if (!strcmp(t, "Float") || !strcmp(t, "Double"))
+        return SX_FIELD_DOUBLE;
+    if (!strcmp(t, "Bool"))
+        return SX_FIELD_BOOL;
+    if (!strcmp(t, "VarChar") || !strcmp(t, "String") || !strcmp(t, "JSON"))
+        return SX_FIELD_VARCHAR;
+    if (!strcmp(t, "FloatVector"))
+        return SX_FIELD_FLOAT_VECTOR;
+    return (sx_field_type)0;
+}
+
+/* A type param (dim, max_length) given as a number or a numeric string. 0 absent, -1 bad. */
+static int type_param(const json_t *obj, const char *key, int64_t *out)
+{
+    json_t *v = sx__jget(obj, key);
+    if (!v)
+        return 0;
+    return sx__json_to_int64(v, out) ? 1 : -1;
+}
+
+static bool set_field(sx__field_meta *f, const char *name, const char *type)
+{
+    if (strlen(name) > SX_MAX_NAME)
+        return false;
+    (void)snprintf(f->name, sizeof f->name, "%s", name);
+    (void)snprintf(f->type, sizeof f->type, "%s", type);
+    f->engine_type = engine_type(type);
+    return true;
+}
+
+static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json_t *params)
+{
+    int64_t dim = 0;
+    if (sx__jint(rq->body, "dimension", &dim) != 0) {
+        fail_type(rs, "CollectionReq", "dimension", "int32");
+        return false;
+    }
+    if (dim <= 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter[expected=collectionName & dimension][actual=collectionName]: "
+                 "dimension is required for quickly create collection(default metric type: "
+                 "COSINE)");
+        return false;
+    }
+    const char *id_type = "Int64", *pk = "id", *vec = "vector", *metric = NULL;
+    bool auto_id = false;
+    if (sx__jstr(rq->body, "idType", &id_type) != 0 ||
+        sx__jstr(rq->body, "primaryFieldName", &pk) != 0 ||
+        sx__jstr(rq->body, "vectorFieldName", &vec) != 0 ||
+        sx__jstr(rq->body, "metricType", &metric) != 0) {
+        fail_type(rs, "CollectionReq", "idType", "string");
+        return false;
+    }
+    if (sx__jbool(rq->body, "autoID", &auto_id) != 0) {
+        fail_type(rs, "CollectionReq", "autoID", "bool");
+        return false;
+    }
+    if (!*pk)
+        pk = "id";
+    if (!*vec)
+        vec = "vector";
+    bool varchar;
+    if (!*id_type || !strcmp(id_type, "Int64") || !strcmp(id_type, "int64"))
+        varchar = false;
+    else if (!strcmp(id_type, "VarChar") || !strcmp(id_type, "Varchar"))
+        varchar = true;
+    else {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter[expected=Int64, Varchar][actual=%s]: idType can only be "
+                 "[Int64, VarChar], default: Int64",
+                 id_type);
+        return false;
+    }
+    int64_t max_len = 0;
+    if (varchar) {
+        int r = type_param(params, "max_length", &max_len);
+        if (r <= 0 || max_len <= 0) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter[expected=max_length][actual=nil]: max_length should be "
+                     "specified (params.max_length) when idType is VarChar");
+            return false;
+        }
+        if (auto_id) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: autoID on a VarChar primary key is not supported by "
+                     "Sextant yet (use Int64)");
+            return false;
+        }
+    }
+    m->metric = SX_METRIC_COSINE;
+    if (metric && *metric && !sx__metric_parse(metric, &m->metric)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: metric type %s not found or not supported by Sextant, "
+                 "supported: [L2 IP COSINE]",
+                 metric);
+        return false;
+    }
+    if (!set_field(&m->fields[0], pk, varchar ? "VarChar" : "Int64") ||
+        !set_field(&m->fields[1], vec, "FloatVector")) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: field name too long");
+        return false;
+    }
+    m->fields[0].is_primary = true;
+    m->fields[0].auto_id = auto_id;
+    m->fields[0].max_length = varchar ? (uint32_t)(max_len > UINT32_MAX ? UINT32_MAX : max_len) : 0;
+    m->fields[1].dim = (uint32_t)(dim > UINT32_MAX ? UINT32_MAX : dim);
+    m->n_fields = 2;
+    m->enable_dynamic = true;
+    if (sx__jbool(params, "enableDynamicField", &m->enable_dynamic) != 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: params.enableDynamicField must be true or false");
+        return false;
+    }
+    return true;
+}
+
+static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
+{
+    const json_t *fields = sx__jget(schema, "fields");
+    bool auto_id = false;
+    if (sx__jbool(schema, "autoID", &auto_id) != 0) {
+        fail_type(rs, "CollectionReq", "schema.autoID", "bool");
+        return false;
+    }
+    if (sx__jbool(schema, "enableDynamicField", &m->enable_dynamic) != 0) {
+        fail_type(rs, "CollectionReq", "schema.enableDynamicField", "bool");
+        return false;
+    }
+    const json_t *fns = sx__jget(schema, "functions");
+    if (json_is_array(fns) && json_array_size(fns) > 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: schema functions (BM25, embeddings) are not supported by "
+                 "Sextant yet");
+        return false;
+    }
+    if (json_array_size(fields) > SX_MAX_FIELDS - 2) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: the number of fields should be at most %u",
+                 SX_MAX_FIELDS - 2);
+        return false;
+    }
+    size_t i, n_pk = 0, n_vec = 0;
+    const json_t *fo;
+    json_array_foreach(fields, i, fo) {
+        const char *fname = NULL, *dtype = NULL;
+        if (!json_is_object(fo) || sx__jstr(fo, "fieldName", &fname) != 0 ||
+            sx__jstr(fo, "dataType", &dtype) != 0) {
+            fail_type(rs, "CollectionReq", "schema.fields", "httpserver.FieldSchema");
+            return false;
+        }
+        if (!fname || !*fname || !dtype || !*dtype) {
+            const char *f = !fname || !*fname ? "FieldName" : "DataType";
+            sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                     "missing required parameters, error: Key: 'CollectionReq.Schema.Fields[%zu]."
+                     "%s' Error:Field validation for '%s' failed on the 'required' tag",
+                     i, f, f);
+            return false;
+        }
+        if (!known_type(dtype)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "data type %s is invalid(case sensitive).: invalid parameter", dtype);
+            return false;
+        }
+        sx__field_meta *f = &m->fields[i];
+        if (!set_field(f, fname, dtype)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: field name too long");
+            return false;
+        }
+        if (!f->engine_type) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: data type %s (field %s) is not supported by Sextant yet "
+                     "(supported: Bool, Int8, Int16, Int32, Int64, Float, Double, VarChar, "
+                     "String, JSON, FloatVector)",
+                     dtype, fname);
+            return false;
+        }
+        bool nullable = false, is_pk = false, pkey = false, fauto = false;
+        if (sx__jbool(fo, "nullable", &nullable) != 0 || sx__jbool(fo, "isPrimary", &is_pk) != 0 ||
+            sx__jbool(fo, "isPartitionKey", &pkey) != 0 || sx__jbool(fo, "autoID", &fauto) != 0) {
+            fail_type(rs, "CollectionReq", "schema.fields", "bool");
+            return false;
+        }
+        if (nullable) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: nullable fields (field %s) are not supported by Sextant "
+                     "yet",
+                     fname);
+            return false;
+        }
+        if (sx__jget(fo, "defaultValue")) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: default values (field %s) are not supported by Sextant "
+                     "yet",
+                     fname);
+            return false;
+        }
+        const json_t *tp = sx__jget(fo, "elementTypeParams");
+        int64_t v = 0;
+        if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
+            if (++n_vec > 1) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: more than one vector field (%s) is not supported "
+                         "by Sextant yet",
+                         fname);
+                return false;
+            }
+            int r = type_param(tp, "dim", &v);
+            if (r <= 0 || v <= 0 || v > SX_MAX_DIM) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: dim of field %s should be in range 1..%u, got %s",
+                         fname, SX_MAX_DIM, r == 0 ? "nothing" : "a bad value");
+                return false;
+            }
+            f->dim = (uint32_t)v;
+        }
+        if (!strcmp(dtype, "VarChar") || !strcmp(dtype, "String")) {
+            int r = type_param(tp, "max_length", &v);
+            if (r <= 0 || v <= 0 || v > SX_MAX_VARCHAR) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: type param(max_length) should be specified for the "
+                         "field(%s) of collection %s, in range 1..%u",
+                         fname, m->name, SX_MAX_VARCHAR);
+                return false;
+            }
+            f->max_length = (uint32_t)v;
+        }
+        if (!strcmp(dtype, "JSON"))
+            f->max_length = SX_MAX_VARCHAR;
+        f->is_partition_key = pkey;
+        if (is_pk) {
+            if (++n_pk > 1) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: there are more than one primary key, field name = %s",
+                         fname);
+                return false;
+            }
+            if (strcmp(dtype, "Int64") != 0 && strcmp(dtype, "VarChar") != 0) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: the data type of primary key should be Int64 or "
+                         "VarChar");
+                return false;
+            }
+            f->is_primary = true;
+            f->auto_id = auto_id || fauto;
+            if (f->auto_id && f->engine_type != SX_FIELD_INT64) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: autoID on a VarChar primary key is not supported by "
+                         "Sextant yet (use Int64)");
+                return false;
+            }
+        }
+        const char *desc = NULL;
+        if (sx__jstr(fo, "description", &desc) == 0 && desc)
+            (void)snprintf(f->description, sizeof f->description, "%s", desc);
+    }
+    m->n_fields = json_array_size(fields);
+    if (n_pk == 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: schema does not contain primary key field");
+        return false;
+    }
+    if (n_vec == 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: schema does not contain vector field (Sextant needs exactly "
+                 "one FloatVector field)");
+        return false;
+    }
+    return true;
+}
+
+static bool same_schema(const sx__coll_meta *a, const sx__coll_meta *b)
+{
+    if (a->n_fields != b->n_fields || a->enable_dynamic != b->enable_dynamic)
+        return false;
+    for (size_t i = 0; i < a->n_fields; i++) {
+        const sx__field_meta *x = &a->fields[i], *y = &b->fields[i];
+        if (strcmp(x->name, y->name) || strcmp(x->type, y->type) || x->is_primary != y->is_primary ||
+            x->auto_id != y->auto_id || x->dim != y->dim || x->max_length != y->max_length ||
+            x->is_partition_key != y->is_partition_key)
+            return false;
+    }
+    return true;
+}
+
+static bool valid_consistency(const char *s)
+{
+    static const char *const names[] = { "Strong", "Session", "Bounded", "Eventually",
+                                         "Customized" };
+    for (size_t i = 0; i < 5; i++)
+        if (strcmp(s, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static void h_create(sx__req *rq, sx__resp *rs)
+{
+    const char *name = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", "CollectionReq", &name))
+        return;
+    if (!sx__cat_db_exists(rq->cat, rq->db_name)) {
+        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
+        return;
+    }
+    sx__coll_meta *m = sx__calloc(1, sizeof *m), *old = sx__malloc(sizeof *old);
+    sx_collection *h = NULL;
+    if (!m || !old) {
+        sx__fail(rs, SX__MC_UNEXPECTED, "out of memory");
+        goto out;
+    }
+    (void)snprintf(m->name, sizeof m->name, "%s", name);
+    const json_t *schema = sx__jget(rq->body, "schema");
+    const json_t *fields = sx__jget(schema, "fields");
+    const json_t *params = sx__jget(rq->body, "params");
+    const json_t *ips = sx__jget(rq->body, "indexParams");
+    if ((schema && !json_is_object(schema)) || (fields && !json_is_array(fields)) ||
+        (params && !json_is_object(params)) || (ips && !json_is_array(ips))) {
+        fail_type(rs, "CollectionReq", "schema", "object");
+        goto out;
+    }
+    const char *desc = NULL;
+    if (sx__jstr(rq->body, "description", &desc) != 0) {
+        fail_type(rs, "CollectionReq", "description", "string");
+        goto out;
+    }
+    (void)snprintf(m->description, sizeof m->description, "%s", desc ? desc : "");
+    const json_t *cl = sx__jget(params, "consistencyLevel");
+    if (cl && (!json_is_string(cl) || !valid_consistency(json_string_value(cl)))) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter[expected=Strong, Session, Bounded, Eventually, "
+                 "Customized][actual=%s]: consistencyLevel can only be [Strong, Session, Bounded, "
+                 "Eventually, Customized], default: Bounded",
+                 json_is_string(cl) ? json_string_value(cl) : "?");
+        goto out;
+    }
+    (void)snprintf(m->consistency, sizeof m->consistency, "%s",
+                   cl ? json_string_value(cl) : "Bounded");
+    bool quick = json_array_size(fields) == 0;
+    if (quick ? !quick_schema(rq, rs, m, params) : !custom_schema(rs, m, schema))
+        goto out;
+    m->has_partitions = true;
+    const sx__field_meta *vf = vector_field(m);
+    /* every indexParams field must exist; the vector field's metric becomes the collection's
+     * (custom schema), else the request's metricType, else COSINE */
+    bool metric_from_index = false;
+    size_t i;
+    const json_t *ip;
+    json_array_foreach(ips, i, ip) {
+        const char *fname = NULL, *metric = NULL;
+        if (!json_is_object(ip) || sx__jstr(ip, "fieldName", &fname) != 0 ||
+            sx__jstr(ip, "metricType", &metric) != 0) {
+            fail_type(rs, "CollectionReq", "indexParams", "httpserver.IndexParam");
+            goto out;
+        }
+        bool found = false;
+        for (size_t k = 0; fname && k < m->n_fields; k++)
+            found |= strcmp(m->fields[k].name, fname) == 0;
+        if (!found) {
+            sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                     "missing required parameters, error: `%s` hasn't defined in schema",
+                     fname ? fname : "");
+            goto out;
+        }
+        if (!quick && strcmp(fname, vf->name) == 0 && metric && *metric) {
+            if (!sx__metric_parse(metric, &m->metric)) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: metric type %s not found or not supported by "
+                         "Sextant, supported: [L2 IP COSINE]",
+                         metric);
+                goto out;
+            }
+            metric_from_index = true;
+        }
+    }
+    if (!quick && !metric_from_index) {
+        const char *metric = NULL;
+        m->metric = SX_METRIC_COSINE;
+        if (sx__jstr(rq->body, "metricType", &metric) == 0 && metric && *metric &&
+            !sx__metric_parse(metric, &m->metric)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: metric type %s not found or not supported by Sextant, "
+                     "supported: [L2 IP COSINE]",
+                     metric);
+            goto out;
+        }
+    }
+    /* properties: ttlSeconds and the like */
+    json_t *props = json_object();
+    int64_t ttl = 0;
+    if (props && sx__jint(params, "ttlSeconds", &ttl) == 0 && sx__jget(params, "ttlSeconds")) {
+        char buf[32];
+        (void)snprintf(buf, sizeof buf, "%lld", (long long)ttl);
+        json_object_set_new(props, "collection.ttl.seconds", json_string(buf));
+    }
+    bool fits = props && set_meta_props(m, props);
+    json_decref(props);
+    if (!fits)
+        (void)snprintf(m->properties, sizeof m->properties, "{}");
+
+    sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, NULL, old);
+    if (st == SX_OK) {
+        if (same_schema(old, m) && old->metric == m->metric)
+            sx__ok(rs, NULL);
+        else
+            sx__fail(rs, SX__MC_UNEXPECTED,
+                     "create duplicate collection with different parameters, collection: %s",
+                     name);
+        goto out;
+    }
+    st = sx__cat_coll_create(rq->cat, rq->db_name, m);
+    if (st == SX_EEXIST) { /* a concurrent create of the same name won */
+        if (sx__cat_coll_get(rq->cat, rq->db_name, name, NULL, old) == SX_OK &&
+            same_schema(old, m) && old->metric == m->metric)
+            sx__ok(rs, NULL);
+        else
+            sx__fail(rs, SX__MC_UNEXPECTED,
+                     "create duplicate collection with different parameters, collection: %s",
+                     name);
+        goto out;
+    }
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_DB_NOT_FOUND, "create collection");
+        goto out;
+    }
+    if (!quick && json_array_size(ips) == 0) {
+        sx__ok(rs, NULL);
+        goto out;
+    }
+    st = sx__cat_coll_get(rq->cat, rq->db_name, name, &h, m);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create collection");
+        goto out;
+    }
+    if (quick) {
+        json_t *qip = json_pack("{s:s,s:s,s:s,s:s}", "fieldName", vf->name, "indexName",
+                                vf->name, "metricType", sx__metric_name(m->metric), "indexType",
+                                "AUTOINDEX");
+        bool ok = qip && sx__index_apply(rq, rs, h, m, qip);
+        json_decref(qip);
+        if (!ok)
+            goto out;
+    } else {
+        json_array_foreach(ips, i, ip) {
+            if (!sx__index_apply(rq, rs, h, m, ip))
+                goto out;
+        }
+    }
+    if (!sx__coll_load(rq, rs, h, m))
+        goto out;
+    sx__ok(rs, NULL);
+out:
+    if (h)
+        sx_collection_release(h);
+    sx__free(m);
+    sx__free(old);
+}
+
+/* ---------------------------------------------------------------- describe, list, has, drop */
+
+static json_t *field_json(const sx__field_meta *f)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(f->name));
+    json_object_set_new(o, "id", json_integer(f->field_id));
+    json_object_set_new(o, "type", json_string(f->type));
+    json_object_set_new(o, "primaryKey", json_boolean(f->is_primary));
+    json_object_set_new(o, "partitionKey", json_boolean(f->is_partition_key));
+    json_object_set_new(o, "clusteringKey", json_false());
+    json_object_set_new(o, "autoId", json_boolean(f->auto_id));
+    json_object_set_new(o, "nullable", json_false());
+    json_object_set_new(o, "description", json_string(f->description));
+    char buf[32];
+    if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
+        (void)snprintf(buf, sizeof buf, "%u", f->dim);
+        json_object_set_new(o, "params", json_pack("[{s:s,s:s}]", "key", "dim", "value", buf));
+    } else if (!strcmp(f->type, "VarChar") || !strcmp(f->type, "String")) {
+        (void)snprintf(buf, sizeof buf, "%u", f->max_length);
+        json_object_set_new(o, "params",
+                            json_pack("[{s:s,s:s}]", "key", "max_length", "value", buf));
+    }
+    return o;
+}
+
+static void h_describe(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionNameReq", &h, &m))
+        return;
+    json_t *d = json_object();
+    const sx__field_meta *pk = primary_field(m);
+    json_object_set_new(d, "collectionName", json_string(m->name));
+    json_object_set_new(d, "collectionID", json_integer(m->collection_id));
+    json_object_set_new(d, "description", json_string(m->description));
+    json_object_set_new(d, "autoId", json_boolean(pk && pk->auto_id));
+    json_t *fields = json_array();
+    for (size_t i = 0; i < m->n_fields; i++)
+        json_array_append_new(fields, field_json(&m->fields[i]));
+    json_object_set_new(d, "fields", fields);
+    json_object_set_new(d, "functions", json_array());
+    json_object_set_new(d, "aliases", json_array());
+    json_t *idx = json_array();
+    if (m->index_name[0])
+        json_array_append_new(idx, json_pack("{s:s,s:s,s:s}", "fieldName", m->index_field,
+                                             "indexName", m->index_name, "metricType",
+                                             sx__metric_name(m->metric)));
+    json_object_set_new(d, "indexes", idx);
+    int progress = 0;
+    json_object_set_new(d, "load", json_string(load_state(h, m, &progress)));
+    json_object_set_new(d, "shardsNum", json_integer(1));
+    json_object_set_new(d, "partitionsNum", json_integer((json_int_t)m->n_parts));
+    json_object_set_new(d, "consistencyLevel", json_string(m->consistency));
+    json_object_set_new(d, "enableDynamicField", json_boolean(m->enable_dynamic));
+    json_t *props = meta_props(m);
+    json_object_set_new(d, "properties", sx__props_to_kv(props));
+    json_decref(props);
+    json_object_set_new(d, "createdTime", json_integer(m->created_ms));
+    sx__ok(rs, d);
+    json_object_set_new(rs->body, "message", json_string(""));
+    sx__req_coll_done(h, m);
+}
+
+static void h_list(sx__req *rq, sx__resp *rs)
+{
+    char **names = NULL;
+    size_t n = 0;
+    sx_status st = sx__cat_coll_list(rq->cat, rq->db_name, &names, &n);
+    if (st == SX_ENOTFOUND) {
+        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
+        return;
+    }
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_DB_NOT_FOUND, "list collections");
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_string(names[i]));
+    sx_strings_free(names, n);
+    sx__ok(rs, arr);
+}
+
+static void h_has(sx__req *rq, sx__resp *rs)
+{
+    const char *name = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", "CollectionNameReq", &name))
+        return;
+    if (!sx__cat_db_exists(rq->cat, rq->db_name)) {
+        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
+        return;
+    }
+    sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, NULL, NULL);
+    if (st != SX_OK && st != SX_ENOTFOUND) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "has collection");
+        return;
+    }
+    sx__ok(rs, json_pack("{s:b}", "has", st == SX_OK));
+}
+
+static void h_drop(sx__req *rq, sx__resp *rs)
+{
+    const char *name = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", "CollectionNameReq", &name))
+        return;
+    if (!sx__cat_db_exists(rq->cat, rq->db_name)) {
+        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
+        return;
+    }
+    sx_status st = sx__cat_coll_drop(rq->cat, rq->db_name, name);
+    if (st != SX_OK && st != SX_ENOTFOUND) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "drop collection");
+        return;
+    }
+    sx__ok(rs, NULL);
+}
+
+static void h_get_stats(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionNameReq", &h, &m))
+        return;
+    uint64_t n = 0;
+    sx_status st = sx_count(h, NULL, &n);
+    if (st != SX_OK)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "get collection stats");
+    else
+        sx__ok(rs, json_pack("{s:I}", "rowCount", (json_int_t)n));
+    sx__req_coll_done(h, m);
+}
+
+/* ---------------------------------------------------------------- load state */
+
+static void h_load(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionNameReq", &h, &m))
+        return;
+    if (sx__coll_load(rq, rs, h, m))
+        sx__ok(rs, NULL);
+    sx__req_coll_done(h, m);
+}
+
+static void h_release(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionNameReq", NULL, &m))
+        return;
+    sx_status st = SX_OK;
+    if (m->loaded) {
+        m->loaded = false;
+        st = sx__cat_coll_update(rq->cat, rq->db_name, m);
+    }
+    if (st != SX_OK)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "release collection");
+    else
+        sx__ok(rs, NULL);
+    sx__req_coll_done(h, m);
+}
+
+static void h_get_load_state(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionNameReq", &h, &m))
+        return;
+    const json_t *pn = sx__jget(rq->body, "partitionNames");
+    size_t i;
+    const json_t *p;
+    if (pn && !json_is_array(pn)) {
+        fail_type(rs, "CollectionNameReq", "partitionNames", "[]string");
+        goto out;
+    }
+    json_array_foreach(pn, i, p) {
+        bool found = false;
+        for (size_t k = 0; json_is_string(p) && k < m->n_parts; k++)
+            found |= strcmp(m->parts[k], json_string_value(p)) == 0;
+        if (!found) {
+            sx__fail(rs, SX__MC_PART_NOT_FOUND, "partition not found[partition=%s]",
+                     json_is_string(p) ? json_string_value(p) : "?");
+            goto out;
+        }
+    }
+    int progress = 0;
+    const char *state = load_state(h, m, &progress);
+    json_t *d = json_pack("{s:s}", "loadState", state);
+    if (m->loaded)
+        json_object_set_new(d, "loadProgress", json_integer(progress));
+    sx__ok(rs, d);
+    json_object_set_new(rs->body, "message", json_string(""));
+out:
+    sx__req_coll_done(h, m);
+}
+
+/* ---------------------------------------------------------------- rename, properties */
+
+static void h_rename(sx__req *rq, sx__resp *rs)
+{
+    const char *name = NULL, *new_name = NULL, *new_db = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", "RenameCollectionReq", &name) ||
+        !sx__need_str(rq, rs, "newCollectionName", "RenameCollectionReq", &new_name))
+        return;
+    if (sx__jstr(rq->body, "newDbName", &new_db) != 0) {
+        fail_type(rs, "RenameCollectionReq", "newDbName", "string");
+        return;
+    }
+    if (!sx__cat_db_exists(rq->cat, rq->db_name)) {
+        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
+        return;
+    }
+    if (new_db && *new_db && !sx__cat_db_exists(rq->cat, new_db)) {
+        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", new_db);
+        return;
+    }
+    sx_status st = sx__cat_coll_rename(rq->cat, rq->db_name, name, new_db, new_name);
+    if (st == SX_ENOTFOUND)
+        sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]", name);
+    else if (st != SX_OK)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "rename collection");
+    else
+        sx__ok(rs, NULL);
+}
+
+static void h_alter_properties(sx__req *rq, sx__resp *rs)
+{
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionReqWithProperties", NULL, &m))
+        return;
+    const json_t *np = sx__jget(rq->body, "properties");
+    if (np && !json_is_object(np)) {
+        fail_type(rs, "CollectionReqWithProperties", "properties", "map[string]interface {}");
+        goto out;
+    }
+    json_t *props = meta_props(m);
+    if (np)
+        sx__props_merge(props, np);
+    bool fits = set_meta_props(m, props);
+    json_decref(props);
+    if (!fits) {
+        sx__fail(rs, SX__MC_PARAM_TOO_LARGE, "collection properties exceed %zu bytes",
+                 sizeof m->properties - 1);
+        goto out;
+    }
+    sx_status st = sx__cat_coll_update(rq->cat, rq->db_name, m);
+    if (st != SX_OK)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "alter collection properties");
+    else
+        sx__ok(rs, NULL);
+out:
+    sx__req_coll_done(NULL, m);
+}
+
+static void h_drop_properties(sx__req *rq, sx__resp *rs)
+{
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "DropCollectionPropertiesReq", NULL, &m))
+        return;
+    const json_t *keys = sx__jget(rq->body, "propertyKeys");
+    if (keys && !json_is_array(keys)) {
+        fail_type(rs, "DropCollectionPropertiesReq", "propertyKeys", "[]string");
+        goto out;
+    }
+    json_t *props = meta_props(m);
+    size_t i;
+    const json_t *k;
+    json_array_foreach(keys, i, k) {
+        if (json_is_string(k))
+            json_object_del(props, json_string_value(k));
+    }
+    bool fits = set_meta_props(m, props);
+    json_decref(props);
+    sx_status st = fits ? sx__cat_coll_update(rq->cat, rq->db_name, m) : SX_EINVAL;
+    if (st != SX_OK)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "drop collection properties");
+    else
+        sx__ok(rs, NULL);
+out:
+    sx__req_coll_done(NULL, m);
+}
+
+/* ---------------------------------------------------------------- flush, compaction */
+
+static void h_flush(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "FlushReq", &h, &m))
+        return;
+    sx_status st = sx_flush(h);
+    if (st != SX_OK)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "flush");
+    else
+        sx__ok(rs, NULL);
+    sx__req_coll_done(h, m);
+}
+
+static void h_compact(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CompactReq", &h, &m))
+        return;
+    sx_status st = sx_compact(h);
+    if (st != SX_OK)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "compact");
+    else
+        sx__ok(rs, json_pack("{s:I}", "compactionID", (json_int_t)new_job_id()));
+    sx__req_coll_done(h, m);
+}
+
+static void h_get_compaction_state(sx__req *rq, sx__resp *rs)
+{
+    int64_t job = 0;
+    if (sx__jint(rq->body, "jobID", &job) != 0) {
+        fail_type(rs, "GetCompactionStateReq", "jobID", "int64");
+        return;
+    }
+    /* sx_compact is synchronous: every compaction has completed by the time its id is known */
+    sx__ok(rs, json_pack("{s:s,s:i,s:i,s:i,s:i}", "state", "Completed", "executingPlanNo", 0,
+                         "timeoutPlanNo", 0, "completedPlanNo", 1, "failedPlanNo", 0));
+}
+
+static void h_fields_unsupported(sx__req *rq, sx__resp *rs)
+{
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionFieldReqWithParams", NULL, &m))
+        return;
+    sx__fail(rs, SX__MC_UNSUPPORTED,
+             "unsupported operation: changing the fields of an existing collection is not "
+             "supported by Sextant yet (collection=%s)",
+             m->name);
+    sx__req_coll_done(NULL, m);
+}
+
+const sx__route sx__routes_collections[] = {
+    { "/v2/vectordb/collections/create", h_create, true },
+    { "/v2/vectordb/collections/describe", h_describe, false },
+    { "/v2/vectordb/collections/list", h_list, false },
+    { "/v2/vectordb/collections/has", h_has, false },
+    { "/v2/vectordb/collections/drop", h_drop, true },
+    { "/v2/vectordb/collections/get_stats", h_get_stats, false },
+    { "/v2/vectordb/collections/load", h_load, true },
+    { "/v2/vectordb/collections/release", h_release, true },
+    { "/v2/vectordb/collections/refresh_load", h_load, true },
+    { "/v2/vectordb/collections/get_load_state", h_get_load_state, false },
+    { "/v2/vectordb/collections/rename", h_rename, true },
+    { "/v2/vectordb/collections/alter_properties", h_alter_properties, true },
+    { "/v2/vectordb/collections/drop_properties", h_drop_properties, true },
+    { "/v2/vectordb/collections/flush", h_flush, true },
+    { "/v2/vectordb/collections/compact", h_compact, true },
+    { "/v2/vectordb/collections/get_compaction_state", h_get_compaction_state, false },
+    { "/v2/vectordb/collections/fields/alter_properties", h_fields_unsupported, true },
+    { "/v2/vectordb/collections/fields/add", h_fields_unsupported, true },
+    { NULL, NULL, false },
+};

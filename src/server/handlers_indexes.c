@@ -1,4 +1,401 @@
-/* handlers_indexes.c: STUB (being written). */
-#include "server/server.h"
+/*
+ * handlers_indexes.c: /v2/vectordb/indexes/... (milvus-rest-v2.md sections 7.1, 7.2 and 8).
+ *
+ * A collection has at most one vector index (the engine's, on its only vector field); its name,
+ * field and the type the client asked for ("AUTOINDEX", "HNSW", ...) are kept in the collection
+ * metadata, the build state comes from sx_index_describe. Scalar index requests (INVERTED,
+ * STL_SORT, Trie, BITMAP, or AUTOINDEX on a scalar field) are accepted and build nothing: the
+ * engine's filters scan columns, which is what such an index would speed up. They are not listed.
+ *
+ * Build params arrive as numbers or strings (the Node SDK types M as a string) and are handed to
+ * the engine as strings; index_type and metric_type inside params are not build params.
+ *
+ * Thread-safety: handlers keep no state.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
-const sx__route sx__routes_indexes[] = {{NULL, NULL, false}};
+#include "server/server.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+#define MAX_PARAMS 32
+
+static bool is_scalar_index(const char *t)
+{
+    static const char *const names[] = { "INVERTED", "STL_SORT", "Trie", "BITMAP", "TRIE",
+                                         "SORTED", "HYBRID", "NGRAM", "RTREE" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(t, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool is_engine_index(const char *t)
+{
+    static const char *const names[] = { "FLAT",    "HNSW",    "AUTOINDEX", "IVF_FLAT",
+                                         "IVF_SQ8", "IVF_PQ",  "DISKANN",   "HNSW_SQ" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(t, names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Index types Milvus has that Sextant does not (yet): 701 rather than "invalid". */
+static bool is_known_unsupported(const char *t)
+{
+    static const char *const names[] = { "SCANN",       "BIN_FLAT",    "BIN_IVF_FLAT",
+                                         "SPARSE_INVERTED_INDEX", "SPARSE_WAND",
+                                         "IVF_RABITQ",  "HNSW_PQ",     "HNSW_PRQ",
+                                         "IVF_HNSW",    "MINHASH_LSH" };
+    if (strncasecmp(t, "GPU_", 4) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(t, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static const sx__field_meta *find_field(const sx__coll_meta *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_fields; i++)
+        if (strcmp(m->fields[i].name, name) == 0)
+            return &m->fields[i];
+    return NULL;
+}
+
+static bool skip_param(const char *k)
+{
+    return strcasecmp(k, "index_type") == 0 || strcasecmp(k, "metric_type") == 0 ||
+           strcasecmp(k, "metricType") == 0 || strcasecmp(k, "indexType") == 0;
+}
+
+bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta,
+                     const json_t *ip)
+{
+    const char *fname = NULL, *iname = NULL, *metric = NULL, *itype = NULL;
+    if (!json_is_object(ip) || sx__jstr(ip, "fieldName", &fname) != 0 ||
+        sx__jstr(ip, "indexName", &iname) != 0 || sx__jstr(ip, "metricType", &metric) != 0 ||
+        sx__jstr(ip, "indexType", &itype) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal value into "
+                 "Go struct field IndexParamReq.indexParams of type httpserver.IndexParam");
+        return false;
+    }
+    if (!fname || !*fname) {
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: 'IndexParamReq.IndexParams[0]."
+                 "FieldName' Error:Field validation for 'FieldName' failed on the 'required' tag");
+        return false;
+    }
+    const json_t *params = sx__jget(ip, "params");
+    if (params && !json_is_object(params)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal value into "
+                 "Go struct field IndexParam.indexParams.params of type map[string]interface {}");
+        return false;
+    }
+    if (!itype || !*itype) {
+        const json_t *t = sx__jget(params, "index_type");
+        itype = json_is_string(t) && *json_string_value(t) ? json_string_value(t) : "AUTOINDEX";
+    }
+    if (!metric || !*metric) {
+        const json_t *t = sx__jget(params, "metric_type");
+        metric = json_is_string(t) ? json_string_value(t) : NULL;
+    }
+    const sx__field_meta *f = find_field(meta, fname);
+    if (!f) {
+        sx__fail(rs, SX__MC_FIELD_NOT_FOUND, "field not found[field=%s]", fname);
+        return false;
+    }
+    if (!iname || !*iname)
+        iname = fname;
+    if (strlen(iname) > SX_MAX_NAME) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: index name too long");
+        return false;
+    }
+    if (f->engine_type != SX_FIELD_FLOAT_VECTOR) {
+        if (is_scalar_index(itype) || strcasecmp(itype, "AUTOINDEX") == 0)
+            return true; /* accepted, nothing to build */
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: index type %s is not a scalar index type (field %s is %s)",
+                 itype, fname, f->type);
+        return false;
+    }
+    if (is_known_unsupported(itype)) {
+        sx__fail(rs, SX__MC_INDEX_UNSUPPORTED,
+                 "index type not supported[index_type=%s]: %s is not supported by Sextant yet "
+                 "(supported: FLAT, HNSW, AUTOINDEX, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW_SQ, DISKANN)",
+                 itype, itype);
+        return false;
+    }
+    if (!is_engine_index(itype)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: invalid index type: %s%s", itype,
+                 is_scalar_index(itype) ? " (a scalar index type on a vector field)" : "");
+        return false;
+    }
+    if (metric && *metric) {
+        sx_metric mt;
+        if (!sx__metric_parse(metric, &mt)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: metric type %s not found or not supported by Sextant, "
+                     "supported: [L2 IP COSINE]",
+                     metric);
+            return false;
+        }
+        if (mt != meta->metric) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter[expected=%s][actual=%s]: the metric of collection %s is "
+                     "%s; Sextant fixes it when the collection is created (pass metricType or "
+                     "indexParams to collections/create)",
+                     sx__metric_name(meta->metric), metric, meta->name,
+                     sx__metric_name(meta->metric));
+            return false;
+        }
+    }
+    if (meta->index_name[0] && strcmp(meta->index_name, iname) != 0) {
+        sx__fail(rs, SX__MC_UNEXPECTED,
+                 "CreateIndex failed: at most one distinct index is allowed per field (field %s "
+                 "has index %s)",
+                 meta->index_field, meta->index_name);
+        return false;
+    }
+    /* params -> strings */
+    sx_param ps[MAX_PARAMS];
+    char *owned[MAX_PARAMS];
+    size_t np = 0;
+    bool ok = true;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)params, k, v) {
+        if (skip_param(k))
+            continue;
+        if (np == MAX_PARAMS) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: too many index params");
+            ok = false;
+            break;
+        }
+        char buf[64];
+        const char *s = NULL;
+        if (json_is_string(v))
+            s = json_string_value(v);
+        else if (json_is_integer(v)) {
+            (void)snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+            s = buf;
+        } else if (json_is_real(v)) {
+            int64_t iv;
+            if (sx__json_to_int64(v, &iv))
+                (void)snprintf(buf, sizeof buf, "%lld", (long long)iv);
+            else
+                (void)snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
+            s = buf;
+        } else if (json_is_boolean(v))
+            s = json_is_true(v) ? "true" : "false";
+        else {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: index param %s must be a number or a string", k);
+            ok = false;
+            break;
+        }
+        owned[np] = sx__strdup(s);
+        if (!owned[np]) {
+            sx__fail(rs, SX__MC_UNEXPECTED, "out of memory");
+            ok = false;
+            break;
+        }
+        ps[np].key = k;
+        ps[np].value = owned[np];
+        np++;
+    }
+    sx_status st = SX_OK;
+    if (ok) {
+        st = sx_index_create(h, itype, ps, np);
+        if (st == SX_EEXIST)
+            sx__fail(rs, SX__MC_UNEXPECTED,
+                     "CreateIndex failed: at most one distinct index is allowed per field: %s",
+                     sx_errmsg());
+        else if (st != SX_OK)
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+    }
+    for (size_t i = 0; i < np; i++)
+        sx__free(owned[i]);
+    if (!ok || st != SX_OK)
+        return false;
+    bool same = strcmp(meta->index_name, iname) == 0 && strcmp(meta->index_field, fname) == 0 &&
+                strcmp(meta->index_type, itype) == 0;
+    if (same)
+        return true;
+    (void)snprintf(meta->index_name, sizeof meta->index_name, "%s", iname);
+    (void)snprintf(meta->index_field, sizeof meta->index_field, "%s", fname);
+    (void)snprintf(meta->index_type, sizeof meta->index_type, "%s", itype);
+    st = sx__cat_coll_update(rq->cat, rq->db_name, meta);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+        return false;
+    }
+    return true;
+}
+
+static void h_create(sx__req *rq, sx__resp *rs)
+{
+    const char *name = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", "IndexParamReq", &name))
+        return;
+    const json_t *ips = sx__jget(rq->body, "indexParams");
+    if (ips && !json_is_array(ips)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal value into "
+                 "Go struct field IndexParamReq.indexParams of type []httpserver.IndexParam");
+        return;
+    }
+    if (!ips) {
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: 'IndexParamReq.IndexParams' "
+                 "Error:Field validation for 'IndexParams' failed on the 'required' tag");
+        return;
+    }
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "IndexParamReq", &h, &m))
+        return;
+    size_t i;
+    const json_t *ip;
+    bool ok = true;
+    json_array_foreach(ips, i, ip) {
+        if (!sx__index_apply(rq, rs, h, m, ip)) {
+            ok = false;
+            break;
+        }
+    }
+    if (ok)
+        sx__ok(rs, NULL);
+    sx__req_coll_done(h, m);
+}
+
+static const char *state_name(sx_index_state s)
+{
+    switch (s) {
+    case SX_INDEX_NONE:
+        return "IndexStateNone";
+    case SX_INDEX_IN_PROGRESS:
+        return "InProgress";
+    case SX_INDEX_FINISHED:
+        return "Finished";
+    case SX_INDEX_FAILED:
+        return "Failed";
+    }
+    return "IndexStateNone";
+}
+
+/* Resolves collectionName + indexName (both required, IndexReq). */
+static bool req_index(sx__req *rq, sx__resp *rs, const char *sname, sx_collection **h,
+                      sx__coll_meta **m, const char **iname)
+{
+    const char *c = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", sname, &c) ||
+        !sx__need_str(rq, rs, "indexName", sname, iname))
+        return false;
+    return sx__req_coll(rq, rs, sname, h, m);
+}
+
+static void h_describe(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    const char *iname = NULL;
+    if (!req_index(rq, rs, "IndexReq", &h, &m, &iname))
+        return;
+    sx_index_info ii;
+    sx_status st = sx_index_describe(h, &ii);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_INDEX_NOT_FOUND, "describe index");
+    } else if (!m->index_name[0] || strcmp(m->index_name, iname) != 0 ||
+               ii.state == SX_INDEX_NONE) {
+        sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[indexName=%s]", iname);
+    } else {
+        json_t *o = json_object();
+        json_object_set_new(o, "indexName", json_string(m->index_name));
+        json_object_set_new(o, "fieldName", json_string(m->index_field));
+        json_object_set_new(o, "indexType",
+                            json_string(m->index_type[0] ? m->index_type : ii.type));
+        json_object_set_new(o, "metricType", json_string(sx__metric_name(m->metric)));
+        json_object_set_new(o, "totalRows", json_integer((json_int_t)ii.total_rows));
+        json_object_set_new(o, "indexedRows", json_integer((json_int_t)ii.indexed_rows));
+        json_object_set_new(o, "pendingRows", json_integer((json_int_t)ii.pending_rows));
+        json_object_set_new(o, "indexState", json_string(state_name(ii.state)));
+        json_object_set_new(o, "failReason", json_string(ii.fail_reason));
+        json_t *arr = json_array();
+        json_array_append_new(arr, o);
+        sx__ok(rs, arr);
+    }
+    sx__req_coll_done(h, m);
+}
+
+static void h_list(sx__req *rq, sx__resp *rs)
+{
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionNameReq", NULL, &m))
+        return;
+    json_t *arr = json_array();
+    if (m->index_name[0])
+        json_array_append_new(arr, json_string(m->index_name));
+    sx__ok(rs, arr);
+    sx__req_coll_done(NULL, m);
+}
+
+static void h_drop(sx__req *rq, sx__resp *rs)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = NULL;
+    const char *iname = NULL;
+    if (!req_index(rq, rs, "IndexReq", &h, &m, &iname))
+        return;
+    if (!m->index_name[0] || strcmp(m->index_name, iname) != 0) {
+        sx__ok(rs, NULL); /* Milvus: dropping an index that is not there succeeds */
+        goto out;
+    }
+    if (m->loaded) {
+        sx__fail(rs, SX__MC_UNEXPECTED,
+                 "index cannot be dropped, collection is loaded, please release it first");
+        goto out;
+    }
+    sx_status st = sx_index_drop(h);
+    if (st != SX_OK && st != SX_ENOTFOUND) {
+        sx__fail_st(rs, st, SX__MC_INDEX_NOT_FOUND, "drop index");
+        goto out;
+    }
+    m->index_name[0] = m->index_field[0] = m->index_type[0] = '\0';
+    st = sx__cat_coll_update(rq->cat, rq->db_name, m);
+    if (st != SX_OK)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "drop index");
+    else
+        sx__ok(rs, NULL);
+out:
+    sx__req_coll_done(h, m);
+}
+
+/* alter_properties / drop_properties (mmap.enabled and the like): nothing to change in Sextant,
+ * so they succeed once the index is found. */
+static void h_props(sx__req *rq, sx__resp *rs)
+{
+    sx__coll_meta *m = NULL;
+    const char *iname = NULL;
+    if (!req_index(rq, rs, "IndexReqWithProperties", NULL, &m, &iname))
+        return;
+    if (!m->index_name[0] || strcmp(m->index_name, iname) != 0)
+        sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[indexName=%s]", iname);
+    else
+        sx__ok(rs, NULL);
+    sx__req_coll_done(NULL, m);
+}
+
+const sx__route sx__routes_indexes[] = {
+    { "/v2/vectordb/indexes/create", h_create, true },
+    { "/v2/vectordb/indexes/describe", h_describe, false },
+    { "/v2/vectordb/indexes/list", h_list, false },
+    { "/v2/vectordb/indexes/drop", h_drop, true },
+    { "/v2/vectordb/indexes/alter_properties", h_props, true },
+    { "/v2/vectordb/indexes/drop_properties", h_props, true },
+    { NULL, NULL, false },
+};

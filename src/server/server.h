@@ -187,6 +187,7 @@ typedef struct sx__coll_meta {
     bool loaded;                       /* persisted: survives restarts as in Milvus */
     char index_name[SX_MAX_NAME + 1];  /* "" = no index */
     char index_field[SX_MAX_NAME + 1];
+    char index_type[32];               /* as the client asked: "AUTOINDEX", "HNSW", ... */
     size_t n_parts;                    /* partitions; [0] is always "_default" */
     char parts[SX__MAX_PARTS][SX_MAX_NAME + 1];
     char properties[2048];             /* JSON object text of collection properties ("{}") */
@@ -201,10 +202,19 @@ SX_NODISCARD sx_status sx__cat_open(const char *dir, const sx_db_options *opts, 
 /* Flushes every collection of every database (returns the first error), closes them. */
 SX_NODISCARD sx_status sx__cat_close(sx__catalog *cat);
 
+/* Name lists (db_list: "default" first, then the others sorted; coll_list: client names sorted)
+ * are owned by the caller: free with sx_strings_free(names, n). Thread-safety: every sx__cat_*
+ * function but sx__cat_close may be called from any number of threads at once. */
 SX_NODISCARD sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n);
 SX_NODISCARD sx_status sx__cat_db_create(sx__catalog *cat, const char *db);
 SX_NODISCARD sx_status sx__cat_db_drop(sx__catalog *cat, const char *db); /* not "default" */
 bool sx__cat_db_exists(sx__catalog *cat, const char *db);
+/* Database properties and id (Milvus dbID), persisted in <dbdir>/rest/db.properties.json.
+ * *props: a new reference to a copy of the properties object (json_decref it). */
+SX_NODISCARD sx_status sx__cat_db_describe(sx__catalog *cat, const char *db, json_t **props,
+                                           int64_t *db_id);
+/* Replaces the properties object (borrowed; copied). Errors: SX_ENOTFOUND, SX_EIO. */
+SX_NODISCARD sx_status sx__cat_db_set_props(sx__catalog *cat, const char *db, const json_t *props);
 
 /* Finds a collection by its client name: on SX_OK *h is an open handle (release it with
  * sx_collection_release) and *meta a copy of its metadata. h may be NULL when only metadata is
@@ -228,6 +238,28 @@ SX_NODISCARD sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char 
 typedef int (*sx__cat_visit_fn)(void *ctx, const char *db, const sx__coll_meta *meta,
                                 sx_collection *h);
 SX_NODISCARD sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------ handler helpers */
+
+/* handlers_collections.c. Resolves rq->body.collectionName (1802 with `struct_name` when missing)
+ * in rq->db_name: 800 when the database is missing, 100 when the collection is. On true, *meta is
+ * an owned copy (free with sx__req_coll_done) and *h an open handle (when h is non-NULL). */
+bool sx__req_coll(sx__req *rq, sx__resp *rs, const char *struct_name, sx_collection **h,
+                  sx__coll_meta **meta);
+void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta); /* either may be NULL */
+/* Marks the collection loaded (persisted). 700 "index not found[collection=NAME]" when its vector
+ * field has no index. */
+bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta);
+/* Collection and database properties: a JSON object of strings. props_to_kv returns
+ * [{"key":k,"value":v}] (new reference); props_merge sets every member of src in dst with its
+ * value turned into a string (numbers as digits, bools as true/false, objects as JSON text). */
+json_t *sx__props_to_kv(const json_t *props);
+void sx__props_merge(json_t *dst, const json_t *src);
+/* handlers_indexes.c. Creates the index one indexParams entry describes (vector field: the engine
+ * index; scalar field: accepted, nothing built) and records it in *meta (persisted). On false,
+ * rs holds the error. */
+bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta,
+                     const json_t *index_param);
 
 /* ------------------------------------------------------------------ merge.c */
 
