@@ -1,4 +1,2281 @@
-/* handlers_entities.c: STUB (being written). */
-#include "server/server.h"
+/*
+ * handlers_entities.c: /v2/vectordb/entities/{insert,upsert,delete,query,get,search,
+ * hybrid_search} (milvus-rest-v2.md section 6).
+ *
+ * Model. A REST collection is an engine collection plus catalog metadata (sx__coll_meta): the
+ * Milvus types as declared (Int8..Int64 are engine INT64, Float/Double DOUBLE, VarChar/String/JSON
+ * VARCHAR, Bool BOOL), and two hidden VARCHAR columns the clients never see: SX__META_FIELD (the
+ * dynamic fields of a row as a JSON object text, when enableDynamicField) and SX__PART_FIELD (the
+ * partition of a row). Requests are decoded from row objects into columnar sx_batch arrays, and
+ * rowsets are encoded back into row objects here.
+ *
+ * Rules that hold for every handler.
+ *   - Hidden columns are never requested with "*" from the engine (its "*" would include them):
+ *     the engine always gets an explicit field list, and row encoding emits declared fields and
+ *     flattened dynamic keys only.
+ *   - Filters reach the engine after three steps (make_filter): exprParams templates `{name}` are
+ *     replaced by the JSON encoding of the value (strings quoted and escaped: JSON escapes are a
+ *     subset of the filter lexer's); identifiers are checked (a JSON-typed field or, on a dynamic
+ *     collection, an undeclared name is refused with 1100: the engine filters declared scalar
+ *     columns only, and would compare a JSON field's raw text); partitionName(s) are ANDed as
+ *     `sx_part_ in [...]`.
+ *   - Int64 values (declared Int64, including the primary key) are strings when the client sent
+ *     Accept-Type-Allow-Int64: false (sx__jint64_out); Int8/16/32 stay numbers; VarChar keys are
+ *     strings. JSON fields come back as a string holding the raw JSON text, as Milvus does.
+ *   - A row-level error rejects the whole request: nothing is written (one engine batch).
+ *
+ * Search. searchParams may nest index params under "params" or give them flat (2.5.2+); both are
+ * merged into one list, a key given twice with different values is "ambiguous parameter" (1100).
+ * Generic Milvus keys (metricType, radius, range_filter, ignoreGrowing, hints, level, ...) are
+ * consumed here; the rest goes to the engine, whose indexes validate their own keys. Range search
+ * (radius / range_filter) is a post-filter over exact-ordered hits: the handler asks the engine
+ * for more hits (x4 each round, up to 16384) while a query could still have in-range hits beyond
+ * the ones returned, then applies offset and limit per query. Plain searches go through the
+ * merger (merge.c) when the server has one, keyed by every parameter but the vectors.
+ *
+ * Hybrid search runs each sub-request (its own vectors, filter, limit, metricType/params) on the
+ * one vector field, then fuses per query: RRF (score = sum 1/(k + rank), rank from 1, k = 60 by
+ * default) or weighted (sum w_i * normalised distance, Milvus's normalisation: L2
+ * 1 - 2 atan(d)/pi, IP 0.5 + atan(d)/pi, COSINE (1 + d)/2). Ties sort by primary key. The fused
+ * score is returned as "distance" (larger is better); output fields are read with one sx_get.
+ *
+ * Deviations from Milvus (documented). Inserting a primary key that exists fails (1804) instead
+ * of storing a duplicate; upsert on an autoID collection inserts the rows with new ids, then
+ * deletes the given keys (not atomic); Float values are kept as doubles (no float32 rounding);
+ * groupingField is unsupported (3000).
+ *
+ * Thread-safety: handlers run concurrently on the HTTP threads; each touches only its request,
+ * the catalog (own lock) and the engine (thread-safe). No static mutable state.
+ */
+#include <ctype.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
-const sx__route sx__routes_entities[] = {{NULL, NULL, false}};
+#include "server/server.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+#define MAX_LIMIT    16384u
+#define MAX_PARAMS   48
+#define MAX_DYN_KEYS 128
+#define PI_D         3.14159265358979323846
+
+/* ------------------------------------------------------------------ small helpers */
+
+/* Frees memory allocated by jansson (json_dumps). */
+static void jfree(void *p)
+{
+    json_free_t f = NULL;
+    json_get_alloc_funcs(NULL, &f);
+    if (p)
+        (f ? f : free)(p);
+}
+
+/* A growable NUL-terminated string (util/alloc.h). A failed allocation sets oom. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_addn(sbuf *s, const char *t, size_t n)
+{
+    if (s->oom)
+        return;
+    if (s->len + n + 1 > s->cap) {
+        size_t nc = s->cap ? s->cap : 64;
+        while (nc < s->len + n + 1)
+            nc *= 2;
+        char *np = sx__realloc(s->p, nc);
+        if (!np) {
+            s->oom = true;
+            return;
+        }
+        s->p = np;
+        s->cap = nc;
+    }
+    memcpy(s->p + s->len, t, n);
+    s->len += n;
+    s->p[s->len] = '\0';
+}
+
+static void sb_add(sbuf *s, const char *t)
+{
+    sb_addn(s, t, strlen(t));
+}
+
+static void sb_free(sbuf *s)
+{
+    sx__free(s->p);
+    s->p = NULL;
+    s->len = s->cap = 0;
+}
+
+/* Takes the string out of s (never NULL unless oom; "" when nothing was added). */
+static char *sb_take(sbuf *s)
+{
+    if (!s->p && !s->oom)
+        sb_addn(s, "", 0);
+    if (s->oom) {
+        sb_free(s);
+        return NULL;
+    }
+    char *p = s->p;
+    s->p = NULL;
+    s->len = s->cap = 0;
+    return p;
+}
+
+static void ok_cost(sx__resp *rs, json_t *data)
+{
+    sx__ok(rs, data);
+    if (rs->body)
+        json_object_set_new(rs->body, "cost", json_integer(0));
+}
+
+static void fail_nomem(sx__resp *rs)
+{
+    sx__fail(rs, SX__MC_UNEXPECTED, "out of memory");
+}
+
+static bool is_blank(const char *s)
+{
+    if (!s)
+        return true;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    return *s == '\0';
+}
+
+static bool is_ident_start(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
+}
+
+static bool is_ident_char(char ch)
+{
+    return is_ident_start(ch) || (ch >= '0' && ch <= '9');
+}
+
+/* ------------------------------------------------------------------ collections */
+
+typedef struct coll {
+    sx_collection *h;
+    sx__coll_meta *meta; /* owned (sx__malloc) */
+    int pk;              /* index of the primary key in meta->fields */
+    int vec;             /* index of the vector field, -1 if none */
+} coll;
+
+static void coll_close(coll *c)
+{
+    if (c->h)
+        sx_collection_release(c->h);
+    sx__free(c->meta);
+    c->h = NULL;
+    c->meta = NULL;
+}
+
+/* Resolves collectionName of the body into an open handle and a metadata copy. On failure sets
+ * rs (1802/1801 for the name, 800 / 100 for a missing database / collection) and returns false. */
+static bool coll_open(sx__req *rq, sx__resp *rs, const char *struct_name, coll *c)
+{
+    memset(c, 0, sizeof *c);
+    const char *name = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", struct_name, &name))
+        return false;
+    c->meta = sx__malloc(sizeof *c->meta);
+    if (!c->meta) {
+        fail_nomem(rs);
+        return false;
+    }
+    sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, &c->h, c->meta);
+    if (st != SX_OK) {
+        c->h = NULL;
+        if (st == SX_ENOTFOUND && !sx__cat_db_exists(rq->cat, rq->db_name))
+            sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
+        else if (st == SX_ENOTFOUND)
+            sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]", name);
+        else
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "collection");
+        coll_close(c);
+        return false;
+    }
+    c->pk = -1;
+    c->vec = -1;
+    for (size_t i = 0; i < c->meta->n_fields; i++) {
+        if (c->meta->fields[i].is_primary)
+            c->pk = (int)i;
+        if (c->meta->fields[i].engine_type == SX_FIELD_FLOAT_VECTOR && c->vec < 0)
+            c->vec = (int)i;
+    }
+    if (c->pk < 0) {
+        sx__fail(rs, SX__MC_UNEXPECTED, "collection %s has no primary key", name);
+        coll_close(c);
+        return false;
+    }
+    return true;
+}
+
+static bool need_loaded(sx__resp *rs, const coll *c)
+{
+    if (c->meta->loaded)
+        return true;
+    sx__fail(rs, SX__MC_COLL_NOT_LOADED, "collection not loaded[collection=%s]", c->meta->name);
+    return false;
+}
+
+static int field_index(const sx__coll_meta *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_fields; i++)
+        if (strcmp(m->fields[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static bool is_json_type(const sx__field_meta *f)
+{
+    return strcmp(f->type, "JSON") == 0;
+}
+
+static bool is_hidden_name(const char *s)
+{
+    return strcmp(s, SX__META_FIELD) == 0 || strcmp(s, SX__PART_FIELD) == 0;
+}
+
+static bool part_exists(const sx__coll_meta *m, const char *p)
+{
+    for (size_t i = 0; i < m->n_parts; i++)
+        if (strcmp(m->parts[i], p) == 0)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------------ filters */
+
+/* Replaces `{name}` placeholders outside string literals with the JSON encoding of
+ * params[name]. Owned result (sx__free). On failure sets rs, returns NULL. */
+static char *substitute(sx__resp *rs, const char *f, const json_t *params)
+{
+    sbuf out = { 0 };
+    const char *p = f;
+    while (*p) {
+        char ch = *p;
+        if (ch == '"' || ch == '\'') {
+            const char *s = p++;
+            while (*p && *p != ch) {
+                if (*p == '\\' && p[1])
+                    p++;
+                p++;
+            }
+            if (*p)
+                p++;
+            sb_addn(&out, s, (size_t)(p - s));
+            continue;
+        }
+        if (ch == '{' && is_ident_start(p[1])) {
+            const char *q = p + 1;
+            while (is_ident_char(*q))
+                q++;
+            if (*q == '}') {
+                char name[256];
+                size_t n = (size_t)(q - p - 1);
+                if (n >= sizeof name)
+                    n = sizeof name - 1;
+                memcpy(name, p + 1, n);
+                name[n] = '\0';
+                json_t *v = json_is_object(params) ? json_object_get(params, name) : NULL;
+                if (!v) {
+                    sb_free(&out);
+                    sx__fail(rs, SX__MC_INVALID_PARAM,
+                             "invalid parameter: the template variable {%s} of the filter has no "
+                             "value in exprParams",
+                             name);
+                    return NULL;
+                }
+                char *enc = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+                if (!enc) {
+                    sb_free(&out);
+                    fail_nomem(rs);
+                    return NULL;
+                }
+                sb_add(&out, enc);
+                jfree(enc);
+                p = q + 1;
+                continue;
+            }
+        }
+        sb_addn(&out, p, 1);
+        p++;
+    }
+    char *r = sb_take(&out);
+    if (!r)
+        fail_nomem(rs);
+    return r;
+}
+
+static bool is_keyword(const char *s, size_t n)
+{
+    static const char *const kw[] = { "and", "or",   "not",  "in",   "like",
+                                      "is",  "null", "true", "false" };
+    for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+        if (strlen(kw[i]) == n && strncasecmp(kw[i], s, n) == 0)
+            return true;
+    return false;
+}
+
+/* Refuses identifiers the engine cannot filter on correctly: JSON-typed fields, hidden columns,
+ * and undeclared names on a dynamic collection (dynamic keys are not filterable yet). Unknown
+ * names on other collections are left to the engine ("field not found"). */
+static bool check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const char *f)
+{
+    const char *p = f;
+    while (*p) {
+        char ch = *p;
+        if (ch == '"' || ch == '\'') {
+            p++;
+            while (*p && *p != ch) {
+                if (*p == '\\' && p[1])
+                    p++;
+                p++;
+            }
+            if (*p)
+                p++;
+            continue;
+        }
+        if (ch >= '0' && ch <= '9') {
+            while (is_ident_char(*p) || *p == '.')
+                p++;
+            continue;
+        }
+        if (!is_ident_start(ch)) {
+            p++;
+            continue;
+        }
+        const char *s = p;
+        while (is_ident_char(*p))
+            p++;
+        size_t n = (size_t)(p - s);
+        if (*p == '"' || *p == '\'')
+            continue; /* string prefix: r"..", u8"..", L".." */
+        if (is_keyword(s, n))
+            continue;
+        const char *q = p;
+        while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+            q++;
+        if (*q == '(')
+            continue; /* function call: the engine says it is unsupported */
+        char name[SX_MAX_NAME + 1];
+        if (n > SX_MAX_NAME)
+            n = SX_MAX_NAME;
+        memcpy(name, s, n);
+        name[n] = '\0';
+        int fi = field_index(m, name);
+        if (fi >= 0) {
+            if (is_json_type(&m->fields[fi])) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: filtering on the JSON field \"%s\" is not supported",
+                         name);
+                return false;
+            }
+            continue;
+        }
+        if (is_hidden_name(name)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: cannot parse expression: field %s not exist", name);
+            return false;
+        }
+        if (m->enable_dynamic) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: filtering on the dynamic field \"%s\" is not supported",
+                     name);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Appends `sx_part_ in ["a","b"]` for the names in parts (array of strings or one string).
+ * Checks every name exists (200). */
+static bool part_filter(sx__resp *rs, const sx__coll_meta *m, const json_t *parts, sbuf *out)
+{
+    size_t n = json_is_array(parts) ? json_array_size(parts) : 1;
+    if (json_is_array(parts) && n == 0)
+        return true;
+    sb_add(out, SX__PART_FIELD " in [");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_is_array(parts) ? json_array_get(parts, i) : parts;
+        if (!json_is_string(v)) {
+            sx__fail(rs, SX__MC_BAD_JSON,
+                     "can only accept json format request, error: partition names must be "
+                     "strings");
+            return false;
+        }
+        const char *pn = json_string_value(v);
+        if (!part_exists(m, pn)) {
+            sx__fail(rs, SX__MC_PART_NOT_FOUND, "partition not found[partition=%s]", pn);
+            return false;
+        }
+        char *enc = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!enc) {
+            out->oom = true;
+            return true;
+        }
+        if (i)
+            sb_add(out, ",");
+        sb_add(out, enc);
+        jfree(enc);
+    }
+    sb_add(out, "]");
+    return true;
+}
+
+/* The filter the engine gets: the filter of `src` (a request or a hybrid sub-request; exprParams
+ * templates substituted, fields checked) AND the
+ * partition restriction. `parts` is an array of names or a single name, NULL = all. On success
+ * *out is owned (sx__free; "" = no filter). On failure rs is set. */
+static bool
+make_filter(const json_t *src, sx__resp *rs, const coll *c, const json_t *parts, char **out)
+{
+    const char *uf = "";
+    if (sx__jstr(src, "filter", &uf) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal non-string "
+                 "into Go struct field .filter of type string");
+        return false;
+    }
+    char *sub = NULL;
+    if (!is_blank(uf)) {
+        json_t *ep = sx__jget(src, "exprParams");
+        if (ep && !json_is_object(ep)) {
+            sx__fail(rs, SX__MC_BAD_JSON,
+                     "can only accept json format request, error: exprParams must be an object");
+            return false;
+        }
+        sub = substitute(rs, uf, ep);
+        if (!sub)
+            return false;
+        if (!check_filter_fields(rs, c->meta, sub)) {
+            sx__free(sub);
+            return false;
+        }
+    }
+    bool have_parts = parts && (!json_is_array(parts) || json_array_size(parts) > 0);
+    if (have_parts && !c->meta->has_partitions) {
+        /* No partition column: only "_default" exists, and it holds every row. */
+        size_t n = json_is_array(parts) ? json_array_size(parts) : 1;
+        for (size_t i = 0; i < n; i++) {
+            const json_t *v = json_is_array(parts) ? json_array_get(parts, i) : parts;
+            if (!json_is_string(v) || strcmp(json_string_value(v), "_default") != 0) {
+                sx__fail(rs, SX__MC_PART_NOT_FOUND, "partition not found[partition=%s]",
+                         json_is_string(v) ? json_string_value(v) : "?");
+                sx__free(sub);
+                return false;
+            }
+        }
+        have_parts = false;
+    }
+    sbuf f = { 0 };
+    if (sub && have_parts) {
+        sb_add(&f, "(");
+        sb_add(&f, sub);
+        sb_add(&f, ") and ");
+    } else if (sub) {
+        sb_add(&f, sub);
+    }
+    sx__free(sub);
+    if (have_parts && !part_filter(rs, c->meta, parts, &f)) {
+        sb_free(&f);
+        return false;
+    }
+    *out = sb_take(&f);
+    if (!*out) {
+        fail_nomem(rs);
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------ output fields */
+
+typedef struct outplan {
+    size_t n;                      /* declared fields to emit besides the primary key */
+    size_t fidx[SX_MAX_FIELDS];    /* indexes into meta->fields */
+    bool all_dyn;                  /* flatten every dynamic key ("*" or "$meta") */
+    size_t n_dyn;                  /* named dynamic keys */
+    const char *dyn[MAX_DYN_KEYS]; /* borrowed from the request body */
+    size_t n_eng;                  /* fields asked of the engine (the pk comes first anyway) */
+    const char *eng[SX_MAX_FIELDS + 2];
+} outplan;
+
+static void plan_add_field(outplan *o, const sx__coll_meta *m, size_t fi, int pk)
+{
+    if ((int)fi == pk)
+        return;
+    for (size_t i = 0; i < o->n; i++)
+        if (o->fidx[i] == fi)
+            return;
+    o->fidx[o->n++] = fi;
+    o->eng[o->n_eng++] = m->fields[fi].name;
+}
+
+/* Builds the output plan from outputFields (NULL: `star` decides between all fields and none).
+ * `extra_part` also asks the engine for the partition column (get with partitionNames). */
+static bool
+plan_outputs(sx__resp *rs, const coll *c, const json_t *of, bool star, outplan *o, bool extra_part)
+{
+    memset(o, 0, sizeof *o);
+    const sx__coll_meta *m = c->meta;
+    if (of && !json_is_array(of)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal into Go "
+                 "struct field .outputFields of type []string");
+        return false;
+    }
+    size_t n = of ? json_array_size(of) : 0;
+    if (!of || n == 0) {
+        if (star) {
+            for (size_t i = 0; i < m->n_fields; i++)
+                plan_add_field(o, m, i, c->pk);
+            o->all_dyn = m->enable_dynamic;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(of, i);
+        if (!json_is_string(v)) {
+            sx__fail(rs, SX__MC_BAD_JSON,
+                     "can only accept json format request, error: json: cannot unmarshal into Go "
+                     "struct field .outputFields of type string");
+            return false;
+        }
+        const char *name = json_string_value(v);
+        if (strcmp(name, "*") == 0) {
+            for (size_t f = 0; f < m->n_fields; f++)
+                plan_add_field(o, m, f, c->pk);
+            o->all_dyn = m->enable_dynamic;
+            continue;
+        }
+        int fi = field_index(m, name);
+        if (fi >= 0) {
+            plan_add_field(o, m, (size_t)fi, c->pk);
+            continue;
+        }
+        if (m->enable_dynamic && strcmp(name, "$meta") == 0) {
+            o->all_dyn = true;
+            continue;
+        }
+        if (!m->enable_dynamic) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: field %s not exist", name);
+            return false;
+        }
+        if (o->n_dyn == MAX_DYN_KEYS) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: too many output fields");
+            return false;
+        }
+        o->dyn[o->n_dyn++] = name;
+    }
+    if (m->enable_dynamic && (o->all_dyn || o->n_dyn))
+        o->eng[o->n_eng++] = SX__META_FIELD;
+    if (extra_part && m->has_partitions)
+        o->eng[o->n_eng++] = SX__PART_FIELD;
+    return true;
+}
+
+static int col_of(const sx_rowset *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_cols; i++)
+        if (strcmp(r->cols[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* One cell as Milvus encodes it. New reference (NULL on OOM / invalid UTF-8). */
+static json_t *
+cell_json(const sx__req *rq, const sx__field_meta *fm, const sx_rowset *r, size_t col, size_t row)
+{
+    const void *d = r->cols[col].data;
+    switch (r->cols[col].type) {
+    case SX_FIELD_INT64: {
+        int64_t v = ((const int64_t *)d)[row];
+        if (!fm || strcmp(fm->type, "Int64") == 0)
+            return sx__jint64_out(rq, v);
+        return json_integer((json_int_t)v);
+    }
+    case SX_FIELD_DOUBLE:
+        return json_real(((const double *)d)[row]);
+    case SX_FIELD_BOOL:
+        return json_boolean(((const bool *)d)[row]);
+    case SX_FIELD_VARCHAR: {
+        const char *s = ((char *const *)d)[row];
+        json_t *v = json_string(s ? s : "");
+        return v ? v : json_null();
+    }
+    case SX_FIELD_FLOAT_VECTOR: {
+        uint32_t dim = r->dims[col];
+        const float *f = (const float *)d + (size_t)row * dim;
+        json_t *a = json_array();
+        for (uint32_t i = 0; a && i < dim; i++)
+            json_array_append_new(a, json_real((double)f[i]));
+        return a;
+    }
+    }
+    return json_null();
+}
+
+typedef struct rowmap {
+    int pk_col;
+    int cols[SX_MAX_FIELDS]; /* per plan field: rowset column */
+    int meta_col;
+} rowmap;
+
+static void map_rows(const coll *c, const outplan *o, const sx_rowset *r, rowmap *mp)
+{
+    mp->pk_col = col_of(r, c->meta->fields[c->pk].name);
+    for (size_t i = 0; i < o->n; i++)
+        mp->cols[i] = col_of(r, c->meta->fields[o->fidx[i]].name);
+    mp->meta_col = (o->all_dyn || o->n_dyn) ? col_of(r, SX__META_FIELD) : -1;
+}
+
+/* Encodes row `row` of r as a Milvus row object (pk, distance when dist != NULL, fields,
+ * flattened dynamic keys). New reference or NULL on OOM. */
+static json_t *row_json(const sx__req *rq,
+                        const coll *c,
+                        const outplan *o,
+                        const rowmap *mp,
+                        const sx_rowset *r,
+                        size_t row,
+                        const float *dist)
+{
+    json_t *obj = json_object();
+    if (!obj)
+        return NULL;
+    const sx__field_meta *pkf = &c->meta->fields[c->pk];
+    if (mp->pk_col >= 0)
+        json_object_set_new(obj, pkf->name, cell_json(rq, pkf, r, (size_t)mp->pk_col, row));
+    if (dist)
+        json_object_set_new(obj, "distance", json_real((double)*dist));
+    for (size_t i = 0; i < o->n; i++) {
+        if (mp->cols[i] < 0)
+            continue;
+        const sx__field_meta *fm = &c->meta->fields[o->fidx[i]];
+        json_object_set_new(obj, fm->name, cell_json(rq, fm, r, (size_t)mp->cols[i], row));
+    }
+    if (mp->meta_col >= 0) {
+        const char *txt = ((char *const *)r->cols[mp->meta_col].data)[row];
+        json_t *dyn = txt && *txt ? json_loads(txt, 0, NULL) : NULL;
+        if (json_is_object(dyn)) {
+            const char *k;
+            json_t *v;
+            if (o->all_dyn) {
+                json_object_foreach(dyn, k, v)
+                {
+                    if (!json_object_get(obj, k))
+                        json_object_set(obj, k, v);
+                }
+            }
+            for (size_t i = 0; i < o->n_dyn; i++) {
+                v = json_object_get(dyn, o->dyn[i]);
+                if (v && !json_object_get(obj, o->dyn[i]))
+                    json_object_set(obj, o->dyn[i], v);
+            }
+        }
+        json_decref(dyn);
+    }
+    return obj;
+}
+
+/* ------------------------------------------------------------------ insert, upsert */
+
+typedef struct colbuf {
+    const sx__field_meta *fm; /* NULL for hidden columns */
+    const char *name;
+    sx_field_type type;
+    void *data;        /* n rows, sx__calloc */
+    bool owns_strings; /* VARCHAR entries were allocated by jansson (json_dumps) */
+} colbuf;
+
+static void colbufs_free(colbuf *cb, size_t n_cols, size_t n_rows)
+{
+    for (size_t i = 0; i < n_cols; i++) {
+        if (cb[i].owns_strings && cb[i].data) {
+            char **s = cb[i].data;
+            for (size_t r = 0; r < n_rows; r++)
+                jfree(s[r]);
+        }
+        sx__free(cb[i].data);
+    }
+}
+
+#define BAD_ROW(...)                                                              \
+ do {                                                                             \
+  char m_[600];                                                                   \
+  (void)snprintf(m_, sizeof m_, __VA_ARGS__);                                     \
+  sx__fail(rs, SX__MC_BAD_INSERT, "fail to deal the insert data, error: %s", m_); \
+  return false;                                                                   \
+ } while (0)
+
+static bool int_range(const char *type, int64_t v)
+{
+    if (strcmp(type, "Int8") == 0)
+        return v >= -128 && v <= 127;
+    if (strcmp(type, "Int16") == 0)
+        return v >= -32768 && v <= 32767;
+    if (strcmp(type, "Int32") == 0)
+        return v >= INT32_MIN && v <= INT32_MAX;
+    return true;
+}
+
+/* Stores one declared field's value of row `row` into cb. */
+static bool put_value(sx__resp *rs, colbuf *cb, uint32_t dim, size_t row, const json_t *v)
+{
+    const sx__field_meta *fm = cb->fm;
+    switch (fm->engine_type) {
+    case SX_FIELD_INT64: {
+        int64_t x;
+        if (json_is_boolean(v) || !sx__json_to_int64(v, &x))
+            BAD_ROW("row %zu: field %s: the value is not an integer (%s)", row, fm->name, fm->type);
+        if (!int_range(fm->type, x))
+            BAD_ROW("row %zu: field %s: %lld is out of the range of %s", row, fm->name,
+                    (long long)x, fm->type);
+        ((int64_t *)cb->data)[row] = x;
+        return true;
+    }
+    case SX_FIELD_DOUBLE: {
+        if (!json_is_number(v))
+            BAD_ROW("row %zu: field %s: the value is not a number (%s)", row, fm->name, fm->type);
+        double x = json_number_value(v);
+        if (!isfinite(x) || (strcmp(fm->type, "Float") == 0 && fabs(x) > (double)FLT_MAX))
+            BAD_ROW("row %zu: field %s: %g is out of the range of %s", row, fm->name, x, fm->type);
+        ((double *)cb->data)[row] = x;
+        return true;
+    }
+    case SX_FIELD_BOOL:
+        if (!json_is_boolean(v))
+            BAD_ROW("row %zu: field %s: the value is not a boolean", row, fm->name);
+        ((bool *)cb->data)[row] = json_is_true(v);
+        return true;
+    case SX_FIELD_VARCHAR: {
+        if (is_json_type(fm)) {
+            char *txt = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+            if (!txt)
+                BAD_ROW("row %zu: field %s: cannot encode the JSON value", row, fm->name);
+            ((char **)cb->data)[row] = txt;
+            if (strlen(txt) > SX_MAX_VARCHAR)
+                BAD_ROW("row %zu: field %s: the JSON value is longer than %u bytes", row, fm->name,
+                        SX_MAX_VARCHAR);
+            return true;
+        }
+        if (!json_is_string(v))
+            BAD_ROW("row %zu: field %s: the value is not a string (%s)", row, fm->name, fm->type);
+        const char *s = json_string_value(v);
+        size_t len = json_string_length(v);
+        if (strlen(s) != len)
+            BAD_ROW("row %zu: field %s: the string holds a NUL character", row, fm->name);
+        uint32_t maxlen = fm->max_length ? fm->max_length : SX_MAX_VARCHAR;
+        if (len > maxlen)
+            BAD_ROW("row %zu: field %s: the length (%zu) exceeds max length (%u)", row, fm->name,
+                    len, maxlen);
+        ((const char **)cb->data)[row] = s;
+        return true;
+    }
+    case SX_FIELD_FLOAT_VECTOR: {
+        if (!json_is_array(v))
+            BAD_ROW("row %zu: field %s: the vector is not an array of numbers", row, fm->name);
+        if (json_array_size(v) != dim)
+            BAD_ROW("row %zu: field %s: the dimension (%zu) does not match the schema (%u)", row,
+                    fm->name, json_array_size(v), dim);
+        float *dst = (float *)cb->data + row * dim;
+        for (uint32_t i = 0; i < dim; i++) {
+            const json_t *e = json_array_get(v, i);
+            double x = json_is_number(e) ? json_number_value(e) : (double)NAN;
+            if (!json_is_number(e) || !isfinite(x) || fabs(x) > (double)FLT_MAX)
+                BAD_ROW("row %zu: field %s: element %u is not a finite float", row, fm->name, i);
+            dst[i] = (float)x;
+        }
+        return true;
+    }
+    }
+    BAD_ROW("row %zu: field %s: unsupported type %s", row, fm->name, fm->type);
+}
+
+static size_t width_of(sx_field_type t, uint32_t dim)
+{
+    switch (t) {
+    case SX_FIELD_INT64:
+        return sizeof(int64_t);
+    case SX_FIELD_DOUBLE:
+        return sizeof(double);
+    case SX_FIELD_BOOL:
+        return sizeof(bool);
+    case SX_FIELD_VARCHAR:
+        return sizeof(char *);
+    case SX_FIELD_FLOAT_VECTOR:
+        return (size_t)dim * sizeof(float);
+    }
+    return 8;
+}
+
+/* Decodes `rows` into columns. with_pk: the primary key is a column (false for autoID). */
+static bool decode_rows(sx__resp *rs,
+                        const coll *c,
+                        const json_t *rows,
+                        bool with_pk,
+                        bool pk_forbidden,
+                        const char *part,
+                        colbuf *cb,
+                        size_t *n_cb)
+{
+    const sx__coll_meta *m = c->meta;
+    size_t n = json_array_size(rows);
+    size_t k = 0;
+    uint32_t dim = c->vec >= 0 ? m->fields[c->vec].dim : 0;
+    for (size_t f = 0; f < m->n_fields; f++) {
+        if ((int)f == c->pk && !with_pk)
+            continue;
+        cb[k].fm = &m->fields[f];
+        cb[k].name = m->fields[f].name;
+        cb[k].type = m->fields[f].engine_type;
+        cb[k].owns_strings = is_json_type(&m->fields[f]);
+        cb[k].data = sx__calloc(n, width_of(cb[k].type, m->fields[f].dim));
+        k++;
+        *n_cb = k;
+        if (!cb[k - 1].data) {
+            fail_nomem(rs);
+            return false;
+        }
+    }
+    colbuf *meta_cb = NULL, *part_cb = NULL;
+    if (m->enable_dynamic) {
+        meta_cb = &cb[k++];
+        meta_cb->name = SX__META_FIELD;
+        meta_cb->type = SX_FIELD_VARCHAR;
+        meta_cb->owns_strings = true;
+        meta_cb->data = sx__calloc(n, sizeof(char *));
+        *n_cb = k;
+        if (!meta_cb->data) {
+            fail_nomem(rs);
+            return false;
+        }
+    }
+    if (m->has_partitions) {
+        part_cb = &cb[k++];
+        part_cb->name = SX__PART_FIELD;
+        part_cb->type = SX_FIELD_VARCHAR;
+        part_cb->data = sx__calloc(n, sizeof(char *));
+        *n_cb = k;
+        if (!part_cb->data) {
+            fail_nomem(rs);
+            return false;
+        }
+    }
+    for (size_t r = 0; r < n; r++) {
+        const json_t *row = json_array_get(rows, r);
+        if (!json_is_object(row))
+            BAD_ROW("row %zu is not a JSON object", r);
+        /* declared fields */
+        size_t ci = 0;
+        for (size_t f = 0; f < m->n_fields; f++) {
+            const sx__field_meta *fm = &m->fields[f];
+            json_t *v = json_object_get(row, fm->name);
+            if (json_is_null(v))
+                v = NULL;
+            if ((int)f == c->pk && !with_pk) {
+                if (v && pk_forbidden)
+                    BAD_ROW("row %zu: the primary key %s is auto-generated (autoID): do not "
+                            "give it",
+                            r, fm->name);
+                continue;
+            }
+            if (!v)
+                BAD_ROW("row %zu: the field %s is missing", r, fm->name);
+            if (!put_value(rs, &cb[ci], dim, r, v))
+                return false;
+            ci++;
+        }
+        /* other keys */
+        json_t *dyn = NULL;
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)row, key, val)
+        {
+            if (field_index(m, key) >= 0)
+                continue;
+            if (strcmp(key, "$meta") == 0) {
+                json_decref(dyn);
+                BAD_ROW("row %zu: $meta is a reserved field name: give dynamic fields as "
+                        "top-level keys",
+                        r);
+            }
+            if (!m->enable_dynamic) {
+                json_decref(dyn);
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "has pass more field without dynamic schema, please check it (row %zu, "
+                         "field %s)",
+                         r, key);
+                return false;
+            }
+            if (!dyn)
+                dyn = json_object();
+            if (!dyn || json_object_set(dyn, key, val) != 0) {
+                json_decref(dyn);
+                fail_nomem(rs);
+                return false;
+            }
+        }
+        if (meta_cb) {
+            if (!dyn)
+                dyn = json_object();
+            char *txt = dyn ? json_dumps(dyn, JSON_COMPACT) : NULL;
+            json_decref(dyn);
+            dyn = NULL;
+            if (!txt) {
+                fail_nomem(rs);
+                return false;
+            }
+            ((char **)meta_cb->data)[r] = txt;
+            if (strlen(txt) > SX_MAX_VARCHAR)
+                BAD_ROW("row %zu: the dynamic fields take more than %u bytes", r, SX_MAX_VARCHAR);
+        }
+        json_decref(dyn);
+        if (part_cb)
+            ((const char **)part_cb->data)[r] = part;
+    }
+    return true;
+}
+
+/* Returns the json ids of the rows' primary keys (given in the rows, or `ids`). */
+static json_t *
+ids_json(const sx__req *rq, const coll *c, const colbuf *pkcol, const int64_t *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        if (ids)
+            json_array_append_new(a, sx__jint64_out(rq, ids[i]));
+        else if (c->meta->fields[c->pk].engine_type == SX_FIELD_INT64)
+            json_array_append_new(a, sx__jint64_out(rq, ((const int64_t *)pkcol->data)[i]));
+        else
+            json_array_append_new(a, json_string(((char *const *)pkcol->data)[i]));
+    }
+    return a;
+}
+
+/* Reads the given primary keys of an autoID upsert (validated like a row value). */
+static bool upsert_auto_keys(sx__resp *rs, const coll *c, const json_t *rows, int64_t *keys)
+{
+    const sx__field_meta *fm = &c->meta->fields[c->pk];
+    for (size_t r = 0; r < json_array_size(rows); r++) {
+        json_t *v = json_object_get(json_array_get(rows, r), fm->name);
+        if (!v || json_is_null(v))
+            BAD_ROW("row %zu: the primary key %s is required by upsert", r, fm->name);
+        if (json_is_boolean(v) || !sx__json_to_int64(v, &keys[r]))
+            BAD_ROW("row %zu: field %s: the value is not an integer", r, fm->name);
+    }
+    return true;
+}
+
+static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
+{
+    const char *sname = "CollectionDataReq";
+    coll c;
+    if (!coll_open(rq, rs, sname, &c))
+        return;
+    colbuf cb[SX_MAX_FIELDS + 2];
+    memset(cb, 0, sizeof cb);
+    size_t n_cb = 0, n = 0;
+    int64_t *ids = NULL, *old_keys = NULL;
+    sx_column *cols = NULL;
+    json_t *rows = sx__jget(rq->body, "data");
+    if (!rows) {
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: '%s.Data' Error:Field validation for "
+                 "'Data' failed on the 'required' tag",
+                 sname);
+        goto out;
+    }
+    if (!json_is_array(rows)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal into Go "
+                 "struct field %s.data of type []map[string]interface {}",
+                 sname);
+        goto out;
+    }
+    n = json_array_size(rows);
+    if (n == 0) {
+        sx__fail(rs, SX__MC_BAD_INSERT, "fail to deal the insert data, error: no rows in data");
+        goto out;
+    }
+    const char *part = "_default";
+    if (sx__jstr(rq->body, "partitionName", &part) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: partitionName must be a string");
+        goto out;
+    }
+    if (!*part)
+        part = "_default";
+    if (!part_exists(c.meta, part) && !(strcmp(part, "_default") == 0)) {
+        sx__fail(rs, SX__MC_PART_NOT_FOUND, "partition not found[partition=%s]", part);
+        goto out;
+    }
+    const sx__field_meta *pkf = &c.meta->fields[c.pk];
+    bool auto_id = pkf->auto_id;
+    if (auto_id && upsert) {
+        old_keys = sx__malloc(n * sizeof *old_keys);
+        if (!old_keys) {
+            fail_nomem(rs);
+            goto out;
+        }
+        if (!upsert_auto_keys(rs, &c, rows, old_keys))
+            goto out;
+    }
+    if (!decode_rows(rs, &c, rows, !auto_id, !upsert, part, cb, &n_cb))
+        goto out;
+    cols = sx__calloc(n_cb, sizeof *cols);
+    if (!cols) {
+        fail_nomem(rs);
+        goto out;
+    }
+    for (size_t i = 0; i < n_cb; i++) {
+        cols[i].name = cb[i].name;
+        cols[i].type = cb[i].type;
+        cols[i].data = cb[i].data;
+    }
+    sx_batch b = { n, cols, n_cb };
+    sx_status st;
+    if (pkf->engine_type == SX_FIELD_INT64) {
+        ids = sx__malloc(n * sizeof *ids);
+        if (!ids) {
+            fail_nomem(rs);
+            goto out;
+        }
+    }
+    if (upsert && !auto_id)
+        st = sx_upsert(c.h, &b);
+    else
+        st = sx_insert(c.h, &b, ids);
+    if (st == SX_OK && old_keys) {
+        sx_keys k = { n, old_keys, NULL };
+        st = sx_delete(c.h, &k, NULL);
+    }
+    if (st != SX_OK) {
+        if (st == SX_EINVAL || st == SX_EEXIST)
+            sx__fail(rs, SX__MC_BAD_INSERT, "fail to deal the insert data, error: %s", sx_errmsg());
+        else
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, upsert ? "upsert" : "insert");
+        goto out;
+    }
+    const colbuf *pkcol = NULL;
+    for (size_t i = 0; i < n_cb; i++)
+        if (cb[i].fm == pkf)
+            pkcol = &cb[i];
+    json_t *idarr = ids_json(rq, &c, pkcol, auto_id ? ids : NULL, n);
+    json_t *data = json_object();
+    if (!idarr || !data) {
+        json_decref(idarr);
+        json_decref(data);
+        fail_nomem(rs);
+        goto out;
+    }
+    json_object_set_new(data, upsert ? "upsertCount" : "insertCount", json_integer((json_int_t)n));
+    json_object_set_new(data, upsert ? "upsertIds" : "insertIds", idarr);
+    ok_cost(rs, data);
+    if (rq->metrics)
+        sx__metrics_rows(rq->metrics, n, 0, 0);
+out:
+    colbufs_free(cb, n_cb, n);
+    sx__free(cols);
+    sx__free(ids);
+    sx__free(old_keys);
+    coll_close(&c);
+}
+
+static void h_insert(sx__req *rq, sx__resp *rs)
+{
+    write_rows(rq, rs, false);
+}
+
+static void h_upsert(sx__req *rq, sx__resp *rs)
+{
+    write_rows(rq, rs, true);
+}
+
+/* ------------------------------------------------------------------ delete */
+
+static void h_delete(sx__req *rq, sx__resp *rs)
+{
+    coll c;
+    if (!coll_open(rq, rs, "CollectionFilterReq", &c))
+        return;
+    const char *uf = NULL;
+    char *filter = NULL;
+    if (!sx__need_str(rq, rs, "filter", "CollectionFilterReq", &uf))
+        goto out;
+    json_t *part = sx__jget(rq->body, "partitionName");
+    if (part && json_is_string(part) && !*json_string_value(part))
+        part = NULL;
+    if (!make_filter(rq->body, rs, &c, part, &filter))
+        goto out;
+    uint64_t n = 0;
+    sx_status st = sx_delete_where(c.h, filter, &n);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "delete");
+        goto out;
+    }
+    json_t *data = json_object();
+    json_object_set_new(data, "deleteCount", json_integer((json_int_t)n));
+    ok_cost(rs, data);
+    if (rq->metrics)
+        sx__metrics_rows(rq->metrics, 0, n, 0);
+out:
+    sx__free(filter);
+    coll_close(&c);
+}
+
+/* ------------------------------------------------------------------ query, get */
+
+static bool read_limit(sx__req *rq, sx__resp *rs, const char *key, int64_t def, int64_t *out)
+{
+    int64_t v = 0;
+    if (sx__jint(rq->body, key, &v) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal into Go "
+                 "struct field .%s of type int32",
+                 key);
+        return false;
+    }
+    if (v < 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s (%lld) must not be negative", key,
+                 (long long)v);
+        return false;
+    }
+    *out = v ? v : def;
+    return true;
+}
+
+/* Encodes every row of r (optionally only those whose partition is in parts) into a new array. */
+static json_t *rows_json(
+    const sx__req *rq, const coll *c, const outplan *o, const sx_rowset *r, const json_t *parts)
+{
+    rowmap mp;
+    map_rows(c, o, r, &mp);
+    int pcol = parts ? col_of(r, SX__PART_FIELD) : -1;
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < r->n_rows; i++) {
+        if (pcol >= 0) {
+            const char *p = ((char *const *)r->cols[pcol].data)[i];
+            bool keep = false;
+            size_t np = json_is_array(parts) ? json_array_size(parts) : 1;
+            for (size_t j = 0; j < np; j++) {
+                const json_t *v = json_is_array(parts) ? json_array_get(parts, j) : parts;
+                keep |= json_is_string(v) && strcmp(json_string_value(v), p) == 0;
+            }
+            if (!keep)
+                continue;
+        }
+        json_t *row = row_json(rq, c, o, &mp, r, i, NULL);
+        if (!row || json_array_append_new(a, row) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static bool is_count_query(const json_t *of)
+{
+    if (!json_is_array(of))
+        return false;
+    for (size_t i = 0; i < json_array_size(of); i++) {
+        const json_t *v = json_array_get(of, i);
+        if (json_is_string(v) && strcasecmp(json_string_value(v), "count(*)") == 0)
+            return true;
+    }
+    return false;
+}
+
+static void h_query(sx__req *rq, sx__resp *rs)
+{
+    coll c;
+    if (!coll_open(rq, rs, "QueryReqV2", &c))
+        return;
+    char *filter = NULL;
+    sx_rowset *r = NULL;
+    outplan *o = sx__malloc(sizeof *o);
+    if (!o) {
+        fail_nomem(rs);
+        goto out;
+    }
+    json_t *of = sx__jget(rq->body, "outputFields");
+    int64_t limit = 100, offset = 0;
+    if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
+        goto out;
+    json_t *parts = sx__jget(rq->body, "partitionNames");
+    if (parts && !json_is_array(parts)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: partitionNames must be an array");
+        goto out;
+    }
+    if (!make_filter(rq->body, rs, &c, parts, &filter))
+        goto out;
+    if (!need_loaded(rs, &c))
+        goto out;
+    if (is_count_query(of)) {
+        if (json_array_size(of) != 1) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: count(*) cannot be mixed with other output fields");
+            goto out;
+        }
+        uint64_t n = 0;
+        sx_status st = sx_count(c.h, filter, &n);
+        if (st != SX_OK) {
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "query");
+            goto out;
+        }
+        json_t *row = json_object();
+        json_object_set_new(row, "count(*)", sx__jint64_out(rq, (int64_t)n));
+        json_t *a = json_array();
+        json_array_append_new(a, row);
+        ok_cost(rs, a);
+        goto out;
+    }
+    if (limit + offset > (int64_t)MAX_LIMIT) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: invalid max query result window, (offset+limit) should be in "
+                 "range [1, %u], but got %lld",
+                 MAX_LIMIT, (long long)(limit + offset));
+        goto out;
+    }
+    if (!plan_outputs(rs, &c, of, true, o, false))
+        goto out;
+    sx_status st = sx_query(c.h, filter, o->eng, o->n_eng, (uint64_t)limit, (uint64_t)offset, &r);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "query");
+        goto out;
+    }
+    json_t *a = rows_json(rq, &c, o, r, NULL);
+    if (!a) {
+        fail_nomem(rs);
+        goto out;
+    }
+    ok_cost(rs, a);
+out:
+    sx_rowset_free(r);
+    sx__free(filter);
+    sx__free(o);
+    coll_close(&c);
+}
+
+static void fail_bad_pk(sx__resp *rs)
+{
+    sx__fail(rs, SX__MC_BAD_PK,
+             "please check the primary key and its' type can only in [int, string]");
+}
+
+static void h_get(sx__req *rq, sx__resp *rs)
+{
+    coll c;
+    if (!coll_open(rq, rs, "CollectionIDReq", &c))
+        return;
+    int64_t *ints = NULL;
+    const char **strs = NULL;
+    sx_rowset *r = NULL;
+    outplan *o = sx__malloc(sizeof *o);
+    if (!o) {
+        fail_nomem(rs);
+        goto out;
+    }
+    json_t *id = sx__jget(rq->body, "id");
+    if (!id) {
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: 'CollectionIDReq.ID' Error:Field "
+                 "validation for 'ID' failed on the 'required' tag");
+        goto out;
+    }
+    size_t n = json_is_array(id) ? json_array_size(id) : 1;
+    bool int_pk = c.meta->fields[c.pk].engine_type == SX_FIELD_INT64;
+    ints = sx__calloc(n ? n : 1, sizeof *ints);
+    strs = sx__calloc(n ? n : 1, sizeof *strs);
+    if (!ints || !strs) {
+        fail_nomem(rs);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_is_array(id) ? json_array_get(id, i) : id;
+        if (int_pk) {
+            if (json_is_boolean(v) || !sx__json_to_int64(v, &ints[i])) {
+                fail_bad_pk(rs);
+                goto out;
+            }
+        } else {
+            if (!json_is_string(v)) {
+                fail_bad_pk(rs);
+                goto out;
+            }
+            strs[i] = json_string_value(v);
+        }
+    }
+    json_t *parts = sx__jget(rq->body, "partitionNames");
+    if (parts && !json_is_array(parts)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: partitionNames must be an array");
+        goto out;
+    }
+    if (parts && json_array_size(parts) == 0)
+        parts = NULL;
+    for (size_t i = 0; parts && i < json_array_size(parts); i++) {
+        const json_t *v = json_array_get(parts, i);
+        if (!json_is_string(v) || !part_exists(c.meta, json_string_value(v))) {
+            sx__fail(rs, SX__MC_PART_NOT_FOUND, "partition not found[partition=%s]",
+                     json_is_string(v) ? json_string_value(v) : "?");
+            goto out;
+        }
+    }
+    if (!need_loaded(rs, &c))
+        goto out;
+    if (!plan_outputs(rs, &c, sx__jget(rq->body, "outputFields"), true, o, parts != NULL))
+        goto out;
+    sx_keys k = { n, int_pk ? ints : NULL, int_pk ? NULL : strs };
+    sx_status st = sx_get(c.h, &k, o->eng, o->n_eng, &r);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "get");
+        goto out;
+    }
+    json_t *a = rows_json(rq, &c, o, r, c.meta->has_partitions ? parts : NULL);
+    if (!a) {
+        fail_nomem(rs);
+        goto out;
+    }
+    ok_cost(rs, a);
+out:
+    sx_rowset_free(r);
+    sx__free(ints);
+    sx__free((void *)strs);
+    sx__free(o);
+    coll_close(&c);
+}
+
+/* ------------------------------------------------------------------ search */
+
+typedef struct sparams {
+    size_t n;
+    const char *key[MAX_PARAMS]; /* borrowed from the body */
+    char *val[MAX_PARAMS];       /* owned */
+    sx_param eng[MAX_PARAMS];    /* what the engine gets */
+    size_t n_eng;
+    bool has_radius, has_range;
+    double radius, range_filter;
+    const char *metric; /* borrowed */
+} sparams;
+
+static void sparams_free(sparams *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        sx__free(p->val[i]);
+    p->n = 0;
+}
+
+/* Canonical text of a parameter value: integers in decimal, integral reals as integers, strings
+ * as they are, other JSON compactly. Owned or NULL. */
+static char *param_text(const json_t *v)
+{
+    char buf[64];
+    if (json_is_integer(v)) {
+        (void)snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        return sx__strdup(buf);
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 9e15)
+            (void)snprintf(buf, sizeof buf, "%lld", (long long)d);
+        else
+            (void)snprintf(buf, sizeof buf, "%.17g", d);
+        return sx__strdup(buf);
+    }
+    if (json_is_string(v))
+        return sx__strdup(json_string_value(v));
+    if (json_is_boolean(v))
+        return sx__strdup(json_is_true(v) ? "true" : "false");
+    char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *r = t ? sx__strdup(t) : NULL;
+    jfree(t);
+    return r;
+}
+
+static bool sparams_add(sx__resp *rs, sparams *p, const char *key, const json_t *v)
+{
+    if (json_is_null(v))
+        return true;
+    char *t = param_text(v);
+    if (!t) {
+        fail_nomem(rs);
+        return false;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        if (strcmp(p->key[i], key) != 0)
+            continue;
+        if (strcmp(p->val[i], t) != 0) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: ambiguous parameter: key=%s, value1=%s, value2=%s", key,
+                     p->val[i], t);
+            sx__free(t);
+            return false;
+        }
+        sx__free(t);
+        return true;
+    }
+    if (p->n == MAX_PARAMS) {
+        sx__free(t);
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: too many search parameters");
+        return false;
+    }
+    p->key[p->n] = key;
+    p->val[p->n] = t;
+    p->n++;
+    return true;
+}
+
+static bool is_generic_param(const char *k)
+{
+    static const char *const g[] = {
+        "metricType",    "metric_type",    "radius",   "range_filter",
+        "ignoreGrowing", "ignore_growing", "hints",    "level",
+        "round_decimal", "offset",         "topk",     "topK",
+        "limit",         "group_by_field", "iterator", "collection_id"
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        if (strcmp(g[i], k) == 0)
+            return true;
+    return false;
+}
+
+static bool param_double(sx__resp *rs, const char *key, const char *txt, double *out)
+{
+    char *end = NULL;
+    double d = strtod(txt, &end);
+    if (end == txt || *end || !isfinite(d)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s must be a number, got %s", key,
+                 txt);
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+/* Merges searchParams (flat and nested) and checks the metric and range. */
+static bool parse_sparams(sx__resp *rs, const coll *c, const json_t *sp, sparams *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!sp)
+        return true;
+    if (!json_is_object(sp)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: searchParams must be an object");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)sp, k, v)
+    {
+        if (strcmp(k, "params") == 0) {
+            if (json_is_null(v))
+                continue;
+            if (!json_is_object(v)) {
+                sx__fail(rs, SX__MC_BAD_JSON,
+                         "can only accept json format request, error: searchParams.params must "
+                         "be an object");
+                return false;
+            }
+            const char *k2;
+            json_t *v2;
+            json_object_foreach(v, k2, v2)
+            {
+                if (!sparams_add(rs, p, strcmp(k2, "metric_type") == 0 ? "metricType" : k2, v2))
+                    return false;
+            }
+            continue;
+        }
+        if (!sparams_add(rs, p, strcmp(k, "metric_type") == 0 ? "metricType" : k, v))
+            return false;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        const char *key = p->key[i];
+        if (strcmp(key, "metricType") == 0) {
+            p->metric = p->val[i];
+        } else if (strcmp(key, "radius") == 0) {
+            if (!param_double(rs, key, p->val[i], &p->radius))
+                return false;
+            p->has_radius = true;
+        } else if (strcmp(key, "range_filter") == 0) {
+            if (!param_double(rs, key, p->val[i], &p->range_filter))
+                return false;
+            p->has_range = true;
+        } else if (!is_generic_param(key)) {
+            p->eng[p->n_eng].key = key;
+            p->eng[p->n_eng].value = p->val[i];
+            p->n_eng++;
+        }
+    }
+    sx_metric cm = c->meta->metric;
+    if (p->metric && *p->metric) {
+        sx_metric m;
+        if (!sx__metric_parse(p->metric, &m)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: metric type %s is not supported",
+                     p->metric);
+            return false;
+        }
+        if (m != cm) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter[expected=%s][actual=%s]: metric type not match",
+                     sx__metric_name(cm), sx__metric_name(m));
+            return false;
+        }
+    }
+    if (p->has_range && !p->has_radius) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: range_filter needs radius in searchParams");
+        return false;
+    }
+    if (p->has_radius && p->has_range) {
+        bool ok = cm == SX_METRIC_L2 ? p->range_filter < p->radius : p->range_filter > p->radius;
+        if (!ok) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: range_filter must be %s than radius for metric %s",
+                     cm == SX_METRIC_L2 ? "less" : "greater", sx__metric_name(cm));
+            return false;
+        }
+    }
+    /* sorted by key: the merge key and the engine see one canonical order */
+    for (size_t i = 1; i < p->n_eng; i++) {
+        sx_param t = p->eng[i];
+        size_t j = i;
+        while (j > 0 && strcmp(p->eng[j - 1].key, t.key) > 0) {
+            p->eng[j] = p->eng[j - 1];
+            j--;
+        }
+        p->eng[j] = t;
+    }
+    return true;
+}
+
+static bool in_range(const sparams *p, sx_metric m, float d)
+{
+    if (m == SX_METRIC_L2)
+        return (double)d < p->radius && (!p->has_range || (double)d >= p->range_filter);
+    return (double)d > p->radius && (!p->has_range || (double)d <= p->range_filter);
+}
+
+/* Whether hits beyond `d` (the worst returned) could still be in range. */
+static bool maybe_more(const sparams *p, sx_metric m, float d)
+{
+    return m == SX_METRIC_L2 ? (double)d < p->radius : (double)d > p->radius;
+}
+
+/* Reads `data` into nq*dim floats (owned) or fails with 1801/1802/1102. */
+static bool read_vectors(sx__req *rq,
+                         sx__resp *rs,
+                         const json_t *data,
+                         uint32_t dim,
+                         const char *sname,
+                         float **out,
+                         size_t *nq_out)
+{
+    if (!data) {
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: '%s.Data' Error:Field validation for "
+                 "'Data' failed on the 'required' tag",
+                 sname);
+        return false;
+    }
+    if (!json_is_array(data) || json_array_size(data) == 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: data must be a non-empty array of "
+                 "float vectors");
+        return false;
+    }
+    size_t nq = json_array_size(data);
+    uint32_t max_nq = rq->opts && rq->opts->max_nq ? rq->opts->max_nq : 16384;
+    if (nq > max_nq) {
+        sx__fail(rs, SX__MC_PARAM_TOO_LARGE,
+                 "parameter too large: nq (number of search vectors per request) should be in "
+                 "range [1, %u], but got %zu",
+                 max_nq, nq);
+        return false;
+    }
+    float *q = sx__malloc(nq * dim * sizeof(float) + 1);
+    if (!q) {
+        fail_nomem(rs);
+        return false;
+    }
+    for (size_t i = 0; i < nq; i++) {
+        const json_t *v = json_array_get(data, i);
+        if (!json_is_array(v) || json_array_size(v) != dim) {
+            sx__fail(rs, SX__MC_BAD_JSON,
+                     "can only accept json format request, error: data[%zu]: the vector "
+                     "dimension (%zu) does not match the field dimension (%u)",
+                     i, json_is_array(v) ? json_array_size(v) : 0, dim);
+            sx__free(q);
+            return false;
+        }
+        for (uint32_t d = 0; d < dim; d++) {
+            const json_t *e = json_array_get(v, d);
+            double x = json_is_number(e) ? json_number_value(e) : (double)NAN;
+            if (!isfinite(x) || fabs(x) > (double)FLT_MAX) {
+                sx__fail(rs, SX__MC_BAD_JSON,
+                         "can only accept json format request, error: data[%zu][%u] is not a "
+                         "finite float",
+                         i, d);
+                sx__free(q);
+                return false;
+            }
+            q[i * dim + d] = (float)x;
+        }
+    }
+    *out = q;
+    *nq_out = nq;
+    return true;
+}
+
+static bool check_consistency(sx__req *rq, sx__resp *rs)
+{
+    const char *cl = NULL;
+    if (sx__jstr(rq->body, "consistencyLevel", &cl) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: consistencyLevel must be a string");
+        return false;
+    }
+    if (!cl || !*cl)
+        return true;
+    static const char *const ok[] = { "Strong", "Session", "Bounded", "Eventually", "Customized" };
+    for (size_t i = 0; i < 5; i++)
+        if (strcmp(cl, ok[i]) == 0)
+            return true;
+    sx__fail(rs, SX__MC_INVALID_PARAM,
+             "invalid parameter: consistencyLevel %s is not one of Strong, Session, Bounded, "
+             "Eventually, Customized",
+             cl);
+    return false;
+}
+
+/* The merge key: every input of the search but the vectors. Owned or NULL. */
+static char *merge_key(const sx__req *rq,
+                       const coll *c,
+                       const sparams *p,
+                       const char *filter,
+                       uint32_t k,
+                       uint32_t offset,
+                       const outplan *o)
+{
+    sbuf s = { 0 };
+    char num[96];
+    sb_add(&s, rq->db_name ? rq->db_name : "");
+    sb_add(&s, "\x1f");
+    sb_add(&s, c->meta->engine_name);
+    (void)snprintf(num, sizeof num, "\x1f%lld\x1f%s\x1f%u\x1f%u\x1f",
+                   (long long)c->meta->collection_id, sx__metric_name(c->meta->metric), k, offset);
+    sb_add(&s, num);
+    for (size_t i = 0; i < p->n_eng; i++) {
+        sb_add(&s, p->eng[i].key);
+        sb_add(&s, "=");
+        sb_add(&s, p->eng[i].value);
+        sb_add(&s, "\x1e");
+    }
+    sb_add(&s, "\x1f");
+    sb_add(&s, filter);
+    sb_add(&s, "\x1f");
+    for (size_t i = 0; i < o->n_eng; i++) {
+        sb_add(&s, o->eng[i]);
+        sb_add(&s, "\x1e");
+    }
+    return sb_take(&s);
+}
+
+/* Hits chosen for the response: rowset rows and per-query counts. */
+typedef struct picks {
+    size_t *rows;
+    size_t n;
+    size_t *topks;
+} picks;
+
+static void h_search(sx__req *rq, sx__resp *rs)
+{
+    const char *sname = "SearchReqV2";
+    coll c;
+    if (!coll_open(rq, rs, sname, &c))
+        return;
+    float *q = NULL;
+    char *filter = NULL, *key = NULL;
+    sx_rowset *r = NULL;
+    sparams sp;
+    memset(&sp, 0, sizeof sp);
+    picks pk = { 0 };
+    outplan *o = sx__malloc(sizeof *o);
+    if (!o) {
+        fail_nomem(rs);
+        goto out;
+    }
+    if (c.vec < 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: the collection has no vector field");
+        goto out;
+    }
+    const char *anns = NULL;
+    if (sx__jstr(rq->body, "annsField", &anns) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: annsField must be a string");
+        goto out;
+    }
+    if (anns && *anns && strcmp(anns, c.meta->fields[c.vec].name) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: field not found[field=%s]: %s is "
+                 "not a vector field of collection %s",
+                 anns, anns, c.meta->name);
+        goto out;
+    }
+    size_t nq = 0;
+    uint32_t dim = c.meta->fields[c.vec].dim;
+    if (!read_vectors(rq, rs, sx__jget(rq->body, "data"), dim, sname, &q, &nq))
+        goto out;
+    int64_t limit = 100, offset = 0;
+    if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
+        goto out;
+    if (limit + offset > (int64_t)MAX_LIMIT) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: topk [%lld] is invalid, limit+offset should be in range [1, "
+                 "%u]",
+                 (long long)(limit + offset), MAX_LIMIT);
+        goto out;
+    }
+    const char *gf = NULL;
+    if (sx__jstr(rq->body, "groupingField", &gf) != 0 || (gf && *gf)) {
+        sx__fail(rs, SX__MC_UNSUPPORTED, "unsupported operation: group by search (groupingField)");
+        goto out;
+    }
+    if (!check_consistency(rq, rs))
+        goto out;
+    if (!parse_sparams(rs, &c, sx__jget(rq->body, "searchParams"), &sp))
+        goto out;
+    json_t *parts = sx__jget(rq->body, "partitionNames");
+    if (parts && !json_is_array(parts)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: partitionNames must be an array");
+        goto out;
+    }
+    if (!make_filter(rq->body, rs, &c, parts, &filter))
+        goto out;
+    if (!plan_outputs(rs, &c, sx__jget(rq->body, "outputFields"), false, o, false))
+        goto out;
+    if (!need_loaded(rs, &c))
+        goto out;
+
+    sx_search_req req = { .queries = q,
+                          .nq = nq,
+                          .k = (uint32_t)limit,
+                          .offset = (uint32_t)offset,
+                          .filter = filter,
+                          .output_fields = o->eng,
+                          .n_output_fields = o->n_eng,
+                          .params = sp.eng,
+                          .n_params = sp.n_eng,
+                          .metric = -1 };
+    sx_status st;
+    pk.topks = sx__calloc(nq, sizeof *pk.topks);
+    if (!pk.topks) {
+        fail_nomem(rs);
+        goto out;
+    }
+    sx_metric metric = c.meta->metric;
+    if (sp.has_radius) {
+        /* range search: more hits until every query is exhausted or out of range */
+        size_t want = (size_t)(limit + offset);
+        uint32_t kk = (uint32_t)want;
+        req.offset = 0;
+        for (;;) {
+            req.k = kk;
+            st = sx_search(c.h, &req, &r);
+            if (st != SX_OK)
+                break;
+            bool again = false;
+            size_t base = 0;
+            for (size_t qi = 0; qi < nq && kk < MAX_LIMIT; qi++) {
+                size_t t = r->topks[qi], kept = 0;
+                for (size_t h = 0; h < t; h++)
+                    kept += in_range(&sp, metric, r->distances[base + h]);
+                if (kept < want && t == kk && maybe_more(&sp, metric, r->distances[base + t - 1]))
+                    again = true;
+                base += t;
+            }
+            if (!again)
+                break;
+            sx_rowset_free(r);
+            r = NULL;
+            kk = kk > MAX_LIMIT / 4 ? MAX_LIMIT : kk * 4;
+        }
+    } else if (rq->merger) {
+        key = merge_key(rq, &c, &sp, filter, req.k, req.offset, o);
+        st = key ? sx__merger_search(rq->merger, c.h, key, &req, &r) : sx_search(c.h, &req, &r);
+    } else {
+        st = sx_search(c.h, &req, &r);
+    }
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search");
+        goto out;
+    }
+    pk.rows = sx__malloc((r->n_rows + 1) * sizeof *pk.rows);
+    if (!pk.rows) {
+        fail_nomem(rs);
+        goto out;
+    }
+    size_t base = 0;
+    for (size_t qi = 0; qi < nq; qi++) {
+        size_t t = r->topks[qi], skipped = 0;
+        for (size_t h = 0; h < t; h++) {
+            size_t row = base + h;
+            if (sp.has_radius) {
+                if (!in_range(&sp, metric, r->distances[row]))
+                    continue;
+                if (skipped < (size_t)offset) {
+                    skipped++;
+                    continue;
+                }
+                if (pk.topks[qi] >= (size_t)limit)
+                    continue;
+            }
+            pk.rows[pk.n++] = row;
+            pk.topks[qi]++;
+        }
+        base += t;
+    }
+    json_t *topks = json_array();
+    json_t *data = json_array();
+    rowmap mp;
+    map_rows(&c, o, r, &mp);
+    for (size_t qi = 0; topks && qi < nq; qi++)
+        json_array_append_new(topks, json_integer((json_int_t)pk.topks[qi]));
+    for (size_t i = 0; data && i < pk.n; i++) {
+        json_t *row = row_json(rq, &c, o, &mp, r, pk.rows[i], &r->distances[pk.rows[i]]);
+        if (!row || json_array_append_new(data, row) != 0) {
+            json_decref(data);
+            data = NULL;
+        }
+    }
+    if (!topks || !data) {
+        json_decref(topks);
+        json_decref(data);
+        fail_nomem(rs);
+        goto out;
+    }
+    ok_cost(rs, data);
+    if (rs->body)
+        json_object_set_new(rs->body, "topks", topks);
+    else
+        json_decref(topks);
+    if (rq->metrics)
+        sx__metrics_rows(rq->metrics, 0, 0, nq);
+out:
+    sx_rowset_free(r);
+    sparams_free(&sp);
+    sx__free(pk.rows);
+    sx__free(pk.topks);
+    sx__free(q);
+    sx__free(filter);
+    sx__free(key);
+    sx__free(o);
+    coll_close(&c);
+}
+
+/* ------------------------------------------------------------------ hybrid search */
+
+/* One hit of a sub-search, then one fused candidate. */
+typedef struct fhit {
+    size_t q;
+    int64_t ik;
+    const char *sk; /* borrowed from a sub-search rowset (VarChar keys) */
+    double score;
+} fhit;
+
+static int key_cmp(const fhit *a, const fhit *b)
+{
+    if (a->sk || b->sk)
+        return strcmp(a->sk ? a->sk : "", b->sk ? b->sk : "");
+    return a->ik < b->ik ? -1 : (a->ik > b->ik);
+}
+
+static int fhit_by_key(const void *x, const void *y)
+{
+    const fhit *a = x, *b = y;
+    if (a->q != b->q)
+        return a->q < b->q ? -1 : 1;
+    return key_cmp(a, b);
+}
+
+static int fhit_by_score(const void *x, const void *y)
+{
+    const fhit *a = x, *b = y;
+    if (a->q != b->q)
+        return a->q < b->q ? -1 : 1;
+    if (a->score != b->score)
+        return a->score > b->score ? -1 : 1;
+    return key_cmp(a, b);
+}
+
+/* Milvus's weighted-ranker normalisation of a raw distance into [0, 1], larger is better. */
+static double norm_score(sx_metric m, float d)
+{
+    if (m == SX_METRIC_L2)
+        return 1.0 - 2.0 * atan((double)d) / PI_D;
+    if (m == SX_METRIC_IP)
+        return 0.5 + atan((double)d) / PI_D;
+    return (1.0 + (double)d) / 2.0;
+}
+
+#define MAX_SUBS 16
+
+typedef struct rerank {
+    bool weighted;
+    double k;
+    double w[MAX_SUBS];
+} rerank;
+
+static bool parse_rerank(sx__req *rq, sx__resp *rs, size_t n_subs, rerank *rr)
+{
+    memset(rr, 0, sizeof *rr);
+    rr->k = 60;
+    json_t *r = sx__jget(rq->body, "rerank");
+    if (!r)
+        return true; /* RRF(60) */
+    if (!json_is_object(r)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: rerank must be an object");
+        return false;
+    }
+    const char *strategy = "rrf";
+    if (sx__jstr(r, "strategy", &strategy) != 0 || !strategy) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: rerank.strategy must be a string");
+        return false;
+    }
+    json_t *p = sx__jget(r, "params");
+    if (p && !json_is_object(p)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: rerank.params must be an object");
+        return false;
+    }
+    if (strcasecmp(strategy, "rrf") == 0) {
+        if (sx__jdouble(p, "k", &rr->k) != 0 || !(rr->k > 0 && rr->k < 16384)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: rrf k must be a number in (0, 16384)");
+            return false;
+        }
+        return true;
+    }
+    if (strcasecmp(strategy, "weighted") != 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: unknown rerank strategy %s (rrf, weighted)", strategy);
+        return false;
+    }
+    rr->weighted = true;
+    json_t *w = sx__jget(p, "weights");
+    if (!json_is_array(w) || json_array_size(w) != n_subs) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: the number of weights must equal the number of search "
+                 "requests (%zu)",
+                 n_subs);
+        return false;
+    }
+    for (size_t i = 0; i < n_subs; i++) {
+        const json_t *e = json_array_get(w, i);
+        if (!json_is_number(e) || !(json_number_value(e) >= 0 && json_number_value(e) <= 1)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: rerank weight %zu must be in [0, 1]", i);
+            return false;
+        }
+        rr->w[i] = json_number_value(e);
+    }
+    return true;
+}
+
+/* Runs sub-request `sub` (limit hits per query, pk only). */
+static bool run_sub(sx__req *rq,
+                    sx__resp *rs,
+                    const coll *c,
+                    const json_t *sub,
+                    const json_t *parts,
+                    size_t *nq_io,
+                    sx_rowset **out)
+{
+    bool ok = false;
+    float *q = NULL;
+    char *filter = NULL;
+    sparams sp;
+    memset(&sp, 0, sizeof sp);
+    json_t *tmp = json_object();
+    if (!tmp) {
+        fail_nomem(rs);
+        return false;
+    }
+    if (!json_is_object(sub)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: search[] entries must be objects");
+        goto out;
+    }
+    const char *anns = NULL;
+    if (sx__jstr(sub, "annsField", &anns) != 0 ||
+        (anns && *anns && strcmp(anns, c->meta->fields[c->vec].name) != 0)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: field not found[field=%s]",
+                 anns ? anns : "?");
+        goto out;
+    }
+    size_t nq = 0;
+    if (!read_vectors(rq, rs, sx__jget(sub, "data"), c->meta->fields[c->vec].dim, "SubSearchReq",
+                      &q, &nq))
+        goto out;
+    if (*nq_io && nq != *nq_io) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: every search request must have the same nq");
+        goto out;
+    }
+    *nq_io = nq;
+    int64_t limit = 100;
+    int64_t v = 0;
+    if (sx__jint(sub, "limit", &v) != 0 || v < 0 || v > (int64_t)MAX_LIMIT) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: search[].limit must be in [1, %u]",
+                 MAX_LIMIT);
+        goto out;
+    }
+    if (v)
+        limit = v;
+    const char *gf = NULL;
+    if (sx__jstr(sub, "groupingField", &gf) != 0 || (gf && *gf)) {
+        sx__fail(rs, SX__MC_UNSUPPORTED, "unsupported operation: group by search (groupingField)");
+        goto out;
+    }
+    json_t *mt = sx__jget(sub, "metricType"), *pr = sx__jget(sub, "params");
+    if (mt)
+        json_object_set(tmp, "metricType", mt);
+    if (pr)
+        json_object_set(tmp, "params", pr);
+    if (!parse_sparams(rs, c, tmp, &sp))
+        goto out;
+    if (sp.has_radius) {
+        sx__fail(rs, SX__MC_UNSUPPORTED,
+                 "unsupported operation: range search inside hybrid_search");
+        goto out;
+    }
+    if (!make_filter(sub, rs, c, parts, &filter))
+        goto out;
+    sx_search_req req = { .queries = q,
+                          .nq = nq,
+                          .k = (uint32_t)limit,
+                          .filter = filter,
+                          .params = sp.eng,
+                          .n_params = sp.n_eng,
+                          .metric = -1 };
+    sx_status st = sx_search(c->h, &req, out);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "hybrid_search");
+        goto out;
+    }
+    ok = true;
+out:
+    json_decref(tmp);
+    sparams_free(&sp);
+    sx__free(q);
+    sx__free(filter);
+    return ok;
+}
+
+static void h_hybrid_search(sx__req *rq, sx__resp *rs)
+{
+    coll c;
+    if (!coll_open(rq, rs, "HybridSearchReq", &c))
+        return;
+    sx_rowset *sub_rs[MAX_SUBS] = { NULL };
+    size_t n_subs = 0, nq = 0, n_hits = 0, n_keep = 0;
+    fhit *hits = NULL;
+    size_t *topks = NULL;
+    int64_t *ints = NULL;
+    const char **strs = NULL;
+    sx_rowset *got = NULL;
+    outplan *o = sx__malloc(sizeof *o);
+    rerank rr;
+    if (!o) {
+        fail_nomem(rs);
+        goto out;
+    }
+    if (c.vec < 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: the collection has no vector field");
+        goto out;
+    }
+    json_t *subs = sx__jget(rq->body, "search");
+    if (!subs || (json_is_array(subs) && json_array_size(subs) == 0)) {
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: 'HybridSearchReq.Search' Error:Field "
+                 "validation for 'Search' failed on the 'required' tag");
+        goto out;
+    }
+    if (!json_is_array(subs) || json_array_size(subs) > MAX_SUBS) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: search must be an array of at most "
+                 "%d requests",
+                 MAX_SUBS);
+        goto out;
+    }
+    int64_t limit = 100, offset = 0;
+    if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
+        goto out;
+    if (limit + offset > (int64_t)MAX_LIMIT) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: limit+offset should be in range [1, %u]", MAX_LIMIT);
+        goto out;
+    }
+    const char *gf = NULL;
+    if (sx__jstr(rq->body, "groupingField", &gf) != 0 || (gf && *gf)) {
+        sx__fail(rs, SX__MC_UNSUPPORTED, "unsupported operation: group by search (groupingField)");
+        goto out;
+    }
+    if (!check_consistency(rq, rs) || !parse_rerank(rq, rs, json_array_size(subs), &rr))
+        goto out;
+    json_t *parts = sx__jget(rq->body, "partitionNames");
+    if (parts && !json_is_array(parts)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: partitionNames must be an array");
+        goto out;
+    }
+    if (!plan_outputs(rs, &c, sx__jget(rq->body, "outputFields"), false, o, false))
+        goto out;
+    if (!need_loaded(rs, &c))
+        goto out;
+    for (size_t i = 0; i < json_array_size(subs); i++) {
+        if (!run_sub(rq, rs, &c, json_array_get(subs, i), parts, &nq, &sub_rs[i]))
+            goto out;
+        n_subs = i + 1;
+        n_hits += sub_rs[i]->n_rows;
+    }
+    /* fuse: every (query, key) gets the sum of its sub-search contributions */
+    hits = sx__malloc((n_hits + 1) * sizeof *hits);
+    topks = sx__calloc(nq, sizeof *topks);
+    if (!hits || !topks) {
+        fail_nomem(rs);
+        goto out;
+    }
+    bool int_pk = c.meta->fields[c.pk].engine_type == SX_FIELD_INT64;
+    size_t at = 0;
+    for (size_t i = 0; i < n_subs; i++) {
+        const sx_rowset *r = sub_rs[i];
+        size_t base = 0;
+        for (size_t qi = 0; qi < nq; qi++) {
+            for (size_t h = 0; h < r->topks[qi]; h++) {
+                fhit *f = &hits[at++];
+                f->q = qi;
+                f->ik = int_pk ? ((const int64_t *)r->cols[0].data)[base + h] : 0;
+                f->sk = int_pk ? NULL : ((char *const *)r->cols[0].data)[base + h];
+                f->score = rr.weighted
+                               ? rr.w[i] * norm_score(c.meta->metric, r->distances[base + h])
+                               : 1.0 / (rr.k + (double)(h + 1));
+            }
+            base += r->topks[qi];
+        }
+    }
+    qsort(hits, n_hits, sizeof *hits, fhit_by_key);
+    size_t n_u = 0;
+    for (size_t i = 0; i < n_hits; i++) {
+        if (n_u && hits[n_u - 1].q == hits[i].q && key_cmp(&hits[n_u - 1], &hits[i]) == 0)
+            hits[n_u - 1].score += hits[i].score;
+        else
+            hits[n_u++] = hits[i];
+    }
+    qsort(hits, n_u, sizeof *hits, fhit_by_score);
+    /* per query: skip offset, keep limit (in place) */
+    size_t seen = 0;
+    for (size_t i = 0; i < n_u; i++) {
+        if (i == 0 || hits[i].q != hits[i - 1].q)
+            seen = 0;
+        if (seen++ < (size_t)offset || topks[hits[i].q] >= (size_t)limit)
+            continue;
+        topks[hits[i].q]++;
+        hits[n_keep++] = hits[i];
+    }
+    ints = sx__calloc(n_keep + 1, sizeof *ints);
+    strs = sx__calloc(n_keep + 1, sizeof *strs);
+    if (!ints || !strs) {
+        fail_nomem(rs);
+        goto out;
+    }
+    for (size_t i = 0; i < n_keep; i++) {
+        ints[i] = hits[i].ik;
+        strs[i] = hits[i].sk;
+    }
+    sx_keys keys = { n_keep, int_pk ? ints : NULL, int_pk ? NULL : strs };
+    sx_status st = sx_get(c.h, &keys, o->eng, o->n_eng, &got);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "hybrid_search");
+        goto out;
+    }
+    rowmap mp;
+    map_rows(&c, o, got, &mp);
+    json_t *data = json_array(), *tk = json_array();
+    size_t gr = 0;
+    for (size_t i = 0; data && i < n_keep; i++) {
+        float dist = (float)hits[i].score;
+        json_t *row = NULL;
+        fhit g = { 0 };
+        if (gr < got->n_rows) {
+            g.ik = int_pk ? ((const int64_t *)got->cols[0].data)[gr] : 0;
+            g.sk = int_pk ? NULL : ((char *const *)got->cols[0].data)[gr];
+        }
+        if (gr < got->n_rows && key_cmp(&g, &hits[i]) == 0) {
+            row = row_json(rq, &c, o, &mp, got, gr++, &dist);
+        } else { /* deleted meanwhile: key and score only */
+            row = json_object();
+            if (row) {
+                json_object_set_new(row, c.meta->fields[c.pk].name,
+                                    int_pk ? sx__jint64_out(rq, hits[i].ik)
+                                           : json_string(hits[i].sk));
+                json_object_set_new(row, "distance", json_real((double)dist));
+            }
+        }
+        if (!row || json_array_append_new(data, row) != 0) {
+            json_decref(data);
+            data = NULL;
+        }
+    }
+    for (size_t qi = 0; tk && qi < nq; qi++)
+        json_array_append_new(tk, json_integer((json_int_t)topks[qi]));
+    if (!data || !tk) {
+        json_decref(data);
+        json_decref(tk);
+        fail_nomem(rs);
+        goto out;
+    }
+    ok_cost(rs, data);
+    if (rs->body)
+        json_object_set_new(rs->body, "topks", tk);
+    else
+        json_decref(tk);
+    if (rq->metrics)
+        sx__metrics_rows(rq->metrics, 0, 0, nq * n_subs);
+out:
+    for (size_t i = 0; i < MAX_SUBS; i++)
+        sx_rowset_free(sub_rs[i]);
+    sx_rowset_free(got);
+    sx__free(hits);
+    sx__free(topks);
+    sx__free(ints);
+    sx__free((void *)strs);
+    sx__free(o);
+    coll_close(&c);
+}
+
+const sx__route sx__routes_entities[] = {
+    { "/v2/vectordb/entities/insert", h_insert, true },
+    { "/v2/vectordb/entities/upsert", h_upsert, true },
+    { "/v2/vectordb/entities/delete", h_delete, true },
+    { "/v2/vectordb/entities/query", h_query, false },
+    { "/v2/vectordb/entities/get", h_get, false },
+    { "/v2/vectordb/entities/search", h_search, false },
+    { "/v2/vectordb/entities/hybrid_search", h_hybrid_search, false },
+    { "/v2/vectordb/entities/advanced_search", h_hybrid_search, false },
+    { NULL, NULL, false },
+};

@@ -1,11 +1,407 @@
-/* merge.c: STUB (being written): no merging, every call searches alone. */
-#include "server/server.h"
+/*
+ * merge.c: merging of concurrent small searches into one engine batch.
+ *
+ * Why. A search of one query vector pays fixed costs (read view, filter bitmaps, per-segment
+ * setup) that a batch of many queries pays once; the FLAT scan also switches to BLAS GEMM for
+ * batches of >= 16 queries. Under many concurrent REST clients that each send nq = 1, running
+ * requests with the same parameters as one sx_search of the concatenated queries raises
+ * throughput, at the cost of a bounded wait (merge_wait_us) for the first request of a batch.
+ *
+ * Design. Requests are keyed by a canonical string the caller builds from everything but the
+ * query vectors (database, collection, field, metric, params, filter, limit, offset, output
+ * fields), plus the collection handle pointer (handles of one collection are one object, and
+ * a handle cannot be freed while its holder is inside sx__merger_search). Pending batches live
+ * in a short linked list (`open`) under one mutex: there is at most one open batch per key, and
+ * the number of distinct keys with a batch open at the same instant is small (bounded by the
+ * number of HTTP threads), so a hash table would buy nothing.
+ *
+ *   1. A caller whose nq alone exceeds merge_max_nq searches alone (no batch).
+ *   2. Otherwise it looks for the open batch of its key. If one exists and has room for its
+ *      queries, it joins as a follower and sleeps on the batch's condvar until the batch is
+ *      done. If the batch has no room, the batch is closed (its leader runs it now) and the
+ *      caller starts a new one.
+ *   3. The first caller of a batch is its leader. It waits for company only while that can pay
+ *      off: until merge_wait_us have passed, or the batch holds merge_max_nq queries, or every
+ *      search in flight on the merger is already in this batch (nobody else could join soon;
+ *      in particular a lone request never waits). Then it closes the batch, concatenates the
+ *      queries, runs one sx_search, splits the rowset per caller (deep copies: each caller
+ *      gets an independent sx_rowset freed with sx_rowset_free) and wakes the followers.
+ *   4. A batch of one runs the caller's request unchanged. If the merged search or a split
+ *      fails, every member retries alone on its own thread, so errors (and the thread-local
+ *      sx_errmsg()) are per request: a NaN query fails its own request only.
+ *
+ * Invariants (all under mu).
+ *   I1. Every batch in `open` has closed == false; a closed batch is never in `open`.
+ *   I2. At most one batch per (collection, key) is in `open`.
+ *   I3. A batch's nq (sum of its members' nq) is <= max_nq.
+ *   I4. b->refs = members that have not yet taken their result; the last one frees b.
+ *   I5. in_flight = calls between entry and exit of sx__merger_search (any key).
+ *
+ * Locking. One mutex `mu` guards the open list, every batch's fields, every member's result
+ * slots and the counters. No engine call is made under mu (the search, the describe for dim and
+ * the split run unlocked: a closed batch's member list is immutable, and only the leader
+ * touches it until `done` is set). Each batch has a condvar (CLOCK_MONOTONIC) shared by the
+ * leader (waiting for company) and the followers (waiting for done); it is broadcast on every
+ * change that could end a wait: a member joins, the batch closes, the batch is done, a caller
+ * leaves (in_flight drops).
+ *
+ * Thread-safety: all functions but sx__merger_free may be called from any number of threads.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
 
-sx_status sx__merger_new(const sx_server_options *o, sx__merger **out) { (void)o; *out = NULL; return SX_OK; }
-void sx__merger_free(sx__merger *m) { (void)m; }
-sx_status sx__merger_search(sx__merger *m, sx_collection *c, const char *key, const sx_search_req *req, sx_rowset **out)
+#include "server/server.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+typedef struct member {
+    const sx_search_req *req;
+    size_t q0;         /* first query of this member in the batch's concatenation */
+    sx_rowset *result; /* set by the leader when the batch succeeded; taken by the member */
+    bool ok;           /* result valid; false: retry alone */
+    struct member *next;
+} member;
+
+typedef struct batch {
+    sx_collection *c;
+    char *key;
+    member *head, *tail;
+    size_t n_members;
+    size_t nq;
+    bool closed; /* no longer accepts members (I1) */
+    bool done;   /* results are in the members */
+    size_t refs; /* I4 */
+    pthread_cond_t cv;
+    struct batch *next; /* in the open list */
+} batch;
+
+struct sx__merger {
+    pthread_mutex_t mu;
+    uint32_t wait_us;
+    uint32_t max_nq;
+    batch *open;        /* guarded by mu */
+    size_t in_flight;   /* guarded by mu */
+    uint64_t n_batches; /* guarded by mu: engine searches run for batches (any size) */
+    uint64_t n_merged;  /* guarded by mu: requests answered by those searches */
+};
+
+sx_status sx__merger_new(const sx_server_options *o, sx__merger **out)
 {
-    (void)m; (void)key;
-    return sx_search(c, req, out);
+    sx__merger *m = sx__calloc(1, sizeof *m);
+    if (!m)
+        return sx__err(SX_ENOMEM, "merger");
+    if (pthread_mutex_init(&m->mu, NULL) != 0) {
+        sx__free(m);
+        return sx__err(SX_ENOMEM, "merger mutex");
+    }
+    m->wait_us = (o && o->merge_wait_us) ? o->merge_wait_us : 500;
+    m->max_nq = (o && o->merge_max_nq) ? o->merge_max_nq : 256;
+    *out = m;
+    return SX_OK;
 }
-void sx__merger_stats(sx__merger *m, uint64_t *batches, uint64_t *merged_requests) { (void)m; *batches = 0; *merged_requests = 0; }
+
+void sx__merger_free(sx__merger *m)
+{
+    if (!m)
+        return;
+    /* No call may be in progress, hence no batch exists. */
+    pthread_mutex_destroy(&m->mu);
+    sx__free(m);
+}
+
+void sx__merger_stats(sx__merger *m, uint64_t *batches, uint64_t *merged_requests)
+{
+    if (!m) {
+        *batches = 0;
+        *merged_requests = 0;
+        return;
+    }
+    pthread_mutex_lock(&m->mu);
+    *batches = m->n_batches;
+    *merged_requests = m->n_merged;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---------------------------------------------------------------- rowset slicing */
+
+static size_t col_width(const sx_rowset *rs, size_t i)
+{
+    switch (rs->cols[i].type) {
+    case SX_FIELD_INT64:
+        return sizeof(int64_t);
+    case SX_FIELD_DOUBLE:
+        return sizeof(double);
+    case SX_FIELD_BOOL:
+        return sizeof(bool);
+    case SX_FIELD_VARCHAR:
+        return sizeof(char *);
+    case SX_FIELD_FLOAT_VECTOR:
+        return (size_t)rs->dims[i] * sizeof(float);
+    }
+    return 0;
+}
+
+/* Copies queries [q0, q0+nq) of `all` into a new rowset laid out as sx_search builds them
+ * (allocations through util/alloc.h, as sx_rowset_free expects). Owned: sx_rowset_free. */
+static sx_status slice_rowset(const sx_rowset *all, size_t q0, size_t nq, sx_rowset **out)
+{
+    size_t r0 = 0, n = 0;
+    for (size_t q = 0; q < q0; q++)
+        r0 += all->topks[q];
+    for (size_t q = q0; q < q0 + nq; q++)
+        n += all->topks[q];
+    sx_rowset *rs = sx__calloc(1, sizeof *rs);
+    if (!rs)
+        return sx__err(SX_ENOMEM, "merge: result slice");
+    rs->n_rows = n;
+    rs->nq = nq;
+    rs->cols = sx__calloc(all->n_cols ? all->n_cols : 1, sizeof(sx_column));
+    rs->dims = sx__calloc(all->n_cols ? all->n_cols : 1, sizeof(uint32_t));
+    rs->topks = sx__calloc(nq, sizeof(size_t));
+    rs->distances = sx__malloc((n ? n : 1) * sizeof(float));
+    if (!rs->cols || !rs->dims || !rs->topks || !rs->distances)
+        goto nomem;
+    memcpy(rs->topks, all->topks + q0, nq * sizeof(size_t));
+    if (n)
+        memcpy(rs->distances, all->distances + r0, n * sizeof(float));
+    for (size_t i = 0; i < all->n_cols; i++) {
+        size_t w = col_width(all, i);
+        rs->cols[i].type = all->cols[i].type;
+        rs->dims[i] = all->dims[i];
+        rs->cols[i].name = sx__strdup(all->cols[i].name);
+        char *data = sx__calloc(n ? n : 1, w ? w : 1);
+        rs->cols[i].data = data;
+        rs->n_cols = i + 1;
+        if (!data || !rs->cols[i].name)
+            goto nomem;
+        if (all->cols[i].type == SX_FIELD_VARCHAR) {
+            char *const *src = (char *const *)all->cols[i].data + r0;
+            for (size_t r = 0; r < n; r++) {
+                ((char **)data)[r] = sx__strdup(src[r]);
+                if (!((char **)data)[r])
+                    goto nomem;
+            }
+        } else if (n) {
+            memcpy(data, (const char *)all->cols[i].data + r0 * w, n * w);
+        }
+    }
+    *out = rs;
+    return SX_OK;
+nomem:
+    sx_rowset_free(rs);
+    return sx__err(SX_ENOMEM, "merge: result slice");
+}
+
+/* ---------------------------------------------------------------- batches */
+
+/* Wakes every waiting leader so it re-checks its stop condition. Caller holds mu. */
+static void wake_open(sx__merger *m)
+{
+    for (batch *b = m->open; b; b = b->next)
+        pthread_cond_broadcast(&b->cv);
+}
+
+/* Removes b from the open list and marks it closed (I1). Caller holds mu. */
+static void close_batch(sx__merger *m, batch *b)
+{
+    if (b->closed)
+        return;
+    for (batch **p = &m->open; *p; p = &(*p)->next) {
+        if (*p == b) {
+            *p = b->next;
+            break;
+        }
+    }
+    b->next = NULL;
+    b->closed = true;
+    pthread_cond_broadcast(&b->cv);
+}
+
+static void batch_free(batch *b)
+{
+    pthread_cond_destroy(&b->cv);
+    sx__free(b->key);
+    sx__free(b);
+}
+
+static void add_member(batch *b, member *w)
+{
+    w->q0 = b->nq;
+    w->next = NULL;
+    if (b->tail)
+        b->tail->next = w;
+    else
+        b->head = w;
+    b->tail = w;
+    b->n_members++;
+    b->nq += w->req->nq;
+    b->refs++;
+}
+
+static batch *batch_new(sx_collection *c, const char *key)
+{
+    batch *b = sx__calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->key = sx__strdup(key);
+    pthread_condattr_t ca;
+    bool cv_ok = false;
+    if (pthread_condattr_init(&ca) == 0) {
+        if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+            pthread_cond_init(&b->cv, &ca) == 0)
+            cv_ok = true;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!b->key || !cv_ok) {
+        if (cv_ok)
+            pthread_cond_destroy(&b->cv);
+        sx__free(b->key);
+        sx__free(b);
+        return NULL;
+    }
+    b->c = c;
+    return b;
+}
+
+static batch *find_open(sx__merger *m, sx_collection *c, const char *key)
+{
+    for (batch *b = m->open; b; b = b->next)
+        if (b->c == c && strcmp(b->key, key) == 0)
+            return b;
+    return NULL;
+}
+
+/* Leader, unlocked: runs the closed batch b and fills every member's result. Members whose
+ * slice could not be made (or all, if the search failed) keep ok == false. */
+static void run_batch(sx__merger *m, batch *b)
+{
+    (void)m;
+    if (b->n_members == 1) {
+        member *w = b->head;
+        sx_rowset *rs = NULL;
+        if (sx_search(b->c, w->req, &rs) == SX_OK) {
+            w->result = rs;
+            w->ok = true;
+        }
+        return;
+    }
+    sx_collection_info *info = sx__malloc(sizeof *info);
+    if (!info)
+        return;
+    if (sx_collection_describe(b->c, info) != SX_OK) {
+        sx__free(info);
+        return;
+    }
+    size_t dim = 0;
+    for (size_t f = 0; f < info->n_fields; f++)
+        if (info->fields[f].type == SX_FIELD_FLOAT_VECTOR)
+            dim = info->fields[f].dim;
+    sx__free(info);
+    if (dim == 0)
+        return;
+    float *q = sx__malloc(b->nq * dim * sizeof(float));
+    if (!q)
+        return;
+    for (member *w = b->head; w; w = w->next)
+        memcpy(q + w->q0 * dim, w->req->queries, w->req->nq * dim * sizeof(float));
+    sx_search_req r = *b->head->req;
+    r.queries = q;
+    r.nq = b->nq;
+    sx_rowset *all = NULL;
+    sx_status st = sx_search(b->c, &r, &all);
+    sx__free(q);
+    if (st != SX_OK)
+        return;
+    for (member *w = b->head; w; w = w->next) {
+        sx_rowset *part = NULL;
+        if (slice_rowset(all, w->q0, w->req->nq, &part) == SX_OK) {
+            w->result = part;
+            w->ok = true;
+        }
+    }
+    sx_rowset_free(all);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Leader, holding mu: waits for company while it can pay off (see 3. above). */
+static void leader_wait(sx__merger *m, batch *b)
+{
+    uint64_t deadline = now_ns() + (uint64_t)m->wait_us * 1000ull;
+    struct timespec ts = { (time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull) };
+    while (!b->closed && b->nq < m->max_nq && b->n_members < m->in_flight) {
+        if (pthread_cond_timedwait(&b->cv, &m->mu, &ts) != 0 && now_ns() >= deadline)
+            break;
+    }
+}
+
+sx_status sx__merger_search(
+    sx__merger *m, sx_collection *c, const char *key, const sx_search_req *req, sx_rowset **out)
+{
+    if (!m || !key || !req || req->nq == 0 || !req->queries)
+        return sx_search(c, req, out);
+    pthread_mutex_lock(&m->mu);
+    m->in_flight++;
+    if (req->nq > m->max_nq) {
+        pthread_mutex_unlock(&m->mu);
+        sx_status st = sx_search(c, req, out);
+        pthread_mutex_lock(&m->mu);
+        m->in_flight--;
+        wake_open(m);
+        pthread_mutex_unlock(&m->mu);
+        return st;
+    }
+    member w = { .req = req };
+    batch *b = find_open(m, c, key);
+    if (b && b->nq + req->nq > m->max_nq) {
+        close_batch(m, b); /* full: its leader runs it now */
+        b = NULL;
+    }
+    if (b) {
+        add_member(b, &w);
+        pthread_cond_broadcast(&b->cv);
+        if (b->nq >= m->max_nq)
+            close_batch(m, b);
+        while (!b->done)
+            pthread_cond_wait(&b->cv, &m->mu);
+    } else {
+        b = batch_new(c, key);
+        if (!b) {
+            m->in_flight--;
+            wake_open(m);
+            pthread_mutex_unlock(&m->mu);
+            return sx_search(c, req, out);
+        }
+        add_member(b, &w);
+        b->next = m->open;
+        m->open = b;
+        leader_wait(m, b);
+        close_batch(m, b);
+        pthread_mutex_unlock(&m->mu);
+        run_batch(m, b);
+        pthread_mutex_lock(&m->mu);
+        m->n_batches++;
+        m->n_merged += b->n_members;
+        b->done = true;
+        pthread_cond_broadcast(&b->cv);
+    }
+    /* Take this member's result; the last member out frees the batch (I4). */
+    bool ok = w.ok;
+    sx_rowset *rs = w.result;
+    if (--b->refs == 0)
+        batch_free(b);
+    m->in_flight--;
+    wake_open(m);
+    pthread_mutex_unlock(&m->mu);
+    if (ok) {
+        *out = rs;
+        return SX_OK;
+    }
+    return sx_search(c, req, out); /* alone: the error, if any, is this request's own */
+}
