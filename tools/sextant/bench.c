@@ -385,7 +385,15 @@ static void bench_usage(FILE *out)
         "  --data DIR             database directory (default: a temporary one, removed)\n"
         "  --json FILE            write the results as JSON\n"
         "  --peers | --no-peers   compare with hnswlib (build/" PEER_SO ") and FAISS\n"
-        "                         (build/" FAISS_SO "); default: when the shims are found\n",
+        "                         (build/" FAISS_SO "); default: when the shims are found\n"
+        "\n"
+        "Remote mode (a REST load generator, Milvus Go-benchmark style; `--target` selects it):\n"
+        "  sextant bench --target http://HOST:PORT --collection NAME --query FILE [--gt FILE]\n"
+        "                [--concurrency 1,10,20] [--duration 30] [--warmup 0] [--interval 5]\n"
+        "                [--limit 10 (top-k)] [--nq 1 (vectors per request)] [--ann-field vector]\n"
+        "                [--search-params '{\"ef\":64}'] [--metric L2|IP|COSINE] [--filter EXPR]\n"
+        "                [--token T] [--db default] [--timeout 60] [--json FILE]\n"
+        "  (`sextant bench --target URL --help` explains each option)\n",
         SYN_DEFAULT_NQ);
 }
 
@@ -2411,6 +2419,10 @@ static void bench_fini(bench *b)
 
 int cli_bench(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--target") == 0 || strncmp(argv[i], "--target=", 9) == 0)
+            return cli_bench_remote(argc, argv);
+    }
     bench *b = calloc(1, sizeof *b);
     if (b == NULL)
         return cli_fail("bench", "out of memory");
