@@ -1,9 +1,1039 @@
-/* http.c: STUB (being written). */
+/*
+ * http.c: the server's HTTP layer on libmicrohttpd: start/stop, body limits, routing, auth,
+ * CORS, the health and metrics routes, and the graceful stop.
+ *
+ * Request flow (one MHD access-handler invocation sequence per request):
+ *   1. first call (headers only): a per-request context is allocated, the in-flight counter is
+ *      raised, and a declared Content-Length over max_body_bytes is answered 413 at once. Queuing
+ *      a response on the first call makes MHD skip "100 Continue" and close the connection, so a
+ *      client that asked for 100-continue never sends the body, and one that did not is cut off.
+ *   2. upload calls: bytes are appended to a growing buffer (hard cap: max_body_bytes). A
+ *      chunked body that crosses the limit is discarded from then on and answered 413 on the
+ *      final call; past DISCARD_MAX bytes more the connection is dropped (a client that
+ *      streams forever cannot pin a worker).
+ *   3. final call: OPTIONS -> 204 (CORS); GET/HEAD /livez /readyz /healthz /metrics; otherwise a
+ *      POST on a route from sx__server_routes() (exact path, one trailing slash tolerated), else
+ *      404 "404 page not found" text/plain (what Milvus's gin router answers). Then auth (401
+ *      code 1800, 403 code 1401 for read-only users on write routes), the JSON depth pre-scan
+ *      and parse (1801), db name resolution, the handler, the envelope.
+ *   4. the completion callback frees the context and lowers the in-flight counter.
+ *
+ * Threads. MHD runs an internal thread pool (epoll); handlers run on those threads, any number
+ * at once. Server state read by handlers (options, credentials, catalog, metrics, merger) is
+ * immutable after sx_server_start; `stopping` is atomic; the in-flight counter is guarded by mu.
+ *
+ * Stop. sx_server_stop sets `stopping` (readyz answers 503), quiesces the daemon (no new
+ * connections), waits on `idle` until the in-flight counter is 0 (bounded by the idle timeout:
+ * a stalled upload is cut by MHD's connection timeout and completes), stops the daemon (joins
+ * its threads), then closes the catalog, which flushes every collection.
+ *
+ * Credentials. The token and every users-file entry are kept as SHA-256 digests of
+ * "user:password" (or the bare token); a presented credential is hashed and compared with every
+ * digest with an XOR loop over all 32 bytes and all entries, no early exit, so timing reveals
+ * neither the matching prefix nor which entry matched. A non-loopback bind without any
+ * credentials is refused at start.
+ *
+ * JSON depth. jansson parses recursively (its own limit is 2048 levels, enough to exhaust a
+ * small thread stack in other builds), so the raw bytes are scanned first without recursion:
+ * '[' and '{' outside strings raise the depth, ']' and '}' lower it; over max_json_depth the
+ * request is refused before jansson sees it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "server/server.h"
+#include "util/alloc.h"
+#include "util/buf.h"
 #include "util/err.h"
 
+#define DEFAULT_MAX_BODY   (64ull << 20)
+#define DEFAULT_MAX_CONN   1024u
+#define DEFAULT_IDLE_S     60u
+#define DEFAULT_MAX_NQ     16384u
+#define DEFAULT_JSON_DEPTH 64u
+#define MAX_ROUTES         256
+#define MAX_USERS          4096
+#define CRED_MAX           1024
+#define PREALLOC_MAX       ((size_t)4 << 20)
+#define DISCARD_MAX        ((uint64_t)16 << 20)
+
 const char *const sx__open_paths[] = {"/livez", "/readyz", "/healthz", NULL};
-const sx__route *sx__server_routes(size_t *n) { *n = 0; return NULL; }
-sx_status sx_server_start(const sx_server_options *opts, sx_server **out) { (void)opts; (void)out; return sx__err(SX_EINVAL, "server: not implemented"); }
-uint16_t sx_server_port(const sx_server *s) { (void)s; return 0; }
-sx_status sx_server_stop(sx_server *s) { (void)s; return SX_OK; }
+
+/* ------------------------------------------------------------------ SHA-256 (FIPS 180-4) */
+
+typedef struct sha256 {
+    uint32_t h[8];
+    uint8_t block[64];
+    size_t n;      /* bytes in block */
+    uint64_t bits; /* total message bits */
+} sha256;
+
+static const uint32_t K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+static uint32_t ror32(uint32_t x, unsigned r)
+{
+    return (x >> r) | (x << (32 - r));
+}
+
+static void sha256_block(sha256 *s, const uint8_t *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3];
+    uint32_t e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) + ((e & f) ^ (~e & g)) +
+                      K256[i] + w[i];
+        uint32_t t2 = (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
+    }
+    s->h[0] += a;
+    s->h[1] += b;
+    s->h[2] += c;
+    s->h[3] += d;
+    s->h[4] += e;
+    s->h[5] += f;
+    s->h[6] += g;
+    s->h[7] += h;
+}
+
+static void sha256_digest(const void *data, size_t len, uint8_t out[32])
+{
+    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    sha256 s;
+    memcpy(s.h, iv, sizeof iv);
+    s.n = 0;
+    s.bits = (uint64_t)len * 8;
+    const uint8_t *p = data;
+    while (len >= 64) {
+        sha256_block(&s, p);
+        p += 64;
+        len -= 64;
+    }
+    memcpy(s.block, p, len);
+    s.n = len;
+    s.block[s.n++] = 0x80;
+    if (s.n > 56) {
+        memset(s.block + s.n, 0, 64 - s.n);
+        sha256_block(&s, s.block);
+        s.n = 0;
+    }
+    memset(s.block + s.n, 0, 56 - s.n);
+    for (int i = 0; i < 8; i++)
+        s.block[56 + i] = (uint8_t)(s.bits >> (56 - 8 * i));
+    sha256_block(&s, s.block);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(s.h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(s.h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(s.h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)s.h[i];
+    }
+}
+
+/* ------------------------------------------------------------------ server state */
+
+typedef struct cred {
+    uint8_t digest[32]; /* SHA-256 of "user:password" or of the token */
+    bool read_only;
+} cred;
+
+struct sx_server {
+    sx_server_options opts;  /* copy; strings below are owned copies */
+    char *data_dir;
+    char *bind_addr;
+    uint64_t max_body;
+    uint32_t json_depth;
+    bool auth_on;
+    cred *creds; /* token first (if any), then users-file entries */
+    size_t n_creds;
+    sx__catalog *cat;
+    sx__metrics *metrics;
+    sx__merger *merger;
+    struct MHD_Daemon *d;
+    uint16_t port;
+    atomic_bool stopping; /* seq_cst: rare writes, read per readyz */
+    pthread_mutex_t mu;
+    pthread_cond_t idle;
+    uint64_t inflight; /* guarded by: mu */
+};
+
+/* Per-request context (MHD's con_cls). */
+typedef struct req_ctx {
+    double t0;
+    char *body; /* owned, sx__free */
+    size_t len;
+    size_t cap;
+    uint64_t seen; /* body bytes received, kept or discarded */
+    bool too_big;
+    bool early;    /* a response was queued on the first call */
+} req_ctx;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------ routes */
+
+static sx__route all_routes[MAX_ROUTES];
+static size_t n_all_routes;
+static pthread_once_t routes_once = PTHREAD_ONCE_INIT;
+
+static void routes_build(void)
+{
+    const sx__route *tables[] = {sx__routes_collections, sx__routes_indexes, sx__routes_admin,
+                                 sx__routes_entities};
+    size_t n = 0;
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        for (const sx__route *r = tables[t]; r && r->path; r++) {
+            if (n + 1 < MAX_ROUTES)
+                all_routes[n++] = *r;
+        }
+    }
+    all_routes[n].path = NULL;
+    n_all_routes = n;
+}
+
+const sx__route *sx__server_routes(size_t *n)
+{
+    pthread_once(&routes_once, routes_build);
+    *n = n_all_routes;
+    return all_routes;
+}
+
+static const sx__route *route_find(const char *path)
+{
+    size_t n;
+    const sx__route *rt = sx__server_routes(&n);
+    size_t len = strlen(path);
+    if (len > 1 && path[len - 1] == '/')
+        len--;
+    for (size_t i = 0; i < n; i++) {
+        if (strlen(rt[i].path) == len && memcmp(rt[i].path, path, len) == 0)
+            return &rt[i];
+    }
+    return NULL;
+}
+
+/* Returns the open (health) path `path` names (trailing slash tolerated), or NULL. */
+static const char *health_path(const char *path)
+{
+    size_t len = strlen(path);
+    if (len > 1 && path[len - 1] == '/')
+        len--;
+    static const char *const all[] = {"/livez", "/readyz", "/healthz", "/metrics"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (strlen(all[i]) == len && memcmp(all[i], path, len) == 0)
+            return all[i];
+    }
+    return NULL;
+}
+
+static bool is_open_path(const char *p)
+{
+    for (size_t i = 0; sx__open_paths[i]; i++) {
+        if (strcmp(sx__open_paths[i], p) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------ responses */
+
+static void add_cors(struct MHD_Response *r)
+{
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            "Authorization, Content-Type, DB-Name, Accept-Type-Allow-Int64, "
+                            "Request-Timeout");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "POST, GET, OPTIONS");
+}
+
+static void free_cb(void *p)
+{
+    sx__free(p);
+}
+
+/* Queues `len` bytes of `data` (copied) with a content type. Returns MHD's result. */
+static enum MHD_Result send_bytes(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                  const char *data, size_t len)
+{
+    char *copy = sx__malloc(len ? len : 1);
+    if (!copy)
+        return MHD_NO;
+    memcpy(copy, data, len);
+    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, copy, free_cb);
+    if (!r) {
+        sx__free(copy);
+        return MHD_NO;
+    }
+    add_cors(r);
+    if (ctype)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static int dump_cb(const char *buf, size_t size, void *data)
+{
+    sx__wbuf *w = data;
+    sx__wbuf_put(w, buf, size);
+    return w->failed ? -1 : 0;
+}
+
+static const char *JSON_CT = "application/json; charset=utf-8";
+
+/* Queues a JSON body (not consumed). */
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, const json_t *body)
+{
+    sx__wbuf w;
+    sx__wbuf_init(&w);
+    if (json_dump_callback(body, dump_cb, &w, JSON_COMPACT) != 0 || !sx__wbuf_ok(&w)) {
+        sx__wbuf_fini(&w);
+        static const char oom[] = "{\"code\":65535,\"message\":\"out of memory\"}";
+        return send_bytes(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSON_CT, oom, sizeof oom - 1);
+    }
+    size_t len = w.len;
+    char *data = (char *)w.data; /* ownership moves to the response */
+    w.data = NULL;
+    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(
+        len, data ? data : (char *)"", data ? free_cb : NULL);
+    if (!r) {
+        sx__free(data);
+        return MHD_NO;
+    }
+    add_cors(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_CT);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Queues {"code":code,"message":msg}. */
+static enum MHD_Result send_err(struct MHD_Connection *c, unsigned status, int code,
+                                const char *msg)
+{
+    json_t *b = json_pack("{s:i,s:s}", "code", code, "message", msg);
+    if (!b)
+        return MHD_NO;
+    enum MHD_Result ret = send_json(c, status, b);
+    json_decref(b);
+    return ret;
+}
+
+/* ------------------------------------------------------------------ auth */
+
+static int b64val(unsigned char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9')
+        return ch - '0' + 52;
+    if (ch == '+' || ch == '-')
+        return 62;
+    if (ch == '/' || ch == '_')
+        return 63;
+    return -1;
+}
+
+/* Decodes base64 (padding optional) into out (cap bytes). Returns the length or -1. */
+static long b64_decode(const char *s, char *out, size_t cap)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t n = 0;
+    for (; *s && *s != '='; s++) {
+        int v = b64val((unsigned char)*s);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n + 1 >= cap)
+                return -1;
+            out[n++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    out[n] = 0;
+    return (long)n;
+}
+
+typedef enum auth_result { AUTH_NONE, AUTH_OK, AUTH_OK_RO } auth_result;
+
+/* Checks the Authorization header against the configured credentials. Every digest is compared
+ * in full; the result is selected without branching on secret bytes inside the loop. */
+static auth_result auth_check(const sx_server *s, struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h)
+        return AUTH_NONE;
+    while (*h == ' ')
+        h++;
+    char cred_buf[CRED_MAX];
+    const char *credential = NULL;
+    size_t clen = 0;
+    if (strncasecmp(h, "Bearer ", 7) == 0) {
+        credential = h + 7;
+        while (*credential == ' ')
+            credential++;
+        clen = strlen(credential);
+    } else if (strncasecmp(h, "Basic ", 6) == 0) {
+        const char *b = h + 6;
+        while (*b == ' ')
+            b++;
+        long n = b64_decode(b, cred_buf, sizeof cred_buf);
+        if (n < 0)
+            return AUTH_NONE;
+        credential = cred_buf;
+        clen = (size_t)n;
+    } else {
+        return AUTH_NONE;
+    }
+    while (clen > 0 && (credential[clen - 1] == ' ' || credential[clen - 1] == '\t'))
+        clen--;
+    if (clen == 0)
+        return AUTH_NONE;
+    uint8_t dg[32];
+    sha256_digest(credential, clen, dg);
+    unsigned ok = 0, ok_rw = 0;
+    for (size_t i = 0; i < s->n_creds; i++) {
+        uint8_t diff = 0;
+        for (int j = 0; j < 32; j++)
+            diff |= (uint8_t)(dg[j] ^ s->creds[i].digest[j]);
+        unsigned match = (unsigned)(((unsigned)diff - 1u) >> 8) & 1u; /* 1 iff diff == 0 */
+        ok |= match;
+        ok_rw |= match & (unsigned)!s->creds[i].read_only;
+    }
+    if (ok_rw)
+        return AUTH_OK;
+    return ok ? AUTH_OK_RO : AUTH_NONE;
+}
+
+static sx_status cred_add(sx_server *s, const char *text, size_t len, bool ro)
+{
+    if (s->n_creds >= MAX_USERS)
+        return sx__err(SX_EINVAL, "server: more than %d credentials", MAX_USERS);
+    cred *n = sx__realloc(s->creds, (s->n_creds + 1) * sizeof *n);
+    if (!n)
+        return sx__err(SX_ENOMEM, "server: out of memory");
+    s->creds = n;
+    sha256_digest(text, len, s->creds[s->n_creds].digest);
+    s->creds[s->n_creds].read_only = ro;
+    s->n_creds++;
+    return SX_OK;
+}
+
+static sx_status users_load(sx_server *s, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return sx__err_errno(errno, "server: cannot open users file %s", path);
+    char line[CRED_MAX];
+    sx_status st = SX_OK;
+    unsigned lineno = 0;
+    size_t before = s->n_creds;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            st = sx__err(SX_EINVAL, "server: %s:%u: line too long", path, lineno);
+            break;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
+            line[--len] = 0;
+        const char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        len = strlen(p);
+        if (len == 0 || *p == '#')
+            continue;
+        const char *colon = strchr(p, ':');
+        if (!colon || colon == p || colon[1] == 0) {
+            st = sx__err(SX_EINVAL, "server: %s:%u: expected user:password or user:password:ro",
+                         path, lineno);
+            break;
+        }
+        bool ro = false;
+        if (len > 3 && strcmp(p + len - 3, ":ro") == 0 && strchr(colon + 1, ':') != NULL) {
+            ro = true;
+            len -= 3;
+        }
+        st = cred_add(s, p, len, ro);
+        if (st != SX_OK)
+            break;
+    }
+    fclose(f);
+    if (st == SX_OK && s->n_creds == before)
+        st = sx__err(SX_EINVAL, "server: users file %s has no entries", path);
+    return st;
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+/* Returns the maximum nesting depth of the JSON text, stopping early past `limit`. */
+static size_t json_depth_scan(const char *p, size_t len, size_t limit)
+{
+    size_t depth = 0, max = 0;
+    bool in_str = false, esc = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = p[i];
+        if (in_str) {
+            if (esc)
+                esc = false;
+            else if (ch == '\\')
+                esc = true;
+            else if (ch == '"')
+                in_str = false;
+            continue;
+        }
+        if (ch == '"') {
+            in_str = true;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > max) {
+                max = depth;
+                if (max > limit)
+                    return max;
+            }
+        } else if ((ch == ']' || ch == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return max;
+}
+
+static bool header_false(const char *v)
+{
+    return v && (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0);
+}
+
+/* ------------------------------------------------------------------ the access handler */
+
+static void access_log(const sx_server *s, const char *method, const char *path, unsigned status,
+                       int code, double secs)
+{
+    if (s->opts.quiet)
+        return;
+    fprintf(stderr, "sextant: %s %s %u %d %.1fms\n", method, path, status, code, secs * 1e3);
+}
+
+static void finish(sx_server *s, req_ctx *ctx, const char *method, const char *path,
+                   const char *route, unsigned status, int code)
+{
+    double secs = now_s() - ctx->t0;
+    sx__metrics_request(s->metrics, route, (int)status, code, secs);
+    access_log(s, method, path, status, code, secs);
+}
+
+static enum MHD_Result answer_413(sx_server *s, struct MHD_Connection *c, req_ctx *ctx,
+                                  const char *method, const char *url, uint64_t n)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "request body too large: %llu bytes > %llu", (unsigned long long)n,
+             (unsigned long long)s->max_body);
+    finish(s, ctx, method, url, "other", MHD_HTTP_CONTENT_TOO_LARGE, SX__MC_PARAM_TOO_LARGE);
+    return send_err(c, MHD_HTTP_CONTENT_TOO_LARGE, SX__MC_PARAM_TOO_LARGE, msg);
+}
+
+static enum MHD_Result answer_health(sx_server *s, struct MHD_Connection *c, req_ctx *ctx,
+                                     const char *method, const char *url, const char *hp)
+{
+    if (strcmp(hp, "/livez") == 0) {
+        finish(s, ctx, method, url, hp, 200, 0);
+        return send_bytes(c, 200, "text/plain; charset=utf-8", "ok", 2);
+    }
+    if (strcmp(hp, "/readyz") == 0) {
+        bool ready = s->cat && !atomic_load(&s->stopping);
+        unsigned st = ready ? 200 : 503;
+        finish(s, ctx, method, url, hp, st, 0);
+        return ready ? send_bytes(c, st, "text/plain; charset=utf-8", "ok", 2)
+                     : send_bytes(c, st, "text/plain; charset=utf-8", "not ready", 9);
+    }
+    if (strcmp(hp, "/healthz") == 0) {
+        finish(s, ctx, method, url, hp, 200, 0);
+        static const char ok[] = "{\"status\":\"ok\"}";
+        return send_bytes(c, 200, JSON_CT, ok, sizeof ok - 1);
+    }
+    /* /metrics */
+    char *text = NULL;
+    size_t len = 0;
+    sx_status st = sx__metrics_render(s->metrics, s->cat, s->merger, &text, &len);
+    if (st != SX_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "metrics: %s: %s", sx_status_str(st), sx_errmsg());
+        finish(s, ctx, method, url, hp, 500, SX__MC_UNEXPECTED);
+        return send_bytes(c, 500, "text/plain; charset=utf-8", msg, strlen(msg));
+    }
+    finish(s, ctx, method, url, hp, 200, 0);
+    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, text, free_cb);
+    if (!r) {
+        sx__free(text);
+        return MHD_NO;
+    }
+    add_cors(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result answer_route(sx_server *s, struct MHD_Connection *c, req_ctx *ctx,
+                                    const char *method, const char *url, const sx__route *rt,
+                                    bool read_only)
+{
+    char msg[256];
+    if (ctx->len == 0) {
+        finish(s, ctx, method, url, rt->path, 200, SX__MC_BAD_JSON);
+        return send_err(c, 200, SX__MC_BAD_JSON,
+                        "can only accept json format request, error: EOF (empty request body)");
+    }
+    size_t depth = json_depth_scan(ctx->body, ctx->len, s->json_depth);
+    if (depth > s->json_depth) {
+        snprintf(msg, sizeof msg,
+                 "can only accept json format request, error: JSON nesting deeper than %u levels",
+                 s->json_depth);
+        finish(s, ctx, method, url, rt->path, 200, SX__MC_BAD_JSON);
+        return send_err(c, 200, SX__MC_BAD_JSON, msg);
+    }
+    json_error_t jerr;
+    json_t *body = json_loadb(ctx->body, ctx->len, JSON_DECODE_ANY, &jerr);
+    if (!body || !json_is_object(body)) {
+        if (body)
+            snprintf(msg, sizeof msg,
+                     "can only accept json format request, error: the request body must be a "
+                     "JSON object");
+        else
+            snprintf(msg, sizeof msg,
+                     "can only accept json format request, error: %s (line %d, column %d)",
+                     jerr.text, jerr.line, jerr.column);
+        json_decref(body);
+        finish(s, ctx, method, url, rt->path, 200, SX__MC_BAD_JSON);
+        return send_err(c, 200, SX__MC_BAD_JSON, msg);
+    }
+
+    sx__req rq;
+    memset(&rq, 0, sizeof rq);
+    rq.srv = s;
+    rq.cat = s->cat;
+    rq.metrics = s->metrics;
+    rq.merger = s->merger;
+    rq.opts = &s->opts;
+    rq.body = body;
+    rq.read_only_user = read_only;
+    rq.db_name = "default";
+    const char *dbh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
+    if (dbh && *dbh)
+        rq.db_name = dbh;
+    json_t *dbv = sx__jget(body, "dbName");
+    if (json_is_string(dbv) && json_string_length(dbv) > 0)
+        rq.db_name = json_string_value(dbv);
+    rq.int64_as_string =
+        header_false(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Type-Allow-Int64"));
+    rq.timeout_s = 30;
+    const char *to = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Request-Timeout");
+    if (to) {
+        char *end = NULL;
+        double v = strtod(to, &end);
+        if (end && end != to && *end == 0 && v > 0 && v < 1e9)
+            rq.timeout_s = v;
+    }
+
+    sx__resp rs = {200, NULL};
+    rt->fn(&rq, &rs);
+    if (!rs.body)
+        sx__ok(&rs, NULL);
+    int code = SX__MC_UNEXPECTED;
+    json_t *cv = rs.body ? json_object_get(rs.body, "code") : NULL;
+    if (json_is_integer(cv))
+        code = (int)json_integer_value(cv);
+    unsigned status = rs.http_status > 0 ? (unsigned)rs.http_status : 200;
+    finish(s, ctx, method, url, rt->path, status, code);
+    enum MHD_Result ret;
+    if (rs.body)
+        ret = send_json(c, status, rs.body);
+    else
+        ret = send_err(c, 500, SX__MC_UNEXPECTED, "out of memory");
+    json_decref(rs.body);
+    json_decref(body);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    sx_server *s = cls;
+    req_ctx *ctx = *con_cls;
+    if (!ctx) {
+        ctx = sx__calloc(1, sizeof *ctx);
+        if (!ctx)
+            return MHD_NO;
+        ctx->t0 = now_s();
+        *con_cls = ctx;
+        pthread_mutex_lock(&s->mu);
+        s->inflight++;
+        pthread_mutex_unlock(&s->mu);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (errno == ERANGE || (end && end != cl && *end == 0 && n > s->max_body)) {
+                ctx->early = true;
+                return answer_413(s, c, ctx, method, url, errno == ERANGE ? UINT64_MAX : n);
+            }
+            if (end && end != cl && *end == 0 && n > 0) {
+                /* reserve what was declared, up to PREALLOC_MAX: a client that declares much
+                 * and sends little must not make every connection hold the limit */
+                size_t cap = (size_t)n + 1 < PREALLOC_MAX ? (size_t)n + 1 : PREALLOC_MAX;
+                ctx->body = sx__malloc(cap);
+                if (!ctx->body)
+                    return MHD_NO;
+                ctx->cap = cap;
+            }
+        }
+        return MHD_YES;
+    }
+    if (ctx->early) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        ctx->seen += n;
+        if (ctx->too_big || ctx->seen > s->max_body) {
+            ctx->too_big = true;
+            sx__free(ctx->body);
+            ctx->body = NULL;
+            ctx->len = ctx->cap = 0;
+            /* Discarded so the 413 can be read; past DISCARD_MAX more the connection is
+             * dropped. XXX: that client is cut off without an answer. */
+            return ctx->seen - s->max_body > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
+        if (ctx->len + n + 1 > ctx->cap) {
+            size_t cap = ctx->cap ? ctx->cap : 4096;
+            while (cap < ctx->len + n + 1)
+                cap *= 2;
+            if (cap > s->max_body + 1)
+                cap = (size_t)s->max_body + 1;
+            char *nb = sx__realloc(ctx->body, cap);
+            if (!nb)
+                return MHD_NO;
+            ctx->body = nb;
+            ctx->cap = cap;
+        }
+        memcpy(ctx->body + ctx->len, upload_data, n);
+        ctx->len += n;
+        return MHD_YES;
+    }
+
+    /* final call: the whole request is here */
+    if (ctx->too_big)
+        return answer_413(s, c, ctx, method, url, ctx->seen);
+    if (strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0) {
+        finish(s, ctx, method, url, "other", 204, 0);
+        return send_bytes(c, 204, NULL, "", 0);
+    }
+    bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                  strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    const char *hp = is_get ? health_path(url) : NULL;
+    const sx__route *rt = NULL;
+    if (hp) {
+        if (!s->auth_on || is_open_path(hp))
+            return answer_health(s, c, ctx, method, url, hp);
+    } else if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
+        rt = route_find(url);
+    }
+    if (!hp && !rt) {
+        finish(s, ctx, method, url, "other", 404, 0);
+        static const char nf[] = "404 page not found";
+        return send_bytes(c, 404, "text/plain; charset=utf-8", nf, sizeof nf - 1);
+    }
+    bool read_only = false;
+    if (s->auth_on) {
+        auth_result a = auth_check(s, c);
+        const char *label = rt ? rt->path : hp;
+        if (a == AUTH_NONE) {
+            finish(s, ctx, method, url, label, 401, SX__MC_UNAUTHENTICATED);
+            return send_err(c, 401, SX__MC_UNAUTHENTICATED, "user hasn't authenticated");
+        }
+        read_only = a == AUTH_OK_RO;
+        if (read_only && rt && rt->is_write) {
+            finish(s, ctx, method, url, label, 403, SX__MC_PRIV_DENIED);
+            return send_err(c, 403, SX__MC_PRIV_DENIED,
+                            "permission deny: the user is read-only");
+        }
+        if (!rt)
+            return answer_health(s, c, ctx, method, url, hp);
+    }
+    if (!rt) /* unreachable: hp with auth off was answered above */
+        return answer_health(s, c, ctx, method, url, hp);
+    return answer_route(s, c, ctx, method, url, rt, read_only);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)c;
+    (void)toe;
+    sx_server *s = cls;
+    req_ctx *ctx = *con_cls;
+    if (!ctx)
+        return;
+    *con_cls = NULL;
+    sx__free(ctx->body);
+    sx__free(ctx);
+    pthread_mutex_lock(&s->mu);
+    if (s->inflight > 0)
+        s->inflight--;
+    if (s->inflight == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    fprintf(stderr, "sextant: http: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ------------------------------------------------------------------ start / stop */
+
+static bool addr_is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+            return true;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            return in6->sin6_addr.s6_addr[12] == 127;
+    }
+    return false;
+}
+
+static void server_free(sx_server *s)
+{
+    if (!s)
+        return;
+    sx__merger_free(s->merger);
+    sx__metrics_free(s->metrics);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+    sx__free(s->creds);
+    sx__free(s->data_dir);
+    sx__free(s->bind_addr);
+    sx__free(s);
+}
+
+sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
+{
+    if (!opts || !out)
+        return sx__err(SX_EINVAL, "server: options and out are required");
+    if (!opts->data_dir || !*opts->data_dir)
+        return sx__err(SX_EINVAL, "server: data_dir is required");
+    const char *bind = opts->bind_addr && *opts->bind_addr ? opts->bind_addr : "127.0.0.1";
+    bool has_token = opts->auth_token && *opts->auth_token;
+    bool has_users = opts->users_file && *opts->users_file;
+
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char portstr[8];
+    snprintf(portstr, sizeof portstr, "%u", (unsigned)opts->port);
+    int gai = getaddrinfo(bind, portstr, &hints, &ai);
+    if (gai != 0 || !ai)
+        return sx__err(SX_EINVAL, "server: bad bind address '%s': %s", bind, gai_strerror(gai));
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen < sizeof ss ? ai->ai_addrlen : sizeof ss);
+    freeaddrinfo(ai);
+    const struct sockaddr *sa = (const struct sockaddr *)&ss;
+    if (!has_token && !has_users && !addr_is_loopback(sa))
+        return sx__err(SX_EINVAL,
+                       "server: refusing to listen on non-loopback address %s without "
+                       "credentials: configure --auth-token TOKEN (or SEXTANT_AUTH_TOKEN) or "
+                       "--users FILE",
+                       bind);
+
+    sx_server *s = sx__calloc(1, sizeof *s);
+    if (!s)
+        return sx__err(SX_ENOMEM, "server: out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    atomic_init(&s->stopping, false);
+    s->opts = *opts;
+    s->data_dir = sx__strdup(opts->data_dir);
+    s->bind_addr = sx__strdup(bind);
+    sx_status st = SX_OK;
+    if (!s->data_dir || !s->bind_addr) {
+        st = sx__err(SX_ENOMEM, "server: out of memory");
+        goto fail;
+    }
+    s->opts.data_dir = s->data_dir;
+    s->opts.bind_addr = s->bind_addr;
+    s->opts.auth_token = NULL; /* only the digest is kept */
+    s->opts.users_file = NULL;
+    if (!s->opts.max_body_bytes)
+        s->opts.max_body_bytes = DEFAULT_MAX_BODY;
+    if (!s->opts.max_connections)
+        s->opts.max_connections = DEFAULT_MAX_CONN;
+    if (!s->opts.idle_timeout_s)
+        s->opts.idle_timeout_s = DEFAULT_IDLE_S;
+    if (!s->opts.http_threads) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        s->opts.http_threads = nc > 2 ? (uint32_t)(2 * nc) : 4;
+        if (s->opts.http_threads > 256)
+            s->opts.http_threads = 256;
+    }
+    if (!s->opts.max_nq)
+        s->opts.max_nq = DEFAULT_MAX_NQ;
+    if (!s->opts.max_json_depth)
+        s->opts.max_json_depth = DEFAULT_JSON_DEPTH;
+    if (!s->opts.merge_wait_us)
+        s->opts.merge_wait_us = 500;
+    if (!s->opts.merge_max_nq)
+        s->opts.merge_max_nq = 256;
+    s->max_body = s->opts.max_body_bytes;
+    if (s->max_body > SIZE_MAX / 4)
+        s->max_body = SIZE_MAX / 4;
+    s->json_depth = s->opts.max_json_depth;
+
+    if (has_token) {
+        st = cred_add(s, opts->auth_token, strlen(opts->auth_token), false);
+        if (st != SX_OK)
+            goto fail;
+    }
+    if (has_users) {
+        st = users_load(s, opts->users_file);
+        if (st != SX_OK)
+            goto fail;
+    }
+    s->auth_on = s->n_creds > 0;
+
+    st = sx__metrics_new(&s->metrics);
+    if (st != SX_OK)
+        goto fail;
+    if (!s->opts.merge_disable) {
+        st = sx__merger_new(&s->opts, &s->merger);
+        if (st != SX_OK)
+            goto fail;
+    }
+    st = sx__cat_open(s->data_dir, &s->opts.db, &s->cat);
+    if (st != SX_OK)
+        goto fail;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
+    if (sa->sa_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (!s->opts.quiet)
+        flags |= MHD_USE_ERROR_LOG;
+    s->d = MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                            MHD_OPTION_SOCK_ADDR, sa,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->opts.max_connections,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_END);
+    if (!s->d) {
+        st = sx__err(SX_EIO, "server: cannot listen on %s:%u (address in use or not available)",
+                     bind, (unsigned)opts->port);
+        sx__ignore(sx__cat_close(s->cat));
+        s->cat = NULL;
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : opts->port;
+    *out = s;
+    return SX_OK;
+
+fail:
+    if (s->cat) {
+        sx__ignore(sx__cat_close(s->cat));
+        s->cat = NULL;
+    }
+    server_free(s);
+    return st;
+}
+
+uint16_t sx_server_port(const sx_server *s)
+{
+    return s ? s->port : 0;
+}
+
+sx_status sx_server_stop(sx_server *s)
+{
+    if (!s)
+        return SX_OK;
+    atomic_store(&s->stopping, true);
+    MHD_socket lfd = MHD_quiesce_daemon(s->d);
+    /* Requests already started finish; a stalled one is cut by the connection timeout. */
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)s->opts.idle_timeout_s + 5;
+    pthread_mutex_lock(&s->mu);
+    while (s->inflight > 0) {
+        if (pthread_cond_timedwait(&s->idle, &s->mu, &dl) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&s->mu);
+    MHD_stop_daemon(s->d);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
+    s->d = NULL;
+    sx_status st = sx__cat_close(s->cat);
+    s->cat = NULL;
+    server_free(s);
+    return st;
+}

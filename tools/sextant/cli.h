@@ -33,6 +33,11 @@ int cli_import(int argc, char **argv);
 int cli_search(int argc, char **argv);
 int cli_info(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+/* `sextant bench --target URL ...`: REST load generator (bench_remote.c); cli_bench dispatches
+ * to it when --target is among the options. */
+int cli_bench_remote(int argc, char **argv);
+/* `sextant serve`: the REST server until SIGTERM/SIGINT (serve.c). */
+int cli_serve(int argc, char **argv);
 
 /* Matches argv[*i] against the long option `name` ("--k"). On a match stores the value (the next
  * argument, or the text after '=') in *val, advances *i past the option and returns 1. Returns 0

@@ -5,6 +5,7 @@
  *   sextant search   run queries from a file against a collection (cli.c)
  *   sextant info     describe collections and verify checksums (cli.c)
  *   sextant bench    ingest + index build + recall/QPS, optionally beside hnswlib (bench.c)
+ *   sextant serve    the Milvus RESTful API v2 server on a data directory (serve.c)
  *   sextant version  print the library version and the SIMD kernels in use
  *
  * Each subcommand parses its own options and prints its own usage on --help. Exit status: 0 ok,
@@ -24,6 +25,7 @@ static void usage(FILE *out)
                  "  search   search a collection with query vectors from a file\n"
                  "  info     describe a database's collections and verify its checksums\n"
                  "  bench    measure ingest, index build, recall, QPS and latency\n"
+                 "  serve    serve the Milvus RESTful API v2 on a data directory\n"
                  "  version  print the version and SIMD level\n"
                  "\n"
                  "Run 'sextant <command> --help' for the options of a command.\n");
@@ -44,6 +46,8 @@ int main(int argc, char **argv)
         return cli_info(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cli_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0)
+        return cli_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         if (argc > 2) {
             fprintf(stderr, "sextant version: unexpected argument '%s'\n", argv[2]);

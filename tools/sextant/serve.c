@@ -1,0 +1,171 @@
+/*
+ * serve.c: the `sextant serve` subcommand: runs the Milvus RESTful API v2 server
+ * (sextant_server.h) on a data directory until SIGTERM or SIGINT.
+ *
+ * Signals. SIGTERM and SIGINT are blocked in the main thread before the server starts, so every thread the server and the engine create inherits the mask
+ * and the signals are delivered only to sigwait() here; no async-signal handler runs, and the
+ * graceful stop (finish in-flight requests, flush every collection, close) runs on the main
+ * thread. Exit status: 0 after a clean stop, 1 if starting or stopping failed, 2 on usage errors.
+ *
+ * The token may come from the environment (SEXTANT_AUTH_TOKEN) so it does not show in `ps`.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sextant_server.h"
+
+static void serve_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sextant serve --data DIR [options]\n"
+            "\n"
+            "Serves the Milvus RESTful API v2 (/v2/vectordb/...) on a data directory.\n"
+            "\n"
+            "  --data DIR             database directory (created if missing)\n"
+            "  --port N               TCP port (default 19530; 0 = any free port)\n"
+            "  --bind ADDR            listen address (default 127.0.0.1; a non-loopback address\n"
+            "                         needs --auth-token or --users)\n"
+            "  --auth-token TOKEN     require 'Authorization: Bearer TOKEN' (or Basic user:pass\n"
+            "                         when TOKEN is user:pass); also from SEXTANT_AUTH_TOKEN\n"
+            "  --users FILE           credentials file: lines user:password or user:password:ro\n"
+            "  --max-body-mb N        largest request body in MiB (default 64)\n"
+            "  --threads N            HTTP worker threads (default max(4, 2 x cores))\n"
+            "  --max-connections N    concurrent connections (default 1024)\n"
+            "  --idle-timeout S       disconnect idle or slow clients after S seconds (default 60)\n"
+            "  --no-merge             do not merge concurrent searches into batches\n"
+            "  --merge-wait-us N      how long a search waits for others to merge with (500)\n"
+            "  --merge-max-nq N       query vectors per merged batch (256)\n"
+            "  --sync full|none       WAL durability (default full; none: tests only)\n"
+            "  --quiet                no access log\n"
+            "\n"
+            "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n");
+}
+
+int cli_serve(int argc, char **argv)
+{
+    const char *cmd = "serve";
+    const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
+    uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
+    uint64_t merge_wait = 0, merge_nq = 0;
+    bool no_merge = false, quiet = false;
+    sx_sync_mode sync = SX_SYNC_FULL;
+
+    for (int i = 1; i < argc;) {
+        int r;
+        if (cli_flag(argv, &i, "--help") || cli_flag(argv, &i, "-h")) {
+            serve_usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (cli_flag(argv, &i, "--no-merge")) {
+            no_merge = true;
+            continue;
+        }
+        if (cli_flag(argv, &i, "--quiet")) {
+            quiet = true;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--bind", &bind)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--auth-token", &token)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--users", &users)) != 0) {
+            if (r < 0)
+                return cli_usage_error(cmd, "missing value");
+            continue;
+        }
+        struct {
+            const char *name;
+            uint64_t lo, hi, *out;
+        } nums[] = {
+            {"--port", 0, 65535, &port},
+            {"--max-body-mb", 1, 1u << 20, &body_mb},
+            {"--threads", 1, 1024, &threads},
+            {"--max-connections", 1, 1000000, &max_conn},
+            {"--idle-timeout", 1, 86400, &idle},
+            {"--merge-wait-us", 1, 10000000, &merge_wait},
+            {"--merge-max-nq", 1, 1000000, &merge_nq},
+        };
+        bool matched = false;
+        for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
+            r = cli_take(argc, argv, &i, cmd, nums[k].name, &v);
+            if (r == 0)
+                continue;
+            if (r < 0 || cli_parse_u64(cmd, nums[k].name, v, nums[k].lo, nums[k].hi,
+                                       nums[k].out) != 0)
+                return cli_usage_error(cmd, "bad value for %s", nums[k].name);
+            matched = true;
+            break;
+        }
+        if (matched)
+            continue;
+        if ((r = cli_take(argc, argv, &i, cmd, "--sync", &v)) != 0) {
+            if (r < 0)
+                return cli_usage_error(cmd, "missing value");
+            if (strcmp(v, "full") == 0)
+                sync = SX_SYNC_FULL;
+            else if (strcmp(v, "none") == 0)
+                sync = SX_SYNC_NONE;
+            else
+                return cli_usage_error(cmd, "--sync: '%s' is not one of full, none", v);
+            continue;
+        }
+        return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+    }
+    if (!data)
+        return cli_usage_error(cmd, "--data is required");
+    if (!token) {
+        const char *env = getenv("SEXTANT_AUTH_TOKEN");
+        if (env && *env)
+            token = env;
+    }
+
+    sx_server_options o;
+    memset(&o, 0, sizeof o);
+    o.data_dir = data;
+    o.bind_addr = bind;
+    o.port = (uint16_t)port;
+    o.auth_token = token;
+    o.users_file = users;
+    o.max_body_bytes = body_mb << 20;
+    o.http_threads = (uint32_t)threads;
+    o.max_connections = (uint32_t)max_conn;
+    o.idle_timeout_s = (uint32_t)idle;
+    o.merge_disable = no_merge;
+    o.merge_wait_us = (uint32_t)merge_wait;
+    o.merge_max_nq = (uint32_t)merge_nq;
+    o.db.sync_mode = sync;
+    o.quiet = quiet;
+
+    /* Block before any thread exists so all of them inherit the mask (see the top comment). */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+        return cli_fail(cmd, "cannot block signals");
+
+    sx_server *srv = NULL;
+    sx_status st = sx_server_start(&o, &srv);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "start", st);
+    fprintf(stderr, "sextant: serving %s on http://%s:%u\n", data, bind ? bind : "127.0.0.1",
+            (unsigned)sx_server_port(srv));
+    fflush(stderr);
+
+    int sig = 0;
+    for (;;) {
+        if (sigwait(&set, &sig) == 0)
+            break;
+    }
+    if (!quiet)
+        fprintf(stderr, "sextant: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    st = sx_server_stop(srv);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "stop", st);
+    if (!quiet)
+        fprintf(stderr, "sextant: stopped\n");
+    return CLI_EXIT_OK;
+}
