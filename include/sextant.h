@@ -155,6 +155,23 @@ typedef struct sx_collection_info {
 
 SX_API SX_NODISCARD sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out);
 
+/* Changes the collection's metric (Milvus ties the metric to the index, so a collection created
+ * before its index learns the metric late). Allowed only while the collection has no index
+ * (setting the metric it already has is a no-op, index or not).
+ * Stored vectors: L2 and IP use them as stored, so L2 <-> IP changes only the metric. To COSINE
+ * with rows stored: the growing rows are flushed, then every sealed segment is rewritten with
+ * unit-length vectors (and without its deleted rows, as sx_compact does); inserts wait meanwhile.
+ * From COSINE with rows stored: refused, the original vectors are gone. Durable: the new metric
+ * and the rewritten segments are committed by one manifest write, so a crash leaves either the old
+ * state or the new one.
+ * Errors: SX_EBUSY (the collection has an index: drop it first; or inserts kept arriving while
+ * converting to COSINE), SX_EINVAL (bad metric, COSINE -> L2/IP with rows, read-only database),
+ * SX_ENOTFOUND (dropped), SX_EIO, SX_ENOSPC, SX_EFATAL.
+ * Thread-safety: safe against inserts, deletes, flushes and index creation on the collection; a
+ * search running at the same moment may use either metric, so change it before serving searches
+ * (the REST server does it before the collection can be loaded). */
+SX_API SX_NODISCARD sx_status sx_collection_set_metric(sx_collection *c, sx_metric m);
+
 /* ---------------------------------------------------------------- data */
 
 /* A column of a batch. `data` points at n_rows values: int64_t, double, bool, const char * (NUL

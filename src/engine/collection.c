@@ -15,6 +15,11 @@
  * install a new growing segment; then, outside write_mu, write the segment and delete files, the
  * manifest (checkpoint), and drop WAL files before the checkpoint. A failure before the manifest
  * commit leaves the old manifest + old WAL files, which still recover everything.
+ * Metric change (sx_collection_set_metric, no index): the metric lives in the manifest and is
+ * changed under flush_mu + write_mu (+ seg_lock for the store). WAL records hold raw vectors and
+ * replay normalises them when the manifest says COSINE, so a change to COSINE with rows first
+ * flushes the growing rows, then rewrites every sealed segment normalised (compact_one) and
+ * commits segments and metric with one manifest write.
  * Invariants: (1) the manifest never names a file that is not durable; (2) every record with
  * LSN <= checkpoint_lsn is reflected in the named files; (3) WAL files are deleted only after the
  * manifest that covers them is durable.
@@ -29,6 +34,7 @@
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
+#include "vector/dist.h"
 
 void sx__coll_path(const sx_collection *c, char *buf, size_t n, const char *ext, uint64_t id)
 {
@@ -639,10 +645,12 @@ sx_status sx__coll_check(sx_collection *c)
 
 /* ---------------------------------------------------------------- compaction */
 
-/* Rewrites one sealed segment without its deleted rows. Caller holds flush_mu and write_mu.
+/* Rewrites one sealed segment without its deleted rows, under a new id, and writes its file
+ * (not yet named by the manifest). `normalise`: scale every vector to unit length (a change of
+ * metric to COSINE). Caller holds flush_mu and write_mu.
  * XXX: writers wait for the rewrite of this segment; a later version copies outside write_mu and
  * replays the deletes that raced with it. */
-static sx_status compact_one(sx_collection *c, size_t i, sx__segment **out_new)
+static sx_status compact_one(sx_collection *c, size_t i, bool normalise, sx__segment **out_new)
 {
     sx__segment *s = c->segs[i];
     size_t n = atomic_load(&s->n_rows);
@@ -679,6 +687,9 @@ static sx_status compact_one(sx_collection *c, size_t i, sx__segment **out_new)
             }
             k++;
         }
+        if (normalise && f == c->vf)
+            for (size_t r = 0; r < live; r++)
+                sx__normalize((float *)cols[f] + r * c->dim, c->dim);
     }
     sx__segment *ns = NULL;
     if (st == SX_OK)
@@ -733,7 +744,7 @@ sx_status sx_compact(sx_collection *c)
         if (atomic_load(&old->n_deleted) == 0 || !old->persisted)
             continue;
         sx__segment *ns = NULL;
-        st = compact_one(c, i, &ns);
+        st = compact_one(c, i, false, &ns);
         if (st != SX_OK)
             break;
         /* re-point the primary keys of the moved rows */
@@ -781,4 +792,160 @@ sx_status sx_compact(sx_collection *c)
     pthread_mutex_unlock(&c->write_mu);
     pthread_mutex_unlock(&c->flush_mu);
     return st;
+}
+
+/* ---------------------------------------------------------------- metric change */
+
+/* Re-points the primary keys of the live rows of `old` to their rows in `ns` (old's live rows in
+ * order, as compact_one copies them). Caller holds write_mu. */
+static sx_status repoint_keys(sx_collection *c, const sx__segment *old, const sx__segment *ns)
+{
+    sx_status st = SX_OK;
+    size_t n = atomic_load(&old->n_rows), k = 0;
+    size_t w = sx__field_width(c, c->pk);
+    for (size_t r = 0; r < n; r++) {
+        if (sx__bits_test(old->deleted, r))
+            continue;
+        const void *pk = sx__seg_cell(old, c->pk, r, w);
+        sx_status pst = c->types[c->pk] == SX_FIELD_INT64
+                            ? sx__pkmap_put_i(c->pkmap, *(const int64_t *)pk, ns->id, (uint32_t)k)
+                            : sx__pkmap_put_s(c->pkmap, *(char *const *)pk, ns->id, (uint32_t)k);
+        if (pst != SX_OK && st == SX_OK)
+            st = pst;
+        k++;
+    }
+    return st;
+}
+
+/* Changes the metric with no stored vector to convert. Caller holds flush_mu and write_mu. */
+static sx_status set_metric_only(sx_collection *c, sx_metric m)
+{
+    sx_metric old = c->metric;
+    pthread_rwlock_wrlock(&c->seg_lock);
+    c->metric = m;
+    pthread_rwlock_unlock(&c->seg_lock);
+    sx_status st = sx__write_manifest(c, NULL);
+    if (st != SX_OK) {
+        pthread_rwlock_wrlock(&c->seg_lock);
+        c->metric = old;
+        pthread_rwlock_unlock(&c->seg_lock);
+    }
+    return st;
+}
+
+/* Changes the metric to COSINE when sealed segments hold raw vectors (the growing segment is
+ * empty): every sealed segment is rewritten, normalised and without its deleted rows, under a new
+ * id; one manifest write commits the new segments and the metric together. Before it, the new
+ * files are unnamed (removed at the next open) and the old state stands; after it, the old files
+ * are unnamed. Caller holds flush_mu and write_mu. */
+static sx_status normalise_all(sx_collection *c, sx_metric m)
+{
+    size_t n = c->n_segs;
+    sx__segment **olds = sx__calloc(n + 1, sizeof *olds);
+    sx__segment **news = sx__calloc(n + 1, sizeof *news);
+    sx_status st = olds && news ? SX_OK : sx__err(SX_ENOMEM, "set metric");
+    char path[4096];
+    for (size_t i = 0; st == SX_OK && i < n; i++) {
+        olds[i] = c->segs[i];
+        st = compact_one(c, i, true, &news[i]);
+    }
+    sx_metric old_metric = c->metric;
+    if (st == SX_OK) {
+        pthread_rwlock_wrlock(&c->seg_lock);
+        for (size_t i = 0; i < n; i++)
+            c->segs[i] = news[i];
+        c->metric = m;
+        pthread_rwlock_unlock(&c->seg_lock);
+        st = sx__write_manifest(c, NULL);
+        if (st != SX_OK) {
+            pthread_rwlock_wrlock(&c->seg_lock);
+            for (size_t i = 0; i < n; i++)
+                c->segs[i] = olds[i];
+            c->metric = old_metric;
+            pthread_rwlock_unlock(&c->seg_lock);
+        }
+    }
+    if (st != SX_OK) {
+        for (size_t i = 0; news && i < n; i++) {
+            if (!news[i])
+                continue;
+            sx__coll_path(c, path, sizeof path, "sxs", news[i]->id);
+            sx__ignore(sx__fs_unlink(path));
+            sx__seg_unref(news[i]);
+        }
+        sx__free(olds);
+        sx__free(news);
+        return st;
+    }
+    /* committed: the pk map follows the rows, the old files go */
+    sx_status kst = SX_OK;
+    for (size_t i = 0; i < n; i++) {
+        sx_status rst = repoint_keys(c, olds[i], news[i]);
+        if (rst != SX_OK && kst == SX_OK)
+            kst = rst;
+        sx__coll_path(c, path, sizeof path, "sxs", olds[i]->id);
+        sx__ignore(sx__fs_unlink(path));
+        if (olds[i]->del_gen) {
+            del_path(c, path, sizeof path, olds[i]->id, olds[i]->del_gen);
+            sx__ignore(sx__fs_unlink(path));
+        }
+        sx__seg_unref(olds[i]);
+    }
+    sx__free(olds);
+    sx__free(news);
+    return kst;
+}
+
+sx_status sx_collection_set_metric(sx_collection *c, sx_metric m)
+{
+    sx__err_clear();
+    if (!c || (unsigned)m > SX_METRIC_COSINE)
+        return sx__err(SX_EINVAL, "metric must be L2, IP or COSINE");
+    static const char *const names[] = { "L2", "IP", "COSINE" };
+    sx_status st = SX_OK;
+    for (int attempt = 0;; attempt++) {
+        pthread_mutex_lock(&c->flush_mu);
+        pthread_mutex_lock(&c->write_mu);
+        bool flush_first = false;
+        if (atomic_load(&c->dropped))
+            st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
+        else if (c->db->opts.read_only)
+            st = sx__err(SX_EINVAL, "database is open read-only");
+        else if (sx__wal_is_fatal(c->wal))
+            st = sx__err(SX_EFATAL, "database is in the error state after a failed write; reopen");
+        else if (c->metric == m)
+            st = SX_OK;
+        else if (c->iops)
+            st = sx__err(SX_EBUSY,
+                         "collection %s has a %s index built for %s: the metric belongs to the "
+                         "index, drop it before changing the metric",
+                         c->name, c->iops->name, names[c->metric]);
+        else {
+            bool stored = c->n_segs > 0 || atomic_load(&c->growing->n_rows) > 0;
+            if (!stored || (m != SX_METRIC_COSINE && c->metric != SX_METRIC_COSINE))
+                st = set_metric_only(c, m); /* raw vectors serve L2 and IP alike */
+            else if (c->metric == SX_METRIC_COSINE)
+                st = sx__err(SX_EINVAL,
+                             "collection %s has rows stored normalised for COSINE: their original "
+                             "vectors are gone, so the metric cannot become %s",
+                             c->name, names[m]);
+            else if (atomic_load(&c->growing->n_rows) == 0)
+                st = normalise_all(c, m);
+            else if (attempt < 8)
+                flush_first = true;
+            else
+                st = sx__err(SX_EBUSY,
+                             "collection %s: inserts keep arriving while its vectors are being "
+                             "normalised for COSINE; retry",
+                             c->name);
+        }
+        pthread_mutex_unlock(&c->write_mu);
+        pthread_mutex_unlock(&c->flush_mu);
+        if (!flush_first)
+            return st;
+        /* seal the growing rows so that every stored vector sits in a sealed segment */
+        st = sx__coll_flush(c, false);
+        if (st != SX_OK)
+            return st;
+    }
 }

@@ -35,9 +35,16 @@
  * hold a pointer to it (taken under mu) when it is dropped, and closing an sx_db under them would
  * be a use after free. It is empty (drop refuses non-empty databases), so it costs one builder
  * thread until close.
- * XXX two concurrent sx__cat_coll_update calls on one collection (say load and create partition)
- * each write the whole mutable part they read earlier: the later one wins. Milvus has the same
- * read-modify-write shape in its proxy; clients serialise such calls in practice.
+ * Metadata changes are read-modify-write under ddl_mu (sx__cat_coll_modify): two concurrent
+ * changes of one collection (say load and create partition) both land. sx__cat_coll_update writes
+ * what its caller read earlier and would lose one of them; handlers do not use it.
+ *
+ * Metric. meta.metric mirrors the engine collection's metric. A custom-schema collection created
+ * without a vector index has metric_pending set and an L2 engine collection (raw vectors); the
+ * first vector index changes the engine metric (sx_collection_set_metric, under ddl_mu through
+ * sx__cat_coll_modify) and clears the flag. If the process dies between the engine change and the
+ * metadata write, open takes the engine's metric (and clears the flag once the engine has an
+ * index): the engine is the truth for the metric.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -221,6 +228,7 @@ static json_t *meta_to_json(const sx__coll_meta *m)
     json_object_set_new(j, "created_ms", json_integer(m->created_ms));
     json_object_set_new(j, "description", json_string(m->description));
     json_object_set_new(j, "metric", json_string(sx__metric_name(m->metric)));
+    json_object_set_new(j, "metric_pending", json_boolean(m->metric_pending));
     for (size_t i = 0; i < m->n_fields; i++) {
         const sx__field_meta *f = &m->fields[i];
         json_t *o = json_object();
@@ -292,6 +300,7 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
     copy_str(m->description, sizeof m->description, jstr_or(j, "description", ""));
     if (!sx__metric_parse(jstr_or(j, "metric", "L2"), &m->metric))
         m->metric = SX_METRIC_L2;
+    m->metric_pending = jbool_or(j, "metric_pending", false);
     const json_t *fields = json_object_get(j, "fields");
     if (!json_is_array(fields) || json_array_size(fields) == 0 ||
         json_array_size(fields) > SX_MAX_FIELDS)
@@ -436,6 +445,32 @@ out:
     return st;
 }
 
+/* The engine is the truth for the metric: a crash between sx_collection_set_metric and the
+ * metadata write leaves the metadata behind. Returns true when *m changed. */
+static bool reconcile_metric(sx_db *db, sx__coll_meta *m)
+{
+    sx_collection *h = NULL;
+    if (sx_collection_open(db, m->engine_name, &h) != SX_OK)
+        return false;
+    sx_collection_info *info = sx__malloc(sizeof *info);
+    sx_index_info ii;
+    bool changed = false;
+    if (info && sx_collection_describe(h, info) == SX_OK &&
+        sx_index_describe(h, &ii) == SX_OK) {
+        if (info->metric != m->metric) {
+            m->metric = info->metric;
+            changed = true;
+        }
+        if (m->metric_pending && ii.state != SX_INDEX_NONE) {
+            m->metric_pending = false;
+            changed = true;
+        }
+    }
+    sx__free(info);
+    sx_collection_release(h);
+    return changed;
+}
+
 /* ---------------------------------------------------------------- databases */
 
 static void cdb_free(cdb *d)
@@ -552,6 +587,8 @@ static sx_status cdb_open(sx__catalog *cat, const char *name, const char *dir, i
                 sx__ignore(sx__fs_unlink(path)); /* half-created or half-dropped */
             continue;
         }
+        if (ok && reconcile_metric(d->db, m) && !ro)
+            sx__ignore(write_meta(d, m));
         if (ok)
             st = cdb_add_meta(d, m);
         /* else: unusable file, the engine collection gets derived metadata below */
@@ -1073,6 +1110,7 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
         tmp->collection_id = m->collection_id;
         tmp->created_ms = m->created_ms;
         tmp->metric = m->metric;
+        tmp->metric_pending = m->metric_pending;
         tmp->n_fields = m->n_fields;
         memcpy(tmp->fields, m->fields, sizeof tmp->fields);
         tmp->enable_dynamic = m->enable_dynamic;
@@ -1099,6 +1137,61 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
     }
     pthread_mutex_unlock(&cat->ddl_mu);
     sx__free(tmp);
+    return st;
+}
+
+sx_status sx__cat_coll_modify(sx__catalog *cat, const char *db, const char *name,
+                              sx_status (*fn)(void *ctx, sx__coll_meta *meta), void *ctx)
+{
+    sx__coll_meta *tmp = sx__malloc(sizeof *tmp), *orig = sx__malloc(sizeof *orig);
+    if (!tmp || !orig) {
+        sx__free(tmp);
+        sx__free(orig);
+        return sx__err(SX_ENOMEM, "catalog");
+    }
+    pthread_mutex_lock(&cat->ddl_mu);
+    pthread_mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    const sx__coll_meta *m = d && name ? find_meta(d, name, NULL) : NULL;
+    if (m) {
+        memcpy(tmp, m, sizeof *tmp);
+        memcpy(orig, m, sizeof *orig);
+    }
+    pthread_mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    if (!d)
+        st = db_not_found(db);
+    else if (!m)
+        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name ? name : "");
+    else if (cat->opts.read_only)
+        st = sx__err(SX_EINVAL, "catalog is read-only");
+    else
+        st = fn(ctx, tmp);
+    if (st == SX_OK) {
+        /* ddl_mu keeps the cached entry as it was: identity and schema come back from orig */
+        copy_str(tmp->name, sizeof tmp->name, orig->name);
+        copy_str(tmp->engine_name, sizeof tmp->engine_name, orig->engine_name);
+        tmp->collection_id = orig->collection_id;
+        tmp->created_ms = orig->created_ms;
+        tmp->n_fields = orig->n_fields;
+        memcpy(tmp->fields, orig->fields, sizeof tmp->fields);
+        tmp->enable_dynamic = orig->enable_dynamic;
+        tmp->has_partitions = orig->has_partitions;
+        if (tmp->n_parts == 0 || tmp->n_parts > SX__MAX_PARTS)
+            st = sx__err(SX_EINVAL, "a collection has 1..%d partitions", SX__MAX_PARTS);
+        else if (memcmp(tmp, orig, sizeof *tmp) != 0)
+            st = write_meta(d, tmp);
+    }
+    if (st == SX_OK) {
+        pthread_mutex_lock(&cat->mu);
+        sx__coll_meta *c = find_meta_engine(d, tmp->engine_name); /* ddl_mu: still there */
+        if (c)
+            memcpy(c, tmp, sizeof *c);
+        pthread_mutex_unlock(&cat->mu);
+    }
+    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__free(tmp);
+    sx__free(orig);
     return st;
 }
 

@@ -67,6 +67,61 @@ static bool req_part(sx__req *rq, sx__resp *rs, sx_collection **h, sx__coll_meta
     return sx__req_coll(rq, rs, "PartitionReq", h, m);
 }
 
+/* Partition list and load changes, run by sx__cat_coll_modify on fresh metadata. */
+typedef struct part_ctx {
+    sx__resp *rs;
+    const char *part;     /* create / drop */
+    const json_t *names;  /* release: partitionNames */
+    bool answered;        /* rs holds the error */
+} part_ctx;
+
+static sx_status part_add_fn(void *ctx, sx__coll_meta *m)
+{
+    part_ctx *p = ctx;
+    if (find_part(m, p->part) >= 0)
+        return SX_OK; /* Milvus: adding an existing partition succeeds */
+    if (m->n_parts >= SX__MAX_PARTS) {
+        sx__fail(p->rs, SX__MC_UNEXPECTED,
+                 "partition number (%d) exceeds max configuration (%d), collection: %s",
+                 (int)m->n_parts + 1, SX__MAX_PARTS, m->name);
+        p->answered = true;
+        return SX_EINVAL;
+    }
+    (void)snprintf(m->parts[m->n_parts], sizeof m->parts[0], "%s", p->part);
+    m->n_parts++;
+    return SX_OK;
+}
+
+static sx_status part_del_fn(void *ctx, sx__coll_meta *m)
+{
+    part_ctx *p = ctx;
+    int idx = find_part(m, p->part);
+    if (idx < 0)
+        return SX_OK;
+    memmove(m->parts[idx], m->parts[idx + 1], (m->n_parts - (size_t)idx - 1) * sizeof m->parts[0]);
+    m->n_parts--;
+    return SX_OK;
+}
+
+/* every partition released -> the collection is released */
+static sx_status part_release_fn(void *ctx, sx__coll_meta *m)
+{
+    part_ctx *p = ctx;
+    bool all = true;
+    for (size_t i = 0; i < m->n_parts && all; i++) {
+        bool listed = false;
+        size_t k;
+        const json_t *n;
+        json_array_foreach(p->names, k, n) {
+            listed |= json_is_string(n) && strcmp(json_string_value(n), m->parts[i]) == 0;
+        }
+        all = listed;
+    }
+    if (all)
+        m->loaded = false;
+    return SX_OK;
+}
+
 static void h_part_create(sx__req *rq, sx__resp *rs)
 {
     sx__coll_meta *m = NULL;
@@ -87,22 +142,11 @@ static void h_part_create(sx__req *rq, sx__resp *rs)
                  part);
         goto out;
     }
-    if (find_part(m, part) >= 0) {
-        sx__ok(rs, NULL); /* Milvus: adding an existing partition succeeds */
-        goto out;
-    }
-    if (m->n_parts >= SX__MAX_PARTS) {
-        sx__fail(rs, SX__MC_UNEXPECTED,
-                 "partition number (%d) exceeds max configuration (%d), collection: %s",
-                 (int)m->n_parts + 1, SX__MAX_PARTS, m->name);
-        goto out;
-    }
-    (void)snprintf(m->parts[m->n_parts], sizeof m->parts[0], "%s", part);
-    m->n_parts++;
-    sx_status st = sx__cat_coll_update(rq->cat, rq->db_name, m);
-    if (st != SX_OK)
+    part_ctx p = { rs, part, NULL, false };
+    sx_status st = sx__cat_coll_modify(rq->cat, rq->db_name, m->name, part_add_fn, &p);
+    if (st != SX_OK && !p.answered)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create partition");
-    else
+    else if (st == SX_OK)
         sx__ok(rs, NULL);
 out:
     sx__req_coll_done(NULL, m);
@@ -133,9 +177,8 @@ static void h_part_drop(sx__req *rq, sx__resp *rs)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "drop partition");
         goto out;
     }
-    memmove(m->parts[idx], m->parts[idx + 1], (m->n_parts - (size_t)idx - 1) * sizeof m->parts[0]);
-    m->n_parts--;
-    st = sx__cat_coll_update(rq->cat, rq->db_name, m);
+    part_ctx p = { rs, part, NULL, false };
+    st = sx__cat_coll_modify(rq->cat, rq->db_name, m->name, part_del_fn, &p);
     if (st != SX_OK)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "drop partition");
     else
@@ -239,22 +282,10 @@ static void h_part_release(sx__req *rq, sx__resp *rs)
     const json_t *names = NULL;
     if (!req_parts(rq, rs, NULL, &m, &names))
         return;
-    /* every partition released -> the collection is released */
-    bool all = true;
-    for (size_t i = 0; i < m->n_parts && all; i++) {
-        bool listed = false;
-        size_t k;
-        const json_t *p;
-        json_array_foreach(names, k, p) {
-            listed |= strcmp(json_string_value(p), m->parts[i]) == 0;
-        }
-        all = listed;
-    }
-    sx_status st = SX_OK;
-    if (all && m->loaded) {
-        m->loaded = false;
-        st = sx__cat_coll_update(rq->cat, rq->db_name, m);
-    }
+    part_ctx p = { rs, NULL, names, false };
+    sx_status st = m->loaded ? sx__cat_coll_modify(rq->cat, rq->db_name, m->name,
+                                                   part_release_fn, &p)
+                             : SX_OK;
     if (st != SX_OK)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "release partitions");
     else

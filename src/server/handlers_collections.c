@@ -5,9 +5,13 @@
  * collection through the catalog, calls the engine and answers with Milvus's codes and shapes.
  *
  * Sextant differences a client can see, each answered with a clear message:
- *  - the metric is fixed when the collection is created (the engine normalises COSINE vectors on
- *    insert), so it comes from the vector field's indexParams, else the request's metricType, else
- *    COSINE; a later index with another metric is refused (1100);
+ *  - the metric belongs to the vector index, as in Milvus: quick setup takes metricType (default
+ *    COSINE); a custom schema takes the vector field's indexParams metricType (else the request's
+ *    metricType, else COSINE) when it has a vector index entry, and otherwise leaves the metric
+ *    pending (meta.metric_pending, engine collection L2 with raw vectors; the request's
+ *    metricType, which the Node SDK always fills, is ignored as Milvus ignores it) until the
+ *    first indexes/create picks it (handlers_indexes.c). Once an index exists the metric is that
+ *    index's; another metric is refused (1100) until the index is dropped;
  *  - one FloatVector field per collection; Array, JSON-free nullable/default values, binary,
  *    float16, sparse and int8 vectors and functions are refused with 1100 "... not supported by
  *    Sextant yet";
@@ -81,6 +85,27 @@ static const sx__field_meta *primary_field(const sx__coll_meta *m)
     return NULL;
 }
 
+typedef struct load_ctx {
+    const char *index_type; /* the engine's, for metadata of an index made through the C API */
+    sx__coll_meta *out;     /* the caller's copy, refreshed */
+} load_ctx;
+
+static sx_status load_fn(void *ctx, sx__coll_meta *m)
+{
+    load_ctx *l = ctx;
+    if (!m->index_name[0]) { /* made through the C API while the server ran */
+        const sx__field_meta *vf = vector_field(m);
+        const char *vn = vf ? vf->name : "";
+        (void)snprintf(m->index_name, sizeof m->index_name, "%s", vn);
+        (void)snprintf(m->index_field, sizeof m->index_field, "%s", vn);
+        (void)snprintf(m->index_type, sizeof m->index_type, "%s", l->index_type);
+    }
+    m->metric_pending = false; /* the engine has an index, so its metric is chosen */
+    m->loaded = true;
+    memcpy(l->out, m, sizeof *m);
+    return SX_OK;
+}
+
 bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta)
 {
     sx_index_info ii;
@@ -93,22 +118,13 @@ bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *m
         sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[collection=%s]", meta->name);
         return false;
     }
-    bool changed = !meta->loaded;
-    if (!meta->index_name[0]) { /* made through the C API while the server ran */
-        const sx__field_meta *vf = vector_field(meta);
-        const char *vn = vf ? vf->name : "";
-        (void)snprintf(meta->index_name, sizeof meta->index_name, "%s", vn);
-        (void)snprintf(meta->index_field, sizeof meta->index_field, "%s", vn);
-        (void)snprintf(meta->index_type, sizeof meta->index_type, "%s", ii.type);
-        changed = true;
-    }
-    meta->loaded = true;
-    if (changed) {
-        st = sx__cat_coll_update(rq->cat, rq->db_name, meta);
-        if (st != SX_OK) {
-            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
-            return false;
-        }
+    if (meta->loaded && meta->index_name[0] && !meta->metric_pending)
+        return true;
+    load_ctx l = { ii.type, meta };
+    st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, load_fn, &l);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
+        return false;
     }
     return true;
 }
@@ -528,6 +544,13 @@ static bool same_schema(const sx__coll_meta *a, const sx__coll_meta *b)
     return true;
 }
 
+/* A repeated create is fine when it asks for what exists; one that names no metric (pending)
+ * matches whatever metric the collection's index has chosen since. */
+static bool same_create(const sx__coll_meta *old, const sx__coll_meta *m)
+{
+    return same_schema(old, m) && (m->metric_pending || old->metric == m->metric);
+}
+
 static bool valid_consistency(const char *s)
 {
     static const char *const names[] = { "Strong", "Session", "Bounded", "Eventually",
@@ -586,8 +609,9 @@ static void h_create(sx__req *rq, sx__resp *rs)
     m->has_partitions = true;
     const sx__field_meta *vf = vector_field(m);
     /* every indexParams field must exist; the vector field's metric becomes the collection's
-     * (custom schema), else the request's metricType, else COSINE */
-    bool metric_from_index = false;
+     * (custom schema), else the request's metricType, else COSINE; a custom schema without a
+     * vector index entry leaves it pending */
+    bool metric_from_index = false, vec_index = false;
     size_t i;
     const json_t *ip;
     json_array_foreach(ips, i, ip) {
@@ -606,6 +630,8 @@ static void h_create(sx__req *rq, sx__resp *rs)
                      fname ? fname : "");
             goto out;
         }
+        if (!quick && strcmp(fname, vf->name) == 0)
+            vec_index = true;
         if (!quick && strcmp(fname, vf->name) == 0 && metric && *metric) {
             if (!sx__metric_parse(metric, &m->metric)) {
                 sx__fail(rs, SX__MC_INVALID_PARAM,
@@ -617,7 +643,10 @@ static void h_create(sx__req *rq, sx__resp *rs)
             metric_from_index = true;
         }
     }
-    if (!quick && !metric_from_index) {
+    if (!quick && !vec_index) {
+        m->metric = SX_METRIC_L2; /* raw vectors: any metric can follow (sx_collection_set_metric) */
+        m->metric_pending = true;
+    } else if (!quick && !metric_from_index) {
         const char *metric = NULL;
         m->metric = SX_METRIC_COSINE;
         if (sx__jstr(rq->body, "metricType", &metric) == 0 && metric && *metric &&
@@ -644,7 +673,7 @@ static void h_create(sx__req *rq, sx__resp *rs)
 
     sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, NULL, old);
     if (st == SX_OK) {
-        if (same_schema(old, m) && old->metric == m->metric)
+        if (same_create(old, m))
             sx__ok(rs, NULL);
         else
             sx__fail(rs, SX__MC_UNEXPECTED,
@@ -655,7 +684,7 @@ static void h_create(sx__req *rq, sx__resp *rs)
     st = sx__cat_coll_create(rq->cat, rq->db_name, m);
     if (st == SX_EEXIST) { /* a concurrent create of the same name won */
         if (sx__cat_coll_get(rq->cat, rq->db_name, name, NULL, old) == SX_OK &&
-            same_schema(old, m) && old->metric == m->metric)
+            same_create(old, m))
             sx__ok(rs, NULL);
         else
             sx__fail(rs, SX__MC_UNEXPECTED,
@@ -847,17 +876,21 @@ static void h_load(sx__req *rq, sx__resp *rs)
     sx__req_coll_done(h, m);
 }
 
+static sx_status release_fn(void *ctx, sx__coll_meta *m)
+{
+    (void)ctx;
+    m->loaded = false;
+    return SX_OK;
+}
+
 static void h_release(sx__req *rq, sx__resp *rs)
 {
     sx_collection *h = NULL;
     sx__coll_meta *m = NULL;
     if (!sx__req_coll(rq, rs, "CollectionNameReq", NULL, &m))
         return;
-    sx_status st = SX_OK;
-    if (m->loaded) {
-        m->loaded = false;
-        st = sx__cat_coll_update(rq->cat, rq->db_name, m);
-    }
+    sx_status st = m->loaded ? sx__cat_coll_modify(rq->cat, rq->db_name, m->name, release_fn, NULL)
+                             : SX_OK;
     if (st != SX_OK)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "release collection");
     else
@@ -928,6 +961,37 @@ static void h_rename(sx__req *rq, sx__resp *rs)
         sx__ok(rs, NULL);
 }
 
+/* Properties change of alter_properties (set) / drop_properties (del). */
+typedef struct props_ctx {
+    const json_t *set;  /* object: members to set, or NULL */
+    const json_t *del;  /* array of keys to remove, or NULL */
+    bool too_large;
+} props_ctx;
+
+static sx_status props_fn(void *ctx, sx__coll_meta *m)
+{
+    props_ctx *p = ctx;
+    json_t *props = meta_props(m);
+    if (!props)
+        return sx__err(SX_ENOMEM, "properties");
+    if (p->set)
+        sx__props_merge(props, p->set);
+    size_t i;
+    const json_t *k;
+    json_array_foreach(p->del, i, k) {
+        if (json_is_string(k))
+            json_object_del(props, json_string_value(k));
+    }
+    bool fits = set_meta_props(m, props);
+    json_decref(props);
+    if (!fits) {
+        p->too_large = true;
+        return sx__err(SX_EINVAL, "collection properties exceed %zu bytes",
+                       sizeof m->properties - 1);
+    }
+    return SX_OK;
+}
+
 static void h_alter_properties(sx__req *rq, sx__resp *rs)
 {
     sx__coll_meta *m = NULL;
@@ -938,18 +1002,12 @@ static void h_alter_properties(sx__req *rq, sx__resp *rs)
         fail_type(rs, "CollectionReqWithProperties", "properties", "map[string]interface {}");
         goto out;
     }
-    json_t *props = meta_props(m);
-    if (np)
-        sx__props_merge(props, np);
-    bool fits = set_meta_props(m, props);
-    json_decref(props);
-    if (!fits) {
+    props_ctx p = { np, NULL, false };
+    sx_status st = sx__cat_coll_modify(rq->cat, rq->db_name, m->name, props_fn, &p);
+    if (p.too_large)
         sx__fail(rs, SX__MC_PARAM_TOO_LARGE, "collection properties exceed %zu bytes",
                  sizeof m->properties - 1);
-        goto out;
-    }
-    sx_status st = sx__cat_coll_update(rq->cat, rq->db_name, m);
-    if (st != SX_OK)
+    else if (st != SX_OK)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "alter collection properties");
     else
         sx__ok(rs, NULL);
@@ -967,16 +1025,8 @@ static void h_drop_properties(sx__req *rq, sx__resp *rs)
         fail_type(rs, "DropCollectionPropertiesReq", "propertyKeys", "[]string");
         goto out;
     }
-    json_t *props = meta_props(m);
-    size_t i;
-    const json_t *k;
-    json_array_foreach(keys, i, k) {
-        if (json_is_string(k))
-            json_object_del(props, json_string_value(k));
-    }
-    bool fits = set_meta_props(m, props);
-    json_decref(props);
-    sx_status st = fits ? sx__cat_coll_update(rq->cat, rq->db_name, m) : SX_EINVAL;
+    props_ctx p = { NULL, keys, false };
+    sx_status st = sx__cat_coll_modify(rq->cat, rq->db_name, m->name, props_fn, &p);
     if (st != SX_OK)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "drop collection properties");
     else

@@ -10,6 +10,14 @@
  * Build params arrive as numbers or strings (the Node SDK types M as a string) and are handed to
  * the engine as strings; index_type and metric_type inside params are not build params.
  *
+ * The metric belongs to the index (Milvus). A vector index asks for metricType (default: the
+ * collection's, or COSINE while it is pending); when it differs and the collection has no index
+ * yet, the engine collection's metric changes first (sx_collection_set_metric: L2 <-> IP as
+ * stored, to COSINE normalises the stored rows; from COSINE with rows is refused, 1100). Metric
+ * change, engine index creation and the metadata write run as one sx__cat_coll_modify, under the
+ * catalog's DDL lock, so concurrent creates cannot interleave. With an index, another metric is
+ * refused (1100).
+ *
  * Thread-safety: handlers keep no state.
  */
 #include <stdio.h>
@@ -69,6 +77,82 @@ static bool skip_param(const char *k)
 {
     return strcasecmp(k, "index_type") == 0 || strcasecmp(k, "metric_type") == 0 ||
            strcasecmp(k, "metricType") == 0 || strcasecmp(k, "indexType") == 0;
+}
+
+/* One vector index creation, run by sx__cat_coll_modify on fresh metadata. */
+typedef struct apply_ctx {
+    sx__resp *rs;
+    bool answered; /* rs holds the error */
+    bool failed;   /* the index was not created, although the modify succeeded */
+    sx_collection *h;
+    const char *iname, *fname, *itype;
+    bool has_metric;
+    sx_metric metric;
+    const sx_param *ps;
+    size_t np;
+    sx__coll_meta *out; /* the caller's copy, refreshed on success */
+} apply_ctx;
+
+static sx_status apply_fn(void *ctx, sx__coll_meta *m)
+{
+    apply_ctx *a = ctx;
+    if (m->index_name[0] && strcmp(m->index_name, a->iname) != 0) {
+        sx__fail(a->rs, SX__MC_UNEXPECTED,
+                 "CreateIndex failed: at most one distinct index is allowed per field (field %s "
+                 "has index %s)",
+                 m->index_field, m->index_name);
+        a->answered = true;
+        return SX_EEXIST;
+    }
+    sx_metric want = a->has_metric ? a->metric
+                     : m->metric_pending ? SX_METRIC_COSINE /* Milvus's default */
+                                         : m->metric;
+    sx_status st = SX_OK;
+    if (want != m->metric) {
+        if (m->index_name[0]) {
+            sx__fail(a->rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter[expected=%s][actual=%s]: collection %s has index %s with "
+                     "metric %s; drop the index to change the metric",
+                     sx__metric_name(m->metric), sx__metric_name(want), m->name, m->index_name,
+                     sx__metric_name(m->metric));
+            a->answered = true;
+            return SX_EINVAL;
+        }
+        st = sx_collection_set_metric(a->h, want);
+        if (st != SX_OK) {
+            if (st == SX_EINVAL || st == SX_EBUSY)
+                sx__fail(a->rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter[expected=%s][actual=%s]: cannot change the metric of "
+                         "collection %s: %s",
+                         sx__metric_name(m->metric), sx__metric_name(want), m->name, sx_errmsg());
+            else
+                sx__fail_st(a->rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+            a->answered = true;
+            return st;
+        }
+        m->metric = want;
+    }
+    st = sx_index_create(a->h, a->itype, a->ps, a->np);
+    if (st != SX_OK) {
+        if (st == SX_EEXIST)
+            sx__fail(a->rs, SX__MC_UNEXPECTED,
+                     "CreateIndex failed: at most one distinct index is allowed per field: %s",
+                     sx_errmsg());
+        else
+            sx__fail_st(a->rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+        a->answered = true;
+        a->failed = true;
+        /* SX_OK all the same: a metric changed above is the engine's now, so it is recorded (the
+         * metric stays pending: no index chose it) */
+        memcpy(a->out, m, sizeof *m);
+        return SX_OK;
+    }
+    m->metric_pending = false;
+    (void)snprintf(m->index_name, sizeof m->index_name, "%s", a->iname);
+    (void)snprintf(m->index_field, sizeof m->index_field, "%s", a->fname);
+    (void)snprintf(m->index_type, sizeof m->index_type, "%s", a->itype);
+    memcpy(a->out, m, sizeof *m);
+    return SX_OK;
 }
 
 bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta,
@@ -135,31 +219,17 @@ bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta 
                  is_scalar_index(itype) ? " (a scalar index type on a vector field)" : "");
         return false;
     }
+    apply_ctx a = { .rs = rs, .h = h, .iname = iname, .fname = fname, .itype = itype,
+                    .out = meta };
     if (metric && *metric) {
-        sx_metric mt;
-        if (!sx__metric_parse(metric, &mt)) {
+        if (!sx__metric_parse(metric, &a.metric)) {
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: metric type %s not found or not supported by Sextant, "
                      "supported: [L2 IP COSINE]",
                      metric);
             return false;
         }
-        if (mt != meta->metric) {
-            sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "invalid parameter[expected=%s][actual=%s]: the metric of collection %s is "
-                     "%s; Sextant fixes it when the collection is created (pass metricType or "
-                     "indexParams to collections/create)",
-                     sx__metric_name(meta->metric), metric, meta->name,
-                     sx__metric_name(meta->metric));
-            return false;
-        }
-    }
-    if (meta->index_name[0] && strcmp(meta->index_name, iname) != 0) {
-        sx__fail(rs, SX__MC_UNEXPECTED,
-                 "CreateIndex failed: at most one distinct index is allowed per field (field %s "
-                 "has index %s)",
-                 meta->index_field, meta->index_name);
-        return false;
+        a.has_metric = true;
     }
     /* params -> strings */
     sx_param ps[MAX_PARAMS];
@@ -210,31 +280,20 @@ bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta 
     }
     sx_status st = SX_OK;
     if (ok) {
-        st = sx_index_create(h, itype, ps, np);
-        if (st == SX_EEXIST)
-            sx__fail(rs, SX__MC_UNEXPECTED,
-                     "CreateIndex failed: at most one distinct index is allowed per field: %s",
-                     sx_errmsg());
-        else if (st != SX_OK)
-            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+        a.ps = ps;
+        a.np = np;
+        st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, apply_fn, &a);
+        if (st != SX_OK && !a.answered) {
+            if (st == SX_ENOTFOUND)
+                sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]",
+                         meta->name);
+            else
+                sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+        }
     }
     for (size_t i = 0; i < np; i++)
         sx__free(owned[i]);
-    if (!ok || st != SX_OK)
-        return false;
-    bool same = strcmp(meta->index_name, iname) == 0 && strcmp(meta->index_field, fname) == 0 &&
-                strcmp(meta->index_type, itype) == 0;
-    if (same)
-        return true;
-    (void)snprintf(meta->index_name, sizeof meta->index_name, "%s", iname);
-    (void)snprintf(meta->index_field, sizeof meta->index_field, "%s", fname);
-    (void)snprintf(meta->index_type, sizeof meta->index_type, "%s", itype);
-    st = sx__cat_coll_update(rq->cat, rq->db_name, meta);
-    if (st != SX_OK) {
-        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");
-        return false;
-    }
-    return true;
+    return ok && st == SX_OK && !a.failed;
 }
 
 static void h_create(sx__req *rq, sx__resp *rs)
@@ -344,6 +403,34 @@ static void h_list(sx__req *rq, sx__resp *rs)
     sx__req_coll_done(NULL, m);
 }
 
+typedef struct drop_ctx {
+    sx__resp *rs;
+    sx_collection *h;
+    const char *iname;
+    bool answered;
+} drop_ctx;
+
+static sx_status drop_fn(void *ctx, sx__coll_meta *m)
+{
+    drop_ctx *d = ctx;
+    if (!m->index_name[0] || strcmp(m->index_name, d->iname) != 0)
+        return SX_OK; /* Milvus: dropping an index that is not there succeeds */
+    if (m->loaded) {
+        sx__fail(d->rs, SX__MC_UNEXPECTED,
+                 "index cannot be dropped, collection is loaded, please release it first");
+        d->answered = true;
+        return SX_EBUSY;
+    }
+    sx_status st = sx_index_drop(d->h);
+    if (st != SX_OK && st != SX_ENOTFOUND) {
+        sx__fail_st(d->rs, st, SX__MC_INDEX_NOT_FOUND, "drop index");
+        d->answered = true;
+        return st;
+    }
+    m->index_name[0] = m->index_field[0] = m->index_type[0] = '\0';
+    return SX_OK;
+}
+
 static void h_drop(sx__req *rq, sx__resp *rs)
 {
     sx_collection *h = NULL;
@@ -351,27 +438,12 @@ static void h_drop(sx__req *rq, sx__resp *rs)
     const char *iname = NULL;
     if (!req_index(rq, rs, "IndexReq", &h, &m, &iname))
         return;
-    if (!m->index_name[0] || strcmp(m->index_name, iname) != 0) {
-        sx__ok(rs, NULL); /* Milvus: dropping an index that is not there succeeds */
-        goto out;
-    }
-    if (m->loaded) {
-        sx__fail(rs, SX__MC_UNEXPECTED,
-                 "index cannot be dropped, collection is loaded, please release it first");
-        goto out;
-    }
-    sx_status st = sx_index_drop(h);
-    if (st != SX_OK && st != SX_ENOTFOUND) {
-        sx__fail_st(rs, st, SX__MC_INDEX_NOT_FOUND, "drop index");
-        goto out;
-    }
-    m->index_name[0] = m->index_field[0] = m->index_type[0] = '\0';
-    st = sx__cat_coll_update(rq->cat, rq->db_name, m);
-    if (st != SX_OK)
+    drop_ctx d = { rs, h, iname, false };
+    sx_status st = sx__cat_coll_modify(rq->cat, rq->db_name, m->name, drop_fn, &d);
+    if (st != SX_OK && !d.answered)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "drop index");
-    else
+    else if (st == SX_OK)
         sx__ok(rs, NULL);
-out:
     sx__req_coll_done(h, m);
 }
 

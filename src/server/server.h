@@ -178,7 +178,11 @@ typedef struct sx__coll_meta {
     int64_t collection_id;
     int64_t created_ms;
     char description[1024];
-    sx_metric metric;
+    sx_metric metric;                  /* the engine collection's metric (= the index's) */
+    /* No metric chosen yet (custom schema created without an index on its vector field, as
+     * Milvus allows): the engine collection is L2 with raw vectors, and the first vector index
+     * sets the metric it asks for (sx_collection_set_metric). Persisted. */
+    bool metric_pending;
     size_t n_fields;                   /* user fields only (no hidden columns) */
     sx__field_meta fields[SX_MAX_FIELDS];
     bool enable_dynamic;               /* hidden column SX__META_FIELD exists */
@@ -227,8 +231,20 @@ SX_NODISCARD sx_status sx__cat_coll_get(sx__catalog *cat, const char *db, const 
 SX_NODISCARD sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *meta);
 SX_NODISCARD sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name);
 /* Persists changed metadata (load state, index name, partitions, properties, description). The
- * schema part (fields) must not change. */
+ * schema part (fields, metric, metric_pending) must not change. It writes the whole mutable part
+ * the caller read earlier: a concurrent change to the same collection is lost, so handlers use
+ * sx__cat_coll_modify instead. */
 SX_NODISCARD sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_meta *meta);
+/* Read-modify-write of a collection's metadata under the catalog's DDL lock: fn gets a fresh copy
+ * of the metadata and changes it (or returns an error: nothing is written, its status is
+ * returned); then the copy is persisted and cached. fn runs holding the DDL lock: it may call the
+ * engine (sx_collection_set_metric, sx_index_create) but no sx__cat_* function that changes
+ * anything. fn may change every mutable part and metric / metric_pending (it keeps the engine in
+ * step); identity and fields are restored from the cache. Errors: fn's, SX_ENOTFOUND, SX_EIO,
+ * SX_EINVAL (read-only catalog, bad partition count). */
+SX_NODISCARD sx_status sx__cat_coll_modify(sx__catalog *cat, const char *db, const char *name,
+                                           sx_status (*fn)(void *ctx, sx__coll_meta *meta),
+                                           void *ctx);
 SX_NODISCARD sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name,
                                            const char *new_db, const char *new_name);
 SX_NODISCARD sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char ***names, size_t *n);

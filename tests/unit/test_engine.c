@@ -530,6 +530,144 @@ static void test_drop_cancels_build(void)
     sx_db_close(db);
 }
 
+
+/* sx_collection_set_metric: L2 <-> IP keeps vectors, to COSINE normalises sealed and growing rows
+ * (deleted rows dropped), from COSINE with rows and with an index refused, persisted. */
+static sx_status insert4(sx_collection *c, int64_t id, float a, float b, float cc, float d)
+{
+    float v[4] = { a, b, cc, d };
+    const char *tag[1] = { "t" };
+    sx_column cols[] = { { "id", SX_FIELD_INT64, &id },
+                         { "v", SX_FIELD_FLOAT_VECTOR, v },
+                         { "tag", SX_FIELD_VARCHAR, tag } };
+    sx_batch b4 = { 1, cols, 3 };
+    return sx_insert(c, &b4, NULL);
+}
+
+/* top-3 of q=[0.1,0.2,0.3,0.4]: ids and distances */
+static void search4(sx_collection *c, int64_t *ids, float *dists, size_t *n)
+{
+    static const float q[4] = { 0.1f, 0.2f, 0.3f, 0.4f };
+    sx_search_req req = { 0 };
+    req.queries = q;
+    req.nq = 1;
+    req.k = 3;
+    req.metric = -1;
+    sx_rowset *rs = NULL;
+    ASSERT_OK(sx_search(c, &req, &rs));
+    *n = rs->n_rows;
+    for (size_t i = 0; i < rs->n_rows; i++) {
+        ids[i] = ((int64_t *)rs->cols[0].data)[i];
+        dists[i] = rs->distances[i];
+    }
+    sx_rowset_free(rs);
+}
+
+static void test_set_metric(void)
+{
+    const char *dir = test_tmpdir("eng_set_metric");
+    sx_db *db = open_db(dir);
+    sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
+                         { "v", SX_FIELD_FLOAT_VECTOR, false, false, 4, 0 },
+                         { "tag", SX_FIELD_VARCHAR, false, false, 0, 8 } };
+    sx_collection_def d = { "m", f, 3, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &d));
+    sx_collection *c;
+    ASSERT_OK(sx_collection_open(db, "m", &c));
+    sx_collection_info *ci = malloc(sizeof *ci);
+    ASSERT_STATUS(sx_collection_set_metric(c, (sx_metric)7), SX_EINVAL);
+    /* empty: any change */
+    ASSERT_OK(sx_collection_set_metric(c, SX_METRIC_COSINE));
+    ASSERT_OK(sx_collection_set_metric(c, SX_METRIC_L2));
+    ASSERT_OK(insert4(c, 1, 0.1f, 0.2f, 0.3f, 0.4f));
+    ASSERT_OK(insert4(c, 2, 0.5f, 0.6f, 0.7f, 0.8f));
+    ASSERT_OK(insert4(c, 3, 0.9f, 0.1f, 0.2f, 0.3f));
+    int64_t ids[3];
+    float ds[3];
+    size_t n = 0;
+    search4(c, ids, ds, &n);
+    ASSERT_EQ(n, 3);
+    ASSERT_EQ(ids[0], 1);
+    ASSERT_NEAR(ds[0], 0.0, 1e-6);
+    ASSERT_EQ(ids[1], 2);
+    ASSERT_NEAR(ds[1], 0.64, 1e-5); /* squared L2 */
+    ASSERT_EQ(ids[2], 3);
+    ASSERT_NEAR(ds[2], 0.67, 1e-5);
+    /* L2 -> IP with rows: vectors as stored */
+    ASSERT_OK(sx_collection_set_metric(c, SX_METRIC_IP));
+    ASSERT_OK(sx_collection_describe(c, ci));
+    ASSERT_EQ(ci->metric, SX_METRIC_IP);
+    search4(c, ids, ds, &n);
+    ASSERT_EQ(ids[0], 2);
+    ASSERT_NEAR(ds[0], 0.70, 1e-5);
+    ASSERT_EQ(ids[1], 1);
+    ASSERT_NEAR(ds[1], 0.30, 1e-5);
+    /* a sealed segment with a deleted row, plus growing rows: IP -> COSINE normalises all */
+    ASSERT_OK(sx_flush(c));
+    ASSERT_OK(insert4(c, 4, 2.0f, 0.0f, 0.0f, 0.0f));
+    int64_t dk[] = { 2 };
+    sx_keys keys = { 1, dk, NULL };
+    ASSERT_OK(sx_delete(c, &keys, NULL));
+    ASSERT_OK(sx_collection_set_metric(c, SX_METRIC_COSINE));
+    ASSERT_STATUS(sx_collection_set_metric(c, SX_METRIC_L2), SX_EINVAL);
+    ASSERT(strstr(sx_errmsg(), "original") != NULL);
+    ASSERT_OK(insert4(c, 5, 0.0f, 3.0f, 0.0f, 0.0f)); /* normalised on insert now */
+    for (int pass = 0; pass < 2; pass++) {
+        ASSERT_OK(sx_collection_describe(c, ci));
+        ASSERT_EQ(ci->metric, SX_METRIC_COSINE);
+        uint64_t cnt = 0;
+        ASSERT_OK(sx_count(c, NULL, &cnt));
+        ASSERT_EQ(cnt, 4); /* 1, 3, 4, 5 */
+        search4(c, ids, ds, &n);
+        ASSERT_EQ(ids[0], 1);
+        ASSERT_NEAR(ds[0], 1.0, 1e-5);
+        ASSERT_EQ(ids[1], 3);
+        ASSERT_NEAR(ds[1], 0.29 / (sqrt(0.30) * sqrt(0.95)), 1e-5);
+        int64_t gk[] = { 4, 5, 1, 2 };
+        sx_keys g = { 4, gk, NULL };
+        const char *of[] = { "v", "tag" };
+        sx_rowset *rs = NULL;
+        ASSERT_OK(sx_get(c, &g, of, 2, &rs));
+        ASSERT_EQ(rs->n_rows, 3);
+        const float *v = rs->cols[1].data;
+        ASSERT_NEAR(v[0], 1.0, 1e-6);
+        ASSERT_NEAR(v[4 + 1], 1.0, 1e-6);
+        ASSERT_NEAR(v[8 + 0], 0.1 / sqrt(0.30), 1e-6);
+        ASSERT(strcmp(((char **)rs->cols[2].data)[2], "t") == 0);
+        sx_rowset_free(rs);
+        if (pass == 0) { /* reopen: the metric and the rewritten segments persist */
+            sx_collection_release(c);
+            sx_db_close(db);
+            db = open_db(dir);
+            ASSERT_OK(sx_db_check(db));
+            ASSERT_OK(sx_collection_open(db, "m", &c));
+        }
+    }
+    /* with an index the metric is fixed */
+    ASSERT_OK(sx_index_create(c, "HNSW", NULL, 0));
+    ASSERT_STATUS(sx_collection_set_metric(c, SX_METRIC_COSINE), SX_OK); /* unchanged: fine */
+    ASSERT_STATUS(sx_collection_set_metric(c, SX_METRIC_IP), SX_EBUSY);
+    ASSERT(strstr(sx_errmsg(), "index") != NULL);
+    ASSERT_OK(sx_index_drop(c));
+    ASSERT_STATUS(sx_collection_set_metric(c, SX_METRIC_IP), SX_EINVAL);
+    sx_collection_release(c);
+    /* empty COSINE collection -> L2, persisted */
+    d.name = "e";
+    d.metric = SX_METRIC_COSINE;
+    ASSERT_OK(sx_collection_create(db, &d));
+    ASSERT_OK(sx_collection_open(db, "e", &c));
+    ASSERT_OK(sx_collection_set_metric(c, SX_METRIC_L2));
+    sx_collection_release(c);
+    sx_db_close(db);
+    db = open_db(dir);
+    ASSERT_OK(sx_collection_open(db, "e", &c));
+    ASSERT_OK(sx_collection_describe(c, ci));
+    ASSERT_EQ(ci->metric, SX_METRIC_L2);
+    sx_collection_release(c);
+    sx_db_close(db);
+    free(ci);
+}
+
 int main(void)
 {
     RUN(test_schema_errors);
@@ -540,5 +678,6 @@ int main(void)
     RUN(test_concurrent_search_insert);
     RUN(test_build_memory_limit_and_drop);
     RUN(test_drop_cancels_build);
+    RUN(test_set_metric);
     return TEST_DONE();
 }

@@ -5,6 +5,8 @@
  * the route tables by its path. Asserts Milvus's codes, messages and response shapes
  * (milvus-rest-v2.md sections 5, 7, 8).
  */
+#include <math.h>
+#include <pthread.h>
 #include <sextant.h>
 
 #include "harness.h"
@@ -15,8 +17,9 @@ static sx_server_options sopts;
 
 static const sx__route *find_route(const char *path)
 {
-    const sx__route *tables[] = { sx__routes_collections, sx__routes_indexes, sx__routes_admin };
-    for (size_t t = 0; t < 3; t++)
+    const sx__route *tables[] = { sx__routes_collections, sx__routes_indexes, sx__routes_admin,
+                                  sx__routes_entities };
+    for (size_t t = 0; t < 4; t++)
         for (const sx__route *r = tables[t]; r->path; r++)
             if (strcmp(r->path, path) == 0)
                 return r;
@@ -133,9 +136,12 @@ static bool str_array_is(const json_t *a, const char *const *want, size_t n)
     return true;
 }
 
+static char cat_dir[512];
+
 static void fresh_catalog(const char *tag)
 {
     const char *dir = test_tmpdir(tag);
+    snprintf(cat_dir, sizeof cat_dir, "%s", dir);
     sx_db_options o = { 0 };
     o.sync_mode = SX_SYNC_NONE;
     o.build_threads = 1;
@@ -148,6 +154,15 @@ static void close_catalog(void)
 {
     ASSERT_OK(sx__cat_close(cat));
     cat = NULL;
+}
+
+/* Closes and reopens the catalog of the last fresh_catalog. */
+static void reopen_catalog(void)
+{
+    close_catalog();
+    sx_db_options o = { 0 };
+    o.sync_mode = SX_SYNC_NONE;
+    ASSERT_OK(sx__cat_open(cat_dir, &o, &cat));
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -399,8 +414,8 @@ static void test_custom_and_indexes(void)
     /* index errors */
     expect_msg("indexes/create",
                "{\"collectionName\":\"c\",\"indexParams\":[{\"fieldName\":\"vector\","
-               "\"metricType\":\"IP\",\"indexType\":\"HNSW\"}]}",
-               1100, "invalid parameter[expected=L2][actual=IP]");
+               "\"metricType\":\"FOO\",\"indexType\":\"HNSW\"}]}",
+               1100, "metric type FOO not found");
     expect_msg("indexes/create",
                "{\"collectionName\":\"c\",\"indexParams\":[{\"fieldName\":\"vector\","
                "\"metricType\":\"L2\",\"params\":{\"index_type\":\"GPU_CAGRA\"}}]}",
@@ -431,6 +446,11 @@ static void test_custom_and_indexes(void)
                        "\"HNSW\",\"M\":\"16\",\"efConstruction\":200}}]}";
     ok("indexes/create", hnsw);
     ok("indexes/create", hnsw); /* the same again */
+    /* the index fixed the metric */
+    expect_msg("indexes/create",
+               "{\"collectionName\":\"c\",\"indexParams\":[{\"fieldName\":\"vector\","
+               "\"indexName\":\"vidx\",\"metricType\":\"IP\",\"indexType\":\"HNSW\"}]}",
+               1100, "drop the index to change the metric");
     expect_msg("indexes/create",
                "{\"collectionName\":\"c\",\"indexParams\":[{\"fieldName\":\"vector\","
                "\"indexName\":\"vidx\",\"metricType\":\"L2\",\"params\":{\"index_type\":"
@@ -475,6 +495,13 @@ static void test_custom_and_indexes(void)
     ASSERT_EQ(json_array_size(json_object_get(r, "data")), 0);
     json_decref(r);
     json_decref(expect("collections/load", "{\"collectionName\":\"c\"}", 700));
+    /* without an index (and rows) the next index picks another metric */
+    ok("indexes/create", "{\"collectionName\":\"c\",\"indexParams\":[{\"fieldName\":\"vector\","
+                         "\"metricType\":\"IP\",\"indexType\":\"FLAT\"}]}");
+    r = expect("indexes/describe", "{\"collectionName\":\"c\",\"indexName\":\"vector\"}", 0);
+    ASSERT(strcmp(sget(json_array_get(json_object_get(r, "data"), 0), "metricType"), "IP") == 0);
+    json_decref(r);
+    ok("indexes/drop", "{\"collectionName\":\"c\",\"indexName\":\"vector\"}");
 
     /* custom schema with indexParams: indexed and loaded by create */
     ok("collections/create",
@@ -813,6 +840,245 @@ static void test_persistence(void)
     close_catalog();
 }
 
+
+/* ---------------------------------------------------------------- metric chosen by the index */
+
+/* The engine collection behind a client name, and a search of q (filter optional). */
+static sx_rowset *engine_search(const char *coll, const float *q, uint32_t k, const char *filter)
+{
+    sx_collection *h = NULL;
+    sx__coll_meta *m = malloc(sizeof *m);
+    ASSERT_OK(sx__cat_coll_get(cat, "default", coll, &h, m));
+    free(m);
+    sx_search_req req = { 0 };
+    req.queries = q;
+    req.nq = 1;
+    req.k = k;
+    req.filter = filter;
+    req.metric = -1;
+    sx_param ef = { "ef", "64" };
+    req.params = &ef;
+    req.n_params = 1;
+    sx_rowset *rs = NULL;
+    sx_status st = sx_search(h, &req, &rs);
+    sx_collection_release(h);
+    ASSERT_OK(st);
+    return rs;
+}
+
+static sx__coll_meta *meta_of(const char *coll)
+{
+    static sx__coll_meta m;
+    ASSERT_OK(sx__cat_coll_get(cat, "default", coll, NULL, &m));
+    return &m;
+}
+
+#define DEMO_CREATE                                                                               \
+    "{\"collectionName\":\"demo_http\",\"schema\":{\"autoID\":false,\"enableDynamicField\":false," \
+    "\"fields\":[{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"               \
+    "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"  \
+    "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":32}}]}," \
+    "\"metricType\":\"COSINE\",\"primaryFieldName\":\"id\",\"vectorFieldName\":\"vector\","       \
+    "\"dbName\":\"default\"}"
+
+/* milvus-rest-v2.md section 11: custom schema without indexParams (the SDK's COSINE default is
+ * ignored), insert, createIndex L2, load, search with squared-L2 distances. */
+static void test_sdk_flow_metric_from_index(void)
+{
+    fresh_catalog("h_sdk_flow");
+    ok("collections/create", DEMO_CREATE);
+    ASSERT(meta_of("demo_http")->metric_pending);
+    ASSERT_EQ(meta_of("demo_http")->metric, SX_METRIC_L2);
+    ok("collections/create", DEMO_CREATE); /* repeated: still the same collection */
+    json_t *r = expect("entities/insert",
+                       "{\"collectionName\":\"demo_http\",\"data\":["
+                       "{\"id\":1,\"vector\":[0.1,0.2,0.3,0.4],\"color\":\"red\"},"
+                       "{\"id\":2,\"vector\":[0.5,0.6,0.7,0.8],\"color\":\"blue\"},"
+                       "{\"id\":3,\"vector\":[0.9,0.1,0.2,0.3],\"color\":\"red\"}],"
+                       "\"dbName\":\"default\"}",
+                       0);
+    ASSERT_EQ(iget(r, "data.insertCount"), 3);
+    json_decref(r);
+    ok("indexes/create",
+       "{\"collectionName\":\"demo_http\",\"indexParams\":[{\"fieldName\":\"vector\","
+       "\"indexName\":\"vector_idx\",\"metricType\":\"L2\",\"params\":{\"index_type\":\"HNSW\","
+       "\"M\":16,\"efConstruction\":200}}],\"dbName\":\"default\"}");
+    ok("collections/load", "{\"collectionName\":\"demo_http\",\"dbName\":\"default\"}");
+    r = expect("collections/get_load_state", "{\"collectionName\":\"demo_http\"}", 0);
+    ASSERT(strcmp(sget(r, "data.loadState"), "LoadStateLoaded") == 0);
+    json_decref(r);
+    r = expect("collections/describe", "{\"collectionName\":\"demo_http\"}", 0);
+    ASSERT(strcmp(sget(json_array_get(json_object_get(json_object_get(r, "data"), "indexes"), 0),
+                       "metricType"),
+                  "L2") == 0);
+    json_decref(r);
+    r = expect("indexes/describe", "{\"collectionName\":\"demo_http\",\"indexName\":\"vector_idx\"}",
+               0);
+    ASSERT(strcmp(sget(json_array_get(json_object_get(r, "data"), 0), "metricType"), "L2") == 0);
+    json_decref(r);
+    ASSERT(!meta_of("demo_http")->metric_pending);
+    ASSERT_EQ(meta_of("demo_http")->metric, SX_METRIC_L2);
+    /* the search of the example: squared L2 */
+    static const float q[4] = { 0.1f, 0.2f, 0.3f, 0.4f };
+    sx_rowset *rs = engine_search("demo_http", q, 2, "color == \"red\"");
+    ASSERT_EQ(rs->n_rows, 2);
+    ASSERT_EQ(((int64_t *)rs->cols[0].data)[0], 1);
+    ASSERT_NEAR(rs->distances[0], 0.0, 1e-6);
+    ASSERT_EQ(((int64_t *)rs->cols[0].data)[1], 3);
+    ASSERT_NEAR(rs->distances[1], 0.67, 1e-5);
+    sx_rowset_free(rs);
+    /* through the search route too, when the collection is loaded */
+    r = expect("entities/search",
+               "{\"collectionName\":\"demo_http\",\"data\":[[0.1,0.2,0.3,0.4]],\"annsField\":"
+               "\"vector\",\"filter\":\"color == \\\"red\\\"\",\"limit\":2,\"outputFields\":[\"id\","
+               "\"color\"],\"searchParams\":{\"metricType\":\"L2\",\"params\":{\"ef\":64}},"
+               "\"dbName\":\"default\"}",
+               0);
+    json_t *hits = json_object_get(r, "data");
+    ASSERT_EQ(json_array_size(hits), 2);
+    ASSERT_NEAR(json_number_value(json_object_get(json_array_get(hits, 1), "distance")), 0.67,
+                1e-5);
+    json_decref(r);
+    /* the metric persists, and no longer pending */
+    reopen_catalog();
+    ASSERT(!meta_of("demo_http")->metric_pending);
+    ASSERT_EQ(meta_of("demo_http")->metric, SX_METRIC_L2);
+    close_catalog();
+}
+
+/* A pending collection with rows (sealed and growing, auto ids, dynamic and partition columns)
+ * whose first index asks for COSINE: every row survives, normalised; distances are cosine
+ * similarities. Then the COSINE rows cannot go back to L2. */
+static void test_pending_to_cosine_with_rows(void)
+{
+    fresh_catalog("h_to_cosine");
+    ok("collections/create",
+       "{\"collectionName\":\"cc\",\"metricType\":\"COSINE\",\"schema\":{\"autoID\":true,"
+       "\"enableDynamicField\":true,\"fields\":["
+       "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"
+       "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"
+       "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":32}}]}}");
+    ok("partitions/create", "{\"collectionName\":\"cc\",\"partitionName\":\"p1\"}");
+    ok("entities/insert", "{\"collectionName\":\"cc\",\"data\":["
+                          "{\"vector\":[0.1,0.2,0.3,0.4],\"color\":\"red\",\"extra\":7},"
+                          "{\"vector\":[0.5,0.6,0.7,0.8],\"color\":\"blue\"}]}");
+    ok("collections/flush", "{\"collectionName\":\"cc\"}"); /* sealed rows */
+    ok("entities/insert", "{\"collectionName\":\"cc\",\"partitionName\":\"p1\",\"data\":["
+                          "{\"vector\":[0.9,0.1,0.2,0.3],\"color\":\"red\"},"
+                          "{\"vector\":[2,0,0,0],\"color\":\"green\"}]}");
+    ASSERT(meta_of("cc")->metric_pending);
+    ok("indexes/create", "{\"collectionName\":\"cc\",\"indexParams\":[{\"fieldName\":\"vector\","
+                         "\"metricType\":\"COSINE\",\"indexType\":\"HNSW\"}]}");
+    ASSERT(!meta_of("cc")->metric_pending);
+    ASSERT_EQ(meta_of("cc")->metric, SX_METRIC_COSINE);
+    ok("collections/load", "{\"collectionName\":\"cc\"}");
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *r = expect("collections/describe", "{\"collectionName\":\"cc\"}", 0);
+        ASSERT(strcmp(sget(json_array_get(json_object_get(json_object_get(r, "data"), "indexes"),
+                                          0),
+                           "metricType"),
+                      "COSINE") == 0);
+        json_decref(r);
+        r = expect("collections/get_stats", "{\"collectionName\":\"cc\"}", 0);
+        ASSERT_EQ(iget(r, "data.rowCount"), 4);
+        json_decref(r);
+        /* every row, with its auto id, dynamic field and partition */
+        sx_collection *h = NULL;
+        sx__coll_meta *m = malloc(sizeof *m);
+        ASSERT_OK(sx__cat_coll_get(cat, "default", "cc", &h, m));
+        free(m);
+        int64_t keys[] = { 1, 2, 3, 4 };
+        sx_keys k = { 4, keys, NULL };
+        const char *of[] = { "vector", SX__META_FIELD, SX__PART_FIELD };
+        sx_rowset *rs = NULL;
+        ASSERT_OK(sx_get(h, &k, of, 3, &rs));
+        sx_collection_release(h);
+        ASSERT_EQ(rs->n_rows, 4);
+        const float *v = rs->cols[1].data;
+        ASSERT_NEAR(v[3 * 4], 1.0, 1e-6); /* [2,0,0,0] normalised */
+        ASSERT_NEAR(v[0], 0.1 / sqrt(0.30), 1e-6);
+        ASSERT(strstr(((char **)rs->cols[2].data)[0], "extra") != NULL);
+        ASSERT(strcmp(((char **)rs->cols[3].data)[0], "_default") == 0);
+        ASSERT(strcmp(((char **)rs->cols[3].data)[2], "p1") == 0);
+        sx_rowset_free(rs);
+        static const float q[4] = { 0.1f, 0.2f, 0.3f, 0.4f };
+        rs = engine_search("cc", q, 4, NULL);
+        ASSERT_EQ(rs->n_rows, 4);
+        ASSERT_EQ(((int64_t *)rs->cols[0].data)[0], 1);
+        ASSERT_NEAR(rs->distances[0], 1.0, 1e-5);
+        ASSERT_EQ(((int64_t *)rs->cols[0].data)[1], 2);
+        ASSERT_NEAR(rs->distances[1], 0.70 / (sqrt(0.30) * sqrt(1.74)), 1e-5);
+        ASSERT_EQ(((int64_t *)rs->cols[0].data)[3], 4);
+        ASSERT_NEAR(rs->distances[3], 0.1 / sqrt(0.30), 1e-5);
+        sx_rowset_free(rs);
+        if (pass == 0)
+            reopen_catalog();
+    }
+    /* new rows are normalised too; auto ids continue */
+    {
+        json_t *r = expect("entities/insert", "{\"collectionName\":\"cc\",\"data\":["
+                                              "{\"vector\":[0,0,5,0],\"color\":\"x\"}]}",
+                           0);
+        ASSERT_EQ(json_integer_value(json_array_get(
+                      json_object_get(json_object_get(r, "data"), "insertIds"), 0)),
+                  5);
+        json_decref(r);
+    }
+    /* COSINE rows cannot go back to L2, even without the index */
+    ok("collections/release", "{\"collectionName\":\"cc\"}");
+    ok("indexes/drop", "{\"collectionName\":\"cc\",\"indexName\":\"vector\"}");
+    expect_msg("indexes/create",
+               "{\"collectionName\":\"cc\",\"indexParams\":[{\"fieldName\":\"vector\","
+               "\"metricType\":\"L2\",\"indexType\":\"HNSW\"}]}",
+               1100, "original vectors");
+    ASSERT_EQ(meta_of("cc")->metric, SX_METRIC_COSINE);
+    close_catalog();
+}
+
+/* Concurrent metadata changes (load state, partitions, properties) all land. */
+typedef struct mod_arg {
+    int which;
+} mod_arg;
+
+static void *modifier(void *arg)
+{
+    mod_arg *a = arg;
+    for (int i = 0; i < 20; i++) {
+        char body[256];
+        json_t *r = NULL;
+        if (a->which == 0) {
+            snprintf(body, sizeof body, "{\"collectionName\":\"k\",\"partitionName\":\"p%d\"}", i);
+            r = call("partitions/create", body);
+        } else {
+            snprintf(body, sizeof body,
+                     "{\"collectionName\":\"k\",\"properties\":{\"key%d\":%d}}", i, i);
+            r = call("collections/alter_properties", body);
+        }
+        if (code_of(r) != 0)
+            fprintf(stderr, "modifier %d: code %d\n", a->which, code_of(r));
+        json_decref(r);
+    }
+    return NULL;
+}
+
+static void test_concurrent_modify(void)
+{
+    fresh_catalog("h_modify");
+    ok("collections/create", "{\"collectionName\":\"k\",\"dimension\":4}");
+    pthread_t t[2];
+    mod_arg args[2] = { { 0 }, { 1 } };
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, modifier, &args[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    sx__coll_meta *m = meta_of("k");
+    ASSERT_EQ(m->n_parts, 21);
+    json_t *props = json_loads(m->properties, 0, NULL);
+    ASSERT_EQ(json_object_size(props), 20);
+    json_decref(props);
+    close_catalog();
+}
+
 int main(void)
 {
     RUN(test_routes_table);
@@ -825,5 +1091,8 @@ int main(void)
     RUN(test_rename_properties);
     RUN(test_databases);
     RUN(test_persistence);
+    RUN(test_sdk_flow_metric_from_index);
+    RUN(test_pending_to_cosine_with_rows);
+    RUN(test_concurrent_modify);
     return TEST_DONE();
 }
