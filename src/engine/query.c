@@ -346,7 +346,12 @@ sx_status sx_search(sx_collection *c, const sx_search_req *req, sx_rowset **out)
         if (n_allowed > 0) {
             bool few = allow && (n_allowed < SX__EXACT_MAX_ROWS ||
                                  (double)n_allowed < SX__EXACT_FRACTION * (double)n);
-            if (v.idx[i] && !few) {
+            /* A FLAT index is an exact scan of the same vectors, one query at a time through
+             * the vtable; the segment scan does a batch in one pass over memory (and with GEMM
+             * from SX__FLAT_GEMM_MIN_NQ queries), with identical results. So batches (merged
+             * REST searches included) take the segment scan. */
+            bool flat_batch = v.idx[i] && nq > 1 && strcmp(v.idx[i]->ops->name, "FLAT") == 0;
+            if (v.idx[i] && !few && !flat_batch) {
                 search_job j = { .idx = v.idx[i],
                                  .queries = queries,
                                  .dim = dim,

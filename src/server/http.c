@@ -932,7 +932,7 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
         s->opts.idle_timeout_s = DEFAULT_IDLE_S;
     if (!s->opts.http_threads) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        s->opts.http_threads = nc > 2 ? (uint32_t)(2 * nc) : 4;
+        s->opts.http_threads = nc > 4 ? (uint32_t)(4 * nc) : 16; /* handlers block in the merger */
         if (s->opts.http_threads > 256)
             s->opts.http_threads = 256;
     }
@@ -941,7 +941,7 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
     if (!s->opts.max_json_depth)
         s->opts.max_json_depth = DEFAULT_JSON_DEPTH;
     if (!s->opts.merge_wait_us)
-        s->opts.merge_wait_us = 500;
+        s->opts.merge_wait_us = 50000;
     if (!s->opts.merge_max_nq)
         s->opts.merge_max_nq = 256;
     s->max_body = s->opts.max_body_bytes;

@@ -2,52 +2,58 @@
  * merge.c: merging of concurrent small searches into one engine batch.
  *
  * Why. A search of one query vector pays fixed costs (read view, filter bitmaps, per-segment
- * setup) that a batch of many queries pays once; the FLAT scan also switches to BLAS GEMM for
- * batches of >= 16 queries. Under many concurrent REST clients that each send nq = 1, running
+ * setup, result assembly) that a batch of many queries pays once; the FLAT and IVF scans switch
+ * to BLAS GEMM for batches of >= 16 queries, and a batch of >= 16 on an indexed segment is split
+ * across the search threads. Under many concurrent REST clients that each send nq = 1, running
  * requests with the same parameters as one sx_search of the concatenated queries raises
- * throughput, at the cost of a bounded wait (merge_wait_us) for the first request of a batch.
+ * throughput, as Milvus's own concurrent benchmark showed.
  *
- * Design. Requests are keyed by a canonical string the caller builds from everything but the
+ * Policy: group commit, not a timer. A fixed linger ("wait 500 us for company") adds that much
+ * latency to every request and, on a machine with few cores, loses more than batching gains (we
+ * measured it: bench/serve_merge.sh). Instead the merger has `slots` search slots (the number of
+ * CPUs, or search_threads): a request that finds a free slot and no queue runs at once, alone, so
+ * merging never adds latency at low load. When every slot is busy, requests queue, and queued
+ * requests with the same key join one batch; when a slot frees, the oldest queued batch runs. So
+ * batches form exactly while the CPUs are saturated, and their size adapts to the load. A queued
+ * batch runs anyway after merge_wait_us (default 50 ms) even without a free slot: the wait is
+ * bounded.
+ *
+ * Keys. Requests are keyed by a canonical string the caller builds from everything but the
  * query vectors (database, collection, field, metric, params, filter, limit, offset, output
- * fields), plus the collection handle pointer (handles of one collection are one object, and
- * a handle cannot be freed while its holder is inside sx__merger_search). Pending batches live
- * in a short linked list (`open`) under one mutex: there is at most one open batch per key, and
- * the number of distinct keys with a batch open at the same instant is small (bounded by the
- * number of HTTP threads), so a hash table would buy nothing.
+ * fields), plus the collection handle pointer (handles of one collection are one object, and a
+ * handle cannot be freed while its holder is inside sx__merger_search).
  *
- *   1. A caller whose nq alone exceeds merge_max_nq searches alone (no batch).
- *   2. Otherwise it looks for the open batch of its key. If one exists and has room for its
- *      queries, it joins as a follower and sleeps on the batch's condvar until the batch is
- *      done. If the batch has no room, the batch is closed (its leader runs it now) and the
- *      caller starts a new one.
- *   3. The first caller of a batch is its leader. It waits for company only while that can pay
- *      off: until merge_wait_us have passed, or the batch holds merge_max_nq queries, or every
- *      search in flight on the merger is already in this batch (nobody else could join soon;
- *      in particular a lone request never waits). Then it closes the batch, concatenates the
- *      queries, runs one sx_search, splits the rowset per caller (deep copies: each caller
- *      gets an independent sx_rowset freed with sx_rowset_free) and wakes the followers.
- *   4. A batch of one runs the caller's request unchanged. If the merged search or a split
+ *   1. A caller whose nq alone exceeds merge_max_nq searches alone (it takes a slot if one is
+ *      free, else it runs oversubscribed: big batches need no merging).
+ *   2. A free slot and an empty queue: run alone now.
+ *   3. Otherwise join the open (still accepting) queued batch of the key, or start one and lead
+ *      it. A batch closes to new members when it holds merge_max_nq queries.
+ *   4. A leader waits until its batch is the oldest queued one and a slot is free, or until its
+ *      deadline (enqueue time + merge_wait_us). It then takes a slot, runs one sx_search of the
+ *      concatenated queries, splits the rowset per member (deep copies: each member gets an
+ *      independent sx_rowset freed with sx_rowset_free) and wakes them.
+ *   5. A batch of one runs the caller's request unchanged. If the merged search or a split
  *      fails, every member retries alone on its own thread, so errors (and the thread-local
  *      sx_errmsg()) are per request: a NaN query fails its own request only.
  *
  * Invariants (all under mu).
- *   I1. Every batch in `open` has closed == false; a closed batch is never in `open`.
- *   I2. At most one batch per (collection, key) is in `open`.
- *   I3. A batch's nq (sum of its members' nq) is <= max_nq.
- *   I4. b->refs = members that have not yet taken their result; the last one frees b.
- *   I5. in_flight = calls between entry and exit of sx__merger_search (any key).
+ *   I1. `queue` holds the batches not yet started, oldest first; `open` flags the ones that
+ *       still accept members; at most one open batch per (collection, key).
+ *   I2. A batch's nq (sum of its members' nq) is <= max_nq.
+ *   I3. b->refs = members that have not yet taken their result; the last one frees b.
+ *   I4. running = engine searches started through the merger and not finished; a started
+ *       search releases its slot (running--) and broadcasts slot_cv.
  *
- * Locking. One mutex `mu` guards the open list, every batch's fields, every member's result
- * slots and the counters. No engine call is made under mu (the search, the describe for dim and
- * the split run unlocked: a closed batch's member list is immutable, and only the leader
- * touches it until `done` is set). Each batch has a condvar (CLOCK_MONOTONIC) shared by the
- * leader (waiting for company) and the followers (waiting for done); it is broadcast on every
- * change that could end a wait: a member joins, the batch closes, the batch is done, a caller
- * leaves (in_flight drops).
+ * Locking. One mutex `mu` guards the queue, every batch's fields, every member's result slots
+ * and the counters. No engine call is made under mu (the search, the describe for dim and the
+ * split run unlocked: a started batch's member list is immutable, and only the leader touches
+ * it until `done` is set). Leaders wait on the merger-wide slot_cv (CLOCK_MONOTONIC), followers
+ * on their batch's cv (broadcast when done).
  *
  * Thread-safety: all functions but sx__merger_free may be called from any number of threads.
  */
 #include <pthread.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -69,19 +75,24 @@ typedef struct batch {
     member *head, *tail;
     size_t n_members;
     size_t nq;
-    bool closed; /* no longer accepts members (I1) */
-    bool done;   /* results are in the members */
-    size_t refs; /* I4 */
-    pthread_cond_t cv;
-    struct batch *next; /* in the open list */
+    bool closed;          /* no longer accepts members (I1) */
+    bool started;         /* left the queue: its leader runs it */
+    bool done;            /* results are in the members */
+    size_t refs;          /* I3 */
+    uint64_t deadline_ns; /* run even without a free slot after this (CLOCK_MONOTONIC) */
+    pthread_cond_t cv;    /* followers wait here for done */
+    struct batch *next;   /* in the queue, oldest first */
 } batch;
 
 struct sx__merger {
     pthread_mutex_t mu;
+    pthread_cond_t slot_cv; /* leaders wait here for a slot or their turn (CLOCK_MONOTONIC) */
     uint32_t wait_us;
     uint32_t max_nq;
-    batch *open;        /* guarded by mu */
-    size_t in_flight;   /* guarded by mu */
+    uint32_t slots;
+    batch *queue;       /* guarded by mu (I1) */
+    batch *queue_tail;  /* guarded by mu */
+    uint32_t running;   /* guarded by mu (I4) */
     uint64_t n_batches; /* guarded by mu: engine searches run for batches (any size) */
     uint64_t n_merged;  /* guarded by mu: requests answered by those searches */
 };
@@ -91,12 +102,25 @@ sx_status sx__merger_new(const sx_server_options *o, sx__merger **out)
     sx__merger *m = sx__calloc(1, sizeof *m);
     if (!m)
         return sx__err(SX_ENOMEM, "merger");
-    if (pthread_mutex_init(&m->mu, NULL) != 0) {
+    pthread_condattr_t ca;
+    bool cv_ok = false;
+    if (pthread_condattr_init(&ca) == 0) {
+        cv_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+                pthread_cond_init(&m->slot_cv, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!cv_ok || pthread_mutex_init(&m->mu, NULL) != 0) {
+        if (cv_ok)
+            pthread_cond_destroy(&m->slot_cv);
         sx__free(m);
         return sx__err(SX_ENOMEM, "merger mutex");
     }
-    m->wait_us = (o && o->merge_wait_us) ? o->merge_wait_us : 500;
+    m->wait_us = (o && o->merge_wait_us) ? o->merge_wait_us : 50000;
     m->max_nq = (o && o->merge_max_nq) ? o->merge_max_nq : 256;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    m->slots = (o && o->merge_slots) ? o->merge_slots
+               : (o && o->db.search_threads) ? o->db.search_threads
+               : (cpus > 0 ? (uint32_t)cpus : 1u);
     *out = m;
     return SX_OK;
 }
@@ -106,6 +130,7 @@ void sx__merger_free(sx__merger *m)
     if (!m)
         return;
     /* No call may be in progress, hence no batch exists. */
+    pthread_cond_destroy(&m->slot_cv);
     pthread_mutex_destroy(&m->mu);
     sx__free(m);
 }
@@ -196,26 +221,34 @@ nomem:
 /* ---------------------------------------------------------------- batches */
 
 /* Wakes every waiting leader so it re-checks its stop condition. Caller holds mu. */
-static void wake_open(sx__merger *m)
+/* Removes b from the queue and marks it started (I1). Caller holds mu. */
+static void dequeue(sx__merger *m, batch *b)
 {
-    for (batch *b = m->open; b; b = b->next)
-        pthread_cond_broadcast(&b->cv);
-}
-
-/* Removes b from the open list and marks it closed (I1). Caller holds mu. */
-static void close_batch(sx__merger *m, batch *b)
-{
-    if (b->closed)
-        return;
-    for (batch **p = &m->open; *p; p = &(*p)->next) {
-        if (*p == b) {
-            *p = b->next;
+    batch *prev = NULL;
+    for (batch *x = m->queue; x; prev = x, x = x->next) {
+        if (x == b) {
+            if (prev)
+                prev->next = b->next;
+            else
+                m->queue = b->next;
+            if (m->queue_tail == b)
+                m->queue_tail = prev;
             break;
         }
     }
     b->next = NULL;
     b->closed = true;
-    pthread_cond_broadcast(&b->cv);
+    b->started = true;
+}
+
+static void enqueue(sx__merger *m, batch *b)
+{
+    b->next = NULL;
+    if (m->queue_tail)
+        m->queue_tail->next = b;
+    else
+        m->queue = b;
+    m->queue_tail = b;
 }
 
 static void batch_free(batch *b)
@@ -266,8 +299,8 @@ static batch *batch_new(sx_collection *c, const char *key)
 
 static batch *find_open(sx__merger *m, sx_collection *c, const char *key)
 {
-    for (batch *b = m->open; b; b = b->next)
-        if (b->c == c && strcmp(b->key, key) == 0)
+    for (batch *b = m->queue; b; b = b->next)
+        if (!b->closed && b->c == c && strcmp(b->key, key) == 0)
             return b;
     return NULL;
 }
@@ -330,15 +363,23 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Leader, holding mu: waits for company while it can pay off (see 3. above). */
+/* Leader, holding mu: waits until b is the oldest queued batch and a slot is free, or until
+ * its deadline (4. above). */
 static void leader_wait(sx__merger *m, batch *b)
 {
-    uint64_t deadline = now_ns() + (uint64_t)m->wait_us * 1000ull;
-    struct timespec ts = { (time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull) };
-    while (!b->closed && b->nq < m->max_nq && b->n_members < m->in_flight) {
-        if (pthread_cond_timedwait(&b->cv, &m->mu, &ts) != 0 && now_ns() >= deadline)
+    struct timespec ts = { (time_t)(b->deadline_ns / 1000000000ull),
+                           (long)(b->deadline_ns % 1000000000ull) };
+    while (!(m->queue == b && m->running < m->slots)) {
+        if (pthread_cond_timedwait(&m->slot_cv, &m->mu, &ts) != 0 && now_ns() >= b->deadline_ns)
             break;
     }
+}
+
+/* Holding mu: gives a slot back and lets the next leader check its turn (I4). */
+static void release_slot(sx__merger *m)
+{
+    m->running--;
+    pthread_cond_broadcast(&m->slot_cv);
 }
 
 sx_status sx__merger_search(
@@ -347,57 +388,56 @@ sx_status sx__merger_search(
     if (!m || !key || !req || req->nq == 0 || !req->queries)
         return sx_search(c, req, out);
     pthread_mutex_lock(&m->mu);
-    m->in_flight++;
-    if (req->nq > m->max_nq) {
+    if (req->nq > m->max_nq || (m->running < m->slots && !m->queue)) {
+        m->running++; /* 1. and 2.: alone, now */
         pthread_mutex_unlock(&m->mu);
         sx_status st = sx_search(c, req, out);
         pthread_mutex_lock(&m->mu);
-        m->in_flight--;
-        wake_open(m);
+        m->n_batches++;
+        m->n_merged++;
+        release_slot(m);
         pthread_mutex_unlock(&m->mu);
         return st;
     }
     member w = { .req = req };
     batch *b = find_open(m, c, key);
     if (b && b->nq + req->nq > m->max_nq) {
-        close_batch(m, b); /* full: its leader runs it now */
+        b->closed = true; /* full: stays queued, takes no more members */
         b = NULL;
     }
     if (b) {
         add_member(b, &w);
-        pthread_cond_broadcast(&b->cv);
         if (b->nq >= m->max_nq)
-            close_batch(m, b);
+            b->closed = true;
         while (!b->done)
             pthread_cond_wait(&b->cv, &m->mu);
     } else {
         b = batch_new(c, key);
         if (!b) {
-            m->in_flight--;
-            wake_open(m);
             pthread_mutex_unlock(&m->mu);
             return sx_search(c, req, out);
         }
         add_member(b, &w);
-        b->next = m->open;
-        m->open = b;
+        b->deadline_ns = now_ns() + (uint64_t)m->wait_us * 1000ull;
+        enqueue(m, b);
         leader_wait(m, b);
-        close_batch(m, b);
+        dequeue(m, b);
+        m->running++;
+        pthread_cond_broadcast(&m->slot_cv); /* the next batch may now be the oldest */
         pthread_mutex_unlock(&m->mu);
         run_batch(m, b);
         pthread_mutex_lock(&m->mu);
         m->n_batches++;
         m->n_merged += b->n_members;
+        release_slot(m);
         b->done = true;
         pthread_cond_broadcast(&b->cv);
     }
-    /* Take this member's result; the last member out frees the batch (I4). */
+    /* Take this member's result; the last member out frees the batch (I3). */
     bool ok = w.ok;
     sx_rowset *rs = w.result;
     if (--b->refs == 0)
         batch_free(b);
-    m->in_flight--;
-    wake_open(m);
     pthread_mutex_unlock(&m->mu);
     if (ok) {
         *out = rs;

@@ -367,9 +367,10 @@ sx_status sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, c
     if (mg)
         sx__merger_stats(mg, &batches, &merged);
     scalar(&o, "sextant_search_merged_batches_total", "counter",
-           "Merged search batches run (two or more requests in one engine search).", batches);
+           "Engine searches run by the search merger (each answers one or more requests; "
+           "requests/batches is the mean batch size).", batches);
     scalar(&o, "sextant_search_merged_requests_total", "counter",
-           "Search requests that were answered from a merged batch.", merged);
+           "Search requests answered through the search merger.", merged);
 
     sx_io_stats io;
     memset(&io, 0, sizeof io);

@@ -280,9 +280,10 @@ bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta 
 /* ------------------------------------------------------------------ merge.c */
 
 /* Merging is keyed by a canonical string of everything but the query vectors (collection
- * identity, field, metric, params, filter, limit, offset, output fields). Concurrent calls with
- * equal keys are run as one sx_search of the concatenated queries (at most merge_max_nq, the
- * first waits at most merge_wait_us for company), then the rowset is split back per caller. */
+ * identity, field, metric, params, filter, limit, offset, output fields). While all search slots
+ * are busy, queued calls with equal keys are run as one sx_search of the concatenated queries
+ * (at most merge_max_nq; a queued batch waits at most merge_wait_us), then the rowset is split
+ * back per caller. */
 SX_NODISCARD sx_status sx__merger_new(const sx_server_options *o, sx__merger **out);
 void sx__merger_free(sx__merger *m);
 /* Like sx_search(c, req, out), possibly merged with concurrent calls of the same key. A failure

@@ -33,12 +33,14 @@ static void serve_usage(FILE *out)
             "                         when TOKEN is user:pass); also from SEXTANT_AUTH_TOKEN\n"
             "  --users FILE           credentials file: lines user:password or user:password:ro\n"
             "  --max-body-mb N        largest request body in MiB (default 64)\n"
-            "  --threads N            HTTP worker threads (default max(4, 2 x cores))\n"
+            "  --threads N            HTTP worker threads (default max(16, 4 x cores))\n"
             "  --max-connections N    concurrent connections (default 1024)\n"
             "  --idle-timeout S       disconnect idle or slow clients after S seconds (default 60)\n"
             "  --no-merge             do not merge concurrent searches into batches\n"
-            "  --merge-wait-us N      how long a search waits for others to merge with (500)\n"
+            "  --merge-wait-us N      longest a queued search waits for a free slot (50000)\n"
             "  --merge-max-nq N       query vectors per merged batch (256)\n"
+            "  --merge-slots N        searches that run at once before later ones queue and merge\n"
+            "                         (default: the number of CPUs)\n"
             "  --sync full|none       WAL durability (default full; none: tests only)\n"
             "  --quiet                no access log\n"
             "\n"
@@ -50,7 +52,7 @@ int cli_serve(int argc, char **argv)
     const char *cmd = "serve";
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
-    uint64_t merge_wait = 0, merge_nq = 0;
+    uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0;
     bool no_merge = false, quiet = false;
     sx_sync_mode sync = SX_SYNC_FULL;
 
@@ -87,6 +89,7 @@ int cli_serve(int argc, char **argv)
             {"--idle-timeout", 1, 86400, &idle},
             {"--merge-wait-us", 1, 10000000, &merge_wait},
             {"--merge-max-nq", 1, 1000000, &merge_nq},
+            {"--merge-slots", 1, 4096, &merge_slots},
         };
         bool matched = false;
         for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
@@ -136,6 +139,7 @@ int cli_serve(int argc, char **argv)
     o.merge_disable = no_merge;
     o.merge_wait_us = (uint32_t)merge_wait;
     o.merge_max_nq = (uint32_t)merge_nq;
+    o.merge_slots = (uint32_t)merge_slots;
     o.db.sync_mode = sync;
     o.quiet = quiet;
 
