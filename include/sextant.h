@@ -340,6 +340,33 @@ typedef struct sx_io_stats {
 } sx_io_stats;
 SX_API void sx_io_stats_get(sx_io_stats *out);
 
+/* I/O profile, per phase and backend, for sizing storage (issue 5). The engine tags its threads:
+ * inserts, deletes and flushes are INSERT, background index builds BUILD, searches / queries /
+ * gets QUERY; anything else OTHER. A caller may set its own thread's phase (the benchmark does).
+ * Sizes are histogrammed by power of two: bucket 0 = up to 4 KiB, bucket i = up to 4 KiB << i,
+ * the last bucket everything larger. Counters are cumulative since start; IOPS = ops / the
+ * caller's measured phase time. Thread-safety: any thread (relaxed counters). */
+typedef enum sx_io_phase {
+    SX_IO_PHASE_OTHER = 0,
+    SX_IO_PHASE_INSERT = 1,
+    SX_IO_PHASE_BUILD = 2,
+    SX_IO_PHASE_QUERY = 3
+} sx_io_phase;
+#define SX_IO_PHASES       4
+#define SX_IO_BACKENDS     2  /* 0: local files, 1: object store (S3) */
+#define SX_IO_SIZE_BUCKETS 12 /* <=4K, <=8K, ... <=4M, larger */
+typedef struct sx_io_counter {
+    uint64_t read_ops, read_bytes, write_ops, write_bytes;
+    uint64_t read_hist[SX_IO_SIZE_BUCKETS];
+    uint64_t write_hist[SX_IO_SIZE_BUCKETS];
+} sx_io_counter;
+typedef struct sx_io_profile {
+    sx_io_counter c[SX_IO_PHASES][SX_IO_BACKENDS];
+} sx_io_profile;
+SX_API void sx_io_profile_get(sx_io_profile *out);
+/* Sets the calling thread's phase; returns the previous one. */
+SX_API sx_io_phase sx_io_phase_set(sx_io_phase p);
+
 SX_API const char *sx_version(void);
 SX_API const char *sx_simd_level(void); /* "avx512", "avx2" or "scalar": the kernels in use */
 

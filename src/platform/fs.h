@@ -80,6 +80,13 @@ typedef enum sx__fault_op {
 void sx__io_note_read(uint64_t ops, uint64_t bytes);
 void sx__io_note_write(uint64_t ops, uint64_t bytes);
 
+/* The I/O profile (sx_io_profile_get in sextant.h): one operation of `bytes` on a backend,
+ * attributed to the calling thread's phase (sx_io_phase_set). The local file layer records
+ * through sx__io_note_read/write; the S3 client (storage/s3.c) calls this once per request with
+ * the payload bytes. */
+typedef enum sx__io_backend { SX__IO_LOCAL = 0, SX__IO_OBJSTORE = 1 } sx__io_backend;
+void sx__io_record(sx__io_backend b, bool is_write, uint64_t bytes);
+
 void sx__fault_set(sx__fault_op op, long countdown, int err, bool persistent);
 void sx__fault_clear_all(void);
 /* Number of calls of op since start (for tests that walk every call site). */
