@@ -835,7 +835,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     pthread_mutex_unlock(&s->mu);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
     fprintf(stderr, "sextant: http: ");

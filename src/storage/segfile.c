@@ -55,6 +55,8 @@ static void put_header(sx__wbuf *w, const char *magic, uint64_t a, uint64_t b, u
 static sx_status
 get_header(sx__rbuf *r, const char *path, const char *magic, uint64_t *a, uint64_t *b, uint32_t *c)
 {
+    if (sx__rbuf_left(r) < 36) /* also an empty file, mapped as NULL: no pointer arithmetic */
+        return sx__err(SX_ECORRUPT, "%s: bad magic or short header", path);
     const uint8_t *start = r->p + r->off;
     const void *m = sx__rbuf_bytes(r, 8);
     uint32_t version = sx__rbuf_u32(r);
