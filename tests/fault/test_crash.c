@@ -1,10 +1,12 @@
 /*
- * test_crash.c: durability under kill -9. A child process inserts batches of BATCH rows (ids
- * batch*BATCH ..), sometimes deletes an earlier batch, sometimes flushes, and reports every
+ * test_crash.c: durability under kill -9 (reliability.md T1, embedded mode). A child process
+ * inserts batches of BATCH rows (ids batch*BATCH ..), sometimes upserts an earlier batch with a
+ * new version, sometimes deletes an earlier batch, sometimes flushes, and reports every
  * acknowledged operation through a pipe. The parent SIGKILLs it at a random moment, reopens the
- * database and checks: every acknowledged batch is fully present, every batch is all-or-nothing,
- * every acknowledged delete stayed deleted. Repeated ROUNDS times on the same directory, so
- * recovery also runs over earlier recoveries. Seed printed (SX_SEED replays).
+ * database and checks: every acknowledged batch is fully present, every batch is all-or-nothing
+ * (all its rows carry one version), no acknowledged upsert is rolled back, every acknowledged
+ * delete stayed deleted. Repeated ROUNDS times (SX_KILL_ROUNDS, default 50) on the same
+ * directory, so recovery also runs over earlier recoveries. Seed printed (SX_SEED replays).
  */
 #include <sextant.h>
 #include <signal.h>
@@ -13,9 +15,11 @@
 #include "harness.h"
 
 #define BATCH  50
-#define ROUNDS 24
+#define ROUNDS_DEFAULT 50
 #define DIM    8
 #define MAXB   100000
+
+enum { ACK_INSERT = 1, ACK_UPSERT = 2, ACK_DELETE = 3 };
 
 static void child(const char *dir, int fd, int round, uint64_t seed)
 {
@@ -27,8 +31,9 @@ static void child(const char *dir, int fd, int round, uint64_t seed)
         _exit(3);
     sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
                          { "v", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
-                         { "batch", SX_FIELD_INT64, false, false, 0, 0 } };
-    sx_collection_def d = { "c", f, 3, SX_METRIC_L2 };
+                         { "batch", SX_FIELD_INT64, false, false, 0, 0 },
+                         { "ver", SX_FIELD_INT64, false, false, 0, 0 } };
+    sx_collection_def d = { "c", f, 4, SX_METRIC_L2 };
     sx_status st = sx_collection_create(db, &d);
     if (st != SX_OK && st != SX_EEXIST)
         _exit(4);
@@ -38,31 +43,46 @@ static void child(const char *dir, int fd, int round, uint64_t seed)
     if (round == 0 && sx_index_create(c, "HNSW", NULL, 0) != SX_OK)
         _exit(6);
     uint64_t s = seed;
-    int64_t ids[BATCH], bn[BATCH];
+    int64_t ids[BATCH], bn[BATCH], ver[BATCH];
     float v[BATCH * DIM];
     for (int b = round * 1000;; b++) {
         for (int i = 0; i < BATCH; i++) {
             ids[i] = (int64_t)b * BATCH + i;
             bn[i] = b;
+            ver[i] = 0;
             for (int k = 0; k < DIM; k++)
                 v[i * DIM + k] = test_randf(&s);
         }
         sx_column cols[] = { { "id", SX_FIELD_INT64, ids },
                              { "v", SX_FIELD_FLOAT_VECTOR, v },
-                             { "batch", SX_FIELD_INT64, bn } };
-        sx_batch bt = { BATCH, cols, 3 };
+                             { "batch", SX_FIELD_INT64, bn },
+                             { "ver", SX_FIELD_INT64, ver } };
+        sx_batch bt = { BATCH, cols, 4 };
         if (sx_insert(c, &bt, NULL) != SX_OK)
             _exit(7);
-        int32_t msg = b; /* insert ack */
-        if (write(fd, &msg, 4) != 4)
+        int32_t msg[3] = { ACK_INSERT, b, 0 };
+        if (write(fd, msg, sizeof msg) != sizeof msg)
             _exit(8);
+        int up = b - 2; /* upsert an earlier batch (never a deleted one: those are x % 7 == 2) */
+        if (b % 3 == 0 && up >= round * 1000 && up % 7 != 2) {
+            for (int i = 0; i < BATCH; i++) {
+                ids[i] = (int64_t)up * BATCH + i;
+                bn[i] = up;
+                ver[i] = b;
+            }
+            if (sx_upsert(c, &bt) != SX_OK)
+                _exit(11);
+            int32_t m2[3] = { ACK_UPSERT, up, b };
+            if (write(fd, m2, sizeof m2) != sizeof m2)
+                _exit(8);
+        }
         if (b % 7 == 3) { /* delete the previous batch */
             char filt[64];
             snprintf(filt, sizeof filt, "batch == %d", b - 1);
             if (sx_delete_where(c, filt, NULL) != SX_OK)
                 _exit(9);
-            msg = -(b - 1) - 1; /* delete ack */
-            if (write(fd, &msg, 4) != 4)
+            int32_t m3[3] = { ACK_DELETE, b - 1, 0 };
+            if (write(fd, m3, sizeof m3) != sizeof m3)
                 _exit(8);
         }
         if (b % 23 == 0 && sx_flush(c) != SX_OK)
@@ -77,11 +97,16 @@ static void test_kill9(void)
     snprintf(dir, sizeof dir, "%s", dir0);
     uint64_t seed = test_seed();
     static signed char state[MAXB]; /* 0 unknown, 1 acked insert, 2 acked delete */
+    static int32_t min_ver[MAXB];   /* highest acknowledged upsert version of a batch */
     memset(state, 0, sizeof state);
+    memset(min_ver, 0, sizeof min_ver);
+    const char *er = getenv("SX_KILL_ROUNDS");
+    int rounds = er ? atoi(er) : ROUNDS_DEFAULT; /* test code: atoi is fine here */
+    long upserts = 0;
     uint64_t rs = seed;
     long total_acks = 0;
     double worst_recovery_ms = 0;
-    for (int round = 0; round < ROUNDS; round++) {
+    for (int round = 0; round < rounds; round++) {
         int p[2];
         ASSERT(pipe(p) == 0);
         pid_t pid = fork();
@@ -99,13 +124,20 @@ static void test_kill9(void)
         waitpid(pid, &wst, 0);
         if (WIFEXITED(wst))
             FAILF("child exited early with %d in round %d", WEXITSTATUS(wst), round);
-        int32_t msg;
-        while (read(p[0], &msg, 4) == 4) {
+        int32_t msg[3];
+        while (read(p[0], msg, sizeof msg) == sizeof msg) {
             total_acks++;
-            if (msg >= 0 && msg < MAXB)
-                state[msg] = 1;
-            else if (msg < 0 && -msg - 1 < MAXB)
-                state[-msg - 1] = 2;
+            if (msg[1] < 0 || msg[1] >= MAXB)
+                continue;
+            if (msg[0] == ACK_INSERT)
+                state[msg[1]] = 1;
+            else if (msg[0] == ACK_DELETE)
+                state[msg[1]] = 2;
+            else if (msg[0] == ACK_UPSERT) {
+                upserts++;
+                if (msg[2] > min_ver[msg[1]])
+                    min_ver[msg[1]] = msg[2];
+            }
         }
         close(p[0]);
         /* recover and verify */
@@ -125,14 +157,21 @@ static void test_kill9(void)
         }
         ASSERT_OK(st);
         sx_rowset *all;
-        const char *outs[] = { "batch" };
-        ASSERT_OK(sx_query(c, NULL, outs, 1, 0, 0, &all));
+        const char *outs[] = { "batch", "ver" };
+        ASSERT_OK(sx_query(c, NULL, outs, 2, 0, 0, &all));
         static int per_batch[MAXB];
+        static int64_t batch_ver[MAXB];
         memset(per_batch, 0, sizeof per_batch);
         for (size_t i = 0; i < all->n_rows; i++) {
             int64_t b = ((int64_t *)all->cols[1].data)[i];
+            int64_t vr = ((int64_t *)all->cols[2].data)[i];
             ASSERT(b >= 0 && b < MAXB);
             ASSERT_EQ(((int64_t *)all->cols[0].data)[i] / BATCH, b);
+            if (per_batch[b] == 0)
+                batch_ver[b] = vr;
+            else if (batch_ver[b] != vr)
+                FAILF("round %d: batch %d mixes versions %lld and %lld (a half-applied upsert)",
+                      round, (int)b, (long long)batch_ver[b], (long long)vr);
             per_batch[b]++;
         }
         for (int b = 0; b < MAXB; b++) {
@@ -146,6 +185,9 @@ static void test_kill9(void)
                 FAILF("round %d: acknowledged batch %d lost", round, b);
             if (state[b] == 2 && per_batch[b] != 0)
                 FAILF("round %d: deleted batch %d came back", round, b);
+            if (per_batch[b] == BATCH && batch_ver[b] < min_ver[b])
+                FAILF("round %d: acknowledged upsert of batch %d (version %d) rolled back to %lld",
+                      round, b, (int)min_ver[b], (long long)batch_ver[b]);
         }
         /* the next round only trusts what is now present */
         for (int b = 0; b < MAXB; b++)
@@ -157,10 +199,11 @@ static void test_kill9(void)
         sx_db_close(db);
     }
     fprintf(stderr,
-            "kill -9 rounds: %d, acknowledged operations checked: %ld, worst recovery "
-            "%.1f ms\n",
-            ROUNDS, total_acks, worst_recovery_ms);
-    ASSERT(total_acks > ROUNDS);
+            "kill -9 rounds: %d, acknowledged operations checked: %ld (upserts %ld), worst "
+            "recovery %.1f ms\n",
+            rounds, total_acks, upserts, worst_recovery_ms);
+    ASSERT(total_acks > rounds);
+    ASSERT(upserts > 0);
 }
 
 int main(void)
