@@ -4,12 +4,15 @@
  *
  *   test_sigterm_flushes  create a collection, insert rows (never flushed), SIGTERM: exit
  *                         status 0; restart: every row is there (count(*) and get).
- *   test_kill9_stream     rounds (SX_KILL_ROUNDS, default 5) of: a client inserts batches of 50
- *                         rows with known ids and records the acknowledged batches; a forked
- *                         killer sends SIGKILL to the server after a random delay; restart; every
- *                         acknowledged id is present and every batch (acknowledged or in flight)
- *                         is present entirely or not at all. Prints the recovery time (spawn to
- *                         /readyz 200) of each round.
+ *   test_kill9_stream     rounds (SX_KILL_ROUNDS, default 50; reliability.md T1) of: a client
+ *                         inserts batches of 50 rows with known ids, upserts earlier batches with
+ *                         a new version (a dynamic field "ver"), deletes earlier batches by
+ *                         filter, and records every acknowledged operation; a forked killer
+ *                         sends SIGKILL to the server after a random delay; restart; every
+ *                         acknowledged insert is present with at least its acknowledged upsert
+ *                         version, every acknowledged delete stayed deleted, and every batch
+ *                         (acknowledged or in flight) is present entirely or not at all, with one
+ *                         version. Prints the recovery time (spawn to /readyz 200) of each round.
  *
  * The server runs with the default sync mode (full): an acknowledged insert is durable.
  */
@@ -135,19 +138,21 @@ static void create_collection(const char *name)
         FAILF("create %s: %s", name, th_last.text ? th_last.text : "(no answer)");
 }
 
-/* Builds an insert body for ids [first, first + n). Returns malloc'd text. */
-static char *insert_body(const char *coll, int64_t first, int n)
+/* Builds an insert body for ids [first, first + n), with the dynamic field "ver" = ver. Returns
+ * malloc'd text. */
+static char *insert_body(const char *coll, int64_t first, int n, int ver)
 {
-    size_t cap = 128 + (size_t)n * 96;
+    size_t cap = 128 + (size_t)n * 112;
     char *b = malloc(cap);
     if (!b)
         FAILF("oom");
     size_t k = (size_t)snprintf(b, cap, "{\"collectionName\":\"%s\",\"data\":[", coll);
     for (int i = 0; i < n; i++) {
         int64_t id = first + i;
-        k += (size_t)snprintf(b + k, cap - k, "%s{\"id\":%lld,\"vector\":[%d,%d,%d,1]}",
+        k += (size_t)snprintf(b + k, cap - k,
+                              "%s{\"id\":%lld,\"vector\":[%d,%d,%d,1],\"ver\":%d}",
                               i ? "," : "", (long long)id, (int)(id % 97), (int)(id % 13),
-                              (int)(id % 7));
+                              (int)(id % 7), ver);
     }
     snprintf(b + k, cap - k, "]}");
     return b;
@@ -177,7 +182,7 @@ static void test_sigterm_flushes(void)
     spawn_server();
     create_collection("t1");
     for (int b = 0; b < 10; b++) {
-        char *body = insert_body("t1", (int64_t)b * BATCH, BATCH);
+        char *body = insert_body("t1", (int64_t)b * BATCH, BATCH, 0);
         th_post("/v2/vectordb/entities/insert", body, NULL);
         free(body);
         if (th_code() != 0)
@@ -207,7 +212,7 @@ static void test_kill9_stream(void)
     snprintf(data_dir, sizeof data_dir, "%s/kill", tmp);
     snprintf(log_path, sizeof log_path, "%s/kill.log", tmp);
     const char *rs = getenv("SX_KILL_ROUNDS");
-    int rounds = rs ? (int)strtol(rs, NULL, 10) : 5;
+    int rounds = rs ? (int)strtol(rs, NULL, 10) : 50;
     if (rounds < 1)
         rounds = 1;
     uint64_t seed = test_seed();
@@ -215,6 +220,7 @@ static void test_kill9_stream(void)
     create_collection("k1");
     double worst = 0;
     int cut = 0;
+    long n_upserts = 0, n_deletes = 0;
     long long total_acked = 0;
     for (int round = 0; round < rounds; round++) {
         int64_t base = (int64_t)round * 10000000;
@@ -230,15 +236,57 @@ static void test_kill9_stream(void)
             kill(target, SIGKILL);
             _exit(0);
         }
+        /* state: 1 acked insert, 2 acked delete; doubt: the op cut by the kill (either outcome) */
+        static signed char state[MAX_BATCHES];
+        static int min_ver[MAX_BATCHES];
+        memset(state, 0, sizeof state);
+        memset(min_ver, 0, sizeof min_ver);
+        int doubt_kind = 0, doubt_batch = -1; /* 1 insert, 2 upsert, 3 delete */
         for (int b = 0; b < MAX_BATCHES; b++) {
-            char *body = insert_body("k1", base + (int64_t)b * BATCH, BATCH);
+            char *body = insert_body("k1", base + (int64_t)b * BATCH, BATCH, 0);
             th_resp *r = th_post("/v2/vectordb/entities/insert", body, NULL);
             free(body);
-            if (r->status == 0)
-                break; /* the server is gone: this batch is in doubt */
+            if (r->status == 0) { /* the server is gone: this batch is in doubt */
+                doubt_kind = 1;
+                doubt_batch = b;
+                break;
+            }
             if (th_code() != 0)
                 FAILF("round %d batch %d: %s", round, b, th_last.text);
             acked[b] = true;
+            state[b] = 1;
+            int up = b - 2; /* never a delete target (those are x % 4 == 2) */
+            if (b % 3 == 2 && up >= 0 && up % 4 != 2) {
+                body = insert_body("k1", base + (int64_t)up * BATCH, BATCH, b);
+                r = th_post("/v2/vectordb/entities/upsert", body, NULL);
+                free(body);
+                if (r->status == 0) {
+                    doubt_kind = 2;
+                    doubt_batch = up;
+                    break;
+                }
+                if (th_code() != 0)
+                    FAILF("round %d upsert %d: %s", round, up, th_last.text);
+                min_ver[up] = b;
+                n_upserts++;
+            }
+            if (b % 4 == 3) {
+                char del[256];
+                int64_t lo = base + (int64_t)(b - 1) * BATCH;
+                snprintf(del, sizeof del,
+                         "{\"collectionName\":\"k1\",\"filter\":\"id >= %lld and id < %lld\"}",
+                         (long long)lo, (long long)(lo + BATCH));
+                r = th_post("/v2/vectordb/entities/delete", del, NULL);
+                if (r->status == 0) {
+                    doubt_kind = 3;
+                    doubt_batch = b - 1;
+                    break;
+                }
+                if (th_code() != 0)
+                    FAILF("round %d delete %d: %s", round, b - 1, th_last.text);
+                state[b - 1] = 2;
+                n_deletes++;
+            }
         }
         int kst;
         waitpid(killer, &kst, 0); /* the SIGKILL has been sent once the killer is gone */
@@ -251,14 +299,14 @@ static void test_kill9_stream(void)
         if (rec > worst)
             worst = rec;
         /* presence of every id of the round, window by window */
-        static int per_batch[MAX_BATCHES];
+        static int per_batch[MAX_BATCHES], batch_ver[MAX_BATCHES];
         memset(per_batch, 0, sizeof per_batch);
         for (int w = 0; w < MAX_BATCHES; w += WINDOW) {
             int64_t lo = base + (int64_t)w * BATCH, hi = lo + (int64_t)WINDOW * BATCH;
             char body[512];
             snprintf(body, sizeof body,
                      "{\"collectionName\":\"k1\",\"filter\":\"id >= %lld and id < %lld\","
-                     "\"outputFields\":[\"id\"],\"limit\":16384}",
+                     "\"outputFields\":[\"id\",\"ver\"],\"limit\":16384}",
                      (long long)lo, (long long)hi);
             th_post("/v2/vectordb/entities/query", body, NULL);
             if (th_code() != 0)
@@ -273,18 +321,34 @@ static void test_kill9_stream(void)
                 int64_t off = (int64_t)json_integer_value(idv) - base;
                 ASSERT(off >= (int64_t)w * BATCH && off < (int64_t)(w + WINDOW) * BATCH);
                 ASSERT(off < (int64_t)MAX_BATCHES * BATCH);
-                per_batch[off / BATCH]++;
+                json_t *vv = json_object_get(row, "ver");
+                ASSERT(json_is_integer(vv));
+                int vr = (int)json_integer_value(vv);
+                int pb = (int)(off / BATCH);
+                if (per_batch[pb] == 0)
+                    batch_ver[pb] = vr;
+                else if (batch_ver[pb] != vr)
+                    FAILF("round %d: batch %d mixes versions %d and %d", round, pb, batch_ver[pb],
+                          vr);
+                per_batch[pb]++;
             }
         }
         int present = 0;
         for (int b = 0; b < MAX_BATCHES; b++) {
             if (per_batch[b] != 0 && per_batch[b] != BATCH)
                 FAILF("round %d: batch %d is torn: %d of %d rows", round, b, per_batch[b], BATCH);
-            if (acked[b] && per_batch[b] != BATCH)
+            bool in_doubt = b == doubt_batch;
+            if (state[b] == 1 && per_batch[b] != BATCH && !(in_doubt && doubt_kind == 3))
                 FAILF("round %d: acknowledged batch %d lost", round, b);
+            if (state[b] == 2 && per_batch[b] != 0)
+                FAILF("round %d: deleted batch %d came back", round, b);
+            if (state[b] == 0 && per_batch[b] != 0 && !(in_doubt && doubt_kind == 1))
+                FAILF("round %d: batch %d present but never inserted", round, b);
+            if (per_batch[b] == BATCH && batch_ver[b] < min_ver[b])
+                FAILF("round %d: acknowledged upsert of batch %d (version %d) rolled back to %d",
+                      round, b, min_ver[b], batch_ver[b]);
             present += per_batch[b] == BATCH;
         }
-        ASSERT(present >= n_acked && present <= n_acked + 1);
         if (n_acked < MAX_BATCHES)
             cut++;
         total_acked += (long long)present * BATCH;
@@ -294,8 +358,10 @@ static void test_kill9_stream(void)
                 "(spawn to ready) %.3f s\n",
                 round, delay_ms, n_acked, present, rec);
     }
-    fprintf(stderr, "kill -9: %d rounds (%d cut mid-stream), worst recovery %.3f s\n", rounds,
-            cut, worst);
+    fprintf(stderr,
+            "kill -9: %d rounds (%d cut mid-stream), %lld rows acknowledged and present, %ld "
+            "upserts and %ld deletes acknowledged, worst recovery %.3f s\n",
+            rounds, cut, total_acked, n_upserts, n_deletes, worst);
     ASSERT(cut > 0);
     int st = signal_server(SIGTERM);
     ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
