@@ -115,6 +115,21 @@ typedef struct sx_db_options {
      * within it (DISKANN partitions its build) or fails cleanly (state FAILED, fail_reason says
      * so); it is never OOM-killed. Milvus: index_build_memory_limit. */
     uint64_t index_build_memory_limit;
+    /* Object storage (docs/internals/STORAGE.md). NULL or "": local only. "s3://BUCKET[/PREFIX]"
+     * (AWS S3, MinIO, Ceph RGW, s3rver; credentials from AWS_ACCESS_KEY_ID /
+     * AWS_SECRET_ACCESS_KEY, else $SEXTANT_S3_CREDENTIALS or ~/.aws/credentials) or
+     * "file:///abs/dir" (a directory, e.g. a shared mount). The WAL stays in `dir`; sealed
+     * segments, delete files, index files and each collection's manifest are uploaded when a
+     * segment is sealed (sx_flush, sx_compact, a full growing segment) and index files after
+     * their build. Opening a directory that lacks a collection the store has downloads it first,
+     * so a collection can be opened anywhere from the store alone after a flush. Strings are
+     * copied by sx_db_open. */
+    const char *storage_url;
+    const char *s3_endpoint; /* "http://127.0.0.1:4569"; NULL: $SEXTANT_S3_ENDPOINT, else AWS */
+    const char *s3_region;   /* NULL: $AWS_REGION, else "us-east-1" */
+    /* Bytes of local disk for files that also live in the store (0: unlimited). Reserved: the
+     * local copies are kept in full in this version (see STORAGE.md, "cache"). */
+    uint64_t cache_limit_bytes;
 } sx_db_options;
 
 /* Opens (creating if needed) the database in directory `dir`, recovering every collection from
@@ -210,7 +225,10 @@ SX_API SX_NODISCARD sx_status sx_delete_where(sx_collection *c,
                                               const char *filter,
                                               uint64_t *n_deleted);
 /* Seals the growing segment to disk, persists delete bitmaps, rewrites the manifest and
- * truncates the WAL. The sealed segment gets the collection's index built in the background. */
+ * truncates the WAL. The sealed segment gets the collection's index built in the background.
+ * With an object store, the new files and the manifest are then uploaded (see sx_db_sync):
+ * SX_EREMOTE means the local flush is complete and durable but the store is behind; a later
+ * flush or sx_db_sync catches up. */
 SX_API SX_NODISCARD sx_status sx_flush(sx_collection *c);
 /* Rewrites sealed segments that hold deleted rows without them (and merges small ones). */
 SX_API SX_NODISCARD sx_status sx_compact(sx_collection *c);
@@ -323,6 +341,17 @@ SX_API SX_NODISCARD sx_status sx_index_drop(sx_collection *c);
 SX_API SX_NODISCARD sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms);
 
 /* ---------------------------------------------------------------- misc */
+
+/* Uploads to the object store (sx_db_options.storage_url) whatever it lacks of every
+ * collection's committed state: files named by the local manifests, index files built since the
+ * last sync, then each collection's store manifest; then deletes objects no manifest names.
+ * sx_flush already does this for its collection; this also covers index builds that finished
+ * after the last flush. A no-op without a store or when read-only.
+ * Returns: SX_OK, or the first failure (the other collections are still tried).
+ * Errors: SX_EREMOTE (the store failed: the message names the object; nothing local changed, so
+ * nothing acknowledged is lost and a later sync or flush retries), SX_EIO, SX_ENOMEM.
+ * Thread-safety: any thread; serialised with flushes per collection. */
+SX_API SX_NODISCARD sx_status sx_db_sync(sx_db *db);
 
 /* Verifies checksums of every manifest, segment, delete and index file, and the WAL.
  * Returns SX_OK or SX_ECORRUPT with the first problem in sx_errmsg(). */

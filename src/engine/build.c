@@ -146,8 +146,11 @@ static void run_job(sx_db *db, sx__job *j)
         if (sst == SX_OK && !atomic_load(&c->dropped)) {
             char path[4096];
             sx__coll_path(c, path, sizeof path, "idx", s->id);
-            /* best effort: a missing index file only means a rebuild after reopen */
+            /* best effort: a missing index file only means a rebuild after reopen. With an
+             * object store the write is bracketed so a sync never reads it half-replaced. */
+            sx__store_index_begin(c);
             sx__ignore(sx__idxfile_write(path, type, pstr, n, c->dim, w.data, w.len));
+            sx__store_index_end(c, s->id);
         }
         sx__wbuf_fini(&w);
         /* publish only if the spec is still the one we built for */
@@ -158,6 +161,7 @@ static void run_job(sx_db *db, sx__job *j)
             publish(s, r);
             release_vectors(c, s, ops);
             r = NULL;
+            sx__store_after_build(c, &db->cancel_build); /* upload the index files */
         } else {
             clear_pending(s);
         }
@@ -184,6 +188,8 @@ static void run_job(sx_db *db, sx__job *j)
 static void *builder_main(void *arg)
 {
     sx_db *db = arg;
+    /* everything this thread reads and writes (segments in, index files out) is BUILD I/O */
+    sx_io_phase_set(SX_IO_PHASE_BUILD);
     pthread_mutex_lock(&db->mu);
     for (;;) {
         while (!db->jobs_head && !db->stopping)
@@ -356,8 +362,8 @@ static bool ignored_param(const char *k)
            strcasecmp(k, "metricType") == 0;
 }
 
-sx_status
-sx_index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
+static sx_status
+index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
 {
     const sx__index_ops *ops = sx__index_lookup(index_type);
     if (!ops)
@@ -434,8 +440,22 @@ sx_index_create(sx_collection *c, const char *index_type, const sx_param *params
         for (size_t i = 0; i < c->n_segs; i++)
             if (c->segs[i]->persisted)
                 sx__seg_attach_index(c, c->segs[i]);
+        /* best effort: the store manifest gets the spec (a failure is retried by the next sync) */
+        if (sx__store_sync_locked(c) != SX_OK)
+            sx__err_clear();
     }
     pthread_mutex_unlock(&c->flush_mu);
+    return st;
+}
+
+/* Creating an index (its manifest update, loading index files found for sealed segments) is
+ * optimize I/O: the calling thread is tagged BUILD for the call, its phase restored after. */
+sx_status
+sx_index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
+{
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_BUILD);
+    sx_status st = index_create(c, index_type, params, n_params);
+    sx_io_phase_set(prev);
     return st;
 }
 
@@ -455,6 +475,9 @@ sx_status sx_index_drop(sx_collection *c)
     sx__build_cancel_coll(c->db, c);
     sx_status st = sx__write_manifest(c, NULL);
     sx__coll_drop_indexes(c, old_ops);
+    /* best effort: the store drops the index objects after its new manifest */
+    if (st == SX_OK && sx__store_sync_locked(c) != SX_OK)
+        sx__err_clear();
     pthread_mutex_unlock(&c->flush_mu);
     notify(c);
     return st;

@@ -294,6 +294,8 @@ static void coll_free(sx_collection *c)
     pthread_rwlock_destroy(&c->seg_lock);
     pthread_cond_destroy(&c->index_cv);
     pthread_mutex_destroy(&c->idx_wait_mu);
+    sx__store_coll_fini(c);
+    pthread_mutex_destroy(&c->store_mu);
     sx__free(c);
 }
 
@@ -317,11 +319,14 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
     pthread_rwlock_init(&c->seg_lock, NULL);
     pthread_cond_init(&c->index_cv, NULL);
     pthread_mutex_init(&c->idx_wait_mu, NULL);
+    pthread_mutex_init(&c->store_mu, NULL);
     char path[4096];
     (void)snprintf(path, sizeof path, "%s/collections/%s", db->dir, name);
     c->dir = sx__strdup(path);
     c->name = sx__strdup(name);
     sx_status st = c->dir && c->name ? SX_OK : sx__err(SX_ENOMEM, "open collection");
+    if (st == SX_OK)
+        st = sx__store_coll_init(c);
     if (st != SX_OK)
         goto fail;
     (void)snprintf(path, sizeof path, "%s/MANIFEST", c->dir);
@@ -412,8 +417,11 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         goto unlock_write;
     }
     size_t grows = atomic_load(&c->growing->n_rows);
-    if (from_insert && grows < c->max_growing_rows)
-        goto unlock_write; /* someone else sealed it already */
+    /* Sealed by someone else already (the growing segment is new and empty). Sealing whenever
+     * rows are there guarantees progress to an insert whose batch does not fit the room left:
+     * comparing with max_growing_rows spun forever on a batch that did not divide it. */
+    if (from_insert && grows == 0)
+        goto unlock_write;
     uint64_t next_lsn = 0;
     st = sx__wal_rotate(c->wal, &next_lsn);
     if (st != SX_OK)
@@ -571,6 +579,15 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     st = sx__wal_truncate_before(c->wal, c->checkpoint_lsn + 1);
     for (size_t w = 0; w < n_to_write; w++)
         sx__seg_attach_index(c, to_write[w]);
+    if (st == SX_OK && c->cs) {
+        /* after the local commit: a store failure loses nothing (local MANIFEST + WAL). A seal
+         * forced by an insert does not fail the insert: the next flush or sync retries. */
+        sx_status sst = sx__store_sync_locked(c);
+        if (sst != SX_OK && !from_insert)
+            st = sst;
+        else if (sst != SX_OK)
+            sx__err_clear();
+    }
     goto unlock_flush;
 
 unlock_write:
@@ -790,6 +807,8 @@ sx_status sx_compact(sx_collection *c)
         }
     }
     pthread_mutex_unlock(&c->write_mu);
+    if (st == SX_OK)
+        st = sx__store_sync_locked(c); /* the compacted segments, then GC of the old ones */
     pthread_mutex_unlock(&c->flush_mu);
     return st;
 }
@@ -940,6 +959,8 @@ sx_status sx_collection_set_metric(sx_collection *c, sx_metric m)
                              c->name);
         }
         pthread_mutex_unlock(&c->write_mu);
+        if (!flush_first && st == SX_OK)
+            st = sx__store_sync_locked(c);
         pthread_mutex_unlock(&c->flush_mu);
         if (!flush_first)
             return st;

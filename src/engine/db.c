@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "storage/manifest.h"
+#include "storage/objstore.h"
 #include "storage/segfile.h"
 #include "util/alloc.h"
 #include "util/bitset.h"
@@ -48,6 +49,15 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
     char **names = NULL;
     size_t n = 0;
     sx_status st = db->dir ? SX_OK : sx__err(SX_ENOMEM, "open");
+    /* the option strings are the caller's: keep copies (freed by sx_db_close) */
+    const char **strs[3] = { &db->opts.storage_url, &db->opts.s3_endpoint, &db->opts.s3_region };
+    for (size_t i = 0; i < 3; i++) {
+        if (!*strs[i])
+            continue;
+        *strs[i] = sx__strdup(*strs[i]);
+        if (!*strs[i] && st == SX_OK)
+            st = sx__err(SX_ENOMEM, "open");
+    }
     if (st == SX_OK && !db->opts.read_only) {
         (void)snprintf(path, sizeof path, "%s/collections", dir);
         st = sx__fs_mkdir_p(path);
@@ -55,6 +65,15 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
     if (st == SX_OK && !db->opts.read_only) {
         (void)snprintf(path, sizeof path, "%s/LOCK", dir);
         st = sx__fs_lock(path, &db->lock);
+    }
+    if (st == SX_OK)
+        st = sx__store_open(db);
+    if (st == SX_OK && db->store) {
+        /* open from the store: collections it has and this directory lacks are downloaded */
+        (void)snprintf(path, sizeof path, "%s/collections", dir);
+        st = sx__fs_mkdir_p(path);
+        if (st == SX_OK)
+            st = sx__store_restore(db);
     }
     if (st == SX_OK)
         st = sx__builder_start(db);
@@ -108,9 +127,17 @@ void sx_db_close(sx_db *db)
     if (!db)
         return;
     sx__builder_stop(db);
+    /* best effort: index files built since the last sync, or a sync that failed */
+    for (size_t i = 0; db->store && !db->opts.read_only && i < db->n_colls; i++)
+        if (sx__store_is_dirty(db->colls[i]))
+            sx__ignore(sx__store_sync(db->colls[i]));
     for (size_t i = 0; i < db->n_colls; i++)
         sx__coll_unref(db->colls[i]);
     sx__free(db->colls);
+    sx__objstore_free(db->store);
+    sx__free((char *)db->opts.storage_url);
+    sx__free((char *)db->opts.s3_endpoint);
+    sx__free((char *)db->opts.s3_region);
     (void)sx__file_close(db->lock);
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->job_cv);
@@ -241,7 +268,16 @@ sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
     } else {
         sx__ignore(sx__fs_rmtree(tmp));
     }
+    if (st == SX_OK && c)
+        atomic_fetch_add(&c->refs, 1);
     pthread_mutex_unlock(&db->mu);
+    if (st == SX_OK && c) {
+        /* best effort: the empty collection appears in the store (a flush retries) */
+        if (sx__store_sync(c) != SX_OK)
+            sx__store_mark_dirty(c);
+        sx__err_clear();
+        sx__coll_unref(c);
+    }
     return st;
 }
 
@@ -250,6 +286,21 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
     sx__err_clear();
     if (db->opts.read_only)
         return sx__err(SX_EINVAL, "database is open read-only");
+    if (db->store && name) {
+        /* the store manifest goes first: if that fails nothing is dropped, and a collection
+         * dropped here never comes back from the store at the next open */
+        pthread_mutex_lock(&db->mu);
+        sx_collection *sc = find_locked(db, name, NULL);
+        if (sc)
+            atomic_fetch_add(&sc->refs, 1);
+        pthread_mutex_unlock(&db->mu);
+        if (sc) {
+            sx_status dst = sx__store_drop_begin(sc);
+            sx__coll_unref(sc);
+            if (dst != SX_OK)
+                return dst;
+        }
+    }
     pthread_mutex_lock(&db->mu);
     size_t pos = 0;
     sx_collection *c = name ? find_locked(db, name, &pos) : NULL;
@@ -276,6 +327,7 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
         sx__ignore(sx__fs_rmtree(gone));
     pthread_mutex_unlock(&c->flush_mu);
     sx__coll_unref(c);
+    sx__store_drop_finish(db, name);
     return st;
 }
 
@@ -364,7 +416,10 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
 sx_status sx_flush(sx_collection *c)
 {
     sx__err_clear();
-    return sx__coll_flush(c, false);
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_INSERT); /* the I/O profile: ingest */
+    sx_status st = sx__coll_flush(c, false);
+    sx_io_phase_set(prev);
+    return st;
 }
 
 /* ---------------------------------------------------------------- check */

@@ -103,6 +103,9 @@ struct sx_collection {
     sx__wal *wal;
     pthread_cond_t index_cv; /* signalled (with seg_lock's companion idx_wait_mu) on builds */
     pthread_mutex_t idx_wait_mu;
+    /* object store (store.c): NULL without one. store_mu guards *cs; order flush_mu -> store_mu */
+    pthread_mutex_t store_mu;
+    struct sx__cstore *cs;
 };
 
 typedef struct sx__job {
@@ -126,6 +129,7 @@ struct sx_db {
     atomic_bool cancel_build;     /* set by close and by an index drop of the running job's coll. */
     sx_collection *building;      /* guarded by mu: collection of the running job (or NULL) */
     atomic_size_t build_progress; /* rows done by the running job (relaxed) */
+    struct sx__objstore *store;   /* NULL: local only (store.c); immutable while open */
 };
 
 /* A consistent set of segments for one read (search/query/count/get). */
@@ -216,6 +220,29 @@ void sx__coll_drop_indexes(sx_collection *c, const sx__index_ops *ops);
 void sx__build_cancel_coll(sx_db *db, sx_collection *c);
 /* <dir>/seg-<id> : prefix under which file-backed indexes keep their files */
 void sx__idx_prefix(const sx_collection *c, char *buf, size_t n, uint64_t id);
+
+/* store.c: the collection files in an object store (sx_db_options.storage_url). Every function
+ * is a no-op returning SX_OK when the database has no store. */
+SX_NODISCARD sx_status sx__store_open(sx_db *db);
+/* Downloads every collection the store has and the data directory lacks (open from the store). */
+SX_NODISCARD sx_status sx__store_restore(sx_db *db);
+SX_NODISCARD sx_status sx__store_coll_init(sx_collection *c);
+void sx__store_coll_fini(sx_collection *c);
+/* Uploads what the local MANIFEST names and the store lacks, then the store manifest, then
+ * deletes unnamed objects. Caller holds flush_mu (sx__store_sync takes it). Errors: SX_EREMOTE
+ * (the local state is unchanged and complete; the next sync retries), SX_ENOMEM, SX_EIO. */
+SX_NODISCARD sx_status sx__store_sync_locked(sx_collection *c);
+SX_NODISCARD sx_status sx__store_sync(sx_collection *c);
+void sx__store_mark_dirty(sx_collection *c);
+bool sx__store_is_dirty(sx_collection *c);
+/* The builder brackets writing a segment's index file with these (store_mu held between). */
+void sx__store_index_begin(sx_collection *c);
+void sx__store_index_end(sx_collection *c, uint64_t seg_id);
+/* The builder, after publishing an index: sync if flush_mu can be had soon, else leave dirty. */
+void sx__store_after_build(sx_collection *c, const atomic_bool *cancel);
+/* Drop: the store manifest goes first (SX_EREMOTE: not dropped), the other objects after. */
+SX_NODISCARD sx_status sx__store_drop_begin(sx_collection *c);
+void sx__store_drop_finish(sx_db *db, const char *name);
 
 /* WAL record types */
 enum { SX__REC_INSERT = 1, SX__REC_UPSERT = 2, SX__REC_DELETE = 3 };

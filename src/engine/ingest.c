@@ -445,14 +445,23 @@ unlock:
     return st;
 }
 
+/* The public write entry points tag the calling thread's I/O phase INSERT for their duration
+ * (WAL appends and syncs, and the flushes a full growing segment triggers) and restore the
+ * caller's phase on return; the bodies return from many places, so the tag wraps them. */
 sx_status sx_insert(sx_collection *c, const sx_batch *b, int64_t *ids_out)
 {
-    return write_rows(c, b, ids_out, false);
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_INSERT);
+    sx_status st = write_rows(c, b, ids_out, false);
+    sx_io_phase_set(prev);
+    return st;
 }
 
 sx_status sx_upsert(sx_collection *c, const sx_batch *b)
 {
-    return write_rows(c, b, NULL, true);
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_INSERT);
+    sx_status st = write_rows(c, b, NULL, true);
+    sx_io_phase_set(prev);
+    return st;
 }
 
 /* ---------------------------------------------------------------- delete */
@@ -490,7 +499,7 @@ static uint64_t apply_delete(sx_collection *c, const sx_keys *k)
     return n;
 }
 
-sx_status sx_delete(sx_collection *c, const sx_keys *keys, uint64_t *n_deleted)
+static sx_status delete_keys(sx_collection *c, const sx_keys *keys, uint64_t *n_deleted)
 {
     if (!keys || (!keys->ints == !keys->strs && keys->n))
         return sx__err(SX_EINVAL, "keys: exactly one of ints/strs must be set");
@@ -525,6 +534,14 @@ sx_status sx_delete(sx_collection *c, const sx_keys *keys, uint64_t *n_deleted)
         st = sx__wal_sync(c->wal, lsn);
     if (st == SX_OK && n_deleted)
         *n_deleted = n;
+    return st;
+}
+
+sx_status sx_delete(sx_collection *c, const sx_keys *keys, uint64_t *n_deleted)
+{
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_INSERT);
+    sx_status st = delete_keys(c, keys, n_deleted);
+    sx_io_phase_set(prev);
     return st;
 }
 

@@ -181,9 +181,12 @@ typedef struct search_job {
 static void *run_index_job(void *arg)
 {
     search_job *j = arg;
+    /* worker threads start in OTHER: their index reads (DISKANN sectors) are QUERY I/O */
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_QUERY);
     sx__hit *hits = sx__malloc(j->kk * sizeof *hits);
     if (!hits) {
         j->st = sx__err(SX_ENOMEM, "search");
+        sx_io_phase_set(prev);
         return NULL;
     }
     for (size_t q = j->q0; q < j->q1 && j->st == SX_OK; q++) {
@@ -199,6 +202,7 @@ static void *run_index_job(void *arg)
         }
     }
     sx__free(hits);
+    sx_io_phase_set(prev);
     return NULL;
 }
 
@@ -271,7 +275,7 @@ static sx_status search_exact(sx_collection *c,
     return st;
 }
 
-sx_status sx_search(sx_collection *c, const sx_search_req *req, sx_rowset **out)
+static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rowset **out)
 {
     if (!req || !req->queries || req->nq == 0)
         return sx__err(SX_EINVAL, "search needs at least one query vector");
@@ -420,15 +424,26 @@ out:
     return st;
 }
 
+/* The public read entry points tag the calling thread's I/O phase QUERY for their duration and
+ * restore the caller's phase on return (the bodies return from many places, so the tag wraps
+ * them). */
+sx_status sx_search(sx_collection *c, const sx_search_req *req, sx_rowset **out)
+{
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_QUERY);
+    sx_status st = search_impl(c, req, out);
+    sx_io_phase_set(prev);
+    return st;
+}
+
 /* ---------------------------------------------------------------- query, count, get */
 
-sx_status sx_query(sx_collection *c,
-                   const char *filter,
-                   const char *const *output_fields,
-                   size_t n_output_fields,
-                   uint64_t limit,
-                   uint64_t offset,
-                   sx_rowset **out)
+static sx_status query_impl(sx_collection *c,
+                            const char *filter,
+                            const char *const *output_fields,
+                            size_t n_output_fields,
+                            uint64_t limit,
+                            uint64_t offset,
+                            sx_rowset **out)
 {
     size_t fields[SX_MAX_FIELDS * 2];
     size_t n_fields = 0;
@@ -489,7 +504,21 @@ sx_status sx_query(sx_collection *c,
     return st;
 }
 
-sx_status sx_count(sx_collection *c, const char *filter, uint64_t *out)
+sx_status sx_query(sx_collection *c,
+                   const char *filter,
+                   const char *const *output_fields,
+                   size_t n_output_fields,
+                   uint64_t limit,
+                   uint64_t offset,
+                   sx_rowset **out)
+{
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_QUERY);
+    sx_status st = query_impl(c, filter, output_fields, n_output_fields, limit, offset, out);
+    sx_io_phase_set(prev);
+    return st;
+}
+
+static sx_status count_impl(sx_collection *c, const char *filter, uint64_t *out)
 {
     sx__expr *e = NULL;
     sx_status st = parse_filter(c, filter, &e);
@@ -520,11 +549,19 @@ sx_status sx_count(sx_collection *c, const char *filter, uint64_t *out)
     return st;
 }
 
-sx_status sx_get(sx_collection *c,
-                 const sx_keys *keys,
-                 const char *const *output_fields,
-                 size_t n_output_fields,
-                 sx_rowset **out)
+sx_status sx_count(sx_collection *c, const char *filter, uint64_t *out)
+{
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_QUERY);
+    sx_status st = count_impl(c, filter, out);
+    sx_io_phase_set(prev);
+    return st;
+}
+
+static sx_status get_impl(sx_collection *c,
+                          const sx_keys *keys,
+                          const char *const *output_fields,
+                          size_t n_output_fields,
+                          sx_rowset **out)
 {
     if (!keys || (keys->n && !keys->ints == !keys->strs))
         return sx__err(SX_EINVAL, "keys: exactly one of ints/strs must be set");
@@ -574,12 +611,26 @@ sx_status sx_get(sx_collection *c,
     return st;
 }
 
-sx_status sx_delete_where(sx_collection *c, const char *filter, uint64_t *n_deleted)
+sx_status sx_get(sx_collection *c,
+                 const sx_keys *keys,
+                 const char *const *output_fields,
+                 size_t n_output_fields,
+                 sx_rowset **out)
+{
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_QUERY);
+    sx_status st = get_impl(c, keys, output_fields, n_output_fields, out);
+    sx_io_phase_set(prev);
+    return st;
+}
+
+/* A delete is write-path I/O: the whole call, its filter scan included, is INSERT (query_impl,
+ * not sx_query, so the scan is not re-tagged QUERY). */
+static sx_status delete_where_impl(sx_collection *c, const char *filter, uint64_t *n_deleted)
 {
     if (!filter || !*filter)
         return sx__err(SX_EINVAL, "delete needs a filter expression");
     sx_rowset *rs = NULL;
-    sx_status st = sx_query(c, filter, NULL, 0, 0, 0, &rs);
+    sx_status st = query_impl(c, filter, NULL, 0, 0, 0, &rs);
     if (st != SX_OK)
         return st;
     sx_keys k = { rs->n_rows, NULL, NULL };
@@ -589,5 +640,13 @@ sx_status sx_delete_where(sx_collection *c, const char *filter, uint64_t *n_dele
         k.strs = (const char *const *)rs->cols[0].data;
     st = sx_delete(c, &k, n_deleted);
     sx_rowset_free(rs);
+    return st;
+}
+
+sx_status sx_delete_where(sx_collection *c, const char *filter, uint64_t *n_deleted)
+{
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_INSERT);
+    sx_status st = delete_where_impl(c, filter, n_deleted);
+    sx_io_phase_set(prev);
     return st;
 }

@@ -82,8 +82,11 @@ void sx__io_note_write(uint64_t ops, uint64_t bytes);
 
 /* The I/O profile (sx_io_profile_get in sextant.h): one operation of `bytes` on a backend,
  * attributed to the calling thread's phase (sx_io_phase_set). The local file layer records
- * through sx__io_note_read/write; the S3 client (storage/s3.c) calls this once per request with
- * the payload bytes. */
+ * through sx__io_note_read/write (sx__io_note_read(count, bytes) = `count` operations of
+ * bytes/count each, as DISKANN's batched sector reads report); the S3 client (storage/s3.c) calls
+ * this once per request with the payload bytes. A LOCAL record also counts in sx_io_stats (it
+ * goes through sx__io_note_*), an OBJSTORE one only in the profile. Thread-safety: any thread
+ * (relaxed atomics; the phase is the caller's thread-local). */
 typedef enum sx__io_backend { SX__IO_LOCAL = 0, SX__IO_OBJSTORE = 1 } sx__io_backend;
 void sx__io_record(sx__io_backend b, bool is_write, uint64_t bytes);
 

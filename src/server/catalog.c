@@ -74,6 +74,7 @@ struct sx__catalog {
     pthread_mutex_t mu;
     char *root;
     sx_db_options opts;
+    char *storage_url, *s3_endpoint, *s3_region; /* owned copies behind opts' pointers */
     cdb **dbs; /* guarded by: mu; [0] is "default" */
     size_t n_dbs;
     cdb **grave; /* guarded by: mu; dropped databases, closed at sx__cat_close */
@@ -553,8 +554,19 @@ static sx_status cdb_open(sx__catalog *cat, const char *name, const char *dir, i
     size_t n_en = 0, n_files = 0;
     sx__coll_meta *m = sx__malloc(sizeof *m);
     sx_status st = d->dir && m ? SX_OK : sx__err(SX_ENOMEM, "catalog");
+    /* With object storage, database NAME keeps its objects under <url>/databases/NAME, the
+     * default database directly under <url> (the same layout as the local directories). */
+    sx_db_options dbo = cat->opts;
+    char url[4096];
+    if (st == SX_OK && dbo.storage_url && *dbo.storage_url && strcmp(name, "default") != 0) {
+        size_t ul = strlen(dbo.storage_url);
+        while (ul > 0 && dbo.storage_url[ul - 1] == '/')
+            ul--;
+        (void)snprintf(url, sizeof url, "%.*s/databases/%s", (int)ul, dbo.storage_url, name);
+        dbo.storage_url = url;
+    }
     if (st == SX_OK)
-        st = sx_db_open(dir, &cat->opts, &d->db);
+        st = sx_db_open(dir, &dbo, &d->db);
     if (st == SX_OK)
         st = sx_collection_list(d->db, &enames, &n_en);
     char path[4096];
@@ -670,6 +682,13 @@ sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog *
     pthread_mutex_init(&cat->ddl_mu, NULL);
     if (opts)
         cat->opts = *opts;
+    /* Databases are opened later (create): own copies of the option strings. */
+    if (cat->opts.storage_url)
+        cat->opts.storage_url = cat->storage_url = sx__strdup(cat->opts.storage_url);
+    if (cat->opts.s3_endpoint)
+        cat->opts.s3_endpoint = cat->s3_endpoint = sx__strdup(cat->opts.s3_endpoint);
+    if (cat->opts.s3_region)
+        cat->opts.s3_region = cat->s3_region = sx__strdup(cat->opts.s3_region);
     cat->root = sx__strdup(dir);
     char **names = NULL;
     size_t n = 0;
@@ -730,6 +749,9 @@ sx_status sx__cat_close(sx__catalog *cat)
     sx__free(cat->dbs);
     sx__free(cat->grave);
     sx__free(cat->root);
+    sx__free(cat->storage_url);
+    sx__free(cat->s3_endpoint);
+    sx__free(cat->s3_region);
     pthread_mutex_destroy(&cat->mu);
     pthread_mutex_destroy(&cat->ddl_mu);
     sx__free(cat);

@@ -9,6 +9,8 @@
  *   sextant_rows_inserted_total, sextant_rows_deleted_total, sextant_search_queries_total
  *   sextant_search_merged_batches_total, sextant_search_merged_requests_total   (merge.c)
  *   sextant_io_{read,write}_{bytes,ops}_total, sextant_io_fsyncs_total          (sx_io_stats_get)
+ *   sextant_io_profile_{ops,bytes}_total{phase,backend,dir}                      counters
+ *   sextant_io_profile_op_size_bytes{phase,backend,dir}  histogram (sx_io_profile_get)
  *   sextant_collection_{rows,segments,growing_rows,memory_bytes}{db,collection} gauges
  *   sextant_index_{indexed_rows,total_rows,progress_ratio,state}{db,collection,index_type} gauges
  *
@@ -299,6 +301,64 @@ static void coll_family(out *o, const coll_list *l, const char *name, const char
     }
 }
 
+/* The I/O profile: every phase x backend x direction, always (16 fixed series per family, so a
+ * rate() has a series from the start). The histogram's buckets are the profile's power-of-two
+ * size buckets made cumulative; its _count is the bucket total (not read_ops, which a relaxed
+ * snapshot may show one operation ahead) so +Inf always equals _count, and _sum is the bytes. */
+static void io_profile(out *o)
+{
+    static const char *const phase[SX_IO_PHASES] = { "other", "insert", "build", "query" };
+    static const char *const backend[SX_IO_BACKENDS] = { "local", "s3" };
+    static const char *const dir[2] = { "read", "write" };
+    sx_io_profile p;
+    memset(&p, 0, sizeof p);
+    sx_io_profile_get(&p);
+    const char *const name[2] = { "sextant_io_profile_ops_total",
+                                  "sextant_io_profile_bytes_total" };
+    const char *const help[2] = {
+        "I/O operations by engine phase (insert: inserts, deletes, flushes; build: index builds; "
+        "query: searches, queries, gets; other), backend (local files, s3 object store) and "
+        "direction.",
+        "Bytes read and written by engine phase, backend and direction."
+    };
+    for (int f = 0; f < 2; f++) {
+        family(o, name[f], "counter", help[f]);
+        for (int ph = 0; ph < SX_IO_PHASES; ph++)
+            for (int be = 0; be < SX_IO_BACKENDS; be++)
+                for (int d = 0; d < 2; d++) {
+                    const sx_io_counter *c = &p.c[ph][be];
+                    uint64_t v = f == 0 ? (d ? c->write_ops : c->read_ops)
+                                        : (d ? c->write_bytes : c->read_bytes);
+                    put(o, "%s{phase=\"%s\",backend=\"%s\",dir=\"%s\"} %llu\n", name[f], phase[ph],
+                        backend[be], dir[d], (unsigned long long)v);
+                }
+    }
+    const char *h = "sextant_io_profile_op_size_bytes";
+    family(o, h, "histogram",
+           "Size of single I/O operations (bytes) by engine phase, backend and direction.");
+    for (int ph = 0; ph < SX_IO_PHASES; ph++)
+        for (int be = 0; be < SX_IO_BACKENDS; be++)
+            for (int d = 0; d < 2; d++) {
+                const sx_io_counter *c = &p.c[ph][be];
+                const uint64_t *hb = d ? c->write_hist : c->read_hist;
+                uint64_t cum = 0;
+                for (int i = 0; i < SX_IO_SIZE_BUCKETS - 1; i++) {
+                    cum += hb[i];
+                    put(o,
+                        "%s_bucket{phase=\"%s\",backend=\"%s\",dir=\"%s\",le=\"%llu\"} "
+                        "%llu\n",
+                        h, phase[ph], backend[be], dir[d], 4096ULL << i, (unsigned long long)cum);
+                }
+                cum += hb[SX_IO_SIZE_BUCKETS - 1];
+                put(o, "%s_bucket{phase=\"%s\",backend=\"%s\",dir=\"%s\",le=\"+Inf\"} %llu\n", h,
+                    phase[ph], backend[be], dir[d], (unsigned long long)cum);
+                put(o, "%s_sum{phase=\"%s\",backend=\"%s\",dir=\"%s\"} %llu\n", h, phase[ph],
+                    backend[be], dir[d], (unsigned long long)(d ? c->write_bytes : c->read_bytes));
+                put(o, "%s_count{phase=\"%s\",backend=\"%s\",dir=\"%s\"} %llu\n", h, phase[ph],
+                    backend[be], dir[d], (unsigned long long)cum);
+            }
+}
+
 sx_status sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, char **text,
                              size_t *len)
 {
@@ -385,6 +445,7 @@ sx_status sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, c
            io.write_ops);
     scalar(&o, "sextant_io_fsyncs_total", "counter", "fsync/fdatasync calls made by the engine.",
            io.fsyncs);
+    io_profile(&o);
 
     coll_list l;
     memset(&l, 0, sizeof l);

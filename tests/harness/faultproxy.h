@@ -100,19 +100,19 @@ typedef struct faultproxy {
     atomic_int stop;
 } faultproxy;
 
-static void fp_lock(faultproxy *p)
+static inline void fp_lock(faultproxy *p)
 {
     pthread_mutex_lock(&p->mu);
 }
 
-static void fp_unlock(faultproxy *p)
+static inline void fp_unlock(faultproxy *p)
 {
     pthread_mutex_unlock(&p->mu);
 }
 
 /* Queued faults and the persistent fault apply only to requests whose method equals `method`
  * (NULL/"" any) and whose target contains `match` (NULL/"" any). */
-static void fp_filter(faultproxy *p, const char *method, const char *match)
+static inline void fp_filter(faultproxy *p, const char *method, const char *match)
 {
     fp_lock(p);
     snprintf(p->f_method, sizeof p->f_method, "%s", method ? method : "");
@@ -120,7 +120,7 @@ static void fp_filter(faultproxy *p, const char *method, const char *match)
     fp_unlock(p);
 }
 
-static void fp_push(faultproxy *p, fp_kind k, int times)
+static inline void fp_push(faultproxy *p, fp_kind k, int times)
 {
     fp_lock(p);
     for (int i = 0; i < times && p->qtail - p->qhead < 1024; i++)
@@ -128,14 +128,14 @@ static void fp_push(faultproxy *p, fp_kind k, int times)
     fp_unlock(p);
 }
 
-static void fp_set_persistent(faultproxy *p, fp_kind k)
+static inline void fp_set_persistent(faultproxy *p, fp_kind k)
 {
     fp_lock(p);
     p->persistent = k;
     fp_unlock(p);
 }
 
-static void fp_set_random(faultproxy *p, double prob, unsigned mask, uint64_t seed)
+static inline void fp_set_random(faultproxy *p, double prob, unsigned mask, uint64_t seed)
 {
     fp_lock(p);
     p->prob = prob;
@@ -145,7 +145,7 @@ static void fp_set_random(faultproxy *p, double prob, unsigned mask, uint64_t se
 }
 
 /* Clears the script (queue, persistent, random, filter, rules); keeps the counters. */
-static void fp_clear(faultproxy *p)
+static inline void fp_clear(faultproxy *p)
 {
     fp_lock(p);
     p->n_rules = 0;
@@ -158,7 +158,7 @@ static void fp_clear(faultproxy *p)
 
 /* Canned answer for requests with this method whose target contains match: `times` times
  * (-1: forever). Rules are tried in the order added. */
-static void fp_add_rule(faultproxy *p, const char *method, const char *match, int status,
+static inline void fp_add_rule(faultproxy *p, const char *method, const char *match, int status,
                         const char *body, long times)
 {
     fp_lock(p);
@@ -174,7 +174,7 @@ static void fp_add_rule(faultproxy *p, const char *method, const char *match, in
     fp_unlock(p);
 }
 
-static long fp_faults_total(faultproxy *p)
+static inline long fp_faults_total(faultproxy *p)
 {
     long n = 0;
     fp_lock(p);
@@ -185,7 +185,7 @@ static long fp_faults_total(faultproxy *p)
 }
 
 /* Requests seen whose "METHOD target" line contains all of a and b (NULL: any). */
-static long fp_count(faultproxy *p, const char *a, const char *b)
+static inline long fp_count(faultproxy *p, const char *a, const char *b)
 {
     long n = 0;
     fp_lock(p);
@@ -197,7 +197,7 @@ static long fp_count(faultproxy *p, const char *a, const char *b)
     return n;
 }
 
-static void fp_print(faultproxy *p, const char *tag)
+static inline void fp_print(faultproxy *p, const char *tag)
 {
     fp_lock(p);
     fprintf(stderr, "proxy[%s]: %ld requests on %ld connections; faults:", tag, p->requests,
@@ -209,14 +209,14 @@ static void fp_print(faultproxy *p, const char *tag)
     fp_unlock(p);
 }
 
-static void fp_sleep_ms(long ms)
+static inline void fp_sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
 
-static int fp_send_all(int fd, const void *p, size_t n)
+static inline int fp_send_all(int fd, const void *p, size_t n)
 {
     const char *c = p;
     while (n) {
@@ -231,7 +231,7 @@ static int fp_send_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-static void fp_rst_close(int fd)
+static inline void fp_rst_close(int fd)
 {
     struct linger lg = {1, 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
@@ -243,7 +243,7 @@ typedef struct fp_buf {
     size_t len, cap;
 } fp_buf;
 
-static int fp_buf_put(fp_buf *b, const void *p, size_t n)
+static inline int fp_buf_put(fp_buf *b, const void *p, size_t n)
 {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
@@ -262,7 +262,7 @@ static int fp_buf_put(fp_buf *b, const void *p, size_t n)
 }
 
 /* Header value (case-insensitive name) within head[0..hlen), copied into out; 0 if absent. */
-static int fp_header(const char *head, size_t hlen, const char *name, char *out, size_t n)
+static inline int fp_header(const char *head, size_t hlen, const char *name, char *out, size_t n)
 {
     size_t k = strlen(name);
     const char *e = head + hlen;
@@ -290,7 +290,7 @@ static int fp_header(const char *head, size_t hlen, const char *name, char *out,
 }
 
 /* Rebuilds a head without the listed hop-by-hop headers, plus `extra` lines. */
-static void fp_rewrite_head(const char *head, size_t hlen, const char *const *drop, const char *extra,
+static inline void fp_rewrite_head(const char *head, size_t hlen, const char *const *drop, const char *extra,
                             fp_buf *out)
 {
     const char *e = head + hlen;
@@ -315,7 +315,7 @@ static void fp_rewrite_head(const char *head, size_t hlen, const char *const *dr
     fp_buf_put(out, "\r\n", 2);
 }
 
-static fp_kind fp_choose(faultproxy *p, const char *method, const char *target, fp_rule **rule)
+static inline fp_kind fp_choose(faultproxy *p, const char *method, const char *target, fp_rule **rule)
 {
     fp_kind k = FP_PASS;
     *rule = NULL;
@@ -362,7 +362,7 @@ static fp_kind fp_choose(faultproxy *p, const char *method, const char *target, 
     return k;
 }
 
-static int fp_is_hex64(const char *s)
+static inline int fp_is_hex64(const char *s)
 {
     if (strlen(s) != 64)
         return 0;
@@ -372,7 +372,7 @@ static int fp_is_hex64(const char *s)
     return 1;
 }
 
-static void fp_check_sha(faultproxy *p, const char *head, size_t hlen, const char *body, size_t n)
+static inline void fp_check_sha(faultproxy *p, const char *head, size_t hlen, const char *body, size_t n)
 {
     char want[80];
     if (!fp_header(head, hlen, "x-amz-content-sha256", want, sizeof want) || !fp_is_hex64(want))
@@ -391,7 +391,7 @@ static void fp_check_sha(faultproxy *p, const char *head, size_t hlen, const cha
 }
 
 /* One request upstream; the whole response (to EOF) in *resp. 0 ok. */
-static int fp_forward(faultproxy *p, const char *head, size_t hlen, const char *body, size_t blen,
+static inline int fp_forward(faultproxy *p, const char *head, size_t hlen, const char *body, size_t blen,
                       fp_buf *resp)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -431,7 +431,7 @@ static int fp_forward(faultproxy *p, const char *head, size_t hlen, const char *
     return rc;
 }
 
-static void fp_send_error(int fd, const char *method, int status, const char *reason,
+static inline void fp_send_error(int fd, const char *method, int status, const char *reason,
                           const char *code, const char *msg)
 {
     char body[512], head[512];
@@ -454,7 +454,7 @@ typedef struct fp_conn_arg {
 } fp_conn_arg;
 
 /* Serves one client connection; returns when it is closed. */
-static void fp_serve(faultproxy *p, int fd)
+static inline void fp_serve(faultproxy *p, int fd)
 {
     fp_buf in = {0};
     char tmp[65536];
@@ -608,7 +608,7 @@ done:
         close(fd);
 }
 
-static void *fp_conn_main(void *arg)
+static inline void *fp_conn_main(void *arg)
 {
     fp_conn_arg a = *(fp_conn_arg *)arg;
     free(arg);
@@ -619,7 +619,7 @@ static void *fp_conn_main(void *arg)
     return NULL;
 }
 
-static void *fp_accept_main(void *arg)
+static inline void *fp_accept_main(void *arg)
 {
     faultproxy *p = arg;
     while (!atomic_load(&p->stop)) {
@@ -659,7 +659,7 @@ static void *fp_accept_main(void *arg)
 }
 
 /* Starts a proxy to 127.0.0.1:upstream_port. Returns 0 or -1. */
-static int fp_start(faultproxy *p, int upstream_port)
+static inline int fp_start(faultproxy *p, int upstream_port)
 {
     memset(p, 0, sizeof *p);
     pthread_mutex_init(&p->mu, NULL);
@@ -690,7 +690,7 @@ static int fp_start(faultproxy *p, int upstream_port)
 }
 
 /* Stops accepting, shuts every client connection, waits for the connection threads. */
-static void fp_stop(faultproxy *p)
+static inline void fp_stop(faultproxy *p)
 {
     atomic_store(&p->stop, 1);
     shutdown(p->lfd, SHUT_RDWR);

@@ -37,6 +37,16 @@
  *                     library's names (ef -> efSearch, nprobe -> nprobe, refine_k -> k_factor)
  *   8. report         table on stdout, --json file
  *
+ * I/O profile (issue 5). sx_io_profile_get is snapshotted around phases 3, 5 and 6 and the
+ * report shows the differences per engine phase and backend (local files, S3): operations and
+ * bytes read and written, mean operation size, the size histogram, and IOPS = operations / the
+ * phase's wall time. The engine tags the phases itself (inserts and flushes INSERT, the builder
+ * thread BUILD, searches QUERY); the bench also tags its own thread around the flush it issues in
+ * phase 5, since that flush writes the ingested rows' segment. Phase walls: insert = insert_s +
+ * the flush inside phase 5 (flush_s), optimize = build_s - flush_s, query = the summed wall time
+ * of every timed run of ours. The ground-truth searches of phase 4 fall between the snapshots
+ * and are not counted. I/O the engine does on an untagged thread shows up as "other" (no IOPS).
+ *
  * Peers: hnsw / hnsw_sq -> hnswlib HierarchicalNSW and FAISS IndexHNSWFlat; ivf_flat -> FAISS
  * IndexIVFFlat; ivf_sq8 -> FAISS IndexIVFScalarQuantizer(QT_8bit); ivf_pq -> FAISS IndexIVFPQ;
  * both wrapped in IndexRefineFlat when refine is on (refine_k = its k_factor); flat and diskann
@@ -128,6 +138,7 @@ typedef struct run_result {
     unsigned threads;
     double recall, qps, p50_ms, p99_ms;
     double io_per_query, bytes_per_query; /* NAN when not measured */
+    double wall_s;                        /* summed wall time of all passes (I/O profile IOPS) */
 } run_result;
 
 typedef struct sys_result {
@@ -271,6 +282,8 @@ typedef struct bench {
     uint64_t segment_bytes;      /* --segment-bytes (0: one segment for all rows) */
     uint64_t build_memory_limit; /* --build-memory-limit (0: unlimited) */
     int peers;                   /* -1 auto, 0 off, 1 on */
+    const char *storage_url;     /* --storage s3://BUCKET/PREFIX (NULL: local files) */
+    const char *s3_endpoint, *s3_region;
 
     /* synthetic data (--synthetic N,DIM[,SEED]) */
     bool is_synthetic;
@@ -290,6 +303,10 @@ typedef struct bench {
     sx_db *db;
     sx_collection *c;
     double insert_s, build_s;
+    double flush_s; /* the sx_flush inside build_index (part of build_s) */
+    double query_s; /* summed wall time of ours' timed runs */
+    /* I/O profile: differences over phases 3, 5 and 6, indexed by engine phase */
+    sx_io_profile io_prof;
     uint64_t index_memory, collection_memory, index_disk;
     bool io_reported; /* the index's read counters moved during some run */
     char index_params[256];
@@ -383,6 +400,13 @@ static void bench_usage(FILE *out)
         "                         rows, so the index compares with one library index)\n"
         "  --build-memory-limit N bytes one index build may allocate (index_build_memory_limit)\n"
         "  --data DIR             database directory (default: a temporary one, removed)\n"
+        "  --storage URL          keep sealed segments and index files in an object store:\n"
+        "                         s3://BUCKET/PREFIX (default: local files in --data);\n"
+        "                         credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY\n"
+        "  --s3-endpoint URL      S3 endpoint (MinIO, Ceph RGW, s3rver: http://HOST:PORT;\n"
+        "                         default $SEXTANT_S3_ENDPOINT, else AWS)\n"
+        "  --s3-region R          S3 region for request signing (default $AWS_REGION, else\n"
+        "                         us-east-1)\n"
         "  --json FILE            write the results as JSON\n"
         "  --peers | --no-peers   compare with hnswlib (build/" PEER_SO ") and FAISS\n"
         "                         (build/" FAISS_SO "); default: when the shims are found\n"
@@ -497,6 +521,9 @@ static int parse_args(bench *b, int argc, char **argv)
             (r = cli_take(argc, argv, &i, cmd, "--data", &b->data_opt)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--json", &b->json_path)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--cache", &b->cache_opt)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--storage", &b->storage_url)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--s3-endpoint", &b->s3_endpoint)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--s3-region", &b->s3_region)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--index", &index_name)) != 0) {
             if (r < 0)
                 return CLI_EXIT_USAGE;
@@ -1168,6 +1195,9 @@ static int setup_db(bench *b)
     uint64_t raw = (uint64_t)b->base.n * b->base.dim * sizeof(float);
     opts.segment_max_bytes = b->segment_bytes > 0 ? b->segment_bytes : raw + (1u << 20);
     opts.index_build_memory_limit = b->build_memory_limit;
+    opts.storage_url = b->storage_url;
+    opts.s3_endpoint = b->s3_endpoint;
+    opts.s3_region = b->s3_region;
     st = sx_db_open(b->data_dir, &opts, &b->db);
     if (st != SX_OK)
         return cli_sx_fail(cmd, b->data_dir, st);
@@ -1239,7 +1269,13 @@ static int build_index(bench *b)
     sx_status st = sx_index_create(b->c, b->kind->type, b->build.p, b->build.n);
     if (st != SX_OK)
         return cli_sx_fail(cmd, "create index", st);
+    /* The flush seals the ingested rows into a segment (and uploads it with --storage): ingest
+     * I/O, so tagged INSERT and timed apart from the build (I/O profile walls). */
+    double tf = cli_now();
+    sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_INSERT);
     st = sx_flush(b->c);
+    sx_io_phase_set(prev);
+    b->flush_s = cli_now() - tf;
     if (st != SX_OK)
         return cli_sx_fail(cmd, "flush", st);
     st = sx_index_wait(b->c, 0);
@@ -1398,6 +1434,7 @@ static int timed_run(bench *b, search_one_fn fn, void *fn_ctx, unsigned threads,
         goto out;
     }
     out->qps = -1;
+    out->wall_s = 0;
     for (unsigned pass = 0; pass < b->runs; pass++) {
         atomic_store(&r.next, 0);
         atomic_store(&r.failed, false);
@@ -1414,6 +1451,7 @@ static int timed_run(bench *b, search_one_fn fn, void *fn_ctx, unsigned threads,
                 pthread_join(tids[j], NULL);
         }
         double wall = cli_now() - t0;
+        out->wall_s += wall;
         if (threads > 1 && started < threads) {
             rc = cli_fail("bench", "cannot start %u search threads", threads);
             goto out;
@@ -1565,6 +1603,7 @@ static int run_ours(bench *b)
             index_io(b, &ios0, &bytes0);
             if (timed_run(b, ours_search, &o, tlist[t], &r) != 0)
                 return CLI_EXIT_FAIL;
+            b->query_s += r.wall_s;
             index_io(b, &ios1, &bytes1);
             double nq = (double)b->queries.n * (double)b->runs;
             r.io_per_query = r.bytes_per_query = NAN;
@@ -2010,6 +2049,114 @@ static double qps_at_recall(const sys_result *s, double target)
 
 /* The JSON document is built in memory and written with one checked fwrite: a failed or short
  * write is then reported once, and no half-written file is left behind by an early return. */
+/* ------------------------------------------------------------------ I/O profile */
+
+/* Report order and names of the engine's phases (sx_io_phase values) and backends. */
+static const sx_io_phase prof_order[SX_IO_PHASES] = { SX_IO_PHASE_INSERT, SX_IO_PHASE_BUILD,
+                                                      SX_IO_PHASE_QUERY, SX_IO_PHASE_OTHER };
+static const char *const prof_phase_name[SX_IO_PHASES] = { "other", "insert", "optimize", "query" };
+static const char *const prof_backend_name[SX_IO_BACKENDS] = { "local", "s3" };
+static const char *const prof_bucket_name[SX_IO_SIZE_BUCKETS] = { "4K",  "8K",   "16K",  "32K",
+                                                                  "64K", "128K", "256K", "512K",
+                                                                  "1M",  "2M",   "4M",   ">4M" };
+
+/* acc += after - before, counter by counter (the profile is cumulative since start). */
+static void
+prof_add_delta(sx_io_profile *acc, const sx_io_profile *after, const sx_io_profile *before)
+{
+    for (int ph = 0; ph < SX_IO_PHASES; ph++) {
+        for (int be = 0; be < SX_IO_BACKENDS; be++) {
+            sx_io_counter *a = &acc->c[ph][be];
+            const sx_io_counter *x = &after->c[ph][be], *y = &before->c[ph][be];
+            a->read_ops += x->read_ops - y->read_ops;
+            a->read_bytes += x->read_bytes - y->read_bytes;
+            a->write_ops += x->write_ops - y->write_ops;
+            a->write_bytes += x->write_bytes - y->write_bytes;
+            for (int i = 0; i < SX_IO_SIZE_BUCKETS; i++) {
+                a->read_hist[i] += x->read_hist[i] - y->read_hist[i];
+                a->write_hist[i] += x->write_hist[i] - y->write_hist[i];
+            }
+        }
+    }
+}
+
+/* The wall time IOPS of engine phase ph are computed over; NAN for OTHER (no phase of its own). */
+static double prof_wall(const bench *b, sx_io_phase ph)
+{
+    switch (ph) {
+    case SX_IO_PHASE_INSERT:
+        return b->insert_s + b->flush_s;
+    case SX_IO_PHASE_BUILD:
+        return b->build_s - b->flush_s > 0 ? b->build_s - b->flush_s : 0;
+    case SX_IO_PHASE_QUERY:
+        return b->query_s;
+    default:
+        return (double)NAN;
+    }
+}
+
+static double prof_iops(uint64_t ops, double wall)
+{
+    return wall > 0 ? (double)ops / wall : (double)NAN;
+}
+
+/* One table row: a phase's reads or writes on one backend. */
+static void print_prof_row(const char *phase,
+                           double wall,
+                           const char *backend,
+                           const char *dir,
+                           uint64_t ops,
+                           uint64_t bytes,
+                           const uint64_t *hist)
+{
+    char hb[32], hm[32], iops[32], wall_s[32];
+    if (isnan(wall))
+        snprintf(wall_s, sizeof wall_s, "-");
+    else
+        snprintf(wall_s, sizeof wall_s, "%.2f", wall);
+    double io = prof_iops(ops, wall);
+    if (isnan(io))
+        snprintf(iops, sizeof iops, "-");
+    else
+        snprintf(iops, sizeof iops, "%.1f", io);
+    printf("%-9s %8s  %-7s %-5s %10" PRIu64 " %11s %10s %10s ", phase, wall_s, backend, dir, ops,
+           cli_human_bytes(bytes, hb, sizeof hb),
+           cli_human_bytes(ops ? bytes / ops : 0, hm, sizeof hm), iops);
+    for (int i = 0; i < SX_IO_SIZE_BUCKETS; i++)
+        if (hist[i])
+            printf(" %s:%" PRIu64, prof_bucket_name[i], hist[i]);
+    printf("\n");
+}
+
+/* The I/O profile table: one row per phase, backend and direction that saw any operation. */
+static void print_io_profile(const bench *b)
+{
+    printf("\nI/O profile (per engine phase; IOPS = ops / the phase's wall time; op sizes: count "
+           "per bucket, <= the label):\n");
+    printf("%-9s %8s  %-7s %-5s %10s %11s %10s %10s  %s\n", "phase", "wall s", "backend", "dir",
+           "ops", "bytes", "mean op", "IOPS", "op sizes");
+    for (int o = 0; o < SX_IO_PHASES; o++) {
+        sx_io_phase ph = prof_order[o];
+        double wall = prof_wall(b, ph);
+        bool any = false;
+        for (int be = 0; be < SX_IO_BACKENDS; be++) {
+            const sx_io_counter *c = &b->io_prof.c[ph][be];
+            if (c->read_ops || c->read_bytes) {
+                print_prof_row(prof_phase_name[ph], wall, prof_backend_name[be], "read",
+                               c->read_ops, c->read_bytes, c->read_hist);
+                any = true;
+            }
+            if (c->write_ops || c->write_bytes) {
+                print_prof_row(prof_phase_name[ph], wall, prof_backend_name[be], "write",
+                               c->write_ops, c->write_bytes, c->write_hist);
+                any = true;
+            }
+        }
+        if (!any && ph != SX_IO_PHASE_OTHER)
+            printf("%-9s %8.2f  (no I/O)\n", prof_phase_name[ph], wall);
+    }
+}
+
 typedef struct sbuf {
     char *p;
     size_t len, cap;
@@ -2187,6 +2334,61 @@ static void json_ratios(sbuf *sb, const bench *b)
     sb_printf(sb, "}");
 }
 
+static void json_hist(sbuf *sb, const uint64_t *h)
+{
+    sb_printf(sb, "[");
+    for (int i = 0; i < SX_IO_SIZE_BUCKETS; i++)
+        sb_printf(sb, "%s%" PRIu64, i ? ", " : "", h[i]);
+    sb_printf(sb, "]");
+}
+
+/* "io_profile": phase -> backend -> counters; "io_profile_wall_s": phase -> seconds the IOPS are
+ * over; "io_profile_buckets": the upper bound in bytes of each histogram bucket (null: larger). */
+static void json_io_profile(sbuf *sb, const bench *b)
+{
+    sb_printf(sb, ",\n  \"io_profile\": {");
+    for (int o = 0; o < SX_IO_PHASES; o++) {
+        sx_io_phase ph = prof_order[o];
+        double wall = prof_wall(b, ph);
+        sb_printf(sb, "%s\n    ", o ? "," : "");
+        json_str(sb, prof_phase_name[ph]);
+        sb_printf(sb, ": {");
+        for (int be = 0; be < SX_IO_BACKENDS; be++) {
+            const sx_io_counter *c = &b->io_prof.c[ph][be];
+            sb_printf(sb, "%s\n      ", be ? "," : "");
+            json_str(sb, prof_backend_name[be]);
+            sb_printf(sb,
+                      ": {\"read_ops\": %" PRIu64 ", \"read_bytes\": %" PRIu64
+                      ", \"write_ops\": %" PRIu64 ", \"write_bytes\": %" PRIu64 ", \"read_iops\": ",
+                      c->read_ops, c->read_bytes, c->write_ops, c->write_bytes);
+            json_num(sb, prof_iops(c->read_ops, wall));
+            sb_printf(sb, ", \"write_iops\": ");
+            json_num(sb, prof_iops(c->write_ops, wall));
+            sb_printf(sb, ",\n        \"read_hist\": ");
+            json_hist(sb, c->read_hist);
+            sb_printf(sb, ", \"write_hist\": ");
+            json_hist(sb, c->write_hist);
+            sb_printf(sb, "}");
+        }
+        sb_printf(sb, "}");
+    }
+    sb_printf(sb, "},\n  \"io_profile_wall_s\": {");
+    for (int o = 0; o < SX_IO_PHASES; o++) {
+        sb_printf(sb, "%s", o ? ", " : "");
+        json_str(sb, prof_phase_name[prof_order[o]]);
+        sb_printf(sb, ": ");
+        json_num(sb, prof_wall(b, prof_order[o]));
+    }
+    sb_printf(sb, "},\n  \"io_profile_buckets\": [");
+    for (int i = 0; i < SX_IO_SIZE_BUCKETS; i++) {
+        if (i == SX_IO_SIZE_BUCKETS - 1)
+            sb_printf(sb, "%snull", i ? ", " : "");
+        else
+            sb_printf(sb, "%s%" PRIu64, i ? ", " : "", (uint64_t)4096 << i);
+    }
+    sb_printf(sb, "]");
+}
+
 static void json_document(sbuf *sb, const bench *b)
 {
     char date[32] = "unknown";
@@ -2241,6 +2443,13 @@ static void json_document(sbuf *sb, const bench *b)
     json_num(sb, b->build_s);
     sb_printf(sb, ",\n  \"load_s\": ");
     json_num(sb, b->insert_s + b->build_s);
+    sb_printf(sb, ",\n  \"flush_s\": ");
+    json_num(sb, b->flush_s);
+    sb_printf(sb, ",\n  \"query_s\": ");
+    json_num(sb, b->query_s);
+    sb_printf(sb, ",\n  \"storage\": ");
+    json_str(sb, b->storage_url != NULL ? b->storage_url : "local");
+    json_io_profile(sb, b);
     sb_printf(sb,
               ",\n  \"memory_bytes\": %" PRIu64 ",\n  \"index_memory_bytes\": %" PRIu64
               ",\n  \"index_disk_bytes\": %" PRIu64 ",\n  \"collection_memory_bytes\": %" PRIu64
@@ -2388,6 +2597,10 @@ static void print_summary(const bench *b)
         printf("disk: index files %s%s\n", cli_human_bytes(b->index_disk, hd, sizeof hd),
                is_diskann(b) && !b->io_reported ? "; I/O per query not reported by the engine"
                                                 : "");
+    if (b->storage_url != NULL)
+        printf("storage: %s (endpoint %s)\n", b->storage_url,
+               b->s3_endpoint != NULL ? b->s3_endpoint : "default");
+    print_io_profile(b);
     if (b->peer_note[0] != '\0')
         printf("peers: %s\n", b->peer_note);
     for (size_t pi = 0; pi < b->n_peer; pi++)
@@ -2442,8 +2655,28 @@ int cli_bench(int argc, char **argv)
         goto out;
     }
     rc = CLI_EXIT_FAIL;
-    if (load_inputs(b) != 0 || resolve_params(b) != 0 || setup_db(b) != 0 || insert_base(b) != 0 ||
-        ensure_gt(b) != 0 || build_index(b) != 0 || run_ours(b) != 0 || run_peers(b) != 0)
+    /* I/O profile windows: phases 3, 5 and 6 (not the ground truth, not the peers) */
+    sx_io_profile p0, p1;
+    if (load_inputs(b) != 0 || resolve_params(b) != 0 || setup_db(b) != 0)
+        goto out;
+    sx_io_profile_get(&p0);
+    if (insert_base(b) != 0)
+        goto out;
+    sx_io_profile_get(&p1);
+    prof_add_delta(&b->io_prof, &p1, &p0);
+    if (ensure_gt(b) != 0)
+        goto out;
+    sx_io_profile_get(&p0);
+    if (build_index(b) != 0)
+        goto out;
+    sx_io_profile_get(&p1);
+    prof_add_delta(&b->io_prof, &p1, &p0);
+    sx_io_profile_get(&p0);
+    if (run_ours(b) != 0)
+        goto out;
+    sx_io_profile_get(&p1);
+    prof_add_delta(&b->io_prof, &p1, &p0);
+    if (run_peers(b) != 0)
         goto out;
     print_summary(b);
     if (b->json_path != NULL && write_json(b) != 0)

@@ -97,7 +97,8 @@ static void import_usage(FILE *out)
             "  --index T           create this index after the load and wait: hnsw | flat\n"
             "  --param K=V         index build parameter, repeatable (M=16, efConstruction=200)\n"
             "  --batch N           rows per sx_insert call (default 1000)\n"
-            "  --limit N           import only the first N rows of the file\n");
+            "  --limit N           import only the first N rows of the file\n"
+            CLI_STORAGE_USAGE);
 }
 
 typedef struct import_target {
@@ -270,6 +271,7 @@ int cli_import(int argc, char **argv)
     int rc = CLI_EXIT_FAIL;
     char err[ERR_LEN];
     char itype[32] = "";
+    cli_storage sto = { 0 };
     sx_status st;
 
     for (int i = 1; i < argc;) {
@@ -278,6 +280,11 @@ int cli_import(int argc, char **argv)
             import_usage(stdout);
             rc = CLI_EXIT_OK;
             goto out;
+        }
+        if ((r = cli_take_storage(argc, argv, &i, cmd, &sto)) != 0) {
+            if (r < 0)
+                goto usage;
+            continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--collection", &name)) != 0 ||
@@ -323,6 +330,8 @@ int cli_import(int argc, char **argv)
         rc = cli_usage_error(cmd, "--param needs --index");
         goto out;
     }
+    if (cli_storage_check(cmd, &sto) != 0)
+        goto usage;
 
     double t0 = cli_now();
     if (ds_load_float(file, (size_t)limit, &m, err, sizeof err) != 0) {
@@ -335,7 +344,9 @@ int cli_import(int argc, char **argv)
         rc = cli_fail(cmd, "%s: dimension %zu exceeds SX_MAX_DIM (%u)", file, m.dim, SX_MAX_DIM);
         goto out;
     }
-    st = sx_db_open(data, NULL, &db);
+    sx_db_options iopts = { 0 };
+    cli_storage_apply(&sto, &iopts);
+    st = sx_db_open(data, &iopts, &db);
     if (st != SX_OK) {
         rc = cli_sx_fail(cmd, data, st);
         goto out;
@@ -366,6 +377,16 @@ int cli_import(int argc, char **argv)
            m.n, name, load_s, load_s > 0 ? (double)m.n / load_s : 0.0, insert_s, load_s - insert_s);
     if (index != NULL && import_index(cmd, c, itype, &params) != 0)
         goto out;
+    if (sto.url) {
+        /* the index files built after the flush */
+        double t_sync = cli_now();
+        st = sx_db_sync(db);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "sync to the object store", st);
+            goto out;
+        }
+        printf("synced to %s in %.3f s\n", sto.url, cli_now() - t_sync);
+    }
     rc = CLI_EXIT_OK;
     goto out;
 usage:
@@ -389,7 +410,8 @@ static void search_usage(FILE *out)
                  "  --nq N            use only the first N queries\n"
                  "  --filter EXPR     boolean filter expression, e.g. \"id < 100\"\n"
                  "  --param K=V       search parameter, repeatable (ef=64)\n"
-                 "  --output F1,F2    fields to print with each hit (\"*\" = all)\n");
+                 "  --output F1,F2    fields to print with each hit (\"*\" = all)\n"
+                 CLI_STORAGE_USAGE);
 }
 
 static void print_value(const sx_column *col, uint32_t dim, size_t row)
@@ -428,6 +450,7 @@ int cli_search(int argc, char **argv)
     const char *cmd = "search";
     const char *data = NULL, *name = NULL, *qfile = NULL, *filter = NULL, *output = NULL;
     const char *v = NULL;
+    cli_storage sto = { 0 };
     uint64_t k = 10, nq = 0;
     cli_params params = { 0 };
     ds_matrix q = { 0 };
@@ -447,6 +470,11 @@ int cli_search(int argc, char **argv)
             search_usage(stdout);
             rc = CLI_EXIT_OK;
             goto out;
+        }
+        if ((r = cli_take_storage(argc, argv, &i, cmd, &sto)) != 0) {
+            if (r < 0)
+                goto usage;
+            continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--collection", &name)) != 0 ||
@@ -486,7 +514,9 @@ int cli_search(int argc, char **argv)
             goto usage;
         n_out = (size_t)n;
     }
-    if (!is_dir(data)) {
+    if (cli_storage_check(cmd, &sto) != 0)
+        goto usage;
+    if (!sto.url && !is_dir(data)) { /* with a store, a fresh directory is filled from it */
         rc = cli_fail(cmd, "no database directory at %s", data);
         goto out;
     }
@@ -496,6 +526,7 @@ int cli_search(int argc, char **argv)
     }
     sx_db_options opts = { 0 };
     opts.read_only = true;
+    cli_storage_apply(&sto, &opts);
     st = sx_db_open(data, &opts, &db);
     if (st != SX_OK) {
         rc = cli_sx_fail(cmd, data, st);
@@ -573,7 +604,8 @@ static void info_usage(FILE *out)
     fprintf(out, "usage: sextant info --data DIR [--collection NAME]\n"
                  "\n"
                  "Prints each collection's schema, rows, segments, WAL size, memory and index,\n"
-                 "then verifies every checksum (sx_db_check). Opens the database read-only.\n");
+                 "then verifies every checksum (sx_db_check). Opens the database read-only.\n"
+                 "\n" CLI_STORAGE_USAGE);
 }
 
 /* Prints one collection. Returns 0 or CLI_EXIT_FAIL. */
@@ -638,6 +670,7 @@ int cli_info(int argc, char **argv)
 {
     const char *cmd = "info";
     const char *data = NULL, *name = NULL;
+    cli_storage sto = { 0 };
     sx_db *db = NULL;
     char **names = NULL;
     size_t n_names = 0;
@@ -650,6 +683,11 @@ int cli_info(int argc, char **argv)
             info_usage(stdout);
             return CLI_EXIT_OK;
         }
+        if ((r = cli_take_storage(argc, argv, &i, cmd, &sto)) != 0) {
+            if (r < 0)
+                return cli_usage_error(cmd, "bad arguments");
+            continue;
+        }
         if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--collection", &name)) != 0) {
             if (r < 0)
@@ -660,11 +698,14 @@ int cli_info(int argc, char **argv)
     }
     if (data == NULL)
         return cli_usage_error(cmd, "--data is required");
-    if (!is_dir(data))
+    if (cli_storage_check(cmd, &sto) != 0)
+        return cli_usage_error(cmd, "bad arguments");
+    if (!sto.url && !is_dir(data))
         return cli_fail(cmd, "no database directory at %s", data);
 
     sx_db_options opts = { 0 };
     opts.read_only = true;
+    cli_storage_apply(&sto, &opts);
     st = sx_db_open(data, &opts, &db);
     if (st != SX_OK)
         return cli_sx_fail(cmd, data, st);

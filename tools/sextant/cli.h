@@ -79,6 +79,33 @@ int cli_sx_fail(const char *cmd, const char *what, sx_status st);
 /* Prints "sextant CMD: message" and a hint to run `sextant CMD --help`; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Object-store options shared by import, search, info and serve (sx_db_options.storage_url
+ * etc.). Strings are borrowed from argv. */
+typedef struct cli_storage {
+    const char *url;      /* --storage s3://BUCKET/PREFIX | file:///abs/dir */
+    const char *endpoint; /* --s3-endpoint URL */
+    const char *region;   /* --s3-region R */
+    uint64_t cache_mb;    /* --cache-mb N */
+} cli_storage;
+
+/* Usage lines for the options above (ends with a newline). */
+#define CLI_STORAGE_USAGE                                                                    \
+    "  --storage URL       object store for segments, index files and manifests:\n"         \
+    "                      s3://BUCKET[/PREFIX] or file:///abs/dir (the WAL stays local;\n" \
+    "                      collections missing in --data are downloaded from it)\n"         \
+    "  --s3-endpoint URL   S3 endpoint (http://127.0.0.1:9000; default: AWS for the region)\n" \
+    "  --s3-region R       S3 region (default us-east-1); credentials: AWS_ACCESS_KEY_ID /\n" \
+    "                      AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials\n"                \
+    "  --cache-mb N        local disk for files also in the store, MiB (0: unlimited)\n"
+
+/* Matches one of the storage options at argv[*i]. Returns 1 (taken, *i advanced), 0 (not a
+ * storage option) or -1 (bad or missing value; message printed naming cmd). */
+int cli_take_storage(int argc, char **argv, int *i, const char *cmd, cli_storage *s);
+/* Checks the combination (--s3-* need --storage). Returns 0 or -1 with a message. */
+int cli_storage_check(const char *cmd, const cli_storage *s);
+/* Copies the options into o. */
+void cli_storage_apply(const cli_storage *s, sx_db_options *o);
+
 /* Seconds on CLOCK_MONOTONIC. */
 double cli_now(void);
 

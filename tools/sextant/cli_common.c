@@ -246,3 +246,44 @@ int cli_split_list(const char *cmd,
     }
     return (int)n;
 }
+
+/* ------------------------------------------------------------------ object storage */
+
+int cli_take_storage(int argc, char **argv, int *i, const char *cmd, cli_storage *s)
+{
+    const char *v = NULL;
+    int r;
+    if ((r = cli_take(argc, argv, i, cmd, "--storage", &s->url)) != 0 ||
+        (r = cli_take(argc, argv, i, cmd, "--s3-endpoint", &s->endpoint)) != 0 ||
+        (r = cli_take(argc, argv, i, cmd, "--s3-region", &s->region)) != 0)
+        return r;
+    if ((r = cli_take(argc, argv, i, cmd, "--cache-mb", &v)) != 0) {
+        if (r < 0 || cli_parse_u64(cmd, "--cache-mb", v, 0, UINT64_MAX >> 20, &s->cache_mb) != 0)
+            return -1;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_storage_check(const char *cmd, const cli_storage *s)
+{
+    if (!s->url && (s->endpoint || s->region || s->cache_mb)) {
+        fprintf(stderr, "sextant %s: --s3-endpoint, --s3-region and --cache-mb need --storage\n",
+                cmd);
+        return -1;
+    }
+    if (s->url && strncmp(s->url, "s3://", 5) != 0 && strncmp(s->url, "file:///", 8) != 0) {
+        fprintf(stderr, "sextant %s: --storage: '%s' is not s3://BUCKET[/PREFIX] or "
+                        "file:///abs/dir\n", cmd, s->url);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_storage_apply(const cli_storage *s, sx_db_options *o)
+{
+    o->storage_url = s->url;
+    o->s3_endpoint = s->endpoint;
+    o->s3_region = s->region;
+    o->cache_limit_bytes = s->cache_mb << 20;
+}

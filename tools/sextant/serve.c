@@ -43,6 +43,7 @@ static void serve_usage(FILE *out)
             "                         (default: the number of CPUs)\n"
             "  --sync full|none       WAL durability (default full; none: tests only)\n"
             "  --quiet                no access log\n"
+            CLI_STORAGE_USAGE
             "\n"
             "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n");
 }
@@ -55,12 +56,18 @@ int cli_serve(int argc, char **argv)
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0;
     bool no_merge = false, quiet = false;
     sx_sync_mode sync = SX_SYNC_FULL;
+    cli_storage sto = {0};
 
     for (int i = 1; i < argc;) {
         int r;
         if (cli_flag(argv, &i, "--help") || cli_flag(argv, &i, "-h")) {
             serve_usage(stdout);
             return CLI_EXIT_OK;
+        }
+        if ((r = cli_take_storage(argc, argv, &i, cmd, &sto)) != 0) {
+            if (r < 0)
+                return cli_usage_error(cmd, "bad storage option");
+            continue;
         }
         if (cli_flag(argv, &i, "--no-merge")) {
             no_merge = true;
@@ -119,6 +126,8 @@ int cli_serve(int argc, char **argv)
     }
     if (!data)
         return cli_usage_error(cmd, "--data is required");
+    if (cli_storage_check(cmd, &sto) != 0)
+        return cli_usage_error(cmd, "bad storage option");
     if (!token) {
         const char *env = getenv("SEXTANT_AUTH_TOKEN");
         if (env && *env)
@@ -141,6 +150,7 @@ int cli_serve(int argc, char **argv)
     o.merge_max_nq = (uint32_t)merge_nq;
     o.merge_slots = (uint32_t)merge_slots;
     o.db.sync_mode = sync;
+    cli_storage_apply(&sto, &o.db); /* argv strings: valid for the life of the server */
     o.quiet = quiet;
 
     /* Block before any thread exists so all of them inherit the mask (see the top comment). */

@@ -1,0 +1,891 @@
+/*
+ * store.c: a collection's files in an object store (sx_db_options.storage_url;
+ * docs/internals/STORAGE.md has the whole design).
+ *
+ * What goes where. The WAL stays local (fsynced: low-latency acknowledgement). Sealed segment
+ * files, delete files and index files go to the store, then the collection's store manifest:
+ *
+ *   <root>/<collection>/seg-<id>.sxs                 segment file (immutable: ids never reused)
+ *   <root>/<collection>/seg-<id>.del.<gen>           delete file (immutable: generations grow)
+ *   <root>/<collection>/seg-<id>.<ext>.<crc8>        index files (seg-<id>.idx, seg-<id>.diskann):
+ *                                                    rewritten in place locally by a rebuild, so
+ *                                                    the object key carries the file's CRC-32C
+ *   <root>/<collection>/MANIFEST                     store manifest, written last (format below)
+ *
+ * Store manifest (little-endian): "SXSTM001" | u32 version=1 | u64 generation (the local
+ * manifest's) | u32 len + the local MANIFEST file's bytes | u32 n | n x (str local_name,
+ * str key (relative to <collection>/), u64 size, u32 crc32c (index files; 0 = not recorded),
+ * u8 kind (0 segment, 1 delete file, 2 index file)) | u32 crc32c(everything before).
+ *
+ * Sync (sx__store_sync_locked, caller holds flush_mu, so no manifest is written meanwhile):
+ *   1. first time: list <collection>/ and read the store manifest; an object is "trusted"
+ *      (known stored, not re-uploaded) only if that manifest names it with the listed size:
+ *      objects it does not name may be leftovers of a failed sync from another history;
+ *   2. read the local MANIFEST; every file it names that is not trusted is uploaded (put_file);
+ *   3. put <collection>/MANIFEST (skipped when byte-identical to the last one put);
+ *   4. delete every object of the collection the new store manifest does not name (GC).
+ * Invariants: (1) the store manifest never names an object that is not durably stored (uploads
+ * complete before step 3; GC runs only after it; an object named by the previous store manifest
+ * is deleted only after a newer manifest that does not name it is stored); (2) the local state
+ * is never changed by a sync: a failed sync leaves the local MANIFEST and WAL, which hold every
+ * acknowledged row, and the next sync uploads whatever is missing; (3) a key names one content
+ * forever within one history (segment ids and delete generations are never reused once named by
+ * a committed manifest; index keys carry their CRC).
+ *
+ * Open from the store (sx__store_restore): for each <name>/MANIFEST in the store whose collection
+ * is missing locally: download every object it names into collections/.tmp-<name>/ (index objects
+ * are optional: a missing or mismatching one only means a rebuild), write the embedded MANIFEST
+ * last, rename the directory into place, fsync the parent. Then the normal open runs.
+ *
+ * Threads and locks. Syncs run on the flushing thread (sx_flush, sx_compact, metric change: the
+ * error is returned; a seal triggered by an insert: best effort, the insert succeeds, the failure
+ * is recorded and retried at the next sync) and on the index builder (after it writes an index
+ * file; it only try-locks flush_mu, since an index drop holding flush_mu waits for the builder).
+ * store_mu (order: flush_mu -> store_mu) guards the struct below and is held by the builder
+ * around writing an index file, so a sync never CRCs a half-replaced index file.
+ * Rejected: syncing in a separate uploader thread (the issue wants flush to return only once the
+ * objects are stored, and a thread adds a second writer of the store manifest); listing the store
+ * at every sync (one LIST per collection at first sync, then the in-memory set is exact because
+ * this process is the only writer of its prefix).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "storage/manifest.h"
+#include "storage/objstore.h"
+#include "util/alloc.h"
+#include "util/buf.h"
+#include "util/crc32c.h"
+#include "util/err.h"
+
+#define STM_MAGIC "SXSTM001"
+#define STM_MAX   (256u << 20)
+#define KIND_SEG  0
+#define KIND_DEL  1
+#define KIND_IDX  2
+#define CRC_CHUNK (1u << 20)
+
+typedef struct robj {
+    char *key; /* relative to <collection>/ */
+    uint64_t size;
+    bool trusted;
+} robj;
+
+typedef struct crcent {
+    char *name;
+    uint64_t size;
+    uint32_t crc;
+} crcent;
+
+struct sx__cstore {
+    /* guarded by the collection's store_mu */
+    bool loaded;
+    robj *objs;
+    size_t n_objs, cap_objs;
+    uint8_t *last; /* the last store manifest put */
+    size_t last_len;
+    crcent *crcs;
+    size_t n_crcs;
+    bool dropping;
+    bool dirty; /* a background sync could not run or failed */
+    char last_error[256];
+};
+
+typedef struct stm_ent {
+    char *name;
+    char *key;
+    uint64_t size;
+    uint32_t crc;
+    uint8_t kind;
+} stm_ent;
+
+typedef struct stm {
+    uint64_t generation;
+    uint8_t *manifest; /* owned */
+    size_t manifest_len;
+    stm_ent *ents;
+    size_t n;
+} stm;
+
+static void stm_fini(stm *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        sx__free(m->ents[i].name);
+        sx__free(m->ents[i].key);
+    }
+    sx__free(m->ents);
+    sx__free(m->manifest);
+    memset(m, 0, sizeof *m);
+}
+
+static void stm_encode(const stm *m, sx__wbuf *w)
+{
+    sx__wbuf_put(w, STM_MAGIC, 8);
+    sx__wbuf_u32(w, 1);
+    sx__wbuf_u64(w, m->generation);
+    sx__wbuf_u32(w, (uint32_t)m->manifest_len);
+    sx__wbuf_put(w, m->manifest, m->manifest_len);
+    sx__wbuf_u32(w, (uint32_t)m->n);
+    for (size_t i = 0; i < m->n; i++) {
+        sx__wbuf_str(w, m->ents[i].name);
+        sx__wbuf_str(w, m->ents[i].key);
+        sx__wbuf_u64(w, m->ents[i].size);
+        sx__wbuf_u32(w, m->ents[i].crc);
+        sx__wbuf_u8(w, m->ents[i].kind);
+    }
+    if (sx__wbuf_ok(w))
+        sx__wbuf_u32(w, sx__crc32c(0, w->data, w->len));
+}
+
+/* A name safe as a local file name and key part: no '/', no "..", not empty. */
+static bool safe_name(const char *s)
+{
+    return s && *s && !strchr(s, '/') && !strstr(s, "..") && strncmp(s, "seg-", 4) == 0;
+}
+
+static sx_status stm_decode(const void *data, size_t len, const char *what, stm *m)
+{
+    memset(m, 0, sizeof *m);
+    if (len < 8 + 4 + 4 || memcmp(data, STM_MAGIC, 8) != 0)
+        return sx__err(SX_ECORRUPT, "%s: not a store manifest", what);
+    const uint8_t *p = data;
+    if (sx__crc32c(0, p, len - 4) != sx__le32(p + len - 4))
+        return sx__err(SX_ECORRUPT, "%s: store manifest checksum mismatch", what);
+    sx__rbuf r;
+    sx__rbuf_init(&r, p + 8, len - 12);
+    if (sx__rbuf_u32(&r) != 1)
+        return sx__err(SX_ECORRUPT, "%s: unknown store manifest version", what);
+    m->generation = sx__rbuf_u64(&r);
+    uint32_t ml = sx__rbuf_u32(&r);
+    const void *mb = sx__rbuf_bytes(&r, ml);
+    uint32_t n = sx__rbuf_u32(&r);
+    if (!sx__rbuf_ok(&r) || !mb || n > (1u << 24) || (size_t)n * 21 > sx__rbuf_left(&r))
+        return sx__err(SX_ECORRUPT, "%s: store manifest is truncated", what);
+    m->manifest = sx__malloc(ml + 1);
+    m->ents = sx__calloc((size_t)n + 1, sizeof *m->ents);
+    if (!m->manifest || !m->ents) {
+        stm_fini(m);
+        return sx__err(SX_ENOMEM, "store manifest");
+    }
+    memcpy(m->manifest, mb, ml);
+    m->manifest_len = ml;
+    for (uint32_t i = 0; i < n; i++) {
+        bool oom = false;
+        stm_ent *e = &m->ents[i];
+        e->name = sx__rbuf_str(&r, 1024, &oom);
+        e->key = e->name ? sx__rbuf_str(&r, 1024, &oom) : NULL;
+        e->size = sx__rbuf_u64(&r);
+        e->crc = sx__rbuf_u32(&r);
+        e->kind = sx__rbuf_u8(&r);
+        m->n = i + 1;
+        if (oom) {
+            stm_fini(m);
+            return sx__err(SX_ENOMEM, "store manifest");
+        }
+        if (!sx__rbuf_ok(&r) || !safe_name(e->name) || !safe_name(e->key) || e->kind > KIND_IDX) {
+            stm_fini(m);
+            return sx__err(SX_ECORRUPT, "%s: store manifest entry %u is invalid", what, i);
+        }
+    }
+    if (sx__rbuf_left(&r) != 0) {
+        stm_fini(m);
+        return sx__err(SX_ECORRUPT, "%s: trailing bytes in the store manifest", what);
+    }
+    return SX_OK;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static sx_status file_size(const char *path, uint64_t *out)
+{
+    sx__file *f = NULL;
+    sx_status st = sx__file_open(path, SX__F_READ, &f);
+    if (st == SX_OK)
+        st = sx__file_size(f, out);
+    sx__ignore(sx__file_close(f));
+    return st;
+}
+
+static sx_status file_crc(const char *path, uint64_t *size, uint32_t *crc)
+{
+    sx__file *f = NULL;
+    void *buf = sx__malloc(CRC_CHUNK);
+    sx_status st = buf ? sx__file_open(path, SX__F_READ, &f) : sx__err(SX_ENOMEM, "crc");
+    uint64_t off = 0;
+    uint32_t c = 0;
+    while (st == SX_OK) {
+        size_t got = 0;
+        st = sx__file_pread(f, buf, CRC_CHUNK, off, &got);
+        if (st != SX_OK || got == 0)
+            break;
+        c = sx__crc32c(c, buf, got);
+        off += got;
+    }
+    sx__ignore(sx__file_close(f));
+    sx__free(buf);
+    if (st == SX_OK) {
+        *size = off;
+        *crc = c;
+    }
+    return st;
+}
+
+/* Copies the current thread's error message (sx__err overwrites the buffer it would read). */
+static void save_msg(char *buf, size_t n)
+{
+    (void)snprintf(buf, n, "%s", sx_errmsg());
+}
+
+static robj *find_obj(struct sx__cstore *cs, const char *key)
+{
+    for (size_t i = 0; i < cs->n_objs; i++)
+        if (strcmp(cs->objs[i].key, key) == 0)
+            return &cs->objs[i];
+    return NULL;
+}
+
+static sx_status add_obj(struct sx__cstore *cs, const char *key, uint64_t size, bool trusted)
+{
+    robj *o = find_obj(cs, key);
+    if (o) {
+        o->size = size;
+        o->trusted = trusted;
+        return SX_OK;
+    }
+    if (cs->n_objs == cs->cap_objs) {
+        size_t cap = cs->cap_objs ? cs->cap_objs * 2 : 32;
+        robj *v = sx__realloc(cs->objs, cap * sizeof *v);
+        if (!v)
+            return sx__err(SX_ENOMEM, "store sync");
+        cs->objs = v;
+        cs->cap_objs = cap;
+    }
+    char *k = sx__strdup(key);
+    if (!k)
+        return sx__err(SX_ENOMEM, "store sync");
+    cs->objs[cs->n_objs].key = k;
+    cs->objs[cs->n_objs].size = size;
+    cs->objs[cs->n_objs].trusted = trusted;
+    cs->n_objs++;
+    return SX_OK;
+}
+
+static void remove_obj(struct sx__cstore *cs, size_t i)
+{
+    sx__free(cs->objs[i].key);
+    cs->objs[i] = cs->objs[--cs->n_objs];
+}
+
+static void clear_objs(struct sx__cstore *cs)
+{
+    for (size_t i = 0; i < cs->n_objs; i++)
+        sx__free(cs->objs[i].key);
+    cs->n_objs = 0;
+    cs->loaded = false;
+    sx__free(cs->last);
+    cs->last = NULL;
+    cs->last_len = 0;
+}
+
+/* CRC of a local index file, cached by name and size (the builder invalidates a segment's
+ * entries when it rewrites its files). */
+static sx_status
+cached_crc(struct sx__cstore *cs, const char *dir, const char *name, uint64_t *size, uint32_t *crc)
+{
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/%s", dir, name);
+    uint64_t sz = 0;
+    sx_status st = file_size(path, &sz);
+    if (st != SX_OK)
+        return st;
+    for (size_t i = 0; i < cs->n_crcs; i++) {
+        if (strcmp(cs->crcs[i].name, name) == 0 && cs->crcs[i].size == sz) {
+            *size = sz;
+            *crc = cs->crcs[i].crc;
+            return SX_OK;
+        }
+    }
+    st = file_crc(path, size, crc);
+    if (st != SX_OK)
+        return st;
+    crcent *v = sx__realloc(cs->crcs, (cs->n_crcs + 1) * sizeof *v);
+    char *nm = sx__strdup(name);
+    if (!v || !nm) {
+        if (v)
+            cs->crcs = v;
+        sx__free(nm);
+        return SX_OK; /* not cached: recomputed next time */
+    }
+    cs->crcs = v;
+    cs->crcs[cs->n_crcs].name = nm;
+    cs->crcs[cs->n_crcs].size = *size;
+    cs->crcs[cs->n_crcs].crc = *crc;
+    cs->n_crcs++;
+    return SX_OK;
+}
+
+static void forget_crcs(struct sx__cstore *cs, uint64_t seg_id)
+{
+    char pre[64];
+    (void)snprintf(pre, sizeof pre, "seg-%020" PRIu64 ".", seg_id);
+    for (size_t i = 0; i < cs->n_crcs;) {
+        if (seg_id == UINT64_MAX || strncmp(cs->crcs[i].name, pre, strlen(pre)) == 0) {
+            sx__free(cs->crcs[i].name);
+            cs->crcs[i] = cs->crcs[--cs->n_crcs];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+sx_status sx__store_open(sx_db *db)
+{
+    if (!db->opts.storage_url || !*db->opts.storage_url)
+        return SX_OK;
+    sx__objstore_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.s3_endpoint = db->opts.s3_endpoint;
+    cfg.s3_region = db->opts.s3_region;
+    return sx__objstore_open(db->opts.storage_url, &cfg, &db->store);
+}
+
+sx_status sx__store_coll_init(sx_collection *c)
+{
+    if (!c->db->store)
+        return SX_OK;
+    c->cs = sx__calloc(1, sizeof *c->cs);
+    return c->cs ? SX_OK : sx__err(SX_ENOMEM, "open collection");
+}
+
+void sx__store_coll_fini(sx_collection *c)
+{
+    struct sx__cstore *cs = c->cs;
+    if (!cs)
+        return;
+    clear_objs(cs);
+    sx__free(cs->objs);
+    forget_crcs(cs, UINT64_MAX);
+    sx__free(cs->crcs);
+    sx__free(cs);
+    c->cs = NULL;
+}
+
+/* ---------------------------------------------------------------- sync */
+
+/* Step 1: the objects stored under <name>/ and which of them the store manifest vouches for. */
+static sx_status load_remote(sx_collection *c)
+{
+    struct sx__cstore *cs = c->cs;
+    sx__objstore *o = c->db->store;
+    char pre[512];
+    (void)snprintf(pre, sizeof pre, "%s/", c->name);
+    char **keys = NULL;
+    uint64_t *sizes = NULL;
+    size_t n = 0;
+    sx_status st = sx__objstore_list(o, pre, &keys, &sizes, &n);
+    if (st != SX_OK)
+        return st;
+    void *data = NULL;
+    size_t len = 0;
+    stm m;
+    memset(&m, 0, sizeof m);
+    char mkey[600];
+    (void)snprintf(mkey, sizeof mkey, "%sMANIFEST", pre);
+    bool have_m = false;
+    for (size_t i = 0; i < n; i++)
+        have_m = have_m || strcmp(keys[i], mkey) == 0;
+    if (have_m) {
+        st = sx__objstore_get(o, mkey, &data, &len);
+        if (st == SX_OK && stm_decode(data, len, mkey, &m) != SX_OK) {
+            memset(&m, 0, sizeof m); /* unreadable: trust nothing, the next put replaces it */
+            st = SX_OK;
+        } else if (st == SX_ENOTFOUND) {
+            st = SX_OK;
+        }
+    }
+    for (size_t i = 0; st == SX_OK && i < n; i++) {
+        const char *rel = keys[i] + strlen(pre);
+        if (strcmp(rel, "MANIFEST") == 0 || !*rel)
+            continue;
+        bool trusted = false;
+        for (size_t j = 0; j < m.n; j++)
+            if (strcmp(m.ents[j].key, rel) == 0 && m.ents[j].size == sizes[i])
+                trusted = true;
+        st = add_obj(cs, rel, sizes[i], trusted);
+    }
+    if (st == SX_OK && have_m && data) {
+        cs->last = data; /* byte-identical manifests are not put again */
+        cs->last_len = len;
+        data = NULL;
+    }
+    if (st == SX_OK)
+        cs->loaded = true;
+    sx__free(data);
+    stm_fini(&m);
+    sx_strings_free(keys, n);
+    sx__free(sizes);
+    return st;
+}
+
+static sx_status ent_add(stm *m,
+                         size_t *cap,
+                         const char *name,
+                         const char *key,
+                         uint64_t size,
+                         uint32_t crc,
+                         uint8_t kind)
+{
+    if (m->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        stm_ent *v = sx__realloc(m->ents, nc * sizeof *v);
+        if (!v)
+            return sx__err(SX_ENOMEM, "store sync");
+        m->ents = v;
+        *cap = nc;
+    }
+    stm_ent *e = &m->ents[m->n];
+    e->name = sx__strdup(name);
+    e->key = sx__strdup(key);
+    e->size = size;
+    e->crc = crc;
+    e->kind = kind;
+    m->n++;
+    return e->name && e->key ? SX_OK : sx__err(SX_ENOMEM, "store sync");
+}
+
+/* Step 2's list: the files the local manifest names (and the index files of its segments). */
+static sx_status local_objects(sx_collection *c, stm *out)
+{
+    struct sx__cstore *cs = c->cs;
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/MANIFEST", c->dir);
+    void *mbytes = NULL;
+    size_t mlen = 0;
+    sx_status st = sx__fs_read_all(path, STM_MAX, &mbytes, &mlen);
+    if (st != SX_OK)
+        return st;
+    sx__manifest man;
+    memset(&man, 0, sizeof man);
+    st = sx__manifest_read(path, &man);
+    if (st != SX_OK) {
+        sx__free(mbytes);
+        return st;
+    }
+    out->generation = man.generation;
+    out->manifest = mbytes;
+    out->manifest_len = mlen;
+    size_t cap = 0;
+    char **names = NULL;
+    size_t n_names = 0;
+    if (man.index_type)
+        st = sx__fs_list(c->dir, &names, &n_names);
+    for (size_t i = 0; st == SX_OK && i < man.n_segs; i++) {
+        uint64_t id = man.segs[i].id, sz = 0;
+        char name[128];
+        (void)snprintf(name, sizeof name, "seg-%020" PRIu64 ".sxs", id);
+        (void)snprintf(path, sizeof path, "%s/%s", c->dir, name);
+        st = file_size(path, &sz);
+        if (st == SX_OK)
+            st = ent_add(out, &cap, name, name, sz, 0, KIND_SEG);
+        if (st == SX_OK && man.segs[i].del_gen) {
+            (void)snprintf(name, sizeof name, "seg-%020" PRIu64 ".del.%" PRIu64, id,
+                           man.segs[i].del_gen);
+            (void)snprintf(path, sizeof path, "%s/%s", c->dir, name);
+            st = file_size(path, &sz);
+            if (st == SX_OK)
+                st = ent_add(out, &cap, name, name, sz, 0, KIND_DEL);
+        }
+        char pre[64];
+        (void)snprintf(pre, sizeof pre, "seg-%020" PRIu64 ".", id);
+        for (size_t k = 0; st == SX_OK && k < n_names; k++) {
+            const char *nm = names[k];
+            if (strncmp(nm, pre, strlen(pre)) != 0)
+                continue;
+            const char *ext = nm + strlen(pre);
+            if (strcmp(ext, "sxs") == 0 || strncmp(ext, "del.", 4) == 0 || strstr(ext, ".tmp") ||
+                strstr(ext, "tmp"))
+                continue;
+            uint32_t crc = 0;
+            sx_status cst = cached_crc(cs, c->dir, nm, &sz, &crc);
+            if (cst == SX_ENOTFOUND)
+                continue; /* removed meanwhile */
+            st = cst;
+            if (st != SX_OK)
+                break;
+            char key[192];
+            (void)snprintf(key, sizeof key, "%s.%08" PRIx32, nm, crc);
+            st = ent_add(out, &cap, nm, key, sz, crc, KIND_IDX);
+        }
+    }
+    sx_strings_free(names, n_names);
+    sx__manifest_fini(&man);
+    return st;
+}
+
+sx_status sx__store_sync_locked(sx_collection *c)
+{
+    struct sx__cstore *cs = c->cs;
+    sx__objstore *o = c->db->store;
+    if (!cs || !o)
+        return SX_OK;
+    if (atomic_load(&c->dropped))
+        return SX_OK;
+    pthread_mutex_lock(&c->store_mu);
+    if (cs->dropping) {
+        pthread_mutex_unlock(&c->store_mu);
+        return SX_OK;
+    }
+    char msg[512];
+    sx_status st = SX_OK;
+    stm m;
+    memset(&m, 0, sizeof m);
+    sx__wbuf w;
+    sx__wbuf_init(&w);
+    if (!cs->loaded) {
+        st = load_remote(c);
+        if (st != SX_OK) {
+            save_msg(msg, sizeof msg);
+            clear_objs(cs);
+            st = sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
+                         "object store %s: listing collection %s failed: %s; the data is safe "
+                         "locally and the next flush retries",
+                         o->url, c->name, msg);
+            goto out;
+        }
+    }
+    st = local_objects(c, &m);
+    if (st != SX_OK)
+        goto out;
+    char key[1024], path[4096];
+    for (size_t i = 0; i < m.n; i++) {
+        robj *r = find_obj(cs, m.ents[i].key);
+        if (r && r->trusted && r->size == m.ents[i].size)
+            continue;
+        (void)snprintf(key, sizeof key, "%s/%s", c->name, m.ents[i].key);
+        (void)snprintf(path, sizeof path, "%s/%s", c->dir, m.ents[i].name);
+        st = sx__objstore_put_file(o, key, path);
+        if (st != SX_OK) {
+            save_msg(msg, sizeof msg);
+            /* a lost response may have stored it: untrusted, so GC or a re-upload settles it */
+            sx__ignore(add_obj(cs, m.ents[i].key, m.ents[i].size, false));
+            st = sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
+                         "object store %s: uploading %s failed: %s; the data is safe locally "
+                         "(MANIFEST and WAL) and the next flush retries",
+                         o->url, key, msg);
+            goto out;
+        }
+        st = add_obj(cs, m.ents[i].key, m.ents[i].size, true);
+        if (st != SX_OK)
+            goto out;
+    }
+    stm_encode(&m, &w);
+    if (!sx__wbuf_ok(&w)) {
+        st = sx__err(SX_ENOMEM, "store manifest");
+        goto out;
+    }
+    if (!cs->last || cs->last_len != w.len || memcmp(cs->last, w.data, w.len) != 0) {
+        (void)snprintf(key, sizeof key, "%s/MANIFEST", c->name);
+        st = sx__objstore_put(o, key, w.data, w.len);
+        if (st != SX_OK) {
+            save_msg(msg, sizeof msg);
+            sx__free(cs->last); /* unknown which manifest is stored now: put again next time */
+            cs->last = NULL;
+            cs->last_len = 0;
+            st = sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
+                         "object store %s: writing %s failed: %s; the store keeps the previous "
+                         "manifest, the data is safe locally and the next flush retries",
+                         o->url, key, msg);
+            goto out;
+        }
+        sx__free(cs->last);
+        cs->last = w.data;
+        cs->last_len = w.len;
+        w.data = NULL;
+        w.len = w.cap = 0;
+    }
+    /* GC: only now may objects the previous manifest named go */
+    for (size_t i = 0; i < cs->n_objs;) {
+        bool named = false;
+        for (size_t j = 0; j < m.n && !named; j++)
+            named = strcmp(m.ents[j].key, cs->objs[i].key) == 0;
+        if (named) {
+            i++;
+            continue;
+        }
+        (void)snprintf(key, sizeof key, "%s/%s", c->name, cs->objs[i].key);
+        if (sx__objstore_del(o, key) == SX_OK)
+            remove_obj(cs, i);
+        else
+            i++; /* garbage only: retried at the next sync */
+    }
+    cs->dirty = false;
+    cs->last_error[0] = '\0';
+out:
+    if (st != SX_OK) {
+        cs->dirty = true;
+        (void)snprintf(cs->last_error, sizeof cs->last_error, "%s", sx_errmsg());
+    }
+    sx__wbuf_fini(&w);
+    stm_fini(&m);
+    pthread_mutex_unlock(&c->store_mu);
+    return st;
+}
+
+sx_status sx__store_sync(sx_collection *c)
+{
+    if (!c->cs)
+        return SX_OK;
+    pthread_mutex_lock(&c->flush_mu);
+    sx_status st = sx__store_sync_locked(c);
+    pthread_mutex_unlock(&c->flush_mu);
+    return st;
+}
+
+void sx__store_mark_dirty(sx_collection *c)
+{
+    if (!c->cs)
+        return;
+    pthread_mutex_lock(&c->store_mu);
+    c->cs->dirty = true;
+    pthread_mutex_unlock(&c->store_mu);
+}
+
+bool sx__store_is_dirty(sx_collection *c)
+{
+    if (!c->cs)
+        return false;
+    pthread_mutex_lock(&c->store_mu);
+    bool d = c->cs->dirty;
+    pthread_mutex_unlock(&c->store_mu);
+    return d;
+}
+
+void sx__store_index_begin(sx_collection *c)
+{
+    if (c->cs)
+        pthread_mutex_lock(&c->store_mu);
+}
+
+void sx__store_index_end(sx_collection *c, uint64_t seg_id)
+{
+    if (!c->cs)
+        return;
+    forget_crcs(c->cs, seg_id);
+    c->cs->dirty = true;
+    pthread_mutex_unlock(&c->store_mu);
+}
+
+void sx__store_after_build(sx_collection *c, const atomic_bool *cancel)
+{
+    if (!c->cs)
+        return;
+    /* flush_mu may be held for long (an upload) or by an index drop waiting for this very
+     * builder: try for a while, then leave it dirty for the next flush / sx_db_sync / close */
+    for (int i = 0; i < 400; i++) {
+        if (atomic_load(&c->dropped) || atomic_load(cancel))
+            return;
+        if (pthread_mutex_trylock(&c->flush_mu) == 0) {
+            sx__ignore(sx__store_sync_locked(c));
+            pthread_mutex_unlock(&c->flush_mu);
+            return;
+        }
+        struct timespec ts = { 0, 5000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ---------------------------------------------------------------- drop */
+
+sx_status sx__store_drop_begin(sx_collection *c)
+{
+    if (!c->cs)
+        return SX_OK;
+    pthread_mutex_lock(&c->flush_mu);
+    pthread_mutex_lock(&c->store_mu);
+    char key[1024], msg[512];
+    (void)snprintf(key, sizeof key, "%s/MANIFEST", c->name);
+    sx_status st = sx__objstore_del(c->db->store, key);
+    if (st == SX_OK) {
+        c->cs->dropping = true;
+    } else {
+        save_msg(msg, sizeof msg);
+        clear_objs(c->cs); /* state unknown: reload at the next sync */
+        st = sx__err(SX_EREMOTE,
+                     "object store %s: deleting %s failed: %s; collection %s was not dropped",
+                     c->db->store->url, key, msg, c->name);
+    }
+    pthread_mutex_unlock(&c->store_mu);
+    pthread_mutex_unlock(&c->flush_mu);
+    return st;
+}
+
+void sx__store_drop_finish(sx_db *db, const char *name)
+{
+    if (!db->store)
+        return;
+    char pre[512];
+    (void)snprintf(pre, sizeof pre, "%s/", name);
+    char **keys = NULL;
+    size_t n = 0;
+    if (sx__objstore_list(db->store, pre, &keys, NULL, &n) != SX_OK)
+        return; /* leftovers are collected when a collection of that name syncs again */
+    for (size_t i = 0; i < n; i++)
+        sx__ignore(sx__objstore_del(db->store, keys[i]));
+    sx_strings_free(keys, n);
+}
+
+/* ---------------------------------------------------------------- restore */
+
+static bool valid_coll_name(const char *s, size_t n)
+{
+    if (n == 0 || n > SX_MAX_NAME)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_' ||
+                  (i > 0 && ch >= '0' && ch <= '9');
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static sx_status restore_one(sx_db *db, const char *name)
+{
+    sx__objstore *o = db->store;
+    char key[1024], tmp[4096], path[4096], fin[4096], msg[512];
+    (void)snprintf(key, sizeof key, "%s/MANIFEST", name);
+    void *data = NULL;
+    size_t len = 0;
+    stm m;
+    memset(&m, 0, sizeof m);
+    sx_status st = sx__objstore_get(o, key, &data, &len);
+    if (st == SX_ENOTFOUND) /* dropped meanwhile */
+        return SX_OK;
+    if (st == SX_OK)
+        st = stm_decode(data, len, key, &m);
+    sx__free(data);
+    if (st != SX_OK)
+        goto remote_fail;
+    (void)snprintf(tmp, sizeof tmp, "%s/collections/.tmp-%s", db->dir, name);
+    (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, name);
+    sx__ignore(sx__fs_rmtree(tmp));
+    (void)snprintf(path, sizeof path, "%s/wal", tmp);
+    st = sx__fs_mkdir_p(path);
+    for (size_t i = 0; st == SX_OK && i < m.n; i++) {
+        const stm_ent *e = &m.ents[i];
+        (void)snprintf(key, sizeof key, "%s/%s", name, e->key);
+        (void)snprintf(path, sizeof path, "%s/%s", tmp, e->name);
+        st = sx__objstore_get_file(o, key, path);
+        uint64_t sz = 0;
+        uint32_t crc = 0;
+        if (st == SX_OK && e->kind == KIND_IDX) {
+            st = file_crc(path, &sz, &crc);
+            if (st == SX_OK && (sz != e->size || crc != e->crc))
+                st = sx__err(SX_ECORRUPT, "%s: size or CRC differs from the store manifest", key);
+        } else if (st == SX_OK) {
+            st = file_size(path, &sz);
+            if (st == SX_OK && sz != e->size)
+                st = sx__err(SX_ECORRUPT, "%s: %" PRIu64 " bytes, the store manifest says %" PRIu64,
+                             key, sz, e->size);
+        }
+        if (st != SX_OK && e->kind == KIND_IDX && st != SX_ENOMEM) {
+            sx__ignore(sx__fs_unlink(path)); /* optional: the index is rebuilt */
+            st = SX_OK;
+        }
+        if (st != SX_OK && st != SX_ENOMEM && st != SX_ECORRUPT) {
+            save_msg(msg, sizeof msg);
+            st =
+                sx__err(SX_EREMOTE, "object store %s: downloading %s failed: %s", o->url, key, msg);
+        }
+    }
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/MANIFEST", tmp);
+        st = sx__fs_write_atomic(path, m.manifest, m.manifest_len);
+    }
+    if (st == SX_OK)
+        st = sx__fs_rename(tmp, fin);
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/collections", db->dir);
+        st = sx__fs_sync_dir(path);
+    } else {
+        sx__ignore(sx__fs_rmtree(tmp));
+    }
+    stm_fini(&m);
+    return st;
+remote_fail:
+    stm_fini(&m);
+    if (st == SX_ECORRUPT || st == SX_ENOMEM)
+        return st;
+    save_msg(msg, sizeof msg);
+    return sx__err(SX_EREMOTE, "object store %s: reading %s/MANIFEST failed: %s", o->url, name,
+                   msg);
+}
+
+sx_status sx__store_restore(sx_db *db)
+{
+    if (!db->store)
+        return SX_OK;
+    char **keys = NULL;
+    size_t n = 0;
+    sx_status st = sx__objstore_list(db->store, "", &keys, NULL, &n);
+    if (st != SX_OK) {
+        char msg[512];
+        save_msg(msg, sizeof msg);
+        return sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
+                       "object store %s: listing failed: %s", db->store->url, msg);
+    }
+    for (size_t i = 0; st == SX_OK && i < n; i++) {
+        const char *slash = strchr(keys[i], '/');
+        if (!slash || strcmp(slash, "/MANIFEST") != 0 ||
+            !valid_coll_name(keys[i], (size_t)(slash - keys[i])))
+            continue;
+        char name[SX_MAX_NAME + 1], path[4096];
+        (void)snprintf(name, sizeof name, "%.*s", (int)(slash - keys[i]), keys[i]);
+        (void)snprintf(path, sizeof path, "%s/collections/%s", db->dir, name);
+        if (sx__fs_exists(path))
+            continue; /* the local copy is the same or newer (one writer per prefix) */
+        st = restore_one(db, name);
+    }
+    sx_strings_free(keys, n);
+    return st;
+}
+
+/* ---------------------------------------------------------------- API */
+
+sx_status sx_db_sync(sx_db *db)
+{
+    sx__err_clear();
+    if (!db)
+        return sx__err(SX_EINVAL, "sx_db_sync: no database");
+    if (!db->store || db->opts.read_only)
+        return SX_OK;
+    pthread_mutex_lock(&db->mu);
+    sx_collection **cs = sx__calloc(db->n_colls + 1, sizeof *cs);
+    size_t n = 0;
+    for (size_t i = 0; cs && i < db->n_colls; i++) {
+        cs[n] = db->colls[i];
+        atomic_fetch_add(&cs[n]->refs, 1);
+        n++;
+    }
+    pthread_mutex_unlock(&db->mu);
+    if (!cs)
+        return sx__err(SX_ENOMEM, "sync");
+    sx_status first = SX_OK;
+    char msg[1024] = "";
+    for (size_t i = 0; i < n; i++) {
+        sx_status st = sx__store_sync(cs[i]);
+        if (st != SX_OK && first == SX_OK) {
+            first = st;
+            save_msg(msg, sizeof msg);
+        }
+        sx__coll_unref(cs[i]);
+    }
+    sx__free(cs);
+    return first == SX_OK ? SX_OK : sx__err(first, "%s", msg);
+}
