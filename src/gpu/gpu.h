@@ -1,6 +1,7 @@
 /*
- * gpu.h: the GPU layer's C interface (issue 7). Implemented in CUDA C (src/gpu/*.cu) when the
- * build has CUDA (CMake SX_CUDA=AUTO|ON|OFF; AUTO = when nvcc is found), and by gpu_none.c
+ * gpu.h: the GPU layer's C interface (issue 7). Implemented in CUDA C (the .cu files in
+ * src/gpu/) when the build has CUDA (CMake SX_CUDA=AUTO|ON|OFF; AUTO = when nvcc is found), and
+ * by gpu_none.c
  * otherwise, where every entry point answers "no GPU". Callers (index builds) always have a CPU
  * twin of each algorithm and fall back to it when sx__gpu_available() is false, logging one line.
  *
@@ -53,6 +54,10 @@ typedef struct sx__cagra_build_params {
     uint32_t nn_descent_iters;    /* default 20 */
     uint32_t threads;             /* CPU twin: 0 = all cores */
     uint64_t seed;
+    /* GPU only (added by the CUDA side): the initial kNN graph's SGEMM runs on TF32 tensor cores
+     * by default (inputs rounded to 10 mantissa bits: ranks of near-ties may swap, which the
+     * pruning tolerates; ~8x the FP32 rate); true = plain FP32 (exact ranks, as the CPU twin). */
+    bool knn_fp32;
 } sx__cagra_build_params;
 
 SX_NODISCARD sx_status sx__gpu_cagra_build(const float *x, size_t n, size_t dim, sx_metric metric,
