@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,15 +297,240 @@ void sx_io_stats_get(sx_io_stats *out)
     out->fsyncs = atomic_load_explicit(&io_fsyncs, memory_order_relaxed);
 }
 
-/* pwrite all n bytes at off (invariant 2); *done receives the bytes written even on failure. */
+/* ------------------------------------------------------------------ simulated power loss */
+
+/* One unsynced change of a file: the bytes [off, off + n_old) it overwrote (old), the file size
+ * before it (old_size), and the extent it wrote [off, end). A truncate is a record with
+ * end == off == the new size and the cut bytes in old. */
+typedef struct pl_rec {
+    char *path;
+    uint64_t off, end, old_size;
+    uint8_t *old;
+    size_t n_old;
+    struct pl_rec *next;
+} pl_rec;
+
+static pthread_mutex_t pl_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool pl_on;
+static pl_rec *pl_head, *pl_tail; /* guarded by pl_mu; oldest first */
+static uint64_t pl_rng;           /* guarded by pl_mu */
+static uint64_t pl_writes, pl_crash_at; /* guarded by pl_mu */
+
+void sx__powerloss_enable(uint64_t seed, uint64_t crash_after_writes)
+{
+    pthread_mutex_lock(&pl_mu);
+    pl_rng = seed | 1;
+    pl_writes = 0;
+    pl_crash_at = crash_after_writes;
+    atomic_store(&pl_on, true);
+    pthread_mutex_unlock(&pl_mu);
+}
+
+static uint64_t pl_rand(void)
+{
+    pl_rng ^= pl_rng >> 12;
+    pl_rng ^= pl_rng << 25;
+    pl_rng ^= pl_rng >> 27;
+    return pl_rng * 2685821657736338717ull;
+}
+
+/* Records what a change of [off, end) (or a truncate to `off` when truncate) is about to
+ * replace. Caller holds pl_mu. Best effort: an allocation failure records nothing (the test
+ * would then be weaker, never wrong). */
+static void pl_record(int fd, const char *path, uint64_t off, uint64_t end, bool truncate)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return;
+    uint64_t size = (uint64_t)sb.st_size;
+    pl_rec *r = calloc(1, sizeof *r); /* test-only bookkeeping: libc, outside the fault countdown */
+    if (!r)
+        return;
+    r->path = strdup(path);
+    r->off = off;
+    r->end = end;
+    r->old_size = size;
+    uint64_t lo = off, hi = truncate ? size : (end < size ? end : size);
+    if (hi > lo) {
+        r->n_old = (size_t)(hi - lo);
+        r->old = malloc(r->n_old);
+        if (r->old && pread(fd, r->old, r->n_old, (off_t)lo) != (ssize_t)r->n_old) {
+            free(r->old);
+            r->old = NULL;
+        }
+    }
+    if (!r->path || (r->n_old && !r->old)) {
+        free(r->path);
+        free(r->old);
+        free(r);
+        return;
+    }
+    if (pl_tail)
+        pl_tail->next = r;
+    else
+        pl_head = r;
+    pl_tail = r;
+}
+
+/* fsync of path: its records are durable now. Caller holds pl_mu. */
+static void pl_synced(const char *path)
+{
+    pl_rec **pp = &pl_head;
+    pl_tail = NULL;
+    while (*pp) {
+        pl_rec *r = *pp;
+        if (strcmp(r->path, path) == 0) {
+            *pp = r->next;
+            free(r->path);
+            free(r->old);
+            free(r);
+            continue;
+        }
+        pl_tail = r;
+        pp = &r->next;
+    }
+}
+
+/* rename: pending records follow the file; unlink (to == NULL): they go with it. Caller holds
+ * pl_mu. */
+static void pl_moved(const char *from, const char *to)
+{
+    if (!to) {
+        pl_synced(from);
+        return;
+    }
+    for (pl_rec *r = pl_head; r; r = r->next) {
+        if (strcmp(r->path, from) == 0) {
+            char *np = strdup(to);
+            if (np) {
+                free(r->path);
+                r->path = np;
+            }
+        }
+    }
+}
+
+/* Applies the loss to one file: recs[0..n) are its pending records, oldest first. */
+static void pl_apply(const char *path, pl_rec **recs, size_t n)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    /* Decide per record: dropped, kept, or (the newest kept write) torn at a 512 B boundary. */
+    bool *drop = calloc(n, sizeof *drop);
+    uint64_t *cut = calloc(n, sizeof *cut); /* surviving end of each write */
+    if (!drop || !cut) {
+        free(drop);
+        free(cut);
+        close(fd);
+        return;
+    }
+    bool torn = false;
+    for (size_t i = n; i-- > 0;) {
+        pl_rec *r = recs[i];
+        drop[i] = pl_rand() & 1;
+        cut[i] = r->end;
+        if (!drop[i] && !torn && r->end > r->off) {
+            torn = true;
+            cut[i] = r->off + (pl_rand() % ((r->end - r->off) / 512 + 1)) * 512;
+            if (cut[i] > r->end)
+                cut[i] = r->end;
+        }
+    }
+    /* Bytes: newest first, put back what dropped (or torn-off) parts replaced. */
+    for (size_t i = n; i-- > 0;) {
+        pl_rec *r = recs[i];
+        uint64_t from = drop[i] ? r->off : cut[i];
+        uint64_t old_end = r->off + r->n_old;
+        if (from < old_end)
+            (void)!pwrite(fd, r->old + (from - r->off), (size_t)(old_end - from), (off_t)from);
+    }
+    /* Size: replay the surviving operations in order. */
+    uint64_t size = recs[0]->old_size;
+    for (size_t i = 0; i < n; i++) {
+        pl_rec *r = recs[i];
+        if (drop[i])
+            continue;
+        if (r->end == r->off && r->n_old) /* a truncate */
+            size = r->off;
+        else if (cut[i] > size)
+            size = cut[i];
+    }
+    (void)!ftruncate(fd, (off_t)size);
+    /* Lost extensions inside the surviving size read as zeros (unwritten blocks). */
+    static const uint8_t zeros[4096];
+    for (size_t i = 0; i < n; i++) {
+        pl_rec *r = recs[i];
+        uint64_t z0 = drop[i] ? r->off : cut[i];
+        if (z0 < r->off + r->n_old)
+            z0 = r->off + r->n_old;
+        uint64_t z1 = r->end < size ? r->end : size;
+        for (uint64_t at = z0; at < z1;) {
+            size_t chunk = z1 - at > sizeof zeros ? sizeof zeros : (size_t)(z1 - at);
+            (void)!pwrite(fd, zeros, chunk, (off_t)at);
+            at += chunk;
+        }
+    }
+    free(drop);
+    free(cut);
+    close(fd);
+}
+
+_Noreturn void sx__powerloss_crash(void)
+{
+    pthread_mutex_lock(&pl_mu); /* never released: every later write blocks until _exit */
+    for (pl_rec *a = pl_head; a; a = a->next) {
+        bool first = true; /* each file once, at its oldest record */
+        for (pl_rec *b = pl_head; b != a; b = b->next)
+            if (strcmp(b->path, a->path) == 0)
+                first = false;
+        if (!first)
+            continue;
+        size_t n = 0;
+        for (pl_rec *r = a; r; r = r->next)
+            n += strcmp(r->path, a->path) == 0;
+        pl_rec **recs = calloc(n, sizeof *recs);
+        if (!recs)
+            continue;
+        size_t k = 0;
+        for (pl_rec *r = a; r; r = r->next)
+            if (strcmp(r->path, a->path) == 0)
+                recs[k++] = r;
+        pl_apply(a->path, recs, n);
+        free(recs);
+    }
+    _exit(0);
+}
+
+static sx_status write_raw(sx__file *f, const void *p, size_t n, uint64_t off, size_t *done);
+
+/* pwrite all n bytes at off (invariant 2); *done receives the bytes written even on failure.
+ * With simulated power loss on, the write is recorded and done under pl_mu, so a crash never
+ * races a write in progress. */
 static sx_status write_all(sx__file *f, const void *p, size_t n, uint64_t off, size_t *done)
 {
-    const uint8_t *b = p;
-    size_t left = n;
     *done = 0;
     int e = fault_hit(SX__FAULT_WRITE);
     if (e)
         return sx__err_errno(e, "write %s at offset %llu", f->path, (unsigned long long)off);
+    if (!atomic_load_explicit(&pl_on, memory_order_acquire))
+        return write_raw(f, p, n, off, done);
+    pthread_mutex_lock(&pl_mu);
+    pl_writes++;
+    if (pl_crash_at && pl_writes >= pl_crash_at) {
+        pthread_mutex_unlock(&pl_mu);
+        sx__powerloss_crash();
+    }
+    pl_record(f->fd, f->path, off, off + n, false);
+    sx_status st = write_raw(f, p, n, off, done);
+    pthread_mutex_unlock(&pl_mu);
+    return st;
+}
+
+static sx_status write_raw(sx__file *f, const void *p, size_t n, uint64_t off, size_t *done)
+{
+    const uint8_t *b = p;
+    size_t left = n;
     while (left > 0) {
         size_t chunk = left > (size_t)1 << 30 ? (size_t)1 << 30 : left;
         ssize_t w = pwrite(f->fd, b, chunk, (off_t)off);
@@ -373,6 +599,11 @@ sx_status sx__file_sync(sx__file *f)
     atomic_fetch_add_explicit(&io_fsyncs, 1, memory_order_relaxed);
     if (fdatasync(f->fd) != 0) /* invariant 3: never retried, not even on EINTR */
         return sx__err_errno(errno, "fdatasync %s", f->path);
+    if (atomic_load_explicit(&pl_on, memory_order_acquire)) {
+        pthread_mutex_lock(&pl_mu);
+        pl_synced(f->path);
+        pthread_mutex_unlock(&pl_mu);
+    }
     return SX_OK;
 }
 
@@ -387,6 +618,11 @@ sx_status sx__file_size(sx__file *f, uint64_t *out)
 
 sx_status sx__file_truncate(sx__file *f, uint64_t size)
 {
+    if (atomic_load_explicit(&pl_on, memory_order_acquire)) {
+        pthread_mutex_lock(&pl_mu);
+        pl_record(f->fd, f->path, size, size, true);
+        pthread_mutex_unlock(&pl_mu);
+    }
     int r;
     do {
         r = ftruncate(f->fd, (off_t)size);
@@ -474,6 +710,12 @@ sx_status sx__fs_rename(const char *from, const char *to)
     int e = fault_hit(SX__FAULT_RENAME);
     if (e)
         return sx__err_errno(e, "rename %s to %s", from, to);
+    if (atomic_load_explicit(&pl_on, memory_order_acquire)) {
+        pthread_mutex_lock(&pl_mu);
+        pl_moved(to, NULL); /* the replaced file's pending writes are gone with it */
+        pl_moved(from, to);
+        pthread_mutex_unlock(&pl_mu);
+    }
     if (rename(from, to) != 0)
         return sx__err_errno(errno, "rename %s to %s", from, to);
     return SX_OK;
@@ -481,6 +723,11 @@ sx_status sx__fs_rename(const char *from, const char *to)
 
 sx_status sx__fs_unlink(const char *path)
 {
+    if (atomic_load_explicit(&pl_on, memory_order_acquire)) {
+        pthread_mutex_lock(&pl_mu);
+        pl_moved(path, NULL);
+        pthread_mutex_unlock(&pl_mu);
+    }
     if (unlink(path) != 0 && errno != ENOENT)
         return sx__err_errno(errno, "unlink %s", path);
     return SX_OK;

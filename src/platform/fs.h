@@ -92,6 +92,19 @@ void sx__io_record(sx__io_backend b, bool is_write, uint64_t bytes);
 
 void sx__fault_set(sx__fault_op op, long countdown, int err, bool persistent);
 void sx__fault_clear_all(void);
+
+/* Simulated power loss (reliability.md T2; tests only). Once enabled, every write and truncate
+ * through this layer keeps an undo record (the bytes and size it replaced) until the file is
+ * fsynced: those are the writes a power cut may lose. sx__powerloss_crash() then stops every
+ * later write (they block), and for each file drops a random subset of its unsynced writes
+ * (restoring the old bytes, zero-filling dropped extensions, truncating to the surviving size)
+ * and tears the newest surviving one at a random 512-byte boundary, as a disk losing power
+ * would; then the process exits (_exit(0)) without closing anything. crash_after_writes > 0
+ * crashes automatically at that write (inside whatever operation issues it: a WAL append, a
+ * segment flush, a manifest write). Directory operations (create, rename, unlink) are taken as
+ * durable: the engine fsyncs the directory right after each of them. */
+void sx__powerloss_enable(uint64_t seed, uint64_t crash_after_writes);
+_Noreturn void sx__powerloss_crash(void);
 /* Number of calls of op since start (for tests that walk every call site). */
 long sx__fault_calls(sx__fault_op op);
 
