@@ -18,6 +18,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "engine/engine.h"
 #include "util/alloc.h"
@@ -53,6 +54,34 @@ static sx_status check_writable(sx_collection *c)
         return sx__err(SX_EINVAL, "database is open read-only");
     if (sx__wal_is_fatal(c->wal))
         return sx__err(SX_EFATAL, "database is in the error state after a failed write; reopen");
+    return SX_OK;
+}
+
+/* Disk-full guard (reliability.md T4). A failed WAL write makes the WAL fatal (rows are applied
+ * in memory before their fsync, so a record that could not be written cannot be taken back),
+ * which would need a reopen. So a write is refused with SX_ENOSPC *before* its WAL append when
+ * the collection's filesystem could not also hold the segment its growing rows will become:
+ * free space must cover the record, the growing segment (~ the WAL since the checkpoint, which
+ * holds the same rows) and a reserve for manifests and delete files. Nothing is changed by a
+ * refused write, reads keep working, and writes resume as soon as space is freed (statvfs is
+ * asked again on every write: ~1 us). Caller holds write_mu. */
+#define DISK_RESERVE_BYTES ((uint64_t)4 << 20)
+
+static sx_status check_space(sx_collection *c, uint64_t record_bytes)
+{
+    struct statvfs sv;
+    if (statvfs(c->dir, &sv) != 0)
+        return SX_OK; /* cannot tell: let the write find out */
+    uint64_t avail = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+    uint64_t need = record_bytes + sx__wal_bytes(c->wal) + DISK_RESERVE_BYTES;
+    if (avail < need)
+        return sx__err(SX_ENOSPC,
+                       "disk full: %llu bytes free under %s, a write needs %llu (the record, room "
+                       "to seal the %llu bytes of unsealed rows, and a %llu-byte reserve); "
+                       "nothing was written: free space and retry (no restart needed)",
+                       (unsigned long long)avail, c->dir, (unsigned long long)need,
+                       (unsigned long long)sx__wal_bytes(c->wal),
+                       (unsigned long long)DISK_RESERVE_BYTES);
     return SX_OK;
 }
 
@@ -415,6 +444,9 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
         st = sx__err(SX_ENOMEM, "insert");
         goto unlock;
     }
+    st = check_space(c, w.len);
+    if (st != SX_OK)
+        goto unlock;
     /* allocate everything first: once the record is in the WAL the apply must not fail, or a
      * failed insert would come back at replay */
     prepared prep;
@@ -524,6 +556,8 @@ static sx_status delete_keys(sx_collection *c, const sx_keys *keys, uint64_t *n_
     pthread_mutex_lock(&c->write_mu);
     sx_status st = check_writable(c);
     uint64_t lsn = 0, n = 0;
+    if (st == SX_OK)
+        st = check_space(c, w.len);
     if (st == SX_OK)
         st = sx__wal_append(c->wal, SX__REC_DELETE, w.data, w.len, &lsn);
     if (st == SX_OK)

@@ -53,8 +53,9 @@
  * wrong LSN, or a missing file, is an LSN gap: SX_ECORRUPT.
  * XXX: with do_sync the tail beyond the last fdatasync was never acknowledged, but the page cache
  * may have persisted its pages out of order; a hole there followed by a persisted later record
- * reads as mid-file corruption and blocks open. A --salvage option (truncate anyway) is the
- * intended escape hatch.
+ * reads as mid-file corruption and blocks open. sx__wal_open_salvage (`sextant check --salvage`,
+ * sx_db_options.wal_salvage) is the escape hatch: it cuts the log at the first invalid record,
+ * keeping copies of everything it drops.
  *
  * Threading (group commit). append encodes the record into `buf` under `mu` and returns its LSN.
  * sync(lsn) waits on `cv` until durable_lsn >= lsn. A waiter that finds no flush in progress
@@ -339,6 +340,10 @@ typedef struct scan_state {
     bool torn;       /* the last file ends in a torn record or header */
     bool header_bad; /* ... the torn part is the file header itself */
     uint64_t valid_end;
+    /* salvage: corruption cuts the log instead of failing */
+    bool salvage;
+    bool salvaged;          /* a cut was made: the file it was made in is now the last */
+    uint64_t salvage_bytes; /* bytes dropped from the cut file */
 } scan_state;
 
 /* Scans one file, replaying its records; sets wf->bytes to the valid length. */
@@ -420,7 +425,18 @@ invalid:
     st = find_valid_after(&s->rd, off, s->expect, &found, &found_lsn);
     if (st != SX_OK)
         goto out;
-    if (!is_last) {
+    if (s->salvage && (!is_last || found != UINT64_MAX)) {
+        /* salvage: cut here as if it were a torn tail; scan_dir drops the later files */
+        fprintf(stderr, "sextant: WAL salvage: %s: %s at offset %" PRIu64 "; cutting the log there (%" PRIu64 " bytes%s dropped)\n",
+                path, why, off, size - off, is_last ? "" : " and every later WAL file");
+        s->salvaged = true;
+        s->salvage_bytes = size - off;
+        s->torn = true;
+        s->header_bad = off == 0;
+        s->valid_end = off;
+        wf->bytes = off;
+        st = SX_OK;
+    } else if (!is_last) {
         st = sx__err(SX_ECORRUPT, "WAL %s: offset %" PRIu64 ": %s (not the last WAL file)", path,
                      off, why);
     } else if (found != UINT64_MAX) {
@@ -494,11 +510,51 @@ static sx_status scan_dir(const char *dir, scan_state *s, walfile **files_out, s
         st = file_path(dir, files[i].first_lsn, &path);
         if (st != SX_OK)
             goto out;
-        st = scan_file(s, path, &files[i], i + 1 == n);
+        if (s->salvage) {
+            /* keep a copy of the file before open may cut it */
+            void *data = NULL;
+            size_t len = 0;
+            st = sx__fs_read_all(path, (uint64_t)1 << 40, &data, &len);
+            char bak[4096];
+            (void)snprintf(bak, sizeof bak, "%s.salvaged", path);
+            if (st == SX_OK)
+                st = sx__fs_write_atomic(bak, data, len);
+            sx__free(data);
+            if (st != SX_OK) {
+                sx__free(path);
+                goto out;
+            }
+        }
+        st = scan_file(s, path, &files[i], i + 1 == n || s->salvage);
+        if (st == SX_OK && s->salvage && !s->salvaged) {
+            /* no cut in this file: its backup is not needed */
+            char bak[4096];
+            (void)snprintf(bak, sizeof bak, "%s.salvaged", path);
+            sx__ignore(sx__fs_unlink(bak));
+        }
         sx__free(path);
         path = NULL;
         if (st != SX_OK)
             goto out;
+        if (s->salvaged) {
+            /* the cut file is the new end of the log: set the later files aside */
+            for (size_t j = i + 1; j < n; j++) {
+                char *later = NULL, bak[4096];
+                st = file_path(dir, files[j].first_lsn, &later);
+                if (st != SX_OK)
+                    goto out;
+                (void)snprintf(bak, sizeof bak, "%s.salvaged", later);
+                st = sx__fs_rename(later, bak);
+                sx__free(later);
+                if (st != SX_OK)
+                    goto out;
+            }
+            n = i + 1;
+            st = sx__fs_sync_dir(dir);
+            if (st != SX_OK)
+                goto out;
+            break;
+        }
     }
     *files_out = files;
     *n_out = n;
@@ -777,6 +833,10 @@ out:
     return st;
 }
 
+static sx_status wal_open(const char *dir, uint64_t after_lsn, bool do_sync, bool read_only,
+                          bool salvage, sx__wal_replay_fn fn, void *ctx, sx__wal **out,
+                          uint64_t *dropped);
+
 sx_status sx__wal_open(const char *dir,
                        uint64_t after_lsn,
                        bool do_sync,
@@ -784,6 +844,20 @@ sx_status sx__wal_open(const char *dir,
                        sx__wal_replay_fn fn,
                        void *ctx,
                        sx__wal **out)
+{
+    return wal_open(dir, after_lsn, do_sync, read_only, false, fn, ctx, out, NULL);
+}
+
+sx_status sx__wal_open_salvage(const char *dir, uint64_t after_lsn, bool do_sync,
+                               sx__wal_replay_fn fn, void *ctx, sx__wal **out,
+                               uint64_t *dropped_bytes)
+{
+    return wal_open(dir, after_lsn, do_sync, false, true, fn, ctx, out, dropped_bytes);
+}
+
+static sx_status wal_open(const char *dir, uint64_t after_lsn, bool do_sync, bool read_only,
+                          bool salvage, sx__wal_replay_fn fn, void *ctx, sx__wal **out,
+                          uint64_t *dropped)
 {
     if (!dir || !out || after_lsn >= UINT64_MAX - 1)
         return sx__err(SX_EINVAL, "sx__wal_open: bad arguments");
@@ -808,7 +882,10 @@ sx_status sx__wal_open(const char *dir,
     s.fn = fn;
     s.ctx = ctx;
     s.expect = after_lsn + 1;
+    s.salvage = salvage;
     st = scan_dir(dir, &s, &files, &n);
+    if (dropped)
+        *dropped = s.salvage_bytes;
     sx__free(s.rd.buf);
     s.rd.buf = NULL;
     if (st != SX_OK)

@@ -47,6 +47,14 @@ typedef sx_status (*sx__wal_replay_fn)(void *ctx, uint64_t lsn, uint8_t type, co
 SX_NODISCARD sx_status sx__wal_open(const char *dir, uint64_t after_lsn, bool do_sync,
                                     bool read_only, sx__wal_replay_fn fn, void *ctx,
                                     sx__wal **out);
+/* Like sx__wal_open; with salvage, mid-log corruption is not an error: the log is cut at the
+ * first invalid record (every later record and file is dropped), the damaged file is copied to
+ * "<file>.salvaged" and later files are renamed to "<file>.salvaged" (kept for forensics, ignored
+ * by later opens), and one line on stderr says what was dropped. *dropped_bytes (optional)
+ * receives the bytes cut (0: nothing was corrupt). */
+SX_NODISCARD sx_status sx__wal_open_salvage(const char *dir, uint64_t after_lsn, bool do_sync,
+                                            sx__wal_replay_fn fn, void *ctx, sx__wal **out,
+                                            uint64_t *dropped_bytes);
 /* Buffers a record; returns its LSN. Not durable until sx__wal_sync covers it. */
 SX_NODISCARD sx_status sx__wal_append(sx__wal *w, uint8_t type, const void *payload, size_t len,
                                       uint64_t *lsn);
