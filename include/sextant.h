@@ -127,9 +127,19 @@ typedef struct sx_db_options {
     const char *storage_url;
     const char *s3_endpoint; /* "http://127.0.0.1:4569"; NULL: $SEXTANT_S3_ENDPOINT, else AWS */
     const char *s3_region;   /* NULL: $AWS_REGION, else "us-east-1" */
-    /* Bytes of local disk for files that also live in the store (0: unlimited). Reserved: the
-     * local copies are kept in full in this version (see STORAGE.md, "cache"). */
+    /* Cache of store-backed files (0: unlimited: every file is kept locally in full). With a
+     * store and a limit: (1) DISKANN files of collections opened from the store are not
+     * downloaded; their sectors are read with ranged GETs through an in-memory LRU block cache
+     * of this many bytes; (2) after each sync, local copies of index files the store holds are
+     * removed, least recently used first, while the collection's store-backed local bytes exceed
+     * the limit, and downloaded again when needed. Sealed segment files stay local (their
+     * vectors are memory-mapped). See docs/internals/STORAGE.md, "Cache". */
     uint64_t cache_limit_bytes;
+    /* Salvage (`sextant check --salvage`): a WAL whose middle is corrupt normally refuses to open
+     * (SX_ECORRUPT naming file and offset); with this set, the log is cut at the first invalid
+     * record instead (the records after it are lost), copies of the dropped parts are kept as
+     * "<wal file>.salvaged", and a line on stderr says what was cut. Never set it by default. */
+    bool wal_salvage;
 } sx_db_options;
 
 /* Opens (creating if needed) the database in directory `dir`, recovering every collection from
@@ -368,6 +378,22 @@ typedef struct sx_io_stats {
     uint64_t fsyncs; /* fdatasync/fsync calls on files and directories */
 } sx_io_stats;
 SX_API void sx_io_stats_get(sx_io_stats *out);
+
+/* The cache of store-backed files (sx_db_options.cache_limit_bytes): cumulative counters of
+ * the in-memory block cache (DISKANN sectors read with ranged GETs) and of local copies.
+ * All zero without a store or a limit. Thread-safety: any thread. */
+typedef struct sx_cache_stats {
+    uint64_t limit_bytes, block_bytes, resident_bytes;
+    uint64_t hits, misses;   /* blocks served from memory / fetched */
+    uint64_t waits;          /* blocks another thread was fetching (one GET served both) */
+    uint64_t evictions;      /* blocks evicted to stay under the limit */
+    uint64_t fetches;        /* ranged GETs issued (a run of missing blocks is one GET) */
+    uint64_t fetch_errors;
+    uint64_t bytes_fetched;
+    uint64_t local_evictions, local_evicted_bytes; /* local copies removed by the limit */
+    uint64_t local_fetches; /* local copies downloaded again on demand */
+} sx_cache_stats;
+SX_API void sx_db_cache_stats(sx_db *db, sx_cache_stats *out);
 
 /* I/O profile, per phase and backend, for sizing storage (issue 5). The engine tags its threads:
  * inserts, deletes and flushes are INSERT, background index builds BUILD, searches / queries /

@@ -314,13 +314,17 @@ void sx__seg_attach_index(sx_collection *c, sx__segment *s)
     size_t n = atomic_load(&s->n_rows);
     char prefix[4096];
     sx__idx_prefix(c, prefix, sizeof prefix, s->id);
+    const char *slash = strrchr(path, '/');
+    if (!sx__fs_exists(path) && c->cs) /* evicted by the cache limit: download it again */
+        sx__ignore(sx__store_fetch(c, slash ? slash + 1 : path));
     if (sx__fs_exists(path) &&
         sx__idxfile_read(path, ops->name, pstr, n, c->dim, &payload, &len) == SX_OK) {
+        sx__store_touch(c, slash ? slash + 1 : path);
         sx__idxref *r = sx__calloc(1, sizeof *r);
         sx_status lst = SX_ENOMEM;
         if (r && ops->load_files)
-            lst = ops->load_files(payload, len, prefix, s->chunks[c->vf][0], n, c->dim, c->metric,
-                                  &r->idx);
+            lst = sx__store_load_files(c, ops, payload, len, prefix, s->chunks[c->vf][0], n,
+                                       &r->idx);
         else if (r)
             lst =
                 ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric, &r->idx);
@@ -496,6 +500,7 @@ void sx__coll_drop_indexes(sx_collection *c, const sx__index_ops *ops)
         char path[4096];
         sx__coll_path(c, path, sizeof path, "idx", s->id);
         sx__ignore(sx__fs_unlink(path));
+        sx__store_forget_local(c, s->id);
         if (ops && ops->remove_files) {
             sx__idx_prefix(c, path, sizeof path, s->id);
             ops->remove_files(path);

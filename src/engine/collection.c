@@ -373,8 +373,12 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
     if (st != SX_OK)
         goto fail;
     (void)snprintf(path, sizeof path, "%s/wal", c->dir);
-    st = sx__wal_open(path, c->checkpoint_lsn, db->opts.sync_mode == SX_SYNC_FULL,
-                      db->opts.read_only, sx__replay_record, c, &c->wal);
+    if (db->opts.wal_salvage && !db->opts.read_only)
+        st = sx__wal_open_salvage(path, c->checkpoint_lsn, db->opts.sync_mode == SX_SYNC_FULL,
+                                  sx__replay_record, c, &c->wal, NULL);
+    else
+        st = sx__wal_open(path, c->checkpoint_lsn, db->opts.sync_mode == SX_SYNC_FULL,
+                          db->opts.read_only, sx__replay_record, c, &c->wal);
     if (st != SX_OK)
         goto fail;
     if (!db->opts.read_only)
@@ -790,6 +794,7 @@ sx_status sx_compact(sx_collection *c)
             sx__ignore(sx__fs_unlink(path));
             sx__coll_path(c, path, sizeof path, "idx", old->id);
             sx__ignore(sx__fs_unlink(path));
+            sx__store_forget_local(c, old->id);
             if (c->iops && c->iops->remove_files) {
                 sx__idx_prefix(c, path, sizeof path, old->id);
                 c->iops->remove_files(path);

@@ -68,6 +68,8 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
     }
     if (st == SX_OK)
         st = sx__store_open(db);
+    if (st == SX_OK)
+        st = sx__cache_open(db);
     if (st == SX_OK && db->store) {
         /* open from the store: collections it has and this directory lacks are downloaded */
         (void)snprintf(path, sizeof path, "%s/collections", dir);
@@ -134,6 +136,7 @@ void sx_db_close(sx_db *db)
     for (size_t i = 0; i < db->n_colls; i++)
         sx__coll_unref(db->colls[i]);
     sx__free(db->colls);
+    sx__cache_close(db); /* an index still open (a leaked handle) keeps it alive */
     sx__objstore_free(db->store);
     sx__free((char *)db->opts.storage_url);
     sx__free((char *)db->opts.s3_endpoint);

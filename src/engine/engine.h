@@ -130,6 +130,11 @@ struct sx_db {
     sx_collection *building;      /* guarded by mu: collection of the running job (or NULL) */
     atomic_size_t build_progress; /* rows done by the running job (relaxed) */
     struct sx__objstore *store;   /* NULL: local only (store.c); immutable while open */
+    /* cache.c: NULL without a store or without cache_limit_bytes; freed after the collections */
+    struct sx__blockcache *bcache;
+    atomic_uint_fast64_t local_evictions; /* local copies removed by the limit (relaxed) */
+    atomic_uint_fast64_t local_evicted_bytes;
+    atomic_uint_fast64_t local_fetches; /* files downloaded again on demand */
 };
 
 /* A consistent set of segments for one read (search/query/count/get). */
@@ -243,6 +248,35 @@ void sx__store_after_build(sx_collection *c, const atomic_bool *cancel);
 /* Drop: the store manifest goes first (SX_EREMOTE: not dropped), the other objects after. */
 SX_NODISCARD sx_status sx__store_drop_begin(sx_collection *c);
 void sx__store_drop_finish(sx_db *db, const char *name);
+
+/* cache.c: the local cache of store-backed files (cache_limit_bytes; STORAGE.md "Cache"). */
+SX_NODISCARD sx_status sx__cache_open(sx_db *db); /* the block cache, when store and limit */
+void sx__cache_close(sx_db *db);
+/* <file_path>.remote: the file's bytes are only in the store under <collection>/<key>. */
+SX_NODISCARD sx_status sx__stub_write(const char *file_path,
+                                      const char *key,
+                                      uint64_t size,
+                                      uint32_t crc);
+/* SX_ENOTFOUND (no stub, no message), SX_ECORRUPT, SX_EIO, SX_ENOMEM. */
+SX_NODISCARD sx_status
+sx__stub_read(const char *file_path, char *key, size_t keycap, uint64_t *size, uint32_t *crc);
+/* Removes seg-<id>.idx.remote (with seg-<id>.idx: index drop, compaction). */
+void sx__store_forget_local(const sx_collection *c, uint64_t seg_id);
+/* Makes <dir>/<name> local again from its stub (download, size and CRC check, stub removed).
+ * SX_OK when already local; SX_ENOTFOUND when neither file nor stub exists. */
+SX_NODISCARD sx_status sx__store_fetch(sx_collection *c, const char *name);
+/* ops->load_files, except that a DISKANN file present only as a stub is read through the block
+ * cache (or downloaded first when there is no cache). */
+SX_NODISCARD sx_status sx__store_load_files(sx_collection *c,
+                                            const sx__index_ops *ops,
+                                            const void *payload,
+                                            size_t len,
+                                            const char *prefix,
+                                            const float *vecs,
+                                            size_t n,
+                                            sx__index **out);
+/* store.c: records that <name> of c was used now (LRU order of local copies). */
+void sx__store_touch(sx_collection *c, const char *name);
 
 /* WAL record types */
 enum { SX__REC_INSERT = 1, SX__REC_UPSERT = 2, SX__REC_DELETE = 3 };

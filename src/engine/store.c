@@ -67,6 +67,7 @@
 #define KIND_DEL  1
 #define KIND_IDX  2
 #define CRC_CHUNK (1u << 20)
+#define SX__DISKANN_FILE_EXT ".diskann" /* index/diskann/diskann.h SX__DISKANN_EXT */
 
 typedef struct robj {
     char *key; /* relative to <collection>/ */
@@ -80,6 +81,11 @@ typedef struct crcent {
     uint32_t crc;
 } crcent;
 
+typedef struct useent {
+    char *name;
+    uint64_t use; /* value of the collection's use clock at the last use */
+} useent;
+
 struct sx__cstore {
     /* guarded by the collection's store_mu */
     bool loaded;
@@ -92,6 +98,9 @@ struct sx__cstore {
     bool dropping;
     bool dirty; /* a background sync could not run or failed */
     char last_error[256];
+    useent *uses; /* last use of local copies (trim_local evicts the least recent first) */
+    size_t n_uses;
+    uint64_t clock;
 };
 
 typedef struct stm_ent {
@@ -100,6 +109,7 @@ typedef struct stm_ent {
     uint64_t size;
     uint32_t crc;
     uint8_t kind;
+    bool remote; /* not encoded: the local file is a stub (<name>.remote, cache.c) */
 } stm_ent;
 
 typedef struct stm {
@@ -371,6 +381,9 @@ void sx__store_coll_fini(sx_collection *c)
     sx__free(cs->objs);
     forget_crcs(cs, UINT64_MAX);
     sx__free(cs->crcs);
+    for (size_t i = 0; i < cs->n_uses; i++)
+        sx__free(cs->uses[i].name);
+    sx__free(cs->uses);
     sx__free(cs);
     c->cs = NULL;
 }
@@ -454,6 +467,7 @@ static sx_status ent_add(stm *m,
     e->size = size;
     e->crc = crc;
     e->kind = kind;
+    e->remote = false;
     m->n++;
     return e->name && e->key ? SX_OK : sx__err(SX_ENOMEM, "store sync");
 }
@@ -510,6 +524,29 @@ static sx_status local_objects(sx_collection *c, stm *out)
             if (strcmp(ext, "sxs") == 0 || strncmp(ext, "del.", 4) == 0 || strstr(ext, ".tmp") ||
                 strstr(ext, "tmp"))
                 continue;
+            size_t nl = strlen(nm);
+            if (nl > 7 && strcmp(nm + nl - 7, ".remote") == 0) {
+                /* a file kept only in the store (cache.c): named, never uploaded; a real file
+                 * of the same name (a rebuild wrote it) wins and the stub goes */
+                char real[256], rel[1024];
+                (void)snprintf(real, sizeof real, "%.*s", (int)(nl - 7), nm);
+                (void)snprintf(path, sizeof path, "%s/%s", c->dir, real);
+                if (sx__fs_exists(path)) {
+                    (void)snprintf(path, sizeof path, "%s/%s", c->dir, nm);
+                    sx__ignore(sx__fs_unlink(path));
+                    continue;
+                }
+                uint32_t crc = 0;
+                sx_status sst = sx__stub_read(path, rel, sizeof rel, &sz, &crc);
+                if (sst == SX_ENOTFOUND)
+                    continue; /* removed meanwhile */
+                st = sst;
+                if (st == SX_OK)
+                    st = ent_add(out, &cap, real, rel, sz, crc, KIND_IDX);
+                if (st == SX_OK)
+                    out->ents[out->n - 1].remote = true;
+                continue;
+            }
             uint32_t crc = 0;
             sx_status cst = cached_crc(cs, c->dir, nm, &sz, &crc);
             if (cst == SX_ENOTFOUND)
@@ -525,6 +562,93 @@ static sx_status local_objects(sx_collection *c, stm *out)
     sx_strings_free(names, n_names);
     sx__manifest_fini(&man);
     return st;
+}
+
+/* The use clock value of a local copy (0: not used by this process). store_mu held. */
+static uint64_t use_of(const struct sx__cstore *cs, const char *name)
+{
+    for (size_t i = 0; i < cs->n_uses; i++)
+        if (strcmp(cs->uses[i].name, name) == 0)
+            return cs->uses[i].use;
+    return 0;
+}
+
+static void touch_locked(struct sx__cstore *cs, const char *name)
+{
+    cs->clock++;
+    for (size_t i = 0; i < cs->n_uses; i++) {
+        if (strcmp(cs->uses[i].name, name) == 0) {
+            cs->uses[i].use = cs->clock;
+            return;
+        }
+    }
+    useent *v = sx__realloc(cs->uses, (cs->n_uses + 1) * sizeof *v);
+    char *nm = sx__strdup(name);
+    if (!v || !nm) { /* order only: an untracked file counts as least recently used */
+        if (v)
+            cs->uses = v;
+        sx__free(nm);
+        return;
+    }
+    cs->uses = v;
+    cs->uses[cs->n_uses].name = nm;
+    cs->uses[cs->n_uses].use = cs->clock;
+    cs->n_uses++;
+}
+
+void sx__store_touch(sx_collection *c, const char *name)
+{
+    if (!c->cs)
+        return;
+    pthread_mutex_lock(&c->store_mu);
+    touch_locked(c->cs, name);
+    pthread_mutex_unlock(&c->store_mu);
+}
+
+/* After a successful sync (flush_mu and store_mu held, m = the committed store manifest): while
+ * the store-backed local bytes exceed cache_limit_bytes, replace local index files (.idx: their
+ * indexes are deserialized into RAM, so the file is only read again at the next load) by stubs,
+ * least recently used first. Segment and delete files stay (the segment's columns are mapped);
+ * a local .diskann file stays (its index reads it through a descriptor). Best effort: a failure
+ * keeps the file. */
+static void trim_local(sx_collection *c, const stm *m)
+{
+    struct sx__cstore *cs = c->cs;
+    sx_db *db = c->db;
+    uint64_t limit = db->opts.cache_limit_bytes;
+    if (!limit)
+        return;
+    uint64_t total = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (!m->ents[i].remote)
+            total += m->ents[i].size;
+    while (total > limit) {
+        const stm_ent *best = NULL;
+        uint64_t best_use = 0;
+        for (size_t i = 0; i < m->n; i++) {
+            const stm_ent *e = &m->ents[i];
+            size_t nl = strlen(e->name);
+            if (e->remote || e->kind != KIND_IDX || nl < 4 || strcmp(e->name + nl - 4, ".idx") != 0)
+                continue;
+            uint64_t u = use_of(cs, e->name);
+            if (!best || u < best_use || (u == best_use && strcmp(e->name, best->name) < 0)) {
+                best = e;
+                best_use = u;
+            }
+        }
+        if (!best)
+            break;
+        char path[4096];
+        (void)snprintf(path, sizeof path, "%s/%s", c->dir, best->name);
+        /* stub first, then the file: a crash between leaves both, and the file wins */
+        if (sx__stub_write(path, best->key, best->size, best->crc) != SX_OK ||
+            sx__fs_unlink(path) != SX_OK)
+            break;
+        total -= best->size;
+        atomic_fetch_add_explicit(&db->local_evictions, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&db->local_evicted_bytes, best->size, memory_order_relaxed);
+        ((stm_ent *)best)->remote = true;
+    }
 }
 
 sx_status sx__store_sync_locked(sx_collection *c)
@@ -567,6 +691,13 @@ sx_status sx__store_sync_locked(sx_collection *c)
         if (r && r->trusted && r->size == m.ents[i].size)
             continue;
         (void)snprintf(key, sizeof key, "%s/%s", c->name, m.ents[i].key);
+        if (m.ents[i].remote) {
+            st = sx__err(SX_EREMOTE,
+                         "object store %s: %s is missing from the store and has no local copy "
+                         "(%s/%s.remote names it); drop and re-create the index to rebuild it",
+                         o->url, key, c->dir, m.ents[i].name);
+            goto out;
+        }
         (void)snprintf(path, sizeof path, "%s/%s", c->dir, m.ents[i].name);
         st = sx__objstore_put_file(o, key, path);
         if (st != SX_OK) {
@@ -625,6 +756,7 @@ sx_status sx__store_sync_locked(sx_collection *c)
     }
     cs->dirty = false;
     cs->last_error[0] = '\0';
+    trim_local(c, &m);
 out:
     if (st != SX_OK) {
         cs->dirty = true;
@@ -676,6 +808,9 @@ void sx__store_index_end(sx_collection *c, uint64_t seg_id)
     if (!c->cs)
         return;
     forget_crcs(c->cs, seg_id);
+    char name[64];
+    (void)snprintf(name, sizeof name, "seg-%020" PRIu64 ".idx", seg_id);
+    touch_locked(c->cs, name); /* just written: the most recently used */
     c->cs->dirty = true;
     pthread_mutex_unlock(&c->store_mu);
 }
@@ -781,6 +916,13 @@ static sx_status restore_one(sx_db *db, const char *name)
         const stm_ent *e = &m.ents[i];
         (void)snprintf(key, sizeof key, "%s/%s", name, e->key);
         (void)snprintf(path, sizeof path, "%s/%s", tmp, e->name);
+        size_t nl = strlen(e->name), el = strlen(SX__DISKANN_FILE_EXT);
+        if (db->opts.cache_limit_bytes && e->kind == KIND_IDX && nl > el &&
+            strcmp(e->name + nl - el, SX__DISKANN_FILE_EXT) == 0) {
+            /* read through the block cache (ranged GETs), never downloaded whole */
+            st = sx__stub_write(path, e->key, e->size, e->crc);
+            continue;
+        }
         st = sx__objstore_get_file(o, key, path);
         uint64_t sz = 0;
         uint32_t crc = 0;

@@ -417,6 +417,10 @@ static void test_open_from_store(void)
     int seg_before = kinds[0];
     ASSERT(before > 0);
     ASSERT_OK(sx_compact(c));
+    /* the builder indexes the new segments and uploads their index files after sx_compact
+     * returns: between its object PUT and its manifest PUT an object is briefly unnamed */
+    ASSERT_OK(sx_index_wait(c, 120000));
+    ASSERT_OK(sx_db_sync(db));
     n = check_store(g_root, "docs", kinds);
     ASSERT_EQ(kinds[1], 0); /* compacted segments have no delete files */
     ASSERT_EQ(kinds[0], seg_before);

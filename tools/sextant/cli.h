@@ -38,6 +38,8 @@ int cli_bench(int argc, char **argv);
 int cli_bench_remote(int argc, char **argv);
 /* `sextant serve`: the REST server until SIGTERM/SIGINT (serve.c). */
 int cli_serve(int argc, char **argv);
+/* `sextant check DIR [--salvage]`: offline integrity check (check.c). */
+int cli_check(int argc, char **argv);
 
 /* Matches argv[*i] against the long option `name` ("--k"). On a match stores the value (the next
  * argument, or the text after '=') in *val, advances *i past the option and returns 1. Returns 0

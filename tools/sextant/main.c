@@ -4,6 +4,7 @@
  *   sextant import   load vectors from a file into a collection (cli.c)
  *   sextant search   run queries from a file against a collection (cli.c)
  *   sextant info     describe collections and verify checksums (cli.c)
+ *   sextant check    offline integrity check, WAL salvage (check.c)
  *   sextant bench    ingest + index build + recall/QPS, optionally beside hnswlib (bench.c)
  *   sextant serve    the Milvus RESTful API v2 server on a data directory (serve.c)
  *   sextant version  print the library version and the SIMD kernels in use
@@ -24,6 +25,7 @@ static void usage(FILE *out)
                  "  import   load vectors (.fvecs .bvecs .ivecs .npy IDX .gz) into a collection\n"
                  "  search   search a collection with query vectors from a file\n"
                  "  info     describe a database's collections and verify its checksums\n"
+                 "  check    verify every checksum, manifest and index file offline (--salvage)\n"
                  "  bench    measure ingest, index build, recall, QPS and latency\n"
                  "  serve    serve the Milvus RESTful API v2 on a data directory\n"
                  "  version  print the version and SIMD level\n"
@@ -44,6 +46,8 @@ int main(int argc, char **argv)
         return cli_search(argc - 1, argv + 1);
     if (strcmp(cmd, "info") == 0)
         return cli_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "check") == 0)
+        return cli_check(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cli_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)

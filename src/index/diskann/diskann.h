@@ -79,8 +79,25 @@
 /* How slots are read. */
 typedef enum sx__diskann_io_mode {
     SX__DISKANN_IO_PREAD = 0,
-    SX__DISKANN_IO_URING = 1
+    SX__DISKANN_IO_URING = 1,
+    SX__DISKANN_IO_READER = 2 /* through an sx__diskann_reader (the file is remote) */
 } sx__diskann_io_mode;
+
+/* A read hook replacing the local file (sx__diskann_load_reader): the engine backs it with the
+ * object-store block cache (storage/blockcache.h) so a DISKANN file can stay in the store. The
+ * same bytes as the file are read at the same offsets (the header sector, whole slots), so search
+ * results are identical to the local path; slot CRCs are checked as for a local file. */
+typedef struct sx__diskann_reader {
+    void *ctx;
+    /* Reads exactly len bytes at off into buf; any failure is returned as is. Thread-safe. */
+    sx_status (*read)(void *ctx, uint64_t off, size_t len, void *buf);
+    /* Optional: forget any cached copy of [off, off+len) (a slot failed its CRC). */
+    void (*invalidate)(void *ctx, uint64_t off, size_t len);
+    /* Optional: called once when the index is freed. */
+    void (*close)(void *ctx);
+    uint64_t size;    /* bytes of the file */
+    const char *name; /* for messages (copied) */
+} sx__diskann_reader;
 
 /* Placement of nodes in the file (invariant 1). */
 typedef struct sx__diskann_layout {
@@ -127,6 +144,7 @@ typedef struct sx__diskann {
     int fd;              /* read-only; O_DIRECT when is_direct */
     bool is_direct;
     sx__diskann_io_mode io_mode;
+    sx__diskann_reader rd; /* io_mode READER: the file's bytes come from rd (fd stays -1) */
     char io_note[160];        /* why O_DIRECT or io_uring is not used ("" when both are) */
     atomic_uint_fast64_t ios; /* slot reads since load (relaxed: statistics only) */
     atomic_uint_fast64_t bytes_read;
@@ -209,6 +227,19 @@ sx_status sx__diskann_load_files(const void *data,
                                  size_t dim,
                                  sx_metric metric,
                                  sx__index **out);
+/* As load_files, but the file's bytes come from `rd` instead of <file_prefix>.diskann (whose name
+ * is only used in messages unless rd->name is set). On SX_OK the index owns rd (rd->close is
+ * called when it is freed); on failure the caller still does. */
+sx_status sx__diskann_load_reader(const void *data,
+                                  size_t len,
+                                  const sx__diskann_reader *rd,
+                                  size_t n,
+                                  size_t dim,
+                                  sx_metric metric,
+                                  sx__index **out);
+/* Reads [off, off+len) of the index's file (pread or the reader): the one place both paths meet
+ * outside the search's batched reads (header, check). */
+sx_status sx__diskann_read_at(const sx__diskann *d, uint64_t off, size_t len, void *buf);
 void sx__diskann_remove_files(const char *file_prefix);
 uint64_t sx__diskann_disk_bytes(const sx__index *idx);
 void sx__diskann_io_stats(const sx__index *idx, uint64_t *ios, uint64_t *bytes);

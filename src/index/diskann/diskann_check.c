@@ -6,7 +6,8 @@
  *   3. every node's degree is <= R, its neighbours are < n, distinct, and not itself;
  *   4. n > 0 <=> medoid < n; every PQ code byte < ksub;
  *   5. every node is reachable from the medoid.
- * The file is read sequentially, 64 slots per read, into a 4 KiB-aligned buffer (the descriptor
+ * The file is read sequentially (or through the reader of a remote file: ranged reads), 64 slots
+ * per read, into a 4 KiB-aligned buffer (the descriptor
  * may be O_DIRECT); these reads are not counted in io_stats. The lists are kept in CSR form for
  * the BFS: O(n + edges) words, so this is a test and `sextant check` tool, not a load-time step
  * (load validates the header and search validates every slot it reads).
@@ -26,21 +27,12 @@
 
 static sx_status read_chunk(const sx__diskann *d, uint8_t *buf, uint64_t first, size_t count)
 {
-    size_t want = count * d->lay.slot_bytes, got = 0;
-    uint64_t off = sx__diskann_slot_offset(&d->lay, first);
-    while (got < want) {
-        ssize_t r = pread(d->fd, buf + got, want - got, (off_t)(off + got));
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return sx__err_errno(errno, "DISKANN check: read %s", d->path);
-        }
-        if (r == 0)
-            return sx__err(SX_ECORRUPT, "DISKANN %s: truncated at slot %llu", d->path,
-                           (unsigned long long)first);
-        got += (size_t)r;
-    }
-    return SX_OK;
+    sx_status rc = sx__diskann_read_at(d, sx__diskann_slot_offset(&d->lay, first),
+                                       count * d->lay.slot_bytes, buf);
+    if (rc == SX_ECORRUPT) /* short file */
+        return sx__err(SX_ECORRUPT, "DISKANN %s: truncated at slot %llu", d->path,
+                       (unsigned long long)first);
+    return rc;
 }
 
 sx_status sx__diskann_check(const sx__index *idx)
@@ -55,12 +47,18 @@ sx_status sx__diskann_check(const sx__index *idx)
         want.nodes_per_slot != d->lay.nodes_per_slot || want.slot_bytes != d->lay.slot_bytes ||
         want.n_slots != d->lay.n_slots)
         return sx__err(SX_ECORRUPT, "DISKANN: layout does not match n/dim/R");
-    if (d->fd < 0)
-        return sx__err(SX_EINVAL, "DISKANN check: file not open");
-    struct stat sb;
-    if (fstat(d->fd, &sb) != 0)
-        return sx__err_errno(errno, "DISKANN check: fstat %s", d->path);
-    if ((uint64_t)sb.st_size < sx__diskann_file_bytes(&d->lay))
+    uint64_t fsize = 0;
+    if (d->io_mode == SX__DISKANN_IO_READER) {
+        fsize = d->rd.size;
+    } else {
+        if (d->fd < 0)
+            return sx__err(SX_EINVAL, "DISKANN check: file not open");
+        struct stat sb;
+        if (fstat(d->fd, &sb) != 0)
+            return sx__err_errno(errno, "DISKANN check: fstat %s", d->path);
+        fsize = (uint64_t)sb.st_size;
+    }
+    if (fsize < sx__diskann_file_bytes(&d->lay))
         return sx__err(SX_ECORRUPT, "DISKANN %s: file too short", d->path);
     if (n == 0)
         return d->medoid == SX__DISKANN_NONE

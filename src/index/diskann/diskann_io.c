@@ -528,6 +528,27 @@ sx_status sx__diskann_open_file(sx__diskann *d)
     return SX_OK;
 }
 
+sx_status sx__diskann_read_at(const sx__diskann *d, uint64_t off, size_t len, void *buf)
+{
+    if (d->io_mode == SX__DISKANN_IO_READER)
+        return d->rd.read(d->rd.ctx, off, len, buf);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(d->fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return sx__err_errno(errno, "DISKANN: read %s at %llu", d->path,
+                                 (unsigned long long)(off + got));
+        }
+        if (r == 0)
+            return sx__err(SX_ECORRUPT, "DISKANN %s: truncated at byte %llu", d->path,
+                           (unsigned long long)(off + got));
+        got += (size_t)r;
+    }
+    return SX_OK;
+}
+
 /* ---------------------------------------------------------------- life cycle */
 
 sx__diskann *sx__diskann_new(void)
@@ -549,6 +570,8 @@ void sx__diskann_free(sx__index *idx)
         return;
     if (d->fd >= 0)
         (void)close(d->fd);
+    if (d->io_mode == SX__DISKANN_IO_READER && d->rd.close)
+        d->rd.close(d->rd.ctx);
     if (d->remove_on_free && d->path)
         sx__ignore(sx__fs_unlink(d->path));
     sx__pq_fini(&d->pq);
@@ -777,5 +800,53 @@ sx_status sx__diskann_load_files(const void *data,
     return SX_OK;
 fail:
     sx__diskann_free((sx__index *)d);
+    return rc;
+}
+
+sx_status sx__diskann_load_reader(const void *data,
+                                  size_t len,
+                                  const sx__diskann_reader *rd,
+                                  size_t n,
+                                  size_t dim,
+                                  sx_metric metric,
+                                  sx__index **out)
+{
+    if (!rd || !rd->read || !rd->name)
+        return sx__err(SX_EINVAL, "DISKANN: load_reader needs a reader and a name");
+    sx__diskann *d = sx__diskann_new();
+    if (!d)
+        return sx__err(SX_ENOMEM, "DISKANN: out of memory");
+    void *raw = NULL;
+    uint8_t *hdr = NULL;
+    sx_status rc = parse_ram(d, data, len, n, dim, metric);
+    if (rc != SX_OK)
+        goto fail;
+    d->path = sx__strdup(rd->name);
+    hdr = sx__diskann_sector_alloc(SX__DISKANN_SECTOR, &raw);
+    if (!d->path || !hdr) {
+        rc = sx__err(SX_ENOMEM, "DISKANN: out of memory");
+        goto fail;
+    }
+    if (rd->size < sx__diskann_file_bytes(&d->lay)) {
+        rc = sx__err(SX_ECORRUPT, "DISKANN %s: %llu bytes, the layout needs %llu", d->path,
+                     (unsigned long long)rd->size,
+                     (unsigned long long)sx__diskann_file_bytes(&d->lay));
+        goto fail;
+    }
+    rc = rd->read(rd->ctx, 0, SX__DISKANN_SECTOR, hdr);
+    if (rc == SX_OK)
+        rc = header_check(d, hdr);
+    if (rc != SX_OK)
+        goto fail;
+    sx__free(raw);
+    d->rd = *rd;
+    d->rd.name = d->path;
+    d->io_mode = SX__DISKANN_IO_READER;
+    note(d, "remote file: slots read through the object-store block cache", 0);
+    *out = (sx__index *)d;
+    return SX_OK;
+fail:
+    sx__free(raw);
+    sx__diskann_free((sx__index *)d); /* io_mode is not READER yet: rd is not closed */
     return rc;
 }

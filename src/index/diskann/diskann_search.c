@@ -28,7 +28,10 @@
  * thread's first search (queue depth SX__DISKANN_W_MAX) and freed at thread exit; pread when the
  * index was opened with SX_DISKANN_IO=pread, when liburing is absent, or when this thread cannot
  * create a ring. Both read the same bytes, so results are identical. Slot buffers are 4 KiB
- * aligned (O_DIRECT).
+ * aligned (O_DIRECT). A remote file (io_mode READER, sx__diskann_load_reader) reads each slot
+ * through the reader hook (the engine's block cache: memory on a hit, a ranged GET on a miss);
+ * the bytes are the file's, so results are identical, and a bad slot CRC also drops the slot from
+ * the cache (invalidate) so a transient corruption in transit does not stick.
  *
  * Scratch. Per thread (pthread key, freed at thread exit): the pool, a visited hash set (open
  * addressing, sized per query from L*R and doubled when half full, so it costs O(visited) per
@@ -399,6 +402,15 @@ static sx_status read_slots(
 {
     sx_status rc = SX_OK;
     bool done = false;
+    bool remote = d->io_mode == SX__DISKANN_IO_READER;
+    if (remote) {
+        /* a remote file: the reader (block cache, ranged GETs on a miss) records its own
+         * object-store I/O in the profile; no local read happens here */
+        for (size_t i = 0; i < count && rc == SX_OK; i++)
+            rc = d->rd.read(d->rd.ctx, sx__diskann_slot_offset(&d->lay, slots[i]),
+                            d->lay.slot_bytes, bufs[i]);
+        done = true;
+    }
 #if defined(SX_HAVE_URING) && SX_HAVE_URING
     if (d->io_mode == SX__DISKANN_IO_URING && count > 0) {
         struct io_uring *ring = s ? thread_ring(s) : NULL;
@@ -418,15 +430,21 @@ static sx_status read_slots(
     atomic_fetch_add_explicit((atomic_uint_fast64_t *)&d->ios, count, memory_order_relaxed);
     atomic_fetch_add_explicit((atomic_uint_fast64_t *)&d->bytes_read,
                               (uint64_t)count * d->lay.slot_bytes, memory_order_relaxed);
-    sx__io_note_read(count, (uint64_t)count * d->lay.slot_bytes); /* both paths read directly */
-    for (size_t i = 0; i < count; i++)
-        if (!sx__diskann_slot_ok(&d->lay, bufs[i]))
-            return sx__err(SX_ECORRUPT,
+    if (!remote) /* io_uring and pread read the file directly: count them as local reads */
+        sx__io_note_read(count, (uint64_t)count * d->lay.slot_bytes);
+    for (size_t i = 0; i < count; i++) {
+        if (sx__diskann_slot_ok(&d->lay, bufs[i]))
+            continue;
+        if (remote && d->rd.invalidate) /* the next read fetches it again */
+            d->rd.invalidate(d->rd.ctx, sx__diskann_slot_offset(&d->lay, slots[i]),
+                             d->lay.slot_bytes);
+        return sx__err(SX_ECORRUPT,
                            "DISKANN %s: checksum mismatch in slot %llu (nodes "
                            "%llu..%llu)",
                            d->path, (unsigned long long)slots[i],
                            (unsigned long long)slots[i] * d->lay.nodes_per_slot,
                            ((unsigned long long)slots[i] + 1) * d->lay.nodes_per_slot - 1);
+    }
     return SX_OK;
 }
 
