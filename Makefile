@@ -3,7 +3,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps test test-release test-asan demo clean bench-peers fuzz
+.PHONY: all deps test test-release test-asan demo clean bench-peers fuzz cuda-check
 
 all: deps
 	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSX_WERROR=ON
@@ -19,6 +19,20 @@ test: all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE slow
 	$(MAKE) fuzz
+	$(MAKE) cuda-check
+
+# Compile-only check of the CUDA sources (issue 7): when nvcc exists (PATH or /usr/local/cuda),
+# a separate SX_CUDA=ON build in $(CUDA_BUILD) compiles src/gpu/*.cu with warnings as errors and
+# links the library and test_gpu; nothing runs (no GPU needed; scripts/gpu-check.sh runs them).
+CUDA_BUILD ?= build-cuda
+NVCC       ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+
+cuda-check:
+	@if [ -z "$(NVCC)" ]; then echo "cuda-check: skipped (no nvcc on PATH or in /usr/local/cuda/bin)"; exit 0; fi; \
+	  set -e; test -f $(CUDA_BUILD)/CMakeCache.txt || cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=Release \
+	    -DSX_WERROR=ON -DSX_CUDA=ON -DSX_BUILD_PEERS=OFF -DCMAKE_CUDA_COMPILER=$(NVCC); \
+	  cmake --build $(CUDA_BUILD) -j $(JOBS) --target sextant_static sextant_shared test_gpu; \
+	  echo "cuda-check: CUDA sources compiled and linked ($(NVCC))"
 
 demo: all
 	./tools/demo.sh $(BUILD)

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# demo.sh: `make demo`. Installs Debian's dataset-fashion-mnist if missing, then runs
-# `sextant bench` on it (60,000 base / 10,000 queries, 784-d, L2; ann-benchmarks' split):
-# ingest, HNSW build, recall@10 and QPS per ef, side by side with hnswlib when the peer shim
-# was built, and writes BUILD/demo.json.
+# demo.sh: `make demo`. Installs Debian's dataset-fashion-mnist if missing, then runs the
+# Fashion-MNIST case of `sextant bench` end to end (60,000 base / 10,000 queries, 784-d, L2;
+# ann-benchmarks' split):
+#   ingest (insert_duration), HNSW build (optimize_duration), the single-thread recall@10 / QPS
+#   sweep over ef side by side with hnswlib and FAISS when their peer shims were built, the
+#   serial pass at k=100 (recall@10/@100, NDCG, p50/p95/p99), then concurrent search at 1, 5,
+#   10 and 20 threads (DEMO_DURATION seconds each, Milvus Go-benchmark lines), and writes
+#   BUILD/demo.json (docs/BENCH-RESULTS.md) and the HTML report BUILD/demo.html.
 #
 # Usage: ./tools/demo.sh [BUILD_DIR]   (default: build; the sextant binary is BUILD_DIR/sextant)
+# Environment: DEMO_DURATION (seconds per concurrency level, default 5),
+#              DEMO_CONCURRENCY (default 1,5,10,20).
 #
 # Ground truth: ../shared/data/fashion-mnist/ relative to the repository root (exact k=100 ids and
 # Euclidean distances, distance-threshold recall). When those files are absent, the bench
@@ -49,7 +55,9 @@ if [ ! -r "$gt" ] || [ ! -r "$gt_dist" ]; then
     fi
 fi
 
-echo "demo: sextant bench on Fashion-MNIST (this takes a few minutes on 2 cores)"
+json="$build/demo.json"
+html="$build/demo.html"
+echo "demo: sextant bench on Fashion-MNIST (a few minutes on 2 cores)"
 "$bin" bench \
     --base "$base" \
     --query "$query" \
@@ -62,5 +70,11 @@ echo "demo: sextant bench on Fashion-MNIST (this takes a few minutes on 2 cores)
     --search-param ef=10,20,40,80,120,200 \
     --k 10 \
     --threads 2 \
-    --json "$build/demo.json"
-echo "demo: results in $build/demo.json"
+    --concurrency "${DEMO_CONCURRENCY:-1,5,10,20}" \
+    --duration "${DEMO_DURATION:-5}" \
+    --interval 5 \
+    --json "$json" \
+    --html "$html"
+echo
+echo "demo: results in $json"
+echo "demo: report in $html"

@@ -4,7 +4,7 @@
 set -euo pipefail
 need=(cmake gcc g++ make pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
       libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libssl-dev libexpat1-dev prometheus curl
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev libhdf5-dev)
 [ "${SX_DEPS_DEMO:-0}" = 1 ] && need+=(dataset-fashion-mnist)
 # Node.js runs the Milvus Node SDK end-to-end test (tests/e2e/node); Debian's when there is none.
 command -v node >/dev/null 2>&1 || need+=(nodejs npm)

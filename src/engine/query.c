@@ -354,7 +354,9 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
              * the vtable; the segment scan does a batch in one pass over memory (and with GEMM
              * from SX__FLAT_GEMM_MIN_NQ queries), with identical results. So batches (merged
              * REST searches included) take the segment scan. */
-            bool flat_batch = v.idx[i] && nq > 1 && strcmp(v.idx[i]->ops->name, "FLAT") == 0;
+            bool flat_batch = v.idx[i] && nq > 1 &&
+                              (strcmp(v.idx[i]->ops->name, "FLAT") == 0 ||
+                               strcmp(v.idx[i]->ops->name, "GPU_BRUTE_FORCE") == 0);
             if (v.idx[i] && !few && !flat_batch) {
                 search_job j = { .idx = v.idx[i],
                                  .queries = queries,

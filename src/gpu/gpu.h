@@ -19,6 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA sources are C++ */
+#endif
+
 /* True when the library was built with CUDA, the driver loads, and at least one device is
  * usable. Detected once (thread-safe); SX_GPU=off in the environment forces false. */
 bool sx__gpu_available(void);
@@ -63,4 +67,14 @@ typedef struct sx__cagra_build_params {
 SX_NODISCARD sx_status sx__gpu_cagra_build(const float *x, size_t n, size_t dim, sx_metric metric,
                                            const sx__cagra_build_params *p, uint32_t *graph);
 
+/* Steps 2-4 of the CAGRA build alone (added by the CUDA side, for tests and for callers with a
+ * kNN graph of their own): knn[n * ideg] rows in rank order (SX__CAGRA_NONE / out-of-range ids
+ * and the row itself are ignored) -> graph[n * deg]. With the same kNN graph the result equals
+ * the CPU twin's sx__cagra_prune + sx__cagra_merge bit for bit. Errors as sx__gpu_cagra_build. */
+SX_NODISCARD sx_status sx__gpu_cagra_prune_merge(const uint32_t *knn, size_t n, uint32_t ideg,
+                                                 uint32_t deg, uint32_t *graph);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

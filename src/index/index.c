@@ -26,6 +26,10 @@ const sx__index_ops *sx__index_lookup(const char *type)
         { "IVF_FLAT", &sx__ivf_flat_index_ops }, { "IVF_SQ8", &sx__ivf_sq8_index_ops },
         { "IVF_PQ", &sx__ivf_pq_index_ops },     { "HNSW_SQ", &sx__hnsw_sq_index_ops },
         { "DISKANN", &sx__diskann_index_ops },
+        { "GPU_CAGRA", &sx__cagra_index_ops },
+        { "GPU_IVF_FLAT", &sx__gpu_ivf_flat_index_ops },
+        { "GPU_IVF_PQ", &sx__gpu_ivf_pq_index_ops },
+        { "GPU_BRUTE_FORCE", &sx__gpu_brute_force_index_ops },
     };
 
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)

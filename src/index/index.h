@@ -106,6 +106,11 @@ extern const sx__index_ops sx__ivf_sq8_index_ops;
 extern const sx__index_ops sx__ivf_pq_index_ops;
 extern const sx__index_ops sx__diskann_index_ops;
 extern const sx__index_ops sx__hnsw_sq_index_ops;
+/* issue 7: GPU index types (CPU twins when there is no GPU; src/index/cagra, src/index/ivf) */
+extern const sx__index_ops sx__cagra_index_ops;
+extern const sx__index_ops sx__gpu_ivf_flat_index_ops;
+extern const sx__index_ops sx__gpu_ivf_pq_index_ops;
+extern const sx__index_ops sx__gpu_brute_force_index_ops;
 
 /* Helpers for parsing Milvus-style numeric params. Returns SX_OK and *out = def when absent;
  * SX_EINVAL "<key> must be an integer in [lo, hi]" when present but invalid. Keys match

@@ -40,10 +40,17 @@ static bool is_scalar_index(const char *t)
     return false;
 }
 
+/* Milvus's GPU types map to engine indexes with CPU twins (src/index/cagra, src/index/ivf):
+ * GPU_CAGRA (build params intermediate_graph_degree, graph_degree, build_algo IVF_PQ|NN_DESCENT,
+ * cache_dataset_on_device, adapt_for_cpu; search itopk_size, search_width, min_iterations,
+ * max_iterations, team_size), GPU_IVF_FLAT / GPU_IVF_PQ (as IVF_FLAT / IVF_PQ, plus
+ * cache_dataset_on_device), GPU_BRUTE_FORCE (FLAT). The engine validates the parameters. */
 static bool is_engine_index(const char *t)
 {
-    static const char *const names[] = { "FLAT",    "HNSW",    "AUTOINDEX", "IVF_FLAT",
-                                         "IVF_SQ8", "IVF_PQ",  "DISKANN",   "HNSW_SQ" };
+    static const char *const names[] = { "FLAT",         "HNSW",       "AUTOINDEX",
+                                         "IVF_FLAT",     "IVF_SQ8",    "IVF_PQ",
+                                         "DISKANN",      "HNSW_SQ",    "GPU_CAGRA",
+                                         "GPU_IVF_FLAT", "GPU_IVF_PQ", "GPU_BRUTE_FORCE" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcasecmp(t, names[i]) == 0)
             return true;
@@ -57,7 +64,7 @@ static bool is_known_unsupported(const char *t)
                                          "SPARSE_INVERTED_INDEX", "SPARSE_WAND",
                                          "IVF_RABITQ",  "HNSW_PQ",     "HNSW_PRQ",
                                          "IVF_HNSW",    "MINHASH_LSH" };
-    if (strncasecmp(t, "GPU_", 4) == 0)
+    if (strncasecmp(t, "GPU_", 4) == 0 && !is_engine_index(t))
         return true;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcasecmp(t, names[i]) == 0)
@@ -210,7 +217,8 @@ bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta 
     if (is_known_unsupported(itype)) {
         sx__fail(rs, SX__MC_INDEX_UNSUPPORTED,
                  "index type not supported[index_type=%s]: %s is not supported by Sextant yet "
-                 "(supported: FLAT, HNSW, AUTOINDEX, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW_SQ, DISKANN)",
+                 "(supported: FLAT, HNSW, AUTOINDEX, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW_SQ, DISKANN, "
+                 "GPU_CAGRA, GPU_IVF_FLAT, GPU_IVF_PQ, GPU_BRUTE_FORCE)",
                  itype, itype);
         return false;
     }

@@ -418,7 +418,7 @@ static void test_custom_and_indexes(void)
                1100, "metric type FOO not found");
     expect_msg("indexes/create",
                "{\"collectionName\":\"c\",\"indexParams\":[{\"fieldName\":\"vector\","
-               "\"metricType\":\"L2\",\"params\":{\"index_type\":\"GPU_CAGRA\"}}]}",
+               "\"metricType\":\"L2\",\"params\":{\"index_type\":\"SCANN\"}}]}",
                701, "not supported by Sextant yet");
     json_decref(expect("indexes/create",
                        "{\"collectionName\":\"c\",\"indexParams\":[{\"fieldName\":\"vector\","

@@ -5,19 +5,21 @@
  *
  * Phases (each a function below), and what is timed:
  *
- *   1. load_inputs    read base, queries, optional ground truth (datasets.h), or generate them
- *                     with --synthetic (datasets.h: generator sx-gmm-1, ground truth cached
- *                     under --cache); not timed
+ *   1. load_inputs    read base, queries, optional ground truth (datasets.h; an HDF5 file in
+ *                     the ann-benchmarks layout supplies all three and the metric), or
+ *                     generate them with --synthetic / --case (datasets.h: generators sx-gmm-1,
+ *                     sx-gmm-rot-1, sx-gmm-rot-unit-1; ground truth cached under --cache-dir);
+ *                     dataset.data_hash; not timed
  *   1b. resolve_params  fill in the build params the peers must share (Milvus defaults, table
  *                     `kinds` below) and the default sweep of the index's search param
  *   2. setup_db       open --data (or a fresh mkdtemp directory, removed at the end) and create
  *                     collection "bench": int64 key `id` = row number (not auto-id), vector
- *                     field `vector`, the metric
+ *                     field `vector`, the metric; with filter cases an int64 `label` = id
  *   3. insert_base    sx_insert in batches of --batch rows                       -> insert_s
  *   4. ensure_gt      without --gt: exact top-k through the engine, in batches of GT_BATCH
  *                     queries (the index does not exist yet, so every search is exact and the
  *                     engine can use BLAS); the distances of the ids found are then recomputed
- *                     in double and each row re-sorted (rescore_gt). Written to --gt / --gt-dist
+ *                     in double and each row re-sorted (rescore_set). Written to --gt / --gt-dist
  *                     when those name files that do not exist yet (a cache for the next run);
  *                     not timed
  *   5. build_index    sx_index_create + sx_flush + sx_index_wait                  -> build_s
@@ -35,7 +37,21 @@
  *                     the library's counterpart index with the same build params and threads on
  *                     the same vectors (timed: train + add), then the same sweep, mapped to the
  *                     library's names (ef -> efSearch, nprobe -> nprobe, refine_k -> k_factor)
- *   8. report         table on stdout, --json file
+ *   8. run_cases      VectorDBBench-style cases (schema 2): the performance case (serial pass
+ *                     at k = 100: recall@10/@100, NDCG@10/@100, p50/p95/p99; then one
+ *                     concurrency level per --concurrency value, bench_cases.c), one filter
+ *                     case per --filter-rate (an int64 `label` field, `label >= n * rate`, its
+ *                     ground truth computed with the filter in phase 4), and the streaming case
+ *                     (--stream-rate: a second database whose rows arrive at a fixed rate while
+ *                     --stream-concurrency threads search; recall and p99 per stage)
+ *   9. report         table on stdout, --json file (docs/BENCH-RESULTS.md), --html report
+ *
+ * Ground-truth cache (synthetic data, or any data with --cache-dir): STEM-gt.ivecs,
+ * STEM-gt-dist.fvecs and STEM.meta under the cache directory, STEM naming every input the
+ * ground truth depends on (generator or data hash, n, dim, seed, nq, metric, k; "-f<rate>" for a
+ * filter case, "-s<stage>of<S>" for a streaming stage). STEM.meta holds the FNV-1a 64 hashes of
+ * the two files: a cache whose files do not hash to it (truncated, edited, half-written) is
+ * removed and computed again (JSON gt_cache.status "recomputed"); a good one is a "hit".
  *
  * I/O profile (issue 5). sx_io_profile_get is snapshotted around phases 3, 5 and 6 and the
  * report shows the differences per engine phase and backend (local files, S3): operations and
@@ -98,8 +114,12 @@
 #include <unistd.h>
 
 #include "../../bench/peers/peer.h"
+#include "bench_cases.h"
+#include "bench_metrics.h"
 #include "cli.h"
 #include "datasets.h"
+#include "progress.h"
+#include "report.h"
 
 #define ERR_LEN        1024
 #define MAX_SP_VALUES  64
@@ -113,7 +133,15 @@
 #define PEER_SO        "sx_peer_hnswlib.so"
 #define FAISS_SO       "sx_peer_faiss.so"
 #define SYN_DEFAULT_NQ 1000
-#define SYN_GENERATOR  "sx-gmm-1"
+#define MAX_LEVELS     32
+#define MAX_FILTERS    8
+#define MAX_CASES      (2 + MAX_FILTERS)
+#define CASE_K         100 /* VectorDBBench's K_DEFAULT */
+#define DEF_DURATION   30
+#define DEF_INTERVAL   5
+#define DEF_STREAM_C   5
+#define DEF_STAGES     10
+#define PRESET_NQ      1000
 /* Milvus's defaults for the build params a peer must share (milvus-rest-v2.md §8). */
 #define DEF_HNSW_M     16
 #define DEF_HNSW_EFC   200
@@ -137,6 +165,7 @@ typedef struct run_result {
     size_t setting;  /* index into the swept key's values; SIZE_MAX without search params */
     unsigned threads;
     double recall, qps, p50_ms, p99_ms;
+    double p95_ms, ndcg;                  /* schema 2 */
     double io_per_query, bytes_per_query; /* NAN when not measured */
     double wall_s;                        /* summed wall time of all passes (I/O profile IOPS) */
 } run_result;
@@ -226,7 +255,71 @@ static const index_kind kinds[] = {
       "10,20,30,40,50,75,100,150,200",
       SWEEP_GE_K,
       { { PEER_NONE, 0 }, { PEER_NONE, 0 } } },
+    /* GPU types (issue 7): built on the GPU when one is usable, else by the CPU twin
+     * (JSON build_device); peers as their CPU counterparts */
+    { "gpu_cagra",
+      "GPU_CAGRA",
+      "itopk_size",
+      "16,32,64,128,256",
+      SWEEP_GE_K,
+      { { PEER_HNSWLIB, 0 }, { PEER_NONE, 0 } } },
+    { "gpu_ivf_flat",
+      "GPU_IVF_FLAT",
+      "nprobe",
+      "1,2,4,8,16,32,64",
+      SWEEP_LE_NLIST,
+      { { PEER_FAISS, SX_PEER_FAISS_IVF_FLAT }, { PEER_NONE, 0 } } },
+    { "gpu_ivf_pq",
+      "GPU_IVF_PQ",
+      "nprobe",
+      "1,2,4,8,16,32,64",
+      SWEEP_LE_NLIST,
+      { { PEER_FAISS, SX_PEER_FAISS_IVF_PQ }, { PEER_NONE, 0 } } },
+    { "gpu_brute_force",
+      "GPU_BRUTE_FORCE",
+      NULL,
+      NULL,
+      SWEEP_NONE,
+      { { PEER_NONE, 0 }, { PEER_NONE, 0 } } },
 };
+
+/* --case presets: generated data at the sizes of VectorDBBench's cases (benchmarks.md §2). */
+typedef struct case_preset {
+    const char *name;
+    size_t n, dim;
+    ds_gen gen;
+    sx_metric metric;
+    const char *about;
+} case_preset;
+
+static const case_preset presets[] = {
+    { "gen-1m-128", 1000000, 128, DS_GEN_ANISOTROPIC, SX_METRIC_L2, "SIFT-sized, l2" },
+    { "gen-500k-768", 500000, 768, DS_GEN_COSINE, SX_METRIC_COSINE, "Cohere-like, cosine" },
+    { "gen-100k-1536", 100000, 1536, DS_GEN_COSINE, SX_METRIC_COSINE, "OpenAI-like, cosine" },
+};
+
+/* One case's results (JSON cases[]). */
+typedef struct case_result {
+    char name[32];
+    const char *type; /* "performance", "filter", "streaming" */
+    char filter[96];  /* "" = none */
+    double filter_rate;
+    uint64_t kept_rows;
+    uint32_t k;
+    const gt_set *gt; /* ground truth of the serial pass (streaming: the full one) */
+    double insert_s, optimize_s;
+    double recall, ndcg, recall10, ndcg10, recall100, ndcg100;
+    size_t s_nq;
+    double s_qps, s_avg, s_p50, s_p95, s_p99, s_max; /* ms, serial pass */
+    bc_stats levels[MAX_LEVELS];
+    size_t n_levels;
+    /* streaming */
+    bc_stage *stages;
+    unsigned n_stages;
+    unsigned stream_conc;
+    double stream_rate, stream_insert_s;
+    uint64_t stream_segment_bytes;
+} case_result;
 
 typedef __typeof__(&sx_peer_hnsw_new) peer_new_fn;
 typedef __typeof__(&sx_peer_hnsw_add) peer_add_fn;
@@ -284,6 +377,39 @@ typedef struct bench {
     int peers;                   /* -1 auto, 0 off, 1 on */
     const char *storage_url;     /* --storage s3://BUCKET/PREFIX (NULL: local files) */
     const char *s3_endpoint, *s3_region;
+    uint64_t cache_mb; /* --cache-mb: cache_limit_bytes in MiB (0: none) */
+
+    /* cases (schema 2) */
+    const case_preset *preset; /* --case, NULL = custom */
+    ds_gen gen;                /* --generate */
+    bool gen_given, metric_given, seed_given;
+    uint64_t seed_opt;
+    const char *html_path;
+    char *html_json; /* json_path derived from --html when --json is absent (owned) */
+    unsigned conc[MAX_LEVELS];
+    size_t n_conc;
+    bool conc_given;
+    uint64_t duration_s, interval_s;
+    cli_params case_params; /* --case-param; empty: chosen from the sweep */
+    uint32_t case_k;
+    double filter_rates[MAX_FILTERS];
+    size_t n_filters;
+    double stream_rate;
+    unsigned stream_conc, stream_stages;
+    bool has_label; /* the schema has the int64 `label` field */
+    gt_set filter_gt[MAX_FILTERS];
+    gt_set *stage_gt; /* stream_stages entries */
+    sx_param case_sp[MAX_SP_KEYS];
+    char case_sp_store[MAX_SP_KEYS][2][64];
+    size_t n_case_sp;
+    case_result cases[MAX_CASES];
+    size_t n_cases;
+    char data_hash[40];
+    char cache_stem[PATH_MAX]; /* "" = no ground-truth cache */
+    const char *gt_cache_status;
+    bool is_hdf5;
+    char hdf5_query[PATH_MAX], hdf5_gt[PATH_MAX], hdf5_gt_dist[PATH_MAX];
+    char build_device[48];
 
     /* synthetic data (--synthetic N,DIM[,SEED]) */
     bool is_synthetic;
@@ -307,6 +433,8 @@ typedef struct bench {
     double query_s; /* summed wall time of ours' timed runs */
     /* I/O profile: differences over phases 3, 5 and 6, indexed by engine phase */
     sx_io_profile io_prof;
+    double reopen_s;         /* --storage --cache-mb: open of a fresh directory from the store */
+    sx_cache_stats cache_st; /* after the query runs */
     uint64_t index_memory, collection_memory, index_disk;
     bool io_reported; /* the index's read counters moved during some run */
     char index_params[256];
@@ -365,24 +493,34 @@ static void bench_usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: sextant bench (--base FILE --query FILE | --synthetic N,DIM[,SEED]) [options]\n"
+        "usage: sextant bench (--base FILE --query FILE | --synthetic N,DIM[,SEED] | --case NAME)\n"
+        "                     [options]\n"
         "\n"
-        "  --base FILE            base vectors (.fvecs .bvecs .npy IDX .gz)\n"
-        "  --query FILE           query vectors\n"
-        "  --synthetic N,DIM[,S]  generate N x DIM clustered anisotropic vectors instead "
-        "(generator\n"
-        "                         " SYN_GENERATOR
-        ", seed S, default 1) and --nq queries from the same\n"
-        "                         distribution (default %d); ground truth cached under --cache\n"
-        "  --cache DIR            ground-truth cache for --synthetic (default: bench-cache next "
-        "to\n"
-        "                         the sextant binary, i.e. build/bench-cache)\n"
+        "  --base FILE            base vectors (.fvecs .bvecs .npy IDX .gz, or .hdf5 in the\n"
+        "                         ann-benchmarks layout: FILE.hdf5 = train; --query, --gt and\n"
+        "                         --gt-dist then default to its test, neighbors and distances,\n"
+        "                         and --metric to its `distance` attribute)\n"
+        "  --query FILE           query vectors (FILE.hdf5:test picks an HDF5 dataset)\n"
+        "  --synthetic N,DIM[,S]  generate N x DIM vectors instead (seed S, default 1) and --nq\n"
+        "                         queries from the same distribution (default %d); ground truth\n"
+        "                         cached under --cache-dir\n"
+        "  --generate KIND        the generator of --synthetic: clustered (sx-gmm-1, default),\n"
+        "                         anisotropic (sx-gmm-rot-1: rotated components), cosine\n"
+        "                         (sx-gmm-rot-unit-1: anisotropic, shared mean, unit length)\n"
+        "  --case NAME            a preset: gen-1m-128 (anisotropic, l2), gen-500k-768 and\n"
+        "                         gen-100k-1536 (cosine generator and metric); 1000 queries,\n"
+        "                         concurrency 1,5,10,20 unless given\n"
+        "  --seed S               generator seed for --case or --synthetic (default 1)\n"
+        "  --cache-dir DIR        ground-truth cache (also --cache; default: bench-cache next to\n"
+        "                         the sextant binary, i.e. build/bench-cache); file datasets are\n"
+        "                         cached only when this is given (keyed by the data's hash)\n"
         "  --gt FILE              ground-truth ids (.ivecs); computed through the engine if\n"
         "                         absent, and cached to FILE if FILE does not exist yet\n"
         "  --gt-dist FILE         ground-truth distances (.fvecs): distance-threshold recall\n"
         "  --metric M             l2 | ip | cosine (default l2)\n"
         "  --index T              flat | hnsw | ivf_flat | ivf_sq8 | ivf_pq | hnsw_sq | diskann\n"
-        "                         (default hnsw)\n"
+        "                         | gpu_cagra | gpu_ivf_flat | gpu_ivf_pq | gpu_brute_force\n"
+        "                         (default hnsw; GPU_* report build_device in the JSON)\n"
         "  --param K=V            index build parameter, repeatable (M=16, efConstruction=200,\n"
         "                         nlist=1024, m=32, max_degree=56, ...)\n"
         "  --search-param K=V,..  search parameter, repeatable; one key may list several values\n"
@@ -407,9 +545,30 @@ static void bench_usage(FILE *out)
         "                         default $SEXTANT_S3_ENDPOINT, else AWS)\n"
         "  --s3-region R          S3 region for request signing (default $AWS_REGION, else\n"
         "                         us-east-1)\n"
-        "  --json FILE            write the results as JSON\n"
+        "  --cache-mb N           cache_limit_bytes = N MiB. With --storage, after the build the\n"
+        "                         database is reopened in a fresh directory from the store\n"
+        "                         (timed) and queried there: DISKANN then reads its sectors\n"
+        "                         with ranged GETs through an N MiB block cache\n"
+        "  --json FILE            write the results as JSON (docs/BENCH-RESULTS.md)\n"
+        "  --html FILE            and an HTML report of them (needs --json, or writes FILE.json)\n"
         "  --peers | --no-peers   compare with hnswlib (build/" PEER_SO ") and FAISS\n"
         "                         (build/" FAISS_SO "); default: when the shims are found\n"
+        "\n"
+        "Cases (VectorDBBench style, after the sweep; results under \"cases\" in the JSON):\n"
+        "  every run: a serial pass at k=100 (recall@10/@100, NDCG@10/@100, p50/p95/p99)\n"
+        "  --concurrency LIST     concurrency levels, one --duration each, in-process threads\n"
+        "                         (default: none; 1,5,10,20 with --case; 0 = none)\n"
+        "  --duration S           seconds per level (default %d)\n"
+        "  --interval S           seconds between progress blocks (default %d)\n"
+        "  --case-param K=V       search param of the cases, repeatable (default: the first\n"
+        "                         sweep setting reaching recall 0.95, else the last)\n"
+        "  --case-k N             top-k of the cases (default 100, capped by the ground truth)\n"
+        "  --filter-rate LIST     filter cases: an int64 field `label` = row number, filter\n"
+        "                         `label >= n * rate` (rate = fraction removed: 0.01 keeps 99%%,\n"
+        "                         0.99 keeps 1%%); ground truth computed with the filter\n"
+        "  --stream-rate R        streaming case: insert at R rows/s into a second collection\n"
+        "                         while --stream-concurrency threads (default %d) search;\n"
+        "                         recall and p99 per stage (--stream-stages, default %d)\n"
         "\n"
         "Remote mode (a REST load generator, Milvus Go-benchmark style; `--target` selects it):\n"
         "  sextant bench --target http://HOST:PORT --collection NAME --query FILE [--gt FILE]\n"
@@ -418,7 +577,7 @@ static void bench_usage(FILE *out)
         "                [--search-params '{\"ef\":64}'] [--metric L2|IP|COSINE] [--filter EXPR]\n"
         "                [--token T] [--db default] [--timeout 60] [--json FILE]\n"
         "  (`sextant bench --target URL --help` explains each option)\n",
-        SYN_DEFAULT_NQ);
+        SYN_DEFAULT_NQ, DEF_DURATION, DEF_INTERVAL, DEF_STREAM_C, DEF_STAGES);
 }
 
 static const index_kind *find_kind(const char *name)
@@ -488,10 +647,59 @@ static int parse_synthetic(bench *b, const char *cmd, const char *s)
     b->syn_n = (size_t)n;
     b->syn_dim = (size_t)dim;
     b->syn_seed = seed;
-    snprintf(b->syn_base_label, sizeof b->syn_base_label, "synthetic:%s:%zux%zu:seed=%" PRIu64,
-             SYN_GENERATOR, b->syn_n, b->syn_dim, b->syn_seed);
-    snprintf(b->syn_query_label, sizeof b->syn_query_label, "%s:queries", b->syn_base_label);
     return 0;
+}
+
+/* A list of numbers in (0, 1): --filter-rate 0.01,0.99 */
+static int parse_rates(bench *b, const char *cmd, const char *s)
+{
+    char store[256];
+    const char *items[MAX_FILTERS];
+    int cnt = cli_split_list(cmd, "--filter-rate", s, store, sizeof store, items, MAX_FILTERS);
+    if (cnt < 0)
+        return -1;
+    for (int j = 0; j < cnt; j++) {
+        char *end = NULL;
+        errno = 0;
+        double r = strtod(items[j], &end);
+        if (errno != 0 || end == items[j] || *end != '\0' || !(r > 0.0 && r < 1.0)) {
+            fprintf(stderr, "sextant %s: --filter-rate '%s' is not a number in (0, 1)\n", cmd,
+                    items[j]);
+            return -1;
+        }
+        b->filter_rates[j] = r;
+    }
+    b->n_filters = (size_t)cnt;
+    return 0;
+}
+
+/* --concurrency 1,5,10,20 (0 = none) */
+static int parse_conc(bench *b, const char *cmd, const char *s)
+{
+    char store[512];
+    const char *items[MAX_LEVELS];
+    int cnt = cli_split_list(cmd, "--concurrency", s, store, sizeof store, items, MAX_LEVELS);
+    if (cnt < 0)
+        return -1;
+    b->n_conc = 0;
+    b->conc_given = true;
+    for (int j = 0; j < cnt; j++) {
+        uint64_t v;
+        if (cli_parse_u64(cmd, "--concurrency", items[j], 0, 1024, &v) != 0)
+            return -1;
+        if (v > 0)
+            b->conc[b->n_conc++] = (unsigned)v;
+    }
+    return 0;
+}
+
+static const case_preset *find_preset(const char *name)
+{
+    for (size_t j = 0; j < sizeof presets / sizeof presets[0]; j++) {
+        if (strcmp(name, presets[j].name) == 0)
+            return &presets[j];
+    }
+    return NULL;
 }
 
 /* Returns 0, CLI_EXIT_USAGE, or -1 for --help (exit 0). */
@@ -521,6 +729,8 @@ static int parse_args(bench *b, int argc, char **argv)
             (r = cli_take(argc, argv, &i, cmd, "--data", &b->data_opt)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--json", &b->json_path)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--cache", &b->cache_opt)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--cache-dir", &b->cache_opt)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--html", &b->html_path)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--storage", &b->storage_url)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--s3-endpoint", &b->s3_endpoint)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--s3-region", &b->s3_region)) != 0 ||
@@ -532,6 +742,61 @@ static int parse_args(bench *b, int argc, char **argv)
         if ((r = cli_take(argc, argv, &i, cmd, "--metric", &v)) != 0) {
             if (r < 0 || cli_parse_metric(cmd, v, &b->metric) != 0)
                 return CLI_EXIT_USAGE;
+            b->metric_given = true;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--generate", &v)) != 0) {
+            if (r < 0)
+                return CLI_EXIT_USAGE;
+            if (ds_gen_parse(v, &b->gen) != 0) {
+                fprintf(stderr,
+                        "sextant bench: --generate: '%s' is not clustered, anisotropic or "
+                        "cosine\n",
+                        v);
+                return CLI_EXIT_USAGE;
+            }
+            b->gen_given = true;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--case", &v)) != 0) {
+            if (r < 0)
+                return CLI_EXIT_USAGE;
+            b->preset = find_preset(v);
+            if (b->preset == NULL) {
+                fprintf(stderr,
+                        "sextant bench: --case: '%s' is not gen-1m-128, gen-500k-768 or "
+                        "gen-100k-1536\n",
+                        v);
+                return CLI_EXIT_USAGE;
+            }
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--case-param", &v)) != 0) {
+            if (r < 0 || cli_params_add(&b->case_params, cmd, v) != 0)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--concurrency", &v)) != 0) {
+            if (r < 0 || parse_conc(b, cmd, v) != 0)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--filter-rate", &v)) != 0) {
+            if (r < 0 || parse_rates(b, cmd, v) != 0)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--stream-rate", &v)) != 0) {
+            char *end = NULL;
+            if (r < 0)
+                return CLI_EXIT_USAGE;
+            errno = 0;
+            b->stream_rate = strtod(v, &end);
+            if (errno != 0 || end == v || *end != '\0' || !(b->stream_rate > 0) ||
+                b->stream_rate > 1e9) {
+                fprintf(stderr, "sextant bench: --stream-rate '%s' is not a positive rows/s\n", v);
+                return CLI_EXIT_USAGE;
+            }
             continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--param", &v)) != 0) {
@@ -560,7 +825,14 @@ static int parse_args(bench *b, int argc, char **argv)
                      { "--batch", 1, 10000000 },
                      { "--runs", 1, 100 },
                      { "--segment-bytes", 1, UINT64_MAX },
-                     { "--build-memory-limit", 1, UINT64_MAX } };
+                     { "--build-memory-limit", 1, UINT64_MAX },
+                     { "--cache-mb", 1, UINT64_MAX >> 20 },
+                     { "--duration", 1, 86400 },
+                     { "--interval", 1, 3600 },
+                     { "--case-k", 1, SX_MAX_TOPK },
+                     { "--stream-concurrency", 1, 1024 },
+                     { "--stream-stages", 1, 100 },
+                     { "--seed", 0, UINT64_MAX } };
 
         bool matched = false;
         for (size_t j = 0; j < sizeof nums / sizeof nums[0] && !matched; j++) {
@@ -592,6 +864,28 @@ static int parse_args(bench *b, int argc, char **argv)
             case 7:
                 b->build_memory_limit = u;
                 break;
+            case 8:
+                b->cache_mb = u;
+                break;
+            case 9:
+                b->duration_s = u;
+                break;
+            case 10:
+                b->interval_s = u;
+                break;
+            case 11:
+                b->case_k = (uint32_t)u;
+                break;
+            case 12:
+                b->stream_conc = (unsigned)u;
+                break;
+            case 13:
+                b->stream_stages = (unsigned)u;
+                break;
+            case 14:
+                b->seed_opt = u;
+                b->seed_given = true;
+                break;
             default:
                 b->runs = (unsigned)u;
                 break;
@@ -602,13 +896,46 @@ static int parse_args(bench *b, int argc, char **argv)
         fprintf(stderr, "sextant bench: unknown argument '%s'\n", argv[i]);
         return CLI_EXIT_USAGE;
     }
+    if (b->preset != NULL) {
+        if (b->is_synthetic) {
+            fprintf(stderr, "sextant bench: --case and --synthetic exclude each other\n");
+            return CLI_EXIT_USAGE;
+        }
+        b->is_synthetic = true;
+        b->syn_n = b->preset->n;
+        b->syn_dim = b->preset->dim;
+        b->syn_seed = b->seed_given ? b->seed_opt : 1;
+        if (!b->gen_given)
+            b->gen = b->preset->gen;
+        if (!b->metric_given)
+            b->metric = b->preset->metric;
+        if (b->nq_limit == 0)
+            b->nq_limit = PRESET_NQ;
+        if (!b->conc_given) {
+            static const unsigned dflt[] = { 1, 5, 10, 20 };
+            for (size_t j = 0; j < 4; j++)
+                b->conc[j] = dflt[j];
+            b->n_conc = 4;
+        }
+    } else if (b->seed_given && b->is_synthetic) {
+        b->syn_seed = b->seed_opt;
+    }
+    if (b->gen_given && !b->is_synthetic) {
+        fprintf(stderr, "sextant bench: --generate needs --synthetic or --case\n");
+        return CLI_EXIT_USAGE;
+    }
     if (b->is_synthetic) {
         if (b->base_path != NULL || b->query_path != NULL || b->base_limit > 0) {
             fprintf(stderr, "sextant bench: --synthetic replaces --base, --query and --limit\n");
             return CLI_EXIT_USAGE;
         }
+        snprintf(b->syn_base_label, sizeof b->syn_base_label, "synthetic:%s:%zux%zu:seed=%" PRIu64,
+                 ds_gen_name(b->gen), b->syn_n, b->syn_dim, b->syn_seed);
+        snprintf(b->syn_query_label, sizeof b->syn_query_label, "%s:queries", b->syn_base_label);
         b->base_path = b->syn_base_label;
         b->query_path = b->syn_query_label;
+    } else if (b->base_path != NULL && b->query_path == NULL && ds_is_hdf5(b->base_path)) {
+        b->is_hdf5 = true;
     } else if (b->base_path == NULL || b->query_path == NULL) {
         fprintf(stderr, "sextant bench: --base and --query (or --synthetic) are required\n");
         return CLI_EXIT_USAGE;
@@ -621,8 +948,23 @@ static int parse_args(bench *b, int argc, char **argv)
     if (b->kind == NULL) {
         fprintf(stderr,
                 "sextant bench: --index: '%s' is not flat, hnsw, ivf_flat, ivf_sq8, ivf_pq, "
-                "hnsw_sq or diskann\n",
+                "hnsw_sq, diskann, gpu_cagra, gpu_ivf_flat, gpu_ivf_pq or gpu_brute_force\n",
                 index_name);
+        return CLI_EXIT_USAGE;
+    }
+    if (b->html_path != NULL && b->json_path == NULL) {
+        size_t len = strlen(b->html_path);
+        b->html_json = malloc(len + 6);
+        if (b->html_json == NULL)
+            return CLI_EXIT_USAGE;
+        memcpy(b->html_json, b->html_path, len + 1);
+        if (len > 5 && strcmp(b->html_json + len - 5, ".html") == 0)
+            b->html_json[len - 5] = '\0';
+        memcpy(b->html_json + strlen(b->html_json), ".json", 6);
+        b->json_path = b->html_json;
+    }
+    if (b->stream_rate > 0 && b->stream_stages > 0 && (size_t)b->stream_stages > 100) {
+        fprintf(stderr, "sextant bench: --stream-stages is at most 100\n");
         return CLI_EXIT_USAGE;
     }
     size_t multi = 0;
@@ -640,7 +982,123 @@ static int parse_args(bench *b, int argc, char **argv)
 
 static bool file_exists(const char *path)
 {
+    if (path != NULL && ds_is_hdf5(path))
+        return ds_hdf5_has(path) != 0;
     return path != NULL && access(path, F_OK) == 0;
+}
+
+/* ------------------------------------------------------------------ ground-truth cache */
+
+/* STEM.meta: "sextant-gt-cache 1\nids HEX\ndists HEX\n", the FNV-1a 64 of the two files. */
+static int meta_path(const char *stem, const char *ext, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s%s", stem, ext);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* 1 when STEM-gt.ivecs, STEM-gt-dist.fvecs and STEM.meta exist and the files hash to the
+ * meta's values; 0 otherwise (message in why). */
+static int cache_verify(const char *stem, char *why, size_t why_len)
+{
+    char ids[PATH_MAX], dists[PATH_MAX], meta[PATH_MAX], err[ERR_LEN];
+    if (meta_path(stem, "-gt.ivecs", ids, sizeof ids) != 0 ||
+        meta_path(stem, "-gt-dist.fvecs", dists, sizeof dists) != 0 ||
+        meta_path(stem, ".meta", meta, sizeof meta) != 0) {
+        snprintf(why, why_len, "path too long");
+        return 0;
+    }
+    FILE *f = fopen(meta, "r");
+    if (f == NULL) {
+        snprintf(why, why_len, "no checksum file %s", meta);
+        return 0;
+    }
+    char line[128];
+    unsigned long long want_ids = 0, want_dists = 0;
+    int got = 0;
+    if (fgets(line, sizeof line, f) != NULL && strcmp(line, "sextant-gt-cache 1\n") == 0) {
+        while (fgets(line, sizeof line, f) != NULL) {
+            if (sscanf(line, "ids %llx", &want_ids) == 1)
+                got |= 1;
+            else if (sscanf(line, "dists %llx", &want_dists) == 1)
+                got |= 2;
+        }
+    }
+    (void)fclose(f);
+    if (got != 3) {
+        snprintf(why, why_len, "%s is not a checksum file", meta);
+        return 0;
+    }
+    uint64_t h_ids, h_dists;
+    if (ds_hash_file(ids, &h_ids, err, sizeof err) != 0 ||
+        ds_hash_file(dists, &h_dists, err, sizeof err) != 0) {
+        snprintf(why, why_len, "%s", err);
+        return 0;
+    }
+    if (h_ids != (uint64_t)want_ids || h_dists != (uint64_t)want_dists) {
+        snprintf(why, why_len, "checksum mismatch (%s: %016" PRIx64 ", want %016llx)",
+                 h_ids != (uint64_t)want_ids ? ids : dists,
+                 h_ids != (uint64_t)want_ids ? h_ids : h_dists,
+                 h_ids != (uint64_t)want_ids ? want_ids : want_dists);
+        return 0;
+    }
+    return 1;
+}
+
+/* Writes STEM.meta for the two files just written (tmp + rename). */
+static int cache_seal(const char *stem)
+{
+    char ids[PATH_MAX], dists[PATH_MAX], meta[PATH_MAX], tmp[PATH_MAX + 32], err[ERR_LEN];
+    uint64_t h_ids, h_dists;
+    if (meta_path(stem, "-gt.ivecs", ids, sizeof ids) != 0 ||
+        meta_path(stem, "-gt-dist.fvecs", dists, sizeof dists) != 0 ||
+        meta_path(stem, ".meta", meta, sizeof meta) != 0)
+        return cli_fail("bench", "cache path too long: %s", stem);
+    if (ds_hash_file(ids, &h_ids, err, sizeof err) != 0 ||
+        ds_hash_file(dists, &h_dists, err, sizeof err) != 0)
+        return cli_fail("bench", "%s", err);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", meta, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return cli_fail("bench", "cannot create %s: %s", tmp, strerror(errno));
+    int w = fprintf(f, "sextant-gt-cache 1\nids %016" PRIx64 "\ndists %016" PRIx64 "\n", h_ids,
+                    h_dists);
+    if (w < 0 || fclose(f) != 0 || rename(tmp, meta) != 0) {
+        (void)unlink(tmp);
+        return cli_fail("bench", "cannot write %s: %s", meta, strerror(errno));
+    }
+    return 0;
+}
+
+/* Removes a cache entry's three files. */
+static void cache_drop(const char *stem)
+{
+    static const char *const ext[] = { "-gt.ivecs", "-gt-dist.fvecs", ".meta" };
+    char p[PATH_MAX];
+    for (size_t j = 0; j < 3; j++) {
+        if (meta_path(stem, ext[j], p, sizeof p) == 0)
+            (void)unlink(p);
+    }
+}
+
+/* Status of a cache entry about to be used: "hit" (verified), "recomputed" (files there but
+ * failing the checksum: removed), "miss" (nothing there). */
+static const char *cache_check(const char *stem)
+{
+    char ids[PATH_MAX], why[PATH_MAX + 128];
+    if (meta_path(stem, "-gt.ivecs", ids, sizeof ids) != 0)
+        return "miss";
+    char dists[PATH_MAX], meta[PATH_MAX];
+    (void)meta_path(stem, "-gt-dist.fvecs", dists, sizeof dists);
+    (void)meta_path(stem, ".meta", meta, sizeof meta);
+    bool any = access(ids, F_OK) == 0 || access(dists, F_OK) == 0 || access(meta, F_OK) == 0;
+    if (!any)
+        return "miss";
+    if (cache_verify(stem, why, sizeof why) == 1)
+        return "hit";
+    fprintf(stderr, "sextant bench: ground-truth cache %s is corrupt (%s): recomputing it\n", stem,
+            why);
+    cache_drop(stem);
+    return "recomputed";
 }
 
 /* Detects the form of GT distances by recomputing the first queries' nearest distances. */
@@ -731,6 +1189,39 @@ static size_t gt_columns(const bench *b)
     return gk < b->k ? b->k : gk;
 }
 
+/* Points --gt / --gt-dist at the cache entry STEM = CACHE_DIR/what-q<nq>-<metric>-k<k>
+ * (`what` names the data: generator, n, dim and seed, or the data hash), after checking it
+ * (cache_check: a corrupt entry is removed so that it is recomputed). */
+static int setup_gt_cache(bench *b, const char *what)
+{
+    const char *cmd = "bench";
+    resolve_cache_dir(b);
+    if (mkdir_p(b->cache_dir) != 0)
+        return cli_fail(cmd, "cannot create the cache directory %s: %s", b->cache_dir,
+                        strerror(errno));
+    char stem[PATH_MAX];
+    int len = snprintf(stem, sizeof stem, "%s/%s-q%zu-%s-k%zu", b->cache_dir, what, b->queries.n,
+                       cli_metric_name(b->metric), gt_columns(b));
+    if (len < 0 || (size_t)len + 32 >= sizeof stem)
+        return cli_fail(cmd, "cache path too long: %s", b->cache_dir);
+    snprintf(b->cache_stem, sizeof b->cache_stem, "%s", stem);
+    snprintf(b->gt_cache, sizeof b->gt_cache, "%s-gt.ivecs", stem);
+    snprintf(b->gt_dist_cache, sizeof b->gt_dist_cache, "%s-gt-dist.fvecs", stem);
+    b->gt_cache_status = cache_check(stem);
+    b->gt_path = b->gt_cache;
+    b->gt_dist_path = b->gt_dist_cache;
+    fprintf(stderr, "sextant bench: ground truth cache %s (%s)\n", b->gt_path, b->gt_cache_status);
+    return 0;
+}
+
+/* dataset.data_hash: FNV-1a 64 over the base and query values. */
+static void hash_data(bench *b)
+{
+    uint64_t h = ds_hash_matrix(ds_hash_init(), &b->base);
+    h = ds_hash_matrix(h, &b->queries);
+    snprintf(b->data_hash, sizeof b->data_hash, "fnv1a64:%016" PRIx64, h);
+}
+
 /* Generates the --synthetic base and queries; points --gt / --gt-dist at the cache unless
  * given. The cache names carry every input the ground truth depends on. */
 static int load_synthetic(bench *b)
@@ -739,37 +1230,55 @@ static int load_synthetic(bench *b)
     const char *cmd = "bench";
     size_t nq = b->nq_limit > 0 ? b->nq_limit : SYN_DEFAULT_NQ;
     double t0 = cli_now();
-    if (ds_synthetic(b->syn_n, b->syn_dim, b->syn_seed, 0, b->syn_n, &b->base, err, sizeof err) !=
-            0 ||
-        ds_synthetic(b->syn_n, b->syn_dim, b->syn_seed, 1, nq, &b->queries, err, sizeof err) != 0)
+    if (ds_generate(b->gen, b->syn_n, b->syn_dim, b->syn_seed, 0, b->syn_n, &b->base, err,
+                    sizeof err) != 0 ||
+        ds_generate(b->gen, b->syn_n, b->syn_dim, b->syn_seed, 1, nq, &b->queries, err,
+                    sizeof err) != 0)
         return cli_fail(cmd, "%s", err);
+    hash_data(b);
     fprintf(stderr,
-            "sextant bench: generated synthetic (%s) base %zu x %zu, queries %zu (seed %" PRIu64
-            ", %.1f s)\n",
-            SYN_GENERATOR, b->base.n, b->base.dim, b->queries.n, b->syn_seed, cli_now() - t0);
+            "sextant bench: generated %s (%s) base %zu x %zu, queries %zu (seed %" PRIu64
+            ", %.1f s, %s)\n",
+            ds_gen_kind(b->gen), ds_gen_name(b->gen), b->base.n, b->base.dim, b->queries.n,
+            b->syn_seed, cli_now() - t0, b->data_hash);
     if (b->gt_path != NULL)
         return 0;
-    resolve_cache_dir(b);
-    if (mkdir_p(b->cache_dir) != 0)
-        return cli_fail(cmd, "cannot create the cache directory %s: %s", b->cache_dir,
-                        strerror(errno));
-    char stem[PATH_MAX];
-    int len = snprintf(stem, sizeof stem, "%s/%s-n%zu-d%zu-s%" PRIu64 "-q%zu-%s-k%zu", b->cache_dir,
-                       SYN_GENERATOR, b->syn_n, b->syn_dim, b->syn_seed, b->queries.n,
-                       cli_metric_name(b->metric), gt_columns(b));
-    if (len < 0 || (size_t)len + 16 >= sizeof stem)
-        return cli_fail(cmd, "cache path too long: %s", b->cache_dir);
-    snprintf(b->gt_cache, sizeof b->gt_cache, "%s-gt.ivecs", stem);
-    snprintf(b->gt_dist_cache, sizeof b->gt_dist_cache, "%s-gt-dist.fvecs", stem);
-    /* Ids and distances must come from the same computation. */
-    if (file_exists(b->gt_cache) != file_exists(b->gt_dist_cache)) {
-        (void)unlink(b->gt_cache);
-        (void)unlink(b->gt_dist_cache);
+    char what[160];
+    snprintf(what, sizeof what, "%s-n%zu-d%zu-s%" PRIu64, ds_gen_name(b->gen), b->syn_n, b->syn_dim,
+             b->syn_seed);
+    return setup_gt_cache(b, what);
+}
+
+/* An ann-benchmarks HDF5 file: query, ground truth and metric from the file unless given. */
+static void resolve_hdf5(bench *b)
+{
+    char file[PATH_MAX], dist[64];
+    snprintf(file, sizeof file, "%s", b->base_path);
+    char *colon = strrchr(file, ':');
+    if (colon != NULL && colon > strrchr(file, '.'))
+        *colon = '\0';
+    snprintf(b->hdf5_query, sizeof b->hdf5_query, "%.*s:test", PATH_MAX - 16, file);
+    b->query_path = b->hdf5_query;
+    if (b->gt_path == NULL) {
+        snprintf(b->hdf5_gt, sizeof b->hdf5_gt, "%.*s:neighbors", PATH_MAX - 16, file);
+        if (ds_hdf5_has(b->hdf5_gt)) {
+            b->gt_path = b->hdf5_gt;
+            snprintf(b->hdf5_gt_dist, sizeof b->hdf5_gt_dist, "%.*s:distances", PATH_MAX - 16,
+                     file);
+            if (b->gt_dist_path == NULL && ds_hdf5_has(b->hdf5_gt_dist))
+                b->gt_dist_path = b->hdf5_gt_dist;
+        }
     }
-    b->gt_path = b->gt_cache;
-    b->gt_dist_path = b->gt_dist_cache;
-    fprintf(stderr, "sextant bench: ground truth cache %s\n", b->gt_path);
-    return 0;
+    if (!b->metric_given && ds_hdf5_distance(file, dist, sizeof dist) == 0) {
+        if (strcmp(dist, "angular") == 0 || strcmp(dist, "cosine") == 0)
+            b->metric = SX_METRIC_COSINE;
+        else if (strcmp(dist, "dot") == 0 || strcmp(dist, "ip") == 0)
+            b->metric = SX_METRIC_IP;
+        else
+            b->metric = SX_METRIC_L2;
+        fprintf(stderr, "sextant bench: %s: distance \"%s\" -> metric %s\n", file, dist,
+                cli_metric_name(b->metric));
+    }
 }
 
 static int load_inputs(bench *b)
@@ -781,11 +1290,22 @@ static int load_inputs(bench *b)
             return CLI_EXIT_FAIL;
     } else {
         double t0 = cli_now();
+        if (b->is_hdf5)
+            resolve_hdf5(b);
         if (ds_load_float(b->base_path, b->base_limit, &b->base, err, sizeof err) != 0 ||
             ds_load_float(b->query_path, b->nq_limit, &b->queries, err, sizeof err) != 0)
             return cli_fail(cmd, "%s", err);
-        fprintf(stderr, "sextant bench: base %zu x %zu, queries %zu x %zu (read in %.1f s)\n",
-                b->base.n, b->base.dim, b->queries.n, b->queries.dim, cli_now() - t0);
+        if (b->base.dim == b->queries.dim)
+            hash_data(b);
+        fprintf(stderr, "sextant bench: base %zu x %zu, queries %zu x %zu (read in %.1f s, %s)\n",
+                b->base.n, b->base.dim, b->queries.n, b->queries.dim, cli_now() - t0, b->data_hash);
+        if (b->gt_path == NULL && b->cache_opt != NULL && b->base.dim == b->queries.dim) {
+            char what[96];
+            snprintf(what, sizeof what, "data-%s-n%zu-d%zu", b->data_hash + 8, b->base.n,
+                     b->base.dim);
+            if (setup_gt_cache(b, what) != 0)
+                return CLI_EXIT_FAIL;
+        }
     }
     if (b->base.dim != b->queries.dim)
         return cli_fail(cmd, "base dimension %zu differs from query dimension %zu", b->base.dim,
@@ -847,7 +1367,7 @@ static int load_inputs(bench *b)
     b->gt.dists = dists.f;
     if (detect_gt_form(b) != 0)
         return CLI_EXIT_FAIL;
-    if (b->gt_mismatch && b->is_synthetic && b->gt_path == b->gt_cache) {
+    if (b->gt_mismatch && b->gt_path == b->gt_cache) {
         /* A cache written from other data (an older generator): recompute and replace it. */
         fprintf(stderr,
                 "sextant bench: %s is stale (distances differ from the data); "
@@ -857,6 +1377,7 @@ static int load_inputs(bench *b)
         free(b->gt.dists);
         memset(&b->gt, 0, sizeof b->gt);
         b->gt_write_ids = b->gt_write_dists = true;
+        b->gt_cache_status = "recomputed";
     }
     return 0;
 }
@@ -992,9 +1513,9 @@ static int resolve_params(bench *b)
         rc |= add_default_param(b, "M", DEF_HNSW_M);
         rc |= add_default_param(b, "efConstruction", DEF_HNSW_EFC);
     }
-    if (strncmp(t, "ivf_", 4) == 0)
+    if (strncmp(t, "ivf_", 4) == 0 || strncmp(t, "gpu_ivf_", 8) == 0)
         rc |= add_default_param(b, "nlist", DEF_IVF_NLIST);
-    if (strcmp(t, "ivf_pq") == 0)
+    if (strcmp(t, "ivf_pq") == 0 || strcmp(t, "gpu_ivf_pq") == 0)
         rc |= add_default_param(b, "m", default_pq_m(b->base.dim));
     if (rc != 0)
         return CLI_EXIT_FAIL;
@@ -1060,21 +1581,21 @@ static int cmp_pair_desc(const void *a, const void *b)
  * |q|^2 + |x|^2 - 2 q.x, whose float32 rounding on large vectors (Fashion-MNIST: squared
  * distances ~1e5..1e7) reaches 1e-3 in Euclidean terms, the size of the recall epsilon itself,
  * so a correct hit could be judged a miss against a slightly-too-small d_k. */
-static int rescore_gt(bench *b)
+static int rescore_set(bench *b, gt_set *g)
 {
-    size_t gk = b->gt.k, dim = b->base.dim;
+    size_t gk = g->k, dim = b->base.dim;
     gt_pair *row = malloc(gk * sizeof *row);
     if (row == NULL)
         return -1;
     int (*cmp)(const void *, const void *) =
-        higher_is_better(b->gt.form) ? cmp_pair_desc : cmp_pair_asc;
+        higher_is_better(g->form) ? cmp_pair_desc : cmp_pair_asc;
     for (size_t q = 0; q < b->queries.n; q++) {
-        int32_t *ids = b->gt.ids + q * gk;
-        float *d = b->gt.dists + q * gk;
+        int32_t *ids = g->ids + q * gk;
+        float *d = g->dists + q * gk;
         for (size_t j = 0; j < gk; j++) {
             double raw = exact_sim_or_sq(b->metric, b->queries.f + q * dim,
                                          b->base.f + (size_t)ids[j] * dim, dim);
-            row[j] = (gt_pair){ .d = to_form(raw, b->gt.form), .id = ids[j] };
+            row[j] = (gt_pair){ .d = to_form(raw, g->form), .id = ids[j] };
         }
         qsort(row, gk, sizeof *row, cmp);
         for (size_t j = 0; j < gk; j++) {
@@ -1086,36 +1607,54 @@ static int rescore_gt(bench *b)
     return 0;
 }
 
-/* Exact top-k of every query through the engine, before any index exists; distances then
- * recomputed exactly (rescore_gt). */
-static int compute_gt(bench *b)
+/* Exact top-want_k of every query among the rows passing `filter` (NULL: all) through the
+ * engine, before any index exists (so every search is exact; batches of GT_BATCH queries let
+ * the engine use BLAS and its search threads); distances then recomputed exactly (rescore_set).
+ * A filter keeping fewer than want_k rows gives rows of that many ids. */
+static int compute_gt_set(bench *b, const char *filter, size_t want_k, gt_set *g, const char *what)
 {
     const char *cmd = "bench";
     size_t nq = b->queries.n, dim = b->queries.dim;
-    size_t gk = b->base.n < GT_MIN_K ? b->base.n : GT_MIN_K;
-    if (gk < b->k)
-        gk = b->k;
-    b->gt.k = gk;
-    b->gt.source = "computed";
-    b->gt.form = b->metric == SX_METRIC_L2 ? DF_L2 : DF_SIM;
-    b->gt.ids = malloc(nq * gk * sizeof(int32_t));
-    b->gt.dists = malloc(nq * gk * sizeof(float));
-    if (b->gt.ids == NULL || b->gt.dists == NULL)
+    size_t gk = want_k;
+    if (filter != NULL) {
+        uint64_t kept = 0;
+        sx_status st = sx_count(b->c, filter, &kept);
+        if (st != SX_OK)
+            return cli_sx_fail(cmd, "count the rows of the filter", st);
+        if (kept == 0)
+            return cli_fail(cmd, "the filter '%s' keeps no rows", filter);
+        if (kept < gk)
+            gk = (size_t)kept;
+    }
+    memset(g, 0, sizeof *g);
+    g->k = gk;
+    g->source = "computed";
+    g->form = b->metric == SX_METRIC_L2 ? DF_L2 : DF_SIM;
+    g->ids = malloc(nq * gk * sizeof(int32_t));
+    g->dists = malloc(nq * gk * sizeof(float));
+    if (g->ids == NULL || g->dists == NULL)
         return cli_fail(cmd, "out of memory for the ground truth");
-    fprintf(stderr, "sextant bench: computing exact top-%zu ground truth for %zu queries...\n", gk,
-            nq);
+    fprintf(stderr, "sextant bench: computing exact top-%zu ground truth%s%s for %zu queries...\n",
+            gk, what[0] ? " " : "", what, nq);
     double t0 = cli_now();
+    prog pr;
+    prog_begin(&pr, "ground truth", "queries", nq);
     for (size_t q0 = 0; q0 < nq; q0 += GT_BATCH) {
         size_t n = nq - q0 < GT_BATCH ? nq - q0 : GT_BATCH;
-        sx_search_req req = {
-            .queries = b->queries.f + q0 * dim, .nq = n, .k = (uint32_t)gk, .metric = -1
-        };
+        sx_search_req req = { .queries = b->queries.f + q0 * dim,
+                              .nq = n,
+                              .k = (uint32_t)gk,
+                              .filter = filter,
+                              .metric = -1 };
         sx_rowset *rs = NULL;
         sx_status st = sx_search(b->c, &req, &rs);
-        if (st != SX_OK)
+        if (st != SX_OK) {
+            prog_end(&pr);
             return cli_sx_fail(cmd, "ground-truth search", st);
+        }
         if (rs->nq != n || rs->n_cols < 1 || rs->cols[0].type != SX_FIELD_INT64) {
             sx_rowset_free(rs);
+            prog_end(&pr);
             return cli_fail(cmd, "ground-truth search returned an unexpected result shape");
         }
         const int64_t *ids = rs->cols[0].data;
@@ -1124,20 +1663,106 @@ static int compute_gt(bench *b)
             if (rs->topks[q] != gk) {
                 size_t got = rs->topks[q];
                 sx_rowset_free(rs);
+                prog_end(&pr);
                 return cli_fail(cmd, "exact search of query %zu returned %zu hits, want %zu",
                                 q0 + q, got, gk);
             }
             for (size_t j = 0; j < gk; j++, row++) {
-                b->gt.ids[(q0 + q) * gk + j] = (int32_t)ids[row];
-                b->gt.dists[(q0 + q) * gk + j] =
-                    (float)to_form((double)rs->distances[row], b->gt.form);
+                g->ids[(q0 + q) * gk + j] = (int32_t)ids[row];
+                g->dists[(q0 + q) * gk + j] = (float)to_form((double)rs->distances[row], g->form);
             }
         }
         sx_rowset_free(rs);
+        prog_update(&pr, q0 + n);
     }
-    if (rescore_gt(b) != 0)
+    prog_end(&pr);
+    if (rescore_set(b, g) != 0)
         return cli_fail(cmd, "out of memory");
     fprintf(stderr, "sextant bench: ground truth in %.1f s\n", cli_now() - t0);
+    return 0;
+}
+
+static int compute_gt(bench *b)
+{
+    return compute_gt_set(b, NULL, gt_columns(b), &b->gt, "");
+}
+
+/* A case's ground truth (filter case, streaming stage): from the cache entry
+ * cache_stem + suffix when it verifies, else computed (and cached when caching is on). */
+static int case_gt(bench *b, const char *suffix, const char *filter, gt_set *g, const char *what)
+{
+    char err[ERR_LEN], stem[PATH_MAX], ids[PATH_MAX], dists[PATH_MAX];
+    bool cached = b->cache_stem[0] != '\0';
+    if (cached) {
+        int n = snprintf(stem, sizeof stem, "%s%s", b->cache_stem, suffix);
+        if (n < 0 || (size_t)n + 16 >= sizeof stem)
+            return cli_fail("bench", "cache path too long");
+        snprintf(ids, sizeof ids, "%s-gt.ivecs", stem);
+        snprintf(dists, sizeof dists, "%s-gt-dist.fvecs", stem);
+        if (strcmp(cache_check(stem), "hit") == 0) {
+            ds_matrix mi = { 0 }, md = { 0 };
+            if (ds_load(ids, 0, &mi, err, sizeof err) == 0 &&
+                ds_load(dists, 0, &md, err, sizeof err) == 0 && mi.type == DS_I32 &&
+                md.type == DS_F32 && mi.n == b->queries.n && md.n == mi.n && md.dim == mi.dim) {
+                memset(g, 0, sizeof *g);
+                g->k = mi.dim;
+                g->ids = mi.i;
+                g->dists = md.f;
+                g->form = b->metric == SX_METRIC_L2 ? DF_L2 : DF_SIM;
+                g->source = "file";
+                fprintf(stderr, "sextant bench: ground truth%s%s from the cache (%s)\n",
+                        what[0] ? " " : "", what, stem);
+                return 0;
+            }
+            ds_free(&mi);
+            ds_free(&md);
+            cache_drop(stem);
+        }
+    }
+    if (compute_gt_set(b, filter, gt_columns(b), g, what) != 0)
+        return CLI_EXIT_FAIL;
+    if (!cached)
+        return 0;
+    if (ds_write_vecs(ids, b->queries.n, g->k, NULL, g->ids, err, sizeof err) != 0 ||
+        ds_write_vecs(dists, b->queries.n, g->k, g->dists, NULL, err, sizeof err) != 0)
+        return cli_fail("bench", "caching ground truth: %s", err);
+    return cache_seal(stem);
+}
+
+/* The filter of filter case f: VectorDBBench's `id >= size * rate`, on the label field. */
+static void filter_expr(const bench *b, size_t f, char *out, size_t len)
+{
+    uint64_t t = (uint64_t)floor((double)b->base.n * b->filter_rates[f]);
+    snprintf(out, len, "label >= %" PRIu64, t);
+}
+
+/* Ground truths of the filter cases and streaming stages (phase 4, before the index). */
+static int ensure_case_gts(bench *b)
+{
+    char filter[96], suffix[64], what[96];
+    for (size_t f = 0; f < b->n_filters; f++) {
+        filter_expr(b, f, filter, sizeof filter);
+        snprintf(suffix, sizeof suffix, "-f%g", b->filter_rates[f]);
+        snprintf(what, sizeof what, "with filter %s", filter);
+        if (case_gt(b, suffix, filter, &b->filter_gt[f], what) != 0)
+            return CLI_EXIT_FAIL;
+    }
+    if (b->stream_rate > 0) {
+        unsigned S = b->stream_stages;
+        if ((size_t)S > b->base.n)
+            return cli_fail("bench", "--stream-stages %u exceeds the %zu rows", S, b->base.n);
+        b->stage_gt = calloc(S, sizeof *b->stage_gt);
+        if (b->stage_gt == NULL)
+            return cli_fail("bench", "out of memory");
+        for (unsigned st = 1; st <= S; st++) {
+            uint64_t rows = (uint64_t)b->base.n * st / S;
+            snprintf(filter, sizeof filter, "id < %" PRIu64, rows);
+            snprintf(suffix, sizeof suffix, "-s%uof%u", st, S);
+            snprintf(what, sizeof what, "of stream stage %u/%u (%s)", st, S, filter);
+            if (case_gt(b, suffix, filter, &b->stage_gt[st - 1], what) != 0)
+                return CLI_EXIT_FAIL;
+        }
+    }
     return 0;
 }
 
@@ -1146,6 +1771,8 @@ static int ensure_gt(bench *b)
     char err[ERR_LEN];
     if (b->gt.ids == NULL && compute_gt(b) != 0)
         return CLI_EXIT_FAIL;
+    if (b->gt_cache_status == NULL && (b->gt_write_ids || b->gt_write_dists))
+        b->gt_cache_status = "written";
     if (b->gt_write_ids) {
         if (ds_write_vecs(b->gt_path, b->queries.n, b->gt.k, NULL, b->gt.ids, err, sizeof err) != 0)
             return cli_fail("bench", "caching ground truth: %s", err);
@@ -1158,7 +1785,10 @@ static int ensure_gt(bench *b)
         fprintf(stderr, "sextant bench: wrote %s ground-truth distances to %s\n",
                 form_names[b->gt.form], b->gt_dist_path);
     }
-    return 0;
+    if (b->cache_stem[0] != '\0' && b->gt_path == b->gt_cache &&
+        (b->gt_write_ids || b->gt_write_dists) && cache_seal(b->cache_stem) != 0)
+        return CLI_EXIT_FAIL;
+    return ensure_case_gts(b);
 }
 
 /* ------------------------------------------------------------------ database phases */
@@ -1169,6 +1799,47 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     (void)flag;
     (void)ftw;
     return remove(path);
+}
+
+/* Creates and opens collection `name`: int64 key `id` (the row number), vector field `vector`,
+ * and with filter cases the int64 field `label` (= id; VectorDBBench filters on `id >= N`). */
+static int create_collection(bench *b, sx_db *db, const char *name, sx_collection **out)
+{
+    const char *cmd = "bench";
+    sx_field_def fields[3];
+    memset(fields, 0, sizeof fields);
+    fields[0].name = "id";
+    fields[0].type = SX_FIELD_INT64;
+    fields[0].is_primary = true;
+    fields[1].name = "vector";
+    fields[1].type = SX_FIELD_FLOAT_VECTOR;
+    fields[1].dim = (uint32_t)b->base.dim;
+    fields[2].name = "label";
+    fields[2].type = SX_FIELD_INT64;
+    sx_collection_def def = {
+        .name = name, .fields = fields, .n_fields = b->has_label ? 3 : 2, .metric = b->metric
+    };
+    sx_status st = sx_collection_create(db, &def);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "create collection", st);
+    st = sx_collection_open(db, name, out);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "open collection", st);
+    return 0;
+}
+
+/* Inserts base rows [row0, row0 + n) into c (ids: scratch of n). */
+static sx_status insert_rows(bench *b, sx_collection *c, size_t row0, size_t n, int64_t *ids)
+{
+    for (size_t j = 0; j < n; j++)
+        ids[j] = (int64_t)(row0 + j);
+    sx_column cols[3] = {
+        { .name = "id", .type = SX_FIELD_INT64, .data = ids },
+        { .name = "vector", .type = SX_FIELD_FLOAT_VECTOR, .data = b->base.f + row0 * b->base.dim },
+        { .name = "label", .type = SX_FIELD_INT64, .data = ids },
+    };
+    sx_batch batch = { .n_rows = n, .cols = cols, .n_cols = b->has_label ? 3 : 2 };
+    return sx_insert(c, &batch, NULL);
 }
 
 static int setup_db(bench *b)
@@ -1198,6 +1869,7 @@ static int setup_db(bench *b)
     opts.storage_url = b->storage_url;
     opts.s3_endpoint = b->s3_endpoint;
     opts.s3_region = b->s3_region;
+    opts.cache_limit_bytes = b->cache_mb << 20;
     st = sx_db_open(b->data_dir, &opts, &b->db);
     if (st != SX_OK)
         return cli_sx_fail(cmd, b->data_dir, st);
@@ -1211,24 +1883,8 @@ static int setup_db(bench *b)
         if (st != SX_OK)
             return cli_sx_fail(cmd, "drop old bench collection", st);
     }
-    sx_field_def fields[2];
-    memset(fields, 0, sizeof fields);
-    fields[0].name = "id";
-    fields[0].type = SX_FIELD_INT64;
-    fields[0].is_primary = true;
-    fields[1].name = "vector";
-    fields[1].type = SX_FIELD_FLOAT_VECTOR;
-    fields[1].dim = (uint32_t)b->base.dim;
-    sx_collection_def def = {
-        .name = COLLECTION, .fields = fields, .n_fields = 2, .metric = b->metric
-    };
-    st = sx_collection_create(b->db, &def);
-    if (st != SX_OK)
-        return cli_sx_fail(cmd, "create collection", st);
-    st = sx_collection_open(b->db, COLLECTION, &b->c);
-    if (st != SX_OK)
-        return cli_sx_fail(cmd, "open collection", st);
-    return 0;
+    b->has_label = b->n_filters > 0;
+    return create_collection(b, b->db, COLLECTION, &b->c);
 }
 
 static int insert_base(bench *b)
@@ -1238,27 +1894,48 @@ static int insert_base(bench *b)
     if (ids == NULL)
         return cli_fail("bench", "out of memory");
     double t0 = cli_now();
+    prog pr;
+    prog_begin(&pr, "insert", "rows", b->base.n);
     for (size_t r = 0; r < b->base.n; r += bs) {
         size_t rows = b->base.n - r < bs ? b->base.n - r : bs;
-        for (size_t j = 0; j < rows; j++)
-            ids[j] = (int64_t)(r + j);
-        sx_column cols[2] = {
-            { .name = "id", .type = SX_FIELD_INT64, .data = ids },
-            { .name = "vector",
-              .type = SX_FIELD_FLOAT_VECTOR,
-              .data = b->base.f + r * b->base.dim },
-        };
-        sx_batch batch = { .n_rows = rows, .cols = cols, .n_cols = 2 };
-        sx_status st = sx_insert(b->c, &batch, NULL);
+        sx_status st = insert_rows(b, b->c, r, rows, ids);
         if (st != SX_OK) {
+            prog_end(&pr);
             free(ids);
             return cli_sx_fail("bench", "insert", st);
         }
+        prog_update(&pr, r + rows);
     }
+    prog_end(&pr);
     b->insert_s = cli_now() - t0;
     free(ids);
     fprintf(stderr, "sextant bench: inserted %zu rows in %.2f s\n", b->base.n, b->insert_s);
     return 0;
+}
+
+/* Where the index was built (JSON build_device). CPU types: "cpu". GPU_* types build on the GPU
+ * when one is usable and otherwise with their CPU twin; the public API does not say which, so:
+ * "cpu-twin" under SX_GPU=off, the engine's word when its parameter string carries a device=
+ * entry, else "unknown". */
+static void resolve_build_device(bench *b, const sx_index_info *ii)
+{
+    if (strncmp(b->kind->type, "GPU_", 4) != 0) {
+        snprintf(b->build_device, sizeof b->build_device, "cpu");
+        return;
+    }
+    const char *env = getenv("SX_GPU");
+    if (env != NULL && strcasecmp(env, "off") == 0) {
+        snprintf(b->build_device, sizeof b->build_device, "cpu-twin");
+        return;
+    }
+    const char *d = strstr(ii->params, "device=");
+    if (d != NULL) {
+        d += 7;
+        size_t n = strcspn(d, ",");
+        snprintf(b->build_device, sizeof b->build_device, "%.*s", (int)(n < 40 ? n : 40), d);
+        return;
+    }
+    snprintf(b->build_device, sizeof b->build_device, "unknown");
 }
 
 static int build_index(bench *b)
@@ -1278,7 +1955,18 @@ static int build_index(bench *b)
     b->flush_s = cli_now() - tf;
     if (st != SX_OK)
         return cli_sx_fail(cmd, "flush", st);
-    st = sx_index_wait(b->c, 0);
+    prog pr;
+    prog_begin(&pr, "index build", "rows", b->base.n);
+    for (;;) {
+        /* poll so that the status line moves; the wait itself ends the phase */
+        st = sx_index_wait(b->c, pr.on ? 200 : 0);
+        if (st != SX_ETIMEDOUT)
+            break;
+        sx_index_info pi;
+        if (sx_index_describe(b->c, &pi) == SX_OK)
+            prog_update(&pr, pi.indexed_rows + pi.building_rows);
+    }
+    prog_end(&pr);
     if (st != SX_OK)
         return cli_sx_fail(cmd, "index build", st);
     b->build_s = cli_now() - t0;
@@ -1297,10 +1985,64 @@ static int build_index(bench *b)
     b->index_disk = ii.disk_bytes;
     b->collection_memory = ci.memory_bytes;
     snprintf(b->index_params, sizeof b->index_params, "%s", ii.params);
+    resolve_build_device(b, &ii);
     fprintf(stderr,
-            "sextant bench: index %s (%s) built in %.2f s, %" PRIu64 " / %" PRIu64
+            "sextant bench: index %s (%s) built in %.2f s on %s, %" PRIu64 " / %" PRIu64
             " rows indexed\n",
-            ii.type, ii.params, b->build_s, ii.indexed_rows, ii.total_rows);
+            ii.type, ii.params, b->build_s, b->build_device, ii.indexed_rows, ii.total_rows);
+    return 0;
+}
+
+/* --storage with --cache-mb: the database is closed (its data directory removed when it is a
+ * temporary one) and opened in a fresh temporary directory from the store alone, as a new node
+ * would: timed as reopen_s, not part of load_s. The queries then run there, so a DISKANN index
+ * reads its sectors through the block cache (ranged GETs) instead of a local file. */
+static int reopen_from_store(bench *b)
+{
+    const char *cmd = "bench";
+    if (b->storage_url == NULL || b->cache_mb == 0)
+        return 0;
+    sx_status st = sx_db_sync(b->db);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "sync to the store", st);
+    sx_collection_release(b->c);
+    b->c = NULL;
+    sx_db_close(b->db);
+    b->db = NULL;
+    if (b->data_is_temp &&
+        nftw(b->data_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "sextant bench: warning: could not remove %s: %s\n", b->data_dir,
+                strerror(errno));
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || *tmp == '\0')
+        tmp = "/tmp";
+    int len = snprintf(b->data_dir, sizeof b->data_dir, "%s/sextant-bench-XXXXXX", tmp);
+    if (len < 0 || (size_t)len >= sizeof b->data_dir)
+        return cli_fail(cmd, "TMPDIR path too long");
+    if (mkdtemp(b->data_dir) == NULL)
+        return cli_fail(cmd, "cannot create a directory under %s: %s", tmp, strerror(errno));
+    b->data_is_temp = true;
+    sx_db_options opts = { 0 };
+    opts.build_threads = b->threads;
+    uint64_t raw = (uint64_t)b->base.n * b->base.dim * sizeof(float);
+    opts.segment_max_bytes = b->segment_bytes > 0 ? b->segment_bytes : raw + (1u << 20);
+    opts.index_build_memory_limit = b->build_memory_limit;
+    opts.storage_url = b->storage_url;
+    opts.s3_endpoint = b->s3_endpoint;
+    opts.s3_region = b->s3_region;
+    opts.cache_limit_bytes = b->cache_mb << 20;
+    double t0 = cli_now();
+    st = sx_db_open(b->data_dir, &opts, &b->db);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "open from the store", st);
+    st = sx_collection_open(b->db, COLLECTION, &b->c);
+    if (st == SX_OK)
+        st = sx_index_wait(b->c, 0);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "open the collection from the store", st);
+    b->reopen_s = cli_now() - t0;
+    fprintf(stderr, "sextant bench: reopened from %s in a fresh directory in %.2f s (cache %" PRIu64
+            " MiB)\n", b->storage_url, b->reopen_s, b->cache_mb);
     return 0;
 }
 
@@ -1412,6 +2154,17 @@ static double score_recall(const bench *b, const run_ctx *r)
     return total / (double)r->nq;
 }
 
+/* Mean NDCG@k of a run against the ground-truth ids (bench_metrics.h). */
+static double score_ndcg(const bench *b, const run_ctx *r)
+{
+    double total = 0;
+    for (size_t q = 0; q < r->nq; q++) {
+        size_t n = r->counts[q] < b->k ? r->counts[q] : b->k;
+        total += bm_ndcg(r->ids + q * b->k, n, b->gt.ids + q * b->gt.k, b->k);
+    }
+    return r->nq ? total / (double)r->nq : (double)NAN;
+}
+
 /* Runs every query through fn from `threads` threads, best of b->runs passes. */
 static int timed_run(bench *b, search_one_fn fn, void *fn_ctx, unsigned threads, run_result *out)
 {
@@ -1467,7 +2220,9 @@ static int timed_run(bench *b, search_one_fn fn, void *fn_ctx, unsigned threads,
         out->qps = qps;
         out->p50_ms = percentile(r.lat, nq, 0.50) * 1e3;
         out->p99_ms = percentile(r.lat, nq, 0.99) * 1e3;
+        out->p95_ms = percentile(r.lat, nq, 0.95) * 1e3;
         out->recall = score_recall(b, &r);
+        out->ndcg = score_ndcg(b, &r);
     }
     out->threads = threads;
     rc = 0;
@@ -1620,6 +2375,411 @@ static int run_ours(bench *b)
     if (is_diskann(b) && !b->io_reported)
         fprintf(stderr, "sextant bench: the engine reported no index reads (sx_index_info "
                         "read_ios/read_bytes stayed 0): io_per_query is null\n");
+    return 0;
+}
+
+/* ------------------------------------------------------------------ cases (schema 2) */
+
+/* A case's searches: the collection, the filter, the ground truth(s), top-k, and the form the
+ * engine's distances are converted to (that of the ground truth they are compared with). */
+typedef struct case_ctx {
+    bench *b;
+    sx_collection *c;
+    const gt_set *gt;     /* performance / filter case */
+    const gt_set *stages; /* streaming: stage s (1-based) -> stages[s - 1] */
+    const char *filter;   /* NULL: none */
+    uint32_t k;
+    dist_form form;
+} case_ctx;
+
+static int case_search(
+    void *ctx, size_t q, int64_t *ids, float *dists, size_t *n_out, char *err, size_t err_len)
+{
+    case_ctx *cc = ctx;
+    bench *b = cc->b;
+    sx_search_req req = { .queries = b->queries.f + q * b->queries.dim,
+                          .nq = 1,
+                          .k = cc->k,
+                          .filter = cc->filter,
+                          .params = b->n_case_sp ? b->case_sp : NULL,
+                          .n_params = b->n_case_sp,
+                          .metric = -1 };
+    sx_rowset *rs = NULL;
+    sx_status st = sx_search(cc->c, &req, &rs);
+    if (st != SX_OK) {
+        snprintf(err, err_len, "sx_search: %s: %s", sx_status_str(st), sx_errmsg());
+        return -1;
+    }
+    size_t n = rs->nq == 1 ? rs->topks[0] : 0;
+    if (n > cc->k)
+        n = cc->k;
+    const int64_t *rid = rs->n_cols > 0 ? rs->cols[0].data : NULL;
+    for (size_t j = 0; j < n && rid != NULL; j++) {
+        ids[j] = rid[j];
+        dists[j] = (float)to_form((double)rs->distances[j], cc->form);
+    }
+    *n_out = rid != NULL ? n : 0;
+    sx_rowset_free(rs);
+    return 0;
+}
+
+/* recall@k of one answer: distance threshold when g has distances, else id set. */
+static double
+score_one(const gt_set *g, size_t q, size_t k, const int64_t *ids, const float *dists, size_t n)
+{
+    size_t kk = k < g->k ? k : g->k;
+    if (g->dists != NULL)
+        return bm_recall_threshold(dists, n, g->dists + q * g->k, kk, higher_is_better(g->form),
+                                   RECALL_EPS);
+    return bm_recall_ids(ids, n, g->ids + q * g->k, kk);
+}
+
+static double
+case_score(void *ctx, unsigned stage, size_t q, const int64_t *ids, const float *dists, size_t n)
+{
+    case_ctx *cc = ctx;
+    const gt_set *g = cc->stages != NULL && stage > 0 ? &cc->stages[stage - 1] : cc->gt;
+    return score_one(g, q, cc->k, ids, dists, n);
+}
+
+/* The search params of every case search: --case-param, else the sweep's first single-thread
+ * setting reaching RECALL_TARGET (the last one when none does) with the constants; an
+ * ef-like key (SWEEP_GE_K) below the case's k is raised to k. */
+static void choose_case_params(bench *b, uint32_t k)
+{
+    b->n_case_sp = 0;
+    if (b->case_params.n > 0) {
+        for (size_t j = 0; j < b->case_params.n && j < MAX_SP_KEYS; j++) {
+            snprintf(b->case_sp_store[j][0], 64, "%s", b->case_params.p[j].key);
+            snprintf(b->case_sp_store[j][1], 64, "%s", b->case_params.p[j].value);
+            b->n_case_sp++;
+        }
+    } else {
+        size_t chosen = SIZE_MAX;
+        for (size_t i = 0; i < b->ours.n_runs; i++) {
+            const run_result *r = &b->ours.runs[i];
+            if (r->threads != 1)
+                continue;
+            chosen = r->setting;
+            if (r->recall >= RECALL_TARGET)
+                break;
+        }
+        for (size_t j = 0; j < b->n_sp_keys && j < MAX_SP_KEYS; j++) {
+            const char *v = b->sp[j].vals[0];
+            if ((long)j == b->sweep && chosen != SIZE_MAX)
+                v = b->sp[j].vals[chosen];
+            snprintf(b->case_sp_store[j][0], 64, "%s", b->sp[j].key);
+            snprintf(b->case_sp_store[j][1], 64, "%s", v);
+            b->n_case_sp++;
+        }
+    }
+    for (size_t j = 0; j < b->n_case_sp; j++) {
+        if (b->kind->rule == SWEEP_GE_K && b->kind->sweep_key != NULL &&
+            strcmp(b->case_sp_store[j][0], b->kind->sweep_key) == 0) {
+            long v = strtol(b->case_sp_store[j][1], NULL, 10);
+            if (v < (long)k)
+                snprintf(b->case_sp_store[j][1], 64, "%u", k);
+        }
+        b->case_sp[j].key = b->case_sp_store[j][0];
+        b->case_sp[j].value = b->case_sp_store[j][1];
+    }
+}
+
+/* The serial pass (VectorDBBench serial_runner): every query once, one at a time. */
+static int case_serial(bench *b, case_ctx *cc, case_result *cr)
+{
+    size_t nq = b->queries.n, k = cc->k;
+    const gt_set *g = cc->gt;
+    int64_t *ids = malloc(k * sizeof *ids);
+    float *d = malloc(k * sizeof *d);
+    double *lat = malloc(nq * sizeof *lat);
+    char err[ERR_LEN];
+    int rc = CLI_EXIT_FAIL;
+    if (ids == NULL || d == NULL || lat == NULL) {
+        rc = cli_fail("bench", "out of memory");
+        goto out;
+    }
+    double rk = 0, nk = 0, r10 = 0, g10 = 0, wall = 0;
+    size_t k10 = g->k >= 10 && k >= 10 ? 10 : 0;
+    prog pr;
+    prog_begin(&pr, "serial", "queries", nq);
+    for (size_t q = 0; q < nq; q++) {
+        size_t n = 0;
+        double t0 = cli_now();
+        int st = case_search(cc, q, ids, d, &n, err, sizeof err);
+        lat[q] = cli_now() - t0;
+        wall += lat[q];
+        if (st != 0) {
+            prog_end(&pr);
+            rc = cli_fail("bench", "case %s: query %zu: %s", cr->name, q, err);
+            goto out;
+        }
+        size_t kk = k < g->k ? k : g->k;
+        rk += score_one(g, q, kk, ids, d, n);
+        nk += bm_ndcg(ids, n, g->ids + q * g->k, kk);
+        if (k10 > 0) {
+            size_t top = n < 10 ? n : 10;
+            r10 += score_one(g, q, 10, ids, d, top);
+            g10 += bm_ndcg(ids, top, g->ids + q * g->k, 10);
+        }
+        if ((q & 63) == 63)
+            prog_update(&pr, q + 1);
+    }
+    prog_end(&pr);
+    cr->s_nq = nq;
+    cr->recall = rk / (double)nq;
+    cr->ndcg = nk / (double)nq;
+    cr->recall10 = k10 ? r10 / (double)nq : (double)NAN;
+    cr->ndcg10 = k10 ? g10 / (double)nq : (double)NAN;
+    bool at100 = cr->k >= 100;
+    cr->recall100 = at100 ? cr->recall : (double)NAN;
+    cr->ndcg100 = at100 ? cr->ndcg : (double)NAN;
+    if (cr->k == 10) {
+        cr->recall10 = cr->recall;
+        cr->ndcg10 = cr->ndcg;
+    }
+    cr->s_qps = wall > 0 ? (double)nq / wall : (double)NAN;
+    bm_sort(lat, nq);
+    cr->s_avg = bm_mean(lat, nq) * 1e3;
+    cr->s_p50 = bm_percentile(lat, nq, 0.50) * 1e3;
+    cr->s_p95 = bm_percentile(lat, nq, 0.95) * 1e3;
+    cr->s_p99 = bm_percentile(lat, nq, 0.99) * 1e3;
+    cr->s_max = lat[nq - 1] * 1e3;
+    printf("case %-12s serial k=%u: recall %.4f, ndcg %.4f, recall@10 %.4f, QPS %.1f, p50 %.3f "
+           "ms, p95 %.3f ms, p99 %.3f ms\n",
+           cr->name, cr->k, cr->recall, cr->ndcg, cr->recall10, cr->s_qps, cr->s_p50, cr->s_p95,
+           cr->s_p99);
+    fflush(stdout);
+    rc = 0;
+out:
+    free(ids);
+    free(d);
+    free(lat);
+    return rc;
+}
+
+/* The concurrency levels of one case. */
+static int case_levels(bench *b, case_ctx *cc, case_result *cr)
+{
+    char err[ERR_LEN];
+    for (size_t j = 0; j < b->n_conc; j++) {
+        bc_level_spec spec = { .conc = b->conc[j],
+                               .duration_s = (double)b->duration_s,
+                               .interval_s = (double)b->interval_s,
+                               .nq = b->queries.n,
+                               .k = cc->k,
+                               .search = case_search,
+                               .score = case_score,
+                               .ctx = cc };
+        if (bc_run_level(&spec, &cr->levels[j], err, sizeof err) != 0)
+            return cli_fail("bench", "case %s, concurrency %u: %s", cr->name, b->conc[j], err);
+        cr->n_levels = j + 1;
+    }
+    return 0;
+}
+
+static uint32_t case_k_of(const bench *b, const gt_set *g)
+{
+    uint32_t k = b->case_k > 0 ? b->case_k : CASE_K;
+    if (k > g->k)
+        k = (uint32_t)g->k;
+    if (k > b->base.n)
+        k = (uint32_t)b->base.n;
+    return k;
+}
+
+/* The streaming case's callbacks share one context: the case context first (case_search and
+ * case_score read a stream_ctx as the case_ctx it starts with), then the insert scratch. */
+typedef struct stream_ctx {
+    case_ctx cc;
+    int64_t *ids; /* batch scratch */
+} stream_ctx;
+
+static int stream_insert(void *ctx, size_t row0, size_t n, char *err, size_t err_len)
+{
+    stream_ctx *sc = ctx;
+    sx_status st = insert_rows(sc->cc.b, sc->cc.c, row0, n, sc->ids);
+    if (st != SX_OK) {
+        snprintf(err, err_len, "insert: %s: %s", sx_status_str(st), sx_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t stream_indexed(void *ctx)
+{
+    stream_ctx *sc = ctx;
+    sx_index_info ii;
+    return sx_index_describe(sc->cc.c, &ii) == SX_OK ? ii.indexed_rows : 0;
+}
+
+static int case_streaming(bench *b, case_result *cr)
+{
+    const char *cmd = "bench";
+    char dir[PATH_MAX + 16], err[ERR_LEN];
+    unsigned S = b->stream_stages;
+    snprintf(dir, sizeof dir, "%s-stream", b->data_dir);
+    sx_db_options opts = { 0 };
+    opts.build_threads = b->threads;
+    uint64_t raw = (uint64_t)b->base.n * b->base.dim * sizeof(float);
+    uint64_t seg = raw / S;
+    if (seg < 4096)
+        seg = 4096;
+    opts.segment_max_bytes = seg;
+    sx_db *db = NULL;
+    sx_collection *c = NULL;
+    stream_ctx sc;
+    memset(&sc, 0, sizeof sc);
+    int rc = CLI_EXIT_FAIL;
+    (void)nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    sx_status st = sx_db_open(dir, &opts, &db);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, dir, st);
+    if (create_collection(b, db, COLLECTION, &c) != 0)
+        goto out;
+    st = sx_index_create(c, b->kind->type, b->build.p, b->build.n);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "create index (streaming)", st);
+        goto out;
+    }
+    size_t batch = (size_t)(b->stream_rate / 10.0);
+    if (batch < 1)
+        batch = 1;
+    if (batch > b->batch)
+        batch = b->batch;
+    /* at most a segment (the engine refuses larger batches) and a stage, so stages differ */
+    size_t seg_rows = (size_t)(seg / (b->base.dim * sizeof(float)));
+    size_t stage_rows = b->base.n / S;
+    if (batch > seg_rows && seg_rows > 0)
+        batch = seg_rows;
+    if (batch > stage_rows && stage_rows > 0)
+        batch = stage_rows;
+    sc.ids = malloc(batch * sizeof *sc.ids);
+    cr->stages = calloc(S, sizeof *cr->stages);
+    if (sc.ids == NULL || cr->stages == NULL) {
+        rc = cli_fail(cmd, "out of memory");
+        goto out;
+    }
+    const gt_set *last = &b->stage_gt[S - 1];
+    sc.cc = (case_ctx){ .b = b,
+                        .c = c,
+                        .gt = last,
+                        .stages = b->stage_gt,
+                        .k = case_k_of(b, last),
+                        .form = last->form };
+    cr->k = sc.cc.k;
+    cr->gt = last;
+    double final_s = (double)b->base.n / b->stream_rate / S;
+    bc_stream_spec spec = { .n_rows = b->base.n,
+                            .batch = batch,
+                            .rate = b->stream_rate,
+                            .conc = b->stream_conc,
+                            .n_stages = S,
+                            .nq = b->queries.n,
+                            .k = sc.cc.k,
+                            .final_s = final_s < 1.0 ? 1.0 : final_s,
+                            .insert = stream_insert,
+                            .search = case_search,
+                            .score = case_score,
+                            .indexed = stream_indexed,
+                            .ctx = &sc };
+    printf("\ncase streaming: %zu rows at %.0f rows/s (batches of %zu), %u search threads, %u "
+           "stages, top-%u\n",
+           b->base.n, b->stream_rate, batch, b->stream_conc, S, sc.cc.k);
+    fflush(stdout);
+    if (bc_run_stream(&spec, cr->stages, &cr->stream_insert_s, err, sizeof err) != 0) {
+        rc = cli_fail(cmd, "streaming case: %s", err);
+        goto out;
+    }
+    cr->n_stages = S;
+    cr->stream_conc = b->stream_conc;
+    cr->stream_rate = b->stream_rate;
+    cr->stream_segment_bytes = seg;
+    cr->insert_s = cr->stream_insert_s;
+    cr->optimize_s = NAN;
+    rc = 0;
+out:
+    free(sc.ids);
+    sx_collection_release(c);
+    sx_db_close(db);
+    if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+        fprintf(stderr, "sextant bench: warning: could not remove %s\n", dir);
+    return rc;
+}
+
+static void case_init(case_result *cr, const char *name, const char *type)
+{
+    memset(cr, 0, sizeof *cr);
+    snprintf(cr->name, sizeof cr->name, "%s", name);
+    cr->type = type;
+    cr->filter_rate = NAN;
+    cr->recall = cr->ndcg = cr->recall10 = cr->ndcg10 = cr->recall100 = cr->ndcg100 = NAN;
+    cr->s_qps = cr->s_avg = cr->s_p50 = cr->s_p95 = cr->s_p99 = cr->s_max = NAN;
+}
+
+/* Phase 8: the cases. */
+static int run_cases(bench *b)
+{
+    const char *cmd = "bench";
+    uint32_t k = case_k_of(b, &b->gt);
+    choose_case_params(b, k);
+    printf("\ncases: top-%u, search params", k);
+    for (size_t j = 0; j < b->n_case_sp; j++)
+        printf(" %s=%s", b->case_sp[j].key, b->case_sp[j].value);
+    if (b->n_case_sp == 0)
+        printf(" (none)");
+    printf("; concurrency");
+    for (size_t j = 0; j < b->n_conc; j++)
+        printf("%s%u", j ? "," : " ", b->conc[j]);
+    if (b->n_conc == 0)
+        printf(" (none)");
+    printf("\n");
+    fflush(stdout);
+
+    case_result *cr = &b->cases[b->n_cases];
+    case_init(cr, "performance", "performance");
+    cr->k = k;
+    cr->gt = &b->gt;
+    cr->insert_s = b->insert_s;
+    cr->optimize_s = b->build_s;
+    case_ctx cc = { .b = b, .c = b->c, .gt = &b->gt, .k = k, .form = b->gt.form };
+    b->n_cases++;
+    if (case_serial(b, &cc, cr) != 0 || case_levels(b, &cc, cr) != 0)
+        return CLI_EXIT_FAIL;
+
+    for (size_t f = 0; f < b->n_filters; f++) {
+        cr = &b->cases[b->n_cases];
+        char name[32];
+        snprintf(name, sizeof name, "filter-%gp", b->filter_rates[f] * 100.0);
+        case_init(cr, name, "filter");
+        filter_expr(b, f, cr->filter, sizeof cr->filter);
+        cr->filter_rate = b->filter_rates[f];
+        sx_status st = sx_count(b->c, cr->filter, &cr->kept_rows);
+        if (st != SX_OK)
+            return cli_sx_fail(cmd, "count filtered rows", st);
+        const gt_set *g = &b->filter_gt[f];
+        cr->k = case_k_of(b, g);
+        cr->gt = g;
+        cr->insert_s = b->insert_s;
+        cr->optimize_s = b->build_s;
+        case_ctx fc = {
+            .b = b, .c = b->c, .gt = g, .filter = cr->filter, .k = cr->k, .form = g->form
+        };
+        b->n_cases++;
+        printf("\ncase %s: filter %s keeps %" PRIu64 " of %zu rows\n", cr->name, cr->filter,
+               cr->kept_rows, b->base.n);
+        if (case_serial(b, &fc, cr) != 0 || case_levels(b, &fc, cr) != 0)
+            return CLI_EXIT_FAIL;
+    }
+    if (b->stream_rate > 0) {
+        cr = &b->cases[b->n_cases];
+        case_init(cr, "streaming", "streaming");
+        b->n_cases++;
+        if (case_streaming(b, cr) != 0)
+            return CLI_EXIT_FAIL;
+        const bc_stage *last = &cr->stages[cr->n_stages - 1];
+        cr->recall = last->st.recall;
+    }
     return 0;
 }
 
@@ -2267,6 +3427,10 @@ static void json_runs(sbuf *sb, const bench *b, const sys_result *s, bool io_fie
         json_num(sb, r->p50_ms);
         sb_printf(sb, ", \"p99_ms\": ");
         json_num(sb, r->p99_ms);
+        sb_printf(sb, ", \"p95_ms\": ");
+        json_num(sb, r->p95_ms);
+        sb_printf(sb, ", \"ndcg\": ");
+        json_num(sb, r->ndcg);
         sb_printf(sb, ", \"threads\": %u", r->threads);
         if (io_fields || !isnan(r->io_per_query)) {
             sb_printf(sb, ", \"io_per_query\": ");
@@ -2389,6 +3553,223 @@ static void json_io_profile(sbuf *sb, const bench *b)
     sb_printf(sb, "]");
 }
 
+/* ------------------------------------------------------------------ JSON, schema 2 */
+
+static void json_lat(sbuf *sb, double avg, double p50, double p95, double p99)
+{
+    sb_printf(sb, "{\"avg\": ");
+    json_num(sb, avg);
+    sb_printf(sb, ", \"p50\": ");
+    json_num(sb, p50);
+    sb_printf(sb, ", \"p95\": ");
+    json_num(sb, p95);
+    sb_printf(sb, ", \"p99\": ");
+    json_num(sb, p99);
+}
+
+/* The VectorDBBench keys of a case (shared by the top level and cases[]). */
+static double case_max_qps(const case_result *cr, const char **source)
+{
+    double best = NAN;
+    for (size_t j = 0; j < cr->n_levels; j++) {
+        if (isnan(best) || cr->levels[j].qps > best)
+            best = cr->levels[j].qps;
+    }
+    *source = "concurrency";
+    if (isnan(best) && cr->n_stages > 0) {
+        for (unsigned j = 0; j < cr->n_stages; j++) {
+            if (isnan(best) || cr->stages[j].st.qps > best)
+                best = cr->stages[j].st.qps;
+        }
+        *source = "streaming";
+        return best;
+    }
+    if (isnan(best)) {
+        *source = "serial";
+        best = cr->s_qps;
+    }
+    return best;
+}
+
+static void json_vdb_keys(sbuf *sb, const bench *b, const case_result *cr, const char *indent)
+{
+    const char *src;
+    double qps = case_max_qps(cr, &src);
+    sb_printf(sb, "%s\"insert_duration\": ", indent);
+    json_num(sb, cr->insert_s);
+    sb_printf(sb, ",%s\"optimize_duration\": ", indent);
+    json_num(sb, cr->optimize_s);
+    sb_printf(sb, ",%s\"load_duration\": ", indent);
+    json_num(sb, isnan(cr->optimize_s) ? cr->insert_s : cr->insert_s + cr->optimize_s);
+    sb_printf(sb, ",%s\"recall\": ", indent);
+    json_num(sb, cr->recall);
+    sb_printf(sb, ",%s\"ndcg\": ", indent);
+    json_num(sb, cr->ndcg);
+    sb_printf(sb, ",%s\"serial_latency_p99\": ", indent);
+    json_num(sb, cr->s_p99 / 1e3);
+    sb_printf(sb, ",%s\"serial_latency_p95\": ", indent);
+    json_num(sb, cr->s_p95 / 1e3);
+    sb_printf(sb, ",%s\"qps\": ", indent);
+    json_num(sb, qps);
+    sb_printf(sb, ",%s\"qps_source\": ", indent);
+    json_str(sb, src);
+    static const char *const lists[] = { "conc_num_list", "conc_qps_list", "conc_latency_p99_list",
+                                         "conc_latency_p95_list", "conc_latency_avg_list" };
+    for (size_t l = 0; l < 5; l++) {
+        sb_printf(sb, ",%s\"%s\": [", indent, lists[l]);
+        for (size_t j = 0; j < cr->n_levels; j++) {
+            const bc_stats *st = &cr->levels[j];
+            sb_printf(sb, "%s", j ? ", " : "");
+            switch (l) {
+            case 0:
+                sb_printf(sb, "%u", b->conc[j]);
+                break;
+            case 1:
+                json_num(sb, st->qps);
+                break;
+            case 2:
+                json_num(sb, st->p99_ms / 1e3);
+                break;
+            case 3:
+                json_num(sb, st->p95_ms / 1e3);
+                break;
+            default:
+                json_num(sb, st->avg_ms / 1e3);
+                break;
+            }
+        }
+        sb_printf(sb, "]");
+    }
+}
+
+static void json_case(sbuf *sb, const bench *b, const case_result *cr, size_t ci)
+{
+    sb_printf(sb, "%s\n    {\"name\": ", ci ? "," : "");
+    json_str(sb, cr->name);
+    sb_printf(sb, ", \"type\": ");
+    json_str(sb, cr->type);
+    sb_printf(sb, ", \"filter\": ");
+    json_str(sb, cr->filter[0] ? cr->filter : NULL);
+    sb_printf(sb, ", \"filter_rate\": ");
+    json_num(sb, cr->filter_rate);
+    sb_printf(sb, ", \"filter_kept_rows\": ");
+    if (cr->filter[0])
+        sb_printf(sb, "%" PRIu64, cr->kept_rows);
+    else
+        sb_printf(sb, "null");
+    sb_printf(sb, ", \"k\": %u, \"search_params\": {", cr->k);
+    for (size_t j = 0; j < b->n_case_sp; j++) {
+        sb_printf(sb, "%s", j ? ", " : "");
+        json_str(sb, b->case_sp[j].key);
+        sb_printf(sb, ": ");
+        json_param_value(sb, b->case_sp[j].value);
+    }
+    sb_printf(sb, "},");
+    json_vdb_keys(sb, b, cr, "\n     ");
+    sb_printf(sb, ",\n     \"recall_at_10\": ");
+    json_num(sb, cr->recall10);
+    sb_printf(sb, ", \"ndcg_at_10\": ");
+    json_num(sb, cr->ndcg10);
+    sb_printf(sb, ", \"recall_at_100\": ");
+    json_num(sb, cr->recall100);
+    sb_printf(sb, ", \"ndcg_at_100\": ");
+    json_num(sb, cr->ndcg100);
+    if (cr->s_nq > 0) {
+        sb_printf(sb, ",\n     \"serial\": {\"nq\": %zu, \"k\": %u, \"qps\": ", cr->s_nq, cr->k);
+        json_num(sb, cr->s_qps);
+        sb_printf(sb, ", \"latency_ms\": ");
+        json_lat(sb, cr->s_avg, cr->s_p50, cr->s_p95, cr->s_p99);
+        sb_printf(sb, ", \"max\": ");
+        json_num(sb, cr->s_max);
+        sb_printf(sb, "}}");
+    } else {
+        sb_printf(sb, ",\n     \"serial\": null");
+    }
+    if (cr->n_levels > 0) {
+        sb_printf(sb,
+                  ",\n     \"concurrency\": {\"duration_s\": %" PRIu64 ", \"interval_s\": %" PRIu64
+                  ", \"levels\": [",
+                  b->duration_s, b->interval_s);
+        for (size_t j = 0; j < cr->n_levels; j++) {
+            const bc_stats *st = &cr->levels[j];
+            sb_printf(sb,
+                      "%s\n       {\"concurrency\": %u, \"requests\": %" PRIu64
+                      ", \"failures\": %" PRIu64 ", \"elapsed_s\": ",
+                      j ? "," : "", b->conc[j], st->requests, st->failures);
+            json_num(sb, st->elapsed_s);
+            sb_printf(sb, ", \"qps\": ");
+            json_num(sb, st->qps);
+            sb_printf(sb, ", \"recall\": ");
+            json_num(sb, st->recall);
+            sb_printf(sb, ", \"latency_ms\": ");
+            json_lat(sb, st->avg_ms, st->p50_ms, st->p95_ms, st->p99_ms);
+            sb_printf(sb, ", \"min\": ");
+            json_num(sb, st->min_ms);
+            sb_printf(sb, ", \"max\": ");
+            json_num(sb, st->max_ms);
+            sb_printf(sb, "}}");
+        }
+        sb_printf(sb, "]}");
+    } else {
+        sb_printf(sb, ",\n     \"concurrency\": null");
+    }
+    if (cr->n_stages > 0) {
+        sb_printf(sb, ",\n     \"streaming\": {\"insert_rate\": ");
+        json_num(sb, cr->stream_rate);
+        sb_printf(sb, ", \"achieved_insert_rate\": ");
+        json_num(sb,
+                 cr->stream_insert_s > 0 ? (double)b->base.n / cr->stream_insert_s : (double)NAN);
+        sb_printf(sb, ", \"concurrency\": %u, \"segment_max_bytes\": %" PRIu64 ", \"stages\": [",
+                  cr->stream_conc, cr->stream_segment_bytes);
+        for (unsigned j = 0; j < cr->n_stages; j++) {
+            const bc_stage *st = &cr->stages[j];
+            sb_printf(sb, "%s\n       {\"stage\": %u, \"fraction\": ", j ? "," : "", st->stage);
+            json_num(sb, st->fraction);
+            sb_printf(sb,
+                      ", \"rows\": %zu, \"indexed_rows\": %" PRIu64 ", \"elapsed_s\": ", st->rows,
+                      st->indexed_rows);
+            json_num(sb, st->st.elapsed_s);
+            sb_printf(sb, ", \"requests\": %" PRIu64 ", \"failures\": %" PRIu64 ", \"qps\": ",
+                      st->st.requests, st->st.failures);
+            json_num(sb, st->st.qps);
+            sb_printf(sb, ", \"recall\": ");
+            json_num(sb, st->st.recall);
+            sb_printf(sb, ", \"latency_ms\": ");
+            json_lat(sb, st->st.avg_ms, st->st.p50_ms, st->st.p95_ms, st->st.p99_ms);
+            sb_printf(sb, "}}");
+        }
+        sb_printf(sb, "]}");
+    }
+    sb_printf(sb, "}");
+}
+
+/* Appended after the schema-1 keys (docs/BENCH-RESULTS.md). */
+static void json_schema2(sbuf *sb, const bench *b)
+{
+    sb_printf(sb, ",\n  \"case\": ");
+    json_str(sb, b->preset != NULL ? b->preset->name : "custom");
+    sb_printf(sb, ",\n  \"build_device\": ");
+    json_str(sb, b->build_device[0] ? b->build_device : "cpu");
+    sb_printf(sb, ",\n  \"gt_cache\": ");
+    if (b->gt_cache_status != NULL) {
+        sb_printf(sb, "{\"path\": ");
+        json_str(sb, b->cache_stem[0] ? b->cache_stem : b->gt_path);
+        sb_printf(sb, ", \"status\": ");
+        json_str(sb, b->gt_cache_status);
+        sb_printf(sb, "}");
+    } else {
+        sb_printf(sb, "null");
+    }
+    if (b->n_cases > 0) {
+        sb_printf(sb, ",");
+        json_vdb_keys(sb, b, &b->cases[0], "\n  ");
+    }
+    sb_printf(sb, ",\n  \"cases\": [");
+    for (size_t j = 0; j < b->n_cases; j++)
+        json_case(sb, b, &b->cases[j], j);
+    sb_printf(sb, "\n  ]");
+}
+
 static void json_document(sbuf *sb, const bench *b)
 {
     char date[32] = "unknown";
@@ -2397,12 +3778,12 @@ static void json_document(sbuf *sb, const bench *b)
     if (gmtime_r(&now, &tmv) == NULL ||
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv) == 0)
         snprintf(date, sizeof date, "unknown");
-    sb_printf(sb, "{\n  \"tool\": \"sextant bench\",\n  \"version\": ");
+    sb_printf(sb, "{\n  \"tool\": \"sextant bench\",\n  \"schema_version\": 2,\n  \"version\": ");
     json_str(sb, sx_version());
     sb_printf(sb, ",\n  \"date\": ");
     json_str(sb, date);
     sb_printf(sb, ",\n  \"dataset\": {\"kind\": ");
-    json_str(sb, b->is_synthetic ? "synthetic" : "file");
+    json_str(sb, b->is_synthetic ? "synthetic" : (b->is_hdf5 ? "hdf5" : "file"));
     sb_printf(sb, ", \"base\": ");
     json_str(sb, b->base_path);
     sb_printf(sb, ", \"query\": ");
@@ -2415,10 +3796,12 @@ static void json_document(sbuf *sb, const bench *b)
     json_str(sb, b->gt.source);
     if (b->is_synthetic) {
         sb_printf(sb, ", \"synthetic\": {\"generator\": ");
-        json_str(sb, SYN_GENERATOR);
+        json_str(sb, ds_gen_name(b->gen));
         sb_printf(sb, ", \"n\": %zu, \"dim\": %zu, \"seed\": %" PRIu64 ", \"nq\": %zu}", b->syn_n,
                   b->syn_dim, b->syn_seed, b->queries.n);
     }
+    sb_printf(sb, ", \"data_hash\": ");
+    json_str(sb, b->data_hash[0] ? b->data_hash : NULL);
     sb_printf(sb, "},\n  \"n\": %zu,\n  \"dim\": %zu,\n  \"nq\": %zu,\n  \"metric\": ", b->base.n,
               b->base.dim, b->queries.n);
     json_str(sb, cli_metric_name(b->metric));
@@ -2449,6 +3832,18 @@ static void json_document(sbuf *sb, const bench *b)
     json_num(sb, b->query_s);
     sb_printf(sb, ",\n  \"storage\": ");
     json_str(sb, b->storage_url != NULL ? b->storage_url : "local");
+    if (b->cache_mb > 0) {
+        const sx_cache_stats *cs = &b->cache_st;
+        sb_printf(sb,
+                  ",\n  \"cache\": {\"limit_bytes\": %" PRIu64 ", \"reopen_s\": %.3f, "
+                  "\"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"waits\": %" PRIu64
+                  ", \"evictions\": %" PRIu64 ", \"fetches\": %" PRIu64
+                  ", \"bytes_fetched\": %" PRIu64 ", \"fetch_errors\": %" PRIu64
+                  ", \"local_evictions\": %" PRIu64 ", \"local_fetches\": %" PRIu64 "}",
+                  cs->limit_bytes, b->reopen_s, cs->hits, cs->misses, cs->waits, cs->evictions,
+                  cs->fetches, cs->bytes_fetched, cs->fetch_errors, cs->local_evictions,
+                  cs->local_fetches);
+    }
     json_io_profile(sb, b);
     sb_printf(sb,
               ",\n  \"memory_bytes\": %" PRIu64 ",\n  \"index_memory_bytes\": %" PRIu64
@@ -2491,6 +3886,7 @@ static void json_document(sbuf *sb, const bench *b)
     }
     if (b->n_peer > 0)
         json_ratios(sb, b);
+    json_schema2(sb, b);
     sb_printf(sb, "\n}\n");
 }
 
@@ -2563,6 +3959,84 @@ static void print_peer_table(const bench *b, const sys_result *peer)
            ratio(b->build_s, peer->build_s), ratio(b->insert_s + b->build_s, peer->build_s));
 }
 
+static void fmt_num(char *buf, size_t len, int prec, double v)
+{
+    if (isnan(v))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.*f", prec, v);
+}
+
+/* The cases' tables and the headline (VectorDBBench's numbers of the performance case). */
+static void print_cases(const bench *b)
+{
+    if (b->n_cases == 0)
+        return;
+    char r10[16], r100[16], n100[16], p50[16], p95[16], p99[16], qps[16], sq[16];
+    printf("\n%-14s %5s %9s %9s %9s %11s %9s %9s %9s %11s\n", "case", "k", "recall@10", "recall@k",
+           "ndcg@k", "serial QPS", "p50 ms", "p95 ms", "p99 ms", "max QPS");
+    for (size_t j = 0; j < b->n_cases; j++) {
+        const case_result *cr = &b->cases[j];
+        const char *src;
+        double mq = case_max_qps(cr, &src);
+        fmt_num(r10, sizeof r10, 4, cr->recall10);
+        fmt_num(r100, sizeof r100, 4, cr->recall);
+        fmt_num(n100, sizeof n100, 4, cr->ndcg);
+        fmt_num(sq, sizeof sq, 1, cr->s_qps);
+        fmt_num(qps, sizeof qps, 1, mq);
+        fmt_num(p50, sizeof p50, 3, cr->s_p50);
+        fmt_num(p95, sizeof p95, 3, cr->s_p95);
+        fmt_num(p99, sizeof p99, 3, cr->s_p99);
+        printf("%-14s %5u %9s %9s %9s %11s %9s %9s %9s %11s\n", cr->name, cr->k, r10, r100, n100,
+               sq, p50, p95, p99, qps);
+        if (cr->n_levels > 0) {
+            printf("  %11s %10s %9s %10s %9s %9s %9s %9s\n", "concurrency", "requests", "failures",
+                   "qps", "avg_ms", "p95_ms", "p99_ms", "recall");
+            for (size_t l = 0; l < cr->n_levels; l++) {
+                const bc_stats *st = &cr->levels[l];
+                printf("  %11u %10" PRIu64 " %9" PRIu64 " %10.1f %9.3f %9.3f %9.3f %9.4f\n",
+                       b->conc[l], st->requests, st->failures, st->qps, st->avg_ms, st->p95_ms,
+                       st->p99_ms, st->recall);
+            }
+        }
+        if (cr->n_stages > 0) {
+            printf("  %5s %9s %9s %9s %10s %9s %9s %9s\n", "stage", "rows", "indexed", "requests",
+                   "qps", "recall", "p95_ms", "p99_ms");
+            for (unsigned s2 = 0; s2 < cr->n_stages; s2++) {
+                const bc_stage *st = &cr->stages[s2];
+                printf("  %5u %9zu %9" PRIu64 " %9" PRIu64 " %10.1f %9.4f %9.3f %9.3f\n", st->stage,
+                       st->rows, st->indexed_rows, st->st.requests, st->st.qps, st->st.recall,
+                       st->st.p95_ms, st->st.p99_ms);
+            }
+            printf("  insert %.1f s at %.0f rows/s (target %.0f)\n", cr->stream_insert_s,
+                   cr->stream_insert_s > 0 ? (double)b->base.n / cr->stream_insert_s : 0.0,
+                   cr->stream_rate);
+        }
+    }
+    const case_result *p = &b->cases[0];
+    const char *src;
+    double mq = case_max_qps(p, &src);
+    fmt_num(r10, sizeof r10, 4, p->recall10);
+    fmt_num(r100, sizeof r100, 4, p->recall100);
+    fmt_num(n100, sizeof n100, 4, p->ndcg100);
+    fmt_num(qps, sizeof qps, 1, mq);
+    printf("\nheadline: %s %s on %zu x %zu (%s): load %.1f s (insert %.1f s + optimize %.1f s, "
+           "built on %s)\n",
+           b->kind->type, b->index_params, b->base.n, b->base.dim, cli_metric_name(b->metric),
+           p->insert_s + p->optimize_s, p->insert_s, p->optimize_s,
+           b->build_device[0] ? b->build_device : "cpu");
+    printf("headline: recall@10 %s, recall@100 %s, ndcg@100 %s, serial p99 %.3f ms, QPS %s (%s)\n",
+           r10, r100, n100, p->s_p99, qps, src);
+    for (size_t pi = 0; pi < b->n_peer; pi++) {
+        double qo = qps_at_recall(&b->ours, RECALL_TARGET);
+        double qp = qps_at_recall(&b->peer[pi], RECALL_TARGET);
+        if (!isnan(qo) && !isnan(qp))
+            printf("headline: single-thread QPS at recall@%u %.2f: %.2fx %s\n", b->k, RECALL_TARGET,
+                   qo / qp, b->peer[pi].name);
+    }
+    fflush(stdout);
+}
+
 static void print_summary(const bench *b)
 {
     char hb[32], hi[32], hc[32], hd[32];
@@ -2570,7 +4044,7 @@ static void print_summary(const bench *b)
     if (b->is_synthetic)
         printf("\nsextant bench: synthetic data (%s, seed %" PRIu64 ") (%zu x %zu), %zu queries, "
                "metric %s, k=%u, simd %s\n",
-               SYN_GENERATOR, b->syn_seed, b->base.n, b->base.dim, b->queries.n,
+               ds_gen_name(b->gen), b->syn_seed, b->base.n, b->base.dim, b->queries.n,
                cli_metric_name(b->metric), b->k, sx_simd_level());
     else
         printf("\nsextant bench: %s (%zu x %zu), %zu queries, metric %s, k=%u, simd %s\n",
@@ -2600,11 +4074,28 @@ static void print_summary(const bench *b)
     if (b->storage_url != NULL)
         printf("storage: %s (endpoint %s)\n", b->storage_url,
                b->s3_endpoint != NULL ? b->s3_endpoint : "default");
+    if (b->cache_mb > 0) {
+        const sx_cache_stats *cs = &b->cache_st;
+        uint64_t blocks = cs->hits + cs->misses + cs->waits;
+        printf("cache: limit %" PRIu64 " MiB%s; block cache (%" PRIu64 " B blocks): %" PRIu64
+               " hits, %" PRIu64 " misses (hit rate %.1f%%), %" PRIu64 " coalesced, %" PRIu64
+               " evictions, %" PRIu64 " ranged GETs (%s), %" PRIu64
+               " errors; local copies: %" PRIu64 " evicted, %" PRIu64 " fetched again\n",
+               b->cache_mb, b->reopen_s > 0 ? "" : " (no --storage: local files only)",
+               cs->block_bytes, cs->hits, cs->misses,
+               blocks ? 100.0 * (double)cs->hits / (double)blocks : 0.0, cs->waits, cs->evictions,
+               cs->fetches, cli_human_bytes(cs->bytes_fetched, hd, sizeof hd), cs->fetch_errors,
+               cs->local_evictions, cs->local_fetches);
+        if (b->reopen_s > 0)
+            printf("open from the store (fresh directory, before the queries): %.2f s\n",
+                   b->reopen_s);
+    }
     print_io_profile(b);
     if (b->peer_note[0] != '\0')
         printf("peers: %s\n", b->peer_note);
     for (size_t pi = 0; pi < b->n_peer; pi++)
         print_peer_table(b, &b->peer[pi]);
+    print_cases(b);
 }
 
 /* ------------------------------------------------------------------ entry */
@@ -2624,6 +4115,21 @@ static void bench_fini(bench *b)
     ds_free(&b->queries);
     free(b->gt.ids);
     free(b->gt.dists);
+    for (size_t j = 0; j < MAX_FILTERS; j++) {
+        free(b->filter_gt[j].ids);
+        free(b->filter_gt[j].dists);
+    }
+    if (b->stage_gt != NULL) {
+        for (unsigned j = 0; j < b->stream_stages; j++) {
+            free(b->stage_gt[j].ids);
+            free(b->stage_gt[j].dists);
+        }
+        free(b->stage_gt);
+    }
+    for (size_t j = 0; j < b->n_cases; j++)
+        free(b->cases[j].stages);
+    cli_params_fini(&b->case_params);
+    free(b->html_json);
     free(b->ours.runs);
     for (size_t j = 0; j < MAX_PEERS; j++)
         free(b->peer[j].runs);
@@ -2632,6 +4138,11 @@ static void bench_fini(bench *b)
 
 int cli_bench(int argc, char **argv)
 {
+    /* `sextant bench report|compare FILE...`: reports over result files (report.c) */
+    if (argc > 1 && strcmp(argv[1], "report") == 0)
+        return cli_bench_report(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "compare") == 0)
+        return cli_bench_compare(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--target") == 0 || strncmp(argv[i], "--target=", 9) == 0)
             return cli_bench_remote(argc, argv);
@@ -2646,6 +4157,10 @@ int cli_bench(int argc, char **argv)
     b->batch = 1000;
     b->peers = -1;
     b->sweep = -1;
+    b->duration_s = DEF_DURATION;
+    b->interval_s = DEF_INTERVAL;
+    b->stream_conc = DEF_STREAM_C;
+    b->stream_stages = DEF_STAGES;
     int rc = parse_args(b, argc, argv);
     if (rc != 0) {
         if (rc == CLI_EXIT_USAGE)
@@ -2671,16 +4186,27 @@ int cli_bench(int argc, char **argv)
         goto out;
     sx_io_profile_get(&p1);
     prof_add_delta(&b->io_prof, &p1, &p0);
+    if (reopen_from_store(b) != 0)
+        goto out;
     sx_io_profile_get(&p0);
     if (run_ours(b) != 0)
         goto out;
     sx_io_profile_get(&p1);
     prof_add_delta(&b->io_prof, &p1, &p0);
+    sx_db_cache_stats(b->db, &b->cache_st);
     if (run_peers(b) != 0)
+        goto out;
+    if (run_cases(b) != 0)
         goto out;
     print_summary(b);
     if (b->json_path != NULL && write_json(b) != 0)
         goto out;
+    if (b->html_path != NULL) {
+        const char *paths[1] = { b->json_path };
+        if (report_write_html(paths, 1, b->html_path) != 0)
+            goto out;
+        printf("report: %s\n", b->html_path);
+    }
     rc = CLI_EXIT_OK;
 out:
     bench_fini(b);

@@ -84,6 +84,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "bench_print.h"
 #include "cli.h"
 #include "datasets.h"
 
@@ -198,19 +199,6 @@ static void remote_usage(FILE *out)
 }
 
 /* ------------------------------------------------------------------ small helpers */
-
-/* Local wall-clock time as "2024-05-01 12:00:05.001". */
-static void stamp(char *buf, size_t len)
-{
-    struct timeval tv;
-    struct tm tm;
-    gettimeofday(&tv, NULL);
-    time_t t = tv.tv_sec;
-    localtime_r(&t, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%03d", base, (int)(tv.tv_usec / 1000));
-}
 
 static int grow(char **buf, size_t *cap, size_t need)
 {
@@ -380,24 +368,6 @@ static int collect(rb *b, size_t nw, snap *s)
     s->n = k;
     s->reqs = k;
     return 0;
-}
-
-/* ------------------------------------------------------------------ output lines */
-
-static void print_block(uint64_t reqs, uint64_t fails, double avg, double mn, double mx,
-                        double med, double elapsed)
-{
-    char ts[48], fcol[48];
-    stamp(ts, sizeof ts);
-    double pct = reqs ? 100.0 * (double)fails / (double)reqs : 0.0;
-    snprintf(fcol, sizeof fcol, "%" PRIu64 "(%.2f%%)", fails, pct);
-    double rps = elapsed > 0 ? (double)reqs / elapsed : 0.0;
-    double fps = elapsed > 0 ? (double)fails / elapsed : 0.0;
-    printf("[%s] %-10s%8s%13s  |%10s%10s%10s%10s  |%10s%12s\n", ts, "Name", "#   reqs",
-           "# fails", "Avg", "Min", "Max", "Median", "req/s", "failures/s");
-    printf("[%s] %-10s%8" PRIu64 "%13s  |%10.3f%10.3f%10.3f%10.3f  |%10.2f%12.2f\n", ts,
-           "search", reqs, fcol, avg, mn, mx, med, rps, fps);
-    fflush(stdout);
 }
 
 /* ------------------------------------------------------------------ requests */
@@ -617,8 +587,8 @@ static void *reporter_main(void *arg)
             snap s;
             if (collect(b, b->level_conc, &s) == 0) {
                 double med = s.n ? (double)select_kth(b->scratch, s.n, (s.n - 1) / 2) : 0.0;
-                print_block(s.reqs, s.fails, s.n ? s.sum / (double)s.n : 0.0, s.min, s.max, med,
-                            cli_now() - b->t_warm_end);
+                bp_block(s.reqs, s.fails, s.n ? s.sum / (double)s.n : 0.0, s.min, s.max, med,
+                         cli_now() - b->t_warm_end);
             }
         }
         double now = cli_now();
@@ -892,7 +862,7 @@ static int run_level(rb *b, size_t li)
         w->recall_n = 0;
     }
     char ts[48];
-    stamp(ts, sizeof ts);
+    bp_stamp(ts, sizeof ts);
     printf("[%s] concurrency %u: %" PRIu64 " s%s, limit %" PRIu64 ", nq %" PRIu64 "\n", ts, conc,
            b->o.duration_s, b->o.warmup_s ? " after warmup" : "", b->o.limit, b->o.nq);
     fflush(stdout);
@@ -953,9 +923,9 @@ static int run_level(rb *b, size_t li)
     res->p99_ms = pct_sorted(b->scratch, s.n, 0.99);
     res->recall = b->gt.n > 0 ? (rn ? rsum / (double)rn : 0.0) : (double)NAN;
 
-    print_block(res->requests, res->failures, res->avg_ms, res->min_ms, res->max_ms, res->p50_ms,
+    bp_block(res->requests, res->failures, res->avg_ms, res->min_ms, res->max_ms, res->p50_ms,
                 res->elapsed_s);
-    stamp(ts, sizeof ts);
+    bp_stamp(ts, sizeof ts);
     printf("[%s] search run finished, concurrency: %u, qps %.2f, p95 %.3f ms, p99 %.3f ms", ts,
            conc, res->qps, res->p95_ms, res->p99_ms);
     if (b->gt.n > 0)

@@ -23,6 +23,13 @@
  *
  * Reading is streamed through a bounded row buffer (files are decoded row by row, never mapped
  * and cast), so a malformed header cannot make us read past what the size checks allowed.
+ *
+ * HDF5 (ann-benchmarks layout) goes through libhdf5 (Debian's libhdf5-dev, "serial" flavour),
+ * which does its own validation: a file it cannot open is reported as not HDF5 or corrupt, a
+ * missing dataset by name, and the element type is converted by the library (H5Dread into
+ * native float / int32, so float64 train sets and int64 neighbours load too). Its automatic
+ * error-stack printing is turned off so errors come out once, as our message. Built without
+ * libhdf5 (SX_HAVE_HDF5 undefined) the reader reports that instead.
  */
 #include "datasets.h"
 
@@ -36,6 +43,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#ifdef SX_HAVE_HDF5
+# include <hdf5.h>
+#endif
 
 /* NumPy headers are small; anything bigger is not a file we wrote or want. */
 #define NPY_MAX_HEADER (1u << 20)
@@ -556,10 +566,255 @@ fail:
     return -1;
 }
 
+/* ------------------------------------------------------------------ HDF5 (ann-benchmarks) */
+
+/* Splits "FILE.hdf5[:DATASET]" into the file path (file[file_len]) and the dataset name (default
+ * dflt). Returns false when path is not an HDF5 path. */
+static bool
+split_hdf5(const char *path, const char *dflt, char *file, size_t file_len, const char **dataset)
+{
+    static const char *const exts[] = { ".hdf5", ".h5" };
+    for (size_t e = 0; e < sizeof exts / sizeof exts[0]; e++) {
+        size_t el = strlen(exts[e]);
+        const char *p = path;
+        for (;;) {
+            const char *hit = strstr(p, exts[e]);
+            if (hit == NULL)
+                break;
+            const char *after = hit + el;
+            if (*after == '\0' || *after == ':') {
+                size_t n = (size_t)(after - path);
+                if (n >= file_len)
+                    return false;
+                memcpy(file, path, n);
+                file[n] = '\0';
+                *dataset = *after == ':' && after[1] != '\0' ? after + 1 : dflt;
+                return true;
+            }
+            p = hit + 1;
+        }
+    }
+    return false;
+}
+
+bool ds_is_hdf5(const char *path)
+{
+    char file[4096];
+    const char *ds;
+    return path != NULL && split_hdf5(path, "train", file, sizeof file, &ds);
+}
+
+#ifdef SX_HAVE_HDF5
+
+static void hdf5_quiet(void)
+{
+    (void)H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+/* Opens file read-only after checking it is there and is HDF5 (H5Fis_hdf5 reads the superblock
+ * signature), with a message naming what is wrong. */
+static hid_t hdf5_open(const char *file, char *err, size_t err_len)
+{
+    hdf5_quiet();
+    struct stat st;
+    if (stat(file, &st) != 0)
+        return fail(err, err_len, "cannot open %s: %s", file, strerror(errno));
+    htri_t is = H5Fis_hdf5(file);
+    if (is <= 0)
+        return fail(err, err_len, "%s: not an HDF5 file (no HDF5 signature)", file);
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return fail(err, err_len, "%s: cannot open the HDF5 file (corrupt or truncated?)", file);
+    return f;
+}
+
+int ds_hdf5_has(const char *path)
+{
+    char file[4096];
+    const char *name;
+    if (!split_hdf5(path, "train", file, sizeof file, &name))
+        return 0;
+    char err[256];
+    hid_t f = hdf5_open(file, err, sizeof err);
+    if (f < 0)
+        return 0;
+    htri_t ex = H5Lexists(f, name, H5P_DEFAULT);
+    (void)H5Fclose(f);
+    return ex > 0;
+}
+
+int ds_hdf5_distance(const char *path, char *out, size_t out_len)
+{
+    char file[4096];
+    const char *name;
+    out[0] = '\0';
+    if (!split_hdf5(path, "train", file, sizeof file, &name))
+        return -1;
+    char err[256];
+    hid_t f = hdf5_open(file, err, sizeof err);
+    if (f < 0)
+        return -1;
+    int rc = -1;
+    if (H5Aexists(f, "distance") > 0) {
+        hid_t a = H5Aopen(f, "distance", H5P_DEFAULT);
+        hid_t t = a >= 0 ? H5Aget_type(a) : -1;
+        if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
+            if (H5Tis_variable_str(t) > 0) {
+                char *v = NULL;
+                hid_t mt = H5Tcopy(H5T_C_S1);
+                (void)H5Tset_size(mt, H5T_VARIABLE);
+                if (H5Aread(a, mt, &v) >= 0 && v != NULL) {
+                    snprintf(out, out_len, "%s", v);
+                    rc = 0;
+                }
+                if (v != NULL)
+                    H5free_memory(v);
+                (void)H5Tclose(mt);
+            } else {
+                size_t sz = H5Tget_size(t);
+                char buf[256];
+                if (sz > 0 && sz < sizeof buf) {
+                    hid_t mt = H5Tcopy(H5T_C_S1);
+                    (void)H5Tset_size(mt, sz + 1);
+                    memset(buf, 0, sizeof buf);
+                    if (H5Aread(a, mt, buf) >= 0) {
+                        snprintf(out, out_len, "%s", buf);
+                        rc = 0;
+                    }
+                    (void)H5Tclose(mt);
+                }
+            }
+        }
+        if (t >= 0)
+            (void)H5Tclose(t);
+        if (a >= 0)
+            (void)H5Aclose(a);
+    }
+    (void)H5Fclose(f);
+    return rc;
+}
+
+static int load_hdf5(const char *path, size_t limit, ds_matrix *out, char *err, size_t err_len)
+{
+    char file[4096];
+    const char *name;
+    if (!split_hdf5(path, "train", file, sizeof file, &name))
+        return fail(err, err_len, "%s: not an HDF5 path", path);
+    hid_t f = hdf5_open(file, err, err_len);
+    if (f < 0)
+        return -1;
+    hid_t d = -1, sp = -1, t = -1, msp = -1;
+    ds_matrix m = { 0 };
+    int rc = -1;
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+        set_err(err, err_len,
+                "%s: no dataset '%s' (the ann-benchmarks layout has train, test, neighbors and "
+                "distances)",
+                file, name);
+        goto out;
+    }
+    d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0) {
+        set_err(err, err_len, "%s: '%s' is not a readable dataset", file, name);
+        goto out;
+    }
+    sp = H5Dget_space(d);
+    t = H5Dget_type(d);
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (nd != 2) {
+        set_err(err, err_len, "%s:%s: %d dimensions, want a 2-D matrix (rows x values)", file, name,
+                nd);
+        goto out;
+    }
+    hsize_t dims[2];
+    if (H5Sget_simple_extent_dims(sp, dims, NULL) != 2) {
+        set_err(err, err_len, "%s:%s: cannot read the shape", file, name);
+        goto out;
+    }
+    H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
+        set_err(err, err_len, "%s:%s: element type is neither float nor integer", file, name);
+        goto out;
+    }
+    size_t n = (size_t)dims[0];
+    if (limit > 0 && limit < n)
+        n = limit;
+    if (alloc_matrix(&m, n, (size_t)dims[1], cls == H5T_FLOAT ? DS_F32 : DS_I32, path, err,
+                     err_len) != 0)
+        goto out;
+    hsize_t start[2] = { 0, 0 }, count[2] = { (hsize_t)n, dims[1] };
+    if (H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        (msp = H5Screate_simple(2, count, NULL)) < 0) {
+        set_err(err, err_len, "%s:%s: cannot select %zu rows", file, name, n);
+        goto out;
+    }
+    herr_t r = cls == H5T_FLOAT ? H5Dread(d, H5T_NATIVE_FLOAT, msp, sp, H5P_DEFAULT, m.f)
+                                : H5Dread(d, H5T_NATIVE_INT32, msp, sp, H5P_DEFAULT, m.i);
+    if (r < 0) {
+        set_err(err, err_len, "%s:%s: read error (corrupt or truncated file?)", file, name);
+        goto out;
+    }
+    if (m.type == DS_F32) {
+        for (size_t j = 0; j < n * m.dim; j++) {
+            if (!isfinite(m.f[j])) {
+                set_err(err, err_len, "%s:%s: row %zu holds a NaN or infinity", file, name,
+                        j / m.dim);
+                goto out;
+            }
+        }
+    }
+    *out = m;
+    m.f = NULL;
+    m.i = NULL;
+    rc = 0;
+out:
+    ds_free(&m);
+    if (msp >= 0)
+        (void)H5Sclose(msp);
+    if (t >= 0)
+        (void)H5Tclose(t);
+    if (sp >= 0)
+        (void)H5Sclose(sp);
+    if (d >= 0)
+        (void)H5Dclose(d);
+    (void)H5Fclose(f);
+    return rc;
+}
+
+#else /* !SX_HAVE_HDF5 */
+
+int ds_hdf5_has(const char *path)
+{
+    (void)path;
+    return 0;
+}
+
+int ds_hdf5_distance(const char *path, char *out, size_t out_len)
+{
+    (void)path;
+    if (out_len > 0)
+        out[0] = '\0';
+    return -1;
+}
+
+static int load_hdf5(const char *path, size_t limit, ds_matrix *out, char *err, size_t err_len)
+{
+    (void)limit;
+    (void)out;
+    return fail(err, err_len,
+                "%s: this sextant was built without HDF5 support (install libhdf5-dev and "
+                "rebuild)",
+                path);
+}
+
+#endif /* SX_HAVE_HDF5 */
+
 /* ------------------------------------------------------------------ dispatch */
 
 int ds_load(const char *path, size_t limit, ds_matrix *out, char *err, size_t err_len)
 {
+    if (ds_is_hdf5(path))
+        return load_hdf5(path, limit, out, err, err_len);
     if (ends_with(path, ".fvecs"))
         return load_vecs(path, 4, false, false, limit, out, err, err_len);
     if (ends_with(path, ".bvecs"))
@@ -571,7 +826,8 @@ int ds_load(const char *path, size_t limit, ds_matrix *out, char *err, size_t er
     if (ends_with(path, ".gz") || ends_with(path, "-ubyte") || ends_with(path, ".idx"))
         return load_idx(path, limit, out, err, err_len);
     return fail(err, err_len,
-                "%s: unknown file type (want .fvecs, .bvecs, .ivecs, .npy, or IDX .gz/-ubyte)",
+                "%s: unknown file type (want .fvecs, .bvecs, .ivecs, .npy, .hdf5, or IDX "
+                ".gz/-ubyte)",
                 path);
 }
 
@@ -712,6 +968,20 @@ int ds_synthetic(size_t n_base,
                  char *err,
                  size_t err_len)
 {
+    return ds_generate(DS_GEN_CLUSTERED, n_base, dim, seed, stream, n_rows, out, err, err_len);
+}
+
+/* sx-gmm-1: axis-aligned components (datasets.h). Unchanged since the first version: caches of
+ * its ground truth are keyed by the name. */
+static int gen_gmm1(size_t n_base,
+                    size_t dim,
+                    uint64_t seed,
+                    unsigned stream,
+                    size_t n_rows,
+                    ds_matrix *out,
+                    char *err,
+                    size_t err_len)
+{
     const char *what = stream == 0 ? "synthetic base" : "synthetic queries";
     if (n_base == 0)
         return fail(err, err_len, "%s: N must be at least 1", what);
@@ -784,5 +1054,245 @@ int ds_synthetic(size_t n_base,
     free(sc);
     free(cum);
     *out = m;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ sx-gmm-rot-1 (+ unit) */
+
+#define ROT_GLOBAL  8 /* Householder reflections in the global rotation */
+#define ROT_PER_CMP 2 /* ... and per component */
+#define ROT_SPREAD  1.4
+
+/* x <- (I - 2 v v^T) x for a unit vector v. */
+static void reflect(double *x, const float *v, size_t dim)
+{
+    double dot = 0;
+    for (size_t j = 0; j < dim; j++)
+        dot += (double)v[j] * x[j];
+    dot *= 2.0;
+    for (size_t j = 0; j < dim; j++)
+        x[j] -= dot * (double)v[j];
+}
+
+/* A uniformly random unit vector (normalised Gaussian). */
+static void random_unit(normal_gen *g, float *v, size_t dim)
+{
+    double nn = 0;
+    for (size_t j = 0; j < dim; j++) {
+        double x = normal(g);
+        v[j] = (float)x;
+        nn += x * x;
+    }
+    double inv = nn > 0 ? 1.0 / sqrt(nn) : 0.0;
+    for (size_t j = 0; j < dim; j++)
+        v[j] = (float)((double)v[j] * inv);
+}
+
+static int gen_rot(bool unit,
+                   size_t n_base,
+                   size_t dim,
+                   uint64_t seed,
+                   unsigned stream,
+                   size_t n_rows,
+                   ds_matrix *out,
+                   char *err,
+                   size_t err_len)
+{
+    const char *what = stream == 0 ? "generated base" : "generated queries";
+    if (n_base == 0)
+        return fail(err, err_len, "%s: N must be at least 1", what);
+    size_t c_n = (size_t)llround(sqrt((double)n_base));
+    if (c_n < 1)
+        c_n = 1;
+    if (c_n > SYN_MAX_COMPONENTS)
+        c_n = SYN_MAX_COMPONENTS;
+    ds_matrix m;
+    if (alloc_matrix(&m, n_rows, dim, DS_F32, what, err, err_len) != 0)
+        return -1;
+    float *glob = malloc(ROT_GLOBAL * dim * sizeof *glob);
+    float *hv = malloc(c_n * ROT_PER_CMP * dim * sizeof *hv);
+    float *mu = malloc(c_n * dim * sizeof *mu);
+    float *sc = malloc(c_n * dim * sizeof *sc);
+    double *cum = malloc(c_n * sizeof *cum);
+    double *x = malloc(dim * sizeof *x);
+    double *offset = malloc(dim * sizeof *offset);
+    if (glob == NULL || hv == NULL || mu == NULL || sc == NULL || cum == NULL || x == NULL ||
+        offset == NULL) {
+        free(glob);
+        free(hv);
+        free(mu);
+        free(sc);
+        free(cum);
+        free(x);
+        free(offset);
+        ds_free(&m);
+        return fail(err, err_len, "%s: out of memory for the model", what);
+    }
+    /* The model, from the seed alone (plus n_base through c_n). A different salt than sx-gmm-1
+     * so the two generators' models are unrelated. */
+    normal_gen g = { .state = seed ^ 0x73782d726f742d31ULL };
+    for (size_t h = 0; h < ROT_GLOBAL; h++)
+        random_unit(&g, glob + h * dim, dim);
+    double total = 0;
+    for (size_t c = 0; c < c_n; c++) {
+        for (size_t j = 0; j < dim; j++) {
+            double lambda = 1.0 / sqrt(1.0 + (double)j / 16.0);
+            mu[c * dim + j] = (float)(lambda * normal(&g));
+            sc[c * dim + j] = (float)(ROT_SPREAD * lambda * exp(0.35 * normal(&g)));
+        }
+        for (size_t h = 0; h < ROT_PER_CMP; h++)
+            random_unit(&g, hv + (c * ROT_PER_CMP + h) * dim, dim);
+        total += exp(0.5 * normal(&g));
+        cum[c] = total;
+    }
+    /* The common offset of the cosine variant: embeddings share a mean direction, so their
+     * cosine similarities are not centred on 0. Norm ~2x a centre's. */
+    for (size_t j = 0; j < dim; j++)
+        offset[j] = unit ? 2.0 * normal(&g) / sqrt(1.0 + (double)j / 16.0) : 0.0;
+    uint64_t base_state =
+        seed * 0x9e3779b97f4a7c15ULL + ((uint64_t)stream + 1) * 0xd1b54a32d192ed03ULL;
+    for (size_t r = 0; r < n_rows; r++) {
+        normal_gen rg = { .state = base_state ^ ((uint64_t)r * 0xa24baed4963ee407ULL) };
+        (void)splitmix64(&rg.state);
+        double u = unit_open0(&rg.state) * total;
+        size_t lo = 0, hi = c_n - 1;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (cum[mid] < u)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const float *cm = mu + lo * dim, *cs = sc + lo * dim;
+        /* the component's own orientation: its scales, then its reflections */
+        for (size_t j = 0; j < dim; j++)
+            x[j] = (double)cs[j] * normal(&rg);
+        for (size_t h = 0; h < ROT_PER_CMP; h++)
+            reflect(x, hv + (lo * ROT_PER_CMP + h) * dim, dim);
+        for (size_t j = 0; j < dim; j++)
+            x[j] += (double)cm[j] + offset[j];
+        /* the shared rotation: no axis carries a principal direction */
+        for (size_t h = 0; h < ROT_GLOBAL; h++)
+            reflect(x, glob + h * dim, dim);
+        double nn = 0;
+        for (size_t j = 0; j < dim; j++)
+            nn += x[j] * x[j];
+        double scale = unit && nn > 0 ? 1.0 / sqrt(nn) : 1.0;
+        float *row = m.f + r * dim;
+        for (size_t j = 0; j < dim; j++)
+            row[j] = (float)(x[j] * scale);
+    }
+    free(glob);
+    free(hv);
+    free(mu);
+    free(sc);
+    free(cum);
+    free(x);
+    free(offset);
+    *out = m;
+    return 0;
+}
+
+static const char *const gen_names[] = { "sx-gmm-1", "sx-gmm-rot-1", "sx-gmm-rot-unit-1" };
+static const char *const gen_kinds[] = { "clustered", "anisotropic", "cosine" };
+
+const char *ds_gen_name(ds_gen gen)
+{
+    return (unsigned)gen < 3 ? gen_names[gen] : "?";
+}
+
+const char *ds_gen_kind(ds_gen gen)
+{
+    return (unsigned)gen < 3 ? gen_kinds[gen] : "?";
+}
+
+int ds_gen_parse(const char *s, ds_gen *out)
+{
+    for (unsigned j = 0; j < 3; j++) {
+        if (strcmp(s, gen_kinds[j]) == 0 || strcmp(s, gen_names[j]) == 0) {
+            *out = (ds_gen)j;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int ds_generate(ds_gen gen,
+                size_t n_base,
+                size_t dim,
+                uint64_t seed,
+                unsigned stream,
+                size_t n_rows,
+                ds_matrix *out,
+                char *err,
+                size_t err_len)
+{
+    switch (gen) {
+    case DS_GEN_CLUSTERED:
+        return gen_gmm1(n_base, dim, seed, stream, n_rows, out, err, err_len);
+    case DS_GEN_ANISOTROPIC:
+        return gen_rot(false, n_base, dim, seed, stream, n_rows, out, err, err_len);
+    case DS_GEN_COSINE:
+        return gen_rot(true, n_base, dim, seed, stream, n_rows, out, err, err_len);
+    }
+    return fail(err, err_len, "unknown generator %d", (int)gen);
+}
+
+/* ------------------------------------------------------------------ hashes */
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME  0x100000001b3ULL
+
+uint64_t ds_hash_init(void)
+{
+    return FNV_OFFSET;
+}
+
+uint64_t ds_hash_bytes(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    for (size_t j = 0; j < len; j++) {
+        h ^= b[j];
+        h *= FNV_PRIME;
+    }
+    return h;
+}
+
+uint64_t ds_hash_matrix(uint64_t h, const ds_matrix *m)
+{
+    size_t n = m->n * m->dim;
+    unsigned char le[4];
+    for (size_t j = 0; j < n; j++) {
+        uint32_t u;
+        if (m->type == DS_F32)
+            memcpy(&u, &m->f[j], sizeof u);
+        else
+            u = (uint32_t)m->i[j];
+        put_le32(le, u);
+        h = ds_hash_bytes(h, le, 4);
+    }
+    return h;
+}
+
+int ds_hash_file(const char *path, uint64_t *out, char *err, size_t err_len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return fail(err, err_len, "cannot open %s: %s", path, strerror(errno));
+    unsigned char *buf = malloc(1u << 16);
+    if (buf == NULL) {
+        (void)fclose(f);
+        return fail(err, err_len, "%s: out of memory", path);
+    }
+    uint64_t h = FNV_OFFSET;
+    size_t n;
+    while ((n = fread(buf, 1, 1u << 16, f)) > 0)
+        h = ds_hash_bytes(h, buf, n);
+    int bad = ferror(f);
+    free(buf);
+    (void)fclose(f);
+    if (bad)
+        return fail(err, err_len, "%s: read error", path);
+    *out = h;
     return 0;
 }

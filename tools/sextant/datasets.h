@@ -12,6 +12,10 @@
  *   .gz, -ubyte,   IDX (MNIST / Fashion-MNIST), optionally  float (0..255)
  *   .idx           gzip'd (zlib): big-endian magic
  *                  0x00000803 (uint8, 3 dims), N x dims
+ *   .hdf5, .h5     HDF5, ann-benchmarks layout: 2-D         float (float types) or int32
+ *   [:DATASET]     datasets train, test, neighbors,         (integer types), converted by
+ *                  distances; root attribute `distance`     libhdf5; the default dataset is
+ *                  ("euclidean", "angular", ...)            train ("FILE.hdf5:test" picks one)
  *
  * Every reader validates the whole file before trusting it: TEXMEX files must be a whole number
  * of records and every record must carry the same d; NumPy files must be exactly header + data;
@@ -29,6 +33,7 @@
 #ifndef SX_TOOLS_DATASETS_H
 #define SX_TOOLS_DATASETS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,6 +103,60 @@ int ds_synthetic(size_t n_base,
                  ds_matrix *out,
                  char *err,
                  size_t err_len);
+
+/* Generators (datasets.c). All share sx-gmm-1's RNG scheme (a row depends only on seed, stream
+ * and its row number) and mixture (C = clamp(round(sqrt(n_base)), 1, 4096) components, weights
+ * exp(0.5 g)); they differ in the shape of the components:
+ *
+ *   clustered    sx-gmm-1            axis-aligned components (above)
+ *   anisotropic  sx-gmm-rot-1        component c: x = mu_c + H_c2 H_c1 (s_c * g), then the whole
+ *                                    point is rotated by G = H_1 ... H_8. H = I - 2 v v^T with v
+ *                                    a random unit vector (per component: 2, global: 8), so each
+ *                                    component has its own orientation and no axis is a principal
+ *                                    direction (what PQ / SQ8 meet in real embeddings: correlated
+ *                                    dimensions). Spectrum lambda_j = 1 / sqrt(1 + j / 16),
+ *                                    mu_cj = lambda_j g, s_cj = 1.4 lambda_j exp(0.35 g)
+ *   cosine       sx-gmm-rot-unit-1   as anisotropic plus a common offset o_j = 2 lambda_j g (a
+ *                                    shared mean direction, as embedding models have), each row
+ *                                    then normalised to unit length; meant for metric cosine/ip
+ *
+ * Cost per row O(10 * dim) for the rotated ones. Bit-identical for the same inputs and libm. */
+typedef enum ds_gen { DS_GEN_CLUSTERED = 0, DS_GEN_ANISOTROPIC = 1, DS_GEN_COSINE = 2 } ds_gen;
+
+/* Generates n_rows rows of stream `stream` (0 = base, 1 = queries) of the model (gen, n_base,
+ * dim, seed). Returns 0 and fills *out (DS_F32), or -1 with a message. ds_synthetic(...) is
+ * ds_generate(DS_GEN_CLUSTERED, ...). */
+int ds_generate(ds_gen gen,
+                size_t n_base,
+                size_t dim,
+                uint64_t seed,
+                unsigned stream,
+                size_t n_rows,
+                ds_matrix *out,
+                char *err,
+                size_t err_len);
+/* "sx-gmm-1", "sx-gmm-rot-1", "sx-gmm-rot-unit-1" (the name caches are keyed by). */
+const char *ds_gen_name(ds_gen gen);
+/* "clustered", "anisotropic", "cosine" (the --generate value). */
+const char *ds_gen_kind(ds_gen gen);
+/* Parses a kind or a name. Returns 0, or -1 when unknown. */
+int ds_gen_parse(const char *s, ds_gen *out);
+
+/* HDF5 paths: "FILE.hdf5" or "FILE.hdf5:DATASET" (also .h5). */
+bool ds_is_hdf5(const char *path);
+/* 1 when the HDF5 path's file opens and has the dataset, else 0 (never prints). */
+int ds_hdf5_has(const char *path);
+/* Reads the file's root attribute "distance" (ann-benchmarks: "euclidean", "angular", "dot",
+ * "hamming", "jaccard") into out. Returns 0, or -1 when absent or unreadable. */
+int ds_hdf5_distance(const char *path, char *out, size_t out_len);
+
+/* FNV-1a 64-bit hashing: data identity (dataset.data_hash) and cache checksums. */
+uint64_t ds_hash_init(void);
+uint64_t ds_hash_bytes(uint64_t h, const void *p, size_t len);
+/* Folds the values' 32-bit patterns, little-endian, row by row. */
+uint64_t ds_hash_matrix(uint64_t h, const ds_matrix *m);
+/* Hash of a whole file's bytes. Returns 0, or -1 with a message. */
+int ds_hash_file(const char *path, uint64_t *out, char *err, size_t err_len);
 
 /* Returns the last path component (borrowed from path). */
 const char *ds_basename(const char *path);

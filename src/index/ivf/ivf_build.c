@@ -30,12 +30,24 @@
  * codes. Cancel (relaxed loads) is checked per k-means iteration, per assignment block and per
  * encoding chunk; progress counts assigned (FLAT) or encoded (SQ8, PQ) rows, relaxed adds.
  *
+ * GPU_IVF_FLAT / GPU_IVF_PQ (issue 7): the same indexes (same build, record and search; the
+ * record's kind is FLAT / PQ) under Milvus's GPU type names, with one difference: when
+ * sx__gpu_available() the coarse quantizer's Lloyd iterations run on the GPU (sx__gpu_kmeans,
+ * gpu.h) over a training sample of the size the CPU k-means draws (at most nlist * 256 rows,
+ * sx__kmeans_sample_rows), from nlist distinct sample rows, IVF_KMEANS_ITERS iterations; a GPU
+ * error falls back to the CPU k-means. Without a GPU they build exactly as IVF_FLAT / IVF_PQ, after
+ * one note per process (sx__gpu_note_once). The PQ codebooks and the assignment stay on the CPU.
+ * The GPU kinds also accept cache_dataset_on_device (true|false, recorded nowhere: the CPU keeps
+ * the vectors in RAM anyway).
+ *
  * Thread-safety: build allocates a new index and reads only the borrowed vectors.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
+#include "index/cagra/cagra.h"
 #include "index/ivf/ivf.h"
 #include "index/ivf/kmeans.h"
 #include "util/alloc.h"
@@ -74,9 +86,16 @@ static bool tolerated_key(const char *k)
            strcmp(k, "metricType") == 0;
 }
 
-static sx_status parse_build(sx__ivf_kind kind, const sx_param *p, size_t np, build_params *bp)
+/* Milvus's names of the GPU variants (messages). */
+static const char *gpu_kind_name(sx__ivf_kind kind)
 {
-    const char *name = sx__ivf_kind_name(kind);
+    return kind == SX__IVF_KIND_PQ ? "GPU_IVF_PQ" : "GPU_IVF_FLAT";
+}
+
+static sx_status
+parse_build(sx__ivf_kind kind, bool gpu, const sx_param *p, size_t np, build_params *bp)
+{
+    const char *name = gpu ? gpu_kind_name(kind) : sx__ivf_kind_name(kind);
     bool pq = kind == SX__IVF_KIND_PQ;
     for (size_t i = 0; i < np; i++) {
         const char *k = p[i].key;
@@ -86,8 +105,16 @@ static sx_status parse_build(sx__ivf_kind kind, const sx_param *p, size_t np, bu
             continue;
         if (pq && (strcmp(k, "m") == 0 || strcmp(k, "nbits") == 0))
             continue;
-        return sx__err(SX_EINVAL, "unknown %s build parameter \"%s\" (allowed: %s)", name, k,
-                       pq ? "nlist, m, nbits" : "nlist");
+        if (gpu && strcmp(k, "cache_dataset_on_device") == 0) {
+            const char *v = p[i].value ? p[i].value : "";
+            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+                return sx__err(SX_EINVAL, "cache_dataset_on_device must be true or false, got "
+                                          "\"%s\"",
+                               v);
+            continue;
+        }
+        return sx__err(SX_EINVAL, "unknown %s build parameter \"%s\" (allowed: %s%s)", name, k,
+                       pq ? "nlist, m, nbits" : "nlist", gpu ? ", cache_dataset_on_device" : "");
     }
     sx_status rc = sx__param_int(p, np, "nlist", SX__IVF_NLIST_MIN, SX__IVF_NLIST_MAX,
                                  SX__IVF_NLIST_DEF, &bp->nlist);
@@ -194,11 +221,13 @@ static uint64_t estimate(sx__ivf_kind kind, size_t nlist_param, size_t m, size_t
     return max_u64(peak, built + books + rowcodes + blocks + term + 64);
 }
 
+/* The GPU variants allocate on the host only the training sample and its row numbers
+ * (gpu_coarse), both within sx__kmeans_train_bytes, so one estimate serves both. */
 static uint64_t
-estimate_params(sx__ivf_kind kind, const sx_param *p, size_t np, size_t n, size_t dim)
+estimate_params(sx__ivf_kind kind, bool gpu, const sx_param *p, size_t np, size_t n, size_t dim)
 {
     build_params bp;
-    if (parse_build(kind, p, np, &bp) != SX_OK) {
+    if (parse_build(kind, gpu, p, np, &bp) != SX_OK) {
         sx__err_clear();
         bp.nlist = SX__IVF_NLIST_DEF;
         bp.m = 0;
@@ -561,7 +590,78 @@ build_pq(sx__ivf *v, const uint32_t *assign, uint64_t seed, const sx__build_ctx 
     return rc;
 }
 
+/* Coarse k-means on the GPU: a training sample of the CPU k-means' size (drawn with the seed),
+ * nlist distinct sample rows as the initial centroids, IVF_KMEANS_ITERS Lloyd iterations of
+ * sx__gpu_kmeans. centroids may be partly written on failure. Errors: sx__gpu_kmeans's,
+ * SX_ENOMEM. */
+static sx_status
+gpu_coarse(const float *vecs, size_t n, size_t dim, size_t k, uint64_t seed, float *centroids)
+{
+    size_t ns = k * SX__KMEANS_SAMPLE_PER_CENTROID;
+    if (ns > n)
+        ns = n;
+    uint32_t *rows = sx__malloc(ns * sizeof *rows);
+    float *sample = ns < n ? sx__malloc_aligned(ns * dim * sizeof *sample) : NULL;
+    if (!rows || (ns < n && !sample)) {
+        sx__free(rows);
+        sx__free_aligned(sample);
+        return sx__err(SX_ENOMEM, "GPU k-means: cannot allocate the training sample");
+    }
+    const float *x = vecs;
+    if (ns < n) {
+        sx__kmeans_sample_rows(n, ns, seed, rows);
+        for (size_t i = 0; i < ns; i++)
+            memcpy(sample + i * dim, vecs + (size_t)rows[i] * dim, dim * sizeof *sample);
+        x = sample;
+    }
+    sx__kmeans_sample_rows(ns, k, seed ^ 0xC3E7A01Dull, rows);
+    for (size_t c = 0; c < k; c++)
+        memcpy(centroids + c * dim, x + (size_t)rows[c] * dim, dim * sizeof *centroids);
+    sx_status rc =
+        sx__gpu_kmeans(x, ns, dim, (uint32_t)k, IVF_KMEANS_ITERS, centroids, NULL, NULL);
+    sx__free(rows);
+    sx__free_aligned(sample);
+    return rc;
+}
+
+/* The coarse quantizer: on the GPU for the GPU kinds when one is usable, else (and after a GPU
+ * error) the CPU k-means exactly as IVF_FLAT / IVF_PQ run it. */
+static sx_status train_coarse(sx__ivf_kind kind,
+                              bool gpu,
+                              const float *vecs,
+                              size_t n,
+                              size_t dim,
+                              size_t k,
+                              uint64_t seed,
+                              const sx__build_ctx *ctx,
+                              float *centroids)
+{
+    if (gpu) {
+        const char *name = gpu_kind_name(kind);
+        if (sx__gpu_available()) {
+            sx__gpu_note_once(SX__GPU_NOTE_KMEANS_GPU, "%s: coarse k-means on the GPU (%s)", name,
+                              sx__gpu_describe());
+            sx_status rc = gpu_coarse(vecs, n, dim, k, seed, centroids);
+            if (rc == SX_OK)
+                return SX_OK;
+            sx__gpu_note_once(SX__GPU_NOTE_KMEANS_FAIL,
+                              "%s: GPU k-means failed (%s): using the CPU k-means", name,
+                              sx_errmsg());
+        } else {
+            sx__gpu_note_once(SX__GPU_NOTE_KMEANS_CPU,
+                              "%s: coarse k-means on the CPU; GPU: %s", name,
+                              sx__gpu_describe());
+        }
+    }
+    sx__kmeans_opts ko = { .k = k,
+                           .iters = IVF_KMEANS_ITERS,
+                           .seed = seed,
+                           .cancel = ctx ? ctx->cancel : NULL };
+    return sx__kmeans_train(vecs, n, dim, dim, &ko, centroids);
+}
+
 static sx_status ivf_build(sx__ivf_kind kind,
+                           bool gpu,
                            const sx_param *p,
                            size_t np,
                            const float *vecs,
@@ -571,9 +671,9 @@ static sx_status ivf_build(sx__ivf_kind kind,
                            const sx__build_ctx *ctx,
                            sx__index **out)
 {
-    const char *name = sx__ivf_kind_name(kind);
+    const char *name = gpu ? gpu_kind_name(kind) : sx__ivf_kind_name(kind);
     build_params bp;
-    sx_status rc = parse_build(kind, p, np, &bp);
+    sx_status rc = parse_build(kind, gpu, p, np, &bp);
     if (rc != SX_OK)
         return rc;
     rc = check_shape(kind, n, dim, metric);
@@ -620,10 +720,7 @@ static sx_status ivf_build(sx__ivf_kind kind,
         rc = sx__err(SX_ENOMEM, "%s: out of memory", name);
         goto fail;
     }
-    sx__kmeans_opts ko = {
-        .k = v->nlist, .iters = IVF_KMEANS_ITERS, .seed = seed, .cancel = ctx ? ctx->cancel : NULL
-    };
-    rc = sx__kmeans_train(vecs, n, dim, dim, &ko, v->centroids);
+    rc = train_coarse(kind, gpu, vecs, n, dim, v->nlist, seed, ctx, v->centroids);
     if (rc == SX_ECANCELED)
         rc = sx__err(SX_ECANCELED, "%s: build cancelled", name);
     if (rc != SX_OK)
@@ -658,7 +755,7 @@ fail:
 static sx_status flat_check_build(const sx_param *p, size_t np)
 {
     build_params bp;
-    return parse_build(SX__IVF_KIND_FLAT, p, np, &bp);
+    return parse_build(SX__IVF_KIND_FLAT, false, p, np, &bp);
 }
 
 static sx_status flat_check_search(const sx_param *p, size_t np, size_t k)
@@ -675,7 +772,7 @@ static sx_status flat_build(const sx_param *p,
                             const sx__build_ctx *ctx,
                             sx__index **out)
 {
-    return ivf_build(SX__IVF_KIND_FLAT, p, np, vecs, n, dim, metric, ctx, out);
+    return ivf_build(SX__IVF_KIND_FLAT, false, p, np, vecs, n, dim, metric, ctx, out);
 }
 
 static sx_status flat_deserialize(const void *data,
@@ -691,7 +788,7 @@ static sx_status flat_deserialize(const void *data,
 
 static uint64_t flat_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
 {
-    return estimate_params(SX__IVF_KIND_FLAT, p, np, n, dim);
+    return estimate_params(SX__IVF_KIND_FLAT, false, p, np, n, dim);
 }
 
 const sx__index_ops sx__ivf_flat_index_ops = {
@@ -712,7 +809,7 @@ const sx__index_ops sx__ivf_flat_index_ops = {
 static sx_status sq8_check_build(const sx_param *p, size_t np)
 {
     build_params bp;
-    return parse_build(SX__IVF_KIND_SQ8, p, np, &bp);
+    return parse_build(SX__IVF_KIND_SQ8, false, p, np, &bp);
 }
 
 static sx_status sq8_check_search(const sx_param *p, size_t np, size_t k)
@@ -729,7 +826,7 @@ static sx_status sq8_build(const sx_param *p,
                            const sx__build_ctx *ctx,
                            sx__index **out)
 {
-    return ivf_build(SX__IVF_KIND_SQ8, p, np, vecs, n, dim, metric, ctx, out);
+    return ivf_build(SX__IVF_KIND_SQ8, false, p, np, vecs, n, dim, metric, ctx, out);
 }
 
 static sx_status sq8_deserialize(const void *data,
@@ -745,7 +842,7 @@ static sx_status sq8_deserialize(const void *data,
 
 static uint64_t sq8_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
 {
-    return estimate_params(SX__IVF_KIND_SQ8, p, np, n, dim);
+    return estimate_params(SX__IVF_KIND_SQ8, false, p, np, n, dim);
 }
 
 const sx__index_ops sx__ivf_sq8_index_ops = {
@@ -766,7 +863,7 @@ const sx__index_ops sx__ivf_sq8_index_ops = {
 static sx_status pq_check_build(const sx_param *p, size_t np)
 {
     build_params bp;
-    return parse_build(SX__IVF_KIND_PQ, p, np, &bp);
+    return parse_build(SX__IVF_KIND_PQ, false, p, np, &bp);
 }
 
 static sx_status pq_check_search(const sx_param *p, size_t np, size_t k)
@@ -783,7 +880,7 @@ static sx_status pq_build(const sx_param *p,
                           const sx__build_ctx *ctx,
                           sx__index **out)
 {
-    return ivf_build(SX__IVF_KIND_PQ, p, np, vecs, n, dim, metric, ctx, out);
+    return ivf_build(SX__IVF_KIND_PQ, false, p, np, vecs, n, dim, metric, ctx, out);
 }
 
 static sx_status pq_deserialize(const void *data,
@@ -799,7 +896,7 @@ static sx_status pq_deserialize(const void *data,
 
 static uint64_t pq_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
 {
-    return estimate_params(SX__IVF_KIND_PQ, p, np, n, dim);
+    return estimate_params(SX__IVF_KIND_PQ, false, p, np, n, dim);
 }
 
 const sx__index_ops sx__ivf_pq_index_ops = {
@@ -813,6 +910,80 @@ const sx__index_ops sx__ivf_pq_index_ops = {
     .memory_bytes = sx__ivf_memory_bytes,
     .free = sx__ivf_free,
     .estimate_build_bytes = pq_estimate,
+};
+
+/* GPU_IVF_FLAT, GPU_IVF_PQ: same records and search as IVF_FLAT / IVF_PQ (see the header) */
+
+static sx_status gpu_flat_check_build(const sx_param *p, size_t np)
+{
+    build_params bp;
+    return parse_build(SX__IVF_KIND_FLAT, true, p, np, &bp);
+}
+
+static sx_status gpu_flat_build(const sx_param *p,
+                                size_t np,
+                                const float *vecs,
+                                size_t n,
+                                size_t dim,
+                                sx_metric metric,
+                                const sx__build_ctx *ctx,
+                                sx__index **out)
+{
+    return ivf_build(SX__IVF_KIND_FLAT, true, p, np, vecs, n, dim, metric, ctx, out);
+}
+
+static uint64_t gpu_flat_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
+{
+    return estimate_params(SX__IVF_KIND_FLAT, true, p, np, n, dim);
+}
+
+const sx__index_ops sx__gpu_ivf_flat_index_ops = {
+    .name = "GPU_IVF_FLAT",
+    .check_build_params = gpu_flat_check_build,
+    .check_search_params = flat_check_search,
+    .build = gpu_flat_build,
+    .search = sx__ivf_search,
+    .serialize = sx__ivf_serialize,
+    .deserialize = flat_deserialize,
+    .memory_bytes = sx__ivf_memory_bytes,
+    .free = sx__ivf_free,
+    .estimate_build_bytes = gpu_flat_estimate,
+};
+
+static sx_status gpu_pq_check_build(const sx_param *p, size_t np)
+{
+    build_params bp;
+    return parse_build(SX__IVF_KIND_PQ, true, p, np, &bp);
+}
+
+static sx_status gpu_pq_build(const sx_param *p,
+                              size_t np,
+                              const float *vecs,
+                              size_t n,
+                              size_t dim,
+                              sx_metric metric,
+                              const sx__build_ctx *ctx,
+                              sx__index **out)
+{
+    return ivf_build(SX__IVF_KIND_PQ, true, p, np, vecs, n, dim, metric, ctx, out);
+}
+
+static uint64_t gpu_pq_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
+{
+    return estimate_params(SX__IVF_KIND_PQ, true, p, np, n, dim);
+}
+
+const sx__index_ops sx__gpu_ivf_pq_index_ops = {
+    .name = "GPU_IVF_PQ",
+    .check_build_params = gpu_pq_check_build,
+    .check_search_params = pq_check_search,
+    .build = gpu_pq_build,
+    .search = sx__ivf_search,
+    .serialize = sx__ivf_serialize,
+    .deserialize = pq_deserialize,
+    .memory_bytes = sx__ivf_memory_bytes,
+    .free = sx__ivf_free,
+    .estimate_build_bytes = gpu_pq_estimate,
 };
 
 const sx__index_ops *sx__ivf_ops(sx__ivf_kind kind)
