@@ -537,7 +537,7 @@ static void test_json_keys(void)
     RUN_EXPECT(0,
                "bench --base '%s/base.fvecs' --query '%s/query.fvecs' --index hnsw --no-peers "
                "--search-param ef=10,40 --concurrency 1,2 --duration 1 --interval 1 "
-               "--stream-rate 4000 --stream-stages 4 --stream-concurrency 2 --json '%s/k.json'",
+               "--stream-rate 400 --stream-stages 4 --stream-concurrency 2 --json '%s/k.json'",
                dir, dir, dir);
     /* Go-benchmark blocks on stdout */
     ASSERT(strstr(out_buf, "Name      #   reqs      # fails  |       Avg") != NULL);
