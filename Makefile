@@ -42,7 +42,8 @@ demo: all
 # timeout fails (the input is left in $(FUZZ_BUILD)/artifacts/<harness>/).
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 60
-FUZZ_HARNESSES ?= fuzz_filter fuzz_rest_json fuzz_wal fuzz_manifest fuzz_segment fuzz_index_load
+FUZZ_HARNESSES ?= fuzz_filter fuzz_rest_json fuzz_wal fuzz_manifest fuzz_segment fuzz_index_load \
+                  fuzz_s3_xml
 
 fuzz: deps
 	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) \

@@ -49,6 +49,11 @@
  * caller's thread through the shared state under its mutex.
  *
  * Secrets: the secret key only lives in `userpwd` (zeroed on free); no message names it.
+ *
+ * XML: every response body goes through xml_parse (expat; element paths, text capped at
+ * XMLTEXT_MAX, nesting past 64 levels ignored) and a per-response callback; the page parsers
+ * (list_parse, create_parse, uploads_parse) are shared with sx__s3_xml_parse, the entry point of
+ * tests/fuzz/fuzz_s3_xml.c.
  */
 #include "storage/s3.h"
 
@@ -1461,6 +1466,21 @@ static void list_end(xml_walk *w, const char *path, const char *text)
     }
 }
 
+/* One ListObjectsV2 page: keys appended to l, truncated / next_token replaced. */
+static sx_status list_parse(list_state *l, const void *xml, size_t len, const char *bucket)
+{
+    l->truncated = false;
+    sx__free(l->next_token);
+    l->next_token = NULL;
+    char root[64];
+    sx_status st = xml_parse(xml, len, list_end, l, root);
+    if (st == SX_OK && strcmp(root, "ListBucketResult") != 0)
+        st = sx__err(SX_EREMOTE, "s3 ListObjectsV2 %s: unexpected <%s> response", bucket, root);
+    if (st == SX_OK && l->oom)
+        st = sx__err(SX_ENOMEM, "s3 ListObjectsV2: out of memory");
+    return st;
+}
+
 sx_status sx__s3_list(sx__s3 *s, const char *prefix, char ***keys, uint64_t **sizes, size_t *n)
 {
     list_state l;
@@ -1490,18 +1510,8 @@ sx_status sx__s3_list(sx__s3 *s, const char *prefix, char ***keys, uint64_t **si
         st = perform(s, &x, NULL);
         xfer_fini(&x);
         sx__free(query);
-        if (st == SX_OK) {
-            l.truncated = false;
-            sx__free(l.next_token);
-            l.next_token = NULL;
-            char root[64];
-            st = xml_parse(body.p, body.len, list_end, &l, root);
-            if (st == SX_OK && strcmp(root, "ListBucketResult") != 0)
-                st = sx__err(SX_EREMOTE, "s3 ListObjectsV2 %s: unexpected <%s> response",
-                             s->bucket, root);
-            if (st == SX_OK && l.oom)
-                st = sx__err(SX_ENOMEM, "s3 ListObjectsV2: out of memory");
-        }
+        if (st == SX_OK)
+            st = list_parse(&l, body.p, body.len, s->bucket);
         mb_free(&body);
         if (st != SX_OK)
             break;
@@ -1555,6 +1565,24 @@ static void pick_end(xml_walk *w, const char *path, const char *text)
         p->value = sx__strdup(text);
 }
 
+/* A CreateMultipartUpload response: *upload_id (owned) on success. */
+static sx_status create_parse(const void *xml, size_t len, const char *bucket, const char *key,
+                              char **upload_id)
+{
+    text_pick p = {"InitiateMultipartUploadResult/UploadId", NULL};
+    char root[64];
+    sx_status st = xml_parse(xml, len, pick_end, &p, root);
+    if (st == SX_OK && (!p.value || !*p.value))
+        st = sx__err(SX_EREMOTE, "s3 CreateMultipartUpload %s/%s: no UploadId in <%s>", bucket,
+                     key, root);
+    if (st != SX_OK) {
+        sx__free(p.value);
+        return st;
+    }
+    *upload_id = p.value;
+    return SX_OK;
+}
+
 static sx_status mp_create(sx__s3 *s, const char *key, char **upload_id)
 {
     qparam q[1] = {{"uploads", NULL}};
@@ -1571,21 +1599,10 @@ static sx_status mp_create(sx__s3 *s, const char *key, char **upload_id)
     sx_status st = perform(s, &x, NULL);
     xfer_fini(&x);
     sx__free(query);
-    text_pick p = {"InitiateMultipartUploadResult/UploadId", NULL};
-    if (st == SX_OK) {
-        char root[64];
-        st = xml_parse(body.p, body.len, pick_end, &p, root);
-        if (st == SX_OK && (!p.value || !*p.value))
-            st = sx__err(SX_EREMOTE, "s3 CreateMultipartUpload %s/%s: no UploadId in <%s>",
-                         s->bucket, key, root);
-    }
+    if (st == SX_OK)
+        st = create_parse(body.p, body.len, s->bucket, key, upload_id);
     mb_free(&body);
-    if (st != SX_OK) {
-        sx__free(p.value);
-        return st;
-    }
-    *upload_id = p.value;
-    return SX_OK;
+    return st;
 }
 
 static sx_status mp_abort(sx__s3 *s, const char *key, const char *upload_id)
@@ -2025,6 +2042,22 @@ static void uploads_clear(uploads_state *u)
     memset(&u->pend, 0, sizeof u->pend);
 }
 
+/* One ListMultipartUploads page: uploads appended to u, truncated / markers replaced. */
+static sx_status uploads_parse(uploads_state *u, const void *xml, size_t len, const char *bucket)
+{
+    u->truncated = false;
+    sx__free(u->next_key);
+    sx__free(u->next_id);
+    u->next_key = u->next_id = NULL;
+    char root[64];
+    sx_status st = xml_parse(xml, len, uploads_end, u, root);
+    if (st == SX_OK && u->oom)
+        st = sx__err(SX_ENOMEM, "s3: out of memory");
+    if (st == SX_OK && strcmp(root, "ListMultipartUploadsResult") != 0)
+        st = sx__err(SX_EREMOTE, "s3 ListMultipartUploads %s: unexpected <%s>", bucket, root);
+    return st;
+}
+
 sx_status sx__s3_abort_orphans(sx__s3 *s, const char *prefix, uint64_t older_than_s,
                                size_t *n_aborted)
 {
@@ -2058,19 +2091,8 @@ sx_status sx__s3_abort_orphans(sx__s3 *s, const char *prefix, uint64_t older_tha
         st = perform(s, &x, NULL);
         xfer_fini(&x);
         sx__free(query);
-        if (st == SX_OK) {
-            u.truncated = false;
-            sx__free(u.next_key);
-            sx__free(u.next_id);
-            u.next_key = u.next_id = NULL;
-            char root[64];
-            st = xml_parse(body.p, body.len, uploads_end, &u, root);
-            if (st == SX_OK && u.oom)
-                st = sx__err(SX_ENOMEM, "s3: out of memory");
-            if (st == SX_OK && strcmp(root, "ListMultipartUploadsResult") != 0)
-                st = sx__err(SX_EREMOTE, "s3 ListMultipartUploads %s: unexpected <%s>",
-                             s->bucket, root);
-        }
+        if (st == SX_OK)
+            st = uploads_parse(&u, body.p, body.len, s->bucket);
         mb_free(&body);
         for (size_t i = 0; st == SX_OK && i < u.n; i++) {
             const mp_upload *up = &u.u[i];
@@ -2105,5 +2127,82 @@ sx_status sx__s3_abort_orphans(sx__s3 *s, const char *prefix, uint64_t older_tha
     sx__free(u.u);
     if (st == SX_OK)
         *n_aborted = aborted;
+    return st;
+}
+
+/* ---------------------------------------------------------------- for tests and fuzzers */
+
+sx_status sx__s3_xml_parse(int which, const void *xml, size_t len, sx__s3_xml_result *out)
+{
+    sx__s3_xml_result r;
+    memset(&r, 0, sizeof r);
+    sx_status st = SX_OK;
+    switch (which) {
+    case SX__S3_XML_ERROR: {
+        s3_error e;
+        membuf body = {(uint8_t *)(uintptr_t)xml, len, len}; /* read only */
+        parse_error_body(&body, &e);
+        snprintf(r.code, sizeof r.code, "%s", e.code);
+        snprintf(r.value, sizeof r.value, "%s", e.message);
+        break;
+    }
+    case SX__S3_XML_LIST: {
+        list_state l;
+        memset(&l, 0, sizeof l);
+        st = list_parse(&l, xml, len, "fuzz");
+        r.n = l.n;
+        r.truncated = l.truncated;
+        if (l.next_token)
+            snprintf(r.value, sizeof r.value, "%s", l.next_token);
+        for (size_t i = 0; i < l.n; i++)
+            sx__free(l.keys[i]);
+        sx__free(l.keys);
+        sx__free(l.sizes);
+        sx__free(l.pend_key);
+        sx__free(l.next_token);
+        break;
+    }
+    case SX__S3_XML_CREATE_MP: {
+        char *id = NULL;
+        st = create_parse(xml, len, "fuzz", "key", &id);
+        if (st == SX_OK)
+            snprintf(r.value, sizeof r.value, "%s", id);
+        sx__free(id);
+        break;
+    }
+    case SX__S3_XML_COMPLETE_MP: {
+        complete_state c;
+        memset(&c, 0, sizeof c);
+        char root[64];
+        st = xml_parse(xml, len, complete_end, &c, root);
+        if (st == SX_OK && !strcmp(root, "Error"))
+            st = sx__err(SX_EREMOTE, "s3 CompleteMultipartUpload: HTTP 200 with error %s: %s",
+                         c.err.code, c.err.message);
+        else if (st == SX_OK && strcmp(root, "CompleteMultipartUploadResult") != 0)
+            st = sx__err(SX_EREMOTE, "s3 CompleteMultipartUpload: unexpected <%s>", root);
+        snprintf(r.code, sizeof r.code, "%s", c.err.code);
+        snprintf(r.value, sizeof r.value, "%s", c.err.message);
+        break;
+    }
+    case SX__S3_XML_LIST_MP: {
+        uploads_state u;
+        memset(&u, 0, sizeof u);
+        st = uploads_parse(&u, xml, len, "fuzz");
+        r.n = u.n;
+        r.truncated = u.truncated;
+        if (u.next_key)
+            snprintf(r.value, sizeof r.value, "%s", u.next_key);
+        uploads_clear(&u);
+        sx__free(u.next_key);
+        sx__free(u.next_id);
+        sx__free(u.u);
+        break;
+    }
+    default:
+        st = sx__err(SX_EINVAL, "s3: unknown XML response kind %d", which);
+        break;
+    }
+    if (out)
+        *out = r;
     return st;
 }

@@ -81,4 +81,26 @@ typedef struct sx__s3_stats {
 } sx__s3_stats;
 void sx__s3_stats_get(sx__s3 *s, sx__s3_stats *out);
 
+/* For tests and fuzzers (tests/fuzz/fuzz_s3_xml.c): parses one response body of kind `which` with the
+ * exact code the client runs on it (ERROR: the best-effort error-body parse, always SX_OK), then
+ * frees everything it built. out (optional) receives a summary. Errors: SX_EREMOTE (malformed or
+ * unexpected XML), SX_ENOMEM, SX_EINVAL (unknown kind). Thread-safe. */
+enum {
+    SX__S3_XML_ERROR,       /* <Error><Code/><Message/></Error> */
+    SX__S3_XML_LIST,        /* ListObjectsV2 page */
+    SX__S3_XML_CREATE_MP,   /* CreateMultipartUpload */
+    SX__S3_XML_COMPLETE_MP, /* CompleteMultipartUpload (200 with <Error> is a failure) */
+    SX__S3_XML_LIST_MP,     /* ListMultipartUploads page */
+    SX__S3_XML_KINDS
+};
+typedef struct sx__s3_xml_result {
+    size_t n;       /* LIST: keys, LIST_MP: uploads */
+    bool truncated; /* LIST, LIST_MP */
+    char code[64];  /* ERROR, COMPLETE_MP: the S3 error code */
+    char value[256]; /* ERROR, COMPLETE_MP: message; CREATE_MP: UploadId; LIST: next token;
+                      * LIST_MP: next key marker */
+} sx__s3_xml_result;
+SX_NODISCARD sx_status sx__s3_xml_parse(int which, const void *xml, size_t len,
+                                        sx__s3_xml_result *out);
+
 #endif

@@ -8,8 +8,10 @@
 #   fuzz_manifest    MANIFEST reader, with a write/re-read round trip (src/storage/manifest.h)
 #   fuzz_segment     segment, delete-bitmap and index-file readers (src/storage/segfile.h)
 #   fuzz_index_load  index deserializers / DISKANN load_files, then searches (src/index/)
+#   fuzz_s3_xml      the S3 client's XML response parsing, kind picked by byte 0 (src/storage/s3.c)
 # Seed corpora: tests/fuzz/corpus/<harness>/seed-* (written by gen_corpus.c with the real writers:
-# `build-fuzz/fuzz_gen_corpus tests/fuzz/corpus`) and regress-* (inputs that once crashed).
+# `build-fuzz/fuzz_gen_corpus tests/fuzz/corpus`; fuzz_s3_xml's are hand-written S3 responses)
+# and regress-* (inputs that once crashed).
 #
 # Two uses:
 #  * Every build (gcc, the default): fuzz_replay_<harness> = the harness + replay_main.c, and a
@@ -27,7 +29,8 @@
 
 option(SX_FUZZ "Build the libFuzzer harnesses (clang only; see tests/fuzz/fuzz.cmake)" OFF)
 
-set(SX_FUZZ_HARNESSES fuzz_filter fuzz_rest_json fuzz_wal fuzz_manifest fuzz_segment fuzz_index_load)
+set(SX_FUZZ_HARNESSES fuzz_filter fuzz_rest_json fuzz_wal fuzz_manifest fuzz_segment fuzz_index_load
+    fuzz_s3_xml)
 set(SX_FUZZ_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz)
 
 if(SX_FUZZ)

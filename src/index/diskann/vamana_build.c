@@ -654,11 +654,16 @@ static void *worker_main(void *arg)
         if (b->pass == 0 && b->done) {
             size_t d = atomic_fetch_add_explicit(b->done, end - start, memory_order_relaxed) +
                        (end - start);
-            if (b->ctx && b->ctx->progress && b->total_units)
-                atomic_store_explicit(
-                    b->ctx->progress,
-                    (size_t)((double)d / (double)b->total_units * (double)b->n_total),
-                    memory_order_relaxed);
+            if (b->ctx && b->ctx->progress && b->total_units) {
+                /* raised, never lowered: a worker whose fetch_add came first may store after
+                 * one whose came later */
+                size_t p = (size_t)((double)d / (double)b->total_units * (double)b->n_total);
+                size_t cur = atomic_load_explicit(b->ctx->progress, memory_order_relaxed);
+                while (cur < p && !atomic_compare_exchange_weak_explicit(
+                                      b->ctx->progress, &cur, p, memory_order_relaxed,
+                                      memory_order_relaxed)) {
+                }
+            }
         }
     }
     return NULL;
