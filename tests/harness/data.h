@@ -5,6 +5,7 @@
  */
 #ifndef SX_TEST_DATA_H
 #define SX_TEST_DATA_H
+#include <math.h>
 #include <sextant.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +94,33 @@ static inline double test_dist_d(const float *a, const float *b, size_t dim, sx_
         }
     }
     return s;
+}
+
+/* Exact k-th smallest distance (test_dist_d) from q to the rows of base allowed by `allow` (a
+ * bitset of n bits, NULL = all); *nallowed = their count; scratch holds n doubles. The threshold
+ * for recall with ties (a hit counts when its true distance is <= this). */
+static inline double test_kth_dist(const float *base, size_t n, size_t dim, sx_metric m,
+                                   const float *q, size_t k, const uint64_t *allow,
+                                   double *scratch, size_t *nallowed)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!allow || (allow[i / 64] >> (i % 64) & 1u))
+            scratch[c++] = test_dist_d(q, base + i * dim, dim, m);
+    *nallowed = c;
+    if (c == 0)
+        return INFINITY;
+    size_t kk = k < c ? k : c;
+    for (size_t i = 0; i < kk; i++) { /* partial selection sort of the kk smallest */
+        size_t b = i;
+        for (size_t j = i + 1; j < c; j++)
+            if (scratch[j] < scratch[b])
+                b = j;
+        double t = scratch[i];
+        scratch[i] = scratch[b];
+        scratch[b] = t;
+    }
+    return scratch[kk - 1];
 }
 
 #endif

@@ -133,36 +133,6 @@ static sx__wbuf serialize(const sx__index *idx)
     return w;
 }
 
-/* Exact k-th smallest distance (double) from q to the allowed rows; *nallowed = their count. */
-static double kth_dist(const float *base,
-                       size_t n,
-                       size_t dim,
-                       sx_metric m,
-                       const float *q,
-                       size_t k,
-                       const uint64_t *allow,
-                       double *scratch,
-                       size_t *nallowed)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!allow || sx__bits_test(allow, i))
-            scratch[c++] = test_dist_d(q, base + i * dim, dim, m);
-    *nallowed = c;
-    if (c == 0)
-        return INFINITY;
-    size_t kk = k < c ? k : c;
-    for (size_t i = 0; i < kk; i++) {
-        size_t b = i;
-        for (size_t j = i + 1; j < c; j++)
-            if (scratch[j] < scratch[b])
-                b = j;
-        double t = scratch[i];
-        scratch[i] = scratch[b];
-        scratch[b] = t;
-    }
-    return scratch[kk - 1];
-}
 
 /* Per-query exact k-th distances (for threshold recall). */
 static double *kth_all(const vecs *base, const float *queries, size_t nq, sx_metric m)
@@ -171,7 +141,7 @@ static double *kth_all(const vecs *base, const float *queries, size_t nq, sx_met
     double *kth = malloc(nq * sizeof *kth);
     for (size_t q = 0; q < nq; q++) {
         size_t na;
-        kth[q] = kth_dist(base->v, base->n, base->dim, m, queries + q * base->dim, K, NULL, scratch,
+        kth[q] = test_kth_dist(base->v, base->n, base->dim, m, queries + q * base->dim, K, NULL, scratch,
                           &na);
     }
     free(scratch);
@@ -841,7 +811,7 @@ static void test_filters(void)
         const float *qv = bq + q * bigann.dim;
         size_t na;
         double kth =
-            kth_dist(bigann.v, bigann.n, bigann.dim, SX_METRIC_L2, qv, K, allow, scratch, &na);
+            test_kth_dist(bigann.v, bigann.n, bigann.dim, SX_METRIC_L2, qv, K, allow, scratch, &na);
         size_t got = search(bidx, qv, K, "200", allow, out);
         for (size_t i = 0; i < got; i++) {
             ASSERT(sx__bits_test(allow, out[i].id));

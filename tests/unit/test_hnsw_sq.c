@@ -72,34 +72,6 @@ static vecs random_vecs(size_t n, size_t dim, uint64_t *seed)
 }
 
 
-/* Exact k-th smallest distance (double) from q to the allowed rows; *nallowed = their count. */
-static double kth_dist(const vecs *base,
-                       sx_metric m,
-                       const float *q,
-                       size_t k,
-                       const uint64_t *allow,
-                       double *scratch,
-                       size_t *nallowed)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < base->n; i++)
-        if (!allow || sx__bits_test(allow, i))
-            scratch[c++] = test_dist_d(q, base->v + i * base->dim, base->dim, m);
-    *nallowed = c;
-    if (c == 0)
-        return INFINITY;
-    size_t kk = k < c ? k : c;
-    for (size_t i = 0; i < kk; i++) {
-        size_t b = i;
-        for (size_t j = i + 1; j < c; j++)
-            if (scratch[j] < scratch[b])
-                b = j;
-        double t = scratch[i];
-        scratch[i] = scratch[b];
-        scratch[b] = t;
-    }
-    return scratch[kk - 1];
-}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -169,7 +141,7 @@ static double recall_threshold(const sx__index *idx,
     for (size_t q = 0; q < nq; q++) {
         const float *qv = queries + q * base->dim;
         size_t nallowed;
-        double kth = kth_dist(base, m, qv, K, allow, scratch, &nallowed);
+        double kth = test_kth_dist(base->v, base->n, base->dim, m, qv, K, allow, scratch, &nallowed);
         size_t got = search(idx, qv, K, ef, allow, out);
         for (size_t i = 0; i < got; i++) {
             if (allow)
