@@ -750,241 +750,54 @@ fail:
 
 /* ---------------------------------------------------------------- vtables */
 
-/* IVF_FLAT */
+/* One vtable per (kind, GPU k-means or not): the entries only bind the kind and the flag to the
+ * shared implementation above, so they are generated. The GPU_* variants differ from their CPU
+ * twins only in the coarse k-means (sx__gpu_kmeans when a GPU is available): same file format,
+ * same search, same deserializer. */
+#define IVF_VTABLE(sym, NAME, prefix, KIND, GPU)                                                  \
+    static sx_status prefix##_check_build(const sx_param *p, size_t np)                           \
+    {                                                                                             \
+        build_params bp;                                                                          \
+        return parse_build(KIND, GPU, p, np, &bp);                                                \
+    }                                                                                             \
+    static sx_status prefix##_check_search(const sx_param *p, size_t np, size_t k)                \
+    {                                                                                             \
+        return sx__ivf_check_search_params(KIND, p, np, k);                                       \
+    }                                                                                             \
+    static sx_status prefix##_build(const sx_param *p, size_t np, const float *vecs, size_t n,    \
+                                    size_t dim, sx_metric metric, const sx__build_ctx *ctx,       \
+                                    sx__index **out)                                              \
+    {                                                                                             \
+        return ivf_build(KIND, GPU, p, np, vecs, n, dim, metric, ctx, out);                       \
+    }                                                                                             \
+    static sx_status prefix##_deserialize(const void *data, size_t len, const float *vecs,        \
+                                          size_t n, size_t dim, sx_metric metric,                 \
+                                          sx__index **out)                                        \
+    {                                                                                             \
+        return sx__ivf_deserialize(KIND, data, len, vecs, n, dim, metric, out);                   \
+    }                                                                                             \
+    static uint64_t prefix##_estimate(const sx_param *p, size_t np, size_t n, size_t dim)         \
+    {                                                                                             \
+        return estimate_params(KIND, GPU, p, np, n, dim);                                         \
+    }                                                                                             \
+    const sx__index_ops sym = {                                                                   \
+        .name = NAME,                                                                             \
+        .check_build_params = prefix##_check_build,                                               \
+        .check_search_params = prefix##_check_search,                                             \
+        .build = prefix##_build,                                                                  \
+        .search = sx__ivf_search,                                                                 \
+        .serialize = sx__ivf_serialize,                                                           \
+        .deserialize = prefix##_deserialize,                                                      \
+        .memory_bytes = sx__ivf_memory_bytes,                                                     \
+        .free = sx__ivf_free,                                                                     \
+        .estimate_build_bytes = prefix##_estimate,                                                \
+    }
 
-static sx_status flat_check_build(const sx_param *p, size_t np)
-{
-    build_params bp;
-    return parse_build(SX__IVF_KIND_FLAT, false, p, np, &bp);
-}
-
-static sx_status flat_check_search(const sx_param *p, size_t np, size_t k)
-{
-    return sx__ivf_check_search_params(SX__IVF_KIND_FLAT, p, np, k);
-}
-
-static sx_status flat_build(const sx_param *p,
-                            size_t np,
-                            const float *vecs,
-                            size_t n,
-                            size_t dim,
-                            sx_metric metric,
-                            const sx__build_ctx *ctx,
-                            sx__index **out)
-{
-    return ivf_build(SX__IVF_KIND_FLAT, false, p, np, vecs, n, dim, metric, ctx, out);
-}
-
-static sx_status flat_deserialize(const void *data,
-                                  size_t len,
-                                  const float *vecs,
-                                  size_t n,
-                                  size_t dim,
-                                  sx_metric metric,
-                                  sx__index **out)
-{
-    return sx__ivf_deserialize(SX__IVF_KIND_FLAT, data, len, vecs, n, dim, metric, out);
-}
-
-static uint64_t flat_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
-{
-    return estimate_params(SX__IVF_KIND_FLAT, false, p, np, n, dim);
-}
-
-const sx__index_ops sx__ivf_flat_index_ops = {
-    .name = "IVF_FLAT",
-    .check_build_params = flat_check_build,
-    .check_search_params = flat_check_search,
-    .build = flat_build,
-    .search = sx__ivf_search,
-    .serialize = sx__ivf_serialize,
-    .deserialize = flat_deserialize,
-    .memory_bytes = sx__ivf_memory_bytes,
-    .free = sx__ivf_free,
-    .estimate_build_bytes = flat_estimate,
-};
-
-/* IVF_SQ8 */
-
-static sx_status sq8_check_build(const sx_param *p, size_t np)
-{
-    build_params bp;
-    return parse_build(SX__IVF_KIND_SQ8, false, p, np, &bp);
-}
-
-static sx_status sq8_check_search(const sx_param *p, size_t np, size_t k)
-{
-    return sx__ivf_check_search_params(SX__IVF_KIND_SQ8, p, np, k);
-}
-
-static sx_status sq8_build(const sx_param *p,
-                           size_t np,
-                           const float *vecs,
-                           size_t n,
-                           size_t dim,
-                           sx_metric metric,
-                           const sx__build_ctx *ctx,
-                           sx__index **out)
-{
-    return ivf_build(SX__IVF_KIND_SQ8, false, p, np, vecs, n, dim, metric, ctx, out);
-}
-
-static sx_status sq8_deserialize(const void *data,
-                                 size_t len,
-                                 const float *vecs,
-                                 size_t n,
-                                 size_t dim,
-                                 sx_metric metric,
-                                 sx__index **out)
-{
-    return sx__ivf_deserialize(SX__IVF_KIND_SQ8, data, len, vecs, n, dim, metric, out);
-}
-
-static uint64_t sq8_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
-{
-    return estimate_params(SX__IVF_KIND_SQ8, false, p, np, n, dim);
-}
-
-const sx__index_ops sx__ivf_sq8_index_ops = {
-    .name = "IVF_SQ8",
-    .check_build_params = sq8_check_build,
-    .check_search_params = sq8_check_search,
-    .build = sq8_build,
-    .search = sx__ivf_search,
-    .serialize = sx__ivf_serialize,
-    .deserialize = sq8_deserialize,
-    .memory_bytes = sx__ivf_memory_bytes,
-    .free = sx__ivf_free,
-    .estimate_build_bytes = sq8_estimate,
-};
-
-/* IVF_PQ */
-
-static sx_status pq_check_build(const sx_param *p, size_t np)
-{
-    build_params bp;
-    return parse_build(SX__IVF_KIND_PQ, false, p, np, &bp);
-}
-
-static sx_status pq_check_search(const sx_param *p, size_t np, size_t k)
-{
-    return sx__ivf_check_search_params(SX__IVF_KIND_PQ, p, np, k);
-}
-
-static sx_status pq_build(const sx_param *p,
-                          size_t np,
-                          const float *vecs,
-                          size_t n,
-                          size_t dim,
-                          sx_metric metric,
-                          const sx__build_ctx *ctx,
-                          sx__index **out)
-{
-    return ivf_build(SX__IVF_KIND_PQ, false, p, np, vecs, n, dim, metric, ctx, out);
-}
-
-static sx_status pq_deserialize(const void *data,
-                                size_t len,
-                                const float *vecs,
-                                size_t n,
-                                size_t dim,
-                                sx_metric metric,
-                                sx__index **out)
-{
-    return sx__ivf_deserialize(SX__IVF_KIND_PQ, data, len, vecs, n, dim, metric, out);
-}
-
-static uint64_t pq_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
-{
-    return estimate_params(SX__IVF_KIND_PQ, false, p, np, n, dim);
-}
-
-const sx__index_ops sx__ivf_pq_index_ops = {
-    .name = "IVF_PQ",
-    .check_build_params = pq_check_build,
-    .check_search_params = pq_check_search,
-    .build = pq_build,
-    .search = sx__ivf_search,
-    .serialize = sx__ivf_serialize,
-    .deserialize = pq_deserialize,
-    .memory_bytes = sx__ivf_memory_bytes,
-    .free = sx__ivf_free,
-    .estimate_build_bytes = pq_estimate,
-};
-
-/* GPU_IVF_FLAT, GPU_IVF_PQ: same records and search as IVF_FLAT / IVF_PQ (see the header) */
-
-static sx_status gpu_flat_check_build(const sx_param *p, size_t np)
-{
-    build_params bp;
-    return parse_build(SX__IVF_KIND_FLAT, true, p, np, &bp);
-}
-
-static sx_status gpu_flat_build(const sx_param *p,
-                                size_t np,
-                                const float *vecs,
-                                size_t n,
-                                size_t dim,
-                                sx_metric metric,
-                                const sx__build_ctx *ctx,
-                                sx__index **out)
-{
-    return ivf_build(SX__IVF_KIND_FLAT, true, p, np, vecs, n, dim, metric, ctx, out);
-}
-
-static uint64_t gpu_flat_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
-{
-    return estimate_params(SX__IVF_KIND_FLAT, true, p, np, n, dim);
-}
-
-const sx__index_ops sx__gpu_ivf_flat_index_ops = {
-    .name = "GPU_IVF_FLAT",
-    .check_build_params = gpu_flat_check_build,
-    .check_search_params = flat_check_search,
-    .build = gpu_flat_build,
-    .search = sx__ivf_search,
-    .serialize = sx__ivf_serialize,
-    .deserialize = flat_deserialize,
-    .memory_bytes = sx__ivf_memory_bytes,
-    .free = sx__ivf_free,
-    .estimate_build_bytes = gpu_flat_estimate,
-};
-
-static sx_status gpu_pq_check_build(const sx_param *p, size_t np)
-{
-    build_params bp;
-    return parse_build(SX__IVF_KIND_PQ, true, p, np, &bp);
-}
-
-static sx_status gpu_pq_build(const sx_param *p,
-                              size_t np,
-                              const float *vecs,
-                              size_t n,
-                              size_t dim,
-                              sx_metric metric,
-                              const sx__build_ctx *ctx,
-                              sx__index **out)
-{
-    return ivf_build(SX__IVF_KIND_PQ, true, p, np, vecs, n, dim, metric, ctx, out);
-}
-
-static uint64_t gpu_pq_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
-{
-    return estimate_params(SX__IVF_KIND_PQ, true, p, np, n, dim);
-}
-
-const sx__index_ops sx__gpu_ivf_pq_index_ops = {
-    .name = "GPU_IVF_PQ",
-    .check_build_params = gpu_pq_check_build,
-    .check_search_params = pq_check_search,
-    .build = gpu_pq_build,
-    .search = sx__ivf_search,
-    .serialize = sx__ivf_serialize,
-    .deserialize = pq_deserialize,
-    .memory_bytes = sx__ivf_memory_bytes,
-    .free = sx__ivf_free,
-    .estimate_build_bytes = gpu_pq_estimate,
-};
+IVF_VTABLE(sx__ivf_flat_index_ops, "IVF_FLAT", flat, SX__IVF_KIND_FLAT, false);
+IVF_VTABLE(sx__ivf_sq8_index_ops, "IVF_SQ8", sq8, SX__IVF_KIND_SQ8, false);
+IVF_VTABLE(sx__ivf_pq_index_ops, "IVF_PQ", pq, SX__IVF_KIND_PQ, false);
+IVF_VTABLE(sx__gpu_ivf_flat_index_ops, "GPU_IVF_FLAT", gpu_flat, SX__IVF_KIND_FLAT, true);
+IVF_VTABLE(sx__gpu_ivf_pq_index_ops, "GPU_IVF_PQ", gpu_pq, SX__IVF_KIND_PQ, true);
 
 const sx__index_ops *sx__ivf_ops(sx__ivf_kind kind)
 {
