@@ -85,30 +85,35 @@ static void run_job(sx_db *db, sx__job *j)
 {
     sx_collection *c = j->c;
     sx__segment *s = j->s;
+    /* The spec may be dropped or replaced (sx_index_drop frees its strings under seg_lock's
+     * write side) while we build: private copies are taken under the read side. */
+    sx_param params[64];
+    char *keys[64] = { 0 }, *vals[64] = { 0 };
+    char type[64] = "", pstr[256] = "";
+    size_t np = 0;
+    bool ok = true;
     pthread_rwlock_rdlock(&c->seg_lock);
     const sx__index_ops *ops = c->iops;
-    sx_param params[64];
-    size_t np = c->n_index_params < 64 ? c->n_index_params : 64;
-    char type[64] = "", pstr[256] = "";
     if (ops) {
-        memcpy(params, c->index_params, np * sizeof *params); /* strings live while spec does */
+        np = c->n_index_params < 64 ? c->n_index_params : 64;
+        for (size_t i = 0; i < np; i++) {
+            keys[i] = sx__strdup(c->index_params[i].key);
+            vals[i] = sx__strdup(c->index_params[i].value);
+            ok = ok && keys[i] && vals[i];
+            params[i].key = keys[i];
+            params[i].value = vals[i];
+        }
         (void)snprintf(type, sizeof type, "%s", ops->name);
         (void)snprintf(pstr, sizeof pstr, "%s", c->index_params_str);
     }
     pthread_rwlock_unlock(&c->seg_lock);
     if (!ops || atomic_load(&c->dropped)) {
+        for (size_t i = 0; i < np; i++) {
+            sx__free(keys[i]);
+            sx__free(vals[i]);
+        }
         clear_pending(s);
         return;
-    }
-    /* The spec may be dropped/replaced while we build: we keep private copies of the params. */
-    char *keys[64], *vals[64];
-    bool ok = true;
-    for (size_t i = 0; i < np; i++) {
-        keys[i] = sx__strdup(params[i].key);
-        vals[i] = sx__strdup(params[i].value);
-        ok = ok && keys[i] && vals[i];
-        params[i].key = keys[i];
-        params[i].value = vals[i];
     }
     sx__idxref *r = sx__calloc(1, sizeof *r);
     sx_status st = ok && r ? SX_OK : sx__err(SX_ENOMEM, "index build");

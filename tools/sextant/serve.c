@@ -2,14 +2,21 @@
  * serve.c: the `sextant serve` subcommand: runs the Milvus RESTful API v2 server
  * (sextant_server.h) on a data directory until SIGTERM or SIGINT.
  *
- * Signals. SIGTERM and SIGINT are blocked in the main thread before the server starts, so every thread the server and the engine create inherits the mask
- * and the signals are delivered only to sigwait() here; no async-signal handler runs, and the
- * graceful stop (finish in-flight requests, flush every collection, close) runs on the main
- * thread. Exit status: 0 after a clean stop, 1 if starting or stopping failed, 2 on usage errors.
+ * Signals. SIGTERM and SIGINT get a handler that only posts a semaphore (sem_post is
+ * async-signal-safe); the main thread waits on it and then runs the graceful stop (finish
+ * in-flight requests, flush every collection, close). Why not block the signals and sigwait():
+ * threads that exist before main() (OpenBLAS starts its pool from a library constructor) do not
+ * inherit a mask set in main, and a default-action SIGINT/SIGTERM delivered to one of them
+ * killed the process instead of stopping it (seen under load: `kill -INT` ended the server by a
+ * signal). With a handler installed the disposition is process-wide, so whichever thread takes
+ * the signal, the stop runs on the main thread. Exit status: 0 after a clean stop, 1 if
+ * starting or stopping failed, 2 on usage errors.
  *
  * The token may come from the environment (SEXTANT_AUTH_TOKEN) so it does not show in `ps`.
  */
-#include <pthread.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +24,15 @@
 
 #include "cli.h"
 #include "sextant_server.h"
+
+static sem_t stop_sem;
+static atomic_int stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    atomic_store(&stop_signal, sig);
+    (void)sem_post(&stop_sem);
+}
 
 static void serve_usage(FILE *out)
 {
@@ -153,13 +169,17 @@ int cli_serve(int argc, char **argv)
     cli_storage_apply(&sto, &o.db); /* argv strings: valid for the life of the server */
     o.quiet = quiet;
 
-    /* Block before any thread exists so all of them inherit the mask (see the top comment). */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
-        return cli_fail(cmd, "cannot block signals");
+    /* Handlers before the server starts: a signal that arrives during start stops it as soon
+     * as start returns. */
+    if (sem_init(&stop_sem, 0, 0) != 0)
+        return cli_fail(cmd, "cannot create a semaphore");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        return cli_fail(cmd, "cannot install the signal handlers");
 
     sx_server *srv = NULL;
     sx_status st = sx_server_start(&o, &srv);
@@ -169,11 +189,9 @@ int cli_serve(int argc, char **argv)
             (unsigned)sx_server_port(srv));
     fflush(stderr);
 
-    int sig = 0;
-    for (;;) {
-        if (sigwait(&set, &sig) == 0)
-            break;
+    while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
     }
+    int sig = atomic_load(&stop_signal);
     if (!quiet)
         fprintf(stderr, "sextant: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     st = sx_server_stop(srv);
