@@ -4,8 +4,9 @@
  * Model. A database is a directory. It holds collections; a collection has a schema: one primary
  * key (int64 or varchar, optionally auto-generated), exactly one FLOAT_VECTOR field, and scalar
  * fields (int64, double, bool, varchar). Rows are inserted in columnar batches, made durable in a
- * write-ahead log before the call returns, and are searchable at once. An optional index (FLAT or
- * HNSW) is built in the background on sealed segments; searches stay exact-correct meanwhile.
+ * write-ahead log before the call returns, and are searchable at once. An optional index (see
+ * sx_index_create for the types) is built in the background on sealed segments; searches stay
+ * exact-correct meanwhile.
  *
  * Conventions.
  * - Every fallible function returns sx_status (SX_OK = 0). Results go to out-parameters, written
@@ -336,10 +337,29 @@ typedef struct sx_index_info {
     uint64_t read_bytes;    /* bytes read by file-backed indexes, cumulative since open */
 } sx_index_info;
 
+/* Index types (case-insensitive): FLAT, HNSW (AUTOINDEX is HNSW), HNSW_SQ, IVF_FLAT, IVF_SQ8,
+ * IVF_PQ, DISKANN, GPU_CAGRA, GPU_IVF_FLAT, GPU_IVF_PQ, GPU_BRUTE_FORCE (the GPU_* types build
+ * with their CPU twins when no GPU is usable). Parameters use Milvus's names.
+ *
+ * Checks an index type and its build parameters against a vector dimension and metric, with no
+ * collection: exactly what sx_index_create checks before it changes anything, so a caller can
+ * refuse a bad index before it writes any row. Errors: SX_EINVAL naming the type (with the list
+ * of types) or the parameter and its allowed range. Thread-safety: any thread. */
+SX_API SX_NODISCARD sx_status sx_index_check_params(const char *index_type,
+                                                    const sx_param *params,
+                                                    size_t n_params,
+                                                    uint32_t dim,
+                                                    sx_metric metric);
+/* Checks search parameters for an index type and top-k (what sx_search applies to a segment
+ * with that index). Errors: SX_EINVAL naming the parameter. Thread-safety: any thread. */
+SX_API SX_NODISCARD sx_status sx_index_check_search_params(const char *index_type,
+                                                           const sx_param *params,
+                                                           size_t n_params,
+                                                           uint32_t k);
 /* Creates the collection's index (one per collection). Builds run in the background, one job per
- * sealed segment; growing rows are searched exactly until sealed. index_type "AUTOINDEX" = HNSW.
- * Errors: SX_EINVAL (unknown type, parameter out of range: the message names it), SX_EEXIST
- * (an index with other params exists), SX_EIO. */
+ * sealed segment; growing rows are searched exactly until sealed.
+ * Errors: SX_EINVAL (unknown type, parameter out of range for the collection's dim and metric:
+ * the message names it; nothing changed), SX_EEXIST (an index with other params exists), SX_EIO. */
 SX_API SX_NODISCARD sx_status sx_index_create(sx_collection *c,
                                               const char *index_type,
                                               const sx_param *params,
@@ -347,7 +367,8 @@ SX_API SX_NODISCARD sx_status sx_index_create(sx_collection *c,
 SX_API SX_NODISCARD sx_status sx_index_describe(sx_collection *c, sx_index_info *out);
 SX_API SX_NODISCARD sx_status sx_index_drop(sx_collection *c);
 /* Waits until every sealed segment has its index (or a build failed). timeout_ms 0 = forever.
- * Errors: SX_ETIMEDOUT, SX_ENOTFOUND (no index), the build's error if it failed. */
+ * Errors: SX_ETIMEDOUT, SX_ENOTFOUND (no index), or the failed build's own status (SX_ENOMEM
+ * over the build memory limit, SX_EINVAL, SX_EIO, ...) with its reason in sx_errmsg(). */
 SX_API SX_NODISCARD sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms);
 
 /* ---------------------------------------------------------------- misc */

@@ -36,6 +36,7 @@ void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
     if (!j) {
         pthread_rwlock_wrlock(&c->seg_lock);
         (void)snprintf(c->fail_reason, sizeof c->fail_reason, "out of memory queueing a build");
+        c->fail_status = SX_ENOMEM;
         pthread_rwlock_unlock(&c->seg_lock);
         return;
     }
@@ -181,6 +182,7 @@ static void run_job(sx_db *db, sx__job *j)
             pthread_rwlock_wrlock(&c->seg_lock);
             (void)snprintf(c->fail_reason, sizeof c->fail_reason, "segment %" PRIu64 ": %s (%s)",
                            s->id, sx_errmsg(), sx_status_str(st));
+            c->fail_status = st;
             pthread_rwlock_unlock(&c->seg_lock);
         }
     }
@@ -363,6 +365,7 @@ static void free_spec(sx_collection *c)
     c->iops = NULL;
     c->index_params_str[0] = '\0';
     c->fail_reason[0] = '\0';
+    c->fail_status = SX_OK;
 }
 
 static bool ignored_param(const char *k)
@@ -371,19 +374,59 @@ static bool ignored_param(const char *k)
            strcasecmp(k, "metricType") == 0;
 }
 
-static sx_status
-index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
+static sx_status check_params(const char *index_type,
+                              const sx_param *params,
+                              size_t n_params,
+                              uint32_t dim,
+                              sx_metric metric,
+                              const sx__index_ops **out)
 {
     const sx__index_ops *ops = sx__index_lookup(index_type);
     if (!ops)
-        return sx__err(SX_EINVAL, "index type \"%s\" is not supported (FLAT, HNSW, AUTOINDEX)",
-                       index_type ? index_type : "");
+        return sx__err(SX_EINVAL, "index type \"%s\" is not supported (one of %s)",
+                       index_type ? index_type : "", sx__index_type_list());
     if (n_params > 32)
-        return sx__err(SX_EINVAL, "too many index parameters");
+        return sx__err(SX_EINVAL, "too many index parameters (%zu, at most 32)", n_params);
+    if (n_params && !params)
+        return sx__err(SX_EINVAL, "%zu index parameters but no array", n_params);
+    sx_status st = sx__index_check_build(ops, params, n_params, dim, metric);
+    if (st == SX_OK)
+        *out = ops;
+    return st;
+}
+
+sx_status sx_index_check_params(const char *index_type,
+                                const sx_param *params,
+                                size_t n_params,
+                                uint32_t dim,
+                                sx_metric metric)
+{
+    sx__err_clear();
+    const sx__index_ops *ops = NULL;
+    return check_params(index_type, params, n_params, dim, metric, &ops);
+}
+
+sx_status sx_index_check_search_params(const char *index_type,
+                                       const sx_param *params,
+                                       size_t n_params,
+                                       uint32_t k)
+{
+    sx__err_clear();
+    const sx__index_ops *ops = sx__index_lookup(index_type);
+    if (!ops)
+        return sx__err(SX_EINVAL, "index type \"%s\" is not supported (one of %s)",
+                       index_type ? index_type : "", sx__index_type_list());
     for (size_t i = 0; i < n_params; i++)
-        if (!params[i].key || !params[i].value)
-            return sx__err(SX_EINVAL, "index parameter %zu is NULL", i);
-    sx_status st = ops->check_build_params(params, n_params);
+        if (!params || !params[i].key || !params[i].value)
+            return sx__err(SX_EINVAL, "search parameter %zu has no key or value", i);
+    return ops->check_search_params(params, n_params, k);
+}
+
+static sx_status
+index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
+{
+    const sx__index_ops *ops = NULL;
+    sx_status st = check_params(index_type, params, n_params, c->dim, c->metric, &ops);
     if (st != SX_OK)
         return st;
     char pstr[256] = "";
@@ -438,6 +481,7 @@ index_create(sx_collection *c, const char *index_type, const sx_param *params, s
     c->iops = ops;
     (void)snprintf(c->index_params_str, sizeof c->index_params_str, "%s", pstr);
     c->fail_reason[0] = '\0';
+    c->fail_status = SX_OK;
     pthread_rwlock_unlock(&c->seg_lock);
     pthread_mutex_unlock(&c->write_mu);
     st = sx__write_manifest(c, NULL);
@@ -582,8 +626,11 @@ sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms)
             return sx__err(SX_ENOTFOUND, "collection %s has no index", c->name);
         }
         if (info.state == SX_INDEX_FAILED) {
+            pthread_rwlock_rdlock(&c->seg_lock);
+            sx_status fst = c->fail_status != SX_OK ? c->fail_status : SX_EIO;
+            pthread_rwlock_unlock(&c->seg_lock);
             pthread_mutex_unlock(&c->idx_wait_mu);
-            return sx__err(SX_EIO, "index build failed: %s", info.fail_reason);
+            return sx__err(fst, "index build failed: %s", info.fail_reason);
         }
         if (info.state == SX_INDEX_FINISHED) {
             pthread_mutex_unlock(&c->idx_wait_mu);

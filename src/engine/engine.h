@@ -93,6 +93,7 @@ struct sx_collection {
     char index_params_str[256];
     const sx__index_ops *iops;
     char fail_reason[256]; /* guarded by seg_lock */
+    sx_status fail_status; /* guarded by seg_lock: the failed build's status (with fail_reason) */
     /* guarded by write_mu */
     sx__pkmap *pkmap;
     uint64_t next_auto_id;

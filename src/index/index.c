@@ -38,6 +38,30 @@ const sx__index_ops *sx__index_lookup(const char *type)
     return NULL;
 }
 
+const char *sx__index_type_list(void)
+{
+    return "FLAT, HNSW (or AUTOINDEX), HNSW_SQ, IVF_FLAT, IVF_SQ8, IVF_PQ, DISKANN, GPU_CAGRA, "
+           "GPU_IVF_FLAT, GPU_IVF_PQ, GPU_BRUTE_FORCE";
+}
+
+sx_status sx__index_check_build(
+    const sx__index_ops *ops, const sx_param *p, size_t np, size_t dim, sx_metric metric)
+{
+    for (size_t i = 0; i < np; i++)
+        if (!p[i].key || !p[i].value)
+            return sx__err(SX_EINVAL, "%s: index parameter %zu has no %s", ops->name, i,
+                           p[i].key ? "value" : "key");
+    sx_status rc = ops->check_build_params(p, np);
+    if (rc != SX_OK)
+        return rc;
+    if (dim == 0 || dim > SX_MAX_DIM)
+        return sx__err(SX_EINVAL, "%s: dim %zu is out of range [1, %u]", ops->name, dim,
+                       SX_MAX_DIM);
+    if (metric != SX_METRIC_L2 && metric != SX_METRIC_IP && metric != SX_METRIC_COSINE)
+        return sx__err(SX_EINVAL, "%s: metric must be L2, IP or COSINE", ops->name);
+    return ops->check_build_shape ? ops->check_build_shape(p, np, dim, metric) : SX_OK;
+}
+
 sx_status
 sx__param_int(const sx_param *p, size_t np, const char *key, long lo, long hi, long def, long *out)
 {

@@ -73,6 +73,10 @@ typedef struct sx__index_ops {
     void (*free)(sx__index *idx);
 
     /* ---- optional members (NULL when not applicable) ---- */
+    /* Checks build params against the collection's vector dimension and metric (e.g. IVF_PQ's
+     * m must divide dim), after check_build_params accepted them. SX_EINVAL naming the
+     * parameter and what it must satisfy. */
+    sx_status (*check_build_shape)(const sx_param *p, size_t np, size_t dim, sx_metric metric);
     /* Peak bytes build would allocate for n x dim with these params (for memory limits). */
     uint64_t (*estimate_build_bytes)(const sx_param *p, size_t np, size_t n, size_t dim);
     /* File-backed load: like deserialize, plus the prefix the build wrote its files under.
@@ -111,6 +115,16 @@ extern const sx__index_ops sx__cagra_index_ops;
 extern const sx__index_ops sx__gpu_ivf_flat_index_ops;
 extern const sx__index_ops sx__gpu_ivf_pq_index_ops;
 extern const sx__index_ops sx__gpu_brute_force_index_ops;
+
+/* Every check an index build of this type would make before allocating: check_build_params,
+ * dim in [1, SX_MAX_DIM], metric L2/IP/COSINE, then check_build_shape. */
+SX_NODISCARD sx_status sx__index_check_build(const sx__index_ops *ops,
+                                             const sx_param *p,
+                                             size_t np,
+                                             size_t dim,
+                                             sx_metric metric);
+/* "FLAT, HNSW (AUTOINDEX), HNSW_SQ, ..." : every type name the registry knows, for messages. */
+const char *sx__index_type_list(void);
 
 /* Helpers for parsing Milvus-style numeric params. Returns SX_OK and *out = def when absent;
  * SX_EINVAL "<key> must be an integer in [lo, hi]" when present but invalid. Keys match

@@ -44,6 +44,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu/gpu.h"
@@ -157,8 +158,14 @@ static sx_status resolve_m(const build_params *bp, size_t dim, size_t *m)
         *m = default_m(dim);
         return SX_OK;
     }
-    if ((size_t)bp->m > dim || dim % (size_t)bp->m != 0)
-        return sx__err(SX_EINVAL, "m (%ld) must divide dim (%zu)", bp->m, dim);
+    if ((size_t)bp->m > dim || dim % (size_t)bp->m != 0) {
+        char divs[256];
+        size_t off = 0;
+        for (size_t d = 1; d <= dim && off + 24 < sizeof divs; d++)
+            if (dim % d == 0)
+                off += (size_t)snprintf(divs + off, sizeof divs - off, "%s%zu", off ? ", " : "", d);
+        return sx__err(SX_EINVAL, "m (%ld) must divide dim (%zu): one of %s", bp->m, dim, divs);
+    }
     *m = (size_t)bp->m;
     return SX_OK;
 }
@@ -760,6 +767,17 @@ fail:
         build_params bp;                                                                          \
         return parse_build(KIND, GPU, p, np, &bp);                                                \
     }                                                                                             \
+    static sx_status prefix##_check_shape(const sx_param *p, size_t np, size_t dim,               \
+                                          sx_metric metric)                                       \
+    {                                                                                             \
+        build_params bp;                                                                          \
+        size_t m;                                                                                 \
+        (void)metric;                                                                             \
+        sx_status rc = parse_build(KIND, GPU, p, np, &bp);                                        \
+        if (rc == SX_OK && KIND == SX__IVF_KIND_PQ)                                               \
+            rc = resolve_m(&bp, dim, &m);                                                         \
+        return rc;                                                                                \
+    }                                                                                             \
     static sx_status prefix##_check_search(const sx_param *p, size_t np, size_t k)                \
     {                                                                                             \
         return sx__ivf_check_search_params(KIND, p, np, k);                                       \
@@ -783,6 +801,7 @@ fail:
     const sx__index_ops sym = {                                                                   \
         .name = NAME,                                                                             \
         .check_build_params = prefix##_check_build,                                               \
+        .check_build_shape = prefix##_check_shape,                                                \
         .check_search_params = prefix##_check_search,                                             \
         .build = prefix##_build,                                                                  \
         .search = sx__ivf_search,                                                                 \
