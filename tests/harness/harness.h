@@ -2,7 +2,9 @@
  * harness.h: the tiny in-house test harness. A test file defines test functions and a main that
  * calls RUN(fn) for each, then returns TEST_DONE(). Assertions print file:line and the values and
  * abort the current test (longjmp), counting a failure. Randomised tests print their seed.
- * Closing line: "N passed, N failed".
+ * SKIPF(...) ends the current test as skipped (e.g. its dataset is absent), saying why.
+ * Closing line: "N passed, N failed, N skipped". Exit status: 1 when a test failed, else 77 (ctest's
+ * SKIP_RETURN_CODE: the run shows as skipped) when a test was skipped, else 0.
  */
 #ifndef SX_TEST_HARNESS_H
 #define SX_TEST_HARNESS_H
@@ -14,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int h_pass, h_fail;
+static int h_pass, h_fail, h_skip;
 static jmp_buf h_jmp;
 static const char *h_name;
 
@@ -24,6 +26,14 @@ static const char *h_name;
   fprintf(stderr, __VA_ARGS__);                                     \
   fprintf(stderr, "\n");                                            \
   longjmp(h_jmp, 1);                                                \
+ } while (0)
+
+#define SKIPF(...)                                \
+ do {                                             \
+  fprintf(stderr, "SKIP %s (%s:%d): ", h_name, __FILE__, __LINE__); \
+  fprintf(stderr, __VA_ARGS__);                   \
+  fprintf(stderr, "\n");                          \
+  longjmp(h_jmp, 2);                              \
  } while (0)
 
 #define ASSERT(c)                     \
@@ -55,16 +65,21 @@ static const char *h_name;
 #define RUN(fn)                       \
  do {                                 \
   h_name = #fn;                       \
-  if (setjmp(h_jmp) == 0) {           \
+  int _j = setjmp(h_jmp);             \
+  if (_j == 0) {                      \
    fn();                              \
    h_pass++;                          \
    fprintf(stderr, "ok   %s\n", #fn); \
+  } else if (_j == 2) {               \
+   h_skip++;                          \
   } else {                            \
    h_fail++;                          \
   }                                   \
  } while (0)
 
-#define TEST_DONE() (printf("%d passed, %d failed\n", h_pass, h_fail), h_fail ? 1 : 0)
+#define TEST_DONE()                                                             \
+ (printf("%d passed, %d failed, %d skipped\n", h_pass, h_fail, h_skip),         \
+  h_fail ? 1 : h_skip ? 77 : 0)
 
 /* Seed from SX_SEED or the time; printed so a failure can be replayed. */
 static inline uint64_t test_seed(void)
@@ -106,7 +121,8 @@ static inline const char *test_tmpdir(const char *tag)
     return buf;
 }
 
-/* Path of a shared data file, or NULL (test skipped with a message) when absent. */
+/* Path of a shared data file, or NULL when absent: the caller must then SKIPF (visibly), never
+ * pass. test_data_or_skip does that itself. */
 static inline const char *test_data(const char *rel)
 {
     static char buf[1024];
@@ -119,5 +135,14 @@ static inline const char *test_data(const char *rel)
         return NULL;
     fclose(f);
     return buf;
+}
+
+/* Path of a shared data file; ends the current test as skipped, naming the file, when absent. */
+static inline const char *test_data_or_skip(const char *rel)
+{
+    const char *p = test_data(rel);
+    if (!p)
+        SKIPF("dataset %s is absent (set SX_SHARED_DATA to the directory holding it)", rel);
+    return p;
 }
 #endif
