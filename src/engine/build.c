@@ -23,9 +23,9 @@
 
 static void notify(sx_collection *c)
 {
-    pthread_mutex_lock(&c->idx_wait_mu);
+    sx__mutex_lock(&c->idx_wait_mu);
     pthread_cond_broadcast(&c->index_cv);
-    pthread_mutex_unlock(&c->idx_wait_mu);
+    sx__mutex_unlock(&c->idx_wait_mu);
 }
 
 void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
@@ -34,36 +34,36 @@ void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
         return;
     sx__job *j = sx__calloc(1, sizeof *j);
     if (!j) {
-        pthread_rwlock_wrlock(&c->seg_lock);
+        sx__rwlock_wrlock(&c->seg_lock);
         (void)snprintf(c->fail_reason, sizeof c->fail_reason, "out of memory queueing a build");
         c->fail_status = SX_ENOMEM;
-        pthread_rwlock_unlock(&c->seg_lock);
+        sx__rwlock_unlock(&c->seg_lock);
         return;
     }
     atomic_fetch_add(&c->refs, 1);
     sx__seg_ref(s);
     j->c = c;
     j->s = s;
-    pthread_mutex_lock(&s->idx_mu);
+    sx__mutex_lock(&s->idx_mu);
     s->build_pending = true;
-    pthread_mutex_unlock(&s->idx_mu);
-    pthread_mutex_lock(&db->mu);
+    sx__mutex_unlock(&s->idx_mu);
+    sx__mutex_lock(&db->mu);
     if (db->jobs_tail)
         db->jobs_tail->next = j;
     else
         db->jobs_head = j;
     db->jobs_tail = j;
     pthread_cond_signal(&db->job_cv);
-    pthread_mutex_unlock(&db->mu);
+    sx__mutex_unlock(&db->mu);
 }
 
 static void publish(sx__segment *s, sx__idxref *r)
 {
-    pthread_mutex_lock(&s->idx_mu);
+    sx__mutex_lock(&s->idx_mu);
     sx__idxref *old = s->index;
     s->index = r;
     s->build_pending = false;
-    pthread_mutex_unlock(&s->idx_mu);
+    sx__mutex_unlock(&s->idx_mu);
     sx__idxref_unref(old);
 }
 
@@ -77,9 +77,9 @@ static void release_vectors(const sx_collection *c, sx__segment *s, const sx__in
 
 static void clear_pending(sx__segment *s)
 {
-    pthread_mutex_lock(&s->idx_mu);
+    sx__mutex_lock(&s->idx_mu);
     s->build_pending = false;
-    pthread_mutex_unlock(&s->idx_mu);
+    sx__mutex_unlock(&s->idx_mu);
 }
 
 static void run_job(sx_db *db, sx__job *j)
@@ -93,7 +93,7 @@ static void run_job(sx_db *db, sx__job *j)
     char type[64] = "", pstr[256] = "";
     size_t np = 0;
     bool ok = true;
-    pthread_rwlock_rdlock(&c->seg_lock);
+    sx__rwlock_rdlock(&c->seg_lock);
     const sx__index_ops *ops = c->iops;
     if (ops) {
         np = c->n_index_params < 64 ? c->n_index_params : 64;
@@ -107,7 +107,7 @@ static void run_job(sx_db *db, sx__job *j)
         (void)snprintf(type, sizeof type, "%s", ops->name);
         (void)snprintf(pstr, sizeof pstr, "%s", c->index_params_str);
     }
-    pthread_rwlock_unlock(&c->seg_lock);
+    sx__rwlock_unlock(&c->seg_lock);
     if (!ops || atomic_load(&c->dropped)) {
         for (size_t i = 0; i < np; i++) {
             sx__free(keys[i]);
@@ -160,9 +160,9 @@ static void run_job(sx_db *db, sx__job *j)
         }
         sx__wbuf_fini(&w);
         /* publish only if the spec is still the one we built for */
-        pthread_rwlock_rdlock(&c->seg_lock);
+        sx__rwlock_rdlock(&c->seg_lock);
         bool same = c->iops == ops && strcmp(c->index_params_str, pstr) == 0;
-        pthread_rwlock_unlock(&c->seg_lock);
+        sx__rwlock_unlock(&c->seg_lock);
         if (same) {
             publish(s, r);
             release_vectors(c, s, ops);
@@ -179,11 +179,11 @@ static void run_job(sx_db *db, sx__job *j)
         sx__free(r);
         clear_pending(s);
         if (st != SX_ECANCELED) {
-            pthread_rwlock_wrlock(&c->seg_lock);
+            sx__rwlock_wrlock(&c->seg_lock);
             (void)snprintf(c->fail_reason, sizeof c->fail_reason, "segment %" PRIu64 ": %s (%s)",
                            s->id, sx_errmsg(), sx_status_str(st));
             c->fail_status = st;
-            pthread_rwlock_unlock(&c->seg_lock);
+            sx__rwlock_unlock(&c->seg_lock);
         }
     }
     for (size_t i = 0; i < np; i++) {
@@ -197,10 +197,10 @@ static void *builder_main(void *arg)
     sx_db *db = arg;
     /* everything this thread reads and writes (segments in, index files out) is BUILD I/O */
     sx_io_phase_set(SX_IO_PHASE_BUILD);
-    pthread_mutex_lock(&db->mu);
+    sx__mutex_lock(&db->mu);
     for (;;) {
         while (!db->jobs_head && !db->stopping)
-            pthread_cond_wait(&db->job_cv, &db->mu);
+            sx__cond_wait(&db->job_cv, &db->mu);
         if (db->stopping)
             break;
         sx__job *j = db->jobs_head;
@@ -208,32 +208,33 @@ static void *builder_main(void *arg)
         if (!db->jobs_head)
             db->jobs_tail = NULL;
         db->building = j->c;
-        pthread_mutex_unlock(&db->mu);
+        sx__mutex_unlock(&db->mu);
         run_job(db, j);
-        pthread_mutex_lock(&db->mu);
+        sx__mutex_lock(&db->mu);
         db->building = NULL;
         if (!db->stopping)
             atomic_store(&db->cancel_build, false); /* a drop's cancel ends with its job */
-        pthread_mutex_unlock(&db->mu);
+        sx__mutex_unlock(&db->mu);
         notify(j->c);
         sx__seg_unref(j->s);
         sx__coll_unref(j->c);
         sx__free(j);
-        pthread_mutex_lock(&db->mu);
+        sx__mutex_lock(&db->mu);
     }
-    /* drain */
-    while (db->jobs_head) {
-        sx__job *j = db->jobs_head;
-        db->jobs_head = j->next;
-        pthread_mutex_lock(&j->s->idx_mu);
-        j->s->build_pending = false;
-        pthread_mutex_unlock(&j->s->idx_mu);
+    /* drain: detach the queue under db.mu, then clear each job outside it (idx_mu ranks
+     * below db.mu) */
+    sx__job *rest = db->jobs_head;
+    db->jobs_head = NULL;
+    db->jobs_tail = NULL;
+    sx__mutex_unlock(&db->mu);
+    while (rest) {
+        sx__job *j = rest;
+        rest = j->next;
+        clear_pending(j->s);
         sx__seg_unref(j->s);
         sx__coll_unref(j->c);
         sx__free(j);
     }
-    db->jobs_tail = NULL;
-    pthread_mutex_unlock(&db->mu);
     return NULL;
 }
 
@@ -251,11 +252,11 @@ void sx__builder_stop(sx_db *db)
 {
     if (!db->has_builder)
         return;
-    pthread_mutex_lock(&db->mu);
+    sx__mutex_lock(&db->mu);
     db->stopping = true;
     atomic_store(&db->cancel_build, true);
     pthread_cond_broadcast(&db->job_cv);
-    pthread_mutex_unlock(&db->mu);
+    sx__mutex_unlock(&db->mu);
     pthread_join(db->builder, NULL);
     db->has_builder = false;
 }
@@ -268,7 +269,7 @@ void sx__idx_prefix(const sx_collection *c, char *buf, size_t n, uint64_t id)
 void sx__build_cancel_coll(sx_db *db, sx_collection *c)
 {
     sx__job *drop = NULL;
-    pthread_mutex_lock(&db->mu);
+    sx__mutex_lock(&db->mu);
     sx__job **pp = &db->jobs_head;
     db->jobs_tail = NULL;
     while (*pp) {
@@ -284,7 +285,7 @@ void sx__build_cancel_coll(sx_db *db, sx_collection *c)
     }
     if (db->building == c)
         atomic_store(&db->cancel_build, true);
-    pthread_mutex_unlock(&db->mu);
+    sx__mutex_unlock(&db->mu);
     while (drop) {
         sx__job *j = drop;
         drop = j->next;
@@ -295,9 +296,9 @@ void sx__build_cancel_coll(sx_db *db, sx_collection *c)
     }
     /* wait for a running build of c to notice */
     for (;;) {
-        pthread_mutex_lock(&db->mu);
+        sx__mutex_lock(&db->mu);
         bool busy = db->building == c;
-        pthread_mutex_unlock(&db->mu);
+        sx__mutex_unlock(&db->mu);
         if (!busy)
             break;
         struct timespec ts = { 0, 2000000L };
@@ -307,11 +308,11 @@ void sx__build_cancel_coll(sx_db *db, sx_collection *c)
 
 void sx__seg_attach_index(sx_collection *c, sx__segment *s)
 {
-    pthread_rwlock_rdlock(&c->seg_lock);
+    sx__rwlock_rdlock(&c->seg_lock);
     const sx__index_ops *ops = c->iops;
     char pstr[256];
     (void)snprintf(pstr, sizeof pstr, "%s", c->index_params_str);
-    pthread_rwlock_unlock(&c->seg_lock);
+    sx__rwlock_unlock(&c->seg_lock);
     if (!ops)
         return;
     char path[4096];
@@ -441,12 +442,12 @@ index_create(sx_collection *c, const char *index_type, const sx_param *params, s
         off += (size_t)w;
         kept++;
     }
-    pthread_mutex_lock(&c->flush_mu);
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->write_mu);
     if (c->iops) {
         bool same = c->iops == ops && strcmp(c->index_params_str, pstr) == 0;
-        pthread_mutex_unlock(&c->write_mu);
-        pthread_mutex_unlock(&c->flush_mu);
+        sx__mutex_unlock(&c->write_mu);
+        sx__mutex_unlock(&c->flush_mu);
         return same ? SX_OK
                     : sx__err(SX_EEXIST, "collection %s already has a %s index (%s): drop it first",
                               c->name, c->iops->name, c->index_params_str);
@@ -470,11 +471,11 @@ index_create(sx_collection *c, const char *index_type, const sx_param *params, s
         }
         sx__free(copy);
         sx__free(tname);
-        pthread_mutex_unlock(&c->write_mu);
-        pthread_mutex_unlock(&c->flush_mu);
+        sx__mutex_unlock(&c->write_mu);
+        sx__mutex_unlock(&c->flush_mu);
         return sx__err(SX_ENOMEM, "index create");
     }
-    pthread_rwlock_wrlock(&c->seg_lock);
+    sx__rwlock_wrlock(&c->seg_lock);
     c->index_type = tname;
     c->index_params = copy;
     c->n_index_params = kept;
@@ -482,13 +483,13 @@ index_create(sx_collection *c, const char *index_type, const sx_param *params, s
     (void)snprintf(c->index_params_str, sizeof c->index_params_str, "%s", pstr);
     c->fail_reason[0] = '\0';
     c->fail_status = SX_OK;
-    pthread_rwlock_unlock(&c->seg_lock);
-    pthread_mutex_unlock(&c->write_mu);
+    sx__rwlock_unlock(&c->seg_lock);
+    sx__mutex_unlock(&c->write_mu);
     st = sx__write_manifest(c, NULL);
     if (st != SX_OK) {
-        pthread_rwlock_wrlock(&c->seg_lock);
+        sx__rwlock_wrlock(&c->seg_lock);
         free_spec(c);
-        pthread_rwlock_unlock(&c->seg_lock);
+        sx__rwlock_unlock(&c->seg_lock);
     } else {
         for (size_t i = 0; i < c->n_segs; i++)
             if (c->segs[i]->persisted)
@@ -497,7 +498,7 @@ index_create(sx_collection *c, const char *index_type, const sx_param *params, s
         if (sx__store_sync_locked(c) != SX_OK)
             sx__err_clear();
     }
-    pthread_mutex_unlock(&c->flush_mu);
+    sx__mutex_unlock(&c->flush_mu);
     return st;
 }
 
@@ -514,37 +515,37 @@ sx_index_create(sx_collection *c, const char *index_type, const sx_param *params
 
 sx_status sx_index_drop(sx_collection *c)
 {
-    pthread_mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->flush_mu);
     if (!c->iops) {
-        pthread_mutex_unlock(&c->flush_mu);
+        sx__mutex_unlock(&c->flush_mu);
         return sx__err(SX_ENOTFOUND, "collection %s has no index", c->name);
     }
     const sx__index_ops *old_ops = c->iops;
-    pthread_mutex_lock(&c->write_mu);
-    pthread_rwlock_wrlock(&c->seg_lock);
+    sx__mutex_lock(&c->write_mu);
+    sx__rwlock_wrlock(&c->seg_lock);
     free_spec(c);
-    pthread_rwlock_unlock(&c->seg_lock);
-    pthread_mutex_unlock(&c->write_mu);
+    sx__rwlock_unlock(&c->seg_lock);
+    sx__mutex_unlock(&c->write_mu);
     sx__build_cancel_coll(c->db, c);
     sx_status st = sx__write_manifest(c, NULL);
     sx__coll_drop_indexes(c, old_ops);
     /* best effort: the store drops the index objects after its new manifest */
     if (st == SX_OK && sx__store_sync_locked(c) != SX_OK)
         sx__err_clear();
-    pthread_mutex_unlock(&c->flush_mu);
+    sx__mutex_unlock(&c->flush_mu);
     notify(c);
     return st;
 }
 
 void sx__coll_drop_indexes(sx_collection *c, const sx__index_ops *ops)
 {
-    pthread_rwlock_rdlock(&c->seg_lock);
+    sx__rwlock_rdlock(&c->seg_lock);
     for (size_t i = 0; i < c->n_segs; i++) {
         sx__segment *s = c->segs[i];
-        pthread_mutex_lock(&s->idx_mu);
+        sx__mutex_lock(&s->idx_mu);
         sx__idxref *old = s->index;
         s->index = NULL;
-        pthread_mutex_unlock(&s->idx_mu);
+        sx__mutex_unlock(&s->idx_mu);
         sx__idxref_unref(old);
         char path[4096];
         sx__coll_path(c, path, sizeof path, "idx", s->id);
@@ -555,13 +556,13 @@ void sx__coll_drop_indexes(sx_collection *c, const sx__index_ops *ops)
             ops->remove_files(path);
         }
     }
-    pthread_rwlock_unlock(&c->seg_lock);
+    sx__rwlock_unlock(&c->seg_lock);
 }
 
 sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
 {
     memset(out, 0, sizeof *out);
-    pthread_rwlock_rdlock(&c->seg_lock);
+    sx__rwlock_rdlock(&c->seg_lock);
     out->metric = c->metric;
     bool all = true;
     for (size_t i = 0; i <= c->n_segs; i++) {
@@ -570,7 +571,7 @@ sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
         out->total_rows += n;
         if (s == c->growing)
             continue;
-        pthread_mutex_lock(&s->idx_mu);
+        sx__mutex_lock(&s->idx_mu);
         if (s->index) {
             const sx__index_ops *o = s->index->ops;
             out->indexed_rows += n;
@@ -586,13 +587,13 @@ sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
         } else {
             all = false;
         }
-        pthread_mutex_unlock(&s->idx_mu);
+        sx__mutex_unlock(&s->idx_mu);
     }
     out->pending_rows = out->total_rows - out->indexed_rows;
-    pthread_mutex_lock(&c->db->mu);
+    sx__mutex_lock(&c->db->mu);
     if (c->db->building == c)
         out->building_rows = atomic_load_explicit(&c->db->build_progress, memory_order_relaxed);
-    pthread_mutex_unlock(&c->db->mu);
+    sx__mutex_unlock(&c->db->mu);
     if (!c->iops)
         out->state = SX_INDEX_NONE;
     else if (c->fail_reason[0])
@@ -603,7 +604,7 @@ sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
         (void)snprintf(out->type, sizeof out->type, "%s", c->iops->name);
     (void)snprintf(out->params, sizeof out->params, "%s", c->index_params_str);
     (void)snprintf(out->fail_reason, sizeof out->fail_reason, "%s", c->fail_reason);
-    pthread_rwlock_unlock(&c->seg_lock);
+    sx__rwlock_unlock(&c->seg_lock);
     return SX_OK;
 }
 
@@ -617,23 +618,23 @@ sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms)
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&c->idx_wait_mu);
+    sx__mutex_lock(&c->idx_wait_mu);
     for (;;) {
         sx_index_info info;
         sx__ignore(sx_index_describe(c, &info));
         if (info.state == SX_INDEX_NONE) {
-            pthread_mutex_unlock(&c->idx_wait_mu);
+            sx__mutex_unlock(&c->idx_wait_mu);
             return sx__err(SX_ENOTFOUND, "collection %s has no index", c->name);
         }
         if (info.state == SX_INDEX_FAILED) {
-            pthread_rwlock_rdlock(&c->seg_lock);
+            sx__rwlock_rdlock(&c->seg_lock);
             sx_status fst = c->fail_status != SX_OK ? c->fail_status : SX_EIO;
-            pthread_rwlock_unlock(&c->seg_lock);
-            pthread_mutex_unlock(&c->idx_wait_mu);
+            sx__rwlock_unlock(&c->seg_lock);
+            sx__mutex_unlock(&c->idx_wait_mu);
             return sx__err(fst, "index build failed: %s", info.fail_reason);
         }
         if (info.state == SX_INDEX_FINISHED) {
-            pthread_mutex_unlock(&c->idx_wait_mu);
+            sx__mutex_unlock(&c->idx_wait_mu);
             return SX_OK;
         }
         /* wake periodically as well: a notify may race with the describe above */
@@ -647,13 +648,13 @@ sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms)
         if (timeout_ms && (t.tv_sec > deadline.tv_sec ||
                            (t.tv_sec == deadline.tv_sec && t.tv_nsec > deadline.tv_nsec))) {
             t = deadline;
-            if (pthread_cond_timedwait(&c->index_cv, &c->idx_wait_mu, &t) != 0) {
-                pthread_mutex_unlock(&c->idx_wait_mu);
+            if (sx__cond_timedwait(&c->index_cv, &c->idx_wait_mu, &t) != 0) {
+                sx__mutex_unlock(&c->idx_wait_mu);
                 return sx__err(SX_ETIMEDOUT, "index build not finished after %llu ms",
                                (unsigned long long)timeout_ms);
             }
             continue;
         }
-        (void)pthread_cond_timedwait(&c->index_cv, &c->idx_wait_mu, &t);
+        (void)sx__cond_timedwait(&c->index_cv, &c->idx_wait_mu, &t);
     }
 }

@@ -68,7 +68,7 @@ sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
     m.metric = c->metric;
     m.n_fields = c->n_fields;
     m.fields = c->fields;
-    pthread_rwlock_rdlock(&c->seg_lock);
+    sx__rwlock_rdlock(&c->seg_lock);
     m.index_type = c->index_type;
     m.n_index_params = c->n_index_params;
     m.index_params = c->index_params;
@@ -78,7 +78,7 @@ sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
     m.segs = sx__calloc(c->n_segs + 1, sizeof(sx__mseg));
     sx_status st = SX_OK;
     if (!m.segs) {
-        pthread_rwlock_unlock(&c->seg_lock);
+        sx__rwlock_unlock(&c->seg_lock);
         return sx__err(SX_ENOMEM, "manifest");
     }
     for (size_t i = 0; i < c->n_segs; i++) {
@@ -90,7 +90,7 @@ sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
         m.segs[m.n_segs].del_gen = del_gens ? del_gens[i] : s->del_gen;
         m.n_segs++;
     }
-    pthread_rwlock_unlock(&c->seg_lock);
+    sx__rwlock_unlock(&c->seg_lock);
     char path[4096];
     (void)snprintf(path, sizeof path, "%s/MANIFEST", c->dir);
     st = sx__manifest_write(path, &m);
@@ -289,13 +289,13 @@ static void coll_free(sx_collection *c)
     sx__free(c->index_params);
     sx__free(c->name);
     sx__free(c->dir);
-    pthread_mutex_destroy(&c->write_mu);
-    pthread_mutex_destroy(&c->flush_mu);
-    pthread_rwlock_destroy(&c->seg_lock);
+    sx__mutex_destroy(&c->write_mu);
+    sx__mutex_destroy(&c->flush_mu);
+    sx__rwlock_destroy(&c->seg_lock);
     pthread_cond_destroy(&c->index_cv);
-    pthread_mutex_destroy(&c->idx_wait_mu);
+    sx__mutex_destroy(&c->idx_wait_mu);
     sx__store_coll_fini(c);
-    pthread_mutex_destroy(&c->store_mu);
+    sx__mutex_destroy(&c->store_mu);
     sx__free(c);
 }
 
@@ -314,12 +314,12 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
         return sx__err(SX_ENOMEM, "open collection");
     c->db = db;
     atomic_init(&c->refs, 1);
-    pthread_mutex_init(&c->write_mu, NULL);
-    pthread_mutex_init(&c->flush_mu, NULL);
-    pthread_rwlock_init(&c->seg_lock, NULL);
+    (void)sx__mutex_init(&c->write_mu, SX__RANK_WRITE, "collection.write_mu");
+    (void)sx__mutex_init(&c->flush_mu, SX__RANK_FLUSH, "collection.flush_mu");
+    (void)sx__rwlock_init(&c->seg_lock, SX__RANK_SEG, "collection.seg_lock");
     pthread_cond_init(&c->index_cv, NULL);
-    pthread_mutex_init(&c->idx_wait_mu, NULL);
-    pthread_mutex_init(&c->store_mu, NULL);
+    (void)sx__mutex_init(&c->idx_wait_mu, SX__RANK_IDX_WAIT, "collection.idx_wait_mu");
+    (void)sx__mutex_init(&c->store_mu, SX__RANK_STORE, "collection.store_mu");
     char path[4096];
     (void)snprintf(path, sizeof path, "%s/collections/%s", db->dir, name);
     c->dir = sx__strdup(path);
@@ -410,8 +410,8 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     uint64_t *gens = NULL;
     sx__segment **to_write = NULL;
     size_t n_to_write = 0;
-    pthread_mutex_lock(&c->flush_mu);
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->write_mu);
     if (atomic_load(&c->dropped)) {
         st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
         goto unlock_write;
@@ -472,10 +472,10 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         n_snaps++;
     }
     if (sealed) {
-        pthread_rwlock_wrlock(&c->seg_lock);
+        sx__rwlock_wrlock(&c->seg_lock);
         sx__segment **ns = sx__realloc(c->segs, (c->n_segs + 2) * sizeof *ns);
         if (!ns) {
-            pthread_rwlock_unlock(&c->seg_lock);
+            sx__rwlock_unlock(&c->seg_lock);
             st = sx__err(SX_ENOMEM, "flush");
             sx__seg_unref(sealed);
             sx__seg_unref(ng);
@@ -486,7 +486,7 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         c->segs[c->n_segs++] = sealed;
         old_growing = c->growing;
         c->growing = ng;
-        pthread_rwlock_unlock(&c->seg_lock);
+        sx__rwlock_unlock(&c->seg_lock);
     }
     /* every sealed segment not yet durable (this one, or one a failed flush left behind) */
     to_write = sx__calloc(c->n_segs + 1, sizeof *to_write);
@@ -498,7 +498,7 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         if (!c->segs[i]->persisted)
             to_write[n_to_write++] = c->segs[i];
     c->checkpoint_lsn = next_lsn - 1;
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
 
     /* I/O outside write_mu: inserts continue into the new growing segment. */
     char path[4096];
@@ -531,16 +531,16 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
             goto unlock_flush;
     }
     /* commit: manifest names the new segment and delete generations */
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->write_mu);
     gens = sx__calloc(c->n_segs + 1, sizeof *gens);
     if (!gens) {
-        pthread_mutex_unlock(&c->write_mu);
+        sx__mutex_unlock(&c->write_mu);
         st = sx__err(SX_ENOMEM, "flush");
         goto unlock_flush;
     }
     bool *was_persisted = sx__calloc(c->n_segs + 1, sizeof(bool));
     if (!was_persisted) {
-        pthread_mutex_unlock(&c->write_mu);
+        sx__mutex_unlock(&c->write_mu);
         st = sx__err(SX_ENOMEM, "flush");
         goto unlock_flush;
     }
@@ -555,9 +555,9 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
             if (to_write[w] == s)
                 s->persisted = true; /* tentatively, for the manifest */
     }
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     st = sx__write_manifest(c, gens);
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->write_mu);
     for (size_t i = 0; i < c->n_segs; i++) {
         sx__segment *s = c->segs[i];
         if (st != SX_OK) {
@@ -576,7 +576,7 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
             }
         }
     }
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     sx__free(was_persisted);
     if (st != SX_OK)
         goto unlock_flush;
@@ -595,9 +595,9 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     goto unlock_flush;
 
 unlock_write:
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
 unlock_flush:
-    pthread_mutex_unlock(&c->flush_mu);
+    sx__mutex_unlock(&c->flush_mu);
     for (size_t i = 0; i < n_snaps; i++)
         sx__free(snaps[i].bits);
     sx__free(snaps);
@@ -614,7 +614,11 @@ sx_status sx__coll_check(sx_collection *c)
     char path[4096];
     sx__manifest m;
     (void)snprintf(path, sizeof path, "%s/MANIFEST", c->dir);
-    pthread_mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->flush_mu);
+    if (atomic_load(&c->dropped)) { /* a drop sets it before it takes flush_mu */
+        sx__mutex_unlock(&c->flush_mu);
+        return SX_OK;
+    }
     sx_status st = sx__manifest_read(path, &m);
     sx__segcol *expect = st == SX_OK ? sx__calloc(c->n_fields, sizeof *expect) : NULL;
     if (st == SX_OK && !expect)
@@ -660,7 +664,7 @@ sx_status sx__coll_check(sx_collection *c)
     }
     sx__free(expect);
     sx__manifest_fini(&m);
-    pthread_mutex_unlock(&c->flush_mu);
+    sx__mutex_unlock(&c->flush_mu);
     return st;
 }
 
@@ -757,8 +761,8 @@ sx_status sx_compact(sx_collection *c)
     sx_status st = sx__coll_flush(c, false);
     if (st != SX_OK)
         return st;
-    pthread_mutex_lock(&c->flush_mu);
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->write_mu);
     st = sx__wal_is_fatal(c->wal) ? sx__err(SX_EFATAL, "database is in the error state") : SX_OK;
     for (size_t i = 0; st == SX_OK && i < c->n_segs; i++) {
         sx__segment *old = c->segs[i];
@@ -780,12 +784,12 @@ sx_status sx_compact(sx_collection *c)
                 st = sx__pkmap_put_s(c->pkmap, *(char *const *)pk, ns->id, (uint32_t)k);
             k++;
         }
-        pthread_rwlock_wrlock(&c->seg_lock);
+        sx__rwlock_wrlock(&c->seg_lock);
         c->segs[i] = ns;
-        pthread_rwlock_unlock(&c->seg_lock);
-        pthread_mutex_unlock(&c->write_mu);
+        sx__rwlock_unlock(&c->seg_lock);
+        sx__mutex_unlock(&c->write_mu);
         sx_status mst = sx__write_manifest(c, NULL);
-        pthread_mutex_lock(&c->write_mu);
+        sx__mutex_lock(&c->write_mu);
         if (st == SX_OK)
             st = mst;
         if (mst == SX_OK) {
@@ -806,15 +810,15 @@ sx_status sx_compact(sx_collection *c)
         }
         sx__seg_unref(old);
         if (c->iops) {
-            pthread_mutex_unlock(&c->write_mu);
+            sx__mutex_unlock(&c->write_mu);
             sx__seg_attach_index(c, ns);
-            pthread_mutex_lock(&c->write_mu);
+            sx__mutex_lock(&c->write_mu);
         }
     }
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     if (st == SX_OK)
         st = sx__store_sync_locked(c); /* the compacted segments, then GC of the old ones */
-    pthread_mutex_unlock(&c->flush_mu);
+    sx__mutex_unlock(&c->flush_mu);
     return st;
 }
 
@@ -845,14 +849,14 @@ static sx_status repoint_keys(sx_collection *c, const sx__segment *old, const sx
 static sx_status set_metric_only(sx_collection *c, sx_metric m)
 {
     sx_metric old = c->metric;
-    pthread_rwlock_wrlock(&c->seg_lock);
+    sx__rwlock_wrlock(&c->seg_lock);
     c->metric = m;
-    pthread_rwlock_unlock(&c->seg_lock);
+    sx__rwlock_unlock(&c->seg_lock);
     sx_status st = sx__write_manifest(c, NULL);
     if (st != SX_OK) {
-        pthread_rwlock_wrlock(&c->seg_lock);
+        sx__rwlock_wrlock(&c->seg_lock);
         c->metric = old;
-        pthread_rwlock_unlock(&c->seg_lock);
+        sx__rwlock_unlock(&c->seg_lock);
     }
     return st;
 }
@@ -875,18 +879,18 @@ static sx_status normalise_all(sx_collection *c, sx_metric m)
     }
     sx_metric old_metric = c->metric;
     if (st == SX_OK) {
-        pthread_rwlock_wrlock(&c->seg_lock);
+        sx__rwlock_wrlock(&c->seg_lock);
         for (size_t i = 0; i < n; i++)
             c->segs[i] = news[i];
         c->metric = m;
-        pthread_rwlock_unlock(&c->seg_lock);
+        sx__rwlock_unlock(&c->seg_lock);
         st = sx__write_manifest(c, NULL);
         if (st != SX_OK) {
-            pthread_rwlock_wrlock(&c->seg_lock);
+            sx__rwlock_wrlock(&c->seg_lock);
             for (size_t i = 0; i < n; i++)
                 c->segs[i] = olds[i];
             c->metric = old_metric;
-            pthread_rwlock_unlock(&c->seg_lock);
+            sx__rwlock_unlock(&c->seg_lock);
         }
     }
     if (st != SX_OK) {
@@ -928,8 +932,8 @@ sx_status sx_collection_set_metric(sx_collection *c, sx_metric m)
     static const char *const names[] = { "L2", "IP", "COSINE" };
     sx_status st = SX_OK;
     for (int attempt = 0;; attempt++) {
-        pthread_mutex_lock(&c->flush_mu);
-        pthread_mutex_lock(&c->write_mu);
+        sx__mutex_lock(&c->flush_mu);
+        sx__mutex_lock(&c->write_mu);
         bool flush_first = false;
         if (atomic_load(&c->dropped))
             st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
@@ -963,10 +967,10 @@ sx_status sx_collection_set_metric(sx_collection *c, sx_metric m)
                              "normalised for COSINE; retry",
                              c->name);
         }
-        pthread_mutex_unlock(&c->write_mu);
+        sx__mutex_unlock(&c->write_mu);
         if (!flush_first && st == SX_OK)
             st = sx__store_sync_locked(c);
-        pthread_mutex_unlock(&c->flush_mu);
+        sx__mutex_unlock(&c->flush_mu);
         if (!flush_first)
             return st;
         /* seal the growing rows so that every stored vector sits in a sealed segment */

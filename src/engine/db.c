@@ -42,7 +42,7 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
         return sx__err(SX_ENOMEM, "open");
     if (opts)
         db->opts = *opts;
-    pthread_mutex_init(&db->mu, NULL);
+    (void)sx__mutex_init(&db->mu, SX__RANK_DB, "db.mu");
     pthread_cond_init(&db->job_cv, NULL);
     db->dir = sx__strdup(dir);
     char path[4096];
@@ -114,11 +114,11 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
     /* indexes: load files or queue builds, after all collections are open */
     for (size_t i = 0; i < db->n_colls; i++) {
         sx_collection *c = db->colls[i];
-        pthread_mutex_lock(&c->flush_mu);
+        sx__mutex_lock(&c->flush_mu);
         for (size_t s = 0; s < c->n_segs; s++)
             if (c->segs[s]->persisted || db->opts.read_only)
                 sx__seg_attach_index(c, c->segs[s]);
-        pthread_mutex_unlock(&c->flush_mu);
+        sx__mutex_unlock(&c->flush_mu);
     }
     *out = db;
     return SX_OK;
@@ -136,13 +136,16 @@ void sx_db_close(sx_db *db)
     for (size_t i = 0; i < db->n_colls; i++)
         sx__coll_unref(db->colls[i]);
     sx__free(db->colls);
+    for (size_t i = 0; i < db->n_creating; i++)
+        sx__free(db->creating[i]);
+    sx__free(db->creating);
     sx__cache_close(db); /* an index still open (a leaked handle) keeps it alive */
     sx__objstore_free(db->store);
     sx__free((char *)db->opts.storage_url);
     sx__free((char *)db->opts.s3_endpoint);
     sx__free((char *)db->opts.s3_region);
     (void)sx__file_close(db->lock);
-    pthread_mutex_destroy(&db->mu);
+    sx__mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->job_cv);
     sx__free(db->dir);
     sx__free(db);
@@ -206,24 +209,36 @@ static sx_collection *find_locked(sx_db *db, const char *name, size_t *pos)
     return NULL;
 }
 
-sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
+/* Under db.mu: whether `name` is being created by another call. */
+static bool creating_locked(const sx_db *db, const char *name)
 {
-    sx__err_clear();
-    sx_status st = validate_def(def);
-    if (st != SX_OK)
-        return st;
-    if (db->opts.read_only)
-        return sx__err(SX_EINVAL, "database is open read-only");
-    pthread_mutex_lock(&db->mu);
-    if (find_locked(db, def->name, NULL)) {
-        pthread_mutex_unlock(&db->mu);
-        return sx__err(SX_EEXIST, "collection %s already exists", def->name);
+    for (size_t i = 0; i < db->n_creating; i++)
+        if (strcmp(db->creating[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Under db.mu: forgets the reservation of `name` (made by sx_collection_create). */
+static void unreserve_locked(sx_db *db, const char *name)
+{
+    for (size_t i = 0; i < db->n_creating; i++) {
+        if (strcmp(db->creating[i], name) != 0)
+            continue;
+        sx__free(db->creating[i]);
+        db->creating[i] = db->creating[--db->n_creating];
+        return;
     }
+}
+
+/* Prepares collections/.tmp-<name> (manifest + wal/), renames it into place and fsyncs the
+ * parent: the collection exists on disk exactly when the rename is durable. No lock held. */
+static sx_status create_on_disk(sx_db *db, const sx_collection_def *def)
+{
     char tmp[4096], fin[4096], path[4096];
     (void)snprintf(tmp, sizeof tmp, "%s/collections/.tmp-%s", db->dir, def->name);
     (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, def->name);
     sx__ignore(sx__fs_rmtree(tmp));
-    st = sx__fs_mkdir_p(tmp);
+    sx_status st = sx__fs_mkdir_p(tmp);
     if (st == SX_OK) {
         (void)snprintf(path, sizeof path, "%s/wal", tmp);
         st = sx__fs_mkdir(path);
@@ -256,32 +271,73 @@ sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
         (void)snprintf(path, sizeof path, "%s/collections", db->dir);
         st = sx__fs_sync_dir(path);
     }
+    if (st != SX_OK)
+        sx__ignore(sx__fs_rmtree(tmp));
+    return st;
+}
+
+/* Creation reserves the name under db.mu (a concurrent create of the same name gets SX_EEXIST),
+ * then does its I/O (directories, manifest, fsyncs, opening the collection) with no lock held,
+ * and publishes the open collection under db.mu. Until then lookups do not see it. */
+sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
+{
+    sx__err_clear();
+    sx_status st = validate_def(def);
+    if (st != SX_OK)
+        return st;
+    if (db->opts.read_only)
+        return sx__err(SX_EINVAL, "database is open read-only");
+    sx__mutex_lock(&db->mu);
+    if (find_locked(db, def->name, NULL) || creating_locked(db, def->name)) {
+        sx__mutex_unlock(&db->mu);
+        return sx__err(SX_EEXIST, "collection %s already exists", def->name);
+    }
+    char **nr = sx__realloc(db->creating, (db->n_creating + 1) * sizeof *nr);
+    char *copy = nr ? sx__strdup(def->name) : NULL;
+    if (nr)
+        db->creating = nr;
+    if (!copy) {
+        sx__mutex_unlock(&db->mu);
+        return sx__err(SX_ENOMEM, "create");
+    }
+    db->creating[db->n_creating++] = copy;
+    sx__mutex_unlock(&db->mu);
+
+    st = create_on_disk(db, def);
     sx_collection *c = NULL;
+    bool on_disk = st == SX_OK;
     if (st == SX_OK)
         st = sx__coll_open(db, def->name, &c);
+    sx__mutex_lock(&db->mu);
+    unreserve_locked(db, def->name);
     if (st == SX_OK) {
         sx_collection **nc = sx__realloc(db->colls, (db->n_colls + 1) * sizeof *nc);
         if (!nc) {
-            sx__coll_unref(c);
             st = sx__err(SX_ENOMEM, "create");
         } else {
             db->colls = nc;
             db->colls[db->n_colls++] = c;
+            atomic_fetch_add(&c->refs, 1); /* ours, for the store sync below */
         }
-    } else {
-        sx__ignore(sx__fs_rmtree(tmp));
     }
-    if (st == SX_OK && c)
-        atomic_fetch_add(&c->refs, 1);
-    pthread_mutex_unlock(&db->mu);
-    if (st == SX_OK && c) {
-        /* best effort: the empty collection appears in the store (a flush retries) */
-        if (sx__store_sync(c) != SX_OK)
-            sx__store_mark_dirty(c);
-        sx__err_clear();
+    sx__mutex_unlock(&db->mu);
+    if (st != SX_OK) {
+        /* created on disk but not opened or not published: the call failed, so the directory
+         * goes too (it would otherwise reappear at the next open) */
         sx__coll_unref(c);
+        if (on_disk) {
+            char fin[4096];
+            (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, def->name);
+            sx__ignore(sx__fs_rmtree(fin));
+        }
+        return st;
     }
-    return st;
+    /* best effort: the empty collection appears in the store (a flush retries) */
+    if (sx__store_sync(c) != SX_OK)
+        sx__store_mark_dirty(c);
+    sx__err_clear();
+    sx__coll_unref(c);
+    return SX_OK;
 }
 
 sx_status sx_collection_drop(sx_db *db, const char *name)
@@ -292,11 +348,11 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
     if (db->store && name) {
         /* the store manifest goes first: if that fails nothing is dropped, and a collection
          * dropped here never comes back from the store at the next open */
-        pthread_mutex_lock(&db->mu);
+        sx__mutex_lock(&db->mu);
         sx_collection *sc = find_locked(db, name, NULL);
         if (sc)
             atomic_fetch_add(&sc->refs, 1);
-        pthread_mutex_unlock(&db->mu);
+        sx__mutex_unlock(&db->mu);
         if (sc) {
             sx_status dst = sx__store_drop_begin(sc);
             sx__coll_unref(sc);
@@ -304,21 +360,21 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
                 return dst;
         }
     }
-    pthread_mutex_lock(&db->mu);
+    sx__mutex_lock(&db->mu);
     size_t pos = 0;
     sx_collection *c = name ? find_locked(db, name, &pos) : NULL;
     if (!c) {
-        pthread_mutex_unlock(&db->mu);
+        sx__mutex_unlock(&db->mu);
         return sx__err(SX_ENOTFOUND, "collection %s not found", name ? name : "(null)");
     }
     db->colls[pos] = db->colls[--db->n_colls];
-    pthread_mutex_unlock(&db->mu);
+    sx__mutex_unlock(&db->mu);
     atomic_store(&c->dropped, true);
     sx__build_cancel_coll(db, c);
-    pthread_mutex_lock(&c->flush_mu);
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->write_mu);
     atomic_store(&c->dropped, true);
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     char gone[4096], parent[4096];
     (void)snprintf(gone, sizeof gone, "%s/collections/.drop-%s", db->dir, name);
     (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
@@ -328,7 +384,7 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
         st = sx__fs_sync_dir(parent);
     if (st == SX_OK)
         sx__ignore(sx__fs_rmtree(gone));
-    pthread_mutex_unlock(&c->flush_mu);
+    sx__mutex_unlock(&c->flush_mu);
     sx__coll_unref(c);
     sx__store_drop_finish(db, name);
     return st;
@@ -341,7 +397,7 @@ static int cmp_str(const void *a, const void *b)
 
 sx_status sx_collection_list(sx_db *db, char ***names, size_t *n)
 {
-    pthread_mutex_lock(&db->mu);
+    sx__mutex_lock(&db->mu);
     char **out = sx__calloc(db->n_colls + 1, sizeof(char *));
     sx_status st = out ? SX_OK : sx__err(SX_ENOMEM, "list");
     for (size_t i = 0; st == SX_OK && i < db->n_colls; i++) {
@@ -350,7 +406,7 @@ sx_status sx_collection_list(sx_db *db, char ***names, size_t *n)
             st = sx__err(SX_ENOMEM, "list");
     }
     size_t count = db->n_colls;
-    pthread_mutex_unlock(&db->mu);
+    sx__mutex_unlock(&db->mu);
     if (st != SX_OK) {
         sx_strings_free(out, count);
         return st;
@@ -373,11 +429,11 @@ void sx_strings_free(char **names, size_t n)
 sx_status sx_collection_open(sx_db *db, const char *name, sx_collection **out)
 {
     sx__err_clear();
-    pthread_mutex_lock(&db->mu);
+    sx__mutex_lock(&db->mu);
     sx_collection *c = name ? find_locked(db, name, NULL) : NULL;
     if (c)
         atomic_fetch_add(&c->refs, 1);
-    pthread_mutex_unlock(&db->mu);
+    sx__mutex_unlock(&db->mu);
     if (!c)
         return sx__err(SX_ENOTFOUND, "collection %s not found", name ? name : "(null)");
     *out = c;
@@ -409,10 +465,10 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
     out->n_segments = (uint32_t)(v.n - 1);
     out->growing_rows = v.rows[v.n - 1];
     sx__view_release(&v);
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->write_mu);
     out->wal_bytes = sx__wal_bytes(c->wal);
     out->memory_bytes += sx__pkmap_memory(c->pkmap);
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     return SX_OK;
 }
 
@@ -427,13 +483,39 @@ sx_status sx_flush(sx_collection *c)
 
 /* ---------------------------------------------------------------- check */
 
+/* The open collections, each with a reference held (sx__coll_unref each, sx__free the array).
+ * db.mu is held only for the copy, so callers can do long work on them. */
+static sx_status snapshot_colls(sx_db *db, sx_collection ***out, size_t *n)
+{
+    sx__mutex_lock(&db->mu);
+    sx_collection **cs = sx__calloc(db->n_colls + 1, sizeof *cs);
+    size_t k = 0;
+    for (size_t i = 0; cs && i < db->n_colls; i++) {
+        cs[k] = db->colls[i];
+        atomic_fetch_add(&cs[k]->refs, 1);
+        k++;
+    }
+    sx__mutex_unlock(&db->mu);
+    if (!cs)
+        return sx__err(SX_ENOMEM, "out of memory listing collections");
+    *out = cs;
+    *n = k;
+    return SX_OK;
+}
+
+/* Checks every collection open at the call, one at a time, without db.mu: the checksum run is
+ * long I/O, and each collection's check takes its flush_mu (ranked above db.mu). A collection
+ * dropped meanwhile is skipped (its files are gone; there is nothing left to check). */
 sx_status sx_db_check(sx_db *db)
 {
     sx__err_clear();
-    pthread_mutex_lock(&db->mu);
-    sx_status st = SX_OK;
-    for (size_t i = 0; st == SX_OK && i < db->n_colls; i++)
-        st = sx__coll_check(db->colls[i]);
-    pthread_mutex_unlock(&db->mu);
+    sx_collection **cs = NULL;
+    size_t n = 0;
+    sx_status st = snapshot_colls(db, &cs, &n);
+    for (size_t i = 0; st == SX_OK && i < n; i++)
+        st = sx__coll_check(cs[i]);
+    for (size_t i = 0; i < n; i++)
+        sx__coll_unref(cs[i]);
+    sx__free(cs);
     return st;
 }

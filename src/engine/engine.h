@@ -24,6 +24,7 @@
 #include "index/index.h"
 #include "platform/fs.h"
 #include "storage/wal.h"
+#include "util/lock.h"
 
 #define SX__CHUNK_ROWS 8192u /* growing-segment chunk; a multiple of 64 (bitset words) */
 
@@ -56,7 +57,7 @@ typedef struct sx__segment {
     size_t persisted_deleted; /* n_deleted when del_gen was written */
     bool persisted;           /* segment file is durable and in the manifest */
     /* guarded by idx_mu */
-    pthread_mutex_t idx_mu;
+    sx__mutex idx_mu;
     sx__idxref *index;
     bool build_pending;
 } sx__segment;
@@ -80,9 +81,9 @@ struct sx_collection {
     sx_metric metric;
     sx__expr_schema xschema;
 
-    pthread_mutex_t write_mu;
-    pthread_mutex_t flush_mu;
-    pthread_rwlock_t seg_lock;
+    sx__mutex write_mu;
+    sx__mutex flush_mu;
+    sx__rwlock seg_lock;
     /* guarded by seg_lock (write side also holds write_mu when changing it) */
     sx__segment **segs; /* sealed, in id order */
     size_t n_segs;
@@ -103,9 +104,9 @@ struct sx_collection {
     size_t max_growing_rows;
     sx__wal *wal;
     pthread_cond_t index_cv; /* signalled (with seg_lock's companion idx_wait_mu) on builds */
-    pthread_mutex_t idx_wait_mu;
+    sx__mutex idx_wait_mu;
     /* object store (store.c): NULL without one. store_mu guards *cs; order flush_mu -> store_mu */
-    pthread_mutex_t store_mu;
+    sx__mutex store_mu;
     struct sx__cstore *cs;
 };
 
@@ -119,9 +120,11 @@ struct sx_db {
     char *dir;
     sx_db_options opts;
     sx__file *lock;
-    pthread_mutex_t mu; /* guards colls and the job queue */
+    sx__mutex mu; /* guards colls, creating and the job queue */
     sx_collection **colls;
     size_t n_colls;
+    char **creating; /* guarded by mu: names being created (reserved, not yet in colls) */
+    size_t n_creating;
     pthread_cond_t job_cv;
     sx__job *jobs_head, *jobs_tail;
     bool stopping;

@@ -385,13 +385,13 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
         return sx__err(SX_EINVAL, "batch of %zu rows is larger than a segment (%zu rows)", r.n,
                        c->max_growing_rows);
     for (;;) {
-        pthread_mutex_lock(&c->write_mu);
+        sx__mutex_lock(&c->write_mu);
         st = check_writable(c);
         if (st != SX_OK)
             goto unlock;
         if (atomic_load(&c->growing->n_rows) + r.n <= c->max_growing_rows)
             break;
-        pthread_mutex_unlock(&c->write_mu);
+        sx__mutex_unlock(&c->write_mu);
         st = sx__coll_flush(c, true);
         if (st != SX_OK)
             return st;
@@ -460,7 +460,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
         goto unlock;
     }
     commit_rows(c, &r, &prep, upsert); /* also advances next_auto_id past the ids used */
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     sx__wbuf_fini(&w);
     if (st == SX_OK)
         st = sx__wal_sync(c->wal, lsn);
@@ -471,7 +471,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
     sx__free(auto_ids);
     return st;
 unlock:
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     sx__wbuf_fini(&w);
     sx__free(auto_ids);
     return st;
@@ -553,7 +553,7 @@ static sx_status delete_keys(sx_collection *c, const sx_keys *keys, uint64_t *n_
     encode_keys(keys, &w);
     if (!sx__wbuf_ok(&w))
         return sx__err(SX_ENOMEM, "delete");
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->write_mu);
     sx_status st = check_writable(c);
     uint64_t lsn = 0, n = 0;
     if (st == SX_OK)
@@ -562,7 +562,7 @@ static sx_status delete_keys(sx_collection *c, const sx_keys *keys, uint64_t *n_
         st = sx__wal_append(c->wal, SX__REC_DELETE, w.data, w.len, &lsn);
     if (st == SX_OK)
         n = apply_delete(c, keys);
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     sx__wbuf_fini(&w);
     if (st == SX_OK)
         st = sx__wal_sync(c->wal, lsn);

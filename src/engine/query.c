@@ -586,7 +586,7 @@ static sx_status get_impl(sx_collection *c,
         sx__view_release(&v);
         return sx__err(SX_ENOMEM, "get");
     }
-    pthread_mutex_lock(&c->write_mu);
+    sx__mutex_lock(&c->write_mu);
     for (size_t i = 0; i < keys->n; i++) {
         uint64_t seg;
         uint32_t row;
@@ -606,7 +606,7 @@ static sx_status get_impl(sx_collection *c,
             break;
         }
     }
-    pthread_mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->write_mu);
     st = build_rowset(c, &v, refs, n, fields, n_fields, out);
     sx__free(refs);
     sx__view_release(&v);

@@ -58,7 +58,7 @@ seg_alloc(const sx_collection *c, uint64_t id, size_t cap, size_t chunk_rows, sx
             goto nomem;
         s->types_is_str[f] = c->types[f] == SX_FIELD_VARCHAR;
     }
-    pthread_mutex_init(&s->idx_mu, NULL);
+    (void)sx__mutex_init(&s->idx_mu, SX__RANK_SEG_IDX, "segment.idx_mu");
     *out = s;
     return SX_OK;
 nomem:
@@ -124,7 +124,7 @@ static void seg_free(sx__segment *s)
     sx__fs_unmap(s->map, s->map_len);
     if (s->index)
         sx__idxref_unref(s->index);
-    pthread_mutex_destroy(&s->idx_mu);
+    sx__mutex_destroy(&s->idx_mu);
     sx__free(s);
 }
 

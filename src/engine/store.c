@@ -600,9 +600,9 @@ void sx__store_touch(sx_collection *c, const char *name)
 {
     if (!c->cs)
         return;
-    pthread_mutex_lock(&c->store_mu);
+    sx__mutex_lock(&c->store_mu);
     touch_locked(c->cs, name);
-    pthread_mutex_unlock(&c->store_mu);
+    sx__mutex_unlock(&c->store_mu);
 }
 
 /* After a successful sync (flush_mu and store_mu held, m = the committed store manifest): while
@@ -659,9 +659,9 @@ sx_status sx__store_sync_locked(sx_collection *c)
         return SX_OK;
     if (atomic_load(&c->dropped))
         return SX_OK;
-    pthread_mutex_lock(&c->store_mu);
+    sx__mutex_lock(&c->store_mu);
     if (cs->dropping) {
-        pthread_mutex_unlock(&c->store_mu);
+        sx__mutex_unlock(&c->store_mu);
         return SX_OK;
     }
     char msg[512];
@@ -764,7 +764,7 @@ out:
     }
     sx__wbuf_fini(&w);
     stm_fini(&m);
-    pthread_mutex_unlock(&c->store_mu);
+    sx__mutex_unlock(&c->store_mu);
     return st;
 }
 
@@ -772,9 +772,9 @@ sx_status sx__store_sync(sx_collection *c)
 {
     if (!c->cs)
         return SX_OK;
-    pthread_mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->flush_mu);
     sx_status st = sx__store_sync_locked(c);
-    pthread_mutex_unlock(&c->flush_mu);
+    sx__mutex_unlock(&c->flush_mu);
     return st;
 }
 
@@ -782,25 +782,25 @@ void sx__store_mark_dirty(sx_collection *c)
 {
     if (!c->cs)
         return;
-    pthread_mutex_lock(&c->store_mu);
+    sx__mutex_lock(&c->store_mu);
     c->cs->dirty = true;
-    pthread_mutex_unlock(&c->store_mu);
+    sx__mutex_unlock(&c->store_mu);
 }
 
 bool sx__store_is_dirty(sx_collection *c)
 {
     if (!c->cs)
         return false;
-    pthread_mutex_lock(&c->store_mu);
+    sx__mutex_lock(&c->store_mu);
     bool d = c->cs->dirty;
-    pthread_mutex_unlock(&c->store_mu);
+    sx__mutex_unlock(&c->store_mu);
     return d;
 }
 
 void sx__store_index_begin(sx_collection *c)
 {
     if (c->cs)
-        pthread_mutex_lock(&c->store_mu);
+        sx__mutex_lock(&c->store_mu);
 }
 
 void sx__store_index_end(sx_collection *c, uint64_t seg_id)
@@ -812,7 +812,7 @@ void sx__store_index_end(sx_collection *c, uint64_t seg_id)
     (void)snprintf(name, sizeof name, "seg-%020" PRIu64 ".idx", seg_id);
     touch_locked(c->cs, name); /* just written: the most recently used */
     c->cs->dirty = true;
-    pthread_mutex_unlock(&c->store_mu);
+    sx__mutex_unlock(&c->store_mu);
 }
 
 void sx__store_after_build(sx_collection *c, const atomic_bool *cancel)
@@ -824,9 +824,9 @@ void sx__store_after_build(sx_collection *c, const atomic_bool *cancel)
     for (int i = 0; i < 400; i++) {
         if (atomic_load(&c->dropped) || atomic_load(cancel))
             return;
-        if (pthread_mutex_trylock(&c->flush_mu) == 0) {
+        if (sx__mutex_trylock(&c->flush_mu)) {
             sx__ignore(sx__store_sync_locked(c));
-            pthread_mutex_unlock(&c->flush_mu);
+            sx__mutex_unlock(&c->flush_mu);
             return;
         }
         struct timespec ts = { 0, 5000000L };
@@ -840,8 +840,8 @@ sx_status sx__store_drop_begin(sx_collection *c)
 {
     if (!c->cs)
         return SX_OK;
-    pthread_mutex_lock(&c->flush_mu);
-    pthread_mutex_lock(&c->store_mu);
+    sx__mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->store_mu);
     char key[1024], msg[512];
     (void)snprintf(key, sizeof key, "%s/MANIFEST", c->name);
     sx_status st = sx__objstore_del(c->db->store, key);
@@ -854,8 +854,8 @@ sx_status sx__store_drop_begin(sx_collection *c)
                      "object store %s: deleting %s failed: %s; collection %s was not dropped",
                      c->db->store->url, key, msg, c->name);
     }
-    pthread_mutex_unlock(&c->store_mu);
-    pthread_mutex_unlock(&c->flush_mu);
+    sx__mutex_unlock(&c->store_mu);
+    sx__mutex_unlock(&c->flush_mu);
     return st;
 }
 
@@ -1007,7 +1007,7 @@ sx_status sx_db_sync(sx_db *db)
         return sx__err(SX_EINVAL, "sx_db_sync: no database");
     if (!db->store || db->opts.read_only)
         return SX_OK;
-    pthread_mutex_lock(&db->mu);
+    sx__mutex_lock(&db->mu);
     sx_collection **cs = sx__calloc(db->n_colls + 1, sizeof *cs);
     size_t n = 0;
     for (size_t i = 0; cs && i < db->n_colls; i++) {
@@ -1015,7 +1015,7 @@ sx_status sx_db_sync(sx_db *db)
         atomic_fetch_add(&cs[n]->refs, 1);
         n++;
     }
-    pthread_mutex_unlock(&db->mu);
+    sx__mutex_unlock(&db->mu);
     if (!cs)
         return sx__err(SX_ENOMEM, "sync");
     sx_status first = SX_OK;

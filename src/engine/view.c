@@ -13,13 +13,13 @@
 sx_status sx__view_get(sx_collection *c, sx__view *v)
 {
     memset(v, 0, sizeof *v);
-    pthread_rwlock_rdlock(&c->seg_lock);
+    sx__rwlock_rdlock(&c->seg_lock);
     size_t n = c->n_segs + 1;
     v->segs = sx__calloc(n, sizeof(sx__segment *));
     v->rows = sx__calloc(n, sizeof(size_t));
     v->idx = sx__calloc(n, sizeof(sx__idxref *));
     if (!v->segs || !v->rows || !v->idx) {
-        pthread_rwlock_unlock(&c->seg_lock);
+        sx__rwlock_unlock(&c->seg_lock);
         sx__view_release(v);
         return sx__err(SX_ENOMEM, "read view");
     }
@@ -28,15 +28,15 @@ sx_status sx__view_get(sx_collection *c, sx__view *v)
         sx__seg_ref(s);
         v->segs[i] = s;
         v->rows[i] = atomic_load_explicit(&s->n_rows, memory_order_acquire);
-        pthread_mutex_lock(&s->idx_mu);
+        sx__mutex_lock(&s->idx_mu);
         if (s->index) {
             atomic_fetch_add(&s->index->refs, 1);
             v->idx[i] = s->index;
         }
-        pthread_mutex_unlock(&s->idx_mu);
+        sx__mutex_unlock(&s->idx_mu);
     }
     v->n = n;
-    pthread_rwlock_unlock(&c->seg_lock);
+    sx__rwlock_unlock(&c->seg_lock);
     return SX_OK;
 }
 

@@ -29,6 +29,7 @@
 
 #include "util/alloc.h"
 #include "util/err.h"
+#include "util/lock.h"
 
 enum { B_LOADING = 0, B_READY = 1, B_FAILED = 2 };
 
@@ -59,7 +60,7 @@ struct sx__blockcache {
     uint64_t limit;
     uint32_t block;
     uint32_t shift; /* log2(block) */
-    pthread_mutex_t mu;
+    sx__mutex mu;
     pthread_cond_t cv; /* broadcast when a fetch completes */
     int refs;          /* the owner's + one per open object */
     uint32_t next_id;
@@ -221,7 +222,7 @@ sx_status sx__blockcache_new(sx__objstore *store,
     bc->next_id = 1;
     bc->st.limit_bytes = limit_bytes;
     bc->st.block_bytes = block_bytes;
-    pthread_mutex_init(&bc->mu, NULL);
+    (void)sx__mutex_init(&bc->mu, SX__RANK_BLOCKCACHE, "blockcache.mu");
     pthread_cond_init(&bc->cv, NULL);
     *out = bc;
     return SX_OK;
@@ -239,7 +240,7 @@ static void cache_destroy(sx__blockcache *bc)
         }
     }
     sx__free(bc->buckets);
-    pthread_mutex_destroy(&bc->mu);
+    sx__mutex_destroy(&bc->mu);
     pthread_cond_destroy(&bc->cv);
     sx__free(bc);
 }
@@ -248,9 +249,9 @@ void sx__blockcache_release(sx__blockcache *bc)
 {
     if (!bc)
         return;
-    pthread_mutex_lock(&bc->mu);
+    sx__mutex_lock(&bc->mu);
     bool last = --bc->refs == 0;
-    pthread_mutex_unlock(&bc->mu);
+    sx__mutex_unlock(&bc->mu);
     if (last)
         cache_destroy(bc);
 }
@@ -258,25 +259,25 @@ void sx__blockcache_release(sx__blockcache *bc)
 sx_status
 sx__blockcache_open(sx__blockcache *bc, const char *key, uint64_t size, sx__bc_object **out)
 {
-    pthread_mutex_lock(&bc->mu);
+    sx__mutex_lock(&bc->mu);
     for (sx__bc_object *o = bc->objects; o; o = o->next) {
         if (strcmp(o->key, key) != 0)
             continue;
         if (o->size != size) {
-            pthread_mutex_unlock(&bc->mu);
+            sx__mutex_unlock(&bc->mu);
             return sx__err(SX_EINVAL, "block cache: %s opened with %llu and %llu bytes", key,
                            (unsigned long long)o->size, (unsigned long long)size);
         }
         o->handles++;
         bc->refs++;
-        pthread_mutex_unlock(&bc->mu);
+        sx__mutex_unlock(&bc->mu);
         *out = o;
         return SX_OK;
     }
     sx__bc_object *o = sx__calloc(1, sizeof *o);
     char *k = sx__strdup(key);
     if (!o || !k) {
-        pthread_mutex_unlock(&bc->mu);
+        sx__mutex_unlock(&bc->mu);
         sx__free(o);
         sx__free(k);
         return sx__err(SX_ENOMEM, "block cache");
@@ -289,7 +290,7 @@ sx__blockcache_open(sx__blockcache *bc, const char *key, uint64_t size, sx__bc_o
     o->next = bc->objects;
     bc->objects = o;
     bc->refs++;
-    pthread_mutex_unlock(&bc->mu);
+    sx__mutex_unlock(&bc->mu);
     *out = o;
     return SX_OK;
 }
@@ -299,7 +300,7 @@ void sx__blockcache_close(sx__bc_object *ob)
     if (!ob)
         return;
     sx__blockcache *bc = ob->bc;
-    pthread_mutex_lock(&bc->mu);
+    sx__mutex_lock(&bc->mu);
     bool last_ref = false;
     if (--ob->handles == 0) {
         /* drop its blocks: no read of it runs (the caller's contract), so none is LOADING */
@@ -318,7 +319,7 @@ void sx__blockcache_close(sx__bc_object *ob)
         sx__free(ob);
     }
     last_ref = --bc->refs == 0;
-    pthread_mutex_unlock(&bc->mu);
+    sx__mutex_unlock(&bc->mu);
     if (last_ref)
         cache_destroy(bc);
 }
@@ -388,11 +389,11 @@ static sx_status fetch_run(sx__bc_object *ob, uint64_t first, uint64_t last, uin
     if (st == SX_OK && nrun > 0) {
         bc->st.misses += nrun;
         bc->st.fetches++;
-        pthread_mutex_unlock(&bc->mu);
+        sx__mutex_unlock(&bc->mu);
         tmp = nrun == 1 ? run[0]->data : sx__malloc((size_t)rlen);
         st = tmp ? sx__objstore_get_range(bc->store, ob->key, rstart, (size_t)rlen, tmp)
                  : sx__err(SX_ENOMEM, "block cache: %s", ob->key);
-        pthread_mutex_lock(&bc->mu);
+        sx__mutex_lock(&bc->mu);
     }
     if (st == SX_OK) {
         bc->st.bytes_fetched += rlen;
@@ -440,7 +441,7 @@ sx_status sx__blockcache_read(sx__bc_object *ob, uint64_t off, size_t len, void 
     sx__blockcache *bc = ob->bc;
     uint64_t first = off >> bc->shift, last = (off + len - 1) >> bc->shift;
     sx_status st = SX_OK;
-    pthread_mutex_lock(&bc->mu);
+    sx__mutex_lock(&bc->mu);
     uint64_t b = first;
     while (b <= last && st == SX_OK) {
         blk *e = find(bc, ob->id, b);
@@ -456,7 +457,7 @@ sx_status sx__blockcache_read(sx__bc_object *ob, uint64_t off, size_t len, void 
             e->pins++;
             bc->st.waits++;
             while (e->state == B_LOADING)
-                pthread_cond_wait(&bc->cv, &bc->mu);
+                sx__cond_wait(&bc->cv, &bc->mu);
             e->pins--;
             if (e->state == B_READY) {
                 copy_part(bc->shift, b, e->data, e->len, off, len, buf);
@@ -477,7 +478,7 @@ sx_status sx__blockcache_read(sx__bc_object *ob, uint64_t off, size_t len, void 
         st = fetch_run(ob, b, last, off, len, buf, &next);
         b = next;
     }
-    pthread_mutex_unlock(&bc->mu);
+    sx__mutex_unlock(&bc->mu);
     return st;
 }
 
@@ -487,7 +488,7 @@ void sx__blockcache_invalidate(sx__bc_object *ob, uint64_t off, size_t len)
         return;
     sx__blockcache *bc = ob->bc;
     uint64_t first = off >> bc->shift, last = (off + len - 1) >> bc->shift;
-    pthread_mutex_lock(&bc->mu);
+    sx__mutex_lock(&bc->mu);
     for (uint64_t b = first; b <= last; b++) {
         blk *e = find(bc, ob->id, b);
         if (e && e->state == B_READY) {
@@ -495,12 +496,12 @@ void sx__blockcache_invalidate(sx__bc_object *ob, uint64_t off, size_t len)
             bc->st.invalidations++;
         }
     }
-    pthread_mutex_unlock(&bc->mu);
+    sx__mutex_unlock(&bc->mu);
 }
 
 void sx__blockcache_stats_get(sx__blockcache *bc, sx__blockcache_stats *out)
 {
-    pthread_mutex_lock(&bc->mu);
+    sx__mutex_lock(&bc->mu);
     *out = bc->st;
-    pthread_mutex_unlock(&bc->mu);
+    sx__mutex_unlock(&bc->mu);
 }

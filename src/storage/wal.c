@@ -85,6 +85,7 @@
 #include "util/buf.h"
 #include "util/crc32c.h"
 #include "util/err.h"
+#include "util/lock.h"
 
 static const uint8_t MAGIC[8] = { 'S', 'X', 'W', 'A', 'L', '0', '0', '1' }; /* no NUL on disk */
 #define WAL_VERSION     1u
@@ -104,7 +105,7 @@ struct sx__wal {
     char *dir; /* owned */
     bool do_sync;
     bool read_only;
-    pthread_mutex_t mu;
+    sx__mutex mu;
     pthread_cond_t cv;    /* signalled (broadcast) when a flush ends */
     sx__wbuf buf;         /* guarded by: mu. records (written_lsn, next_lsn) not yet taken */
     sx__wbuf spare;       /* guarded by: mu. recycled flush buffer (empty while one is out) */
@@ -665,7 +666,7 @@ static void lead_flush(sx__wal *w, bool want_durable)
     bool do_fsync = want_durable && w->do_sync;
     sx__file *f = w->cur;
     w->flushing = true;
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
 
     sx_status st = SX_OK;
     bool synced = false;
@@ -676,7 +677,7 @@ static void lead_flush(sx__wal *w, bool want_durable)
         synced = true;
     }
 
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     w->flushing = false;
     if (synced)
         w->fsyncs++;
@@ -709,7 +710,7 @@ static sx_status commit_locked(sx__wal *w, uint64_t lsn, bool want_durable)
         if (w->fatal)
             return fatal_err(w);
         if (w->flushing) {
-            pthread_cond_wait(&w->cv, &w->mu);
+            sx__cond_wait(&w->cv, &w->mu);
             continue;
         }
         lead_flush(w, want_durable);
@@ -726,7 +727,7 @@ static sx_status quiesce_locked(sx__wal *w)
         if (w->fatal)
             return fatal_err(w);
         if (w->flushing) {
-            pthread_cond_wait(&w->cv, &w->mu);
+            sx__cond_wait(&w->cv, &w->mu);
             continue;
         }
         if (w->durable_lsn == w->written_lsn && (led || w->written_lsn == w->next_lsn - 1))
@@ -748,13 +749,13 @@ static sx_status wal_new(const char *dir, bool do_sync, bool read_only, sx__wal 
         sx__free(w);
         return sx__err(SX_ENOMEM, "WAL %s: out of memory", dir);
     }
-    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+    if (sx__mutex_init(&w->mu, SX__RANK_WAL, "wal.mu") != 0) {
         sx__free(w->dir);
         sx__free(w);
         return sx__err(SX_ENOMEM, "WAL %s: cannot create a mutex", dir);
     }
     if (pthread_cond_init(&w->cv, NULL) != 0) {
-        pthread_mutex_destroy(&w->mu);
+        sx__mutex_destroy(&w->mu);
         sx__free(w->dir);
         sx__free(w);
         return sx__err(SX_ENOMEM, "WAL %s: cannot create a condition variable", dir);
@@ -773,7 +774,7 @@ static void wal_free(sx__wal *w)
     sx__wbuf_fini(&w->spare);
     sx__free(w->files);
     pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    sx__mutex_destroy(&w->mu);
     sx__free(w->dir);
     sx__free(w);
 }
@@ -957,10 +958,10 @@ sx_status sx__wal_close(sx__wal *w)
     if (!w)
         return SX_OK;
     sx_status st = SX_OK;
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     if (!w->read_only)
         st = w->fatal ? fatal_err(w) : commit_locked(w, w->next_lsn - 1, true);
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     if (w->cur) {
         sx_status cst = sx__file_close(w->cur);
         if (st == SX_OK)
@@ -981,7 +982,7 @@ sx_status sx__wal_append(sx__wal *w, uint8_t type, const void *payload, size_t l
     if (len > 0 && !payload)
         return sx__err(SX_EINVAL, "WAL append: NULL payload");
     sx_status st = SX_OK;
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     if (w->fatal) {
         st = fatal_err(w);
         goto out;
@@ -1006,14 +1007,14 @@ sx_status sx__wal_append(sx__wal *w, uint8_t type, const void *payload, size_t l
     }
     *lsn = w->next_lsn++;
 out:
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return st;
 }
 
 sx_status sx__wal_sync(sx__wal *w, uint64_t lsn)
 {
     sx_status st;
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     if (w->fatal) {
         st = fatal_err(w);
     } else {
@@ -1021,7 +1022,7 @@ sx_status sx__wal_sync(sx__wal *w, uint64_t lsn)
             lsn = w->next_lsn - 1; /* nothing beyond the last append can be waited for */
         st = commit_locked(w, lsn, true);
     }
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return st;
 }
 
@@ -1031,7 +1032,7 @@ sx_status sx__wal_rotate(sx__wal *w, uint64_t *next_lsn)
 {
     if (w->read_only)
         return sx__err(SX_EINVAL, "WAL %s is open read-only", w->dir);
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     sx_status st = quiesce_locked(w);
     if (st != SX_OK)
         goto out;
@@ -1055,7 +1056,7 @@ sx_status sx__wal_rotate(sx__wal *w, uint64_t *next_lsn)
     (void)cst;
     *next_lsn = w->next_lsn;
 out:
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return st;
 }
 
@@ -1064,7 +1065,7 @@ sx_status sx__wal_truncate_before(sx__wal *w, uint64_t lsn)
     if (w->read_only)
         return sx__err(SX_EINVAL, "WAL %s is open read-only", w->dir);
     sx_status st = SX_OK;
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     if (w->fatal) {
         st = fatal_err(w);
         goto out;
@@ -1096,7 +1097,7 @@ sx_status sx__wal_truncate_before(sx__wal *w, uint64_t lsn)
         }
     }
 out:
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return st;
 }
 
@@ -1104,41 +1105,41 @@ out:
 
 uint64_t sx__wal_last_lsn(sx__wal *w)
 {
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     uint64_t v = w->next_lsn - 1;
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return v;
 }
 
 uint64_t sx__wal_durable_lsn(sx__wal *w)
 {
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     uint64_t v = w->durable_lsn;
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return v;
 }
 
 uint64_t sx__wal_bytes(sx__wal *w)
 {
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     uint64_t v = w->file_bytes + w->buf.len;
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return v;
 }
 
 uint64_t sx__wal_fsync_count(sx__wal *w)
 {
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     uint64_t v = w->fsyncs;
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return v;
 }
 
 bool sx__wal_is_fatal(sx__wal *w)
 {
-    pthread_mutex_lock(&w->mu);
+    sx__mutex_lock(&w->mu);
     bool v = w->fatal;
-    pthread_mutex_unlock(&w->mu);
+    sx__mutex_unlock(&w->mu);
     return v;
 }
 
