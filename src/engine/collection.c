@@ -18,7 +18,7 @@
  * Metric change (sx_collection_set_metric, no index): the metric lives in the manifest and is
  * changed under flush_mu + write_mu (+ seg_lock for the store). WAL records hold raw vectors and
  * replay normalises them when the manifest says COSINE, so a change to COSINE with rows first
- * flushes the growing rows, then rewrites every sealed segment normalised (compact_one) and
+ * flushes the growing rows, then rewrites every sealed segment normalised (compact_copy) and
  * commits segments and metric with one manifest write.
  * Invariants: (1) the manifest never names a file that is not durable; (2) every record with
  * LSN <= checkpoint_lsn is reflected in the named files; (3) WAL files are deleted only after the
@@ -670,16 +670,20 @@ sx_status sx__coll_check(sx_collection *c)
 
 /* ---------------------------------------------------------------- compaction */
 
-/* Rewrites one sealed segment without its deleted rows, under a new id, and writes its file
- * (not yet named by the manifest). `normalise`: scale every vector to unit length (a change of
- * metric to COSINE). Caller holds flush_mu and write_mu.
- * XXX: writers wait for the rewrite of this segment; a later version copies outside write_mu and
- * replays the deletes that raced with it. */
-static sx_status compact_one(sx_collection *c, size_t i, bool normalise, sx__segment **out_new)
+/* Rewrites sealed segment s without the rows set in `gone` (a delete bitmap: the segment's own,
+ * or a snapshot of it), as a new segment `id`, and writes its file (durable, not yet named by the
+ * manifest). `normalise`: scale every vector to unit length (a change of metric to COSINE).
+ * Reads only s's rows, which never change once sealed, so it needs no lock of its own; the
+ * caller holds flush_mu (nothing else replaces s meanwhile). */
+static sx_status compact_copy(sx_collection *c,
+                              const sx__segment *s,
+                              const uint64_t *gone,
+                              uint64_t id,
+                              bool normalise,
+                              sx__segment **out_new)
 {
-    sx__segment *s = c->segs[i];
     size_t n = atomic_load(&s->n_rows);
-    size_t live = n - atomic_load(&s->n_deleted);
+    size_t live = n - sx__bits_count(gone, n);
     void **cols = sx__calloc(c->n_fields, sizeof(void *));
     if (!cols)
         return sx__err(SX_ENOMEM, "compaction");
@@ -693,7 +697,7 @@ static sx_status compact_one(sx_collection *c, size_t i, bool normalise, sx__seg
         }
         size_t k = 0;
         for (size_t r = 0; r < n; r++) {
-            if (sx__bits_test(s->deleted, r))
+            if (sx__bits_test(gone, r))
                 continue;
             const void *cell = sx__seg_cell(s, f, r, w);
             if (c->types[f] == SX_FIELD_VARCHAR) {
@@ -718,7 +722,7 @@ static sx_status compact_one(sx_collection *c, size_t i, bool normalise, sx__seg
     }
     sx__segment *ns = NULL;
     if (st == SX_OK)
-        st = sx__seg_new_sealed(c, c->next_seg_id++, live, cols, &ns);
+        st = sx__seg_new_sealed(c, id, live, cols, &ns);
     if (st != SX_OK) {
         for (size_t f = 0; f < c->n_fields; f++) {
             if (cols[f] && c->types[f] == SX_FIELD_VARCHAR)
@@ -746,6 +750,7 @@ static sx_status compact_one(sx_collection *c, size_t i, bool normalise, sx__seg
     st = sx__segfile_write(path, ns->id, live, sc, c->n_fields);
     sx__free(sc);
     if (st != SX_OK) {
+        sx__ignore(sx__fs_unlink(path));
         sx__seg_unref(ns);
         return st;
     }
@@ -754,6 +759,135 @@ static sx_status compact_one(sx_collection *c, size_t i, bool normalise, sx__seg
     return SX_OK;
 }
 
+/* The old segment's files, once a manifest no longer names it. Caller holds flush_mu. */
+static void remove_seg_files(sx_collection *c, const sx__segment *old)
+{
+    char path[4096];
+    sx__coll_path(c, path, sizeof path, "sxs", old->id);
+    sx__ignore(sx__fs_unlink(path));
+    sx__coll_path(c, path, sizeof path, "idx", old->id);
+    sx__ignore(sx__fs_unlink(path));
+    sx__store_forget_local(c, old->id);
+    if (c->iops && c->iops->remove_files) {
+        sx__idx_prefix(c, path, sizeof path, old->id);
+        c->iops->remove_files(path);
+    }
+    if (old->del_gen) {
+        del_path(c, path, sizeof path, old->id, old->del_gen);
+        sx__ignore(sx__fs_unlink(path));
+    }
+}
+
+void (*sx__compact_hook)(sx_collection *c, uint64_t seg_id);
+
+/* Compacts the sealed segment with id `seg_id`, in three steps, so writers wait only for the
+ * first and the last (both O(rows) bit and map work, no I/O):
+ *   1. under write_mu: snapshot the segment's delete bits, take a new segment id;
+ *   2. no lock but flush_mu: copy the rows live in the snapshot into a new segment and write its
+ *      file (compact_copy): inserts, upserts and deletes go on meanwhile, deletes and upserts of
+ *      its rows still mark the old segment (the pk map points there);
+ *   3. under write_mu: replay onto the new segment the deletes that arrived during step 2 (rows
+ *      live in the snapshot and deleted now), re-point the primary keys of the rows still live,
+ *      swap the segment in (under seg_lock). The new segment's delete bits are persisted by the
+ *      next flush; until then those deletes are in the WAL after the checkpoint, and recovery
+ *      replays them against the new segment (the pk map is rebuilt from its live rows).
+ * Then the manifest names the new segment and the old one's files go. *done = true when the
+ * segment was rewritten. Caller holds flush_mu. */
+static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
+{
+    *done = false;
+    sx__mutex_lock(&c->write_mu);
+    sx__segment *old = NULL;
+    for (size_t i = 0; i < c->n_segs; i++)
+        if (c->segs[i]->id == seg_id)
+            old = c->segs[i];
+    if (sx__wal_is_fatal(c->wal)) {
+        sx__mutex_unlock(&c->write_mu);
+        return sx__err(SX_EFATAL, "database is in the error state");
+    }
+    if (!old || !old->persisted || atomic_load(&old->n_deleted) == 0) {
+        sx__mutex_unlock(&c->write_mu);
+        return SX_OK;
+    }
+    size_t n = atomic_load(&old->n_rows), words = sx__bits_words(n);
+    uint64_t *snap = sx__malloc(words * 8 + 8);
+    if (!snap) {
+        sx__mutex_unlock(&c->write_mu);
+        return sx__err(SX_ENOMEM, "compaction");
+    }
+    for (size_t w = 0; w < words; w++)
+        snap[w] = __atomic_load_n(&old->deleted[w], __ATOMIC_RELAXED);
+    uint64_t new_id = c->next_seg_id++;
+    sx__seg_ref(old);
+    sx__mutex_unlock(&c->write_mu);
+
+    if (sx__compact_hook)
+        sx__compact_hook(c, seg_id); /* tests: writes that race with the copy */
+    sx__segment *ns = NULL;
+    sx_status st = compact_copy(c, old, snap, new_id, false, &ns);
+    if (st != SX_OK) {
+        sx__free(snap);
+        sx__seg_unref(old);
+        return st;
+    }
+
+    sx__mutex_lock(&c->write_mu);
+    size_t pos = c->n_segs;
+    for (size_t i = 0; i < c->n_segs; i++)
+        if (c->segs[i] == old)
+            pos = i;
+    size_t k = 0, raced = 0;
+    size_t pkw = sx__field_width(c, c->pk);
+    for (size_t r = 0; pos < c->n_segs && r < n; r++) {
+        if (sx__bits_test(snap, r))
+            continue;
+        if (sx__bits_test_atomic(old->deleted, r)) {
+            sx__bits_set_atomic(ns->deleted, k); /* deleted during the copy */
+            raced++;
+        } else {
+            const void *pk = sx__seg_cell(old, c->pk, r, pkw);
+            sx_status pst =
+                c->types[c->pk] == SX_FIELD_INT64
+                    ? sx__pkmap_put_i(c->pkmap, *(const int64_t *)pk, ns->id, (uint32_t)k)
+                    : sx__pkmap_put_s(c->pkmap, *(char *const *)pk, ns->id, (uint32_t)k);
+            if (pst != SX_OK && st == SX_OK)
+                st = pst;
+        }
+        k++;
+    }
+    if (pos < c->n_segs) {
+        atomic_store(&ns->n_deleted, raced);
+        ns->persisted_deleted = 0; /* the next flush writes its delete file */
+        sx__rwlock_wrlock(&c->seg_lock);
+        c->segs[pos] = ns;
+        sx__rwlock_unlock(&c->seg_lock);
+    }
+    sx__mutex_unlock(&c->write_mu);
+    sx__free(snap);
+    if (pos == c->n_segs) { /* cannot happen under flush_mu; refuse to guess */
+        char path[4096];
+        sx__coll_path(c, path, sizeof path, "sxs", ns->id);
+        sx__ignore(sx__fs_unlink(path));
+        sx__seg_unref(ns);
+        sx__seg_unref(old);
+        return sx__err(SX_EIO, "compaction: segment %" PRIu64 " vanished", seg_id);
+    }
+    sx_status mst = sx__write_manifest(c, NULL);
+    if (st == SX_OK)
+        st = mst;
+    if (mst == SX_OK)
+        remove_seg_files(c, old);
+    sx__seg_unref(old); /* the list's reference; views may still hold theirs */
+    sx__seg_unref(old); /* ours */
+    if (c->iops)
+        sx__seg_attach_index(c, ns);
+    *done = true;
+    return st;
+}
+
+/* Compaction: rewrites every sealed segment that has deleted rows (compact_seg). Holds flush_mu
+ * throughout (flushes, index changes and other compactions wait), write_mu only around the
+ * snapshot and the swap of each segment, so inserts and deletes go on during the rewrites. */
 sx_status sx_compact(sx_collection *c)
 {
     sx__err_clear();
@@ -762,61 +896,29 @@ sx_status sx_compact(sx_collection *c)
     if (st != SX_OK)
         return st;
     sx__mutex_lock(&c->flush_mu);
-    sx__mutex_lock(&c->write_mu);
-    st = sx__wal_is_fatal(c->wal) ? sx__err(SX_EFATAL, "database is in the error state") : SX_OK;
-    for (size_t i = 0; st == SX_OK && i < c->n_segs; i++) {
-        sx__segment *old = c->segs[i];
-        if (atomic_load(&old->n_deleted) == 0 || !old->persisted)
-            continue;
-        sx__segment *ns = NULL;
-        st = compact_one(c, i, false, &ns);
-        if (st != SX_OK)
-            break;
-        /* re-point the primary keys of the moved rows */
-        size_t n = atomic_load(&old->n_rows), k = 0;
-        for (size_t r = 0; st == SX_OK && r < n; r++) {
-            if (sx__bits_test(old->deleted, r))
-                continue;
-            const void *pk = sx__seg_cell(old, c->pk, r, sx__field_width(c, c->pk));
-            if (c->types[c->pk] == SX_FIELD_INT64)
-                st = sx__pkmap_put_i(c->pkmap, *(const int64_t *)pk, ns->id, (uint32_t)k);
-            else
-                st = sx__pkmap_put_s(c->pkmap, *(char *const *)pk, ns->id, (uint32_t)k);
-            k++;
-        }
-        sx__rwlock_wrlock(&c->seg_lock);
-        c->segs[i] = ns;
-        sx__rwlock_unlock(&c->seg_lock);
-        sx__mutex_unlock(&c->write_mu);
-        sx_status mst = sx__write_manifest(c, NULL);
-        sx__mutex_lock(&c->write_mu);
-        if (st == SX_OK)
-            st = mst;
-        if (mst == SX_OK) {
-            char path[4096];
-            sx__coll_path(c, path, sizeof path, "sxs", old->id);
-            sx__ignore(sx__fs_unlink(path));
-            sx__coll_path(c, path, sizeof path, "idx", old->id);
-            sx__ignore(sx__fs_unlink(path));
-            sx__store_forget_local(c, old->id);
-            if (c->iops && c->iops->remove_files) {
-                sx__idx_prefix(c, path, sizeof path, old->id);
-                c->iops->remove_files(path);
-            }
-            if (old->del_gen) {
-                del_path(c, path, sizeof path, old->id, old->del_gen);
-                sx__ignore(sx__fs_unlink(path));
-            }
-        }
-        sx__seg_unref(old);
-        if (c->iops) {
-            sx__mutex_unlock(&c->write_mu);
-            sx__seg_attach_index(c, ns);
-            sx__mutex_lock(&c->write_mu);
-        }
+    if (atomic_load(&c->dropped)) {
+        sx__mutex_unlock(&c->flush_mu);
+        return sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
     }
+    /* the ids to visit: the list only changes under flush_mu, which we hold */
+    sx__mutex_lock(&c->write_mu);
+    size_t n = c->n_segs;
+    uint64_t *ids = sx__calloc(n + 1, sizeof *ids);
+    for (size_t i = 0; ids && i < n; i++)
+        ids[i] = c->segs[i]->id;
     sx__mutex_unlock(&c->write_mu);
-    if (st == SX_OK)
+    if (!ids) {
+        sx__mutex_unlock(&c->flush_mu);
+        return sx__err(SX_ENOMEM, "compaction");
+    }
+    bool any = false;
+    for (size_t i = 0; st == SX_OK && i < n; i++) {
+        bool done = false;
+        st = compact_seg(c, ids[i], &done);
+        any |= done;
+    }
+    sx__free(ids);
+    if (st == SX_OK && any)
         st = sx__store_sync_locked(c); /* the compacted segments, then GC of the old ones */
     sx__mutex_unlock(&c->flush_mu);
     return st;
@@ -825,7 +927,7 @@ sx_status sx_compact(sx_collection *c)
 /* ---------------------------------------------------------------- metric change */
 
 /* Re-points the primary keys of the live rows of `old` to their rows in `ns` (old's live rows in
- * order, as compact_one copies them). Caller holds write_mu. */
+ * order, as compact_copy copies them). Caller holds write_mu. */
 static sx_status repoint_keys(sx_collection *c, const sx__segment *old, const sx__segment *ns)
 {
     sx_status st = SX_OK;
@@ -875,7 +977,7 @@ static sx_status normalise_all(sx_collection *c, sx_metric m)
     char path[4096];
     for (size_t i = 0; st == SX_OK && i < n; i++) {
         olds[i] = c->segs[i];
-        st = compact_one(c, i, true, &news[i]);
+        st = compact_copy(c, olds[i], olds[i]->deleted, c->next_seg_id++, true, &news[i]);
     }
     sx_metric old_metric = c->metric;
     if (st == SX_OK) {

@@ -214,6 +214,10 @@ SX_NODISCARD sx_status sx__coll_open(sx_db *db, const char *name, sx_collection 
 void sx__coll_unref(sx_collection *c);
 SX_NODISCARD sx_status sx__coll_flush(sx_collection *c, bool from_insert);
 SX_NODISCARD sx_status sx__coll_check(sx_collection *c);
+/* Tests only (NULL otherwise): called by compaction between the delete-bit snapshot of a
+ * segment and its rewrite, on the compacting thread with only flush_mu held, so a test can make
+ * writes race with the copy deterministically. */
+extern void (*sx__compact_hook)(sx_collection *c, uint64_t seg_id);
 SX_NODISCARD sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens);
 /* <dir>/seg-<id>.<ext> */
 void sx__coll_path(const sx_collection *c, char *buf, size_t n, const char *ext, uint64_t id);

@@ -1,0 +1,290 @@
+/*
+ * test_compact.c: compaction runs its segment rewrite outside write_mu, so writes race with it;
+ * the races are made deterministic with sx__compact_hook (called on the compacting thread after
+ * the delete-bit snapshot, before the copy). Checked: deletes and upserts of the segment's rows
+ * that arrive during the copy are applied to the new segment (count, get, search never return
+ * them), inserts during the copy are kept, all of it survives a flush + reopen and a reopen
+ * without a flush (WAL replay against the compacted segment), and a writer is not blocked by a
+ * running compaction (an insert completes while the hook holds the compaction mid-copy).
+ */
+#include <pthread.h>
+#include <sextant.h>
+
+#include "engine/engine.h"
+#include "harness.h"
+
+#define DIM 4
+#define N   3000
+
+static sx_db *db;
+static sx_collection *coll;
+static const char *dir;
+
+static void open_db(void)
+{
+    sx_db_options o = { 0 };
+    o.build_threads = 1;
+    ASSERT_OK(sx_db_open(dir, &o, &db));
+    ASSERT_OK(sx_collection_open(db, "c", &coll));
+}
+
+static void close_db(void)
+{
+    sx_collection_release(coll);
+    sx_db_close(db);
+    coll = NULL;
+    db = NULL;
+}
+
+static void vec_of(int64_t id, int ver, float *v)
+{
+    /* unique per (id, version), exact in float */
+    v[0] = (float)id;
+    v[1] = (float)(ver * 10000);
+    v[2] = (float)(id % 7);
+    v[3] = 1.0f;
+}
+
+static sx_status write_rows(bool upsert, int64_t first, size_t n, int ver)
+{
+    int64_t *ids = malloc(n * sizeof *ids);
+    int64_t *vers = malloc(n * sizeof *vers);
+    float *v = malloc(n * DIM * sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = first + (int64_t)i;
+        vers[i] = ver;
+        vec_of(ids[i], ver, v + i * DIM);
+    }
+    sx_column cols[] = { { "id", SX_FIELD_INT64, ids },
+                         { "v", SX_FIELD_FLOAT_VECTOR, v },
+                         { "ver", SX_FIELD_INT64, vers } };
+    sx_batch b = { n, cols, 3 };
+    sx_status st = upsert ? sx_upsert(coll, &b) : sx_insert(coll, &b, NULL);
+    free(ids);
+    free(vers);
+    free(v);
+    return st;
+}
+
+static uint64_t count(const char *f)
+{
+    uint64_t n = 0;
+    ASSERT_OK(sx_count(coll, f, &n));
+    return n;
+}
+
+/* The version stored for id, or -1 when absent. */
+static int64_t version_of(int64_t id)
+{
+    sx_keys k = { 1, &id, NULL };
+    const char *out[] = { "ver", "v" };
+    sx_rowset *rs = NULL;
+    ASSERT_OK(sx_get(coll, &k, out, 2, &rs));
+    int64_t ver = -1;
+    if (rs->n_rows == 1) {
+        ver = ((const int64_t *)rs->cols[1].data)[0];
+        float want[DIM];
+        vec_of(id, (int)ver, want);
+        if (memcmp(want, rs->cols[2].data, sizeof want) != 0)
+            FAILF("id %lld: vector does not match its version %lld", (long long)id,
+                  (long long)ver);
+    }
+    ASSERT(rs->n_rows <= 1);
+    sx_rowset_free(rs);
+    return ver;
+}
+
+/* A search for id's own vector at version ver must find it at distance 0 (or not at all when
+ * it is deleted). */
+static void check_search(int64_t id, int ver, bool present)
+{
+    float q[DIM];
+    vec_of(id, ver, q);
+    sx_search_req req = { .queries = q, .nq = 1, .k = 3, .metric = -1 };
+    sx_rowset *rs = NULL;
+    ASSERT_OK(sx_search(coll, &req, &rs));
+    bool found = false;
+    for (size_t i = 0; i < rs->n_rows; i++)
+        if (((const int64_t *)rs->cols[0].data)[i] == id && rs->distances[i] == 0.0f)
+            found = true;
+    sx_rowset_free(rs);
+    if (found != present)
+        FAILF("search for id %lld (version %d): %s", (long long)id, ver,
+              present ? "missing" : "returned although deleted");
+}
+
+static int hook_calls;
+
+/* During the copy: delete ids [0,100), upsert [100,200) to version 1, insert [N, N+50), delete
+ * [200,210) by filter. The old segment's rows are the targets (the pk map points there). */
+static void racing_writes(sx_collection *c, uint64_t seg_id)
+{
+    (void)c;
+    (void)seg_id;
+    if (hook_calls++)
+        return; /* the first segment only */
+    int64_t ids[100];
+    for (int i = 0; i < 100; i++)
+        ids[i] = i;
+    sx_keys k = { 100, ids, NULL };
+    uint64_t del = 0;
+    if (sx_delete(coll, &k, &del) != SX_OK || del != 100)
+        abort();
+    if (write_rows(true, 100, 100, 1) != SX_OK)
+        abort();
+    if (write_rows(false, N, 50, 0) != SX_OK)
+        abort();
+    if (sx_delete_where(coll, "id >= 200 and id < 210", &del) != SX_OK || del != 10)
+        abort();
+}
+
+static void check_state(void)
+{
+    /* N rows, minus [300,600) deleted before compaction, minus the 100 + 10 racing deletes,
+     * plus 50 inserted during the copy */
+    ASSERT_EQ(count(NULL), N - 300 - 110 + 50);
+    ASSERT_EQ(count("id < 100"), 0);
+    ASSERT_EQ(count("id >= 100 and id < 200 and ver == 1"), 100);
+    ASSERT_EQ(count("id >= 100 and id < 200 and ver == 0"), 0);
+    ASSERT_EQ(count("id >= 200 and id < 210"), 0);
+    ASSERT_EQ(count("id >= 300 and id < 600"), 0);
+    ASSERT_EQ(version_of(5), -1);
+    ASSERT_EQ(version_of(150), 1);
+    ASSERT_EQ(version_of(205), -1);
+    ASSERT_EQ(version_of(1000), 0);
+    ASSERT_EQ(version_of(N + 10), 0);
+    check_search(5, 0, false);
+    check_search(150, 1, true);
+    check_search(150, 0, false);
+    check_search(1000, 0, true);
+    check_search(N + 20, 0, true);
+}
+
+static void test_writes_race_with_the_copy(void)
+{
+    dir = test_tmpdir("compact");
+    sx_db_options o = { 0 };
+    ASSERT_OK(sx_db_open(dir, &o, &db));
+    sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
+                         { "v", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
+                         { "ver", SX_FIELD_INT64, false, false, 0, 0 } };
+    sx_collection_def d = { "c", f, 3, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &d));
+    sx_db_close(db);
+    open_db();
+    ASSERT_OK(write_rows(false, 0, N, 0));
+    ASSERT_OK(sx_flush(coll));
+    uint64_t del = 0;
+    ASSERT_OK(sx_delete_where(coll, "id >= 300 and id < 600", &del));
+    ASSERT_EQ(del, 300);
+    hook_calls = 0;
+    sx__compact_hook = racing_writes;
+    ASSERT_OK(sx_compact(coll));
+    sx__compact_hook = NULL;
+    ASSERT_EQ(hook_calls, 1);
+    sx_collection_info info;
+    ASSERT_OK(sx_collection_describe(coll, &info));
+    ASSERT_EQ(info.n_segments, 1); /* the compacted one */
+    check_state();
+    /* reopen without a flush: the racing deletes come back from the WAL */
+    close_db();
+    open_db();
+    check_state();
+    /* flush (writes the new segment's delete file), compact again, reopen */
+    ASSERT_OK(sx_flush(coll));
+    ASSERT_OK(sx_compact(coll));
+    close_db();
+    open_db();
+    check_state();
+    ASSERT_OK(sx_db_check(db));
+    close_db();
+}
+
+/* A writer is not blocked by a running compaction: the hook holds the compaction mid-copy until
+ * an insert from another thread has completed. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_state;     /* 1: compaction is in its copy; 2: the insert completed */
+static bool gate_timeout; /* the hook gave up waiting: the writer was blocked */
+
+static void hold_copy(sx_collection *c, uint64_t seg_id)
+{
+    (void)c;
+    (void)seg_id;
+    pthread_mutex_lock(&gate_mu);
+    if (gate_state == 0) {
+        gate_state = 1;
+        pthread_cond_broadcast(&gate_cv);
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_sec += 30; /* a blocked writer fails the test, not hangs it */
+        while (gate_state != 2)
+            if (pthread_cond_timedwait(&gate_cv, &gate_mu, &t) != 0) {
+                gate_timeout = true;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&gate_mu);
+}
+
+static void *compact_thread(void *arg)
+{
+    (void)arg;
+    return (void *)(intptr_t)sx_compact(coll);
+}
+
+static void test_writer_not_blocked(void)
+{
+    dir = test_tmpdir("compact2");
+    sx_db_options o = { 0 };
+    ASSERT_OK(sx_db_open(dir, &o, &db));
+    sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
+                         { "v", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
+                         { "ver", SX_FIELD_INT64, false, false, 0, 0 } };
+    sx_collection_def d = { "c", f, 3, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &d));
+    sx_db_close(db);
+    open_db();
+    ASSERT_OK(write_rows(false, 0, N, 0));
+    ASSERT_OK(sx_flush(coll));
+    uint64_t del = 0;
+    ASSERT_OK(sx_delete_where(coll, "id < 500", &del));
+    gate_state = 0;
+    gate_timeout = false;
+    sx__compact_hook = hold_copy;
+    pthread_t t;
+    ASSERT(pthread_create(&t, NULL, compact_thread, NULL) == 0);
+    pthread_mutex_lock(&gate_mu);
+    while (gate_state != 1)
+        pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+    /* the compaction is now mid-copy, holding flush_mu only */
+    sx_status st = write_rows(false, N, 10, 0);
+    uint64_t del2 = 0;
+    int64_t id = 600;
+    sx_keys k = { 1, &id, NULL };
+    sx_status dst = sx_delete(coll, &k, &del2);
+    pthread_mutex_lock(&gate_mu);
+    gate_state = 2;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+    void *ret = NULL;
+    pthread_join(t, &ret);
+    sx__compact_hook = NULL;
+    if (gate_timeout)
+        FAILF("the insert waited for the compaction's copy (30 s)");
+    ASSERT_OK(st);
+    ASSERT_OK(dst);
+    ASSERT_EQ(del2, 1);
+    ASSERT_EQ((sx_status)(intptr_t)ret, SX_OK);
+    ASSERT_EQ(count(NULL), N - 500 + 10 - 1);
+    ASSERT_EQ(version_of(600), -1);
+    close_db();
+}
+
+int main(void)
+{
+    RUN(test_writes_race_with_the_copy);
+    RUN(test_writer_not_blocked);
+    return TEST_DONE();
+}
