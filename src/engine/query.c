@@ -576,17 +576,21 @@ static sx_status get_impl(sx_collection *c,
     sx_status st = resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
     if (st != SX_OK)
         return st;
-    sx__view v;
-    st = sx__view_get(c, &v);
-    if (st != SX_OK)
-        return st;
     rowref *refs = sx__malloc((keys->n + 1) * sizeof *refs);
     size_t n = 0;
-    if (!refs) {
-        sx__view_release(&v);
+    if (!refs)
         return sx__err(SX_ENOMEM, "get");
-    }
+    /* The view and the pk lookups under one write_mu: every change of the segment list (seal,
+     * compaction swap) and of the pk map happens under it, so the segment a key points to is in
+     * the view. (A view taken before write_mu missed keys a compaction had just moved.) */
+    sx__view v;
     sx__mutex_lock(&c->write_mu);
+    st = sx__view_get(c, &v);
+    if (st != SX_OK) {
+        sx__mutex_unlock(&c->write_mu);
+        sx__free(refs);
+        return st;
+    }
     for (size_t i = 0; i < keys->n; i++) {
         uint64_t seg;
         uint32_t row;

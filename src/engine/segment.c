@@ -213,11 +213,17 @@ void sx__seg_colrefs(const sx_collection *c, const sx__segment *s, size_t ch, sx
 
 size_t sx__seg_memory(const sx_collection *c, const sx__segment *s)
 {
+    /* Only the chunks holding published rows: their pointers were stored before n_rows was
+     * released (a writer may be storing the pointer of the next chunk right now; reading it
+     * would race). Up to one chunk per field allocated ahead of the rows is not counted. */
     size_t n = atomic_load_explicit(&s->n_rows, memory_order_acquire);
     size_t bytes = sizeof *s + sx__bits_words(s->cap_rows) * 8;
+    size_t used = (n + s->chunk_rows - 1) / s->chunk_rows;
+    if (used > s->n_chunks)
+        used = s->n_chunks;
     for (size_t f = 0; f < c->n_fields; f++) {
         size_t allocated = 0;
-        for (size_t ch = 0; ch < s->n_chunks; ch++)
+        for (size_t ch = 0; ch < used; ch++)
             if (s->chunks[f][ch])
                 allocated++;
         if (s->map && f == s->mapped_field)
