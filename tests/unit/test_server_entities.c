@@ -417,6 +417,46 @@ static void test_dynamic(void)
     json_decref(r);
 }
 
+/* A filter on a field the collection lacks: 1100, naming the field and listing the declared
+ * fields (never the hidden columns); with the dynamic field enabled, also that dynamic-field keys
+ * cannot be filtered yet. Search, query and delete share the check. */
+static void test_missing_field_filter(void)
+{
+    json_t *r = call("/v2/vectordb/entities/search",
+                     "{`collectionName`:`gt`,`data`:[[1,1,1,1,1,1,1,1]],`filter`:`color == red`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    const char *want = "invalid parameter: cannot parse expression: field color not exist: "
+                       "collection gt has no field named \"color\" (its fields: id, v, tag)";
+    if (strcmp(msg_of(r), want) != 0)
+        FAILF("message \"%s\", want \"%s\"", msg_of(r), want);
+    json_decref(r);
+    r = call("/v2/vectordb/entities/query", "{`collectionName`:`gt`,`filter`:`tag > 1 or x < 2`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "no field named \"x\" (its fields: id, v, tag)") != NULL);
+    json_decref(r);
+    /* a hidden column is not a field either */
+    r = call("/v2/vectordb/entities/query",
+             "{`collectionName`:`dyn`,`filter`:`" SX__PART_FIELD " == 'p1'`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "no field named \"" SX__PART_FIELD "\" (its fields: id, vector)") !=
+           NULL);
+    ASSERT(strstr(msg_of(r), "dynamic") == NULL);
+    json_decref(r);
+    /* dynamic field enabled: the same, plus what such a name would be */
+    r = call("/v2/vectordb/entities/search",
+             "{`collectionName`:`dyn`,`data`:[[1,0]],`filter`:`color == 'red'`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "collection dyn has no field named \"color\" (its fields: id, "
+                             "vector)") != NULL);
+    ASSERT(strstr(msg_of(r), "$meta[\"color\"]") != NULL);
+    ASSERT(strstr(msg_of(r), "filters on dynamic-field keys are not supported yet") != NULL);
+    json_decref(r);
+    r = call("/v2/vectordb/entities/delete", "{`collectionName`:`dyn`,`filter`:`color == 'red'`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "no field named \"color\"") != NULL);
+    json_decref(r);
+}
+
 static void test_auto_id_upsert_delete(void)
 {
     EXPECT_CODE(call("/v2/vectordb/entities/insert",
@@ -1082,6 +1122,7 @@ int main(void)
     RUN(test_insert_get_query);
     RUN(test_insert_errors);
     RUN(test_dynamic);
+    RUN(test_missing_field_filter);
     RUN(test_auto_id_upsert_delete);
     RUN(test_not_loaded);
     RUN(test_search_example);
