@@ -121,7 +121,6 @@ const char *ds_known_name(const char *path)
         { "sift", "SIFT1M" },
         { "gist", "GIST1M" },
         { "glove", "GloVe" },
-        { "deep", "Deep1B" },
         { "nytimes", "NYTimes" },
         { "lastfm", "Last.fm" },
     };
@@ -130,7 +129,8 @@ const char *ds_known_name(const char *path)
     size_t n = 0;
     if (path == NULL)
         return NULL;
-    /* the file name and its directory's name only: /home/deepa/x.fvecs is no Deep1B */
+    /* the file name and its directory's name only, not the whole path (a home directory's name
+     * says nothing about the data) */
     const char *tail = path + strlen(path);
     for (int slashes = 0; tail > path; tail--)
         if (tail[-1] == '/' && ++slashes == 2)
