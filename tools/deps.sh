@@ -4,8 +4,10 @@
 set -euo pipefail
 need=(cmake gcc g++ make pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
       libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libssl-dev libexpat1-dev prometheus curl
-      clang libclang-rt-14-dev libhdf5-dev)
-[ "${SX_DEPS_DEMO:-0}" = 1 ] && need+=(dataset-fashion-mnist)
+      clang libclang-rt-14-dev libhdf5-dev chromium dataset-fashion-mnist)
+# chromium: the real-browser check of the HTML report (ctest report_browser_e2e, headless).
+# dataset-fashion-mnist: make demo's data, and the Fashion-MNIST recall gates of test_hnsw,
+# test_hnsw_sq and test_cagra (without it they end as skipped, not passed).
 # Node.js runs the Milvus Node SDK end-to-end test (tests/e2e/node); Debian's when there is none.
 command -v node >/dev/null 2>&1 || need+=(nodejs npm)
 missing=()
@@ -20,10 +22,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The pinned Node SDK (tests/e2e/node/package-lock.json), once. Without network the Node test is
-# skipped (exit 77), never failed.
+# The pinned Node packages (tests/e2e/node/package-lock.json: the Node SDK, s3rver,
+# playwright-core), once. Without network the Node tests are skipped (exit 77), never failed.
 node_dir="$(dirname "$0")/../tests/e2e/node"
-if command -v npm >/dev/null 2>&1 && [ ! -d "$node_dir/node_modules/@zilliz/milvus2-sdk-node" ]; then
+if command -v npm >/dev/null 2>&1 &&
+    { [ ! -d "$node_dir/node_modules/@zilliz/milvus2-sdk-node" ] ||
+      [ ! -f "$node_dir/node_modules/playwright-core/package.json" ]; }; then
     echo "deps: npm ci in tests/e2e/node"
     (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
         echo "deps: npm ci failed (offline?): the Node SDK test will be skipped" >&2

@@ -1629,6 +1629,27 @@ static sx_status make_like(parser *p, const tok *optok, node *x, node *pat, node
 static sx_status parse_expr(parser *p, int min_prec, node **out);
 static sx_status parse_rest(parser *p, node *left, int min_prec, node **out);
 
+/* The schema's scalar field names, "a, b, c", into buf (cut with "..." when they do not fit;
+ * "none" when there are none): what an unknown-field message offers instead. */
+static void field_list(const sx__expr_schema *s, char *buf, size_t cap)
+{
+    size_t o = 0, n = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < s->n_fields; k++) {
+        if (!s->names[k] || s->types[k] == SX_FIELD_FLOAT_VECTOR)
+            continue;
+        size_t len = strlen(s->names[k]);
+        if (o + len + 2 + 5 > cap) { /* room for ", " and ", ..." */
+            (void)snprintf(buf + o, cap - o, "%s...", n ? ", " : "");
+            return;
+        }
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", n ? ", " : "", s->names[k]);
+        n++;
+    }
+    if (n == 0)
+        (void)snprintf(buf, cap, "none");
+}
+
 static sx_status parse_field(parser *p, node **out)
 {
     tok t = p->cur;
@@ -1652,8 +1673,12 @@ static sx_status parse_field(parser *p, node **out)
             break;
         }
     }
-    if (idx == SIZE_MAX)
-        return terr(t.start, "field \"%.*s\" not found", (int)(nl > 64 ? 64 : nl), name);
+    if (idx == SIZE_MAX) {
+        char list[200];
+        field_list(p->schema, list, sizeof list);
+        return terr(t.start, "no field named \"%.*s\" (the fields a filter can use: %s)",
+                    (int)(nl > 64 ? 64 : nl), name, list);
+    }
     int type;
     switch (p->schema->types[idx]) {
     case SX_FIELD_INT64:

@@ -29,7 +29,8 @@ typedef struct sx__expr_schema {
 } sx__expr_schema;
 
 /* Parses `src`. Errors: SX_EPARSE "cannot parse expression: <what> at position <n>" (0-based byte
- * offset), SX_EINVAL "field \"x\" not found" / type mismatch, SX_ENOMEM.
+ * offset), SX_EINVAL "no field named \"x\" (the fields a filter can use: ...)" / type mismatch,
+ * SX_ENOMEM.
  * Ownership: *out is owned, free with sx__expr_free. An empty or all-blank src is SX_EINVAL (the
  * caller treats "" as "no filter" before parsing). */
 SX_NODISCARD sx_status sx__expr_parse(const char *src, const sx__expr_schema *schema,

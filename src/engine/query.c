@@ -10,6 +10,12 @@
  * Per-segment top-(k+offset) lists are merged per query; hits are sorted by distance, then by
  * segment order and row so results are deterministic.
  * Batches of queries on indexed segments are split across threads (search_threads).
+ *
+ * Search parameters are checked up front against the collection's index type (its spec, not the
+ * segments that happen to have been built), for every search: otherwise a bad "ef" would pass
+ * while every row is still growing (searched exactly, no index consulted) and fail once the rows
+ * are sealed and indexed, so one request would flip from success to error as data ages. Without
+ * an index spec the parameters are not interpreted (exact search takes none) and not checked.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -275,6 +281,26 @@ static sx_status search_exact(sx_collection *c,
     return st;
 }
 
+/* Checks the request's search params against the collection's index type (see the file
+ * comment); returns the checked ops in *checked (NULL when the collection has no index). */
+static sx_status check_search_params(sx_collection *c,
+                                     const sx_search_req *req,
+                                     size_t kk,
+                                     const sx__index_ops **checked)
+{
+    *checked = NULL;
+    for (size_t i = 0; i < req->n_params; i++)
+        if (!req->params || !req->params[i].key || !req->params[i].value)
+            return sx__err(SX_EINVAL, "search parameter %zu has no key or value", i);
+    pthread_rwlock_rdlock(&c->seg_lock);
+    const sx__index_ops *ops = c->iops; /* a static vtable: valid after the unlock */
+    pthread_rwlock_unlock(&c->seg_lock);
+    if (!ops)
+        return SX_OK;
+    *checked = ops;
+    return ops->check_search_params(req->params, req->n_params, kk);
+}
+
 static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rowset **out)
 {
     if (!req || !req->queries || req->nq == 0)
@@ -293,8 +319,12 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     for (size_t i = 0; i < nq * dim; i++)
         if (!isfinite(req->queries[i]))
             return sx__err(SX_EINVAL, "query %zu has a NaN or infinite value", i / dim);
+    const sx__index_ops *checked = NULL;
+    sx_status st = check_search_params(c, req, kk, &checked);
+    if (st != SX_OK)
+        return st;
     sx__expr *e = NULL;
-    sx_status st = parse_filter(c, req->filter, &e);
+    st = parse_filter(c, req->filter, &e);
     if (st != SX_OK)
         return st;
     sx__view v;
@@ -321,12 +351,14 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
             sx__normalize(qcopy + q * dim, dim);
         queries = qcopy;
     }
+    /* A segment may still carry an index of a spec replaced since the check (drop + create
+     * racing this search): its own type checks the params too. */
     for (size_t i = 0; i < v.n; i++) {
-        if (v.idx[i]) {
-            st = v.idx[i]->ops->check_search_params(req->params, req->n_params, kk);
+        if (v.idx[i] && v.idx[i]->ops != checked) {
+            checked = v.idx[i]->ops;
+            st = checked->check_search_params(req->params, req->n_params, kk);
             if (st != SX_OK)
                 goto out;
-            break;
         }
     }
     size_t stride = v.n * kk;

@@ -327,9 +327,28 @@ static bool is_keyword(const char *s, size_t n)
     return false;
 }
 
-/* Refuses identifiers the engine cannot filter on correctly: JSON-typed fields, hidden columns,
- * and undeclared names on a dynamic collection (dynamic keys are not filterable yet). Unknown
- * names on other collections are left to the engine ("field not found"). */
+/* The declared fields of m, "id, vector, color", into buf (hidden columns are never declared;
+ * cut with "..." when they do not fit). */
+static void field_list(const sx__coll_meta *m, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < m->n_fields; i++) {
+        size_t len = strlen(m->fields[i].name);
+        if (o + len + 2 + 5 > cap) { /* room for ", " and ", ..." */
+            (void)snprintf(buf + o, cap - o, "%s...", i ? ", " : "");
+            return;
+        }
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", m->fields[i].name);
+    }
+}
+
+/* Refuses identifiers the engine cannot filter on correctly: JSON-typed fields, and every name
+ * that is not a declared field (hidden columns included). The message names the field and lists
+ * the collection's fields (the engine's own message would list the hidden columns too); on a
+ * collection with the dynamic field it also says that such a name would be a dynamic-field key,
+ * which filters do not support yet. Milvus answers 1100 "cannot parse expression: ... field X
+ * not exist". */
 static bool check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const char *f)
 {
     const char *p = f;
@@ -383,17 +402,22 @@ static bool check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const char
             }
             continue;
         }
-        if (is_hidden_name(name)) {
+        char list[512];
+        field_list(m, list, sizeof list);
+        if (m->enable_dynamic && !is_hidden_name(name)) {
             sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "invalid parameter: cannot parse expression: field %s not exist", name);
+                     "invalid parameter: cannot parse expression: field %s not exist: collection "
+                     "%s has no field named \"%s\" (its fields: %s); with the dynamic field "
+                     "enabled, %s would be the dynamic-field key $meta[\"%s\"], and filters on "
+                     "dynamic-field keys are not supported yet",
+                     name, m->name, name, list, name, name);
             return false;
         }
-        if (m->enable_dynamic) {
-            sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "invalid parameter: filtering on the dynamic field \"%s\" is not supported",
-                     name);
-            return false;
-        }
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: cannot parse expression: field %s not exist: collection %s "
+                 "has no field named \"%s\" (its fields: %s)",
+                 name, m->name, name, list);
+        return false;
     }
     return true;
 }

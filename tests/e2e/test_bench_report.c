@@ -15,6 +15,8 @@
  *   bigann10k_cases.json                           schema 2 as `sextant bench` wrote it:
  *                                                  --concurrency 1,2,4 --filter-rate 0.01,0.99
  *                                                  --stream-rate 2000 --stream-stages 4
+ *   fmnist_demo.json                               `make demo` (schema 2): Fashion-MNIST, HNSW,
+ *                                                  hnswlib and FAISS peers, 1 and 2 threads
  *   compare_a.json, compare_b.json                 hand-picked numbers with known ratios
  *
  * Asserts:
@@ -391,7 +393,7 @@ static void test_report_all_fixtures(void)
     ASSERT(has_legend(rq, "hnswlib (peer of bigann10k_hnsw (hnsw))"));
     ASSERT(has_legend(rq, "faiss (peer of bigann10k_hnsw (hnsw))"));
     ASSERT(has_legend(rq, "faiss (peer of bigann10k_ivf_flat (ivf_flat))"));
-    ASSERT(strstr(rq->start, "recall@10 vs QPS: bigann10k_base.bvecs") != NULL);
+    ASSERT(strstr(rq->start, "recall@10 vs QPS: BIGANN-10k (10,000 \xc3\x97 128, L2)") != NULL);
     const chart *rq2 = nth(c, n, "recall-qps", 1);
     ASSERT_EQ(rq2->series, 2);
     ASSERT(has_legend(rq2, "schema2_cases (hnsw)"));
@@ -594,6 +596,55 @@ static void expect_row(const char *text, const char *metric, const char *a, cons
               n > 0 ? cells[0] : "", n > 1 ? cells[1] : "", n > 2 ? cells[2] : "", a, b, ratio);
 }
 
+/* The `make demo` result (Fashion-MNIST, HNSW, hnswlib and FAISS peers, 1 and 2 threads) as the
+ * bench wrote it: the data set gets its name and shape (not the IDX file name), max QPS comes
+ * from the 2-thread run and says so, the peer ratios are the console's interpolated ones (the
+ * file's ratios.*.qps_ratio_at_recall_0.95), and the recall axis fits the data (the sweep spans
+ * 0.907..0.9995: the axis starts well above 0.5). Layout in a real browser: report_browser.js. */
+static void test_report_demo(void)
+{
+    char html_path[800], args[4000];
+    snprintf(html_path, sizeof html_path, "%s/demo.html", tmp);
+    snprintf(args, sizeof args, "bench report '%s' -o '%s'", fixture("fmnist_demo.json"),
+             html_path);
+    ASSERT_EQ(run_cli(args), 0);
+    char *html = slurp(html_path);
+    ASSERT(html != NULL);
+    assert_xml(html_path, html);
+    ASSERT(strstr(html, "<td class=\"t ds\">Fashion-MNIST (60,000 \xc3\x97 784, L2)</td>") != NULL);
+    ASSERT(strstr(html, "train-images-idx3-ubyte.gz</td>") == NULL);
+    /* max QPS: 26128.5 at ef=10 with 2 threads (the serial best is 15266.8) */
+    ASSERT(strstr(html, "<td>26128.5<br/><small>ef=10, 2 threads</small></td>") != NULL);
+    /* peer ratios as the console printed them (1.50, 4.24) */
+    json_error_t je;
+    json_t *root = json_load_file(fixture("fmnist_demo.json"), 0, &je);
+    ASSERT(root != NULL);
+    double rh = json_number_value(json_object_get(
+        json_object_get(json_object_get(root, "ratios"), "hnswlib"), "qps_ratio_at_recall_0.95"));
+    double rf = json_number_value(json_object_get(
+        json_object_get(json_object_get(root, "ratios"), "faiss"), "qps_ratio_at_recall_0.95"));
+    json_decref(root);
+    char want[128];
+    snprintf(want, sizeof want, "hnswlib %.2f\xc3\x97<br/>faiss %.2f\xc3\x97</td>", rh, rf);
+    if (strstr(html, want) == NULL)
+        FAILF("peer ratios \"%s\" not in the results table", want);
+    ASSERT(strstr(html, "QPS ratio at recall 0.95") != NULL); /* labelled */
+    snprintf(want, sizeof want, "<td>%.2f\xc3\x97</td>", rh); /* and the peers table */
+    ASSERT(strstr(html, want) != NULL);
+    /* the recall axis */
+    chart c[32];
+    size_t n = charts(html, c, 32);
+    const chart *rq = nth(c, n, "recall-qps", 0);
+    ASSERT(rq != NULL);
+    const char *lo = strstr(rq->start, "data-x-lo=\"");
+    const char *hi = strstr(rq->start, "data-x-hi=\"");
+    ASSERT(lo != NULL && lo < rq->end && hi != NULL && hi < rq->end);
+    double xlo = strtod(lo + 11, NULL), xhi = strtod(hi + 11, NULL);
+    if (!(xlo > 0.8 && xlo < 0.907 && xhi >= 0.9995 && xhi <= 1.0))
+        FAILF("recall axis %g..%g for recalls 0.907..0.9995", xlo, xhi);
+    free(html);
+}
+
 static void test_compare_text(void)
 {
     char args[4000];
@@ -609,7 +660,9 @@ static void test_compare_text(void)
     expect_row(t, "optimize_duration", "4.000", "5.000", "1.250 worse");
     expect_row(t, "load_duration", "6.000", "6.000", "1.000 same");
     expect_row(t, "recall", "0.9600", "0.9500", "0.990 worse");
-    expect_row(t, "qps_at_recall_0.95", "800.0", "1600.0", "2.000 better");
+    /* interpolated (as the bench console): A between 0.90 @ 1000 and 0.96 @ 800 = 833.3; B has a
+     * run at exactly 0.95 */
+    expect_row(t, "qps_at_recall_0.95", "833.3", "1600.0", "1.920 better");
     expect_row(t, "qps_max_serial", "1000.0", "1600.0", "1.600 better");
     expect_row(t, "serial_latency_p99", "2.500", "1.000", "0.400 better");
     expect_row(t, "memory", "100.0", "50.0", "0.500 better");
@@ -668,7 +721,8 @@ static void test_compare_json(void)
     expect_json(root, "insert_duration", 2.0, 1.0, 0.5, "better");
     expect_json(root, "optimize_duration", 4.0, 5.0, 1.25, "worse");
     expect_json(root, "load_duration", 6.0, 6.0, 1.0, "same");
-    expect_json(root, "qps_at_recall_0.95", 800, 1600, 2.0, "better");
+    double qa = 1000.0 + (800.0 - 1000.0) * (0.95 - 0.9) / (0.96 - 0.9);
+    expect_json(root, "qps_at_recall_0.95", qa, 1600, 1600 / qa, "better");
     expect_json(root, "memory", 104857600, 52428800, 0.5, "better");
     expect_json(root, "qps", 2000, 3000, 1.5, "better");
     expect_json(root, "conc_qps@1", 700, 1400, 2.0, "better");
@@ -767,6 +821,7 @@ int main(void)
     RUN(test_report_all_fixtures);
     RUN(test_report_single_and_empty_sections);
     RUN(test_report_real_schema2);
+    RUN(test_report_demo);
     RUN(test_compare_text);
     RUN(test_compare_json);
     RUN(test_compare_cases_and_peers);

@@ -263,10 +263,11 @@ static void test_import_info_search(void)
             FAILF("query %zu: nearest %s not among the hits:\n%s", q, want, out_buf);
     }
 
-    /* A second import appends: ids continue after the existing rows. */
+    /* A second import appends with --append: ids continue after the existing rows. */
     RUN_EXPECT(0, NULL,
-               "import --data '%s/db' --collection docs --file '%s/query.fvecs' --limit 20", dir,
-               dir);
+               "import --data '%s/db' --collection docs --file '%s/query.fvecs' --limit 20 "
+               "--append",
+               dir, dir);
     ASSERT(strstr(out_buf, "20 rows") != NULL);
     RUN_EXPECT(0, NULL, "info --data '%s/db' --collection docs", dir);
     ASSERT(strstr(out_buf, "2020") != NULL);
@@ -280,6 +281,109 @@ static void test_import_info_search(void)
                dir);
     ASSERT(strstr(err_buf, "SX_ENOTFOUND") != NULL);
     RUN_EXPECT(1, NULL, "info --data '%s/no-such-db'", dir);
+}
+
+/* The number after "rows:" in `sextant info --collection` output; -1 if absent. */
+static long long info_rows(const char *db, const char *coll)
+{
+    RUN_EXPECT(0, NULL, "info --data '%s/%s' --collection %s", dir, db, coll);
+    const char *p = strstr(out_buf, "rows:");
+    return p ? strtoll(p + 5, NULL, 10) : -1;
+}
+
+/* A bad --index type or parameter is refused before anything is written: no database directory
+ * for a typo'd type (checked before the file is read), no collection for a parameter that does
+ * not fit the file's dim; a fixed command then imports the rows once. */
+static void test_import_validates_first(void)
+{
+    write_vecs("d128.fvecs", base_v, 100, 128, 4); /* 100 x 128 (rows overlap: only dim matters) */
+    char p[1024];
+    path_of(p, sizeof p, "vdb");
+    RUN_EXPECT(2, NULL, "import --data '%s' --collection v --file '%s/d128.fvecs' --index hsnw", p,
+               dir);
+    ASSERT(strstr(err_buf, "\"HSNW\" is not supported") != NULL);
+    ASSERT(strstr(err_buf, "HNSW") != NULL && strstr(err_buf, "IVF_PQ") != NULL &&
+           strstr(err_buf, "GPU_BRUTE_FORCE") != NULL); /* the list of types */
+    ASSERT(strstr(out_buf, "imported") == NULL && strstr(out_buf, "created") == NULL);
+    struct stat st;
+    if (stat(p, &st) == 0)
+        FAILF("a refused import created %s", p);
+
+    /* m must divide dim 128: the message names m, the value and the divisors. */
+    RUN_EXPECT(2, NULL,
+               "import --data '%s' --collection v --file '%s/d128.fvecs' --index ivf_pq "
+               "--param nlist=4 --param m=30",
+               p, dir);
+    ASSERT(strstr(err_buf, "SX_EINVAL") != NULL);
+    ASSERT(strstr(err_buf, "m (30) must divide dim (128)") != NULL);
+    ASSERT(strstr(err_buf, "32, 64, 128") != NULL);
+    ASSERT(strstr(out_buf, "imported") == NULL && strstr(out_buf, "created") == NULL);
+    RUN_EXPECT(0, NULL, "info --data '%s'", p);
+    ASSERT(strstr(out_buf, "no collections") != NULL);
+    /* A parameter out of range, and an unknown one, on a type that exists. */
+    RUN_EXPECT(2, NULL,
+               "import --data '%s' --collection v --file '%s/d128.fvecs' --index hnsw --param M=1",
+               p, dir);
+    ASSERT(strstr(err_buf, "M") != NULL && strstr(err_buf, "2048") != NULL);
+    RUN_EXPECT(0, NULL, "info --data '%s'", p);
+    ASSERT(strstr(out_buf, "no collections") != NULL);
+
+    /* Fixed: the rows go in once. */
+    RUN_EXPECT(0, NULL,
+               "import --data '%s' --collection v --file '%s/d128.fvecs' --index ivf_pq "
+               "--param nlist=4 --param m=32",
+               p, dir);
+    ASSERT(strstr(out_buf, "imported 100 rows") != NULL);
+    ASSERT_EQ(info_rows("vdb", "v"), 100);
+}
+
+/* Importing again into a collection that holds rows is refused (naming the collection, its row
+ * count and --append) and writes nothing; --append adds the rows after the existing ids; a
+ * different index than the collection has is refused before the rows go in. */
+static void test_import_refuses_duplicate(void)
+{
+    RUN_EXPECT(0, NULL,
+               "import --data '%s/ddb' --collection dup --file '%s/base.fvecs' --index hnsw "
+               "--param M=8",
+               dir, dir);
+    ASSERT_EQ(info_rows("ddb", "dup"), NB);
+    RUN_EXPECT(1, NULL,
+               "import --data '%s/ddb' --collection dup --file '%s/base.fvecs' --index hnsw "
+               "--param M=8",
+               dir, dir);
+    ASSERT(strstr(err_buf, "'dup' already holds 2000 rows") != NULL);
+    ASSERT(strstr(err_buf, "--append") != NULL);
+    ASSERT(strstr(err_buf, "nothing was written") != NULL);
+    ASSERT(strstr(out_buf, "imported") == NULL);
+    ASSERT_EQ(info_rows("ddb", "dup"), NB);
+
+    /* With --append but another index: refused before any row is written. */
+    RUN_EXPECT(1, NULL,
+               "import --data '%s/ddb' --collection dup --file '%s/query.fvecs' --append "
+               "--index hnsw --param M=16",
+               dir, dir);
+    ASSERT(strstr(err_buf, "already has a HNSW index (M=8)") != NULL);
+    ASSERT_EQ(info_rows("ddb", "dup"), NB);
+
+    /* --append, same index: the query rows get ids NB.., and query 0 finds itself at NB. */
+    RUN_EXPECT(0, NULL,
+               "import --data '%s/ddb' --collection dup --file '%s/query.fvecs' --append "
+               "--index hnsw --param M=8",
+               dir, dir);
+    ASSERT(strstr(out_buf, "imported 50 rows") != NULL);
+    ASSERT_EQ(info_rows("ddb", "dup"), NB + NQ);
+    RUN_EXPECT(0, NULL,
+               "search --data '%s/ddb' --collection dup --query '%s/query.fvecs' --k 1 --nq 1", dir,
+               dir);
+    char want[32];
+    snprintf(want, sizeof want, "id=%d ", NB);
+    if (strstr(out_buf, want) == NULL)
+        FAILF("query 0 should find itself as %s:\n%s", want, out_buf);
+    /* And once more without --append: refused, the count stays. */
+    RUN_EXPECT(1, NULL, "import --data '%s/ddb' --collection dup --file '%s/query.fvecs'", dir,
+               dir);
+    ASSERT(strstr(err_buf, "already holds 2050 rows") != NULL);
+    ASSERT_EQ(info_rows("ddb", "dup"), NB + NQ);
 }
 
 static void check_bench_json(const char *json, size_t want_runs)
@@ -754,6 +858,8 @@ int main(void)
         return TEST_DONE();
     RUN(test_version_and_usage);
     RUN(test_import_info_search);
+    RUN(test_import_validates_first);
+    RUN(test_import_refuses_duplicate);
     RUN(test_bench_json);
     RUN(test_bench_gt_cache);
     RUN(test_formats);

@@ -145,4 +145,12 @@ static inline const char *test_data_or_skip(const char *rel)
         SKIPF("dataset %s is absent (set SX_SHARED_DATA to the directory holding it)", rel);
     return p;
 }
+
+/* A data file at a fixed path (a Debian dataset package's, say); ends the current test as
+ * skipped, naming the file and what provides it, when it is absent or unreadable. */
+static inline void test_file_or_skip(const char *path, const char *provider)
+{
+    if (access(path, R_OK) != 0)
+        SKIPF("%s is absent (%s)", path, provider);
+}
 #endif

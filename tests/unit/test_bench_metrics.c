@@ -144,6 +144,22 @@ static void test_percentiles(void)
     ASSERT(isnan(withnan[2]));
 }
 
+/* QPS at recall t interpolated between bracketing runs, as the console and the report use. */
+static void test_qps_at_recall(void)
+{
+    /* ef=10: 0.93 @ 20000, ef=20: 0.98 @ 12000, ef=40: 0.995 @ 7000 */
+    const double r[] = { 0.93, 0.98, 0.995 }, q[] = { 20000, 12000, 7000 };
+    /* best bracketing pair for 0.95 is (0.93, 0.98): 20000 - 8000 * 0.02 / 0.05 = 16800; the
+     * pair (0.93, 0.995) gives 20000 - 13000 * 0.02 / 0.065 = 16000 */
+    ASSERT_NEAR(bm_qps_at_recall(r, q, 3, 0.95), 16800.0, 1e-6);
+    ASSERT_NEAR(bm_qps_at_recall(r, q, 3, 0.98), 12000.0, 1e-6); /* a run exactly at t */
+    ASSERT(isnan(bm_qps_at_recall(r, q, 3, 0.90)));              /* every run above t */
+    ASSERT(isnan(bm_qps_at_recall(r, q, 3, 0.999)));             /* every run below t */
+    ASSERT(isnan(bm_qps_at_recall(r, q, 0, 0.95)));
+    const double rn[] = { 0.93, (double)NAN, 0.98 }, qn[] = { 20000, 1e9, 12000 };
+    ASSERT_NEAR(bm_qps_at_recall(rn, qn, 3, 0.95), 16800.0, 1e-6);
+}
+
 int main(void)
 {
     RUN(test_recall_threshold);
@@ -151,5 +167,6 @@ int main(void)
     RUN(test_recall_ids);
     RUN(test_ndcg);
     RUN(test_percentiles);
+    RUN(test_qps_at_recall);
     return TEST_DONE();
 }

@@ -200,10 +200,13 @@ static float *bq;
 static int32_t *bgt;
 static size_t bnq, bgtk;
 
+static int bigann_state; /* 0: not loaded yet (or absent), 1: loaded, -1: unreadable */
+
+/* Loads BIGANN-10k once; returns 1 when loaded, 0 when a file is absent or unreadable. */
 static int load_bigann(void)
 {
-    if (bigann.v)
-        return 1;
+    if (bigann_state)
+        return bigann_state > 0;
     const char *p = test_data("bigann10k/bigann10k_base.bvecs");
     if (!p)
         return 0;
@@ -219,7 +222,28 @@ static int load_bigann(void)
     snprintf(path, sizeof path, "%sbigann10k_groundtruth_l2_k100.ivecs", base);
     size_t ngt;
     bgt = test_read_texmex(path, 4, &ngt, &bgtk);
-    return bigann.v && bq && bgt && d2 == bigann.dim && ngt == bnq && bgtk >= K;
+    bool ok = bigann.v && bq && bgt && d2 == bigann.dim && ngt == bnq && bgtk >= K;
+    bigann_state = ok ? 1 : -1;
+    return ok;
+}
+
+/* For a test that needs BIGANN-10k: loads it, or ends the test as skipped when a file is absent
+ * (naming it), or as failed when the files are there but cannot be read. */
+static void need_bigann(void)
+{
+    if (load_bigann())
+        return;
+    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
+    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable or inconsistent");
+}
+
+/* For a test that needs the Fashion-MNIST files: ends it as skipped when they are absent. */
+static void need_fmnist_files(void)
+{
+    test_file_or_skip(FM_DIR "/train-images-idx3-ubyte.gz", "Debian package dataset-fashion-mnist");
+    test_file_or_skip(FM_DIR "/t10k-images-idx3-ubyte.gz", "Debian package dataset-fashion-mnist");
 }
 
 /* Recall@10 against the shipped ground truth (id overlap). */
@@ -360,10 +384,7 @@ static double graph_recall(const uint32_t *a, const uint32_t *b, size_t n, uint3
 
 static void test_nn_descent_quality(void)
 {
-    if (!load_bigann()) {
-        fprintf(stderr, "skip: BIGANN-10k data not found (SX_SHARED_DATA)\n");
-        return;
-    }
+    need_bigann();
     const size_t n = 5000;
     const uint32_t Kg = 32;
     uint32_t *ex = malloc(n * Kg * sizeof *ex), *nd1 = malloc(n * Kg * sizeof *nd1);
@@ -444,10 +465,7 @@ prune_ref(const uint32_t *knn, size_t n, uint32_t Kg, uint32_t D, size_t a, uint
 
 static void test_prune_merge(void)
 {
-    if (!load_bigann()) {
-        fprintf(stderr, "skip: BIGANN-10k data not found (SX_SHARED_DATA)\n");
-        return;
-    }
+    need_bigann();
     const size_t n = bigann.n;
     const uint32_t Kg = 64, D = 32;
     uint32_t *knn = malloc(n * Kg * sizeof *knn), *pr = malloc(n * D * sizeof *pr);
@@ -545,10 +563,7 @@ static sx__index *bidx; /* BIGANN, exact route, 64/32, shared by later tests */
 
 static void test_bigann_recall(void)
 {
-    if (!load_bigann()) {
-        fprintf(stderr, "skip: BIGANN-10k data not found (SX_SHARED_DATA)\n");
-        return;
-    }
+    need_bigann();
     atomic_size_t progress = 0;
     sx_param p[2] = { { "intermediate_graph_degree", "64" }, { "graph_degree", "32" } };
     sx__build_ctx ctx = { .threads = 2, .progress = &progress };
@@ -579,10 +594,7 @@ static void test_bigann_recall(void)
 
 static void test_bigann_nn_descent_recall(void)
 {
-    if (!load_bigann()) {
-        fprintf(stderr, "skip: BIGANN-10k data not found (SX_SHARED_DATA)\n");
-        return;
-    }
+    need_bigann();
     double t0 = now_s();
     sx__index *idx = build(&bigann, SX_METRIC_L2, "64", "32", "NN_DESCENT", 2);
     double bt = now_s() - t0;
@@ -598,8 +610,8 @@ static void test_bigann_nn_descent_recall(void)
 static void test_fmnist_recall(void)
 {
     if (!load_fmnist()) {
-        fprintf(stderr, "skip: Fashion-MNIST not found in " FM_DIR "\n");
-        return;
+        need_fmnist_files();
+        FAILF("Fashion-MNIST in " FM_DIR " is present but unreadable");
     }
     double t0 = now_s();
     sx__index *idx = build(&fm, SX_METRIC_L2, "64", "32", "IVF_PQ", 2);
@@ -657,8 +669,8 @@ static void test_ip_cosine(void)
 static void test_roundtrip_determinism(void)
 {
     if (!bidx) {
-        fprintf(stderr, "skip: no BIGANN index\n");
-        return;
+        need_bigann();
+        FAILF("no BIGANN index: test_bigann_recall did not build it");
     }
     sx__wbuf w = serialize(bidx);
     sx__index *idx2 = NULL;
@@ -796,8 +808,8 @@ static void test_corruption(void)
 static void test_filters(void)
 {
     if (!bidx) {
-        fprintf(stderr, "skip: no BIGANN index\n");
-        return;
+        need_bigann();
+        FAILF("no BIGANN index: test_bigann_recall did not build it");
     }
     uint64_t seed = test_seed();
     uint64_t *allow = calloc(sx__bits_words(bigann.n), sizeof *allow);
@@ -925,10 +937,7 @@ static void test_cancel_progress_memory(void)
 
 static void test_gpu_ivf_brute_force(void)
 {
-    if (!load_bigann()) {
-        fprintf(stderr, "skip: BIGANN-10k data not found (SX_SHARED_DATA)\n");
-        return;
-    }
+    need_bigann();
     const sx__index_ops *pairs[2][2] = {
         { &sx__ivf_flat_index_ops, &sx__gpu_ivf_flat_index_ops },
         { &sx__ivf_pq_index_ops, &sx__gpu_ivf_pq_index_ops },
@@ -1030,10 +1039,7 @@ static double engine_recall(sx_collection *c, const int64_t *deleted, size_t nde
 
 static void test_engine(void)
 {
-    if (!load_bigann()) {
-        fprintf(stderr, "skip: BIGANN-10k data not found (SX_SHARED_DATA)\n");
-        return;
-    }
+    need_bigann();
     const char *dir = test_tmpdir("cagra_engine");
     char path[512];
     snprintf(path, sizeof path, "%s", dir);

@@ -94,10 +94,8 @@ static void load_bigann(void)
     bg.base = read_bvecs("bigann10k/bigann10k_base.bvecs", &bg.n, &bg.dim);
     bg.q = read_bvecs("bigann10k/bigann10k_query.bvecs", &bg.nq, &dq);
     const char *gp = test_data("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
-    if (!bg.base || !bg.q || !gp) {
-        fprintf(stderr, "bigann10k not found: recall tests skipped\n");
-        return;
-    }
+    if (!bg.base || !bg.q || !gp)
+        return; /* need_bigann ends the tests that need it */
     FILE *f = fopen(gp, "rb");
     bg.gt = malloc(bg.nq * 100 * sizeof *bg.gt);
     for (size_t i = 0; i < bg.nq; i++) {
@@ -109,6 +107,18 @@ static void load_bigann(void)
     }
     fclose(f);
     have_bg = true;
+}
+
+/* For a test that needs BIGANN-10k (loaded in main): ends it as skipped when a file is absent
+ * (naming it), or as failed when the files are there but could not be read. */
+static void need_bigann(void)
+{
+    if (have_bg)
+        return;
+    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
+    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable");
 }
 
 static void prefix_of(char *buf, size_t cap, const char *name)
@@ -203,12 +213,19 @@ static double bigann_recall(const sx__index *idx, const char *sl)
 
 static sx__index *shared_idx; /* the BIGANN index built once */
 
+/* For a test that needs the shared BIGANN index: skipped as need_bigann, or failed when the
+ * data is there but test_recall_bigann did not build the index. */
+static void need_shared_idx(void)
+{
+    if (shared_idx)
+        return;
+    need_bigann();
+    FAILF("no BIGANN index: test_recall_bigann did not build it");
+}
+
 static void test_recall_bigann(void)
 {
-    if (!have_bg) {
-        fprintf(stderr, "  skipped: no bigann10k\n");
-        return;
-    }
+    need_bigann();
     shared_idx = build_idx(bg.base, bg.n, bg.dim, SX_METRIC_L2, "bigann", default_build, 4, 0);
     ASSERT(shared_idx);
     const sx__diskann *d = (const sx__diskann *)shared_idx;
@@ -267,8 +284,7 @@ static sx__index *reload(const sx__index *idx, const char *prefix)
 
 static void test_io_paths_identical(void)
 {
-    if (!shared_idx)
-        return;
+    need_shared_idx();
     char pre[700];
     prefix_of(pre, sizeof pre, "bigann");
     size_t nq = bg.nq;
@@ -336,8 +352,7 @@ static void flip_byte(const char *path, long off, uint8_t mask)
 
 static void test_corruption(void)
 {
-    if (!shared_idx)
-        return;
+    need_shared_idx();
     const sx__diskann *d = (const sx__diskann *)shared_idx;
     char pre[700], path[720], bad[700], badpath[720];
     prefix_of(pre, sizeof pre, "bigann");
@@ -424,8 +439,7 @@ static void test_corruption(void)
 
 static void test_filter(void)
 {
-    if (!shared_idx)
-        return;
+    need_shared_idx();
     size_t n = bg.n, dim = bg.dim, nw = sx__bits_words(n);
     uint64_t *allow = calloc(nw, 8);
     uint64_t seed = 99;
@@ -492,8 +506,7 @@ static void test_filter(void)
 
 static void test_memory_limited(void)
 {
-    if (!have_bg)
-        return;
+    need_bigann();
     uint64_t need = ops->estimate_build_bytes(default_build, 4, bg.n, bg.dim);
     ASSERT(need > 0);
     uint64_t limit = need / 2;

@@ -668,6 +668,76 @@ static void test_set_metric(void)
     free(ci);
 }
 
+/* One search request, one param; returns the status and copies sx_errmsg() into msg. */
+static sx_status search_with(sx_collection *c, const char *key, const char *val, char *msg)
+{
+    float q[DIM] = { 0 };
+    sx_param p = { key, val };
+    sx_search_req req = { 0 };
+    req.queries = q;
+    req.nq = 1;
+    req.k = 10;
+    req.metric = -1;
+    req.params = &p;
+    req.n_params = 1;
+    sx_rowset *rs = NULL;
+    sx_status st = sx_search(c, &req, &rs);
+    snprintf(msg, 256, "%s", st == SX_OK ? "" : sx_errmsg());
+    sx_rowset_free(rs);
+    return st;
+}
+
+/* Search params are checked against the collection's index type for every search: while every
+ * row is growing (searched exactly, no index built), sealed and indexed, or both, a bad value
+ * gets the same status and message. Without an index spec nothing interprets them. */
+static void test_search_params_checked_always(void)
+{
+    sx_db *db = open_db(test_tmpdir("eng_sparams"));
+    create_coll(db, "c", SX_METRIC_L2);
+    sx_collection *c;
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    ASSERT_OK(insert_rows(c, 0, 300, 3));
+    char msg[256], growing_abc[256], growing_small[256];
+    /* no index: exact search, the params are not interpreted */
+    ASSERT_OK(search_with(c, "ef", "abc", msg));
+
+    ASSERT_OK(sx_index_create(c, "HNSW", NULL, 0));
+    sx_index_info info;
+    ASSERT_OK(sx_index_describe(c, &info));
+    ASSERT_EQ(info.indexed_rows, 0); /* all 300 rows growing */
+    ASSERT_STATUS(search_with(c, "ef", "abc", growing_abc), SX_EINVAL);
+    ASSERT(strstr(growing_abc, "ef") != NULL);
+    ASSERT_STATUS(search_with(c, "ef", "5", growing_small), SX_EINVAL); /* ef < k = 10 */
+    ASSERT(strstr(growing_small, "ef(5)") != NULL);
+    ASSERT_OK(search_with(c, "ef", "64", msg));
+
+    ASSERT_OK(sx_flush(c));
+    ASSERT_OK(sx_index_wait(c, 60000));
+    ASSERT_OK(sx_index_describe(c, &info));
+    ASSERT_EQ(info.indexed_rows, 300); /* sealed and indexed */
+    ASSERT_STATUS(search_with(c, "ef", "abc", msg), SX_EINVAL);
+    if (strcmp(msg, growing_abc) != 0)
+        FAILF("sealed: \"%s\", growing: \"%s\"", msg, growing_abc);
+    ASSERT_STATUS(search_with(c, "ef", "5", msg), SX_EINVAL);
+    ASSERT(strcmp(msg, growing_small) == 0);
+    ASSERT_OK(insert_rows(c, 300, 50, 3)); /* sealed + growing */
+    ASSERT_STATUS(search_with(c, "ef", "abc", msg), SX_EINVAL);
+    ASSERT(strcmp(msg, growing_abc) == 0);
+    ASSERT_OK(search_with(c, "ef", "64", msg));
+
+    /* Another type, growing only: IVF_FLAT's nprobe range. */
+    ASSERT_OK(sx_index_drop(c));
+    ASSERT_OK(search_with(c, "nprobe", "0", msg));
+    ASSERT_OK(sx_index_create(c, "IVF_FLAT", (sx_param[]){ { "nlist", "4" } }, 1));
+    ASSERT_STATUS(search_with(c, "nprobe", "0", msg), SX_EINVAL);
+    ASSERT(strstr(msg, "nprobe") != NULL);
+    ASSERT_OK(search_with(c, "nprobe", "2", msg));
+    /* a param without a value */
+    ASSERT_STATUS(search_with(c, "nprobe", NULL, msg), SX_EINVAL);
+    sx_collection_release(c);
+    sx_db_close(db);
+}
+
 int main(void)
 {
     RUN(test_schema_errors);
@@ -679,5 +749,6 @@ int main(void)
     RUN(test_build_memory_limit_and_drop);
     RUN(test_drop_cancels_build);
     RUN(test_set_metric);
+    RUN(test_search_params_checked_always);
     return TEST_DONE();
 }

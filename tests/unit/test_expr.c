@@ -2021,6 +2021,40 @@ static void test_misuse(void)
     sx__expr_free(e);
 }
 
+/* An unknown field is named, with the fields a filter can use (no vector field), and the
+ * position; a schema with many long names is listed cut, never overflowing the message. */
+static void test_unknown_field_message(void)
+{
+    sx__expr *e = NULL;
+    ASSERT_STATUS(parse("a > 1 and color == red", &e), SX_EINVAL);
+    const char *msg = sx_errmsg();
+    const char *want = "no field named \"color\" (the fields a filter can use: id, a, b, big, d, "
+                       "price, flag, flag2, name, tag) at position 10";
+    if (strcmp(msg, want) != 0)
+        FAILF("message \"%s\", want \"%s\"", msg, want);
+    /* `tag == red`: the bare word is the unknown field */
+    ASSERT_STATUS(parse("tag == red", &e), SX_EINVAL);
+    ASSERT(strstr(sx_errmsg(), "no field named \"red\"") != NULL);
+
+    static char names[40][64];
+    const char *np[40];
+    sx_field_type ty[40];
+    for (size_t i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof names[i], "a_rather_long_field_name_number_%02zu", i);
+        np[i] = names[i];
+        ty[i] = SX_FIELD_INT64;
+    }
+    sx__expr_schema big = { 40, np, ty };
+    ASSERT_STATUS(sx__expr_parse("zz == 1", &big, &e), SX_EINVAL);
+    msg = sx_errmsg();
+    ASSERT(strstr(msg, "a_rather_long_field_name_number_00, ") != NULL);
+    ASSERT(strstr(msg, "...) at position 0") != NULL);
+    sx__expr_schema vec_only = { 1, (const char *const[]){ "v" },
+                                 (const sx_field_type[]){ SX_FIELD_FLOAT_VECTOR } };
+    ASSERT_STATUS(sx__expr_parse("zz == 1", &vec_only, &e), SX_EINVAL);
+    ASSERT(strstr(sx_errmsg(), "(the fields a filter can use: none)") != NULL);
+}
+
 int main(void)
 {
     seed0 = test_seed();
@@ -2036,5 +2070,6 @@ int main(void)
     RUN(test_oom);
     RUN(test_concurrent_eval);
     RUN(test_misuse);
+    RUN(test_unknown_field_message);
     return TEST_DONE();
 }

@@ -53,12 +53,13 @@
 
 static uint64_t seed;
 
+/* Returns 1 when a GPU is usable; otherwise ends the test as skipped, saying why (a test that
+ * did not run must not count as passed). */
 static int gpu_or_skip(const char *what)
 {
     if (sx__gpu_available())
         return 1;
-    fprintf(stderr, "  skipped %s: %s\n", what, sx__gpu_describe());
-    return 0;
+    SKIPF("%s needs a usable GPU: %s", what, sx__gpu_describe());
 }
 
 static float *rand_vecs(size_t n, size_t dim, uint64_t *s)
@@ -90,6 +91,16 @@ static int load_bigann(float **base, size_t *n, size_t *dim, float **q, size_t *
     snprintf(path, sizeof path, "%sbigann10k_groundtruth_l2_k100.ivecs", dir);
     *gt = test_read_texmex(path, 4, &ngt, gtk);
     return *base && *q && *gt && d2 == *dim && ngt == *nq && *gtk >= 10;
+}
+
+/* After a failed load_bigann, for a test that needs the data: ends it as skipped when a file is
+ * absent (naming it), or as failed when the files are there but could not be read. */
+static void need_bigann(void)
+{
+    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
+    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable");
 }
 
 /* ---------------------------------------------------------------- plans */
@@ -511,9 +522,8 @@ static void test_gpu_knn_bigann(void)
     int32_t *gt = NULL;
     size_t n, dim, nq, gtk;
     if (!load_bigann(&base, &n, &dim, &q, &nq, &gt, &gtk)) {
-        fprintf(stderr, "  skipped: BIGANN-10k not found under $SX_SHARED_DATA\n");
         free(base), free(q), free(gt);
-        return;
+        need_bigann();
     }
     const uint32_t k = 32;
     uint32_t *ids = malloc(n * k * sizeof *ids);
@@ -713,9 +723,8 @@ static void test_gpu_cagra(void)
     int32_t *gt = NULL;
     size_t n, dim, nq, gtk;
     if (!load_bigann(&x, &n, &dim, &q, &nq, &gt, &gtk)) {
-        fprintf(stderr, "  skipped: BIGANN-10k not found under $SX_SHARED_DATA\n");
         free(x), free(q), free(gt);
-        return;
+        need_bigann();
     }
     const uint32_t ideg = 64, deg = 32;
     uint32_t *knn = malloc(n * ideg * sizeof *knn), *pruned = malloc(n * deg * sizeof *pruned);

@@ -133,10 +133,13 @@ static int32_t *bgt;
 static size_t bnq, bgtk;
 static sx__index *bidx; /* built with 2 threads, shared by later tests */
 
+static int bigann_state; /* 0: not loaded yet (or absent), 1: loaded, -1: unreadable */
+
+/* Loads BIGANN-10k once; returns 1 when loaded, 0 when a file is absent or unreadable. */
 static int load_bigann(void)
 {
-    if (bigann.v)
-        return 1;
+    if (bigann_state)
+        return bigann_state > 0;
     const char *p = test_data("bigann10k/bigann10k_base.bvecs");
     if (!p)
         return 0;
@@ -152,7 +155,28 @@ static int load_bigann(void)
     snprintf(path, sizeof path, "%sbigann10k_groundtruth_l2_k100.ivecs", base);
     size_t ngt;
     bgt = test_read_texmex(path, 4, &ngt, &bgtk);
-    return bigann.v && bq && bgt && d2 == bigann.dim && ngt == bnq && bgtk >= K;
+    bool ok = bigann.v && bq && bgt && d2 == bigann.dim && ngt == bnq && bgtk >= K;
+    bigann_state = ok ? 1 : -1;
+    return ok;
+}
+
+/* For a test that needs BIGANN-10k: loads it, or ends the test as skipped when a file is absent
+ * (naming it), or as failed when the files are there but cannot be read. */
+static void need_bigann(void)
+{
+    if (load_bigann())
+        return;
+    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
+    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable or inconsistent");
+}
+
+/* For a test that needs the Fashion-MNIST files: ends it as skipped when they are absent. */
+static void need_fmnist_files(void)
+{
+    test_file_or_skip(FM_DIR "/train-images-idx3-ubyte.gz", "Debian package dataset-fashion-mnist");
+    test_file_or_skip(FM_DIR "/t10k-images-idx3-ubyte.gz", "Debian package dataset-fashion-mnist");
 }
 
 static double bigann_recall(const sx__index *idx, const char *ef)
@@ -173,10 +197,7 @@ static double bigann_recall(const sx__index *idx, const char *ef)
 
 static void test_bigann_recall_1thread(void)
 {
-    if (!load_bigann()) {
-        fprintf(stderr, "skip: BIGANN-10k data not found (SX_SHARED_DATA)\n");
-        return;
-    }
+    need_bigann();
     sx__index *idx = build(&bigann, SX_METRIC_L2, "16", "200", 1);
     double r = bigann_recall(idx, RECALL_EF);
     fprintf(stderr, "  BIGANN-10k 1 thread: recall@10 = %.4f at ef=%s\n", r, RECALL_EF);
@@ -186,10 +207,7 @@ static void test_bigann_recall_1thread(void)
 
 static void test_bigann_recall_2threads(void)
 {
-    if (!load_bigann()) {
-        fprintf(stderr, "skip: BIGANN-10k data not found (SX_SHARED_DATA)\n");
-        return;
-    }
+    need_bigann();
     atomic_size_t progress = 0;
     sx_param p[2] = { { "M", "16" }, { "efConstruction", "200" } };
     sx__build_ctx ctx = { .threads = 2, .progress = &progress };
@@ -205,8 +223,8 @@ static void test_bigann_recall_2threads(void)
 static void test_bigann_roundtrip(void)
 {
     if (!bidx) {
-        fprintf(stderr, "skip: no BIGANN index\n");
-        return;
+        need_bigann();
+        FAILF("no BIGANN index: test_bigann_recall_2threads did not build it");
     }
     sx__wbuf w = serialize(bidx);
     sx__index *idx2 = NULL;
@@ -235,8 +253,8 @@ static void test_bigann_roundtrip(void)
 static void test_bigann_filter_30pct(void)
 {
     if (!bidx) {
-        fprintf(stderr, "skip: no BIGANN index\n");
-        return;
+        need_bigann();
+        FAILF("no BIGANN index: test_bigann_recall_2threads did not build it");
     }
     uint64_t seed = test_seed();
     uint64_t *allow = calloc(sx__bits_words(bigann.n), sizeof *allow);
@@ -252,8 +270,8 @@ static void test_bigann_filter_30pct(void)
 static void test_bigann_filter_5rows(void)
 {
     if (!bidx) {
-        fprintf(stderr, "skip: no BIGANN index\n");
-        return;
+        need_bigann();
+        FAILF("no BIGANN index: test_bigann_recall_2threads did not build it");
     }
     uint64_t *allow = calloc(sx__bits_words(bigann.n), sizeof *allow);
     const uint32_t rows[5] = { 3, 777, 4242, 8001, 9999 };
@@ -286,10 +304,10 @@ static void test_fmnist_recall(void)
     float *base = test_read_idx(FM_DIR "/train-images-idx3-ubyte.gz", FM_N, &dim);
     float *queries = test_read_idx(FM_DIR "/t10k-images-idx3-ubyte.gz", FM_NQ, &dq);
     if (!base || !queries || dq != dim) {
-        fprintf(stderr, "skip: Fashion-MNIST not found in " FM_DIR "\n");
         free(base);
         free(queries);
-        return;
+        need_fmnist_files();
+        FAILF("Fashion-MNIST in " FM_DIR " is present but unreadable");
     }
     vecs v = { FM_N, dim, base };
     sx__index *idx = build(&v, SX_METRIC_L2, "16", "200", 2);

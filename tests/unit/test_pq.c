@@ -108,11 +108,7 @@ static void test_reconstruction_error(void)
 
 static void test_bigann_reconstruction(void)
 {
-    const char *path = test_data("bigann10k/bigann10k_base.bvecs");
-    if (!path) {
-        fprintf(stderr, "  skipped: bigann10k not found\n");
-        return;
-    }
+    const char *path = test_data_or_skip("bigann10k/bigann10k_base.bvecs");
     FILE *f = fopen(path, "rb");
     ASSERT(f);
     size_t n = 10000, dim = 128;

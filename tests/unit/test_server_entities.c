@@ -32,9 +32,11 @@ static json_t *call_ex(const char *path, const char *text, bool i64s)
     }
     free(buf);
     sx__handler_fn fn = NULL;
-    for (const sx__route *r = sx__routes_entities; r->path; r++)
-        if (strcmp(r->path, path) == 0)
-            fn = r->fn;
+    const sx__route *tables[] = { sx__routes_entities, sx__routes_indexes };
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+        for (const sx__route *r = tables[t]; r->path; r++)
+            if (strcmp(r->path, path) == 0)
+                fn = r->fn;
     if (!fn) {
         json_decref(body);
         return NULL;
@@ -412,6 +414,46 @@ static void test_dynamic(void)
     ASSERT_EQ(jint(row, "id"), 1);
     ASSERT_EQ(jint(row, "n"), 5);
     ASSERT(json_real_value(json_object_get(row, "distance")) == 0.0);
+    json_decref(r);
+}
+
+/* A filter on a field the collection lacks: 1100, naming the field and listing the declared
+ * fields (never the hidden columns); with the dynamic field enabled, also that dynamic-field keys
+ * cannot be filtered yet. Search, query and delete share the check. */
+static void test_missing_field_filter(void)
+{
+    json_t *r = call("/v2/vectordb/entities/search",
+                     "{`collectionName`:`gt`,`data`:[[1,1,1,1,1,1,1,1]],`filter`:`color == red`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    const char *want = "invalid parameter: cannot parse expression: field color not exist: "
+                       "collection gt has no field named \"color\" (its fields: id, v, tag)";
+    if (strcmp(msg_of(r), want) != 0)
+        FAILF("message \"%s\", want \"%s\"", msg_of(r), want);
+    json_decref(r);
+    r = call("/v2/vectordb/entities/query", "{`collectionName`:`gt`,`filter`:`tag > 1 or x < 2`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "no field named \"x\" (its fields: id, v, tag)") != NULL);
+    json_decref(r);
+    /* a hidden column is not a field either */
+    r = call("/v2/vectordb/entities/query",
+             "{`collectionName`:`dyn`,`filter`:`" SX__PART_FIELD " == 'p1'`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "no field named \"" SX__PART_FIELD "\" (its fields: id, vector)") !=
+           NULL);
+    ASSERT(strstr(msg_of(r), "dynamic") == NULL);
+    json_decref(r);
+    /* dynamic field enabled: the same, plus what such a name would be */
+    r = call("/v2/vectordb/entities/search",
+             "{`collectionName`:`dyn`,`data`:[[1,0]],`filter`:`color == 'red'`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "collection dyn has no field named \"color\" (its fields: id, "
+                             "vector)") != NULL);
+    ASSERT(strstr(msg_of(r), "$meta[\"color\"]") != NULL);
+    ASSERT(strstr(msg_of(r), "filters on dynamic-field keys are not supported yet") != NULL);
+    json_decref(r);
+    r = call("/v2/vectordb/entities/delete", "{`collectionName`:`dyn`,`filter`:`color == 'red'`}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "no field named \"color\"") != NULL);
     json_decref(r);
 }
 
@@ -997,6 +1039,75 @@ static void test_hybrid(void)
                 SX__MC_INVALID_PARAM);
 }
 
+/* ------------------------------------------------------------------ search params */
+
+/* A bad searchParams value gets the same code and message whether the rows are growing (no
+ * index built yet) or sealed and indexed, on search and on hybrid_search (Milvus answers 1100,
+ * invalid parameter, whatever the data). */
+static void test_search_params_whatever_the_data(void)
+{
+    sx__coll_meta *m = new_meta("sp", SX_METRIC_L2, false);
+    add_field(m, "id", "Int64", SX_FIELD_INT64, true, false, 0, 0);
+    add_field(m, "v", "FloatVector", SX_FIELD_FLOAT_VECTOR, false, false, 2, 0);
+    ASSERT(create(m));
+    json_t *r = ok(call("/v2/vectordb/indexes/create",
+                        "{`collectionName`:`sp`,`indexParams`:[{`fieldName`:`v`,`indexName`:`v`,"
+                        "`metricType`:`L2`,`params`:{`index_type`:`HNSW`,`M`:8}}]}"));
+    ASSERT(r);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/entities/insert",
+                "{`collectionName`:`sp`,`data`:[{`id`:1,`v`:[1,2]},{`id`:2,`v`:[3,4]},"
+                "{`id`:3,`v`:[5,6]}]}"));
+    ASSERT(r);
+    json_decref(r);
+    static const char *bad[] = {
+        "{`collectionName`:`sp`,`data`:[[1,2]],`limit`:2,"
+        "`searchParams`:{`params`:{`ef`:`abc`}}}",
+        "{`collectionName`:`sp`,`data`:[[1,2]],`limit`:2,`searchParams`:{`ef`:1}}",
+        "{`collectionName`:`sp`,`search`:[{`data`:[[1,2]],`annsField`:`v`,`limit`:2,"
+        "`params`:{`ef`:`abc`}},{`data`:[[1,2]],`annsField`:`v`,`limit`:2}],"
+        "`rerank`:{`strategy`:`rrf`,`params`:{`k`:60}},`limit`:2}",
+    };
+    static const char *path[] = { "/v2/vectordb/entities/search", "/v2/vectordb/entities/search",
+                                  "/v2/vectordb/entities/hybrid_search" };
+    char growing[3][512];
+    for (size_t i = 0; i < 3; i++) {
+        r = call(path[i], bad[i]);
+        if (code_of(r) != SX__MC_INVALID_PARAM) {
+            char *d = r ? json_dumps(r, JSON_COMPACT) : NULL;
+            FAILF("growing rows, request %zu: want code %d, got %s", i, SX__MC_INVALID_PARAM,
+                  d ? d : "(null)");
+        }
+        snprintf(growing[i], sizeof growing[i], "%s", msg_of(r));
+        json_decref(r);
+    }
+    ASSERT(strstr(growing[0], "ef") != NULL);
+    ASSERT(strstr(growing[1], "ef(1) should be larger than or equal to k(2)") != NULL);
+    /* a good value passes while growing */
+    r = ok(call("/v2/vectordb/entities/search",
+                "{`collectionName`:`sp`,`data`:[[1,2]],`limit`:2,`searchParams`:{`ef`:16}}"));
+    ASSERT(r);
+    json_decref(r);
+
+    sx_collection *h = NULL;
+    sx__coll_meta meta;
+    ASSERT_OK(sx__cat_coll_get(g_cat, "default", "sp", &h, &meta));
+    ASSERT_OK(sx_flush(h));
+    ASSERT_OK(sx_index_wait(h, 60000));
+    sx_index_info ii;
+    ASSERT_OK(sx_index_describe(h, &ii));
+    sx_collection_release(h);
+    ASSERT_EQ(ii.indexed_rows, 3);
+    for (size_t i = 0; i < 3; i++) {
+        r = call(path[i], bad[i]);
+        ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+        if (strcmp(msg_of(r), growing[i]) != 0)
+            FAILF("request %zu: sealed \"%s\", growing \"%s\"", i, msg_of(r), growing[i]);
+        json_decref(r);
+    }
+    ASSERT_OK(sx__cat_coll_drop(g_cat, "default", "sp")); /* run again through the merger */
+}
+
 static void test_teardown(void)
 {
     ASSERT_OK(sx__cat_close(g_cat));
@@ -1011,6 +1122,7 @@ int main(void)
     RUN(test_insert_get_query);
     RUN(test_insert_errors);
     RUN(test_dynamic);
+    RUN(test_missing_field_filter);
     RUN(test_auto_id_upsert_delete);
     RUN(test_not_loaded);
     RUN(test_search_example);
@@ -1019,11 +1131,13 @@ int main(void)
     RUN(test_range_search);
     RUN(test_hybrid);
     RUN(test_partitions);
+    RUN(test_search_params_whatever_the_data);
     /* the same searches through the merger */
     sx_server_options mo = { .merge_wait_us = 1000 };
     if (sx__merger_new(&mo, &g_merger) == SX_OK) {
         RUN(test_search_example);
         RUN(test_search_ground_truth);
+        RUN(test_search_params_whatever_the_data);
         sx__merger_free(g_merger);
         g_merger = NULL;
     }

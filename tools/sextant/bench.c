@@ -3184,27 +3184,25 @@ out:
 
 /* ------------------------------------------------------------------ report */
 
-/* QPS at recall `target` by linear interpolation between the two single-thread runs around it
- * (sorted by recall); NAN when no pair brackets the target. */
+/* QPS at recall `target` interpolated between the single-thread runs that bracket it
+ * (bm_qps_at_recall: the one definition the console, the JSON and the report share); NAN when no
+ * pair brackets the target. */
 static double qps_at_recall(const sys_result *s, double target)
 {
-    double best = NAN;
+    double *rq = calloc(2 * s->n_runs + 1, sizeof *rq);
+    if (rq == NULL)
+        return (double)NAN;
+    size_t n = 0;
     for (size_t i = 0; i < s->n_runs; i++) {
-        const run_result *a = &s->runs[i];
-        if (a->threads != 1)
+        if (s->runs[i].threads != 1)
             continue;
-        if (a->recall == target)
-            best = isnan(best) || a->qps > best ? a->qps : best;
-        for (size_t j = 0; j < s->n_runs; j++) {
-            const run_result *c = &s->runs[j];
-            if (c->threads != 1 || !(a->recall < target && c->recall > target))
-                continue;
-            double q = a->qps + (c->qps - a->qps) * (target - a->recall) / (c->recall - a->recall);
-            if (isnan(best) || q > best)
-                best = q;
-        }
+        rq[n] = s->runs[i].recall;
+        rq[s->n_runs + n] = s->runs[i].qps;
+        n++;
     }
-    return best;
+    double q = bm_qps_at_recall(rq, rq + s->n_runs, n, target);
+    free(rq);
+    return q;
 }
 
 /* The JSON document is built in memory and written with one checked fwrite: a failed or short
@@ -3784,6 +3782,8 @@ static void json_document(sbuf *sb, const bench *b)
     json_str(sb, date);
     sb_printf(sb, ",\n  \"dataset\": {\"kind\": ");
     json_str(sb, b->is_synthetic ? "synthetic" : (b->is_hdf5 ? "hdf5" : "file"));
+    sb_printf(sb, ", \"name\": "); /* a well-known data set's name, else null */
+    json_str(sb, b->is_synthetic ? NULL : ds_known_name(b->base_path));
     sb_printf(sb, ", \"base\": ");
     json_str(sb, b->base_path);
     sb_printf(sb, ", \"query\": ");

@@ -171,3 +171,22 @@ double bm_mean(const double *v, size_t n)
         s += v[j];
     return s / (double)n;
 }
+
+double bm_qps_at_recall(const double *recall, const double *qps, size_t n, double target)
+{
+    double best = (double)NAN;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(recall[i]) || isnan(qps[i]))
+            continue;
+        if (recall[i] == target)
+            best = isnan(best) || qps[i] > best ? qps[i] : best;
+        for (size_t j = 0; j < n; j++) {
+            if (isnan(recall[j]) || isnan(qps[j]) || !(recall[i] < target && recall[j] > target))
+                continue;
+            double q = qps[i] + (qps[j] - qps[i]) * (target - recall[i]) / (recall[j] - recall[i]);
+            if (isnan(best) || q > best)
+                best = q;
+        }
+    }
+    return best;
+}

@@ -22,6 +22,13 @@
  *     Ids only, as VectorDBBench: a tie at the k-th distance returned instead of the listed id
  *     lowers NDCG slightly while threshold recall counts it.
  *
+ *   QPS at recall t, interpolated: over every pair of single-thread runs (a, c) with
+ *     recall_a < t < recall_c, qps_a + (qps_c - qps_a) * (t - recall_a) / (recall_c - recall_a);
+ *     a run exactly at t counts with its own QPS; the highest of these. Undefined (NAN) when no
+ *     pair brackets t: every run above t (the cheapest setting already overshoots) or below it.
+ *     The bench console, its JSON (qps_at_recall_0.95) and the HTML report's peer ratios all use
+ *     this one definition, so their ratios agree.
+ *
  *   Percentile p in (0, 1] of n sorted values, nearest rank: v[ceil(p * n) - 1] (rank clamped to
  *     [1, n]); p50 of {1, 2, 3, 4} is 2, p99 of 100 values is the 99th. n = 0 gives NAN. No
  *     interpolation, so every reported latency was observed.
@@ -66,5 +73,9 @@ double bm_percentile(const double *sorted, size_t n, double p);
 
 /* Arithmetic mean of n values; NAN when n == 0. */
 double bm_mean(const double *v, size_t n);
+
+/* QPS at recall `target` interpolated (definition above) over the n runs recall[i], qps[i]
+ * (single-thread runs only; NaN entries are ignored). NAN when no pair brackets target. */
+double bm_qps_at_recall(const double *recall, const double *qps, size_t n, double target);
 
 #endif /* SX_TOOLS_BENCH_METRICS_H */

@@ -4,13 +4,24 @@
  * import  Loads a vector file (datasets.h) and inserts it into a collection in batches through
  *         sx_insert. A missing collection is created with the schema the tool owns:
  *           id      INT64 primary key (not auto-id) = row number in the file + rows already in
- *                   the collection (so repeated imports append; after deletes the offset can
- *                   collide with a live key and the insert fails with SX_EEXIST: that is
- *                   reported, never papered over)
+ *                   the collection (after deletes that offset can collide with a live key and
+ *                   the insert fails with SX_EEXIST: that is reported, never papered over)
  *           vector  FLOAT_VECTOR of the file's dimension, with --metric (default l2)
  *         An existing collection is accepted when it has exactly an int64 primary key and one
  *         vector field of the right dimension (an auto-id key is then left to the engine).
  *         Then sx_flush, and with --index: sx_index_create + sx_index_wait. Prints rows/s.
+ *
+ *         Nothing is written until everything that can be checked has been (a failed import
+ *         must leave nothing a re-run would duplicate):
+ *           1. arguments, and the --index type (before the file is read or the database opened);
+ *           2. the file (read whole), the existing collection's schema against it;
+ *           3. the index type and every --param against the collection's dim and metric
+ *              (sx_index_check_params: what sx_index_create would refuse), and an index the
+ *              collection already has with other settings (sx_index_create: SX_EEXIST);
+ *           4. an existing collection that holds rows is refused unless --append: re-running
+ *              an import that failed late (or by mistake) would otherwise add every row again
+ *              under new ids, so the same vector comes back twice at distance 0;
+ *         only then is a missing collection created and are rows inserted.
  * search  Loads query vectors and runs them as one batched sx_search (the engine spreads a
  *         batch over its search threads); prints each query's hits with the requested fields.
  * info    Opens the database read-only (sx_db_options.read_only: no WAL writes, no builds),
@@ -27,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "datasets.h"
@@ -94,12 +106,16 @@ static void import_usage(FILE *out)
             "                      offset by the rows already present; vector field `vector`)\n"
             "  --file FILE         .fvecs .bvecs .ivecs .npy or IDX .gz\n"
             "  --metric M          l2 | ip | cosine for a new collection (default l2)\n"
-            "  --index T           create this index after the load and wait: hnsw | flat |\n"
-            "                      any engine type (ivf_pq, diskann, gpu_cagra, gpu_ivf_flat, ...)\n"
+            "  --index T           create this index after the load and wait, one of flat |\n"
+            "                      hnsw (autoindex) | hnsw_sq | ivf_flat | ivf_sq8 | ivf_pq |\n"
+            "                      diskann | gpu_cagra | gpu_ivf_flat | gpu_ivf_pq |\n"
+            "                      gpu_brute_force (checked with its --param before any row is\n"
+            "                      written)\n"
             "  --param K=V         index build parameter, repeatable (M=16, efConstruction=200)\n"
+            "  --append            add the rows to a collection that already holds rows (ids\n"
+            "                      continue after them); without it such an import is refused\n"
             "  --batch N           rows per sx_insert call (default 1000)\n"
-            "  --limit N           import only the first N rows of the file\n"
-            CLI_STORAGE_USAGE);
+            "  --limit N           import only the first N rows of the file\n" CLI_STORAGE_USAGE);
 }
 
 typedef struct import_target {
@@ -149,9 +165,9 @@ static int import_check_schema(const char *cmd,
     return 0;
 }
 
-/* Opens the collection, creating it with the tool's schema when missing, and checks that it can
- * take rows of `dim`. Returns 0 with *out and *t, or CLI_EXIT_FAIL. */
-static int import_open(const char *cmd,
+/* Opens the collection `name` when it exists and checks that it can take rows of `dim`. Returns 0
+ * with *out (NULL when there is no such collection: nothing is created here), or CLI_EXIT_FAIL. */
+static int import_find(const char *cmd,
                        sx_db *db,
                        const char *name,
                        size_t dim,
@@ -162,24 +178,10 @@ static int import_open(const char *cmd,
                        import_target *t)
 {
     sx_collection *c = NULL;
+    *out = NULL;
     sx_status st = sx_collection_open(db, name, &c);
-    if (st == SX_ENOTFOUND) {
-        sx_field_def fields[2];
-        memset(fields, 0, sizeof fields);
-        fields[0].name = "id";
-        fields[0].type = SX_FIELD_INT64;
-        fields[0].is_primary = true;
-        fields[1].name = "vector";
-        fields[1].type = SX_FIELD_FLOAT_VECTOR;
-        fields[1].dim = (uint32_t)dim;
-        sx_collection_def def = { .name = name, .fields = fields, .n_fields = 2, .metric = metric };
-        st = sx_collection_create(db, &def);
-        if (st != SX_OK)
-            return cli_sx_fail(cmd, "create collection", st);
-        printf("created collection '%s' (dim %zu, metric %s)\n", name, dim,
-               cli_metric_name(metric));
-        st = sx_collection_open(db, name, &c);
-    }
+    if (st == SX_ENOTFOUND)
+        return 0;
     if (st != SX_OK)
         return cli_sx_fail(cmd, name, st);
     st = sx_collection_describe(c, ci);
@@ -194,6 +196,110 @@ static int import_open(const char *cmd,
     }
     *out = c;
     return 0;
+}
+
+/* Creates the collection with the tool's schema and opens it. Returns 0 with *out, or
+ * CLI_EXIT_FAIL. */
+static int import_create(const char *cmd,
+                         sx_db *db,
+                         const char *name,
+                         size_t dim,
+                         sx_metric metric,
+                         sx_collection **out,
+                         sx_collection_info *ci,
+                         import_target *t)
+{
+    sx_field_def fields[2];
+    memset(fields, 0, sizeof fields);
+    fields[0].name = "id";
+    fields[0].type = SX_FIELD_INT64;
+    fields[0].is_primary = true;
+    fields[1].name = "vector";
+    fields[1].type = SX_FIELD_FLOAT_VECTOR;
+    fields[1].dim = (uint32_t)dim;
+    sx_collection_def def = { .name = name, .fields = fields, .n_fields = 2, .metric = metric };
+    sx_status st = sx_collection_create(db, &def);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "create collection", st);
+    printf("created collection '%s' (dim %zu, metric %s)\n", name, dim, cli_metric_name(metric));
+    int rc = import_find(cmd, db, name, dim, false, metric, out, ci, t);
+    if (rc == 0 && *out == NULL)
+        rc = cli_fail(cmd, "collection '%s' vanished after its creation", name);
+    return rc;
+}
+
+/* The key=value list sx_index_create keeps (and sx_index_describe shows) for these params: in
+ * the given order, without the keys it ignores. Returns 0, or -1 if it does not fit. */
+static int index_params_str(const cli_params *ps, char *out, size_t len)
+{
+    size_t off = 0, kept = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < ps->n; i++) {
+        const char *k = ps->p[i].key;
+        if (strcasecmp(k, "index_type") == 0 || strcasecmp(k, "metric_type") == 0 ||
+            strcasecmp(k, "metricType") == 0)
+            continue;
+        int w = snprintf(out + off, len - off, "%s%s=%s", kept ? "," : "", k, ps->p[i].value);
+        if (w < 0 || (size_t)w >= len - off)
+            return -1;
+        off += (size_t)w;
+        kept++;
+    }
+    return 0;
+}
+
+/* Step 3 of the file comment: the index is checked against the collection's dim and metric (those
+ * of the collection about to be created when c is NULL), and against an index c already has.
+ * Returns 0, or CLI_EXIT_USAGE (a bad type or parameter: the engine's message names it and its
+ * range) or CLI_EXIT_FAIL (another index exists), with nothing written. */
+static int import_check_index(const char *cmd,
+                              sx_collection *c,
+                              const char *name,
+                              const char *itype,
+                              const cli_params *params,
+                              size_t dim,
+                              sx_metric metric)
+{
+    sx_status st = sx_index_check_params(itype, params->p, params->n, (uint32_t)dim, metric);
+    if (st != SX_OK)
+        return cli_usage_error(cmd,
+                               "--index %s: %s: %s (collection '%s': dim %zu, metric %s); "
+                               "nothing was written",
+                               itype, sx_status_str(st), sx_errmsg(), name, dim,
+                               cli_metric_name(metric));
+    if (c == NULL)
+        return 0;
+    sx_index_info ii;
+    st = sx_index_describe(c, &ii);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "describe index", st);
+    if (ii.type[0] == '\0')
+        return 0;
+    const char *want = strcasecmp(itype, "AUTOINDEX") == 0 ? "HNSW" : itype;
+    char pstr[sizeof ii.params];
+    if (index_params_str(params, pstr, sizeof pstr) != 0)
+        return cli_usage_error(cmd, "--param: the index parameters are too long");
+    if (strcasecmp(ii.type, want) == 0 && strcmp(pstr, ii.params) == 0)
+        return 0; /* the same index: sx_index_create is then a no-op */
+    return cli_fail(cmd,
+                    "collection '%s' already has a %s index (%s), not --index %s (%s); nothing "
+                    "was written: leave out --index to keep it, or give the same settings",
+                    name, ii.type, ii.params[0] ? ii.params : "defaults", itype,
+                    pstr[0] ? pstr : "defaults");
+}
+
+/* Step 4 of the file comment. Returns 0 or CLI_EXIT_FAIL. */
+static int import_check_append(
+    const char *cmd, const sx_collection_info *ci, const char *file, size_t file_rows, bool append)
+{
+    if (ci->n_rows == 0 || append)
+        return 0;
+    return cli_fail(cmd,
+                    "collection '%s' already holds %" PRIu64 " rows, so importing %s would add its "
+                    "%zu rows beside them (under new ids: any row already imported would then be "
+                    "there twice); nothing was written. Pass --append to add them, or import into "
+                    "another --collection",
+                    ci->name, ci->n_rows, file, file_rows);
 }
 
 /* Inserts every row of m in batches; keys continue after `first_id`. */
@@ -254,7 +360,8 @@ import_index(const char *cmd, sx_collection *c, const char *itype, const cli_par
     if (st != SX_OK)
         return cli_sx_fail(cmd, "describe index", st);
     printf("index %s (%s) built in %.3f s: %s, %" PRIu64 " / %" PRIu64 " rows indexed\n", ii.type,
-           ii.params, cli_now() - t0, index_state_name(ii.state), ii.indexed_rows, ii.total_rows);
+           ii.params[0] ? ii.params : "defaults", cli_now() - t0, index_state_name(ii.state),
+           ii.indexed_rows, ii.total_rows);
     return 0;
 }
 
@@ -263,7 +370,7 @@ int cli_import(int argc, char **argv)
     const char *cmd = "import";
     const char *data = NULL, *name = NULL, *file = NULL, *index = NULL, *v = NULL;
     sx_metric metric = SX_METRIC_L2;
-    bool metric_given = false;
+    bool metric_given = false, append = false;
     uint64_t batch = 1000, limit = 0;
     cli_params params = { 0 };
     ds_matrix m = { 0 };
@@ -281,6 +388,10 @@ int cli_import(int argc, char **argv)
             import_usage(stdout);
             rc = CLI_EXIT_OK;
             goto out;
+        }
+        if (cli_flag(argv, &i, "--append")) {
+            append = true;
+            continue;
         }
         if ((r = cli_take_storage(argc, argv, &i, cmd, &sto)) != 0) {
             if (r < 0)
@@ -333,6 +444,14 @@ int cli_import(int argc, char **argv)
     }
     if (cli_storage_check(cmd, &sto) != 0)
         goto usage;
+    /* Step 1: the type alone (its parameters need the dim), before reading the file. */
+    if (index != NULL) {
+        st = sx_index_check_search_params(itype, NULL, 0, 1);
+        if (st != SX_OK) {
+            rc = cli_usage_error(cmd, "--index %s: %s: %s", index, sx_status_str(st), sx_errmsg());
+            goto out;
+        }
+    }
 
     double t0 = cli_now();
     if (ds_load_float(file, (size_t)limit, &m, err, sizeof err) != 0) {
@@ -354,7 +473,17 @@ int cli_import(int argc, char **argv)
     }
     sx_collection_info ci;
     import_target t = { 0 };
-    if (import_open(cmd, db, name, m.dim, metric_given, metric, &c, &ci, &t) != 0)
+    if (import_find(cmd, db, name, m.dim, metric_given, metric, &c, &ci, &t) != 0)
+        goto out;
+    if (index != NULL) {
+        rc = import_check_index(cmd, c, name, itype, &params, m.dim, c ? ci.metric : metric);
+        if (rc != 0)
+            goto out;
+        rc = CLI_EXIT_FAIL;
+    }
+    if (c != NULL && import_check_append(cmd, &ci, file, m.n, append) != 0)
+        goto out;
+    if (c == NULL && import_create(cmd, db, name, m.dim, metric, &c, &ci, &t) != 0)
         goto out;
     uint64_t existing = 0;
     if (!t.pk_auto) {

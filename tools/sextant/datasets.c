@@ -33,6 +33,7 @@
  */
 #include "datasets.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -102,6 +103,46 @@ const char *ds_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return slash != NULL ? slash + 1 : path;
+}
+
+const char *ds_known_name(const char *path)
+{
+    static const struct {
+        const char *needle, *name;
+    } known[] = {
+        /* first match wins: the specific before the general */
+        { "fashion-mnist", "Fashion-MNIST" },
+        { "fashion_mnist", "Fashion-MNIST" },
+        { "fmnist", "Fashion-MNIST" },
+        { "mnist", "MNIST" },
+        { "bigann10k", "BIGANN-10k" },
+        { "bigann", "BIGANN" },
+        { "siftsmall", "SIFT10K" },
+        { "sift", "SIFT1M" },
+        { "gist", "GIST1M" },
+        { "glove", "GloVe" },
+        { "nytimes", "NYTimes" },
+        { "lastfm", "Last.fm" },
+    };
+
+    char low[1024];
+    size_t n = 0;
+    if (path == NULL)
+        return NULL;
+    /* the file name and its directory's name only, not the whole path (a home directory's name
+     * says nothing about the data) */
+    const char *tail = path + strlen(path);
+    for (int slashes = 0; tail > path; tail--)
+        if (tail[-1] == '/' && ++slashes == 2)
+            break;
+    path = tail;
+    for (; path[n] != '\0' && n + 1 < sizeof low; n++)
+        low[n] = (char)tolower((unsigned char)path[n]);
+    low[n] = '\0';
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strstr(low, known[i].needle) != NULL)
+            return known[i].name;
+    return NULL;
 }
 
 void ds_free(ds_matrix *m)

@@ -160,5 +160,11 @@ int ds_hash_file(const char *path, uint64_t *out, char *err, size_t err_len);
 
 /* Returns the last path component (borrowed from path). */
 const char *ds_basename(const char *path);
+/* The well-known data set a vector file belongs to, recognised from its file and directory names
+ * (case-insensitive):
+ * "Fashion-MNIST" for .../fashion-mnist/train-images-idx3-ubyte.gz, "BIGANN-10k" for
+ * bigann10k_base.bvecs, "SIFT1M", "GIST1M", ...; NULL when unknown. Borrowed: a static string.
+ * Fashion-MNIST and MNIST share file names, so only the directory tells them apart. */
+const char *ds_known_name(const char *path);
 
 #endif /* SX_TOOLS_DATASETS_H */

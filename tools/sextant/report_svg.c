@@ -9,9 +9,10 @@
  *
  * Scales. Linear axes get "nice" ticks (1, 2, 2.5 or 5 times a power of ten, about 5 of them)
  * and a range rounded out to whole steps; log axes span whole decades, with ticks at 1-2-5 when
- * the range covers at most two decades. A fixed range (the recall axis, 0.5..1) is widened to
- * the data so no point ever falls outside the frame (no clipping, which would need url(#id)
- * references).
+ * the range covers at most two decades. A fixed range is widened to the data so no point ever
+ * falls outside the frame (no clipping, which would need url(#id) references). A unit-interval
+ * axis (fit_unit: the recall axis) fits the data with a margin of a tenth of its span, inside
+ * [0, 1], so points spread over the plot instead of bunching where a fixed 0.5..1 put them.
  *
  * Text widths are estimated (AVG_CHAR_W per character at the 11px font) since nothing measures
  * text without a renderer; long category labels are shortened with an ellipsis and keep their
@@ -319,6 +320,13 @@ static void scale_fit(scale *s, const svg_axis *a, double dmin, double dmax, dou
         return;
     }
     double lo = dmin, hi = dmax;
+    if (a->fit_unit && !a->fixed && !isnan(lo) && !isnan(hi)) {
+        /* data in [0, 1] (recall): a margin of a tenth of the span (at least 0.005) each side,
+         * kept inside [0, 1], then rounded out to whole steps below */
+        double pad = (hi - lo) * 0.1 > 0.005 ? (hi - lo) * 0.1 : 0.005;
+        lo = lo - pad < 0 ? 0 : lo - pad;
+        hi = hi + pad > 1 ? 1 : hi + pad;
+    }
     if (a->fixed) {
         lo = isnan(dmin) || a->lo < dmin ? a->lo : dmin;
         hi = isnan(dmax) || a->hi > dmax ? a->hi : dmax;
@@ -364,6 +372,10 @@ static void scale_fit(scale *s, const svg_axis *a, double dmin, double dmax, dou
         lo = floor(lo / step + 1e-9) * step;
     if (!a->fixed || hi > a->hi)
         hi = ceil(hi / step - 1e-9) * step;
+    if (a->fit_unit && !a->fixed) {
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > 1 ? 1 : hi;
+    }
     s->lo = lo;
     s->hi = hi;
     double t0 = ceil(lo / step - 1e-9) * step;
@@ -383,13 +395,17 @@ static double scale_px(const scale *s, double v)
 
 /* ------------------------------------------------------------------ pieces */
 
-static void svg_open(rbuf *b, const char *kind, const char *title, double h, const char *extra)
+/* Opens a chart: `extra` is appended to the class list, `attrs` (already escaped, may be "")
+ * written as more attributes. */
+static void svg_open(
+    rbuf *b, const char *kind, const char *title, double h, const char *extra, const char *attrs)
 {
     rb_printf(b, "<svg class=\"chart%s\" data-chart=\"", extra);
     rb_esc(b, kind);
-    rb_printf(b, "\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
-                 "aria-label=\"",
-              CHART_W, h, CHART_W, h);
+    rb_printf(b,
+              "\"%s width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
+              "aria-label=\"",
+              attrs, CHART_W, h, CHART_W, h);
     rb_esc(b, title);
     rb_puts(b, "\">\n<title>");
     rb_esc(b, title);
@@ -533,7 +549,11 @@ void svg_line_chart(rbuf *b,
     sy.p0 = MARGIN_T + PLOT_H;
     sy.p1 = MARGIN_T;
 
-    svg_open(b, kind, title, h, "");
+    /* the x range drawn, for readers of the file (the e2e test checks the recall axis) */
+    char xr[96] = "";
+    if (x->scale != SVG_CATEGORY)
+        (void)snprintf(xr, sizeof xr, " data-x-lo=\"%.6g\" data-x-hi=\"%.6g\"", sx.lo, sx.hi);
+    svg_open(b, kind, title, h, "", xr);
     /* gridlines and ticks */
     char tb[64];
     rb_puts(b, "<g class=\"grid\">\n");
@@ -684,7 +704,7 @@ void svg_bar_chart(rbuf *b, const svg_bars *c)
     sv.p0 = left;
     sv.p1 = CHART_W - MARGIN_R - 64;
 
-    svg_open(b, c->kind, c->title, h, " bars");
+    svg_open(b, c->kind, c->title, h, " bars", "");
     char tb[64];
     double top = MARGIN_T, bottom = MARGIN_T + plot_h;
     rb_puts(b, "<g class=\"grid\">\n");
@@ -761,9 +781,10 @@ void svg_bar_chart(rbuf *b, const svg_bars *c)
 void svg_no_data(rbuf *b, const char *kind, const char *title, const char *note)
 {
     double h = 90;
-    svg_open(b, kind, title, h, " nodata");
-    rb_printf(b, "<rect class=\"frame\" x=\"%.1f\" y=\"34\" width=\"%.1f\" height=\"44\"/>\n"
-                 "<text class=\"nd\" x=\"%.1f\" y=\"61\">",
+    svg_open(b, kind, title, h, " nodata", "");
+    rb_printf(b,
+              "<rect class=\"frame\" x=\"%.1f\" y=\"34\" width=\"%.1f\" height=\"44\"/>\n"
+              "<text class=\"nd\" x=\"%.1f\" y=\"61\">",
               MARGIN_L, CHART_W - MARGIN_L - MARGIN_R, (CHART_W + MARGIN_L - MARGIN_R) / 2);
     rb_esc(b, note);
     rb_puts(b, "</text>\n</svg>\n");

@@ -55,7 +55,10 @@ typedef struct svg_axis {
     double lo, hi;
     const char *const *cats;   /* SVG_CATEGORY: n_cats labels */
     size_t n_cats;
-    bool zero;                 /* SVG_LINEAR auto range: include 0 */
+    bool zero;     /* SVG_LINEAR auto range: include 0 */
+    bool fit_unit; /* SVG_LINEAR auto range of [0, 1] data (recall): the data's
+                      range plus a margin of a tenth of it (>= 0.005) per side,
+                      within [0, 1] */
 } svg_axis;
 
 typedef struct svg_series {
@@ -69,7 +72,7 @@ typedef struct svg_series {
 
 /* Writes a line chart: frame, gridlines, ticks, axis labels, one polyline + markers per series
  * and a legend. With no drawable point at all it writes svg_no_data() instead. `kind` becomes
- * the data-chart attribute (e.g. "recall-qps"). */
+ * the data-chart attribute (e.g. "recall-qps"); data-x-lo / data-x-hi carry the x range drawn. */
 void svg_line_chart(rbuf *b,
                     const char *kind,
                     const char *title,
