@@ -292,9 +292,9 @@ static sx_status check_search_params(sx_collection *c,
     for (size_t i = 0; i < req->n_params; i++)
         if (!req->params || !req->params[i].key || !req->params[i].value)
             return sx__err(SX_EINVAL, "search parameter %zu has no key or value", i);
-    pthread_rwlock_rdlock(&c->seg_lock);
+    sx__rwlock_rdlock(&c->seg_lock);
     const sx__index_ops *ops = c->iops; /* a static vtable: valid after the unlock */
-    pthread_rwlock_unlock(&c->seg_lock);
+    sx__rwlock_unlock(&c->seg_lock);
     if (!ops)
         return SX_OK;
     *checked = ops;
