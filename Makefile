@@ -39,9 +39,12 @@ test-tsan:
 	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(abspath tests/tsan.supp)" \
 	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
-# Compile-only check of the CUDA sources (issue 7): when nvcc exists (PATH or /usr/local/cuda),
-# a separate SX_CUDA=ON build in $(CUDA_BUILD) compiles src/gpu/*.cu with warnings as errors and
-# links the library and test_gpu; nothing runs (no GPU needed; scripts/gpu-check.sh runs them).
+# Compile-only check of the CUDA sources (issues 7, 12): when nvcc exists (PATH or /usr/local/cuda),
+# a separate SX_CUDA=ON build in $(CUDA_BUILD) compiles src/gpu/*.cu with warnings as errors into
+# the plugin libsextant_cuda.so, links the libraries, sextant and test_gpu, then runs the checks
+# that need no GPU: lint_needed (no CUDA library in the NEEDED entries of sextant and
+# libsextant.so; the plugin exports one symbol) and test_gpu_loader (the plugin is mapped on first
+# use only). scripts/gpu-check.sh runs the GPU tests on a GPU machine.
 CUDA_BUILD ?= build-cuda
 NVCC       ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 
@@ -49,8 +52,10 @@ cuda-check:
 	@if [ -z "$(NVCC)" ]; then echo "cuda-check: skipped (no nvcc on PATH or in /usr/local/cuda/bin)"; exit 0; fi; \
 	  set -e; test -f $(CUDA_BUILD)/CMakeCache.txt || cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=Release \
 	    -DSX_WERROR=ON -DSX_CUDA=ON -DSX_BUILD_PEERS=OFF -DCMAKE_CUDA_COMPILER=$(NVCC); \
-	  cmake --build $(CUDA_BUILD) -j $(JOBS) --target sextant_static sextant_shared test_gpu; \
-	  echo "cuda-check: CUDA sources compiled and linked ($(NVCC))"
+	  cmake --build $(CUDA_BUILD) -j $(JOBS) --target sextant_cuda sextant_static sextant_shared sextant \
+	    test_gpu test_gpu_loader; \
+	  ctest --test-dir $(CUDA_BUILD) --output-on-failure -R '^(lint_needed|test_gpu_loader)$$'; \
+	  echo "cuda-check: CUDA sources compiled into $(CUDA_BUILD)/libsextant_cuda.so and linked ($(NVCC))"
 
 demo: all
 	./tools/demo.sh $(BUILD)

@@ -4,7 +4,12 @@
 # H200 with 16 cores. Steps:
 #   1. nvidia-smi (the device, driver, memory in use).
 #   2. Build with CUDA into build-gpu (Release, -DSX_CUDA=ON, CUDA_ARCHITECTURES=native, warnings
-#      are errors): targets sextant, test_gpu, test_cagra.
+#      are errors): targets sextant_cuda (the plugin build-gpu/libsextant_cuda.so, which the gpu
+#      layer opens with dlopen on first use; found next to the binaries), sextant, test_gpu,
+#      test_gpu_loader, test_cagra. Then, before any GPU test: lint_needed (no CUDA library in
+#      the NEEDED entries of sextant and libsextant.so, the plugin exports one symbol) and
+#      test_gpu_loader (the plugin is mapped on first use only). When the plugin cannot load
+#      (no driver, a missing libcublas), test_gpu's "GPU:" line below says why.
 #   3. Tests with the GPU active: test_gpu (GPU kNN equals the exact CPU result, resident and
 #      streamed; GPU k-means inertia within 1% of the CPU Lloyd from the same centroids and near
 #      sx__kmeans_train; GPU CAGRA prune+merge bit-identical to the CPU twin on the same kNN graph,
@@ -82,7 +87,8 @@ if ! configure "$ARCH"; then
     fi
 fi
 grep -E "CUDA:" "$B/configure.log"
-if ! cmake --build "$B" -j "$JOBS" --target sextant test_gpu test_cagra >"$B/build.log" 2>&1; then
+if ! cmake --build "$B" -j "$JOBS" --target sextant_cuda sextant sextant_shared test_gpu \
+    test_gpu_loader test_cagra >"$B/build.log" 2>&1; then
     grep -E "error|warning" "$B/build.log" | head -n 40
     tail -n 20 "$B/build.log"
     echo "gpu-check: build failed"
@@ -90,6 +96,20 @@ if ! cmake --build "$B" -j "$JOBS" --target sextant test_gpu test_cagra >"$B/bui
 fi
 mkdir -p "$LOGD" "$B/testtmp"
 echo "built in $(($(date +%s) - T0)) s"
+
+# ---------------------------------------------------------------- the plugin (issue 12)
+log "CUDA plugin"
+if [ ! -f "$B/libsextant_cuda.so" ]; then
+    echo "gpu-check: $B/libsextant_cuda.so was not built"
+    exit 1
+fi
+if ! (cd "$B" && ctest --output-on-failure -R '^(lint_needed|test_gpu_loader)$') >"$LOGD/plugin.log" 2>&1; then
+    tail -n 30 "$LOGD/plugin.log"
+    note "plugin: lint_needed / test_gpu_loader FAILED (log $LOGD/plugin.log)"
+    STATUS=1
+else
+    note "plugin: $B/libsextant_cuda.so; sextant and libsextant.so need no CUDA library"
+fi
 
 # ---------------------------------------------------------------- data
 DATA=${SX_SHARED_DATA:-}

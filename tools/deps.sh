@@ -2,7 +2,7 @@
 # Installs the Debian packages the build, tests and demo need, only when missing.
 # Runs `apt-get update` once, and only if something has to be installed.
 set -euo pipefail
-need=(cmake gcc g++ make pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
+need=(cmake gcc g++ make binutils pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
       libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libssl-dev libexpat1-dev prometheus curl
       clang libclang-rt-14-dev libhdf5-dev chromium dataset-fashion-mnist)
 # chromium: the real-browser check of the HTML report (ctest report_browser_e2e, headless).

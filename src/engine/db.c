@@ -417,15 +417,6 @@ sx_status sx_collection_list(sx_db *db, char ***names, size_t *n)
     return SX_OK;
 }
 
-void sx_strings_free(char **names, size_t n)
-{
-    if (!names)
-        return;
-    for (size_t i = 0; i < n; i++)
-        sx__free(names[i]);
-    sx__free(names);
-}
-
 sx_status sx_collection_open(sx_db *db, const char *name, sx_collection **out)
 {
     sx__err_clear();

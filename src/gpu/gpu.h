@@ -1,9 +1,11 @@
 /*
  * gpu.h: the GPU layer's C interface (issue 7). Implemented in CUDA C (the .cu files in
- * src/gpu/) when the build has CUDA (CMake SX_CUDA=AUTO|ON|OFF; AUTO = when nvcc is found), and
- * by gpu_none.c
- * otherwise, where every entry point answers "no GPU". Callers (index builds) always have a CPU
- * twin of each algorithm and fall back to it when sx__gpu_available() is false, logging one line.
+ * src/gpu/), built when the build has CUDA (CMake SX_CUDA=AUTO|ON|OFF; AUTO = when nvcc is found)
+ * into the plugin libsextant_cuda.so; in libsextant these functions are gpu_loader.c's, which
+ * opens the plugin on the first call and forwards to it (issue 12), or answers "no GPU" with the
+ * reason (no plugin, no driver, built without CUDA, SX_GPU=off). Callers (index builds) always
+ * have a CPU twin of each algorithm and fall back to it when sx__gpu_available() is false,
+ * logging one line.
  *
  * Memory: plain cudaMalloc (no managed memory). Inputs larger than the device memory budget are
  * processed in batches (base vectors streamed through pinned host buffers on two streams, so

@@ -1,6 +1,6 @@
 /*
  * gpu_kmeans.cu: Lloyd k-means on the GPU (gpu.h sx__gpu_kmeans), the GPU twin of the Lloyd
- * iterations of src/index/ivf/kmeans.c (which stays the CPU path and the reference).
+ * iterations of src/vector/kmeans.c (which stays the CPU path and the reference).
  *
  * Each pass over the rows, batch by batch (gpu_plan.h sx__gpu_kmeans_plan):
  *   1. SGEMM: T[i][j] = x_i . c_j (batch_rows x k, row-major);

@@ -10,8 +10,8 @@
  *    metricType, else COSINE) when it has a vector index entry, and otherwise leaves the metric
  *    pending (meta.metric_pending, engine collection L2 with raw vectors; the request's
  *    metricType, which the Node SDK always fills, is ignored as Milvus ignores it) until the
- *    first indexes/create picks it (handlers_indexes.c). Once an index exists the metric is that
- *    index's; another metric is refused (1100) until the index is dropped;
+ *    first indexes/create picks it (request.c sx__index_apply). Once an index exists the metric
+ *    is that index's; another metric is refused (1100) until the index is dropped;
  *  - one FloatVector field per collection; Array, JSON-free nullable/default values, binary,
  *    float16, sparse and int8 vectors and functions are refused with 1100 "... not supported by
  *    Sextant yet";
@@ -31,155 +31,6 @@
 #include "server/server.h"
 #include "util/alloc.h"
 #include "util/err.h"
-
-/* ---------------------------------------------------------------- shared helpers */
-
-bool sx__req_coll(sx__req *rq, sx__resp *rs, const char *struct_name, sx_collection **h,
-                  sx__coll_meta **meta)
-{
-    const char *name = NULL;
-    if (!sx__need_str(rq, rs, "collectionName", struct_name, &name))
-        return false;
-    if (!sx__cat_db_exists(rq->cat, rq->db_name)) {
-        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
-        return false;
-    }
-    sx__coll_meta *m = sx__malloc(sizeof *m);
-    if (!m) {
-        sx__fail(rs, SX__MC_UNEXPECTED, "out of memory");
-        return false;
-    }
-    sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, h, m);
-    if (st != SX_OK) {
-        sx__free(m);
-        if (st == SX_ENOTFOUND)
-            sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]", name);
-        else
-            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "collection");
-        return false;
-    }
-    *meta = m;
-    return true;
-}
-
-void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta)
-{
-    if (h)
-        sx_collection_release(h);
-    sx__free(meta);
-}
-
-static const sx__field_meta *vector_field(const sx__coll_meta *m)
-{
-    for (size_t i = 0; i < m->n_fields; i++)
-        if (m->fields[i].engine_type == SX_FIELD_FLOAT_VECTOR)
-            return &m->fields[i];
-    return NULL;
-}
-
-static const sx__field_meta *primary_field(const sx__coll_meta *m)
-{
-    for (size_t i = 0; i < m->n_fields; i++)
-        if (m->fields[i].is_primary)
-            return &m->fields[i];
-    return NULL;
-}
-
-typedef struct load_ctx {
-    const char *index_type; /* the engine's, for metadata of an index made through the C API */
-    sx__coll_meta *out;     /* the caller's copy, refreshed */
-} load_ctx;
-
-static sx_status load_fn(void *ctx, sx__coll_meta *m)
-{
-    load_ctx *l = ctx;
-    if (!m->index_name[0]) { /* made through the C API while the server ran */
-        const sx__field_meta *vf = vector_field(m);
-        const char *vn = vf ? vf->name : "";
-        (void)snprintf(m->index_name, sizeof m->index_name, "%s", vn);
-        (void)snprintf(m->index_field, sizeof m->index_field, "%s", vn);
-        (void)snprintf(m->index_type, sizeof m->index_type, "%s", l->index_type);
-    }
-    m->metric_pending = false; /* the engine has an index, so its metric is chosen */
-    m->loaded = true;
-    memcpy(l->out, m, sizeof *m);
-    return SX_OK;
-}
-
-bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta)
-{
-    sx_index_info ii;
-    sx_status st = sx_index_describe(h, &ii);
-    if (st != SX_OK) {
-        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
-        return false;
-    }
-    if (ii.state == SX_INDEX_NONE) {
-        sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[collection=%s]", meta->name);
-        return false;
-    }
-    if (meta->loaded && meta->index_name[0] && !meta->metric_pending)
-        return true;
-    load_ctx l = { ii.type, meta };
-    st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, load_fn, &l);
-    if (st != SX_OK) {
-        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
-        return false;
-    }
-    return true;
-}
-
-/* JSON value -> property string. Owned: sx__free. */
-static char *prop_string(const json_t *v)
-{
-    char buf[64];
-    if (json_is_string(v))
-        return sx__strdup(json_string_value(v));
-    if (json_is_integer(v)) {
-        (void)snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return sx__strdup(buf);
-    }
-    if (json_is_real(v)) {
-        (void)snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
-        return sx__strdup(buf);
-    }
-    if (json_is_boolean(v))
-        return sx__strdup(json_is_true(v) ? "true" : "false");
-    if (!v || json_is_null(v))
-        return sx__strdup("");
-    size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
-    char *s = sx__malloc(n + 1);
-    if (s) {
-        (void)json_dumpb(v, s, n, JSON_COMPACT);
-        s[n] = '\0';
-    }
-    return s;
-}
-
-json_t *sx__props_to_kv(const json_t *props)
-{
-    json_t *arr = json_array();
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)props, k, v) {
-        char *s = prop_string(v);
-        json_array_append_new(arr, json_pack("{s:s,s:s}", "key", k, "value", s ? s : ""));
-        sx__free(s);
-    }
-    return arr;
-}
-
-void sx__props_merge(json_t *dst, const json_t *src)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)src, k, v) {
-        char *s = prop_string(v);
-        if (s)
-            json_object_set_new(dst, k, json_string(s));
-        sx__free(s);
-    }
-}
 
 static json_t *meta_props(const sx__coll_meta *m)
 {
@@ -607,7 +458,7 @@ static void h_create(sx__req *rq, sx__resp *rs)
     if (quick ? !quick_schema(rq, rs, m, params) : !custom_schema(rs, m, schema))
         goto out;
     m->has_partitions = true;
-    const sx__field_meta *vf = vector_field(m);
+    const sx__field_meta *vf = sx__meta_vector_field(m);
     /* every indexParams field must exist; the vector field's metric becomes the collection's
      * (custom schema), else the request's metricType, else COSINE; a custom schema without a
      * vector index entry leaves it pending */
@@ -762,7 +613,7 @@ static void h_describe(sx__req *rq, sx__resp *rs)
     if (!sx__req_coll(rq, rs, "CollectionNameReq", &h, &m))
         return;
     json_t *d = json_object();
-    const sx__field_meta *pk = primary_field(m);
+    const sx__field_meta *pk = sx__meta_primary_field(m);
     json_object_set_new(d, "collectionName", json_string(m->name));
     json_object_set_new(d, "collectionID", json_integer(m->collection_id));
     json_object_set_new(d, "description", json_string(m->description));

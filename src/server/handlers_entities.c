@@ -172,38 +172,19 @@ typedef struct coll {
 
 static void coll_close(coll *c)
 {
-    if (c->h)
-        sx_collection_release(c->h);
-    sx__free(c->meta);
+    sx__req_coll_done(c->h, c->meta);
     c->h = NULL;
     c->meta = NULL;
 }
 
-/* Resolves collectionName of the body into an open handle and a metadata copy. On failure sets
- * rs (1802/1801 for the name, 800 / 100 for a missing database / collection) and returns false. */
+/* Resolves collectionName of the body into an open handle and a metadata copy (sx__req_coll),
+ * and finds its primary key and vector field. On failure sets rs (1802/1801 for the name, 800 /
+ * 100 for a missing database / collection) and returns false. */
 static bool coll_open(sx__req *rq, sx__resp *rs, const char *struct_name, coll *c)
 {
     memset(c, 0, sizeof *c);
-    const char *name = NULL;
-    if (!sx__need_str(rq, rs, "collectionName", struct_name, &name))
+    if (!sx__req_coll(rq, rs, struct_name, &c->h, &c->meta))
         return false;
-    c->meta = sx__malloc(sizeof *c->meta);
-    if (!c->meta) {
-        fail_nomem(rs);
-        return false;
-    }
-    sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, &c->h, c->meta);
-    if (st != SX_OK) {
-        c->h = NULL;
-        if (st == SX_ENOTFOUND && !sx__cat_db_exists(rq->cat, rq->db_name))
-            sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
-        else if (st == SX_ENOTFOUND)
-            sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]", name);
-        else
-            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "collection");
-        coll_close(c);
-        return false;
-    }
     c->pk = -1;
     c->vec = -1;
     for (size_t i = 0; i < c->meta->n_fields; i++) {
@@ -213,7 +194,7 @@ static bool coll_open(sx__req *rq, sx__resp *rs, const char *struct_name, coll *
             c->vec = (int)i;
     }
     if (c->pk < 0) {
-        sx__fail(rs, SX__MC_UNEXPECTED, "collection %s has no primary key", name);
+        sx__fail(rs, SX__MC_UNEXPECTED, "collection %s has no primary key", c->meta->name);
         coll_close(c);
         return false;
     }

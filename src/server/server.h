@@ -12,11 +12,15 @@
  *   catalog.c              databases (one sx_db each) and the Milvus-level collection metadata kept
  *                          beside the engine's collections (declared types, load state, index
  *                          name, dynamic field, description, partitions, properties)
+ *   request.c              the helpers the handler files share: the collection a request names,
+ *                          field lookup, load, properties, index creation from indexParams
  *   handlers_collections.c /v2/vectordb/collections/...
  *   handlers_indexes.c     /v2/vectordb/indexes/...
  *   handlers_admin.c       /v2/vectordb/partitions/... and /v2/vectordb/databases/...
  *   handlers_entities.c    /v2/vectordb/entities/...
  *   merge.c                merging of concurrent small searches into one batch
+ * A handlers_*.c file calls only request.c, json.c, catalog.c, merge.c and metrics.c, never
+ * another handlers_*.c (checked with nm in tests/lint/check_layers.sh).
  *
  * Threads. libmicrohttpd runs handlers on its thread pool; any number run at once. Handlers hold
  * no server-wide lock: the catalog has its own mutex (catalog.c), the engine is thread-safe.
@@ -255,14 +259,20 @@ typedef int (*sx__cat_visit_fn)(void *ctx, const char *db, const sx__coll_meta *
                                 sx_collection *h);
 SX_NODISCARD sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx);
 
-/* ------------------------------------------------------------------ handler helpers */
+/* ------------------------------------------------------------------ request.c */
 
-/* handlers_collections.c. Resolves rq->body.collectionName (1802 with `struct_name` when missing)
- * in rq->db_name: 800 when the database is missing, 100 when the collection is. On true, *meta is
- * an owned copy (free with sx__req_coll_done) and *h an open handle (when h is non-NULL). */
+/* The request helpers the handler files share (no handlers_*.c calls into another one).
+ * Resolves rq->body.collectionName (1802 with `struct_name` when missing) in rq->db_name: 800
+ * when the database is missing, 100 when the collection is. On true, *meta is an owned copy
+ * (free with sx__req_coll_done) and *h an open handle (when h is non-NULL). */
 bool sx__req_coll(sx__req *rq, sx__resp *rs, const char *struct_name, sx_collection **h,
                   sx__coll_meta **meta);
 void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta); /* either may be NULL */
+/* Fields of a collection's metadata: by name, its (first) vector field, its primary key.
+ * Borrowed from meta; NULL when there is none. */
+const sx__field_meta *sx__meta_field(const sx__coll_meta *meta, const char *name);
+const sx__field_meta *sx__meta_vector_field(const sx__coll_meta *meta);
+const sx__field_meta *sx__meta_primary_field(const sx__coll_meta *meta);
 /* Marks the collection loaded (persisted). 700 "index not found[collection=NAME]" when its vector
  * field has no index. */
 bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta);
@@ -271,9 +281,9 @@ bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *m
  * value turned into a string (numbers as digits, bools as true/false, objects as JSON text). */
 json_t *sx__props_to_kv(const json_t *props);
 void sx__props_merge(json_t *dst, const json_t *src);
-/* handlers_indexes.c. Creates the index one indexParams entry describes (vector field: the engine
- * index; scalar field: accepted, nothing built) and records it in *meta (persisted). On false,
- * rs holds the error. */
+/* Creates the index one indexParams entry describes (vector field: the engine index; scalar
+ * field: accepted, nothing built) and records it in *meta (persisted). Used by indexes/create
+ * and collections/create. On false, rs holds the error. */
 bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta,
                      const json_t *index_param);
 

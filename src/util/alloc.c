@@ -1,8 +1,12 @@
 /*
- * alloc.c: allocation wrappers with a fault-injection countdown (see alloc.h).
+ * alloc.c: allocation wrappers with a fault-injection countdown (see alloc.h), and the public
+ * sx_strings_free (include/sextant.h), which frees the string arrays that every layer returns
+ * (collection lists from the engine, key lists from the object stores in src/storage/): it
+ * lives here, at the bottom of the layer stack, so that no layer has to call upwards for it.
  */
 #include "util/alloc.h"
 
+#include <sextant.h> /* sx_strings_free, exported (SX_API) */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,4 +83,13 @@ char *sx__strndup(const char *s, size_t n)
     memcpy(d, s, n);
     d[n] = '\0';
     return d;
+}
+
+void sx_strings_free(char **names, size_t n)
+{
+    if (!names)
+        return;
+    for (size_t i = 0; i < n; i++)
+        sx__free(names[i]);
+    sx__free(names);
 }

@@ -47,11 +47,11 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "index/ivf/kmeans.h"
 #include "util/alloc.h"
 #include "util/crc32c.h"
 #include "util/err.h"
 #include "vector/dist.h"
+#include "vector/kmeans.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 # include <immintrin.h>

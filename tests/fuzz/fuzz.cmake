@@ -18,7 +18,7 @@
 #    ctest of the same name (label "fuzz") feeding every corpus file once. So the corpora are
 #    regression tests in the normal run and in the ASan+UBSan pass of `make test`.
 #  * -DSX_FUZZ=ON with clang 14 (`make fuzz`: CC=clang CXX=clang++, Debug, build-fuzz/): the
-#    library objects (sx_obj, sextant_server) get -fsanitize=fuzzer-no-link,address,undefined and
+#    library objects (every layer's sx_LAYER and sx_server) get -fsanitize=fuzzer-no-link,address,undefined and
 #    one executable per harness is linked with -fsanitize=fuzzer,address,undefined.
 #    `make fuzz FUZZ_SECONDS=60` runs each for FUZZ_SECONDS on a copy of its seed corpus
 #    (build-fuzz/corpus/<harness>, crash inputs in build-fuzz/artifacts/<harness>/) and fails on
@@ -40,8 +40,14 @@ if(SX_FUZZ)
   set(SX_FUZZ_CFLAGS -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
       -fno-omit-frame-pointer -g -Wno-unknown-warning-option -Wno-cast-align
       -Wno-format-nonliteral)
-  target_compile_options(sx_obj PRIVATE ${SX_FUZZ_CFLAGS})
-  target_compile_options(sextant_server PRIVATE ${SX_FUZZ_CFLAGS})
+  foreach(layer ${SX_LAYERS} server)
+    target_compile_options(sx_${layer} PRIVATE ${SX_FUZZ_CFLAGS})
+  endforeach()
+  # The CUDA plugin's C part (built with the libraries, not instrumented): GCC-only warning
+  # flags of the directory are unknown to clang.
+  if(TARGET sx_cuda_plan)
+    target_compile_options(sx_cuda_plan PRIVATE -Wno-unknown-warning-option)
+  endif()
   # Anything linking the instrumented libraries needs the sanitizer runtimes.
   target_link_options(sextant_static INTERFACE -fsanitize=fuzzer-no-link,address,undefined)
   target_link_options(sextant_shared PRIVATE -fsanitize=fuzzer-no-link,address,undefined)

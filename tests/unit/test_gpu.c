@@ -24,7 +24,7 @@
  *     layout with many tiles and batches (the on-device top-k merge across tiles must equal the
  *     full sort). BIGANN-10k self-kNN graph (k = 32) vs sx__flat_scan: recall >= 0.999.
  *   - sx__gpu_kmeans: inertia within 1% of a CPU Lloyd run from the same initial centroids
- *     (src/index/ivf sx__kmeans_assign for the assignment), and <= 1.03 x the inertia of the CPU
+ *     (src/vector sx__kmeans_assign for the assignment), and <= 1.03 x the inertia of the CPU
  *     k-means (sx__kmeans_train, all rows, 20 iterations, its own random initial centroids);
  *     streamed (small budget) within 1% of resident.
  *   - CAGRA: sx__gpu_cagra_prune_merge on the CPU twin's exact kNN graph equals the twin's
@@ -45,9 +45,9 @@
 #include "harness.h"
 #include "index/cagra/cagra.h"
 #include "index/flat/flat.h"
-#include "index/ivf/kmeans.h"
 #include "util/alloc.h"
 #include "util/heap.h"
+#include "vector/kmeans.h"
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -1,5 +1,5 @@
 /*
- * test_kmeans.c: unit tests of k-means (src/index/ivf/kmeans.c).
+ * test_kmeans.c: unit tests of k-means (src/vector/kmeans.c).
  *
  *   - inertia never increases with more Lloyd iterations (same seed, k-means++ and random
  *     seeding; relative slack 1e-5 for float rounding at convergence);
@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "index/ivf/kmeans.h"
 #include "util/err.h"
+#include "vector/kmeans.h"
 
 static uint64_t g_seed;
 

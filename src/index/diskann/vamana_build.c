@@ -73,11 +73,11 @@
 #include <unistd.h>
 
 #include "index/diskann/diskann.h"
-#include "index/ivf/kmeans.h"
 #include "platform/fs.h"
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
+#include "vector/kmeans.h"
 
 #define CHUNK           16u
 #define SLACK_NUM       13u /* list capacity = R * 13 / 10 */

@@ -50,9 +50,9 @@
 #include "gpu/gpu.h"
 #include "index/cagra/cagra.h"
 #include "index/ivf/ivf.h"
-#include "index/ivf/kmeans.h"
 #include "util/alloc.h"
 #include "util/err.h"
+#include "vector/kmeans.h"
 
 #define DEFAULT_SEED     0x1F5EED5Eull
 #define ASSIGN_BLOCK     ((size_t)65536)

@@ -41,7 +41,7 @@
  *
  * Thread-safety: pure. SGEMM uses OpenBLAS's threads; the rest runs on the calling thread.
  */
-#include "index/ivf/kmeans.h"
+#include "vector/kmeans.h"
 
 #include <cblas.h>
 #include <immintrin.h>

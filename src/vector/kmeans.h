@@ -14,8 +14,8 @@
  * given seed (and OpenBLAS build / thread count).
  * Thread-safety: pure (the caller's buffers only); SGEMM may use OpenBLAS's own threads.
  */
-#ifndef SX_INDEX_KMEANS_H
-#define SX_INDEX_KMEANS_H
+#ifndef SX_VECTOR_KMEANS_H
+#define SX_VECTOR_KMEANS_H
 #include <sextant.h>
 #include <stdatomic.h>
 #include <stddef.h>

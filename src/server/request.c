@@ -1,0 +1,456 @@
+/*
+ * request.c: the request helpers every handler file shares (server.h, "request helpers"), so
+ * that no handlers_*.c calls into another one: resolving the collection a request names
+ * (sx__req_coll), looking fields up in its metadata, marking it loaded (sx__coll_load), the
+ * property helpers of collections and databases, and creating the index one indexParams entry
+ * describes (sx__index_apply: used by indexes/create and by collections/create with
+ * indexParams).
+ *
+ * Index creation. A collection has at most one vector index (the engine's, on its only vector
+ * field); its name, field and the type the client asked for are kept in the collection metadata.
+ * Scalar index requests (INVERTED, STL_SORT, Trie, BITMAP, or AUTOINDEX on a scalar field) are
+ * accepted and build nothing. Build params arrive as numbers or strings and are handed to the
+ * engine as strings; index_type and metric_type inside params are not build params. Metric
+ * change, engine index creation and the metadata write run as one sx__cat_coll_modify, under the
+ * catalog's DDL lock (handlers_indexes.c has the rules of the metric).
+ *
+ * Thread-safety: no state; the catalog and the engine do their own locking.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/server.h"
+#include "util/alloc.h"
+#include "util/err.h"
+
+/* ---------------------------------------------------------------- collections of requests */
+
+bool sx__req_coll(
+    sx__req *rq, sx__resp *rs, const char *struct_name, sx_collection **h, sx__coll_meta **meta)
+{
+    const char *name = NULL;
+    if (!sx__need_str(rq, rs, "collectionName", struct_name, &name))
+        return false;
+    if (!sx__cat_db_exists(rq->cat, rq->db_name)) {
+        sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
+        return false;
+    }
+    sx__coll_meta *m = sx__malloc(sizeof *m);
+    if (!m) {
+        sx__fail(rs, SX__MC_UNEXPECTED, "out of memory");
+        return false;
+    }
+    sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, h, m);
+    if (st != SX_OK) {
+        sx__free(m);
+        if (st == SX_ENOTFOUND)
+            sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]", name);
+        else
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "collection");
+        return false;
+    }
+    *meta = m;
+    return true;
+}
+
+void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta)
+{
+    if (h)
+        sx_collection_release(h);
+    sx__free(meta);
+}
+
+const sx__field_meta *sx__meta_vector_field(const sx__coll_meta *m)
+{
+    for (size_t i = 0; i < m->n_fields; i++)
+        if (m->fields[i].engine_type == SX_FIELD_FLOAT_VECTOR)
+            return &m->fields[i];
+    return NULL;
+}
+
+const sx__field_meta *sx__meta_primary_field(const sx__coll_meta *m)
+{
+    for (size_t i = 0; i < m->n_fields; i++)
+        if (m->fields[i].is_primary)
+            return &m->fields[i];
+    return NULL;
+}
+
+typedef struct load_ctx {
+    const char *index_type; /* the engine's, for metadata of an index made through the C API */
+    sx__coll_meta *out;     /* the caller's copy, refreshed */
+} load_ctx;
+
+static sx_status load_fn(void *ctx, sx__coll_meta *m)
+{
+    load_ctx *l = ctx;
+    if (!m->index_name[0]) { /* made through the C API while the server ran */
+        const sx__field_meta *vf = sx__meta_vector_field(m);
+        const char *vn = vf ? vf->name : "";
+        (void)snprintf(m->index_name, sizeof m->index_name, "%s", vn);
+        (void)snprintf(m->index_field, sizeof m->index_field, "%s", vn);
+        (void)snprintf(m->index_type, sizeof m->index_type, "%s", l->index_type);
+    }
+    m->metric_pending = false; /* the engine has an index, so its metric is chosen */
+    m->loaded = true;
+    memcpy(l->out, m, sizeof *m);
+    return SX_OK;
+}
+
+bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta)
+{
+    sx_index_info ii;
+    sx_status st = sx_index_describe(h, &ii);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
+        return false;
+    }
+    if (ii.state == SX_INDEX_NONE) {
+        sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[collection=%s]", meta->name);
+        return false;
+    }
+    if (meta->loaded && meta->index_name[0] && !meta->metric_pending)
+        return true;
+    load_ctx l = { ii.type, meta };
+    st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, load_fn, &l);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
+        return false;
+    }
+    return true;
+}
+
+/* JSON value -> property string. Owned: sx__free. */
+static char *prop_string(const json_t *v)
+{
+    char buf[64];
+    if (json_is_string(v))
+        return sx__strdup(json_string_value(v));
+    if (json_is_integer(v)) {
+        (void)snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return sx__strdup(buf);
+    }
+    if (json_is_real(v)) {
+        (void)snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
+        return sx__strdup(buf);
+    }
+    if (json_is_boolean(v))
+        return sx__strdup(json_is_true(v) ? "true" : "false");
+    if (!v || json_is_null(v))
+        return sx__strdup("");
+    size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT);
+    char *s = sx__malloc(n + 1);
+    if (s) {
+        (void)json_dumpb(v, s, n, JSON_COMPACT);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+json_t *sx__props_to_kv(const json_t *props)
+{
+    json_t *arr = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)props, k, v)
+    {
+        char *s = prop_string(v);
+        json_array_append_new(arr, json_pack("{s:s,s:s}", "key", k, "value", s ? s : ""));
+        sx__free(s);
+    }
+    return arr;
+}
+
+void sx__props_merge(json_t *dst, const json_t *src)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)src, k, v)
+    {
+        char *s = prop_string(v);
+        if (s)
+            json_object_set_new(dst, k, json_string(s));
+        sx__free(s);
+    }
+}
+
+/* ---------------------------------------------------------------- index creation */
+
+#define MAX_PARAMS 32
+
+static bool is_scalar_index(const char *t)
+{
+    static const char *const names[] = { "INVERTED", "STL_SORT", "Trie",  "BITMAP", "TRIE",
+                                         "SORTED",   "HYBRID",   "NGRAM", "RTREE" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(t, names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Milvus's GPU types map to engine indexes with CPU twins (src/index/cagra, src/index/ivf):
+ * GPU_CAGRA (build params intermediate_graph_degree, graph_degree, build_algo IVF_PQ|NN_DESCENT,
+ * cache_dataset_on_device, adapt_for_cpu; search itopk_size, search_width, min_iterations,
+ * max_iterations, team_size), GPU_IVF_FLAT / GPU_IVF_PQ (as IVF_FLAT / IVF_PQ, plus
+ * cache_dataset_on_device), GPU_BRUTE_FORCE (FLAT). The engine validates the parameters. */
+static bool is_engine_index(const char *t)
+{
+    static const char *const names[] = { "FLAT",         "HNSW",       "AUTOINDEX",
+                                         "IVF_FLAT",     "IVF_SQ8",    "IVF_PQ",
+                                         "DISKANN",      "HNSW_SQ",    "GPU_CAGRA",
+                                         "GPU_IVF_FLAT", "GPU_IVF_PQ", "GPU_BRUTE_FORCE" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(t, names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Index types Milvus has that Sextant does not (yet): 701 rather than "invalid". */
+static bool is_known_unsupported(const char *t)
+{
+    static const char *const names[] = { "SCANN",        "BIN_FLAT",
+                                         "BIN_IVF_FLAT", "SPARSE_INVERTED_INDEX",
+                                         "SPARSE_WAND",  "IVF_RABITQ",
+                                         "HNSW_PQ",      "HNSW_PRQ",
+                                         "IVF_HNSW",     "MINHASH_LSH" };
+    if (strncasecmp(t, "GPU_", 4) == 0 && !is_engine_index(t))
+        return true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(t, names[i]) == 0)
+            return true;
+    return false;
+}
+
+const sx__field_meta *sx__meta_field(const sx__coll_meta *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_fields; i++)
+        if (strcmp(m->fields[i].name, name) == 0)
+            return &m->fields[i];
+    return NULL;
+}
+
+static bool skip_param(const char *k)
+{
+    return strcasecmp(k, "index_type") == 0 || strcasecmp(k, "metric_type") == 0 ||
+           strcasecmp(k, "metricType") == 0 || strcasecmp(k, "indexType") == 0;
+}
+
+/* One vector index creation, run by sx__cat_coll_modify on fresh metadata. */
+typedef struct apply_ctx {
+    sx__resp *rs;
+    bool answered; /* rs holds the error */
+    bool failed;   /* the index was not created, although the modify succeeded */
+    sx_collection *h;
+    const char *iname, *fname, *itype;
+    bool has_metric;
+    sx_metric metric;
+    const sx_param *ps;
+    size_t np;
+    sx__coll_meta *out; /* the caller's copy, refreshed on success */
+} apply_ctx;
+
+static sx_status apply_fn(void *ctx, sx__coll_meta *m)
+{
+    apply_ctx *a = ctx;
+    if (m->index_name[0] && strcmp(m->index_name, a->iname) != 0) {
+        sx__fail(a->rs, SX__MC_UNEXPECTED,
+                 "CreateIndex failed: at most one distinct index is allowed per field (field %s "
+                 "has index %s)",
+                 m->index_field, m->index_name);
+        a->answered = true;
+        return SX_EEXIST;
+    }
+    sx_metric want = a->has_metric       ? a->metric
+                     : m->metric_pending ? SX_METRIC_COSINE /* Milvus's default */
+                                         : m->metric;
+    sx_status st = SX_OK;
+    if (want != m->metric) {
+        if (m->index_name[0]) {
+            sx__fail(a->rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter[expected=%s][actual=%s]: collection %s has index %s with "
+                     "metric %s; drop the index to change the metric",
+                     sx__metric_name(m->metric), sx__metric_name(want), m->name, m->index_name,
+                     sx__metric_name(m->metric));
+            a->answered = true;
+            return SX_EINVAL;
+        }
+        st = sx_collection_set_metric(a->h, want);
+        if (st != SX_OK) {
+            if (st == SX_EINVAL || st == SX_EBUSY)
+                sx__fail(a->rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter[expected=%s][actual=%s]: cannot change the metric of "
+                         "collection %s: %s",
+                         sx__metric_name(m->metric), sx__metric_name(want), m->name, sx_errmsg());
+            else
+                sx__fail_st(a->rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+            a->answered = true;
+            return st;
+        }
+        m->metric = want;
+    }
+    st = sx_index_create(a->h, a->itype, a->ps, a->np);
+    if (st != SX_OK) {
+        if (st == SX_EEXIST)
+            sx__fail(a->rs, SX__MC_UNEXPECTED,
+                     "CreateIndex failed: at most one distinct index is allowed per field: %s",
+                     sx_errmsg());
+        else
+            sx__fail_st(a->rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+        a->answered = true;
+        a->failed = true;
+        /* SX_OK all the same: a metric changed above is the engine's now, so it is recorded (the
+         * metric stays pending: no index chose it) */
+        memcpy(a->out, m, sizeof *m);
+        return SX_OK;
+    }
+    m->metric_pending = false;
+    (void)snprintf(m->index_name, sizeof m->index_name, "%s", a->iname);
+    (void)snprintf(m->index_field, sizeof m->index_field, "%s", a->fname);
+    (void)snprintf(m->index_type, sizeof m->index_type, "%s", a->itype);
+    memcpy(a->out, m, sizeof *m);
+    return SX_OK;
+}
+
+bool sx__index_apply(
+    sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta, const json_t *ip)
+{
+    const char *fname = NULL, *iname = NULL, *metric = NULL, *itype = NULL;
+    if (!json_is_object(ip) || sx__jstr(ip, "fieldName", &fname) != 0 ||
+        sx__jstr(ip, "indexName", &iname) != 0 || sx__jstr(ip, "metricType", &metric) != 0 ||
+        sx__jstr(ip, "indexType", &itype) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal value into "
+                 "Go struct field IndexParamReq.indexParams of type httpserver.IndexParam");
+        return false;
+    }
+    if (!fname || !*fname) {
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: 'IndexParamReq.IndexParams[0]."
+                 "FieldName' Error:Field validation for 'FieldName' failed on the 'required' tag");
+        return false;
+    }
+    const json_t *params = sx__jget(ip, "params");
+    if (params && !json_is_object(params)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: json: cannot unmarshal value into "
+                 "Go struct field IndexParam.indexParams.params of type map[string]interface {}");
+        return false;
+    }
+    if (!itype || !*itype) {
+        const json_t *t = sx__jget(params, "index_type");
+        itype = json_is_string(t) && *json_string_value(t) ? json_string_value(t) : "AUTOINDEX";
+    }
+    if (!metric || !*metric) {
+        const json_t *t = sx__jget(params, "metric_type");
+        metric = json_is_string(t) ? json_string_value(t) : NULL;
+    }
+    const sx__field_meta *f = sx__meta_field(meta, fname);
+    if (!f) {
+        sx__fail(rs, SX__MC_FIELD_NOT_FOUND, "field not found[field=%s]", fname);
+        return false;
+    }
+    if (!iname || !*iname)
+        iname = fname;
+    if (strlen(iname) > SX_MAX_NAME) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: index name too long");
+        return false;
+    }
+    if (f->engine_type != SX_FIELD_FLOAT_VECTOR) {
+        if (is_scalar_index(itype) || strcasecmp(itype, "AUTOINDEX") == 0)
+            return true; /* accepted, nothing to build */
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: index type %s is not a scalar index type (field %s is %s)",
+                 itype, fname, f->type);
+        return false;
+    }
+    if (is_known_unsupported(itype)) {
+        sx__fail(rs, SX__MC_INDEX_UNSUPPORTED,
+                 "index type not supported[index_type=%s]: %s is not supported by Sextant yet "
+                 "(supported: FLAT, HNSW, AUTOINDEX, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW_SQ, DISKANN, "
+                 "GPU_CAGRA, GPU_IVF_FLAT, GPU_IVF_PQ, GPU_BRUTE_FORCE)",
+                 itype, itype);
+        return false;
+    }
+    if (!is_engine_index(itype)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: invalid index type: %s%s", itype,
+                 is_scalar_index(itype) ? " (a scalar index type on a vector field)" : "");
+        return false;
+    }
+    apply_ctx a = { .rs = rs, .h = h, .iname = iname, .fname = fname, .itype = itype, .out = meta };
+    if (metric && *metric) {
+        if (!sx__metric_parse(metric, &a.metric)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: metric type %s not found or not supported by Sextant, "
+                     "supported: [L2 IP COSINE]",
+                     metric);
+            return false;
+        }
+        a.has_metric = true;
+    }
+    /* params -> strings */
+    sx_param ps[MAX_PARAMS];
+    char *owned[MAX_PARAMS];
+    size_t np = 0;
+    bool ok = true;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)params, k, v)
+    {
+        if (skip_param(k))
+            continue;
+        if (np == MAX_PARAMS) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: too many index params");
+            ok = false;
+            break;
+        }
+        char buf[64];
+        const char *s = NULL;
+        if (json_is_string(v))
+            s = json_string_value(v);
+        else if (json_is_integer(v)) {
+            (void)snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+            s = buf;
+        } else if (json_is_real(v)) {
+            int64_t iv;
+            if (sx__json_to_int64(v, &iv))
+                (void)snprintf(buf, sizeof buf, "%lld", (long long)iv);
+            else
+                (void)snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
+            s = buf;
+        } else if (json_is_boolean(v))
+            s = json_is_true(v) ? "true" : "false";
+        else {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: index param %s must be a number or a string", k);
+            ok = false;
+            break;
+        }
+        owned[np] = sx__strdup(s);
+        if (!owned[np]) {
+            sx__fail(rs, SX__MC_UNEXPECTED, "out of memory");
+            ok = false;
+            break;
+        }
+        ps[np].key = k;
+        ps[np].value = owned[np];
+        np++;
+    }
+    sx_status st = SX_OK;
+    if (ok) {
+        a.ps = ps;
+        a.np = np;
+        st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, apply_fn, &a);
+        if (st != SX_OK && !a.answered) {
+            if (st == SX_ENOTFOUND)
+                sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]",
+                         meta->name);
+            else
+                sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+        }
+    }
+    for (size_t i = 0; i < np; i++)
+        sx__free(owned[i]);
+    return ok && st == SX_OK && !a.failed;
+}
