@@ -56,6 +56,7 @@
 #include "server/server.h"
 #include "util/alloc.h"
 #include "util/err.h"
+#include "util/lock.h"
 
 #define META_MAX_BYTES (16u << 20)
 
@@ -70,8 +71,8 @@ typedef struct cdb {
 } cdb;
 
 struct sx__catalog {
-    pthread_mutex_t ddl_mu;
-    pthread_mutex_t mu;
+    sx__mutex ddl_mu;
+    sx__mutex mu;
     char *root;
     sx_db_options opts;
     char *storage_url, *s3_endpoint, *s3_region; /* owned copies behind opts' pointers */
@@ -108,11 +109,11 @@ static int64_t now_ms(void)
 static int64_t new_id(sx__catalog *cat)
 {
     int64_t id = now_ms() << 18;
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     if (id <= cat->last_id)
         id = cat->last_id + 1;
     cat->last_id = id;
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     return id;
 }
 
@@ -678,8 +679,8 @@ sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog *
     sx__catalog *cat = sx__calloc(1, sizeof *cat);
     if (!cat)
         return sx__err(SX_ENOMEM, "catalog");
-    pthread_mutex_init(&cat->mu, NULL);
-    pthread_mutex_init(&cat->ddl_mu, NULL);
+    (void)sx__mutex_init(&cat->mu, SX__RANK_CATALOG, "catalog.mu");
+    (void)sx__mutex_init(&cat->ddl_mu, SX__RANK_CATALOG_DDL, "catalog.ddl_mu");
     if (opts)
         cat->opts = *opts;
     /* Databases are opened later (create): own copies of the option strings. */
@@ -752,15 +753,15 @@ sx_status sx__cat_close(sx__catalog *cat)
     sx__free(cat->storage_url);
     sx__free(cat->s3_endpoint);
     sx__free(cat->s3_region);
-    pthread_mutex_destroy(&cat->mu);
-    pthread_mutex_destroy(&cat->ddl_mu);
+    sx__mutex_destroy(&cat->mu);
+    sx__mutex_destroy(&cat->ddl_mu);
     sx__free(cat);
     return first;
 }
 
 sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n)
 {
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     size_t count = cat->n_dbs;
     char **out = sx__calloc(count + 1, sizeof *out);
     sx_status st = out ? SX_OK : sx__err(SX_ENOMEM, "catalog");
@@ -769,7 +770,7 @@ sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n)
         if (!out[i])
             st = sx__err(SX_ENOMEM, "catalog");
     }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     if (st != SX_OK) {
         sx_strings_free(out, count);
         return st;
@@ -783,9 +784,9 @@ sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n)
 
 bool sx__cat_db_exists(sx__catalog *cat, const char *db)
 {
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     bool ok = find_db(cat, db) != NULL;
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     return ok;
 }
 
@@ -797,10 +798,10 @@ sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
                        db ? db : "");
     if (cat->opts.read_only)
         return sx__err(SX_EINVAL, "catalog is read-only");
-    pthread_mutex_lock(&cat->ddl_mu);
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
     bool exists = find_db(cat, db) != NULL;
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     sx_status st = SX_OK;
     cdb *d = NULL;
     if (exists) {
@@ -814,20 +815,20 @@ sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
         st = cdb_open(cat, db, path, new_id(cat), &d);
     if (st != SX_OK)
         goto out;
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     cdb **nd = sx__realloc(cat->dbs, (cat->n_dbs + 1) * sizeof *nd);
     if (nd) {
         cat->dbs = nd;
         cat->dbs[cat->n_dbs++] = d;
     }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     if (!nd) {
         sx_db_close(d->db);
         cdb_free(d);
         st = sx__err(SX_ENOMEM, "catalog");
     }
 out:
-    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__mutex_unlock(&cat->ddl_mu);
     return st;
 }
 
@@ -835,8 +836,8 @@ sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
 {
     if (!db || !*db || strcmp(db, "default") == 0)
         return sx__err(SX_EINVAL, "can not drop default database");
-    pthread_mutex_lock(&cat->ddl_mu);
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
     sx_status st = SX_OK;
     size_t idx = 0;
     cdb *d = NULL;
@@ -845,7 +846,7 @@ sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
             d = cat->dbs[i];
             idx = i;
         }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     char **en = NULL;
     size_t n_en = 0;
     if (!d) {
@@ -862,7 +863,7 @@ sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
                      "database:%s not empty, must drop all collections before drop database", db);
         goto out;
     }
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     cdb **ng = sx__realloc(cat->grave, (cat->n_grave + 1) * sizeof *ng);
     if (ng) {
         cat->grave = ng;
@@ -870,7 +871,7 @@ sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
         memmove(&cat->dbs[idx], &cat->dbs[idx + 1], (cat->n_dbs - idx - 1) * sizeof *cat->dbs);
         cat->n_dbs--;
     }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     if (!ng) {
         st = sx__err(SX_ENOMEM, "catalog");
         goto out;
@@ -879,17 +880,17 @@ sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
      * nothing writes there any more. */
     sx__ignore(sx__fs_rmtree(d->dir));
 out:
-    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__mutex_unlock(&cat->ddl_mu);
     return st;
 }
 
 sx_status sx__cat_db_describe(sx__catalog *cat, const char *db, json_t **props, int64_t *db_id)
 {
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     cdb *d = find_db(cat, db);
     json_t *p = d ? json_deep_copy(d->props) : NULL;
     int64_t id = d ? d->db_id : 0;
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     if (!d)
         return db_not_found(db);
     if (!p)
@@ -907,11 +908,11 @@ sx_status sx__cat_db_set_props(sx__catalog *cat, const char *db, const json_t *p
 {
     if (!json_is_object(props))
         return sx__err(SX_EINVAL, "database properties must be an object");
-    pthread_mutex_lock(&cat->ddl_mu);
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
     cdb *d = find_db(cat, db);
     int64_t id = d ? d->db_id : 0;
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     sx_status st = SX_OK;
     json_t *copy = json_deep_copy(props);
     json_t *o = NULL;
@@ -927,16 +928,16 @@ sx_status sx__cat_db_set_props(sx__catalog *cat, const char *db, const json_t *p
     st = cat->opts.read_only ? sx__err(SX_EINVAL, "catalog is read-only")
                              : write_json_file(d->dir, "db.properties.json", o);
     if (st == SX_OK) {
-        pthread_mutex_lock(&cat->mu);
+        sx__mutex_lock(&cat->mu);
         json_decref(d->props);
         d->props = copy;
         copy = NULL;
-        pthread_mutex_unlock(&cat->mu);
+        sx__mutex_unlock(&cat->mu);
     }
 out:
     json_decref(o);
     json_decref(copy);
-    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__mutex_unlock(&cat->ddl_mu);
     return st;
 }
 
@@ -948,12 +949,12 @@ sx_status sx__cat_coll_get(sx__catalog *cat, const char *db, const char *name, s
     sx__coll_meta *tmp = sx__malloc(sizeof *tmp);
     if (!tmp)
         return sx__err(SX_ENOMEM, "catalog");
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     cdb *d = find_db(cat, db);
     const sx__coll_meta *m = d && name ? find_meta(d, name, NULL) : NULL;
     if (m)
         memcpy(tmp, m, sizeof *tmp);
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     sx_status st = SX_OK;
     sx_collection *c = NULL;
     if (!d)
@@ -1002,13 +1003,13 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
     size_t n_en = 0;
     if (!defs)
         return sx__err(SX_ENOMEM, "catalog");
-    pthread_mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->ddl_mu);
     sx_status st = SX_OK;
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     cdb *d = find_db(cat, db);
     bool exists = d && find_meta(d, meta->name, NULL);
     bool name_used = d && find_meta_engine(d, meta->name);
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     if (!d) {
         st = db_not_found(db);
         goto out;
@@ -1065,12 +1066,12 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         st = sx__err(st, "%s", msg);
         goto out;
     }
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     st = cdb_add_meta(d, meta);
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     /* XXX on ENOMEM here the collection exists on disk and appears at the next open */
 out:
-    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__mutex_unlock(&cat->ddl_mu);
     sx_strings_free(en, n_en);
     sx__free(defs);
     return st;
@@ -1078,8 +1079,8 @@ out:
 
 sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name)
 {
-    pthread_mutex_lock(&cat->ddl_mu);
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
     sx_status st = SX_OK;
     cdb *d = find_db(cat, db);
     size_t idx = 0;
@@ -1088,7 +1089,7 @@ sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name)
         memmove(&d->metas[idx], &d->metas[idx + 1], (d->n_metas - idx - 1) * sizeof *d->metas);
         d->n_metas--;
     }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     if (!d) {
         st = db_not_found(db);
         goto out;
@@ -1104,14 +1105,14 @@ sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name)
         unlink_meta(d, m->engine_name); /* invariant 1: engine first */
         sx__free(m);
     } else {
-        pthread_mutex_lock(&cat->mu);
+        sx__mutex_lock(&cat->mu);
         sx_status ast = cdb_add_meta(d, m); /* put it back */
-        pthread_mutex_unlock(&cat->mu);
+        sx__mutex_unlock(&cat->mu);
         sx__ignore(ast);
         sx__free(m);
     }
 out:
-    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__mutex_unlock(&cat->ddl_mu);
     return st;
 }
 
@@ -1120,8 +1121,8 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
     sx__coll_meta *tmp = sx__malloc(sizeof *tmp);
     if (!tmp)
         return sx__err(SX_ENOMEM, "catalog");
-    pthread_mutex_lock(&cat->ddl_mu);
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
     cdb *d = find_db(cat, db);
     const sx__coll_meta *m = d ? find_meta_engine(d, meta->engine_name) : NULL;
     if (m) {
@@ -1138,7 +1139,7 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
         tmp->enable_dynamic = m->enable_dynamic;
         tmp->has_partitions = m->has_partitions;
     }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     sx_status st = SX_OK;
     if (!d)
         st = db_not_found(db);
@@ -1151,13 +1152,13 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
     else
         st = write_meta(d, tmp);
     if (st == SX_OK) {
-        pthread_mutex_lock(&cat->mu);
+        sx__mutex_lock(&cat->mu);
         sx__coll_meta *c = find_meta_engine(d, tmp->engine_name); /* ddl_mu: still there */
         if (c)
             memcpy(c, tmp, sizeof *c);
-        pthread_mutex_unlock(&cat->mu);
+        sx__mutex_unlock(&cat->mu);
     }
-    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__mutex_unlock(&cat->ddl_mu);
     sx__free(tmp);
     return st;
 }
@@ -1171,15 +1172,15 @@ sx_status sx__cat_coll_modify(sx__catalog *cat, const char *db, const char *name
         sx__free(orig);
         return sx__err(SX_ENOMEM, "catalog");
     }
-    pthread_mutex_lock(&cat->ddl_mu);
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
     cdb *d = find_db(cat, db);
     const sx__coll_meta *m = d && name ? find_meta(d, name, NULL) : NULL;
     if (m) {
         memcpy(tmp, m, sizeof *tmp);
         memcpy(orig, m, sizeof *orig);
     }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     sx_status st = SX_OK;
     if (!d)
         st = db_not_found(db);
@@ -1205,13 +1206,13 @@ sx_status sx__cat_coll_modify(sx__catalog *cat, const char *db, const char *name
             st = write_meta(d, tmp);
     }
     if (st == SX_OK) {
-        pthread_mutex_lock(&cat->mu);
+        sx__mutex_lock(&cat->mu);
         sx__coll_meta *c = find_meta_engine(d, tmp->engine_name); /* ddl_mu: still there */
         if (c)
             memcpy(c, tmp, sizeof *c);
-        pthread_mutex_unlock(&cat->mu);
+        sx__mutex_unlock(&cat->mu);
     }
-    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__mutex_unlock(&cat->ddl_mu);
     sx__free(tmp);
     sx__free(orig);
     return st;
@@ -1232,14 +1233,14 @@ sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name
     sx__coll_meta *tmp = sx__malloc(sizeof *tmp);
     if (!tmp)
         return sx__err(SX_ENOMEM, "catalog");
-    pthread_mutex_lock(&cat->ddl_mu);
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
     cdb *d = find_db(cat, db);
     const sx__coll_meta *m = d && name ? find_meta(d, name, NULL) : NULL;
     bool taken = d && find_meta(d, new_name, NULL) != NULL;
     if (m)
         memcpy(tmp, m, sizeof *tmp);
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     sx_status st = SX_OK;
     if (!d)
         st = db_not_found(db);
@@ -1254,21 +1255,21 @@ sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name
         copy_str(tmp->name, sizeof tmp->name, new_name);
         st = write_meta(d, tmp);
         if (st == SX_OK) {
-            pthread_mutex_lock(&cat->mu);
+            sx__mutex_lock(&cat->mu);
             sx__coll_meta *c = find_meta_engine(d, tmp->engine_name);
             if (c)
                 copy_str(c->name, sizeof c->name, new_name);
-            pthread_mutex_unlock(&cat->mu);
+            sx__mutex_unlock(&cat->mu);
         }
     }
-    pthread_mutex_unlock(&cat->ddl_mu);
+    sx__mutex_unlock(&cat->ddl_mu);
     sx__free(tmp);
     return st;
 }
 
 sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char ***names, size_t *n)
 {
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     cdb *d = find_db(cat, db);
     size_t count = d ? d->n_metas : 0;
     char **out = d ? sx__calloc(count + 1, sizeof *out) : NULL;
@@ -1278,7 +1279,7 @@ sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char ***names, siz
         if (!out[i])
             st = SX_ENOMEM;
     }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     if (st != SX_OK) {
         sx_strings_free(out, count);
         return st == SX_ENOTFOUND ? db_not_found(db) : sx__err(st, "catalog");
@@ -1295,7 +1296,7 @@ sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx)
         cdb *d;
         sx__coll_meta m;
     } item;
-    pthread_mutex_lock(&cat->mu);
+    sx__mutex_lock(&cat->mu);
     size_t count = 0;
     for (size_t i = 0; i < cat->n_dbs; i++)
         count += cat->dbs[i]->n_metas;
@@ -1307,7 +1308,7 @@ sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx)
             memcpy(&items[k].m, cat->dbs[i]->metas[j], sizeof items[k].m);
             k++;
         }
-    pthread_mutex_unlock(&cat->mu);
+    sx__mutex_unlock(&cat->mu);
     if (!items)
         return sx__err(SX_ENOMEM, "catalog");
     for (size_t i = 0; i < k; i++) {
