@@ -340,6 +340,38 @@ static void test_import_validates_first(void)
 /* Importing again into a collection that holds rows is refused (naming the collection, its row
  * count and --append) and writes nothing; --append adds the rows after the existing ids; a
  * different index than the collection has is refused before the rows go in. */
+/* sextant index: the way to index a collection after an import (whose build failed, say, or
+ * without --index), to replace an index (drop, then create), with the same checks as import. */
+static void test_index_command(void)
+{
+    RUN_EXPECT(0, NULL, "import --data '%s/xdb' --collection x --file '%s/base.fvecs'", dir, dir);
+    RUN_EXPECT(2, NULL, "index --data '%s/xdb' --collection x --index hsnw", dir);
+    ASSERT(strstr(err_buf, "HNSW_SQ") != NULL); /* the list of types */
+    RUN_EXPECT(2, NULL, "index --data '%s/xdb' --collection x --index ivf_pq --param m=30", dir);
+    ASSERT(strstr(err_buf, "m (30) must divide dim") != NULL);
+    RUN_EXPECT(2, NULL, "index --data '%s/xdb' --collection x", dir);
+    RUN_EXPECT(2, NULL, "index --data '%s/xdb' --collection x --index hnsw --drop", dir);
+    RUN_EXPECT(1, NULL, "index --data '%s/xdb' --collection nope --index hnsw", dir);
+    RUN_EXPECT(1, NULL, "index --data '%s/no-such-db' --collection x --index hnsw", dir);
+    RUN_EXPECT(0, NULL, "index --data '%s/xdb' --collection x --index hnsw --param M=8", dir);
+    ASSERT(strstr(out_buf, "2000 / 2000 rows indexed") != NULL);
+    /* another index: refused, naming the way out; the same one again: a no-op */
+    RUN_EXPECT(1, NULL, "index --data '%s/xdb' --collection x --index ivf_flat", dir);
+    ASSERT(strstr(err_buf, "--drop") != NULL);
+    RUN_EXPECT(0, NULL, "index --data '%s/xdb' --collection x --index hnsw --param M=8", dir);
+    RUN_EXPECT(0, NULL, "index --data '%s/xdb' --collection x --drop", dir);
+    RUN_EXPECT(0, NULL, "index --data '%s/xdb' --collection x --index ivf_flat --param nlist=16",
+               dir);
+    ASSERT(strstr(out_buf, "IVF_FLAT (nlist=16)") != NULL);
+    /* queries still find themselves exactly through the new index */
+    RUN_EXPECT(0, NULL,
+               "search --data '%s/xdb' --collection x --query '%s/base.fvecs' --k 1 --nq 3 "
+               "--param nprobe=16",
+               dir, dir);
+    ASSERT(strstr(out_buf, "id=0 ") != NULL && strstr(out_buf, "id=2 ") != NULL);
+    ASSERT_EQ(info_rows("xdb", "x"), NB);
+}
+
 static void test_import_refuses_duplicate(void)
 {
     RUN_EXPECT(0, NULL,
@@ -860,6 +892,7 @@ int main(void)
     RUN(test_import_info_search);
     RUN(test_import_validates_first);
     RUN(test_import_refuses_duplicate);
+    RUN(test_index_command);
     RUN(test_bench_json);
     RUN(test_bench_gt_cache);
     RUN(test_formats);

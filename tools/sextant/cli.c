@@ -40,6 +40,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "datasets.h"
 
@@ -283,9 +284,12 @@ static int import_check_index(const char *cmd,
         return 0; /* the same index: sx_index_create is then a no-op */
     return cli_fail(cmd,
                     "collection '%s' already has a %s index (%s), not --index %s (%s); nothing "
-                    "was written: leave out --index to keep it, or give the same settings",
+                    "was written: %s",
                     name, ii.type, ii.params[0] ? ii.params : "defaults", itype,
-                    pstr[0] ? pstr : "defaults");
+                    pstr[0] ? pstr : "defaults",
+                    strcmp(cmd, "index") == 0
+                        ? "drop it first (sextant index ... --drop), then create the new one"
+                        : "leave out --index to keep it, or give the same settings");
 }
 
 /* Step 4 of the file comment. Returns 0 or CLI_EXIT_FAIL. */
@@ -866,6 +870,160 @@ int cli_info(int argc, char **argv)
     rc = bad ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 out:
     sx_strings_free(names, n_names);
+    sx_db_close(db);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- index */
+
+static void index_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sextant index --data DIR --collection NAME (--index T [--param K=V ...] |\n"
+            "                     --drop) [--no-wait]\n"
+            "\n"
+            "Creates (or drops) the index of an existing collection, e.g. after an import whose\n"
+            "index build failed, or to change the index type: drop, then create.\n"
+            "\n"
+            "  --data DIR          database directory (must exist)\n"
+            "  --collection NAME   an existing collection\n"
+            "  --index T           one of flat | hnsw (autoindex) | hnsw_sq | ivf_flat | ivf_sq8 |\n"
+            "                      ivf_pq | diskann | gpu_cagra | gpu_ivf_flat | gpu_ivf_pq |\n"
+            "                      gpu_brute_force, checked with its --param against the\n"
+            "                      collection's dim and metric before anything changes\n"
+            "  --param K=V         index build parameter, repeatable (M=16, efConstruction=200)\n"
+            "  --drop              drop the collection's index instead\n"
+            "  --no-wait           return once the build is queued (default: wait and report)\n"
+            "Growing rows are sealed first (sx_flush) so that every row gets the index.\n"
+            "Exit status: 0 ok, 1 failure (the build failed: its reason), 2 usage error.\n"
+            "%s",
+            CLI_STORAGE_USAGE);
+}
+
+int cli_index(int argc, char **argv)
+{
+    const char *cmd = "index";
+    const char *data = NULL, *name = NULL, *index = NULL, *v = NULL;
+    bool drop = false, no_wait = false;
+    cli_params params = { 0 };
+    cli_storage sto = { 0 };
+    sx_db *db = NULL;
+    sx_collection *c = NULL;
+    int rc = CLI_EXIT_FAIL;
+    for (int i = 1; i < argc;) {
+        int r;
+        if (cli_flag(argv, &i, "--help") || cli_flag(argv, &i, "-h")) {
+            index_usage(stdout);
+            rc = CLI_EXIT_OK;
+            goto out;
+        }
+        if (cli_flag(argv, &i, "--drop")) {
+            drop = true;
+            continue;
+        }
+        if (cli_flag(argv, &i, "--no-wait")) {
+            no_wait = true;
+            continue;
+        }
+        if ((r = cli_take_storage(argc, argv, &i, cmd, &sto)) != 0) {
+            if (r < 0)
+                goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--collection", &name)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--index", &index)) != 0) {
+            if (r < 0)
+                goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--param", &v)) != 0) {
+            if (r < 0 || cli_params_add(&params, cmd, v) != 0)
+                goto usage;
+            continue;
+        }
+        rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+        goto out;
+    }
+    if (!data || !name) {
+        rc = cli_usage_error(cmd, "--data and --collection are required");
+        goto out;
+    }
+    if (drop == (index != NULL)) {
+        rc = cli_usage_error(cmd, "give exactly one of --index T and --drop");
+        goto out;
+    }
+    if (drop && params.n) {
+        rc = cli_usage_error(cmd, "--param goes with --index, not --drop");
+        goto out;
+    }
+    if (cli_storage_check(cmd, &sto) != 0)
+        goto usage;
+    char dbfile[4200];
+    snprintf(dbfile, sizeof dbfile, "%s/collections", data);
+    if (access(dbfile, F_OK) != 0 && !sto.url) {
+        rc = cli_fail(cmd, "%s is not a database directory (no collections/)", data);
+        goto out;
+    }
+    sx_db_options o = { 0 };
+    cli_storage_apply(&sto, &o);
+    sx_status st = sx_db_open(data, &o, &db);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "open", st);
+        goto out;
+    }
+    st = sx_collection_open(db, name, &c);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "open collection", st);
+        goto out;
+    }
+    if (drop) {
+        st = sx_index_drop(c);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "drop index", st);
+            goto out;
+        }
+        printf("index of collection %s dropped\n", name);
+        rc = CLI_EXIT_OK;
+        goto out;
+    }
+    sx_collection_info ci;
+    st = sx_collection_describe(c, &ci);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "describe", st);
+        goto out;
+    }
+    uint32_t dim = 0;
+    for (size_t j = 0; j < ci.n_fields; j++)
+        if (ci.fields[j].type == SX_FIELD_FLOAT_VECTOR)
+            dim = ci.fields[j].dim;
+    int crc = import_check_index(cmd, c, name, index, &params, dim, ci.metric);
+    if (crc != 0) {
+        rc = crc;
+        goto out;
+    }
+    st = sx_flush(c);
+    if (st != SX_OK) {
+        rc = cli_sx_fail(cmd, "flush", st);
+        goto out;
+    }
+    if (no_wait) {
+        st = sx_index_create(c, index, params.p, params.n);
+        if (st != SX_OK) {
+            rc = cli_sx_fail(cmd, "create index", st);
+            goto out;
+        }
+        printf("index %s queued on collection %s (%" PRIu64 " rows)\n", index, name, ci.n_rows);
+        rc = CLI_EXIT_OK;
+        goto out;
+    }
+    rc = import_index(cmd, c, index, &params) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    goto out;
+usage:
+    rc = CLI_EXIT_USAGE;
+out:
+    cli_params_fini(&params);
+    sx_collection_release(c);
     sx_db_close(db);
     return rc;
 }

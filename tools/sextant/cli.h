@@ -32,6 +32,7 @@
 int cli_import(int argc, char **argv);
 int cli_search(int argc, char **argv);
 int cli_info(int argc, char **argv);
+int cli_index(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 /* `sextant bench --target URL ...`: REST load generator (bench_remote.c); cli_bench dispatches
  * to it when --target is among the options. */

@@ -23,6 +23,7 @@ static void usage(FILE *out)
                  "\n"
                  "commands:\n"
                  "  import   load vectors (.fvecs .bvecs .ivecs .npy IDX .gz) into a collection\n"
+                 "  index    create or drop the index of an existing collection\n"
                  "  search   search a collection with query vectors from a file\n"
                  "  info     describe a database's collections and verify its checksums\n"
                  "  check    verify every checksum, manifest and index file offline (--salvage)\n"
@@ -42,6 +43,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "import") == 0)
         return cli_import(argc - 1, argv + 1);
+    if (strcmp(cmd, "index") == 0)
+        return cli_index(argc - 1, argv + 1);
     if (strcmp(cmd, "search") == 0)
         return cli_search(argc - 1, argv + 1);
     if (strcmp(cmd, "info") == 0)
