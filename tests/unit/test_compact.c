@@ -160,9 +160,11 @@ static void check_state(void)
     check_search(N + 20, 0, true);
 }
 
-static void test_writes_race_with_the_copy(void)
+/* A fresh database in SX_TMPDIR/tag with collection c: N sealed rows, then `del_filter`'s rows
+ * deleted (want of them). */
+static void setup(const char *tag, const char *del_filter, uint64_t want)
 {
-    dir = test_tmpdir("compact");
+    dir = test_tmpdir(tag);
     sx_db_options o = { 0 };
     ASSERT_OK(sx_db_open(dir, &o, &db));
     sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
@@ -175,8 +177,13 @@ static void test_writes_race_with_the_copy(void)
     ASSERT_OK(write_rows(false, 0, N, 0));
     ASSERT_OK(sx_flush(coll));
     uint64_t del = 0;
-    ASSERT_OK(sx_delete_where(coll, "id >= 300 and id < 600", &del));
-    ASSERT_EQ(del, 300);
+    ASSERT_OK(sx_delete_where(coll, del_filter, &del));
+    ASSERT_EQ(del, want);
+}
+
+static void test_writes_race_with_the_copy(void)
+{
+    setup("compact", "id >= 300 and id < 600", 300);
     hook_calls = 0;
     sx__compact_hook = racing_writes;
     ASSERT_OK(sx_compact(coll));
@@ -235,20 +242,7 @@ static void *compact_thread(void *arg)
 
 static void test_writer_not_blocked(void)
 {
-    dir = test_tmpdir("compact2");
-    sx_db_options o = { 0 };
-    ASSERT_OK(sx_db_open(dir, &o, &db));
-    sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
-                         { "v", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
-                         { "ver", SX_FIELD_INT64, false, false, 0, 0 } };
-    sx_collection_def d = { "c", f, 3, SX_METRIC_L2 };
-    ASSERT_OK(sx_collection_create(db, &d));
-    sx_db_close(db);
-    open_db();
-    ASSERT_OK(write_rows(false, 0, N, 0));
-    ASSERT_OK(sx_flush(coll));
-    uint64_t del = 0;
-    ASSERT_OK(sx_delete_where(coll, "id < 500", &del));
+    setup("compact2", "id < 500", 500);
     gate_state = 0;
     gate_timeout = false;
     sx__compact_hook = hold_copy;
