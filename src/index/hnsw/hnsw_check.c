@@ -6,9 +6,10 @@
  *      blocks lie inside the upper array;
  *   4. entry point valid: n == 0 <=> entry == NONE; else entry < n, levels[entry] == max_level ==
  *      the maximum level of any node;
- *   5. every node is reachable from the entry point through level-0 links (BFS).
+ *   5. every node is reachable from the entry point through level-0 links (graph.h's BFS,
+ *      sx__graph_check_reach: invariant R with seed set {entry}).
  * Run after every build in tests and on every deserialize (hnsw_io.c), so a loaded index is
- * always safe to search. Cost: O(n * M0) time, n * 5 bytes of scratch.
+ * always safe to search. Cost: O(n * M0) time, ~4 bytes per node of scratch.
  * Thread-safety: read-only on the index.
  */
 #include <string.h>
@@ -75,45 +76,17 @@ sx_status sx__hnsw_check(const sx__index *idx)
     }
 
     uint32_t *stamp = sx__malloc(n * sizeof *stamp);
-    uint32_t *queue = sx__malloc(n * sizeof *queue);
-    uint8_t *reached = sx__calloc(n, 1);
-    sx_status rc = SX_OK;
-    if (!stamp || !queue || !reached) {
-        rc = sx__err(SX_ENOMEM, "HNSW check: out of memory");
-        goto out;
-    }
+    if (!stamp)
+        return sx__err(SX_ENOMEM, "HNSW check: out of memory");
     memset(stamp, 0xFF, n * sizeof *stamp);
     uint32_t t = 0;
+    sx_status rc = SX_OK;
     for (size_t i = 0; i < n && rc == SX_OK; i++)
         for (uint32_t l = 0; l <= h->levels[i] && rc == SX_OK; l++)
             rc = check_list(h, (uint32_t)i, l, stamp, t++);
-    if (rc != SX_OK)
-        goto out;
-
-    size_t head = 0, tail = 0;
-    reached[h->entry] = 1;
-    queue[tail++] = h->entry;
-    while (head < tail) {
-        const uint32_t *ll = sx__hnsw_links(h, queue[head++], 0);
-        for (uint32_t j = 1; j <= ll[0]; j++) {
-            if (!reached[ll[j]]) {
-                reached[ll[j]] = 1;
-                queue[tail++] = ll[j];
-            }
-        }
-    }
-    if (tail != n) {
-        size_t first = 0;
-        while (reached[first])
-            first++;
-        rc = sx__err(SX_ECORRUPT,
-                     "HNSW: %zu of %zu nodes unreachable from entry point %u at level 0 "
-                     "(first: %zu)",
-                     n - tail, n, h->entry, first);
-    }
-out:
     sx__free(stamp);
-    sx__free(queue);
-    sx__free(reached);
-    return rc;
+    if (rc != SX_OK)
+        return rc;
+    sx__graph_view v = sx__hnsw_l0_view(h);
+    return sx__graph_check_reach(&v, &h->entry, 1, "HNSW", "the entry point at level 0");
 }
