@@ -287,12 +287,8 @@ sx_status sx__hnsw_sq_check(const sx__index *idx)
         if (h->levels[i] > h->max_level)
             return sx__err(SX_ECORRUPT, "HNSW_SQ index: node %zu above the entry point's level", i);
     uint32_t *stamp = sx__calloc(n, sizeof *stamp);
-    uint32_t *queue = sx__malloc(n * sizeof *queue);
-    if (!stamp || !queue) {
-        sx__free(stamp);
-        sx__free(queue);
+    if (!stamp)
         return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate the index check");
-    }
     sx_status rc = SX_OK;
     uint32_t mark = 0;
     for (size_t i = 0; i < n && rc == SX_OK; i++) {
@@ -304,31 +300,10 @@ sx_status sx__hnsw_sq_check(const sx__index *idx)
             rc = check_list(h, (uint32_t)i, l, stamp, mark);
         }
     }
-    if (rc == SX_OK) {
-        /* invariant 5: BFS at level 0; stamp reused with a mark no list got */
-        uint32_t seen = ++mark;
-        if (seen == 0) {
-            memset(stamp, 0, n * sizeof *stamp);
-            seen = 1;
-        }
-        size_t head = 0, tail = 0;
-        stamp[h->entry] = seen;
-        queue[tail++] = h->entry;
-        while (head < tail) {
-            const uint32_t *ll = sx__hsq_links(h, queue[head++], 0);
-            for (uint32_t j = 1; j <= ll[0]; j++) {
-                if (stamp[ll[j]] != seen) {
-                    stamp[ll[j]] = seen;
-                    queue[tail++] = ll[j];
-                }
-            }
-        }
-        if (tail != n)
-            rc = sx__err(SX_ECORRUPT,
-                         "HNSW_SQ index: %zu nodes unreachable from the entry point at level 0",
-                         n - tail);
-    }
     sx__free(stamp);
-    sx__free(queue);
-    return rc;
+    if (rc != SX_OK)
+        return rc;
+    /* invariant 5 */
+    sx__graph_view v = sx__hsq_l0_view(h);
+    return sx__graph_check_reach(&v, &h->entry, 1, "HNSW_SQ index", "the entry point at level 0");
 }
