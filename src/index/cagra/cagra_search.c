@@ -64,14 +64,8 @@ static sx_status scratch_reserve(scratch *s, size_t n, size_t L, size_t degree, 
     sx_status rc = sx__graph_scratch_reserve(&s->g, n, L, degree, "GPU_CAGRA");
     if (rc != SX_OK)
         return rc;
-    if (width > s->parents_cap) {
-        sx__hit *p = sx__malloc(width * sizeof *p);
-        if (!p)
-            return sx__err(SX_ENOMEM, "GPU_CAGRA: cannot allocate search scratch");
-        sx__free(s->parents);
-        s->parents = p;
-        s->parents_cap = width;
-    }
+    if (!sx__graph_grow((void **)&s->parents, &s->parents_cap, width, sizeof *s->parents))
+        return sx__err(SX_ENOMEM, "GPU_CAGRA: cannot allocate search scratch");
     return SX_OK;
 }
 

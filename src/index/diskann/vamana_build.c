@@ -452,13 +452,9 @@ static void prefetch_none(void *vx, uint32_t id)
  * Returns the pool size; w->pool is sorted best first. */
 static size_t greedy(const vgraph *v, worker *w, uint32_t p, size_t L)
 {
-    sx__visited_next(&w->vis);
-    (void)sx__visited_test_set(&w->vis, p);
     w->nexp = 0;
-    size_t size = 0;
-    uint32_t m = v->medoid;
-    if (m != p)
-        sx__pool_seed(&w->vis, w->pool, &size, L, vdist(v, p, m), m);
+    sx__hit med = { v->medoid != p ? vdist(v, p, v->medoid) : 0.0f, v->medoid };
+    size_t size = sx__pool_start(&w->vis, w->pool, L, &med, 1, p);
     gctx x = { v, w, p, L };
     size = sx__graph_pool_search(w->pool, size, 1, 0, NULL, expand, prefetch_none, &x);
     sx__pool_unflag(w->pool, size);

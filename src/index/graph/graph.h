@@ -208,6 +208,23 @@ sx__pool_seed(sx__visited *v, sx__hit *pool, size_t *size, size_t cap, float d, 
         (void)sx__pool_insert(pool, size, cap, d, id);
 }
 
+/* Level-0 seeding (invariant R): starts a new visited set and puts the search's start nodes
+ * seeds[0..nseeds) (distances known; HNSW: the greedy-descent result and the entry point;
+ * duplicates skipped) into the empty pool of capacity cap. `skip` (SX__GRAPH_NONE: none) is
+ * marked visited first, so it is never a seed nor found (a build's own node). Returns the pool
+ * size. */
+static inline size_t sx__pool_start(
+    sx__visited *v, sx__hit *pool, size_t cap, const sx__hit *seeds, size_t nseeds, uint32_t skip)
+{
+    size_t size = 0;
+    sx__visited_next(v);
+    if (skip != SX__GRAPH_NONE)
+        (void)sx__visited_test_set(v, skip);
+    for (size_t i = 0; i < nseeds; i++)
+        sx__pool_seed(v, pool, &size, cap, seeds[i].dist, seeds[i].id & SX__GRAPH_ID_MASK);
+    return size;
+}
+
 /* Expands node `node` (its distance `dist`, id without the flag): offers its unvisited
  * neighbours to the pool (sx__pool_insert, marking them visited). Returns the smallest position
  * an offer landed at, SIZE_MAX when none entered. */
@@ -295,6 +312,10 @@ SX_NODISCARD sx_status sx__graph_scratch_filtered(sx__graph_scratch *s,
                                                   const char *who);
 /* Frees the buffers (the struct is the caller's) and zeroes it. */
 void sx__graph_scratch_fini(sx__graph_scratch *s);
+/* Grows *buf (*cap elements of `elem` bytes, sx__malloc'd) to at least need, doubling from 64;
+ * the contents are kept. For a family's own scratch buffers. Returns false on ENOMEM (*buf and
+ * *cap unchanged). */
+bool sx__graph_grow(void **buf, size_t *cap, size_t need, size_t elem);
 
 /* Gathers the unvisited neighbours of `node` into s->todo (marking them visited) with their
  * distances in s->dists. Returns how many. */

@@ -45,9 +45,7 @@ void sx__visited_fini(sx__visited *v)
 
 /* ---------------------------------------------------------------- scratch */
 
-/* Grows *buf (of *cap elements of `elem` bytes) to at least need, doubling; the old contents are
- * kept (realloc). */
-static bool grow(void **buf, size_t *cap, size_t need, size_t elem)
+bool sx__graph_grow(void **buf, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return true;
@@ -68,7 +66,7 @@ sx__graph_scratch_reserve(sx__graph_scratch *s, size_t n, size_t pool, size_t to
     sx_status rc = sx__visited_reserve(&s->vis, n);
     if (rc != SX_OK)
         return sx__err(rc, "%s: cannot allocate visited tags for %zu nodes", who, n);
-    if (!grow((void **)&s->pool, &s->pool_cap, pool + 1, sizeof *s->pool))
+    if (!sx__graph_grow((void **)&s->pool, &s->pool_cap, pool + 1, sizeof *s->pool))
         return sx__err(SX_ENOMEM, "%s: cannot allocate a search pool of %zu", who, pool);
     if (todo > s->todo_cap) {
         uint32_t *t = sx__realloc(s->todo, todo * sizeof *t);
@@ -86,9 +84,9 @@ sx__graph_scratch_reserve(sx__graph_scratch *s, size_t n, size_t pool, size_t to
 
 sx_status sx__graph_scratch_filtered(sx__graph_scratch *s, size_t res, size_t cand, const char *who)
 {
-    if (!grow((void **)&s->res, &s->res_cap, res, sizeof *s->res))
+    if (!sx__graph_grow((void **)&s->res, &s->res_cap, res, sizeof *s->res))
         return sx__err(SX_ENOMEM, "%s: cannot allocate %zu results", who, res);
-    if (!grow((void **)&s->cand, &s->cand_cap, cand, sizeof *s->cand))
+    if (!sx__graph_grow((void **)&s->cand, &s->cand_cap, cand, sizeof *s->cand))
         return sx__err(SX_ENOMEM, "%s: cannot grow the candidate heap to %zu", who, cand);
     return SX_OK;
 }

@@ -242,12 +242,7 @@ size_t sx__hnsw_search_level_build(const sx__hnsw *h,
                                    uint32_t level,
                                    uint32_t self)
 {
-    sx__visited_next(&s->vis);
-    if (self != SX__HNSW_NONE)
-        (void)sx__visited_test_set(&s->vis, self);
-    size_t size = 0;
-    for (size_t i = 0; i < nseeds; i++)
-        sx__pool_seed(&s->vis, s->pool, &size, ef, seeds[i].dist, seeds[i].id & SX__GRAPH_ID_MASK);
+    size_t size = sx__pool_start(&s->vis, s->pool, ef, seeds, nseeds, self);
     size = pool_search(h, s, q, size, ef, level, true);
     sx__pool_unflag(s->pool, size);
     return size;
@@ -335,10 +330,7 @@ sx_status sx__hnsw_search(const sx__index *idx,
         return SX_OK;
     }
 
-    sx__visited_next(&s->vis);
-    size_t size = 0;
-    sx__pool_seed(&s->vis, s->pool, &size, ef, seeds[0].dist, seeds[0].id);
-    sx__pool_seed(&s->vis, s->pool, &size, ef, seeds[1].dist, seeds[1].id);
+    size_t size = sx__pool_start(&s->vis, s->pool, ef, seeds, 2, SX__GRAPH_NONE);
     size = pool_search(h, s, query, size, ef, 0, false);
     size_t m = size < k ? size : k;
     for (size_t i = 0; i < m; i++)

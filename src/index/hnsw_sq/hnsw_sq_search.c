@@ -103,14 +103,8 @@ static sx_status scratch_reserve(scratch *s, size_t n, size_t pool, size_t deg, 
     sx_status rc = sx__graph_scratch_reserve(&s->g, n, pool, deg, "HNSW_SQ");
     if (rc != SX_OK)
         return rc;
-    if (deg > s->dots_cap) {
-        int32_t *d = sx__malloc(deg * sizeof *d);
-        if (!d)
-            return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate search scratch");
-        sx__free(s->dots);
-        s->dots = d;
-        s->dots_cap = deg;
-    }
+    if (!sx__graph_grow((void **)&s->dots, &s->dots_cap, deg, sizeof *s->dots))
+        return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate search scratch");
     if (q8 > s->q8_cap) {
         int8_t *b = sx__malloc_aligned(q8);
         if (!b)
@@ -392,9 +386,7 @@ sx_status sx__hnsw_sq_search(const sx__index *idx,
         sx__maxheap_sort(s->g.res, size);
         cands = s->g.res;
     } else {
-        sx__visited_next(&s->g.vis);
-        sx__pool_seed(&s->g.vis, s->g.pool, &size, cap, seeds[0].dist, seeds[0].id);
-        sx__pool_seed(&s->g.vis, s->g.pool, &size, cap, seeds[1].dist, seeds[1].id);
+        size = sx__pool_start(&s->g.vis, s->g.pool, cap, seeds, 2, SX__GRAPH_NONE);
         size = sx__graph_pool_search(s->g.pool, size, 1, 0, NULL, expand, prefetch_list, &x);
         cands = s->g.pool;
     }
