@@ -135,6 +135,26 @@ static inline sx__graph_view sx__hnsw_l0_view(const sx__hnsw *h)
 SX_NODISCARD sx_status sx__hnsw_upper_alloc(
     const uint8_t *levels, size_t n, uint32_t M, uint32_t *up_off, uint32_t **up, size_t *n_up);
 
+/* One link list (count, then ids) in the serialized form shared by HNSW and HNSW_SQ
+ * (hnsw_io.c): u32 count, then count u32 ids. get decodes into ll (capacity cap) and returns
+ * false on a count above cap or short input. */
+void sx__hnsw_put_list(sx__wbuf *w, const uint32_t *ll);
+bool sx__hnsw_get_list(sx__rbuf *r, uint32_t *ll, uint32_t cap);
+
+/* Invariants 1-3 for one list ll (count, then ids) of node `owner` at `level`, in a graph of n
+ * nodes with levels[] and capacity cap: ids < n, not the owner, no id twice (stamp[id] == mark
+ * marks the ids of this list: one fresh mark per list), a neighbour listed at level l has
+ * levels[nb] >= l. SX_ECORRUPT naming `who` and the node otherwise. Shared by HNSW and HNSW_SQ. */
+SX_NODISCARD sx_status sx__hnsw_check_list(const uint32_t *ll,
+                                           uint32_t owner,
+                                           uint32_t level,
+                                           uint32_t cap,
+                                           const uint8_t *levels,
+                                           size_t n,
+                                           uint32_t *stamp,
+                                           uint32_t mark,
+                                           const char *who);
+
 /* Checks the structural invariants 1-5 above. Returns SX_OK or SX_ECORRUPT with the first
  * violation in sx_errmsg(); SX_ENOMEM if the reachability scan cannot allocate.
  * Thread-safety: read-only on idx. */

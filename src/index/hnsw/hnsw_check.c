@@ -18,29 +18,33 @@
 #include "util/alloc.h"
 #include "util/err.h"
 
-/* Checks one list (invariants 1-3); `stamp` detects duplicates, t is this list's unique tag. */
-static sx_status
-check_list(const sx__hnsw *h, uint32_t node, uint32_t level, uint32_t *stamp, uint32_t t)
+sx_status sx__hnsw_check_list(const uint32_t *ll,
+                              uint32_t owner,
+                              uint32_t level,
+                              uint32_t cap,
+                              const uint8_t *levels,
+                              size_t n,
+                              uint32_t *stamp,
+                              uint32_t mark,
+                              const char *who)
 {
-    const uint32_t *ll = sx__hnsw_links(h, node, level);
-    uint32_t cap = level ? h->M : h->M0;
     if (ll[0] > cap)
-        return sx__err(SX_ECORRUPT, "HNSW: node %u level %u has degree %u > %u", node, level, ll[0],
-                       cap);
+        return sx__err(SX_ECORRUPT, "%s: node %u level %u has degree %u > %u", who, owner, level,
+                       ll[0], cap);
     for (uint32_t j = 1; j <= ll[0]; j++) {
         uint32_t id = ll[j];
-        if (id >= h->n)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u: neighbour %u out of range (n=%zu)",
-                           node, level, id, h->n);
-        if (id == node)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to itself", node, level);
-        if (h->levels[id] < level)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to node %u of level %u", node,
-                           level, id, h->levels[id]);
-        if (stamp[id] == t)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u lists neighbour %u twice", node,
+        if (id >= n)
+            return sx__err(SX_ECORRUPT, "%s: node %u level %u: neighbour %u out of range (n=%zu)",
+                           who, owner, level, id, n);
+        if (id == owner)
+            return sx__err(SX_ECORRUPT, "%s: node %u level %u links to itself", who, owner, level);
+        if (levels[id] < level)
+            return sx__err(SX_ECORRUPT, "%s: node %u level %u links to node %u of level %u", who,
+                           owner, level, id, levels[id]);
+        if (stamp[id] == mark)
+            return sx__err(SX_ECORRUPT, "%s: node %u level %u lists neighbour %u twice", who, owner,
                            level, id);
-        stamp[id] = t;
+        stamp[id] = mark;
     }
     return SX_OK;
 }
@@ -83,7 +87,8 @@ sx_status sx__hnsw_check(const sx__index *idx)
     sx_status rc = SX_OK;
     for (size_t i = 0; i < n && rc == SX_OK; i++)
         for (uint32_t l = 0; l <= h->levels[i] && rc == SX_OK; l++)
-            rc = check_list(h, (uint32_t)i, l, stamp, t++);
+            rc = sx__hnsw_check_list(sx__hnsw_links(h, (uint32_t)i, l), (uint32_t)i, l,
+                                     l ? h->M : h->M0, h->levels, n, stamp, t++, "HNSW");
     sx__free(stamp);
     if (rc != SX_OK)
         return rc;
