@@ -58,7 +58,7 @@
  * Search never reads out of bounds on a graph satisfying 1-3.
  *
  * Thread-safety: a built index is immutable; any number of threads may search it at once (each
- * thread keeps its scratch in a pthread key, cagra_search.c).
+ * thread keeps its scratch in graph.h's TLS, cagra_search.c).
  */
 #ifndef SX_INDEX_CAGRA_H
 #define SX_INDEX_CAGRA_H
