@@ -460,6 +460,8 @@ static void run_api_case(const pcase *c)
 
 static double now_s(void);
 static long env_long(const char *name, long def);
+static void guarded(void (*fn)(const pcase *), const pcase *c);
+static void report_fails(void);
 static long n_cases;
 
 /* ---------------------------------------------------------------- DISKANN's partitioned build */
@@ -556,6 +558,14 @@ static void run_partitioned_case(int idx, uint64_t *s)
     free(v);
 }
 
+/* The partitioned case under guarded() (SX_PROP_ALL's longjmp needs a live frame). */
+static uint64_t part_rng;
+
+static void part_case(const pcase *c)
+{
+    run_partitioned_case(c->idx, &part_rng);
+}
+
 static void test_diskann_partitioned(void)
 {
     double t0 = now_s();
@@ -563,9 +573,14 @@ static void test_diskann_partitioned(void)
      * when asked for (SX_PROP_PARTITIONED=N) */
     long n_part =
         env_long("SX_PROP_PARTITIONED", SANITIZED ? 0 : (n_cases / 5000 > 1 ? n_cases / 5000 : 1));
-    uint64_t s = base_seed ^ 0x5A27ull;
-    for (long i = 0; i < n_part; i++)
-        run_partitioned_case((int)(1000000 + i), &s);
+    part_rng = base_seed ^ 0x5A27ull;
+    static pcase c;
+    for (long i = 0; i < n_part; i++) {
+        c.idx = (int)(1000000 + i);
+        c.type = "DISKANN";
+        guarded(part_case, &c);
+    }
+    report_fails();
     fprintf(stderr, "  DISKANN partitioned builds: %ld cases in %.1f s\n", n_part, now_s() - t0);
 }
 
