@@ -231,7 +231,7 @@ static sx_status search(repair *r, uint32_t u, size_t *out)
     const sx__graph_repair_opts *o = r->o;
     size_t ef = o->ef, size = 0;
     sx__visited_next(&r->vis);
-    sx__visited_test_set(&r->vis, u);
+    (void)sx__visited_test_set(&r->vis, u); /* u is never its own parent */
     for (size_t i = 0; i < r->nseeds; i++)
         if (!sx__visited_test_set(&r->vis, r->seeds[i]))
             (void)sx__pool_insert(r->pool, &size, ef, o->dist(o->ctx, u, r->seeds[i]), r->seeds[i]);
