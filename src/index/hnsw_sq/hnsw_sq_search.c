@@ -48,8 +48,8 @@
  * (ef 10: 236k-242k vs 229k-246k), so the simpler single array stays.
  *
  * Seeding. As in hnsw_search.c, level 0 starts from the descent's result and from the entry
- * point (invariant 5 of hnsw_sq.h: every node is reachable from the entry), at no measurable cost
- * for small ef; with ef = n every row is found.
+ * point (invariant 5 of hnsw_sq.h: every node is reachable from the entry), the entry offered
+ * late (sx__pool_late_seed) in the plain search; with ef = n every row is found.
  *
  * Scratch. Each thread keeps one scratch (graph.h's sx__graph_scratch: tags for n nodes, the pool,
  * the gathered ids, the heaps of the filtered search; plus the dot products and the int8 query)
@@ -386,8 +386,10 @@ sx_status sx__hnsw_sq_search(const sx__index *idx,
         sx__maxheap_sort(s->g.res, size);
         cands = s->g.res;
     } else {
-        size = sx__pool_start(&s->g.vis, s->g.pool, cap, seeds, 2, SX__GRAPH_NONE);
+        size = sx__pool_start(&s->g.vis, s->g.pool, cap, seeds, 1, SX__GRAPH_NONE);
         size = sx__graph_pool_search(s->g.pool, size, 1, 0, NULL, expand, prefetch_list, &x);
+        if (sx__pool_late_seed(&s->g.vis, s->g.pool, &size, cap, seeds[1]))
+            size = sx__graph_pool_search(s->g.pool, size, 1, 0, NULL, expand, prefetch_list, &x);
         cands = s->g.pool;
     }
     size_t m = size < ncand ? size : ncand;
