@@ -74,6 +74,59 @@ static inline sx__hit sx__minheap_pop(sx__hit *hp, size_t *n)
     return top;
 }
 
+/* Bounded binary max-heap on dist over caller-owned storage of cap >= 1 entries: the "results"
+ * of a two-heap graph search (the root is the worst kept). While fewer than cap are held x is
+ * always kept; then only if it is closer than the root, which it replaces. Inline: graph-search
+ * hot path. */
+static inline void sx__maxheap_sift(sx__hit *hp, size_t m, sx__hit x)
+{
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, b = i;
+        float bd = x.dist;
+        if (l < m && hp[l].dist > bd) {
+            b = l;
+            bd = hp[l].dist;
+        }
+        if (l + 1 < m && hp[l + 1].dist > bd)
+            b = l + 1;
+        if (b == i)
+            break;
+        hp[i] = hp[b];
+        i = b;
+    }
+    if (m > 0)
+        hp[i] = x;
+}
+
+static inline void sx__maxheap_push(sx__hit *hp, size_t *n, size_t cap, sx__hit x)
+{
+    if (*n == cap) {
+        if (x.dist < hp[0].dist)
+            sx__maxheap_sift(hp, *n, x);
+        return;
+    }
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!(x.dist > hp[p].dist))
+            break;
+        hp[i] = hp[p];
+        i = p;
+    }
+    hp[i] = x;
+}
+
+/* Heap-sorts the max-heap hp[0..n) in place into ascending distance order. */
+static inline void sx__maxheap_sort(sx__hit *hp, size_t n)
+{
+    for (size_t m = n; m > 1; m--) {
+        sx__hit top = hp[0];
+        sx__maxheap_sift(hp, m - 1, hp[m - 1]);
+        hp[m - 1] = top;
+    }
+}
+
 /* Comparison used everywhere for "better": smaller dist, then smaller id. */
 static inline int sx__hit_better(sx__hit a, sx__hit b)
 {

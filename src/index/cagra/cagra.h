@@ -42,20 +42,23 @@
  *   entries  n_entries uint32 (<= SX__CAGRA_MAX_ENTRIES): the node nearest the mean, then rows
  *            drawn with the seed; every search starts from all of them
  *
- * Invariants (checked by sx__cagra_check, run on every deserialize):
+ * Invariants (checked by sx__cagra_check, run after every build and on every deserialize):
  *   1. 1 <= degree < inter_degree <= SX__CAGRA_DEGREE_MAX; build_algo and flags known;
  *   2. n == 0 <=> n_entries == 0; otherwise 1 <= n_entries <= min(n, SX__CAGRA_MAX_ENTRIES),
  *      every entry < n;
  *   3. every row: ids < n, never the row itself, no id twice, valid ids before the padding
- *      (so at most min(degree, n - 1) of them).
+ *      (so at most min(degree, n - 1) of them);
+ *   4. every node is reachable from the entry points (invariant R of graph.h, seed set = the
+ *      entry list every search starts from), so with itopk_size = n a search returns every row.
  * The CPU build guarantees more (every row holds exactly min(degree, n - 1) ids, test_cagra
- * checks it); a GPU-built graph only has to satisfy 1-3 (it is checked before it is accepted).
- * Search never reads out of bounds on a graph satisfying 1-3. Unlike HNSW there is no
- * reachability guarantee (cuVS's optional MST pass is not implemented); the reverse edges and the
- * several entry points make unreachable nodes rare (test_cagra measures it).
+ * checks it). Invariant 4 is made by sx__cagra_repair (graph.h's repair over the padded rows:
+ * rows are full after the CPU build, so it only ever replaces a row's last non-tree edge; cuVS's
+ * optional MST pass is not implemented) on every built graph, the CPU twin's and the GPU's: a
+ * GPU-built graph must satisfy 1-3 (sx__cagra_check_rows) before it is repaired and accepted.
+ * Search never reads out of bounds on a graph satisfying 1-3.
  *
  * Thread-safety: a built index is immutable; any number of threads may search it at once (each
- * thread keeps its scratch in a pthread key, cagra_search.c).
+ * thread keeps its scratch in graph.h's TLS, cagra_search.c).
  */
 #ifndef SX_INDEX_CAGRA_H
 #define SX_INDEX_CAGRA_H
@@ -66,6 +69,7 @@
 
 #include "gpu/cagra_rows.h"
 #include "gpu/gpu.h"
+#include "index/graph/graph.h"
 #include "index/index.h"
 #include "util/heap.h"
 #include "vector/dist.h"
@@ -210,9 +214,27 @@ SX_NODISCARD sx_status sx__cagra_alloc(const float *vecs,
                                        sx__cagra **out);
 /* Frees the arrays and the struct. NULL is a no-op. */
 void sx__cagra_free(sx__index *idx);
-/* Checks invariants 1-3. Returns SX_OK or SX_ECORRUPT (first violation in sx_errmsg()), or
- * SX_ENOMEM. Thread-safety: read-only on idx. */
+
+/* The rows as an adjacency view (graph.h): padded rows of `degree` slots. */
+static inline sx__graph_view sx__cagra_view(const sx__cagra *g)
+{
+    sx__graph_view v = { .n = g->n,
+                         .cap = g->degree,
+                         .format = SX__GRAPH_PADDED,
+                         .base = (uint8_t *)(void *)g->graph,
+                         .stride = (size_t)g->degree * sizeof(uint32_t) };
+    return v;
+}
+
+/* Checks invariants 1-3 (the rows alone). Returns SX_OK or SX_ECORRUPT (first violation in
+ * sx_errmsg()), or SX_ENOMEM. Thread-safety: read-only on idx. */
+SX_NODISCARD sx_status sx__cagra_check_rows(const sx__index *idx);
+/* Checks invariants 1-4. Errors as sx__cagra_check_rows. Thread-safety: read-only on idx. */
 SX_NODISCARD sx_status sx__cagra_check(const sx__index *idx);
+/* Makes invariant 4 hold on a graph satisfying 1-3 (graph.h's sx__graph_repair: parents found
+ * by an itopk search for the unreached node). Errors: SX_ENOMEM. Thread-safety: writes g's rows;
+ * nothing may search g meanwhile. */
+SX_NODISCARD sx_status sx__cagra_repair(sx__cagra *g);
 
 /* vtable members (index.h has the contracts) */
 sx_status sx__cagra_check_search_params(const sx_param *p, size_t np, size_t k);

@@ -50,7 +50,6 @@
  */
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -107,28 +106,6 @@ static void progress_raise(const sx__build_ctx *ctx, size_t v)
     while (cur < v && !atomic_compare_exchange_weak_explicit(
                           ctx->progress, &cur, v, memory_order_relaxed, memory_order_relaxed)) {
     }
-}
-
-/* l is written through the __atomic builtins */
-static inline void spin_lock(uint8_t *l) /* NOLINT(readability-non-const-parameter) */
-{
-    unsigned spins = 0;
-    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) {
-        while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-            if (++spins > 1000) {
-                spins = 0;
-                (void)sched_yield();
-            }
-        }
-    }
-}
-
-static inline void spin_unlock(uint8_t *l) /* NOLINT(readability-non-const-parameter) */
-{
-    __atomic_store_n(l, 0, __ATOMIC_RELEASE);
 }
 
 /* ---------------------------------------------------------------- parallel for */
@@ -341,14 +318,14 @@ static void nnd_offer(nnd *s, uint32_t u, uint32_t c, float d)
     float *ld = s->ld + (size_t)u * K;
     uint32_t *li = s->li + (size_t)u * K;
     uint8_t *ls = s->ls + (size_t)u * K;
-    spin_lock(&s->locks[u]);
+    sx__spin_lock(&s->locks[u]);
     if (!better(d, c, ld[K - 1], li[K - 1])) {
-        spin_unlock(&s->locks[u]);
+        sx__spin_unlock(&s->locks[u]);
         return;
     }
     for (uint32_t j = 0; j < K; j++) {
         if (li[j] == c) {
-            spin_unlock(&s->locks[u]);
+            sx__spin_unlock(&s->locks[u]);
             return;
         }
     }
@@ -362,7 +339,7 @@ static void nnd_offer(nnd *s, uint32_t u, uint32_t c, float d)
     ld[pos] = d;
     li[pos] = c;
     ls[pos] = (uint8_t)(s->it + 1);
-    spin_unlock(&s->locks[u]);
+    sx__spin_unlock(&s->locks[u]);
 }
 
 /* Random initial lists: K distinct ids != v drawn from a per-node generator, sorted. */

@@ -4,10 +4,12 @@
  * GPU_BRUTE_FORCE vtable and the once-per-process backend notes shared with the GPU IVF builds.
  *
  * Backend choice. When sx__gpu_available() (gpu.h) the graph is built by sx__gpu_cagra_build
- * (COSINE collections store normalised rows, so the GPU is asked for IP, as gpu.h specifies) and
- * then validated with sx__cagra_check; a GPU error or an invalid graph falls back to the CPU twin
- * (sx__cagra_build_graph) with a note. Without a GPU the CPU twin runs, with one note per
- * process. Either way the index is this family's CPU-searchable graph: the GPU only builds.
+ * (COSINE collections store normalised rows, so the GPU is asked for IP, as gpu.h specifies),
+ * validated with sx__cagra_check_rows, repaired (sx__cagra_repair: every node reachable from the
+ * entry points) and checked in full; a GPU error or an invalid graph falls back to the CPU twin
+ * (sx__cagra_build_graph, then the same repair and check) with a note. Without a GPU the CPU twin
+ * runs, with one note per process. Either way the index is this family's CPU-searchable graph: the
+ * GPU only builds.
  *
  * Entry points: the row nearest the mean (by the metric's kernel), then rows drawn from the seed
  * (distinct), SX__CAGRA_MAX_ENTRIES in all (every row when n is smaller). Every search starts from
@@ -210,6 +212,20 @@ static void pick_entries(sx__cagra *g, uint64_t seed, float *mean)
     g->n_entries = c;
 }
 
+/* sx__graph_repair's distance: between the rows of nodes a and b. */
+static float node_dist(const void *ctx, uint32_t a, uint32_t b)
+{
+    const sx__cagra *g = ctx;
+    return g->dist(sx__cagra_vec(g, a), sx__cagra_vec(g, b), g->dim);
+}
+
+sx_status sx__cagra_repair(sx__cagra *g)
+{
+    sx__graph_view v = sx__cagra_view(g);
+    sx__graph_repair_opts o = { node_dist, g, SX__CAGRA_ITOPK_DEF };
+    return sx__graph_repair(&v, g->entries, g->n_entries, &o, NULL);
+}
+
 static uint64_t estimate(const sx__cagra_opts *o, size_t n, uint32_t threads)
 {
     uint32_t K = o->bp.intermediate_degree;
@@ -218,8 +234,10 @@ static uint64_t estimate(const sx__cagra_opts *o, size_t n, uint32_t threads)
     uint64_t graph = (uint64_t)n * o->bp.graph_degree * 4 + 64 + SX__CAGRA_MAX_ENTRIES * 4;
     if (n <= 1 || K == 0)
         return graph + sizeof(sx__cagra);
-    return graph + sizeof(sx__cagra) +
-           sx__cagra_build_graph_bytes(n, K, o->bp.graph_degree, o->bp.build_algo, threads);
+    /* the repair runs after the build's scratch is freed */
+    uint64_t b = sx__cagra_build_graph_bytes(n, K, o->bp.graph_degree, o->bp.build_algo, threads);
+    uint64_t r = sx__graph_repair_bytes(n, o->bp.graph_degree, SX__CAGRA_ITOPK_DEF);
+    return graph + sizeof(sx__cagra) + (b > r ? b : r);
 }
 
 static uint64_t cagra_estimate(const sx_param *p, size_t np, size_t n, size_t dim)
@@ -248,8 +266,13 @@ static bool build_on_gpu(sx__cagra *g, const sx__cagra_build_params *bp)
                       sx__gpu_describe());
     sx_metric m = g->metric == SX_METRIC_COSINE ? SX_METRIC_IP : g->metric;
     sx_status rc = sx__gpu_cagra_build(g->vecs, g->n, g->dim, m, bp, g->graph);
+    if (rc == SX_OK)
+        rc = sx__cagra_check_rows((const sx__index *)(const void *)g);
     if (rc == SX_OK) {
-        rc = sx__cagra_check((const sx__index *)(const void *)g);
+        /* the GPU graph gets the CPU repair before it is accepted (invariant 4) */
+        rc = sx__cagra_repair(g);
+        if (rc == SX_OK)
+            rc = sx__cagra_check((const sx__index *)(const void *)g);
         if (rc == SX_OK) {
             g->flags |= SX__CAGRA_FLAG_GPU;
             return true;
@@ -309,8 +332,13 @@ static sx_status cagra_build(const sx_param *p,
         }
         pick_entries(g, o.bp.seed, mean);
         sx__free(mean);
-        if (!build_on_gpu(g, &o.bp))
+        if (!build_on_gpu(g, &o.bp)) {
             rc = sx__cagra_build_graph(vecs, n, dim, metric, &o.bp, ctx, g->graph);
+            if (rc == SX_OK)
+                rc = sx__cagra_repair(g);
+            if (rc == SX_OK)
+                rc = sx__cagra_check((const sx__index *)(void *)g);
+        }
     }
     if (rc != SX_OK) {
         sx__cagra_free((sx__index *)(void *)g);

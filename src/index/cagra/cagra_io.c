@@ -23,8 +23,9 @@
  *
  * Loading validates everything before the graph is used: the CRC, the header against the
  * caller's n/dim/metric, the exact length (computed from the validated header, so nothing is
- * allocated from an unchecked size), then sx__cagra_check (invariants 1-3 of cagra.h). Any
- * failure is SX_ECORRUPT with a message; nothing on this path asserts.
+ * allocated from an unchecked size), then sx__cagra_check (invariants 1-4 of cagra.h: a stored
+ * graph with a node unreachable from the entry points is SX_ECORRUPT too, so the engine rebuilds
+ * it). Any failure is SX_ECORRUPT with a message; nothing on this path asserts.
  *
  * Thread-safety: serialize and check only read the index; deserialize builds a new one.
  */
@@ -90,7 +91,7 @@ size_t sx__cagra_memory_bytes(const sx__index *idx)
 
 /* ---------------------------------------------------------------- check */
 
-sx_status sx__cagra_check(const sx__index *idx)
+sx_status sx__cagra_check_rows(const sx__index *idx)
 {
     const sx__cagra *g = (const sx__cagra *)(const void *)idx;
     if (g->degree < 1 || g->degree >= g->inter_degree || g->inter_degree > SX__CAGRA_DEGREE_MAX)
@@ -143,6 +144,17 @@ sx_status sx__cagra_check(const sx__index *idx)
     }
     sx__free(tag);
     return rc;
+}
+
+sx_status sx__cagra_check(const sx__index *idx)
+{
+    sx_status rc = sx__cagra_check_rows(idx);
+    if (rc != SX_OK)
+        return rc;
+    const sx__cagra *g = (const sx__cagra *)(const void *)idx;
+    sx__graph_view v = sx__cagra_view(g);
+    return sx__graph_check_reach(&v, g->entries, g->n_entries, "GPU_CAGRA index",
+                                 "the entry points");
 }
 
 /* ---------------------------------------------------------------- serialize */

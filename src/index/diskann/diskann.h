@@ -35,7 +35,11 @@
  *   3. every node's degree is <= R, its neighbours are < n, distinct, and not itself;
  *   4. n > 0 <=> medoid < n; every PQ code byte < ksub; the file header's build id equals the
  *      RAM part's (a file from another build is rejected);
- *   5. every node is reachable from the medoid (guaranteed by the build's repair pass).
+ *   5. every node is reachable from the medoid, where every search starts (invariant R of
+ *      graph.h; made by the build's repair, sx__graph_repair, in memory or on the partitioned
+ *      build's file, and checked right after it), so with search_list = n a search expands every
+ *      node and returns the exact top-k. Load does not re-check 5 (it would read the whole file,
+ *      possibly from the object store); sx__diskann_check (tests, `sextant check`) does.
  *
  * Thread-safety: a built or loaded index is immutable except for the relaxed I/O counters; any
  * number of threads may search it at once (each with its own scratch and io_uring ring).
@@ -72,9 +76,8 @@
 #define SX__DISKANN_W_DEF        4
 #define SX__DISKANN_W_MAX        128
 #define SX__DISKANN_NONE         UINT32_MAX
-/* Node ids use 31 bits: the top bit marks "expanded" in search pools. */
+/* Node ids use 31 bits: the top bit marks "expanded" in search pools (graph.h). */
 #define SX__DISKANN_MAX_N        ((size_t)0x7FFFFFFF)
-#define SX__DISKANN_FLAG         0x80000000u
 
 /* How slots are read. */
 typedef enum sx__diskann_io_mode {

@@ -5,7 +5,8 @@
  *   2. every slot's CRC-32C matches;
  *   3. every node's degree is <= R, its neighbours are < n, distinct, and not itself;
  *   4. n > 0 <=> medoid < n; every PQ code byte < ksub;
- *   5. every node is reachable from the medoid.
+ *   5. every node is reachable from the medoid (graph.h's sx__graph_check_reach: invariant R,
+ *      seed set {medoid}).
  * The file is read sequentially (or through the reader of a remote file: ranged reads), 64 slots
  * per read, into a 4 KiB-aligned buffer (the descriptor
  * may be O_DIRECT); these reads are not counted in io_stats. The lists are kept in CSR form for
@@ -19,11 +20,28 @@
 #include <unistd.h>
 
 #include "index/diskann/diskann.h"
+#include "index/graph/graph.h"
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
 
 #define CHECK_SLOTS 64u
+
+/* The lists in CSR form (node i's ids: edges[off[i] .. off[i+1])) as graph.h's store. */
+typedef struct csr {
+    const uint64_t *off;
+    const uint32_t *edges;
+} csr;
+
+static sx_status
+csr_get(void *ctx, uint32_t id, uint32_t *buf, const uint32_t **ids, uint32_t *count)
+{
+    const csr *c = ctx;
+    (void)buf;
+    *ids = c->edges + c->off[id];
+    *count = (uint32_t)(c->off[id + 1] - c->off[id]);
+    return SX_OK;
+}
 
 static sx_status read_chunk(const sx__diskann *d, uint8_t *buf, uint64_t first, size_t count)
 {
@@ -79,8 +97,6 @@ sx_status sx__diskann_check(const sx__index *idx)
     uint32_t *nb = sx__malloc((size_t)d->R * sizeof *nb + 4);
     size_t ecap = n * 8 + 16, ne = 0;
     uint32_t *edges = sx__malloc(ecap * sizeof *edges);
-    uint64_t *seen = NULL;
-    uint32_t *queue = NULL;
     if (!buf || !off || !stamp || !nb || !edges) {
         rc = sx__err(SX_ENOMEM, "DISKANN check: out of memory");
         goto out;
@@ -131,40 +147,16 @@ sx_status sx__diskann_check(const sx__index *idx)
     }
     if (rc != SX_OK)
         goto out;
-    seen = sx__calloc(sx__bits_words(n), sizeof *seen);
-    queue = sx__malloc(n * sizeof *queue);
-    if (!seen || !queue) {
-        rc = sx__err(SX_ENOMEM, "DISKANN check: out of memory");
-        goto out;
-    }
-    size_t qh = 0, qt = 0;
-    queue[qt++] = d->medoid;
-    sx__bits_set(seen, d->medoid);
-    while (qh < qt) {
-        uint32_t c = queue[qh++];
-        for (uint64_t e = off[c]; e < off[c + 1]; e++) {
-            if (!sx__bits_test(seen, edges[e])) {
-                sx__bits_set(seen, edges[e]);
-                queue[qt++] = edges[e];
-            }
-        }
-    }
-    if (qt != n) {
-        size_t u = 0;
-        while (u < n && sx__bits_test(seen, u))
-            u++;
-        rc = sx__err(SX_ECORRUPT,
-                     "DISKANN: %zu of %zu nodes unreachable from the medoid (first: "
-                     "%zu)",
-                     n - qt, n, u);
-    }
+    /* invariant 5: graph.h's BFS over the lists in CSR form */
+    csr c = { off, edges };
+    sx__graph_store st = { &c, csr_get, NULL };
+    sx__graph_view gv = { .n = n, .cap = d->R, .format = SX__GRAPH_COUNTED, .store = &st };
+    rc = sx__graph_check_reach(&gv, &d->medoid, 1, "DISKANN", "the medoid");
 out:
     sx__free(raw);
     sx__free(off);
     sx__free(stamp);
     sx__free(nb);
     sx__free(edges);
-    sx__free(seen);
-    sx__free(queue);
     return rc;
 }

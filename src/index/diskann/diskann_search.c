@@ -33,21 +33,25 @@
  * the bytes are the file's, so results are identical, and a bad slot CRC also drops the slot from
  * the cache (invalidate) so a transient corruption in transit does not stick.
  *
- * Scratch. Per thread (pthread key, freed at thread exit): the pool, a visited hash set (open
- * addressing, sized per query from L*R and doubled when half full, so it costs O(visited) per
- * query and nothing per row of the index: RAM stays independent of n), the ADC table, W slot
+ * Scratch. Per thread (graph.h's TLS, freed at thread exit): the pool (graph.h's sorted pool with
+ * the expanded bit), a visited hash set (open addressing, sized per query from L*R and doubled
+ * when half full, so it costs O(visited) per query and nothing per row of the index: RAM stays
+ * independent of n, which is why it is not graph.h's n-sized epoch tags), the ADC table, W slot
  * buffers, the hop's neighbour list.
+ *
+ * Every node is reachable from the medoid (invariant 5 of diskann.h), so with search_list = n
+ * every node is expanded and the answer is the exact top-k.
  *
  * Thread-safety: any number of threads may search one index; the I/O counters are relaxed
  * atomics (statistics only, no ordering needed).
  */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "index/diskann/diskann.h"
+#include "index/graph/graph.h"
 #if defined(SX_HAVE_URING) && SX_HAVE_URING
 # include <liburing.h>
 #endif
@@ -112,8 +116,9 @@ typedef struct scratch {
 #endif
 } scratch;
 
-static void scratch_free(scratch *s)
+static void scratch_fini(void *p)
 {
+    scratch *s = p;
     sx__free(s->pool);
     sx__free(s->vis);
     sx__free_aligned(s->table);
@@ -126,41 +131,10 @@ static void scratch_free(scratch *s)
     if (s->ring_ok)
         io_uring_queue_exit(&s->ring);
 #endif
-    sx__free(s);
 }
 
-static pthread_key_t tls_key;
-static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
-static int tls_ok;
-static _Thread_local scratch *tls_scratch;
-
-static void tls_destroy(void *p)
-{
-    scratch_free(p);
-    tls_scratch = NULL;
-}
-
-static void tls_init(void)
-{
-    tls_ok = pthread_key_create(&tls_key, tls_destroy) == 0;
-}
-
-static scratch *thread_scratch(void)
-{
-    if (tls_scratch)
-        return tls_scratch;
-    if (pthread_once(&tls_once, tls_init) != 0 || !tls_ok)
-        return NULL;
-    scratch *s = sx__calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    if (pthread_setspecific(tls_key, s) != 0) {
-        sx__free(s);
-        return NULL;
-    }
-    tls_scratch = s;
-    return s;
-}
+static const sx__graph_tls_class tls_class = { SX__GRAPH_TLS_DISKANN, sizeof(scratch),
+                                               scratch_fini };
 
 static bool grow(void **p, size_t *cap, size_t need, size_t elem, bool aligned)
 {
@@ -286,35 +260,6 @@ static inline sx_status vis_add(scratch *s, uint32_t id, bool *added)
         }
         h = (h + 1) & s->vis_mask;
     }
-}
-
-/* ---------------------------------------------------------------- pool */
-
-/* As hnsw_search.c: inserts (d, id) into the sorted pool of capacity cap; returns the position,
- * or cap when it does not enter. */
-static inline size_t pool_insert(sx__hit *pool, size_t *size, size_t cap, float d, uint32_t id)
-{
-    size_t n = *size; /* entries that may shift right */
-    if (n == cap) {
-        if (n == 0 || !(d < pool[n - 1].dist))
-            return cap;
-        n--; /* the worst entry falls off */
-    } else {
-        *size = n + 1;
-    }
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (pool[mid].dist <= d)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = n; i > lo; i--)
-        pool[i] = pool[i - 1];
-    pool[lo].dist = d;
-    pool[lo].id = id;
-    return lo;
 }
 
 /* ---------------------------------------------------------------- slot reads */
@@ -485,7 +430,7 @@ sx_status sx__diskann_search(const sx__index *idx,
     }
     if (L > n)
         L = n;
-    scratch *s = thread_scratch();
+    scratch *s = sx__graph_tls_get(&tls_class);
     if (!s)
         return sx__err(SX_ENOMEM, "DISKANN: cannot allocate search scratch");
     rc = scratch_reserve(s, d, L, W);
@@ -506,16 +451,16 @@ sx_status sx__diskann_search(const sx__index *idx,
         return rc;
     float md;
     sx__pq_scan_ids(&d->pq, s->table, d->codes, &med, 1, &md);
-    (void)pool_insert(pool, &size, L, md, med);
+    (void)sx__pool_insert(pool, &size, L, md, med);
 
     for (;;) {
         /* the W best unexpanded entries */
         size_t np = 0;
         for (size_t i = cur; i < size && np < W; i++) {
-            if (pool[i].id & SX__DISKANN_FLAG)
+            if (pool[i].id & SX__GRAPH_FLAG)
                 continue;
             s->picked[np++] = pool[i].id;
-            pool[i].id |= SX__DISKANN_FLAG;
+            pool[i].id |= SX__GRAPH_FLAG;
         }
         if (np == 0)
             break;
@@ -556,14 +501,11 @@ sx_status sx__diskann_search(const sx__index *idx,
         sx__pq_scan_ids(&d->pq, s->table, d->codes, s->nbr, nn, s->nd);
         size_t lowest = SIZE_MAX;
         for (size_t j = 0; j < nn; j++) {
-            size_t p = pool_insert(pool, &size, L, s->nd[j], s->nbr[j]);
+            size_t p = sx__pool_insert(pool, &size, L, s->nd[j], s->nbr[j]);
             if (p < lowest)
                 lowest = p;
         }
-        if (lowest < cur)
-            cur = lowest;
-        while (cur < size && (pool[cur].id & SX__DISKANN_FLAG))
-            cur++;
+        cur = sx__pool_next(pool, size, lowest < cur ? lowest : cur);
     }
     return SX_OK;
 }

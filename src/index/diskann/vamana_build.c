@@ -46,13 +46,15 @@
  * If no S <= 65535 fits (shards would be smaller than max(4R, 256) nodes) the build fails with
  * SX_ENOMEM naming the limit before allocating anything.
  *
- * Repair. RobustPrune can leave a node without in-links. After the graph is final a BFS from the
- * medoid finds unreachable nodes; each is linked from the nearest reachable node (found by a
- * greedy search with the orphan as query) that has room, or else the nearest reachable node
- * whose last neighbour has another in-link gives up that link; the BFS repeats until every node
- * is reachable (invariant 5 of diskann.h). In the partitioned build the same is done on the
- * written tmp file (the nearest reachable node with room by a linear scan, its slot read,
- * patched and re-sealed in place) before the file is synced and renamed.
+ * Repair. RobustPrune can leave a node without in-links. After the graph is final,
+ * sx__graph_repair (graph.h) makes every node reachable from the medoid, the node every search
+ * starts from (invariant 5 of diskann.h): one BFS from the medoid, then each unreached node is
+ * linked from a reached node near it (found by a search from the medoid with the node as query)
+ * that has room, or else gives up one of its non-tree links; the proof in graph.h shows this
+ * always succeeds in one pass, with every list still <= R. sx__graph_check_reach then verifies
+ * it. In the partitioned build the same repair and check run on the written tmp file, through a
+ * store that reads a node's slot, patches its list and re-seals the slot in place, before the
+ * file is synced and renamed.
  *
  * Threading. ctx->threads workers (the calling thread is one of them) take chunks of the
  * permutation from an atomic counter. Each node's list is guarded by a 1-byte spinlock; readers
@@ -65,7 +67,6 @@
 #endif
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,7 @@
 #include <unistd.h>
 
 #include "index/diskann/diskann.h"
+#include "index/graph/graph.h"
 #include "platform/fs.h"
 #include "util/alloc.h"
 #include "util/bitset.h"
@@ -87,7 +89,9 @@
 #define SHARD_SLACK     1.15
 #define MIN_SHARD_NODES 256u
 #define STREAM_BUF_MAX  ((size_t)64 << 10)
-#define REPAIR_ROUNDS   64
+/* pool of the repair's parent search on the partitioned build's file (each expansion is a slot
+ * read); the in-memory repair uses search_list_size */
+#define FILE_REPAIR_EF  64u
 /* The plan budgets (100 - HEADROOM_PCT)% of the limit: the rest absorbs what the accounting
  * cannot see (allocator slack between phases, OpenBLAS's packing buffers during k-means), so the
  * process's RSS growth stays under the limit too (measured with bench/diskann_bench). */
@@ -317,34 +321,12 @@ static inline float vdist(const vgraph *v, uint32_t a, uint32_t b)
     return gdist(v->g, gl(v, a), gl(v, b));
 }
 
-static inline void spin_lock(uint8_t *l) /* NOLINT(readability-non-const-parameter) */
-{
-    unsigned spins = 0;
-    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) {
-        while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-            if (++spins > 1000) {
-                spins = 0;
-                (void)sched_yield();
-            }
-        }
-    }
-}
-
-static inline void spin_unlock(uint8_t *l) /* NOLINT(readability-non-const-parameter) */
-{
-    __atomic_store_n(l, 0, __ATOMIC_RELEASE);
-}
-
 typedef struct vbuild vbuild;
 
 typedef struct worker {
     vbuild *b;
-    uint16_t *tags; /* n */
-    uint16_t epoch;
-    sx__hit *pool; /* L + 1 */
+    sx__visited vis; /* n tags, from the budget */
+    sx__hit *pool;   /* L + 1 */
     sx__hit *exp;  /* expanded nodes, vcap */
     size_t nexp, vcap;
     sx__hit *cand;  /* prune candidates, vcap + cap + 1 */
@@ -379,7 +361,7 @@ static size_t worker_bytes(size_t n, size_t L, size_t cap, size_t R)
 static void worker_fini(budget *bd, worker *w, size_t n, size_t L, size_t cap, size_t R)
 {
     size_t vcap = 2 * L + R;
-    b_free(bd, w->tags, n * sizeof *w->tags);
+    b_free(bd, w->vis.tags, n * sizeof *w->vis.tags);
     b_free(bd, w->pool, (L + 1) * sizeof *w->pool);
     b_free(bd, w->exp, vcap * sizeof *w->exp);
     b_free(bd, w->cand, (vcap + cap + 1) * sizeof *w->cand);
@@ -395,7 +377,8 @@ static bool worker_init(budget *bd, worker *w, size_t n, size_t L, size_t cap, s
     memset(w, 0, sizeof *w);
     size_t vcap = 2 * L + R;
     w->vcap = vcap;
-    w->tags = b_calloc(bd, n * sizeof *w->tags);
+    w->vis.tags = b_calloc(bd, n * sizeof *w->vis.tags);
+    w->vis.cap = n;
     w->pool = b_alloc(bd, (L + 1) * sizeof *w->pool);
     w->exp = b_alloc(bd, vcap * sizeof *w->exp);
     w->cand = b_alloc(bd, (vcap + cap + 1) * sizeof *w->cand);
@@ -403,7 +386,8 @@ static bool worker_init(budget *bd, worker *w, size_t n, size_t L, size_t cap, s
     w->list = b_alloc(bd, cap * 4);
     w->sel = b_alloc(bd, R * 4);
     w->sel2 = b_alloc(bd, R * 4);
-    if (!w->tags || !w->pool || !w->exp || !w->cand || !w->rm || !w->list || !w->sel || !w->sel2) {
+    if (!w->vis.tags || !w->pool || !w->exp || !w->cand || !w->rm || !w->list || !w->sel ||
+        !w->sel2) {
         worker_fini(bd, w, n, L, cap, R);
         return false;
     }
@@ -411,48 +395,56 @@ static bool worker_init(budget *bd, worker *w, size_t n, size_t L, size_t cap, s
     return true;
 }
 
-static inline void new_epoch(worker *w, size_t n)
-{
-    if (++w->epoch == 0) {
-        memset(w->tags, 0, n * sizeof *w->tags);
-        w->epoch = 1;
-    }
-}
-
-static inline size_t pool_insert(sx__hit *pool, size_t *size, size_t cap, float d, uint32_t id)
-{
-    size_t n = *size; /* entries that may shift right */
-    if (n == cap) {
-        if (n == 0 || !(d < pool[n - 1].dist))
-            return cap;
-        n--; /* the worst entry falls off */
-    } else {
-        *size = n + 1;
-    }
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (pool[mid].dist <= d)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = n; i > lo; i--)
-        pool[i] = pool[i - 1];
-    pool[lo].dist = d;
-    pool[lo].id = id;
-    return lo;
-}
-
 /* Copies node id's list into buf under its lock; returns the count. */
 static uint32_t copy_list(const vgraph *v, uint32_t id, uint32_t *buf)
 {
     uint32_t *ll = vlist(v, id);
-    spin_lock(&v->locks[id]);
+    sx__spin_lock(&v->locks[id]);
     uint32_t c = ll[0];
     memcpy(buf, ll + 1, c * sizeof *buf);
-    spin_unlock(&v->locks[id]);
+    sx__spin_unlock(&v->locks[id]);
     return c;
+}
+
+/* What greedy's expansion callback needs. */
+typedef struct gctx {
+    const vgraph *v;
+    worker *w;
+    uint32_t p; /* the query: node p */
+    size_t L;
+} gctx;
+
+/* graph.h's sx__graph_expand_fn: records c as expanded (for RobustPrune's candidates), copies
+ * its list under its lock and offers its unvisited neighbours. */
+static size_t expand(void *vx, uint32_t c, float cd, size_t *size)
+{
+    const gctx *x = vx;
+    const vgraph *v = x->v;
+    worker *w = x->w;
+    if (w->nexp < w->vcap) {
+        w->exp[w->nexp].dist = cd;
+        w->exp[w->nexp].id = c;
+        w->nexp++;
+    }
+    uint32_t cnt = copy_list(v, c, w->list);
+    size_t lowest = SIZE_MAX;
+    for (uint32_t j = 0; j < cnt; j++) {
+        uint32_t nb = w->list[j];
+        if (sx__visited_test_set(&w->vis, nb))
+            continue;
+        if (j + 1 < cnt)
+            __builtin_prefetch(gvec(v->g, gl(v, w->list[j + 1])), 0, 3);
+        size_t pos = sx__pool_insert(w->pool, size, x->L, vdist(v, x->p, nb), nb);
+        if (pos < lowest)
+            lowest = pos;
+    }
+    return lowest;
+}
+
+static void prefetch_none(void *vx, uint32_t id)
+{
+    (void)vx;
+    (void)id;
 }
 
 /* Alg. 1 GreedySearch(medoid, q = node p, L): fills w->exp with the expanded nodes and their
@@ -460,47 +452,12 @@ static uint32_t copy_list(const vgraph *v, uint32_t id, uint32_t *buf)
  * Returns the pool size; w->pool is sorted best first. */
 static size_t greedy(const vgraph *v, worker *w, uint32_t p, size_t L)
 {
-    new_epoch(w, v->n);
-    w->tags[p] = w->epoch;
     w->nexp = 0;
-    size_t size = 0, cur = 0;
-    sx__hit *pool = w->pool;
-    uint32_t m = v->medoid;
-    if (m != p) {
-        w->tags[m] = w->epoch;
-        (void)pool_insert(pool, &size, L, vdist(v, p, m), m);
-    }
-    while (cur < size) {
-        uint32_t c = pool[cur].id;
-        pool[cur].id = c | SX__DISKANN_FLAG;
-        if (w->nexp < w->vcap) {
-            w->exp[w->nexp].dist = pool[cur].dist;
-            w->exp[w->nexp].id = c;
-            w->nexp++;
-        }
-        uint32_t cnt = copy_list(v, c, w->list);
-        size_t lowest = SIZE_MAX;
-        for (uint32_t j = 0; j < cnt; j++) {
-            uint32_t nb = w->list[j];
-            if (w->tags[nb] == w->epoch)
-                continue;
-            w->tags[nb] = w->epoch;
-            if (j + 1 < cnt)
-                __builtin_prefetch(gvec(v->g, gl(v, w->list[j + 1])), 0, 3);
-            float d = vdist(v, p, nb);
-            size_t pos = pool_insert(pool, &size, L, d, nb);
-            if (pos < lowest)
-                lowest = pos;
-        }
-        if (lowest <= cur)
-            cur = lowest;
-        else
-            cur++;
-        while (cur < size && (pool[cur].id & SX__DISKANN_FLAG))
-            cur++;
-    }
-    for (size_t i = 0; i < size; i++)
-        pool[i].id &= ~SX__DISKANN_FLAG;
+    sx__hit med = { v->medoid != p ? vdist(v, p, v->medoid) : 0.0f, v->medoid };
+    size_t size = sx__pool_start(&w->vis, w->pool, L, &med, 1, p);
+    gctx x = { v, w, p, L };
+    size = sx__graph_pool_search(w->pool, size, 1, 0, NULL, expand, prefetch_none, &x);
+    sx__pool_unflag(w->pool, size);
     return size;
 }
 
@@ -552,36 +509,32 @@ static void insert_node(const vgraph *v, worker *w, uint32_t p, float alpha)
 {
     greedy(v, w, p, v->L);
     /* candidates: expanded nodes u current out-neighbours (deduplicated with a fresh epoch) */
-    new_epoch(w, v->n);
-    w->tags[p] = w->epoch;
+    sx__visited_next(&w->vis);
+    (void)sx__visited_test_set(&w->vis, p);
     size_t nc = 0;
     for (size_t i = 0; i < w->nexp; i++) {
-        uint32_t id = w->exp[i].id;
-        if (w->tags[id] == w->epoch)
-            continue;
-        w->tags[id] = w->epoch;
-        w->cand[nc++] = w->exp[i];
+        if (!sx__visited_test_set(&w->vis, w->exp[i].id))
+            w->cand[nc++] = w->exp[i];
     }
     uint32_t cnt = copy_list(v, p, w->list);
     for (uint32_t j = 0; j < cnt; j++) {
         uint32_t id = w->list[j];
-        if (w->tags[id] == w->epoch)
+        if (sx__visited_test_set(&w->vis, id))
             continue;
-        w->tags[id] = w->epoch;
         w->cand[nc].id = id;
         w->cand[nc].dist = vdist(v, p, id);
         nc++;
     }
     uint32_t ns = robust_prune(v, w, w->cand, nc, alpha, w->sel);
-    spin_lock(&v->locks[p]);
+    sx__spin_lock(&v->locks[p]);
     set_list(v, p, w->sel, ns);
-    spin_unlock(&v->locks[p]);
+    sx__spin_unlock(&v->locks[p]);
 
     /* back edges */
     for (uint32_t s = 0; s < ns; s++) {
         uint32_t j = w->sel[s];
         uint32_t *ll = vlist(v, j);
-        spin_lock(&v->locks[j]);
+        sx__spin_lock(&v->locks[j]);
         uint32_t c = ll[0];
         bool present = false;
         for (uint32_t t = 1; t <= c; t++) {
@@ -608,7 +561,7 @@ static void insert_node(const vgraph *v, worker *w, uint32_t p, float alpha)
                 set_list(v, j, w->sel2, n2);
             }
         }
-        spin_unlock(&v->locks[j]);
+        sx__spin_unlock(&v->locks[j]);
     }
 }
 
@@ -691,80 +644,29 @@ static sx_status run_phase(vbuild *b, worker *ws, uint32_t threads)
 
 /* ---------------------------------------------------------------- repair (in memory) */
 
-/* Makes every node reachable from the medoid (see the header). Needs n/8 + 8n bytes. */
-static sx_status repair_graph(const vgraph *v, worker *w, budget *bd)
+/* sx__graph_repair's distance: between local nodes a and b. */
+static float vnode_dist(const void *ctx, uint32_t a, uint32_t b)
 {
-    size_t n = v->n;
-    if (n <= 1)
+    return vdist(ctx, a, b);
+}
+
+/* Makes every node reachable from the medoid and checks it (see the header). Runs after the
+ * final sweep, alone on v, with lists of at most R ids (the view's capacity, not the slack's).
+ * Accounts sx__graph_repair_bytes in the budget. */
+static sx_status repair_graph(const vgraph *v, budget *bd)
+{
+    if (v->n <= 1)
         return SX_OK;
-    uint64_t *seen = b_calloc(bd, sx__bits_words(n) * 8);
-    uint32_t *queue = b_alloc(bd, n * 4);
-    uint32_t *indeg = b_alloc(bd, n * 4);
-    sx_status rc = SX_OK;
-    if (!seen || !queue || !indeg) {
-        rc = sx__err(SX_ENOMEM, "DISKANN: cannot allocate the repair pass");
-        goto out;
-    }
-    for (int round = 0; round < REPAIR_ROUNDS; round++) {
-        memset(seen, 0, sx__bits_words(n) * 8);
-        memset(indeg, 0, n * 4);
-        size_t qh = 0, qt = 0;
-        queue[qt++] = v->medoid;
-        sx__bits_set(seen, v->medoid);
-        while (qh < qt) {
-            uint32_t c = queue[qh++];
-            uint32_t *ll = vlist(v, c);
-            for (uint32_t j = 1; j <= ll[0]; j++) {
-                uint32_t nb = ll[j];
-                indeg[nb]++;
-                if (!sx__bits_test(seen, nb)) {
-                    sx__bits_set(seen, nb);
-                    queue[qt++] = nb;
-                }
-            }
-        }
-        if (qt == n)
-            break;
-        for (size_t u = 0; u < n; u++) {
-            if (sx__bits_test(seen, u))
-                continue;
-            /* nearest reachable node with room, from a greedy search for u */
-            size_t size = greedy(v, w, (uint32_t)u, v->L);
-            uint32_t host = SX__DISKANN_NONE;
-            for (size_t i = 0; i < size && host == SX__DISKANN_NONE; i++) {
-                uint32_t c = w->pool[i].id;
-                if (sx__bits_test(seen, c) && vlist(v, c)[0] < v->R)
-                    host = c;
-            }
-            if (host != SX__DISKANN_NONE) {
-                uint32_t *ll = vlist(v, host);
-                ll[1 + ll[0]] = (uint32_t)u;
-                ll[0]++;
-            } else {
-                /* every candidate host is full: the nearest reachable node whose last
-                 * neighbour has another in-link gives up that link */
-                for (size_t i = 0; i < size; i++) {
-                    uint32_t c = w->pool[i].id;
-                    uint32_t *ll = vlist(v, c);
-                    if (!sx__bits_test(seen, c) || ll[0] == 0)
-                        continue;
-                    uint32_t victim = ll[ll[0]];
-                    if (indeg[victim] < 2)
-                        continue;
-                    indeg[victim]--;
-                    ll[ll[0]] = (uint32_t)u;
-                    host = c;
-                    break;
-                }
-            }
-            if (host != SX__DISKANN_NONE)
-                sx__bits_set(seen, u); /* reachable via host from now on */
-        }
-    }
-out:
-    b_free(bd, seen, seen ? sx__bits_words(n) * 8 : 0);
-    b_free(bd, queue, queue ? n * 4 : 0);
-    b_free(bd, indeg, indeg ? n * 4 : 0);
+    sx__graph_view gv = { .n = v->n,
+                          .cap = v->R,
+                          .format = SX__GRAPH_COUNTED,
+                          .base = (uint8_t *)(void *)v->adj,
+                          .stride = (size_t)v->stride * sizeof(uint32_t) };
+    sx__graph_repair_opts o = { vnode_dist, v, v->L };
+    b_note(bd, sx__graph_repair_bytes(v->n, v->R, v->L));
+    sx_status rc = sx__graph_repair(&gv, &v->medoid, 1, &o, NULL);
+    if (rc == SX_OK)
+        rc = sx__graph_check_reach(&gv, &v->medoid, 1, "DISKANN build", "the medoid");
     return rc;
 }
 
@@ -787,14 +689,16 @@ static uint32_t threads_for(const sx__build_ctx *ctx, size_t n)
     return t ? t : 1;
 }
 
-/* Bytes of vamana() on ns nodes (graph + permutation + workers + repair). */
+/* Bytes of vamana() on ns nodes: the graph, then the larger of (permutation + workers) and the
+ * repair that runs after them. */
 static uint64_t vamana_bytes(size_t ns, const params *pp, uint32_t threads)
 {
     size_t R = (size_t)pp->R, cap = slack_cap((uint32_t)pp->R);
     size_t L = (size_t)pp->L < ns ? (size_t)pp->L : ns;
-    return (uint64_t)ns * (cap + 1) * 4 + ns + (uint64_t)ns * 4 +
-           (uint64_t)threads * (worker_bytes(ns, L, cap, R) + sizeof(worker)) +
-           (sx__bits_words(ns) * 8 + (uint64_t)ns * 8) + 4096;
+    uint64_t work =
+        (uint64_t)ns * 4 + (uint64_t)threads * (worker_bytes(ns, L, cap, R) + sizeof(worker));
+    uint64_t rep = sx__graph_repair_bytes(ns, (uint32_t)R, L);
+    return (uint64_t)ns * (cap + 1) * 4 + ns + (work > rep ? work : rep) + 4096;
 }
 
 static uint64_t rng_next(uint64_t *s)
@@ -869,13 +773,14 @@ static sx_status vamana(vgraph *v, job *jb)
         b.pass = 1;
         rc = run_phase(&b, ws, threads);
     }
-    if (rc == SX_OK)
-        rc = repair_graph(v, &ws[0], bd);
 out:
     for (uint32_t t = 0; t < ready; t++)
         worker_fini(bd, &ws[t], n, L, v->cap, v->R);
     b_free(bd, ws, ws ? threads * sizeof *ws : 0);
     b_free(bd, perm, perm ? n * 4 : 0);
+    /* after the workers' scratch is freed: the repair allocates its own */
+    if (rc == SX_OK)
+        rc = repair_graph(v, bd);
     return rc;
 }
 
@@ -931,13 +836,20 @@ static uint64_t pq_train_bytes(size_t n, size_t dim, uint32_t m)
            2 * (uint64_t)ksub * dim * 4;
 }
 
+/* Bytes repair_file allocates besides sx__graph_repair's. */
+static uint64_t repair_file_bytes(const sx__diskann_layout *lay)
+{
+    return (uint64_t)lay->slot_bytes + (uint64_t)lay->dim * 4 + (uint64_t)lay->R * 4;
+}
+
 static uint64_t merge_bytes(
     size_t n, const params *pp, size_t S, size_t sbuf, size_t wb, const sx__diskann_layout *lay)
 {
     size_t R = (size_t)pp->R;
+    size_t ef = n < FILE_REPAIR_EF ? n : FILE_REPAIR_EF;
     return (uint64_t)S * (sbuf + 64) + sx__diskann_writer_bytes(lay, wb) +
            (uint64_t)(2 * R + 1) * (sizeof(sx__hit) + 1 + 8) + sizeof(worker) +
-           sx__bits_words(n) * 8 + (uint64_t)n * 6 + 2 * (uint64_t)lay->slot_bytes + 4096;
+           sx__graph_repair_bytes(n, (uint32_t)R, ef) + repair_file_bytes(lay) + 4096;
 }
 
 static sx_status make_plan(size_t n,
@@ -1152,8 +1064,69 @@ static void assign_shards(const geom *g,
     }
 }
 
-/* File-level repair for the partitioned build (see the header): BFS over the written tmp file;
- * each unreachable node is linked from the nearest reachable node with room. */
+/* The written tmp file as graph.h's list store: one slot buffered; a put re-encodes the node's
+ * list in its slot, re-seals and writes the slot back. */
+typedef struct fstore {
+    sx__file *f;
+    const sx__diskann_layout *lay;
+    size_t n;
+    uint8_t *slot;   /* slot_bytes */
+    uint64_t cached; /* slot in `slot`, UINT64_MAX: none */
+    float *vec;      /* dim: a node's vector while its list is rewritten */
+    uint32_t *nb;    /* R: its old list */
+} fstore;
+
+static sx_status fs_load(fstore *fs, uint64_t sl)
+{
+    if (sl == fs->cached)
+        return SX_OK;
+    size_t got = 0;
+    sx_status rc = sx__file_pread(fs->f, fs->slot, fs->lay->slot_bytes,
+                                  sx__diskann_slot_offset(fs->lay, sl), &got);
+    if (rc == SX_OK && got != fs->lay->slot_bytes)
+        rc = sx__err(SX_EIO, "DISKANN: short read while repairing");
+    fs->cached = rc == SX_OK ? sl : UINT64_MAX;
+    return rc;
+}
+
+static sx_status
+fs_get(void *ctx, uint32_t id, uint32_t *buf, const uint32_t **ids, uint32_t *count)
+{
+    fstore *fs = ctx;
+    sx_status rc = fs_load(fs, sx__diskann_slot_of(fs->lay, id));
+    if (rc == SX_OK)
+        rc = sx__diskann_node_decode(fs->lay, fs->slot, id, fs->n, NULL, buf, count);
+    *ids = buf;
+    return rc;
+}
+
+static sx_status fs_put(void *ctx, uint32_t id, const uint32_t *ids, uint32_t count)
+{
+    fstore *fs = ctx;
+    uint64_t sl = sx__diskann_slot_of(fs->lay, id);
+    uint32_t d = 0;
+    sx_status rc = fs_load(fs, sl);
+    if (rc == SX_OK)
+        rc = sx__diskann_node_decode(fs->lay, fs->slot, id, fs->n, fs->vec, fs->nb, &d);
+    if (rc != SX_OK)
+        return rc;
+    sx__diskann_node_encode(fs->lay, fs->slot, id, fs->vec, ids, count);
+    sx__diskann_slot_seal(fs->lay, fs->slot);
+    rc =
+        sx__file_pwrite(fs->f, fs->slot, fs->lay->slot_bytes, sx__diskann_slot_offset(fs->lay, sl));
+    if (rc != SX_OK)
+        fs->cached = UINT64_MAX;
+    return rc;
+}
+
+static float gnode_dist(const void *ctx, uint32_t a, uint32_t b)
+{
+    return gdist(ctx, a, b);
+}
+
+/* File-level repair for the partitioned build (see the header): graph.h's repair and check over
+ * the written tmp file, with the medoid as the seed and a search of FILE_REPAIR_EF slot reads
+ * for each unreachable node's parent. */
 static sx_status repair_file(sx__file *f,
                              const sx__diskann_layout *lay,
                              size_t n,
@@ -1163,100 +1136,26 @@ static sx_status repair_file(sx__file *f,
 {
     if (n <= 1)
         return SX_OK;
-    size_t wbytes = sx__bits_words(n) * 8;
-    uint64_t *seen = b_alloc(bd, wbytes);
-    uint32_t *queue = b_alloc(bd, n * 4);
-    uint16_t *deg = b_alloc(bd, n * 2);
-    uint8_t *slot = b_alloc(bd, lay->slot_bytes);
-    uint32_t *nb = b_alloc(bd, (size_t)lay->R * 4);
-    float *vec = b_alloc(bd, (size_t)lay->dim * 4);
+    fstore fs = { .f = f, .lay = lay, .n = n, .cached = UINT64_MAX };
+    fs.slot = b_alloc(bd, lay->slot_bytes);
+    fs.vec = b_alloc(bd, (size_t)lay->dim * 4);
+    fs.nb = b_alloc(bd, (size_t)lay->R * 4);
     sx_status rc = SX_OK;
-    if (!seen || !queue || !deg || !slot || !nb || !vec) {
+    if (!fs.slot || !fs.vec || !fs.nb) {
         rc = sx__err(SX_ENOMEM, "DISKANN: cannot allocate the repair pass");
-        goto out;
+    } else {
+        sx__graph_store st = { &fs, fs_get, fs_put };
+        sx__graph_view gv = { .n = n, .cap = lay->R, .format = SX__GRAPH_COUNTED, .store = &st };
+        size_t ef = n < FILE_REPAIR_EF ? n : FILE_REPAIR_EF;
+        sx__graph_repair_opts o = { gnode_dist, g, ef };
+        b_note(bd, sx__graph_repair_bytes(n, lay->R, ef));
+        rc = sx__graph_repair(&gv, &medoid, 1, &o, NULL);
+        if (rc == SX_OK)
+            rc = sx__graph_check_reach(&gv, &medoid, 1, "DISKANN build", "the medoid");
     }
-    uint64_t cached = UINT64_MAX;
-    for (int round = 0; round < REPAIR_ROUNDS && rc == SX_OK; round++) {
-        memset(seen, 0, wbytes);
-        size_t qh = 0, qt = 0;
-        queue[qt++] = medoid;
-        sx__bits_set(seen, medoid);
-        while (qh < qt && rc == SX_OK) {
-            uint32_t c = queue[qh++], d;
-            uint64_t sl = sx__diskann_slot_of(lay, c);
-            if (sl != cached) {
-                size_t got = 0;
-                rc = sx__file_pread(f, slot, lay->slot_bytes, sx__diskann_slot_offset(lay, sl),
-                                    &got);
-                if (rc == SX_OK && got != lay->slot_bytes)
-                    rc = sx__err(SX_EIO, "DISKANN: short read while repairing");
-                if (rc != SX_OK)
-                    break;
-                cached = sl;
-            }
-            rc = sx__diskann_node_decode(lay, slot, c, n, NULL, nb, &d);
-            if (rc != SX_OK)
-                break;
-            deg[c] = (uint16_t)d;
-            for (uint32_t j = 0; j < d; j++) {
-                if (!sx__bits_test(seen, nb[j])) {
-                    sx__bits_set(seen, nb[j]);
-                    queue[qt++] = nb[j];
-                }
-            }
-        }
-        if (rc != SX_OK || qt == n)
-            break;
-        for (size_t u = 0; u < n && rc == SX_OK; u++) {
-            if (sx__bits_test(seen, u))
-                continue;
-            /* the nearest reachable node with room; if none has room, the nearest one */
-            uint32_t host = SX__DISKANN_NONE, any = SX__DISKANN_NONE;
-            float hd = __builtin_inff(), ad = __builtin_inff();
-            for (size_t i = 0; i < qt; i++) {
-                uint32_t c = queue[i];
-                float dd = gdist(g, (uint32_t)u, c);
-                if (deg[c] < lay->R && dd < hd) {
-                    hd = dd;
-                    host = c;
-                }
-                if (dd < ad) {
-                    ad = dd;
-                    any = c;
-                }
-            }
-            bool replace = host == SX__DISKANN_NONE;
-            if (replace)
-                host = any;
-            uint64_t sl = sx__diskann_slot_of(lay, host);
-            size_t got = 0;
-            rc = sx__file_pread(f, slot, lay->slot_bytes, sx__diskann_slot_offset(lay, sl), &got);
-            if (rc == SX_OK && got != lay->slot_bytes)
-                rc = sx__err(SX_EIO, "DISKANN: short read while repairing");
-            uint32_t d = 0;
-            if (rc == SX_OK)
-                rc = sx__diskann_node_decode(lay, slot, host, n, vec, nb, &d);
-            if (rc != SX_OK)
-                break;
-            if (replace && d > 0)
-                nb[d - 1] = (uint32_t)u;
-            else
-                nb[d++] = (uint32_t)u;
-            deg[host] = (uint16_t)d;
-            sx__diskann_node_encode(lay, slot, host, vec, nb, d);
-            sx__diskann_slot_seal(lay, slot);
-            rc = sx__file_pwrite(f, slot, lay->slot_bytes, sx__diskann_slot_offset(lay, sl));
-            cached = UINT64_MAX;
-            sx__bits_set(seen, u);
-        }
-    }
-out:
-    b_free(bd, seen, seen ? wbytes : 0);
-    b_free(bd, queue, queue ? n * 4 : 0);
-    b_free(bd, deg, deg ? n * 2 : 0);
-    b_free(bd, slot, slot ? lay->slot_bytes : 0);
-    b_free(bd, nb, nb ? (size_t)lay->R * 4 : 0);
-    b_free(bd, vec, vec ? (size_t)lay->dim * 4 : 0);
+    b_free(bd, fs.slot, fs.slot ? lay->slot_bytes : 0);
+    b_free(bd, fs.vec, fs.vec ? (size_t)lay->dim * 4 : 0);
+    b_free(bd, fs.nb, fs.nb ? (size_t)lay->R * 4 : 0);
     return rc;
 }
 

@@ -5,7 +5,7 @@
  *
  * Files, one per life-cycle phase:
  *   hnsw_build.c   parameters, level generation, parallel insertion (Alg. 1 + Alg. 4), repair
- *   hnsw_search.c  greedy descent + ef-search at level 0 (Alg. 2, Alg. 5), per-thread scratch
+ *   hnsw_search.c  greedy descent + ef-search at level 0 (Alg. 2, Alg. 5) on graph.h's pool
  *   hnsw_io.c      serialize / deserialize (byte format documented there)
  *   hnsw_check.c   structural invariants (sx__hnsw_check), also run on every deserialize
  *
@@ -25,12 +25,15 @@
  *   2. level-0 counts <= M0, upper counts <= M; M0 == 2*M; levels[i] <= SX__HNSW_MAX_LEVEL;
  *   3. a neighbour listed at level l has levels[nb] >= l (so its level-l list exists);
  *   4. n > 0 => entry < n and levels[entry] == max_level == max over levels; n == 0 => entry NONE;
- *   5. every node is reachable from the entry point following level-0 links.
+ *   5. every node is reachable from the entry point following level-0 links (invariant R of
+ *      graph.h, seed set {entry}): level-0 search is seeded with the entry point as well as the
+ *      greedy-descent result, so with ef = n it returns every row.
  * Search never reads out of bounds on a graph satisfying 1-4; 5 is what makes recall possible and
- * is guaranteed by the build's repair pass (HNSW's pruning can orphan a node otherwise).
+ * is guaranteed by the build's repair pass (sx__graph_repair; HNSW's pruning can orphan a node
+ * otherwise) and checked after every build and on every load.
  *
  * Thread-safety: a built index is immutable; any number of threads may search it at once. Search
- * scratch (visited tags, candidate pool) is a per-thread cache (hnsw_search.c).
+ * scratch (visited tags, candidate pool) is a per-thread sx__graph_scratch (graph.h's TLS).
  */
 #ifndef SX_INDEX_HNSW_H
 #define SX_INDEX_HNSW_H
@@ -39,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "index/graph/graph.h"
 #include "index/index.h"
 #include "util/heap.h"
 #include "vector/dist.h"
@@ -52,9 +56,8 @@
 #define SX__HNSW_EFC_DEF   200
 #define SX__HNSW_EF_DEF    64
 #define SX__HNSW_NONE      UINT32_MAX
-/* Node ids use 31 bits: the top bit marks "expanded" in the search pool. */
-#define SX__HNSW_MAX_N     ((size_t)0x7FFFFFFF)
-#define SX__HNSW_FLAG      0x80000000u
+/* Node ids use 31 bits: the top bit marks "expanded" in the search pool (graph.h). */
+#define SX__HNSW_MAX_N     SX__GRAPH_MAX_N
 
 typedef struct sx__hnsw {
     const float *vecs; /* borrowed: n*dim floats, must outlive the index */
@@ -87,27 +90,6 @@ static inline const float *sx__hnsw_vec(const sx__hnsw *h, uint32_t id)
     return h->vecs + (size_t)id * h->dim;
 }
 
-/* Per-thread search scratch. Owned by one thread at a time; grown on demand, never shrunk. */
-typedef struct sx__hnsw_scratch {
-    uint16_t *tags; /* visited tags, tags_cap entries: visited <=> tags[id] == epoch */
-    size_t tags_cap;
-    uint16_t epoch;
-    sx__hit *pool; /* sorted candidate pool (ef + 1) */
-    size_t pool_cap;
-    sx__hit *cand; /* filtered search: min-heap of candidates */
-    size_t cand_cap;
-    sx__hit *res; /* filtered search: max-heap of allowed results */
-    size_t res_cap;
-    uint32_t *todo; /* unvisited neighbours of the node being expanded */
-    size_t todo_cap;
-} sx__hnsw_scratch;
-
-/* Makes room for a graph of n nodes, a pool of ef entries and lists of max_deg ids.
- * Errors: SX_ENOMEM (the scratch keeps its old buffers). */
-sx_status sx__hnsw_scratch_reserve(sx__hnsw_scratch *s, size_t n, size_t ef, size_t max_deg);
-/* Frees the buffers (the struct itself is the caller's). */
-void sx__hnsw_scratch_fini(sx__hnsw_scratch *s);
-
 /* Greedy descent (Alg. 2 with ef = 1) from (cur, *cur_dist) at levels [top, bottom], top >= bottom
  * >= 1. Returns the closest node found; *cur_dist is updated. `concurrent` selects atomic loads of
  * the link lists (build: other threads may be writing them). */
@@ -121,17 +103,57 @@ uint32_t sx__hnsw_greedy(const sx__hnsw *h,
 
 /* ef-search at one level (Alg. 2), used by the build: seeds[0..nseeds) (distances known) start
  * the search, `self` (or SX__HNSW_NONE) is never returned. Link lists are read with atomic loads.
- * The result is s->pool[0..return), sorted best first, ids without SX__HNSW_FLAG. Scratch must
- * have been reserved for h->n nodes, ef >= nseeds and h->M0. Thread-safety: one scratch per thread.
+ * The result is s->pool[0..return), sorted best first, ids without SX__GRAPH_FLAG. Scratch must
+ * have been reserved (sx__graph_scratch_reserve) for h->n nodes, a pool of ef >= nseeds and
+ * h->M0 gathered ids. Thread-safety: one scratch per thread.
  */
 size_t sx__hnsw_search_level_build(const sx__hnsw *h,
-                                   sx__hnsw_scratch *s,
+                                   sx__graph_scratch *s,
                                    const float *q,
                                    const sx__hit *seeds,
                                    size_t nseeds,
                                    size_t ef,
                                    uint32_t level,
                                    uint32_t self);
+
+/* The level-0 lists as an adjacency view (graph.h): counted lists of at most M0 ids. */
+static inline sx__graph_view sx__hnsw_l0_view(const sx__hnsw *h)
+{
+    sx__graph_view v = { .n = h->n,
+                         .cap = h->M0,
+                         .format = SX__GRAPH_COUNTED,
+                         .base = (uint8_t *)(void *)h->l0,
+                         .stride = ((size_t)h->M0 + 1) * sizeof(uint32_t) };
+    return v;
+}
+
+/* Upper-level storage for nodes with levels[0..n): up_off[i] = the first block of node i
+ * (SX__HNSW_NONE for level-0 nodes; block of level l >= 1 is up_off[i] + l - 1), *up = zeroed
+ * blocks of M + 1 u32 (NULL when no node has an upper level), *n_up their number. Shared by HNSW
+ * and HNSW_SQ (same upper-level layout). Errors: SX_ENOMEM, SX_EINVAL (more blocks than 32 bits
+ * can index). Ownership: *up is the caller's (sx__free). */
+SX_NODISCARD sx_status sx__hnsw_upper_alloc(
+    const uint8_t *levels, size_t n, uint32_t M, uint32_t *up_off, uint32_t **up, size_t *n_up);
+
+/* One link list (count, then ids) in the serialized form shared by HNSW and HNSW_SQ
+ * (hnsw_io.c): u32 count, then count u32 ids. get decodes into ll (capacity cap) and returns
+ * false on a count above cap or short input. */
+void sx__hnsw_put_list(sx__wbuf *w, const uint32_t *ll);
+bool sx__hnsw_get_list(sx__rbuf *r, uint32_t *ll, uint32_t cap);
+
+/* Invariants 1-3 for one list ll (count, then ids) of node `owner` at `level`, in a graph of n
+ * nodes with levels[] and capacity cap: ids < n, not the owner, no id twice (stamp[id] == mark
+ * marks the ids of this list: one fresh mark per list), a neighbour listed at level l has
+ * levels[nb] >= l. SX_ECORRUPT naming `who` and the node otherwise. Shared by HNSW and HNSW_SQ. */
+SX_NODISCARD sx_status sx__hnsw_check_list(const uint32_t *ll,
+                                           uint32_t owner,
+                                           uint32_t level,
+                                           uint32_t cap,
+                                           const uint8_t *levels,
+                                           size_t n,
+                                           uint32_t *stamp,
+                                           uint32_t mark,
+                                           const char *who);
 
 /* Checks the structural invariants 1-5 above. Returns SX_OK or SX_ECORRUPT with the first
  * violation in sx_errmsg(); SX_ENOMEM if the reachability scan cannot allocate.

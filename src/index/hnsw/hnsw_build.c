@@ -28,14 +28,15 @@
  * Spinlock critical sections are short (append, or a heuristic over <= M0+1 candidates).
  *
  * Repair. Pruning by the heuristic can leave a node without in-links at level 0, i.e. unreachable
- * (hnswlib has the same defect). After the parallel phase a BFS from the entry point finds such
- * nodes; each one is linked from the nearest reachable node that has room (found by a search with
- * the orphan as query), so invariant 5 of hnsw.h always holds for a built index.
+ * (hnswlib has the same defect). After the parallel phase sx__graph_repair (graph.h: one pass,
+ * guaranteed to finish with every node reached; parents chosen by an efConstruction search for
+ * the orphan, appending when the parent has room, else replacing one of its non-tree links) makes
+ * every node reachable from the entry point at level 0, and sx__graph_check_reach verifies it, so
+ * invariant 5 of hnsw.h holds for every built index.
  */
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -109,25 +110,12 @@ sx_status sx__hnsw_alloc(const float *vecs,
     if (!h->l0 || !h->up_off)
         goto nomem;
     memset(h->l0, 0, l0_bytes);
-    size_t blocks = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (levels[i] == 0) {
-            h->up_off[i] = SX__HNSW_NONE;
-            continue;
-        }
-        h->up_off[i] = (uint32_t)blocks;
-        blocks += levels[i];
-        if (blocks >= SX__HNSW_NONE) {
-            sx__hnsw_free((sx__index *)h);
-            (void)sx__err(SX_EINVAL, "HNSW: too many upper-level lists");
-            return SX_EINVAL;
-        }
-    }
-    h->n_up = blocks;
-    if (blocks) {
-        h->up = sx__calloc(blocks * (M + 1), sizeof(uint32_t));
-        if (!h->up)
-            goto nomem;
+    sx_status rc = sx__hnsw_upper_alloc(levels, n, M, h->up_off, &h->up, &h->n_up);
+    if (rc != SX_OK) {
+        sx__hnsw_free((sx__index *)h);
+        (void)sx__err(rc, rc == SX_ENOMEM ? "HNSW: cannot allocate the upper levels"
+                                          : "HNSW: too many upper-level lists");
+        return rc;
     }
     *out = h;
     return SX_OK;
@@ -135,6 +123,31 @@ nomem:
     sx__hnsw_free((sx__index *)h);
     (void)sx__err(SX_ENOMEM, "HNSW: cannot allocate the graph for %zu nodes", n);
     return SX_ENOMEM;
+}
+
+sx_status sx__hnsw_upper_alloc(
+    const uint8_t *levels, size_t n, uint32_t M, uint32_t *up_off, uint32_t **up, size_t *n_up)
+{
+    size_t blocks = 0;
+    *up = NULL;
+    *n_up = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (levels[i] == 0) {
+            up_off[i] = SX__HNSW_NONE;
+            continue;
+        }
+        up_off[i] = (uint32_t)blocks;
+        blocks += levels[i];
+        if (blocks >= SX__HNSW_NONE)
+            return SX_EINVAL;
+    }
+    if (blocks) {
+        *up = sx__calloc(blocks * ((size_t)M + 1), sizeof(uint32_t));
+        if (!*up)
+            return SX_ENOMEM;
+    }
+    *n_up = blocks;
+    return SX_OK;
 }
 
 void sx__hnsw_free(sx__index *idx)
@@ -171,7 +184,7 @@ typedef struct build {
 
 typedef struct worker {
     build *b;
-    sx__hnsw_scratch s;
+    sx__graph_scratch s;
     sx__hit *w;     /* result of the last layer search (b->ef) */
     sx__hit *sel;   /* neighbours chosen for the new node (M) */
     sx__hit *cands; /* shrink candidates (M0 + 1) */
@@ -180,28 +193,6 @@ typedef struct worker {
     pthread_t tid;
     bool started;
 } worker;
-
-/* l is written through the __atomic builtins, which clang-tidy does not see */
-static inline void spin_lock(uint8_t *l) /* NOLINT(readability-non-const-parameter) */
-{
-    unsigned spins = 0;
-    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE)) {
-        while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-            if (++spins > 1000) {
-                spins = 0;
-                (void)sched_yield();
-            }
-        }
-    }
-}
-
-static inline void spin_unlock(uint8_t *l) /* NOLINT(readability-non-const-parameter) */
-{
-    __atomic_store_n(l, 0, __ATOMIC_RELEASE);
-}
 
 /* Publishes ids[0..cnt) as the list ll (caller holds the owner's lock). */
 static void publish(uint32_t *ll, /* NOLINT(readability-non-const-parameter): __atomic stores */
@@ -246,7 +237,7 @@ static void set_links(worker *wk, uint32_t q, uint32_t level, const sx__hit *sel
     build *b = wk->b;
     sx__hnsw *h = b->h;
     uint32_t cap = level ? h->M : h->M0;
-    spin_lock(&b->locks[q]);
+    sx__spin_lock(&b->locks[q]);
     uint32_t *ll = sx__hnsw_links(h, q, level);
     uint32_t old = ll[0], cnt = 0;
     for (size_t i = 0; i < nsel; i++)
@@ -260,7 +251,7 @@ static void set_links(worker *wk, uint32_t q, uint32_t level, const sx__hit *sel
             wk->ids[cnt++] = id;
     }
     publish(ll, wk->ids, cnt);
-    spin_unlock(&b->locks[q]);
+    sx__spin_unlock(&b->locks[q]);
 }
 
 /* Adds the reverse link nb -> q at `level` (dq = distance(nb, q)); when nb is full, its list
@@ -270,19 +261,19 @@ static void add_link(worker *wk, uint32_t nb, uint32_t level, uint32_t q, float 
     build *b = wk->b;
     const sx__hnsw *h = b->h;
     uint32_t cap = level ? h->M : h->M0;
-    spin_lock(&b->locks[nb]);
+    sx__spin_lock(&b->locks[nb]);
     uint32_t *ll = sx__hnsw_links(h, nb, level);
     uint32_t cnt = ll[0];
     for (uint32_t j = 0; j < cnt; j++) {
         if (ll[1 + j] == q) {
-            spin_unlock(&b->locks[nb]);
+            sx__spin_unlock(&b->locks[nb]);
             return;
         }
     }
     if (cnt < cap) {
         __atomic_store_n(ll + 1 + cnt, q, __ATOMIC_RELAXED);
         __atomic_store_n(ll, cnt + 1, __ATOMIC_RELEASE);
-        spin_unlock(&b->locks[nb]);
+        sx__spin_unlock(&b->locks[nb]);
         return;
     }
     const float *v = sx__hnsw_vec(h, nb);
@@ -309,7 +300,7 @@ static void add_link(worker *wk, uint32_t nb, uint32_t level, uint32_t q, float 
     for (size_t i = 0; i < ns; i++)
         wk->ids[i] = wk->sel2[i].id;
     publish(ll, wk->ids, (uint32_t)ns);
-    spin_unlock(&b->locks[nb]);
+    sx__spin_unlock(&b->locks[nb]);
 }
 
 /* Alg. 1 INSERT of node q (its level is levels[q]). */
@@ -385,7 +376,7 @@ static sx_status worker_init(worker *wk, build *b)
     const sx__hnsw *h = b->h;
     memset(wk, 0, sizeof *wk);
     wk->b = b;
-    sx_status rc = sx__hnsw_scratch_reserve(&wk->s, h->n, b->ef, h->M0);
+    sx_status rc = sx__graph_scratch_reserve(&wk->s, h->n, b->ef, h->M0, "HNSW");
     if (rc != SX_OK)
         return rc;
     wk->w = sx__malloc(b->ef * sizeof *wk->w);
@@ -400,7 +391,7 @@ static sx_status worker_init(worker *wk, build *b)
 
 static void worker_fini(worker *wk)
 {
-    sx__hnsw_scratch_fini(&wk->s);
+    sx__graph_scratch_fini(&wk->s);
     sx__free(wk->w);
     sx__free(wk->sel);
     sx__free(wk->cands);
@@ -410,116 +401,24 @@ static void worker_fini(worker *wk)
 
 /* ---------------------------------------------------------------- repair */
 
-/* Marks everything reachable at level 0 from the nodes queue[0..qn) (already marked). Returns
- * the number of newly marked nodes. */
-static size_t bfs(const sx__hnsw *h, uint8_t *reached, uint32_t *queue, size_t qn)
+/* sx__graph_repair's distance: between the rows of nodes a and b. */
+static float node_dist(const void *ctx, uint32_t a, uint32_t b)
 {
-    size_t head = 0, added = 0;
-    while (head < qn) {
-        const uint32_t *ll = sx__hnsw_links(h, queue[head++], 0);
-        for (uint32_t j = 1; j <= ll[0]; j++) {
-            uint32_t id = ll[j];
-            if (reached[id])
-                continue;
-            reached[id] = 1;
-            queue[qn++] = id;
-            added++;
-        }
-    }
-    return added;
+    const sx__hnsw *h = ctx;
+    return h->dist(sx__hnsw_vec(h, a), sx__hnsw_vec(h, b), h->dim);
 }
 
-/* Picks the reachable node that will link to the orphan u: the nearest reachable one with room
- * found by a search for u, else the nearest reachable node with room overall, else (every
- * reachable list full, never seen in practice) the nearest reachable node found, whose last link
- * is then replaced. *replace tells which. Returns SX__HNSW_NONE if nothing reachable was found. */
-static uint32_t pick_parent(worker *wk, uint32_t u, const uint8_t *reached, bool *replace)
+/* Makes every node reachable from the entry point at level 0 and checks it (invariant 5).
+ * Single-threaded, after the workers have joined. */
+static sx_status repair(const build *b)
 {
-    const sx__hnsw *h = wk->b->h;
-    const float *uv = sx__hnsw_vec(h, u);
-    uint32_t cur = h->entry;
-    float d = h->dist(uv, sx__hnsw_vec(h, cur), h->dim);
-    if (h->max_level > 0)
-        cur = sx__hnsw_greedy(h, uv, cur, &d, h->max_level, 1, false);
-    sx__hit seed = { d, cur };
-    size_t nw = sx__hnsw_search_level_build(h, &wk->s, uv, &seed, 1, wk->b->ef, 0, u);
-    uint32_t first_reached = SX__HNSW_NONE;
-    *replace = false;
-    for (size_t i = 0; i < nw; i++) {
-        uint32_t v = wk->s.pool[i].id;
-        if (!reached[v])
-            continue;
-        if (first_reached == SX__HNSW_NONE)
-            first_reached = v;
-        if (sx__hnsw_links(h, v, 0)[0] < h->M0)
-            return v;
-    }
-    uint32_t best = SX__HNSW_NONE;
-    float best_d = __builtin_inff();
-    for (uint32_t v = 0; v < h->n; v++) {
-        if (!reached[v] || sx__hnsw_links(h, v, 0)[0] >= h->M0)
-            continue;
-        float dv = h->dist(uv, sx__hnsw_vec(h, v), h->dim);
-        if (best == SX__HNSW_NONE || dv < best_d) {
-            best = v;
-            best_d = dv;
-        }
-    }
-    if (best != SX__HNSW_NONE)
-        return best;
-    *replace = true;
-    return first_reached != SX__HNSW_NONE ? first_reached : h->entry;
-}
-
-/* Makes every node reachable from the entry point at level 0 (invariant 5). Single-threaded. */
-static sx_status repair(worker *wk)
-{
-    sx__hnsw *h = wk->b->h;
-    size_t n = h->n;
-    if (n == 0)
-        return SX_OK;
-    uint8_t *reached = sx__calloc(n, 1);
-    uint32_t *queue = sx__malloc(n * sizeof *queue);
-    if (!reached || !queue) {
-        sx__free(reached);
-        sx__free(queue);
-        return sx__err(SX_ENOMEM, "HNSW: cannot allocate the reachability scan");
-    }
-    reached[h->entry] = 1;
-    queue[0] = h->entry;
-    size_t nreached = 1 + bfs(h, reached, queue, 1);
-    /* a replaced link can orphan another node, hence the passes; each pass links every orphan */
-    for (int pass = 0; pass < 8 && nreached < n; pass++) {
-        for (uint32_t u = 0; u < n && nreached < n; u++) {
-            if (reached[u])
-                continue;
-            bool replace;
-            uint32_t v = pick_parent(wk, u, reached, &replace);
-            uint32_t *ll = sx__hnsw_links(h, v, 0);
-            if (replace)
-                ll[ll[0]] = u;
-            else
-                ll[1 + ll[0]++] = u;
-            reached[u] = 1;
-            queue[0] = u;
-            nreached += 1 + bfs(h, reached, queue, 1);
-        }
-        if (nreached == n)
-            break;
-        /* recount: replacements may have cut nodes off */
-        memset(reached, 0, n);
-        reached[h->entry] = 1;
-        queue[0] = h->entry;
-        nreached = 1 + bfs(h, reached, queue, 1);
-    }
-    sx__free(reached);
-    sx__free(queue);
-    if (nreached < n)
-        return sx__err(SX_ECORRUPT,
-                       "HNSW build: internal error: %zu nodes stay unreachable "
-                       "after repair",
-                       n - nreached);
-    return SX_OK;
+    const sx__hnsw *h = b->h;
+    sx__graph_view v = sx__hnsw_l0_view(h);
+    sx__graph_repair_opts o = { node_dist, h, b->ef };
+    sx_status rc = sx__graph_repair(&v, &h->entry, 1, &o, NULL);
+    if (rc == SX_OK)
+        rc = sx__graph_check_reach(&v, &h->entry, 1, "HNSW build", "the entry point");
+    return rc;
 }
 
 /* ---------------------------------------------------------------- build */
@@ -620,7 +519,7 @@ sx_status sx__hnsw_build(const sx_param *p,
         uint64_t ep = atomic_load_explicit(&b.ep, memory_order_acquire);
         h->entry = (uint32_t)ep;
         h->max_level = (uint32_t)(ep >> 32);
-        rc = repair(&wk[0]);
+        rc = repair(&b);
     }
     for (size_t t = 0; t < nthreads; t++)
         worker_fini(&wk[t]);
@@ -637,8 +536,8 @@ sx_status sx__hnsw_build(const sx_param *p,
 
 /* Peak bytes of a build (for index_build_memory_limit): the graph (level-0 lists of 2M+1 ids,
  * levels and upper-list offsets, upper lists for the expected n/(M-1) blocks), the build's
- * per-node locks and reachability repair arrays (n + 5n bytes), and per thread a visited set of
- * 4 bytes per node plus small candidate buffers; threads = online CPUs. */
+ * per-node locks (n bytes) and the repair's arrays (sx__graph_repair_bytes, ~14n), and per thread
+ * a visited set of 4 bytes per node plus small candidate buffers; threads = online CPUs. */
 static uint64_t estimate_build_bytes(const sx_param *p, size_t np, size_t n, size_t dim)
 {
     long M = 16, efc = 200;
@@ -649,7 +548,8 @@ static uint64_t estimate_build_bytes(const sx_param *p, size_t np, size_t n, siz
         efc = 200;
     uint64_t nn = n, m = (uint64_t)M;
     uint64_t graph = nn * (2 * m + 1) * 4 + nn * 5 + (nn / (m - 1) + 1) * (m + 1) * 4;
-    uint64_t temps = nn * 6;
+    size_t ef = (size_t)efc < n ? (size_t)efc : n;
+    uint64_t temps = nn + sx__graph_repair_bytes(n, (uint32_t)(2 * m), ef);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t threads = cpus > 0 ? (uint64_t)cpus : 1;
     uint64_t per_thread = nn * 4 + ((uint64_t)efc + 5 * (2 * m + 1)) * 16;

@@ -6,9 +6,10 @@
  *      blocks lie inside the upper array;
  *   4. entry point valid: n == 0 <=> entry == NONE; else entry < n, levels[entry] == max_level ==
  *      the maximum level of any node;
- *   5. every node is reachable from the entry point through level-0 links (BFS).
+ *   5. every node is reachable from the entry point through level-0 links (graph.h's BFS,
+ *      sx__graph_check_reach: invariant R with seed set {entry}).
  * Run after every build in tests and on every deserialize (hnsw_io.c), so a loaded index is
- * always safe to search. Cost: O(n * M0) time, n * 5 bytes of scratch.
+ * always safe to search. Cost: O(n * M0) time, ~4 bytes per node of scratch.
  * Thread-safety: read-only on the index.
  */
 #include <string.h>
@@ -17,29 +18,33 @@
 #include "util/alloc.h"
 #include "util/err.h"
 
-/* Checks one list (invariants 1-3); `stamp` detects duplicates, t is this list's unique tag. */
-static sx_status
-check_list(const sx__hnsw *h, uint32_t node, uint32_t level, uint32_t *stamp, uint32_t t)
+sx_status sx__hnsw_check_list(const uint32_t *ll,
+                              uint32_t owner,
+                              uint32_t level,
+                              uint32_t cap,
+                              const uint8_t *levels,
+                              size_t n,
+                              uint32_t *stamp,
+                              uint32_t mark,
+                              const char *who)
 {
-    const uint32_t *ll = sx__hnsw_links(h, node, level);
-    uint32_t cap = level ? h->M : h->M0;
     if (ll[0] > cap)
-        return sx__err(SX_ECORRUPT, "HNSW: node %u level %u has degree %u > %u", node, level, ll[0],
-                       cap);
+        return sx__err(SX_ECORRUPT, "%s: node %u level %u has degree %u > %u", who, owner, level,
+                       ll[0], cap);
     for (uint32_t j = 1; j <= ll[0]; j++) {
         uint32_t id = ll[j];
-        if (id >= h->n)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u: neighbour %u out of range (n=%zu)",
-                           node, level, id, h->n);
-        if (id == node)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to itself", node, level);
-        if (h->levels[id] < level)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u links to node %u of level %u", node,
-                           level, id, h->levels[id]);
-        if (stamp[id] == t)
-            return sx__err(SX_ECORRUPT, "HNSW: node %u level %u lists neighbour %u twice", node,
+        if (id >= n)
+            return sx__err(SX_ECORRUPT, "%s: node %u level %u: neighbour %u out of range (n=%zu)",
+                           who, owner, level, id, n);
+        if (id == owner)
+            return sx__err(SX_ECORRUPT, "%s: node %u level %u links to itself", who, owner, level);
+        if (levels[id] < level)
+            return sx__err(SX_ECORRUPT, "%s: node %u level %u links to node %u of level %u", who,
+                           owner, level, id, levels[id]);
+        if (stamp[id] == mark)
+            return sx__err(SX_ECORRUPT, "%s: node %u level %u lists neighbour %u twice", who, owner,
                            level, id);
-        stamp[id] = t;
+        stamp[id] = mark;
     }
     return SX_OK;
 }
@@ -75,45 +80,18 @@ sx_status sx__hnsw_check(const sx__index *idx)
     }
 
     uint32_t *stamp = sx__malloc(n * sizeof *stamp);
-    uint32_t *queue = sx__malloc(n * sizeof *queue);
-    uint8_t *reached = sx__calloc(n, 1);
-    sx_status rc = SX_OK;
-    if (!stamp || !queue || !reached) {
-        rc = sx__err(SX_ENOMEM, "HNSW check: out of memory");
-        goto out;
-    }
+    if (!stamp)
+        return sx__err(SX_ENOMEM, "HNSW check: out of memory");
     memset(stamp, 0xFF, n * sizeof *stamp);
     uint32_t t = 0;
+    sx_status rc = SX_OK;
     for (size_t i = 0; i < n && rc == SX_OK; i++)
         for (uint32_t l = 0; l <= h->levels[i] && rc == SX_OK; l++)
-            rc = check_list(h, (uint32_t)i, l, stamp, t++);
-    if (rc != SX_OK)
-        goto out;
-
-    size_t head = 0, tail = 0;
-    reached[h->entry] = 1;
-    queue[tail++] = h->entry;
-    while (head < tail) {
-        const uint32_t *ll = sx__hnsw_links(h, queue[head++], 0);
-        for (uint32_t j = 1; j <= ll[0]; j++) {
-            if (!reached[ll[j]]) {
-                reached[ll[j]] = 1;
-                queue[tail++] = ll[j];
-            }
-        }
-    }
-    if (tail != n) {
-        size_t first = 0;
-        while (reached[first])
-            first++;
-        rc = sx__err(SX_ECORRUPT,
-                     "HNSW: %zu of %zu nodes unreachable from entry point %u at level 0 "
-                     "(first: %zu)",
-                     n - tail, n, h->entry, first);
-    }
-out:
+            rc = sx__hnsw_check_list(sx__hnsw_links(h, (uint32_t)i, l), (uint32_t)i, l,
+                                     l ? h->M : h->M0, h->levels, n, stamp, t++, "HNSW");
     sx__free(stamp);
-    sx__free(queue);
-    sx__free(reached);
-    return rc;
+    if (rc != SX_OK)
+        return rc;
+    sx__graph_view v = sx__hnsw_l0_view(h);
+    return sx__graph_check_reach(&v, &h->entry, 1, "HNSW", "the entry point at level 0");
 }

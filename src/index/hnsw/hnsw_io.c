@@ -40,7 +40,7 @@
 
 #define HEADER_BYTES 44u
 
-static void put_list(sx__wbuf *w, const uint32_t *ll)
+void sx__hnsw_put_list(sx__wbuf *w, const uint32_t *ll)
 {
     sx__wbuf_u32(w, ll[0]);
     for (uint32_t j = 1; j <= ll[0]; j++)
@@ -63,10 +63,10 @@ sx_status sx__hnsw_serialize(const sx__index *idx, sx__wbuf *w)
     sx__wbuf_u32(w, h->max_level);
     sx__wbuf_put(w, h->levels, h->n);
     for (size_t i = 0; i < h->n; i++)
-        put_list(w, sx__hnsw_links(h, (uint32_t)i, 0));
+        sx__hnsw_put_list(w, sx__hnsw_links(h, (uint32_t)i, 0));
     for (size_t i = 0; i < h->n; i++)
         for (uint32_t l = 1; l <= h->levels[i]; l++)
-            put_list(w, sx__hnsw_links(h, (uint32_t)i, l));
+            sx__hnsw_put_list(w, sx__hnsw_links(h, (uint32_t)i, l));
     if (!sx__wbuf_ok(w))
         return sx__err(SX_ENOMEM, "HNSW: cannot grow the serialization buffer");
     sx__wbuf_u32(w, sx__crc32c(0, w->data + start, w->len - start));
@@ -75,8 +75,7 @@ sx_status sx__hnsw_serialize(const sx__index *idx, sx__wbuf *w)
     return SX_OK;
 }
 
-/* Decodes one list into ll (capacity cap). Returns false on a bad count or short input. */
-static bool get_list(sx__rbuf *r, uint32_t *ll, uint32_t cap)
+bool sx__hnsw_get_list(sx__rbuf *r, uint32_t *ll, uint32_t cap)
 {
     uint32_t cnt = sx__rbuf_u32(r);
     if (!sx__rbuf_ok(r) || cnt > cap)
@@ -154,14 +153,14 @@ sx_status sx__hnsw_deserialize(const void *data,
     h->entry = entry;
     h->max_level = max_level;
     for (size_t i = 0; i < n; i++) {
-        if (!get_list(&r, sx__hnsw_links(h, (uint32_t)i, 0), M0)) {
+        if (!sx__hnsw_get_list(&r, sx__hnsw_links(h, (uint32_t)i, 0), M0)) {
             rc = sx__err(SX_ECORRUPT, "HNSW index: bad level-0 list of node %zu", i);
             goto fail;
         }
     }
     for (size_t i = 0; i < n; i++) {
         for (uint32_t l = 1; l <= levels[i]; l++) {
-            if (!get_list(&r, sx__hnsw_links(h, (uint32_t)i, l), M)) {
+            if (!sx__hnsw_get_list(&r, sx__hnsw_links(h, (uint32_t)i, l), M)) {
                 rc = sx__err(SX_ECORRUPT, "HNSW index: bad level-%u list of node %zu", l, i);
                 goto fail;
             }

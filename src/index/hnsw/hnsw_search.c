@@ -24,16 +24,26 @@
  * vectors prefetched, then the distances are computed while the next vector's remaining lines are
  * prefetched; when a new best candidate is accepted, its link list is prefetched too.
  *
- * Scratch. Each thread keeps one sx__hnsw_scratch (uint16 epoch tags for n nodes, the pool, the
- * heaps) in a pthread key (freed at thread exit), so steady-state searches do not allocate. The
- * tags are only cleared when the 16-bit epoch wraps (every 65535 queries).
+ * Seeding. Level 0 starts from the greedy-descent result AND the entry point (whose distance the
+ * descent computed first anyway): links are directed, so a node reachable from the entry (the
+ * build's repair guarantees every node is, graph.h invariant R) need not be reachable from the
+ * descent's result. The plain search offers the entry after searching from the descent's result
+ * and resumes only when it could still count (graph.h's sx__pool_late_seed: the pool is not full,
+ * or the entry beats its worst), so with a small ef it costs one tag load (seeding it up front
+ * cost ~1% of the search's instructions, callgrind, BIGANN-10k); with ef = n every row is
+ * returned. The filtered search seeds both up front.
+ *
+ * The pool, the filtered two-heap loop, visited epochs and the scratch are graph.h's
+ * (sx__graph_pool_search / sx__graph_filtered_search, specialised here by inline callbacks: this
+ * file supplies how a list is gathered, prefetched and scored). Each thread keeps one
+ * sx__graph_scratch in graph.h's TLS (freed at thread exit), so steady-state searches do not
+ * allocate. The tags are only cleared when the 16-bit epoch wraps (every 65535 queries).
  *
  * Thread-safety: searching a built index is read-only and may run on any number of threads. The
  * build variants read link lists with atomic loads because other build threads write them
  * (hnsw_build.c explains the publication protocol).
  */
 #include <limits.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "index/hnsw/hnsw.h"
@@ -41,97 +51,19 @@
 #include "util/bitset.h"
 #include "util/err.h"
 
-#define ID_MASK        0x7FFFFFFFu
 /* cache lines of each neighbour's vector prefetched up front, and of the next one in the loop */
 #define PF_FIRST_LINES 2u
 #define PF_NEXT_LINES  24u
 
 /* ---------------------------------------------------------------- scratch */
 
-sx_status sx__hnsw_scratch_reserve(sx__hnsw_scratch *s, size_t n, size_t ef, size_t max_deg)
+static void scratch_fini(void *p)
 {
-    if (n > s->tags_cap) {
-        uint16_t *t = sx__calloc(n, sizeof *t);
-        if (!t)
-            return sx__err(SX_ENOMEM, "HNSW: cannot allocate visited tags for %zu nodes", n);
-        sx__free(s->tags);
-        s->tags = t;
-        s->tags_cap = n;
-        s->epoch = 0;
-    }
-    if (ef + 1 > s->pool_cap) {
-        sx__hit *p = sx__malloc((ef + 1) * sizeof *p);
-        if (!p)
-            return sx__err(SX_ENOMEM, "HNSW: cannot allocate a search pool of %zu", ef);
-        sx__free(s->pool);
-        s->pool = p;
-        s->pool_cap = ef + 1;
-    }
-    if (max_deg > s->todo_cap) {
-        uint32_t *t = sx__malloc(max_deg * sizeof *t);
-        if (!t)
-            return sx__err(SX_ENOMEM, "HNSW: cannot allocate search scratch");
-        sx__free(s->todo);
-        s->todo = t;
-        s->todo_cap = max_deg;
-    }
-    return SX_OK;
+    sx__graph_scratch_fini(p);
 }
 
-void sx__hnsw_scratch_fini(sx__hnsw_scratch *s)
-{
-    sx__free(s->tags);
-    sx__free(s->pool);
-    sx__free(s->cand);
-    sx__free(s->res);
-    sx__free(s->todo);
-    memset(s, 0, sizeof *s);
-}
-
-/* Starts a new visited set. */
-static inline void new_epoch(sx__hnsw_scratch *s)
-{
-    if (++s->epoch == 0) {
-        memset(s->tags, 0, s->tags_cap * sizeof *s->tags);
-        s->epoch = 1;
-    }
-}
-
-static pthread_key_t tls_key;
-static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
-static int tls_ok;
-/* cache of the pthread key's value: one TLS load per query instead of pthread_getspecific */
-static _Thread_local sx__hnsw_scratch *tls_scratch;
-
-static void tls_destroy(void *p)
-{
-    sx__hnsw_scratch_fini(p);
-    sx__free(p);
-    tls_scratch = NULL;
-}
-
-static void tls_init(void)
-{
-    tls_ok = pthread_key_create(&tls_key, tls_destroy) == 0;
-}
-
-/* The calling thread's scratch, or NULL on allocation failure. */
-static sx__hnsw_scratch *thread_scratch(void)
-{
-    if (tls_scratch)
-        return tls_scratch;
-    if (pthread_once(&tls_once, tls_init) != 0 || !tls_ok)
-        return NULL;
-    sx__hnsw_scratch *s = sx__calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    if (pthread_setspecific(tls_key, s) != 0) {
-        sx__free(s);
-        return NULL;
-    }
-    tls_scratch = s;
-    return s;
-}
+static const sx__graph_tls_class tls_class = { SX__GRAPH_TLS_HNSW, sizeof(sx__graph_scratch),
+                                               scratch_fini };
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -154,41 +86,13 @@ static inline void prefetch_lines(const void *p, size_t from, size_t to)
         __builtin_prefetch(c + 64 * i, 0, 3);
 }
 
-/* Inserts (d, id) into the sorted pool[0..*size) of capacity ef. Returns the position, or ef when
- * d does not beat the worst of a full pool. Ties go after the existing entries. */
-static inline size_t pool_insert(sx__hit *pool, size_t *size, size_t ef, float d, uint32_t id)
-{
-    size_t n = *size;
-    if (n == ef && !(d < pool[n - 1].dist))
-        return ef;
-    /* branch-free upper bound (first entry with dist > d): the compare feeds a cmov */
-    size_t lo = 0;
-    if (n > 0) {
-        const sx__hit *b = pool;
-        size_t len = n;
-        while (len > 1) {
-            size_t half = len / 2;
-            b = b[half].dist <= d ? b + half : b;
-            len -= half;
-        }
-        lo = (size_t)(b - pool) + (b[0].dist <= d);
-    }
-    size_t last = n == ef ? n - 1 : n;
-    memmove(pool + lo + 1, pool + lo, (last - lo) * sizeof *pool);
-    pool[lo].dist = d;
-    pool[lo].id = id;
-    if (n < ef)
-        *size = n + 1;
-    return lo;
-}
-
 /* Collects the unvisited ids of list `ll` into todo (marking them visited) and prefetches their
  * vectors' first lines. Returns how many. */
 static inline __attribute__((always_inline)) size_t
-gather(const sx__hnsw *h, sx__hnsw_scratch *s, const uint32_t *ll, bool conc, size_t lines)
+gather(const sx__hnsw *h, sx__graph_scratch *s, const uint32_t *ll, bool conc, size_t lines)
 {
     uint32_t cnt = ld_count(ll, conc);
-    uint16_t *tags = s->tags, ep = s->epoch;
+    uint16_t *tags = s->vis.tags, ep = s->vis.epoch;
     uint32_t *todo = s->todo;
     size_t nt = 0, first = lines < PF_FIRST_LINES ? lines : PF_FIRST_LINES;
     for (uint32_t j = 1; j <= cnt; j++)
@@ -253,58 +157,87 @@ uint32_t sx__hnsw_greedy(const sx__hnsw *h,
 
 /* ---------------------------------------------------------------- pool search */
 
+/* What the graph.h drivers' callbacks need: the index, the scratch, the query, the level. */
+typedef struct sctx {
+    const sx__hnsw *h;
+    sx__graph_scratch *s;
+    const float *q;
+    sx__dist_fn dist;
+    size_t dim, ef, lines, next_lines;
+    uint32_t level;
+} sctx;
+
+static inline sctx
+make_ctx(const sx__hnsw *h, sx__graph_scratch *s, const float *q, size_t ef, uint32_t level)
+{
+    size_t lines = (h->dim * sizeof(float) + 63) / 64;
+    sctx x = { h,      s,  q,     h->dist,
+               h->dim, ef, lines, lines < PF_NEXT_LINES ? lines : PF_NEXT_LINES,
+               level };
+    return x;
+}
+
+/* Expands node c (graph.h's sx__graph_expand_fn): gathers its unvisited neighbours, computes
+ * their distances while prefetching the next one's vector, offers them to the pool, and
+ * prefetches the list of any that enters ahead of the others. */
+static inline __attribute__((always_inline)) size_t
+expand_at(void *vx, uint32_t c, size_t *size, bool conc)
+{
+    sctx *x = vx;
+    const sx__hnsw *h = x->h;
+    sx__graph_scratch *s = x->s;
+    const uint32_t *todo = s->todo;
+    size_t nt = gather(h, s, sx__hnsw_links(h, c, x->level), conc, x->lines);
+    size_t lowest = SIZE_MAX;
+    for (size_t t = 0; t < nt; t++) {
+        if (t + 1 < nt)
+            prefetch_lines(sx__hnsw_vec(h, todo[t + 1]), PF_FIRST_LINES, x->next_lines);
+        uint32_t id = todo[t];
+        float d = x->dist(x->q, sx__hnsw_vec(h, id), x->dim);
+        size_t p = sx__pool_insert(s->pool, size, x->ef, d, id);
+        if (p < lowest && p < x->ef) {
+            lowest = p;
+            __builtin_prefetch(sx__hnsw_links(h, id, x->level), 0, 3);
+        }
+    }
+    return lowest;
+}
+
+static size_t expand_plain(void *vx, uint32_t c, float cd, size_t *size)
+{
+    (void)cd;
+    return expand_at(vx, c, size, false);
+}
+
+static size_t expand_conc(void *vx, uint32_t c, float cd, size_t *size)
+{
+    (void)cd;
+    return expand_at(vx, c, size, true);
+}
+
+static void prefetch_list(void *vx, uint32_t id)
+{
+    const sctx *x = vx;
+    __builtin_prefetch(sx__hnsw_links(x->h, id, x->level), 0, 3);
+}
+
 /* ef-search at `level` over the pool already holding `size` seeds (marked visited). Returns the
- * pool size; entries carry SX__HNSW_FLAG. */
+ * pool size; entries carry SX__GRAPH_FLAG. */
 static inline __attribute__((always_inline)) size_t pool_search(const sx__hnsw *h,
-                                                                sx__hnsw_scratch *s,
+                                                                sx__graph_scratch *s,
                                                                 const float *q,
                                                                 size_t size,
                                                                 size_t ef,
                                                                 uint32_t level,
                                                                 bool conc)
 {
-    sx__hit *pool = s->pool;
-    const uint32_t *todo = s->todo;
-    sx__dist_fn dist = h->dist;
-    const size_t dim = h->dim;
-    const size_t lines = (dim * sizeof(float) + 63) / 64;
-    const size_t next_lines = lines < PF_NEXT_LINES ? lines : PF_NEXT_LINES;
-    size_t cur = 0;
-    while (cur < size) {
-        uint32_t c = pool[cur].id;
-        pool[cur].id = c | SX__HNSW_FLAG;
-        /* the next node to expand is most likely the next unexpanded one: fetch its list now */
-        for (size_t nx = cur + 1; nx < size; nx++) {
-            if (!(pool[nx].id & SX__HNSW_FLAG)) {
-                __builtin_prefetch(sx__hnsw_links(h, pool[nx].id, level), 0, 3);
-                break;
-            }
-        }
-        size_t nt = gather(h, s, sx__hnsw_links(h, c, level), conc, lines);
-        size_t lowest = SIZE_MAX;
-        for (size_t t = 0; t < nt; t++) {
-            if (t + 1 < nt)
-                prefetch_lines(sx__hnsw_vec(h, todo[t + 1]), PF_FIRST_LINES, next_lines);
-            uint32_t id = todo[t];
-            float d = dist(q, sx__hnsw_vec(h, id), dim);
-            size_t p = pool_insert(pool, &size, ef, d, id);
-            if (p < lowest && p < ef) {
-                lowest = p;
-                __builtin_prefetch(sx__hnsw_links(h, id, level), 0, 3);
-            }
-        }
-        if (lowest <= cur)
-            cur = lowest;
-        else
-            cur++;
-        while (cur < size && (pool[cur].id & SX__HNSW_FLAG))
-            cur++;
-    }
-    return size;
+    sctx x = make_ctx(h, s, q, ef, level);
+    return sx__graph_pool_search(s->pool, size, 1, 0, NULL, conc ? expand_conc : expand_plain,
+                                 prefetch_list, &x);
 }
 
 size_t sx__hnsw_search_level_build(const sx__hnsw *h,
-                                   sx__hnsw_scratch *s,
+                                   sx__graph_scratch *s,
                                    const float *q,
                                    const sx__hit *seeds,
                                    size_t nseeds,
@@ -312,137 +245,28 @@ size_t sx__hnsw_search_level_build(const sx__hnsw *h,
                                    uint32_t level,
                                    uint32_t self)
 {
-    new_epoch(s);
-    if (self != SX__HNSW_NONE)
-        s->tags[self] = s->epoch;
-    size_t size = 0;
-    for (size_t i = 0; i < nseeds; i++) {
-        uint32_t id = seeds[i].id & ID_MASK;
-        if (s->tags[id] == s->epoch)
-            continue;
-        s->tags[id] = s->epoch;
-        (void)pool_insert(s->pool, &size, ef, seeds[i].dist, id);
-    }
+    size_t size = sx__pool_start(&s->vis, s->pool, ef, seeds, nseeds, self);
     size = pool_search(h, s, q, size, ef, level, true);
-    for (size_t i = 0; i < size; i++)
-        s->pool[i].id &= ID_MASK;
+    sx__pool_unflag(s->pool, size);
     return size;
 }
 
 /* ---------------------------------------------------------------- filtered search */
 
-
-/* max-heap on dist (results); keeps at most cap entries */
-static void res_push(sx__hit *hp, size_t *n, size_t cap, sx__hit x)
+/* graph.h's sx__graph_gather_fn: the unvisited level-0 neighbours of c and their distances. */
+static size_t gather_scored(void *vx, uint32_t c)
 {
-    if (*n == cap) {
-        if (!(x.dist < hp[0].dist))
-            return;
-        size_t i = 0, m = *n;
-        for (;;) {
-            size_t l = 2 * i + 1, b = i;
-            float bd = x.dist;
-            if (l < m && hp[l].dist > bd) {
-                b = l;
-                bd = hp[l].dist;
-            }
-            if (l + 1 < m && hp[l + 1].dist > bd)
-                b = l + 1;
-            if (b == i)
-                break;
-            hp[i] = hp[b];
-            i = b;
-        }
-        hp[i] = x;
-        return;
+    sctx *x = vx;
+    const sx__hnsw *h = x->h;
+    sx__graph_scratch *s = x->s;
+    size_t nt = gather(h, s, sx__hnsw_links(h, c, 0), false, x->lines);
+    const uint32_t *todo = s->todo;
+    for (size_t t = 0; t < nt; t++) {
+        if (t + 1 < nt)
+            prefetch_lines(sx__hnsw_vec(h, todo[t + 1]), PF_FIRST_LINES, x->next_lines);
+        s->dists[t] = x->dist(x->q, sx__hnsw_vec(h, todo[t]), x->dim);
     }
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!(x.dist > hp[p].dist))
-            break;
-        hp[i] = hp[p];
-        i = p;
-    }
-    hp[i] = x;
-}
-
-static sx_status grow_cand(sx__hnsw_scratch *s, size_t need)
-{
-    if (need <= s->cand_cap)
-        return SX_OK;
-    size_t cap = s->cand_cap ? s->cand_cap : 256;
-    while (cap < need)
-        cap *= 2;
-    sx__hit *c = sx__realloc(s->cand, cap * sizeof *c);
-    if (!c)
-        return sx__err(SX_ENOMEM, "HNSW: cannot grow the candidate heap to %zu", cap);
-    s->cand = c;
-    s->cand_cap = cap;
-    return SX_OK;
-}
-
-/* Two-heap ef-search at level 0 where only rows in `allow` may be returned (see the header). */
-static sx_status filtered_search(const sx__hnsw *h,
-                                 sx__hnsw_scratch *s,
-                                 const float *q,
-                                 uint32_t ep,
-                                 float ep_dist,
-                                 size_t ef,
-                                 const uint64_t *allow,
-                                 sx__topk *out)
-{
-    if (ef > s->res_cap) {
-        sx__hit *r = sx__malloc(ef * sizeof *r);
-        if (!r)
-            return sx__err(SX_ENOMEM, "HNSW: cannot allocate %zu results", ef);
-        sx__free(s->res);
-        s->res = r;
-        s->res_cap = ef;
-    }
-    sx_status rc = grow_cand(s, h->M0 + 1);
-    if (rc != SX_OK)
-        return rc;
-    sx__dist_fn dist = h->dist;
-    const size_t dim = h->dim;
-    const size_t lines = (dim * sizeof(float) + 63) / 64;
-    const size_t next_lines = lines < PF_NEXT_LINES ? lines : PF_NEXT_LINES;
-    size_t nc = 0, nr = 0;
-    float bound = __builtin_inff();
-
-    new_epoch(s);
-    s->tags[ep] = s->epoch;
-    if (sx__bits_test_atomic(allow, ep)) {
-        res_push(s->res, &nr, ef, (sx__hit){ ep_dist, ep });
-        bound = ep_dist;
-    }
-    sx__minheap_push(s->cand, &nc, (sx__hit){ ep_dist, ep });
-    while (nc > 0) {
-        if (s->cand[0].dist > bound && nr == ef)
-            break;
-        sx__hit c = sx__minheap_pop(s->cand, &nc);
-        size_t nt = gather(h, s, sx__hnsw_links(h, c.id, 0), false, lines);
-        rc = grow_cand(s, nc + nt);
-        if (rc != SX_OK)
-            return rc;
-        const uint32_t *todo = s->todo;
-        for (size_t t = 0; t < nt; t++) {
-            if (t + 1 < nt)
-                prefetch_lines(sx__hnsw_vec(h, todo[t + 1]), PF_FIRST_LINES, next_lines);
-            uint32_t id = todo[t];
-            float d = dist(q, sx__hnsw_vec(h, id), dim);
-            if (nr < ef || d < bound) {
-                sx__minheap_push(s->cand, &nc, (sx__hit){ d, id });
-                if (sx__bits_test_atomic(allow, id)) {
-                    res_push(s->res, &nr, ef, (sx__hit){ d, id });
-                    bound = s->res[0].dist;
-                }
-            }
-        }
-    }
-    for (size_t i = 0; i < nr; i++)
-        sx__topk_push(out, s->res[i].dist, s->res[i].id);
-    return SX_OK;
+    return nt;
 }
 
 /* ---------------------------------------------------------------- vtable: search */
@@ -481,27 +305,40 @@ sx_status sx__hnsw_search(const sx__index *idx,
     if (k == 0 || h->n == 0)
         return SX_OK;
     size_t ef = (size_t)efl < h->n ? (size_t)efl : h->n;
-    sx__hnsw_scratch *s = thread_scratch();
+    sx__graph_scratch *s = sx__graph_tls_get(&tls_class);
     if (!s)
         return sx__err(SX_ENOMEM, "HNSW: cannot allocate search scratch");
-    rc = sx__hnsw_scratch_reserve(s, h->n, ef, h->M0);
+    rc = sx__graph_scratch_reserve(s, h->n, ef, h->M0, "HNSW");
     if (rc != SX_OK)
         return rc;
 
-    uint32_t cur = h->entry;
-    float d = h->dist(query, sx__hnsw_vec(h, cur), h->dim);
+    /* level 0 starts from the descent's result and from the entry point (see the header) */
+    sx__hit seeds[2];
+    seeds[1].id = h->entry;
+    seeds[1].dist = h->dist(query, sx__hnsw_vec(h, h->entry), h->dim);
+    seeds[0] = seeds[1];
     if (h->max_level > 0)
-        cur = greedy(h, query, cur, &d, h->max_level, 1, false);
-    if (allow)
-        return filtered_search(h, s, query, cur, d, ef, allow, out);
+        seeds[0].id = greedy(h, query, h->entry, &seeds[0].dist, h->max_level, 1, false);
+    if (allow) {
+        rc = sx__graph_scratch_filtered(s, ef, (size_t)h->M0 + 2, "HNSW");
+        if (rc != SX_OK)
+            return rc;
+        sctx x = make_ctx(h, s, query, ef, 0);
+        size_t nr = 0;
+        rc = sx__graph_filtered_search(s, seeds, 2, ef, allow, gather_scored, &x, "HNSW", &nr);
+        if (rc != SX_OK)
+            return rc;
+        for (size_t i = 0; i < nr; i++)
+            sx__topk_push(out, s->res[i].dist, s->res[i].id);
+        return SX_OK;
+    }
 
-    new_epoch(s);
-    s->tags[cur] = s->epoch;
-    s->pool[0].dist = d;
-    s->pool[0].id = cur;
-    size_t size = pool_search(h, s, query, 1, ef, 0, false);
+    size_t size = sx__pool_start(&s->vis, s->pool, ef, seeds, 1, SX__GRAPH_NONE);
+    size = pool_search(h, s, query, size, ef, 0, false);
+    if (sx__pool_late_seed(&s->vis, s->pool, &size, ef, seeds[1]))
+        size = pool_search(h, s, query, size, ef, 0, false);
     size_t m = size < k ? size : k;
     for (size_t i = 0; i < m; i++)
-        sx__topk_push(out, s->pool[i].dist, s->pool[i].id & ID_MASK);
+        sx__topk_push(out, s->pool[i].dist, s->pool[i].id & SX__GRAPH_ID_MASK);
     return SX_OK;
 }

@@ -47,13 +47,16 @@
  * Bytes per node: rec_bytes (Fashion-MNIST: 784 + 4 + 132 -> 960; BIGANN: 128 + 4 + 132 -> 320)
  * + 5 + the upper levels (~4 (M+1) / (M-1)). The float vectors are BORROWED from the segment.
  *
- * Invariants (checked by sx__hnsw_sq_check on every deserialize):
+ * Invariants (checked by sx__hnsw_sq_check after every build and on every deserialize):
  *   1. every id in a list is < n; no list holds its owner or the same id twice;
  *   2. level-0 counts <= M0 == 2*M, upper counts <= M; levels[i] <= SX__HNSW_MAX_LEVEL;
  *   3. a neighbour listed at level l has levels[nb] >= l;
  *   4. n > 0 => entry < n and levels[entry] == max_level == max over levels; n == 0 => entry
  *      is SX__HNSW_NONE;
- *   5. every node is reachable from the entry point through level-0 links;
+ *   5. every node is reachable from the entry point through level-0 links (invariant R of
+ *      graph.h; the graph is HNSW's, repaired by its build, and checked again after the
+ *      re-layout and on every load); search seeds level 0 with the entry point as well as the
+ *      descent's result, so with ef = n every row is found;
  *   6. the quantizer's a_d and s_d are finite, s_d >= 0, and so is mu; codes are any bytes (all
  *      decode).
  * Search never reads out of bounds on an index satisfying 1-4 and 6.
@@ -67,7 +70,7 @@
  *       the others below float32 resolution; results stay exact (re-rank) but recall drops.
  *
  * Thread-safety: a built index is immutable; any number of threads may search it at once. Each
- * thread keeps its search scratch in a pthread key (hnsw_sq_search.c).
+ * thread keeps its search scratch in graph.h's TLS (hnsw_sq_search.c).
  */
 #ifndef SX_INDEX_HNSW_SQ_H
 #define SX_INDEX_HNSW_SQ_H
@@ -183,6 +186,17 @@ static inline uint32_t *sx__hsq_links(const sx__hnsw_sq *h, uint32_t id, uint32_
     if (level == 0)
         return (uint32_t *)(void *)(h->rec + (size_t)id * h->rec_bytes + h->links_off);
     return h->up + ((size_t)h->up_off[id] + level - 1) * (h->M + 1);
+}
+
+/* The level-0 lists (inside the records) as an adjacency view (graph.h). */
+static inline sx__graph_view sx__hsq_l0_view(const sx__hnsw_sq *h)
+{
+    sx__graph_view v = { .n = h->n,
+                         .cap = h->M0,
+                         .format = SX__GRAPH_COUNTED,
+                         .base = h->rec + h->links_off,
+                         .stride = h->rec_bytes };
+    return v;
 }
 
 /* Allocates an index shell for n rows: quantizer arrays, records, levels/up_off (up is sized by

@@ -9,7 +9,8 @@
  *      graph is built on exact distances, so it is the same graph HNSW would search;
  *   3. the quantizer: per-dimension min/max over all rows (hnsw_sq_quant.c);
  *   4. re-layout: every node's code, norm and level-0 list into its record (hnsw_sq.h), the
- *      upper levels copied as they are; then the float graph is freed.
+ *      upper levels copied as they are; then the float graph is freed and sx__hnsw_sq_check
+ *      verifies the result (invariants 1-6, reachability from the entry point included).
  * Peak memory is the float graph plus its build scratch plus the new records (both exist during
  * step 4): see estimate_build_bytes.
  *
@@ -168,23 +169,11 @@ sx_status sx__hnsw_sq_alloc(
 
 sx_status sx__hnsw_sq_alloc_up(sx__hnsw_sq *h)
 {
-    size_t blocks = 0;
-    for (size_t i = 0; i < h->n; i++) {
-        if (h->levels[i] == 0) {
-            h->up_off[i] = SX__HNSW_NONE;
-            continue;
-        }
-        h->up_off[i] = (uint32_t)blocks;
-        blocks += h->levels[i];
-        if (blocks >= SX__HNSW_NONE)
-            return sx__err(SX_ECORRUPT, "HNSW_SQ: too many upper-level lists");
-    }
-    h->n_up = blocks;
-    if (blocks) {
-        h->up = sx__calloc(blocks * (h->M + 1), sizeof(uint32_t));
-        if (!h->up)
-            return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate %zu upper-level lists", blocks);
-    }
+    sx_status rc = sx__hnsw_upper_alloc(h->levels, h->n, h->M, h->up_off, &h->up, &h->n_up);
+    if (rc == SX_ENOMEM)
+        return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate the upper-level lists");
+    if (rc != SX_OK)
+        return sx__err(SX_ECORRUPT, "HNSW_SQ: too many upper-level lists");
     return SX_OK;
 }
 
@@ -331,6 +320,8 @@ static sx_status build(const sx_param *p,
         h->refine = bp.refine;
         rc = relayout(h, g, ctx);
     }
+    if (rc == SX_OK)
+        rc = sx__hnsw_sq_check((const sx__index *)h);
     sx__hnsw_index_ops.free(gi);
     if (rc != SX_OK) {
         sx__hnsw_sq_free((sx__index *)h);

@@ -48,13 +48,6 @@
 #define HEADER_BYTES 52u
 #define FLAG_REFINE  1u
 
-static void put_list(sx__wbuf *w, const uint32_t *ll)
-{
-    sx__wbuf_u32(w, ll[0]);
-    for (uint32_t j = 1; j <= ll[0]; j++)
-        sx__wbuf_u32(w, ll[j]);
-}
-
 sx_status sx__hnsw_sq_serialize(const sx__index *idx, sx__wbuf *w)
 {
     const sx__hnsw_sq *h = (const sx__hnsw_sq *)idx;
@@ -75,10 +68,10 @@ sx_status sx__hnsw_sq_serialize(const sx__index *idx, sx__wbuf *w)
     sx__wbuf_f32s(w, h->qscale, h->dim);
     sx__wbuf_put(w, h->levels, h->n);
     for (size_t i = 0; i < h->n; i++)
-        put_list(w, sx__hsq_links(h, (uint32_t)i, 0));
+        sx__hnsw_put_list(w, sx__hsq_links(h, (uint32_t)i, 0));
     for (size_t i = 0; i < h->n; i++)
         for (uint32_t l = 1; l <= h->levels[i]; l++)
-            put_list(w, sx__hsq_links(h, (uint32_t)i, l));
+            sx__hnsw_put_list(w, sx__hsq_links(h, (uint32_t)i, l));
     if (sx__wbuf_reserve(w, h->n * h->dim))
         for (size_t i = 0; i < h->n; i++)
             sx__wbuf_put(w, sx__hsq_code(h, (uint32_t)i), h->dim);
@@ -88,21 +81,6 @@ sx_status sx__hnsw_sq_serialize(const sx__index *idx, sx__wbuf *w)
     if (!sx__wbuf_ok(w))
         return sx__err(SX_ENOMEM, "HNSW_SQ: cannot grow the serialization buffer");
     return SX_OK;
-}
-
-/* Decodes one list into ll (capacity cap). false on a bad count or short input. */
-static bool get_list(sx__rbuf *r, uint32_t *ll, uint32_t cap)
-{
-    uint32_t cnt = sx__rbuf_u32(r);
-    if (!sx__rbuf_ok(r) || cnt > cap)
-        return false;
-    const uint8_t *p = sx__rbuf_bytes(r, (size_t)cnt * 4);
-    if (!p)
-        return false;
-    ll[0] = cnt;
-    for (uint32_t j = 0; j < cnt; j++)
-        ll[1 + j] = sx__le32(p + 4 * (size_t)j);
-    return true;
 }
 
 /* Header fields after magic/version. */
@@ -155,11 +133,11 @@ static sx_status decode_body(sx__hnsw_sq *h, sx__rbuf *r)
     if (rc != SX_OK)
         return rc;
     for (size_t i = 0; i < n; i++)
-        if (!get_list(r, sx__hsq_links(h, (uint32_t)i, 0), h->M0))
+        if (!sx__hnsw_get_list(r, sx__hsq_links(h, (uint32_t)i, 0), h->M0))
             return sx__err(SX_ECORRUPT, "HNSW_SQ index: bad level-0 list of node %zu", i);
     for (size_t i = 0; i < n; i++)
         for (uint32_t l = 1; l <= h->levels[i]; l++)
-            if (!get_list(r, sx__hsq_links(h, (uint32_t)i, l), h->M))
+            if (!sx__hnsw_get_list(r, sx__hsq_links(h, (uint32_t)i, l), h->M))
                 return sx__err(SX_ECORRUPT, "HNSW_SQ index: bad level-%u list of node %zu", l, i);
     if (sx__rbuf_left(r) != n * dim)
         return sx__err(SX_ECORRUPT, "HNSW_SQ index: %zu bytes of codes, want %zu", sx__rbuf_left(r),
@@ -239,32 +217,6 @@ sx_status sx__hnsw_sq_deserialize(const void *data,
 
 /* ---------------------------------------------------------------- check */
 
-/* Invariants 1-3 for one list: ids < n, not the owner, no duplicates (stamp[] marks the ids of
- * the current list with `mark`), listed neighbours have a level-l list. */
-static sx_status
-check_list(const sx__hnsw_sq *h, uint32_t owner, uint32_t level, uint32_t *stamp, uint32_t mark)
-{
-    const uint32_t *ll = sx__hsq_links(h, owner, level);
-    uint32_t cap = level ? h->M : h->M0;
-    if (ll[0] > cap)
-        return sx__err(SX_ECORRUPT, "HNSW_SQ index: node %u level %u has %u links > %u", owner,
-                       level, ll[0], cap);
-    for (uint32_t j = 1; j <= ll[0]; j++) {
-        uint32_t id = ll[j];
-        if (id >= h->n || id == owner)
-            return sx__err(SX_ECORRUPT, "HNSW_SQ index: node %u level %u links to %u", owner, level,
-                           id);
-        if (stamp[id] == mark)
-            return sx__err(SX_ECORRUPT, "HNSW_SQ index: node %u level %u lists %u twice", owner,
-                           level, id);
-        stamp[id] = mark;
-        if (h->levels[id] < level)
-            return sx__err(SX_ECORRUPT, "HNSW_SQ index: node %u level %u links to %u of level %u",
-                           owner, level, id, h->levels[id]);
-    }
-    return SX_OK;
-}
-
 sx_status sx__hnsw_sq_check(const sx__index *idx)
 {
     const sx__hnsw_sq *h = (const sx__hnsw_sq *)idx;
@@ -287,12 +239,8 @@ sx_status sx__hnsw_sq_check(const sx__index *idx)
         if (h->levels[i] > h->max_level)
             return sx__err(SX_ECORRUPT, "HNSW_SQ index: node %zu above the entry point's level", i);
     uint32_t *stamp = sx__calloc(n, sizeof *stamp);
-    uint32_t *queue = sx__malloc(n * sizeof *queue);
-    if (!stamp || !queue) {
-        sx__free(stamp);
-        sx__free(queue);
+    if (!stamp)
         return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate the index check");
-    }
     sx_status rc = SX_OK;
     uint32_t mark = 0;
     for (size_t i = 0; i < n && rc == SX_OK; i++) {
@@ -301,34 +249,14 @@ sx_status sx__hnsw_sq_check(const sx__index *idx)
                 memset(stamp, 0, n * sizeof *stamp);
                 mark = 1;
             }
-            rc = check_list(h, (uint32_t)i, l, stamp, mark);
+            rc = sx__hnsw_check_list(sx__hsq_links(h, (uint32_t)i, l), (uint32_t)i, l,
+                                     l ? h->M : h->M0, h->levels, n, stamp, mark, "HNSW_SQ index");
         }
-    }
-    if (rc == SX_OK) {
-        /* invariant 5: BFS at level 0; stamp reused with a mark no list got */
-        uint32_t seen = ++mark;
-        if (seen == 0) {
-            memset(stamp, 0, n * sizeof *stamp);
-            seen = 1;
-        }
-        size_t head = 0, tail = 0;
-        stamp[h->entry] = seen;
-        queue[tail++] = h->entry;
-        while (head < tail) {
-            const uint32_t *ll = sx__hsq_links(h, queue[head++], 0);
-            for (uint32_t j = 1; j <= ll[0]; j++) {
-                if (stamp[ll[j]] != seen) {
-                    stamp[ll[j]] = seen;
-                    queue[tail++] = ll[j];
-                }
-            }
-        }
-        if (tail != n)
-            rc = sx__err(SX_ECORRUPT,
-                         "HNSW_SQ index: %zu nodes unreachable from the entry point at level 0",
-                         n - tail);
     }
     sx__free(stamp);
-    sx__free(queue);
-    return rc;
+    if (rc != SX_OK)
+        return rc;
+    /* invariant 5 */
+    sx__graph_view v = sx__hsq_l0_view(h);
+    return sx__graph_check_reach(&v, &h->entry, 1, "HNSW_SQ index", "the entry point at level 0");
 }

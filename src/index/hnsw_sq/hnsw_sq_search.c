@@ -47,16 +47,20 @@
  * Fashion-MNIST (ef 20: 32.8k vs 32.3k QPS; lists padded to 64 bytes 32.7k) and BIGANN-10k
  * (ef 10: 236k-242k vs 229k-246k), so the simpler single array stays.
  *
- * Scratch. Each thread keeps one scratch (tags for n nodes, the pool, the gathered ids and their
- * dot products, the int8 query, the heaps of the filtered search) in a pthread key, freed at
- * thread exit; steady-state searches do not allocate.
+ * Seeding. As in hnsw_search.c, level 0 starts from the descent's result and from the entry
+ * point (invariant 5 of hnsw_sq.h: every node is reachable from the entry), the entry offered
+ * late (sx__pool_late_seed) in the plain search; with ef = n every row is found.
+ *
+ * Scratch. Each thread keeps one scratch (graph.h's sx__graph_scratch: tags for n nodes, the pool,
+ * the gathered ids, the heaps of the filtered search; plus the dot products and the int8 query)
+ * in graph.h's TLS, freed at thread exit; steady-state searches do not allocate. The pool and the
+ * filtered loop are graph.h's drivers, specialised by this file's inline callbacks.
  *
  * Thread-safety: read-only on the index; any number of threads may search it at once.
  */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,8 +69,6 @@
 #include "util/bitset.h"
 #include "util/err.h"
 
-#define ID_MASK        0x7FFFFFFFu
-#define FLAG           0x80000000u
 #define REFINE_K_MAX   65536.0
 /* lines of each gathered neighbour's record prefetched at once (the batch kernel fetches the
  * rest two records ahead): 0, 1 and 2 measured equal within noise */
@@ -77,67 +79,32 @@
 /* ---------------------------------------------------------------- scratch */
 
 typedef struct scratch {
-    uint16_t *tags; /* visited <=> tags[id] == epoch */
-    size_t tags_cap;
-    uint16_t epoch;
-    sx__hit *pool; /* sorted pool, pool_cap entries */
-    size_t pool_cap;
-    uint32_t *todo; /* gathered neighbour ids */
-    int32_t *dots;  /* their dot products */
-    size_t todo_cap;
+    sx__graph_scratch g; /* tags, pool, gathered ids, filtered heaps */
+    int32_t *dots;       /* dot products of the gathered ids, dots_cap */
+    size_t dots_cap;
     int8_t *q8; /* prepared query, 64-byte aligned */
     size_t q8_cap;
-    sx__hit *cand; /* filtered: min-heap of candidates */
-    size_t cand_cap;
-    sx__hit *res; /* filtered: max-heap of allowed results */
-    size_t res_cap;
 } scratch;
 
-static void scratch_fini(scratch *s)
+static void scratch_fini(void *p)
 {
-    sx__free(s->tags);
-    sx__free(s->pool);
-    sx__free(s->todo);
+    scratch *s = p;
+    sx__graph_scratch_fini(&s->g);
     sx__free(s->dots);
     sx__free_aligned(s->q8);
-    sx__free(s->cand);
-    sx__free(s->res);
     memset(s, 0, sizeof *s);
 }
 
+static const sx__graph_tls_class tls_class = { SX__GRAPH_TLS_HNSW_SQ, sizeof(scratch),
+                                               scratch_fini };
+
 static sx_status scratch_reserve(scratch *s, size_t n, size_t pool, size_t deg, size_t q8)
 {
-    if (n > s->tags_cap) {
-        uint16_t *t = sx__calloc(n, sizeof *t);
-        if (!t)
-            return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate visited tags for %zu nodes", n);
-        sx__free(s->tags);
-        s->tags = t;
-        s->tags_cap = n;
-        s->epoch = 0;
-    }
-    if (pool + 1 > s->pool_cap) {
-        sx__hit *p = sx__malloc((pool + 1) * sizeof *p);
-        if (!p)
-            return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate a search pool of %zu", pool);
-        sx__free(s->pool);
-        s->pool = p;
-        s->pool_cap = pool + 1;
-    }
-    if (deg > s->todo_cap) {
-        uint32_t *t = sx__malloc(deg * sizeof *t);
-        int32_t *d = sx__malloc(deg * sizeof *d);
-        if (!t || !d) {
-            sx__free(t);
-            sx__free(d);
-            return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate search scratch");
-        }
-        sx__free(s->todo);
-        sx__free(s->dots);
-        s->todo = t;
-        s->dots = d;
-        s->todo_cap = deg;
-    }
+    sx_status rc = sx__graph_scratch_reserve(&s->g, n, pool, deg, "HNSW_SQ");
+    if (rc != SX_OK)
+        return rc;
+    if (!sx__graph_grow((void **)&s->dots, &s->dots_cap, deg, sizeof *s->dots))
+        return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate search scratch");
     if (q8 > s->q8_cap) {
         int8_t *b = sx__malloc_aligned(q8);
         if (!b)
@@ -147,48 +114,6 @@ static sx_status scratch_reserve(scratch *s, size_t n, size_t pool, size_t deg, 
         s->q8_cap = q8;
     }
     return SX_OK;
-}
-
-static void new_epoch(scratch *s)
-{
-    if (++s->epoch == 0) {
-        memset(s->tags, 0, s->tags_cap * sizeof *s->tags);
-        s->epoch = 1;
-    }
-}
-
-static pthread_key_t tls_key;
-static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
-static int tls_ok;
-static _Thread_local scratch *tls_scratch; /* cache of the key's value */
-
-static void tls_destroy(void *p)
-{
-    scratch_fini(p);
-    sx__free(p);
-    tls_scratch = NULL;
-}
-
-static void tls_init(void)
-{
-    tls_ok = pthread_key_create(&tls_key, tls_destroy) == 0;
-}
-
-static scratch *thread_scratch(void)
-{
-    if (tls_scratch)
-        return tls_scratch;
-    if (pthread_once(&tls_once, tls_init) != 0 || !tls_ok)
-        return NULL;
-    scratch *s = sx__calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    if (pthread_setspecific(tls_key, s) != 0) {
-        sx__free(s);
-        return NULL;
-    }
-    tls_scratch = s;
-    return s;
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -201,40 +126,13 @@ static inline void prefetch_links(const sx__hnsw_sq *h, uint32_t id)
         __builtin_prefetch(p + o, 0, 3);
 }
 
-/* Inserts (d, id) into the sorted pool[0..*size) of capacity cap. Returns the position, or cap
- * when d does not beat the worst of a full pool. Ties go after the existing entries. */
-static inline size_t pool_insert(sx__hit *pool, size_t *size, size_t cap, float d, uint32_t id)
-{
-    size_t n = *size;
-    if (n == cap && !(d < pool[n - 1].dist))
-        return cap;
-    size_t lo = 0;
-    if (n > 0) {
-        const sx__hit *b = pool;
-        size_t len = n;
-        while (len > 1) {
-            size_t half = len / 2;
-            b = b[half].dist <= d ? b + half : b;
-            len -= half;
-        }
-        lo = (size_t)(b - pool) + (b[0].dist <= d);
-    }
-    size_t last = n == cap ? n - 1 : n;
-    memmove(pool + lo + 1, pool + lo, (last - lo) * sizeof *pool);
-    pool[lo].dist = d;
-    pool[lo].id = id;
-    if (n < cap)
-        *size = n + 1;
-    return lo;
-}
-
 /* Collects the unvisited ids of list ll into s->todo (marking them visited) and prefetches the
  * first lines of their records. Returns how many. */
 static inline size_t gather(const sx__hnsw_sq *h, scratch *s, const uint32_t *ll)
 {
     uint32_t cnt = ll[0];
-    uint16_t *tags = s->tags, ep = s->epoch;
-    uint32_t *todo = s->todo;
+    uint16_t *tags = s->g.vis.tags, ep = s->g.vis.epoch;
+    uint32_t *todo = s->g.todo;
     size_t nt = 0;
     for (uint32_t j = 1; j <= cnt; j++)
         __builtin_prefetch(tags + ll[j], 1, 3);
@@ -292,181 +190,76 @@ static uint32_t greedy(const sx__hnsw_sq *h,
 
 /* ---------------------------------------------------------------- pool search */
 
-/* Level-0 ef-search over a pool holding `size` seeds (marked visited), capacity cap. Returns the
- * pool size; entries carry FLAG. */
-static size_t
-pool_search(const sx__hnsw_sq *h, scratch *s, const sx__hsq_query *q, size_t size, size_t cap)
+/* What the graph.h drivers' callbacks need (the index's fields copied: the pool's memmove may
+ * alias them, so reading them through h would reload them after every insertion). */
+typedef struct sctx {
+    const sx__hnsw_sq *h;
+    scratch *s;
+    const sx__hsq_query *q;
+    size_t cap;
+    const uint8_t *base;
+    size_t stride, norm_off;
+    float c0, c1;
+} sctx;
+
+static inline sctx make_ctx(const sx__hnsw_sq *h, scratch *s, const sx__hsq_query *q, size_t cap)
 {
-    sx__hit *pool = s->pool;
-    const uint32_t *todo = s->todo;
-    const int32_t *dots = s->dots;
-    const sx__hsq_dot_batch_fn batch = h->kern->dot_batch;
-    const uint8_t *base = h->rec;
-    const size_t stride = h->rec_bytes, dim = h->dim, norm_off = h->norm_off;
-    const float c0 = q->c0, c1 = q->c1;
-    size_t cur = 0;
-    while (cur < size) {
-        uint32_t c = pool[cur].id;
-        pool[cur].id = c | FLAG;
-        for (size_t nx = cur + 1; nx < size; nx++) {
-            if (!(pool[nx].id & FLAG)) {
-                prefetch_links(h, pool[nx].id);
-                break;
-            }
-        }
-        size_t nt = gather(h, s, sx__hsq_links(h, c, 0));
-        batch(base, stride, todo, nt, q->q8, dim, s->dots);
-        size_t lowest = SIZE_MAX;
-        for (size_t t = 0; t < nt; t++) {
-            uint32_t id = todo[t];
-            float nv;
-            memcpy(&nv, base + (size_t)id * stride + norm_off, sizeof nv);
-            float d = nv + c0 + c1 * (float)dots[t];
-            size_t p = pool_insert(pool, &size, cap, d, id);
-            if (p < lowest && p < cap) {
-                lowest = p;
-                prefetch_links(h, id);
-            }
-        }
-        if (lowest <= cur)
-            cur = lowest;
-        else
-            cur++;
-        while (cur < size && (pool[cur].id & FLAG))
-            cur++;
-    }
-    return size;
+    sctx x = { h, s, q, cap, h->rec, h->rec_bytes, h->norm_off, q->c0, q->c1 };
+    return x;
 }
 
-/* ---------------------------------------------------------------- filtered search */
-
-/* max-heap sift-down of x from the root over hp[0..m) */
-static void res_sift(sx__hit *hp, size_t m, sx__hit x)
+/* Gathers c's unvisited neighbours and computes their dot products (one batch kernel call).
+ * Returns how many; ids in s->g.todo, dots in s->dots. */
+static inline __attribute__((always_inline)) size_t gather_dots(const sctx *x, uint32_t c)
 {
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, b = i;
-        float bd = x.dist;
-        if (l < m && hp[l].dist > bd) {
-            b = l;
-            bd = hp[l].dist;
-        }
-        if (l + 1 < m && hp[l + 1].dist > bd)
-            b = l + 1;
-        if (b == i)
-            break;
-        hp[i] = hp[b];
-        i = b;
-    }
-    if (m > 0)
-        hp[i] = x;
+    const sx__hnsw_sq *h = x->h;
+    size_t nt = gather(h, x->s, sx__hsq_links(h, c, 0));
+    h->kern->dot_batch(h->rec, h->rec_bytes, x->s->g.todo, nt, x->q->q8, h->dim, x->s->dots);
+    return nt;
 }
 
-/* max-heap on dist (results); keeps at most cap entries */
-static void res_push(sx__hit *hp, size_t *n, size_t cap, sx__hit x)
+/* The code distance of gathered id `id` with dot product `dot`. */
+static inline float code_dist(const sctx *x, uint32_t id, int32_t dot)
 {
-    if (*n == cap) {
-        if (x.dist < hp[0].dist)
-            res_sift(hp, *n, x);
-        return;
-    }
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!(x.dist > hp[p].dist))
-            break;
-        hp[i] = hp[p];
-        i = p;
-    }
-    hp[i] = x;
+    float nv;
+    memcpy(&nv, x->base + (size_t)id * x->stride + x->norm_off, sizeof nv);
+    return nv + x->c0 + x->c1 * (float)dot;
 }
 
-/* Heap-sorts the max-heap hp[0..n) in place into ascending order. */
-static void res_sort(sx__hit *hp, size_t n)
+/* graph.h's sx__graph_expand_fn for level 0. */
+static size_t expand(void *vx, uint32_t c, float cd, size_t *size)
 {
-    for (size_t m = n; m > 1; m--) {
-        sx__hit top = hp[0];
-        res_sift(hp, m - 1, hp[m - 1]);
-        hp[m - 1] = top;
-    }
-}
-
-static sx_status grow_cand(scratch *s, size_t need)
-{
-    if (need <= s->cand_cap)
-        return SX_OK;
-    size_t cap = s->cand_cap ? s->cand_cap : 256;
-    while (cap < need)
-        cap *= 2;
-    sx__hit *c = sx__realloc(s->cand, cap * sizeof *c);
-    if (!c)
-        return sx__err(SX_ENOMEM, "HNSW_SQ: cannot grow the candidate heap to %zu", cap);
-    s->cand = c;
-    s->cand_cap = cap;
-    return SX_OK;
-}
-
-/* Two-heap level-0 search; on success s->res[0..*nres) holds the allowed results sorted best
- * first (code distances). */
-static sx_status filtered_search(const sx__hnsw_sq *h,
-                                 scratch *s,
-                                 const sx__hsq_query *q,
-                                 uint32_t ep,
-                                 float ep_dist,
-                                 size_t cap,
-                                 const uint64_t *allow,
-                                 size_t *nres)
-{
-    if (cap > s->res_cap) {
-        sx__hit *r = sx__malloc(cap * sizeof *r);
-        if (!r)
-            return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate %zu results", cap);
-        sx__free(s->res);
-        s->res = r;
-        s->res_cap = cap;
-    }
-    sx_status rc = grow_cand(s, (size_t)h->M0 + 1);
-    if (rc != SX_OK)
-        return rc;
-    const uint8_t *base = h->rec;
-    const size_t stride = h->rec_bytes, norm_off = h->norm_off;
-    size_t nc = 0, nr = 0;
-    float bound = __builtin_inff();
-
-    new_epoch(s);
-    s->tags[ep] = s->epoch;
-    if (sx__bits_test_atomic(allow, ep)) {
-        res_push(s->res, &nr, cap, (sx__hit){ ep_dist, ep });
-        bound = nr == cap ? s->res[0].dist : bound;
-    }
-    sx__minheap_push(s->cand, &nc, (sx__hit){ ep_dist, ep });
-    while (nc > 0) {
-        if (nr == cap && s->cand[0].dist > bound)
-            break;
-        sx__hit c = sx__minheap_pop(s->cand, &nc);
-        size_t nt = gather(h, s, sx__hsq_links(h, c.id, 0));
-        rc = grow_cand(s, nc + nt);
-        if (rc != SX_OK)
-            return rc;
-        h->kern->dot_batch(base, stride, s->todo, nt, q->q8, h->dim, s->dots);
-        for (size_t t = 0; t < nt; t++) {
-            uint32_t id = s->todo[t];
-            float nv;
-            memcpy(&nv, base + (size_t)id * stride + norm_off, sizeof nv);
-            float d = nv + q->c0 + q->c1 * (float)s->dots[t];
-            if (nr < cap || d < bound) {
-                sx__minheap_push(s->cand, &nc, (sx__hit){ d, id });
-                if (sx__bits_test_atomic(allow, id)) {
-                    res_push(s->res, &nr, cap, (sx__hit){ d, id });
-                    if (nr == cap)
-                        bound = s->res[0].dist;
-                }
-            }
+    (void)cd;
+    const sctx *x = vx;
+    size_t nt = gather_dots(x, c);
+    const uint32_t *todo = x->s->g.todo;
+    sx__hit *pool = x->s->g.pool;
+    size_t lowest = SIZE_MAX;
+    for (size_t t = 0; t < nt; t++) {
+        uint32_t id = todo[t];
+        size_t p = sx__pool_insert(pool, size, x->cap, code_dist(x, id, x->s->dots[t]), id);
+        if (p < lowest && p < x->cap) {
+            lowest = p;
+            prefetch_links(x->h, id);
         }
     }
-    res_sort(s->res, nr);
-    *nres = nr;
-    return SX_OK;
+    return lowest;
+}
+
+static void prefetch_list(void *vx, uint32_t id)
+{
+    const sctx *x = vx;
+    prefetch_links(x->h, id);
+}
+
+/* graph.h's sx__graph_gather_fn (filtered search): ids and code distances. */
+static size_t gather_scored(void *vx, uint32_t c)
+{
+    const sctx *x = vx;
+    size_t nt = gather_dots(x, c);
+    for (size_t t = 0; t < nt; t++)
+        x->s->g.dists[t] = code_dist(x, x->s->g.todo[t], x->s->dots[t]);
+    return nt;
 }
 
 /* ---------------------------------------------------------------- refine */
@@ -483,17 +276,18 @@ refine(const sx__hnsw_sq *h, const float *query, const sx__hit *cands, size_t m,
     const size_t dim = h->dim;
     const size_t lines = (dim * sizeof(float) + 63) / 64;
     for (size_t i = 0; i < m; i++) {
-        const char *v = (const char *)(h->vecs + (size_t)(cands[i].id & ID_MASK) * dim);
+        const char *v = (const char *)(h->vecs + (size_t)(cands[i].id & SX__GRAPH_ID_MASK) * dim);
         for (size_t l = 0; l < PF_VEC_FIRST && l < lines; l++)
             __builtin_prefetch(v + 64 * l, 0, 3);
     }
     for (size_t i = 0; i < m; i++) {
         if (i + 1 < m) {
-            const char *v = (const char *)(h->vecs + (size_t)(cands[i + 1].id & ID_MASK) * dim);
+            const char *v =
+                (const char *)(h->vecs + (size_t)(cands[i + 1].id & SX__GRAPH_ID_MASK) * dim);
             for (size_t l = PF_VEC_FIRST; l < lines; l++)
                 __builtin_prefetch(v + 64 * l, 0, 3);
         }
-        uint32_t id = cands[i].id & ID_MASK;
+        uint32_t id = cands[i].id & SX__GRAPH_ID_MASK;
         sx__topk_push(out, h->dist(query, h->vecs + (size_t)id * dim, dim), id);
     }
 }
@@ -562,7 +356,7 @@ sx_status sx__hnsw_sq_search(const sx__index *idx,
     } else if (h->refine) {
         ncand = 2 * k < cap ? 2 * k : cap;
     }
-    scratch *s = thread_scratch();
+    scratch *s = sx__graph_tls_get(&tls_class);
     if (!s)
         return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate search scratch");
     rc = scratch_reserve(s, h->n, cap, h->M0, sx__hsq_q8_bytes(h->dim));
@@ -571,32 +365,39 @@ sx_status sx__hnsw_sq_search(const sx__index *idx,
 
     sx__hsq_query q = { .q8 = s->q8 };
     sx__hsq_prepare(h, query, &q);
-    uint32_t cur = h->entry;
-    float d = sx__hsq_dist(h, &q, cur);
+    /* level 0 starts from the descent's result and from the entry point (see the header) */
+    sx__hit seeds[2];
+    seeds[1].id = h->entry;
+    seeds[1].dist = sx__hsq_dist(h, &q, h->entry);
+    seeds[0] = seeds[1];
     if (h->max_level > 0)
-        cur = greedy(h, s, &q, cur, &d, h->max_level);
+        seeds[0].id = greedy(h, s, &q, h->entry, &seeds[0].dist, h->max_level);
 
+    sctx x = make_ctx(h, s, &q, cap);
     const sx__hit *cands;
     size_t size = 0;
     if (allow) {
-        rc = filtered_search(h, s, &q, cur, d, cap, allow, &size);
+        rc = sx__graph_scratch_filtered(&s->g, cap, (size_t)h->M0 + 2, "HNSW_SQ");
+        if (rc == SX_OK)
+            rc = sx__graph_filtered_search(&s->g, seeds, 2, cap, allow, gather_scored, &x,
+                                           "HNSW_SQ", &size);
         if (rc != SX_OK)
             return rc;
-        cands = s->res;
+        sx__maxheap_sort(s->g.res, size);
+        cands = s->g.res;
     } else {
-        new_epoch(s);
-        s->tags[cur] = s->epoch;
-        s->pool[0].dist = d;
-        s->pool[0].id = cur;
-        size = pool_search(h, s, &q, 1, cap);
-        cands = s->pool;
+        size = sx__pool_start(&s->g.vis, s->g.pool, cap, seeds, 1, SX__GRAPH_NONE);
+        size = sx__graph_pool_search(s->g.pool, size, 1, 0, NULL, expand, prefetch_list, &x);
+        if (sx__pool_late_seed(&s->g.vis, s->g.pool, &size, cap, seeds[1]))
+            size = sx__graph_pool_search(s->g.pool, size, 1, 0, NULL, expand, prefetch_list, &x);
+        cands = s->g.pool;
     }
     size_t m = size < ncand ? size : ncand;
     if (h->refine) {
         refine(h, query, cands, m, out);
     } else {
         for (size_t i = 0; i < m; i++)
-            sx__topk_push(out, cands[i].dist, cands[i].id & ID_MASK);
+            sx__topk_push(out, cands[i].dist, cands[i].id & SX__GRAPH_ID_MASK);
     }
     return SX_OK;
 }
