@@ -3,9 +3,9 @@
  *
  * Conventions of the .cu files:
  *   - C-like CUDA C++: every variable a function may free is declared (NULL) at its top, so the
- *     single `fail:` exit can free everything; no exceptions, no STL (GCC __atomic builtins), no templates with external
- *     linkage (kernels and helpers are static; the plugin they are linked into exports only
- *     sx__gpu_plugin_init, gpu_plugin.h).
+ *     single `fail:` exit can free everything; no exceptions, no STL (GCC __atomic builtins), no
+ *     templates with external linkage (kernels and helpers are static; the plugin they are linked
+ *     into exports only sx__gpu_plugin_init, gpu_plugin.h).
  *   - From util they use sx__err, sx__malloc and sx__free only: in the plugin those are
  *     gpu_plugin.cu's forwarders to libsextant's (the host table); nothing else from libsextant
  *     is reachable (the plugin is linked with -Wl,--no-undefined).

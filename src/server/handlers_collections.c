@@ -495,7 +495,8 @@ static void h_create(sx__req *rq, sx__resp *rs)
         }
     }
     if (!quick && !vec_index) {
-        m->metric = SX_METRIC_L2; /* raw vectors: any metric can follow (sx_collection_set_metric) */
+        /* raw vectors: any metric can follow (sx_collection_set_metric) */
+        m->metric = SX_METRIC_L2;
         m->metric_pending = true;
     } else if (!quick && !metric_from_index) {
         const char *metric = NULL;

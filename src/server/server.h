@@ -157,7 +157,7 @@ bool sx__metric_parse(const char *s, sx_metric *out);  /* case-insensitive */
 
 /* ------------------------------------------------------------------ catalog.c */
 
-#define SX__META_FIELD "sx_meta_" /* hidden VARCHAR column: the dynamic fields of a row, as JSON */
+#define SX__META_FIELD "sx_meta_" /* hidden VARCHAR column: a row's dynamic fields, as JSON */
 #define SX__PART_FIELD "sx_part_" /* hidden VARCHAR column: the partition of a row */
 #define SX__MAX_PARTS 64
 

@@ -138,7 +138,8 @@ static void test_read_your_writes(void)
             "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"
             "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"
             "{\"fieldName\":\"tag\",\"dataType\":\"Int64\"}]},"
-            "\"indexParams\":[{\"fieldName\":\"vector\",\"metricType\":\"L2\",\"params\":{\"index_type\":\"HNSW\"}}]}",
+            "\"indexParams\":[{\"fieldName\":\"vector\",\"metricType\":\"L2\","
+            "\"params\":{\"index_type\":\"HNSW\"}}]}",
             NULL);
     ASSERT_EQ(th_code(), 0);
     worker w[5];

@@ -427,6 +427,9 @@ static void gen_index(void)
         size_t np;
         sx_metric metric;
     } k[] = {
+        /* One index per entry: clang-format would put each member of a two-line entry on a
+         * line of its own. */
+        /* clang-format off */
         { 0, "flat", &sx__flat_index_ops, { { NULL, NULL } }, 0, SX_METRIC_L2 },
         { 1, "hnsw", &sx__hnsw_index_ops, { { "M", "8" }, { "efConstruction", "40" } }, 2,
           SX_METRIC_L2 },
@@ -441,6 +444,7 @@ static void gen_index(void)
           SX_METRIC_COSINE },
         { 6, "diskann", &sx__diskann_index_ops,
           { { "max_degree", "16" }, { "search_list_size", "32" } }, 2, SX_METRIC_L2 },
+        /* clang-format on */
     };
     char prefix[700];
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {

@@ -1,7 +1,7 @@
 /*
  * cache_scenario.h: the engine-level scenario of the store-backed cache (cache_limit_bytes,
  * docs/internals/STORAGE.md "Cache"), shared by tests/unit/test_store_cache.c (file:// store)
- * and tests/e2e/test_s3_cache.c (s3rver). Include after harness.h.
+ * and tests/e2e/test_s3_cache.c (s3rver). Includes harness.h (its assertions and helpers).
  *
  * cache_scenario(url, endpoint, is_s3, a_dir, b_dir):
  *   1. writer (a_dir): one sealed segment of CS_N rows, a DISKANN index, flush + sync, with a
@@ -23,6 +23,7 @@
 #include <sextant.h>
 #include <sys/stat.h>
 
+#include "harness.h"
 #include "storage/objstore.h"
 
 #define CS_DIM   32

@@ -77,9 +77,9 @@ static const char *h_name;
   }                                   \
  } while (0)
 
-#define TEST_DONE()                                                             \
- (printf("%d passed, %d failed, %d skipped\n", h_pass, h_fail, h_skip),         \
-  h_fail ? 1 : h_skip ? 77 : 0)
+#define TEST_DONE()                                                     \
+ (printf("%d passed, %d failed, %d skipped\n", h_pass, h_fail, h_skip), \
+  (h_fail ? 1 : (h_skip ? 77 : 0)))
 
 /* Seed from SX_SEED or the time; printed so a failure can be replayed. */
 static inline uint64_t test_seed(void)
