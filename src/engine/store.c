@@ -61,12 +61,12 @@
 #include "util/crc32c.h"
 #include "util/err.h"
 
-#define STM_MAGIC "SXSTM001"
-#define STM_MAX   (256u << 20)
-#define KIND_SEG  0
-#define KIND_DEL  1
-#define KIND_IDX  2
-#define CRC_CHUNK (1u << 20)
+#define STM_MAGIC            "SXSTM001"
+#define STM_MAX              (256u << 20)
+#define KIND_SEG             0
+#define KIND_DEL             1
+#define KIND_IDX             2
+#define CRC_CHUNK            (1u << 20)
 #define SX__DISKANN_FILE_EXT ".diskann" /* index/diskann/diskann.h SX__DISKANN_EXT */
 
 typedef struct robj {

@@ -312,8 +312,8 @@ typedef struct pl_rec {
 
 static pthread_mutex_t pl_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool pl_on;
-static pl_rec *pl_head, *pl_tail; /* guarded by pl_mu; oldest first */
-static uint64_t pl_rng;           /* guarded by pl_mu */
+static pl_rec *pl_head, *pl_tail;       /* guarded by pl_mu; oldest first */
+static uint64_t pl_rng;                 /* guarded by pl_mu */
 static uint64_t pl_writes, pl_crash_at; /* guarded by pl_mu */
 
 void sx__powerloss_enable(uint64_t seed, uint64_t crash_after_writes)

@@ -675,8 +675,7 @@ static json_t *row_json(const sx__req *rq,
             const char *k;
             json_t *v;
             if (o->all_dyn) {
-                json_object_foreach(dyn, k, v)
-                {
+                json_object_foreach(dyn, k, v) {
                     if (!json_object_get(obj, k))
                         json_object_set(obj, k, v);
                 }
@@ -904,8 +903,7 @@ static bool decode_rows(sx__resp *rs,
         json_t *dyn = NULL;
         const char *key;
         json_t *val;
-        json_object_foreach((json_t *)row, key, val)
-        {
+        json_object_foreach((json_t *)row, key, val) {
             if (field_index(m, key) >= 0)
                 continue;
             if (strcmp(key, "$meta") == 0) {
@@ -1481,8 +1479,7 @@ static bool parse_sparams(sx__resp *rs, const coll *c, const json_t *sp, sparams
     }
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)sp, k, v)
-    {
+    json_object_foreach((json_t *)sp, k, v) {
         if (strcmp(k, "params") == 0) {
             if (json_is_null(v))
                 continue;
@@ -1494,8 +1491,7 @@ static bool parse_sparams(sx__resp *rs, const coll *c, const json_t *sp, sparams
             }
             const char *k2;
             json_t *v2;
-            json_object_foreach(v, k2, v2)
-            {
+            json_object_foreach(v, k2, v2) {
                 if (!sparams_add(rs, p, strcmp(k2, "metric_type") == 0 ? "metricType" : k2, v2))
                     return false;
             }

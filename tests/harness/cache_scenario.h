@@ -146,11 +146,8 @@ static void cs_coll_dir(const char *root, char *buf, size_t cap)
     snprintf(buf, cap, "%s/collections/cc", root);
 }
 
-static void cache_scenario(const char *url,
-                           const char *endpoint,
-                           bool is_s3,
-                           const char *a_dir,
-                           const char *b_dir)
+static void cache_scenario(
+    const char *url, const char *endpoint, bool is_s3, const char *a_dir, const char *b_dir)
 {
     float *qs = malloc(sizeof(float) * CS_NQ * CS_DIM);
     ASSERT(qs);
@@ -211,7 +208,7 @@ static void cache_scenario(const char *url,
     (void)cs_local_bytes(cdir, ".diskann.remote", &n_stub);
     ASSERT_EQ(n_stub, 1);
     uint64_t local_dk = cs_local_bytes(cdir, ".diskann", &n_file);
-    ASSERT_EQ(n_file, 1);              /* only the stub */
+    ASSERT_EQ(n_file, 1);            /* only the stub */
     ASSERT(local_dk < dbytes / 100); /* not downloaded */
     ASSERT_OK(sx_collection_open(db, "cc", &c));
     sx_index_info ii;

@@ -530,7 +530,6 @@ static void test_drop_cancels_build(void)
     sx_db_close(db);
 }
 
-
 /* sx_collection_set_metric: L2 <-> IP keeps vectors, to COSINE normalises sealed and growing rows
  * (deleted rows dropped), from COSINE with rows and with an index refused, persisted. */
 static sx_status insert4(sx_collection *c, int64_t id, float a, float b, float cc, float d)

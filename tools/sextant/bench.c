@@ -2009,8 +2009,7 @@ static int reopen_from_store(bench *b)
     b->c = NULL;
     sx_db_close(b->db);
     b->db = NULL;
-    if (b->data_is_temp &&
-        nftw(b->data_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    if (b->data_is_temp && nftw(b->data_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
         fprintf(stderr, "sextant bench: warning: could not remove %s: %s\n", b->data_dir,
                 strerror(errno));
     const char *tmp = getenv("TMPDIR");
@@ -2041,8 +2040,10 @@ static int reopen_from_store(bench *b)
     if (st != SX_OK)
         return cli_sx_fail(cmd, "open the collection from the store", st);
     b->reopen_s = cli_now() - t0;
-    fprintf(stderr, "sextant bench: reopened from %s in a fresh directory in %.2f s (cache %" PRIu64
-            " MiB)\n", b->storage_url, b->reopen_s, b->cache_mb);
+    fprintf(stderr,
+            "sextant bench: reopened from %s in a fresh directory in %.2f s (cache %" PRIu64
+            " MiB)\n",
+            b->storage_url, b->reopen_s, b->cache_mb);
     return 0;
 }
 

@@ -91,14 +91,14 @@ typedef struct cli_storage {
 } cli_storage;
 
 /* Usage lines for the options above (ends with a newline). */
-#define CLI_STORAGE_USAGE                                                                    \
-    "  --storage URL       object store for segments, index files and manifests:\n"         \
-    "                      s3://BUCKET[/PREFIX] or file:///abs/dir (the WAL stays local;\n" \
-    "                      collections missing in --data are downloaded from it)\n"         \
-    "  --s3-endpoint URL   S3 endpoint (http://127.0.0.1:9000; default: AWS for the region)\n" \
-    "  --s3-region R       S3 region (default us-east-1); credentials: AWS_ACCESS_KEY_ID /\n" \
-    "                      AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials\n"                \
-    "  --cache-mb N        local disk for files also in the store, MiB (0: unlimited)\n"
+#define CLI_STORAGE_USAGE                                                                   \
+ "  --storage URL       object store for segments, index files and manifests:\n"            \
+ "                      s3://BUCKET[/PREFIX] or file:///abs/dir (the WAL stays local;\n"    \
+ "                      collections missing in --data are downloaded from it)\n"            \
+ "  --s3-endpoint URL   S3 endpoint (http://127.0.0.1:9000; default: AWS for the region)\n" \
+ "  --s3-region R       S3 region (default us-east-1); credentials: AWS_ACCESS_KEY_ID /\n"  \
+ "                      AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials\n"                   \
+ "  --cache-mb N        local disk for files also in the store, MiB (0: unlimited)\n"
 
 /* Matches one of the storage options at argv[*i]. Returns 1 (taken, *i advanced), 0 (not a
  * storage option) or -1 (bad or missing value; message printed naming cmd). */

@@ -273,8 +273,10 @@ int cli_storage_check(const char *cmd, const cli_storage *s)
         return -1;
     }
     if (s->url && strncmp(s->url, "s3://", 5) != 0 && strncmp(s->url, "file:///", 8) != 0) {
-        fprintf(stderr, "sextant %s: --storage: '%s' is not s3://BUCKET[/PREFIX] or "
-                        "file:///abs/dir\n", cmd, s->url);
+        fprintf(stderr,
+                "sextant %s: --storage: '%s' is not s3://BUCKET[/PREFIX] or "
+                "file:///abs/dir\n",
+                cmd, s->url);
         return -1;
     }
     return 0;
