@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#undef sx__err /* the analyzer-only macros of err.h: these are the definitions */
+#undef sx__err_errno
+
 static _Thread_local char errbuf[512];
 
 static const char *names[SX_STATUS_COUNT] = {

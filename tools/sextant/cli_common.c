@@ -19,6 +19,11 @@
 
 #include "cli.h"
 
+/* the analyzer-only macros of cli.h: these are the definitions */
+#undef cli_fail
+#undef cli_sx_fail
+#undef cli_usage_error
+
 int cli_take(int argc, char **argv, int *i, const char *cmd, const char *name, const char **val)
 {
     const char *a = argv[*i];
