@@ -446,10 +446,9 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
             goto unlock_write;
         }
     }
-    for (size_t i = 0; i <= c->n_segs; i++) {
+    /* the sealed segments, then the one just sealed (if any) */
+    for (size_t i = 0; i < c->n_segs + (sealed != NULL); i++) {
         sx__segment *s = i < c->n_segs ? c->segs[i] : sealed;
-        if (!s)
-            continue;
         size_t nd = atomic_load(&s->n_deleted);
         if (s->persisted && nd == s->persisted_deleted)
             continue;

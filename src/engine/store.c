@@ -195,7 +195,8 @@ static sx_status stm_decode(const void *data, size_t len, const char *what, stm 
             stm_fini(m);
             return sx__err(SX_ENOMEM, "store manifest");
         }
-        if (!sx__rbuf_ok(&r) || !safe_name(e->name) || !safe_name(e->key) || e->kind > KIND_IDX) {
+        if (!sx__rbuf_ok(&r) || !e->name || !e->key || !safe_name(e->name) || !safe_name(e->key) ||
+            e->kind > KIND_IDX) {
             stm_fini(m);
             return sx__err(SX_ECORRUPT, "%s: store manifest entry %u is invalid", what, i);
         }

@@ -493,10 +493,10 @@ _Noreturn void sx__powerloss_crash(void)
         if (!recs)
             continue;
         size_t k = 0;
-        for (pl_rec *r = a; r; r = r->next)
+        for (pl_rec *r = a; r && k < n; r = r->next)
             if (strcmp(r->path, a->path) == 0)
                 recs[k++] = r;
-        pl_apply(a->path, recs, n);
+        pl_apply(a->path, recs, k); /* k == n: the records just counted */
         free(recs);
     }
     _exit(0);

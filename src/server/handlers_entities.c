@@ -57,6 +57,7 @@
 
 #include "server/server.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define MAX_LIMIT    16384u
@@ -86,7 +87,7 @@ static void sb_addn(sbuf *s, const char *t, size_t n)
 {
     if (s->oom)
         return;
-    if (s->len + n + 1 > s->cap) {
+    if (!s->p || n >= s->cap - s->len) { /* room for n bytes and the NUL (cap > len when p) */
         size_t nc = s->cap ? s->cap : 64;
         while (nc < s->len + n + 1)
             nc *= 2;
@@ -953,6 +954,7 @@ static bool decode_rows(sx__resp *rs,
 static json_t *
 ids_json(const sx__req *rq, const coll *c, const colbuf *pkcol, const int64_t *ids, size_t n)
 {
+    SX_ASSERT(ids || pkcol); /* without generated ids, the rows carry their keys */
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++) {
         if (ids)

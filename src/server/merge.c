@@ -59,6 +59,7 @@
 
 #include "server/server.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 typedef struct member {
@@ -336,6 +337,7 @@ static void run_batch(sx__merger *m, batch *b)
     float *q = sx__malloc(b->nq * dim * sizeof(float));
     if (!q)
         return;
+    SX_ASSERT(b->head != NULL); /* the leader is a member */
     for (member *w = b->head; w; w = w->next)
         memcpy(q + w->q0 * dim, w->req->queries, w->req->nq * dim * sizeof(float));
     sx_search_req r = *b->head->req;

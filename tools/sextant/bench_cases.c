@@ -443,7 +443,7 @@ int bc_run_stream(
     }
     runner r;
     pthread_t *th = calloc(spec->conc, sizeof *th);
-    double tb[MAX_STAGES + 2];
+    double tb[MAX_STAGES + 2] = { 0 }; /* stage start times; all are set once rows reach n_rows */
     if (th == NULL || runner_init(&r, spec->conc, S, spec->nq, spec->k) != 0) {
         snprintf(err, err_len, "out of memory for %u search threads", spec->conc);
         if (th != NULL)

@@ -513,6 +513,7 @@ static int parse_cases(rec *r, json_t *arr)
     r->cases = calloc(n, sizeof *r->cases);
     if (r->cases == NULL)
         return -1;
+    r->n_cases = 0; /* counts the entries filled below */
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
         if (!json_is_object(o))
@@ -2588,7 +2589,7 @@ static int compare_text(const model *m, const metric_row *rows, size_t n_rows)
         size_t l = strlen(rows[i].name) + (rows[i].unit[0] ? strlen(rows[i].unit) + 3 : 0);
         w0 = l > w0 ? l : w0;
     }
-    size_t *wv = calloc(nr, sizeof *wv);
+    size_t *wv = calloc(nr ? nr : 1, sizeof *wv);
     if (wv == NULL)
         return -1;
     for (size_t j = 0; j < nr; j++) {

@@ -300,11 +300,12 @@ size_t sx__ivf_memory_bytes(const sx__index *idx)
         b += v->n * v->dim + (size_t)v->sq.dim * 2 * sizeof(float);
     if (v->kind == SX__IVF_KIND_PQ) {
         b += sx__pq_memory_bytes(&v->pq);
-        if (v->blk)
+        if (v->blk) {
             b += ((size_t)v->nlist + 1) * sizeof(uint32_t) +
                  (size_t)v->blk[v->nlist] * v->m * SX__IVF_PQ_BLOCK;
-        if (v->term)
-            b += (size_t)v->blk[v->nlist] * SX__IVF_PQ_BLOCK * sizeof(float);
+            if (v->term) /* laid out by blk (sx__ivf_finish_pq) */
+                b += (size_t)v->blk[v->nlist] * SX__IVF_PQ_BLOCK * sizeof(float);
+        }
     }
     return b;
 }
