@@ -1245,11 +1245,12 @@ static void h_query(sx__req *rq, sx__resp *rs)
         ok_cost(rs, a);
         goto out;
     }
-    if (limit + offset > (int64_t)MAX_LIMIT) {
+    uint64_t window = (uint64_t)limit + (uint64_t)offset; /* both in [0, INT64_MAX] */
+    if (window > MAX_LIMIT) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: invalid max query result window, (offset+limit) should be in "
-                 "range [1, %u], but got %lld",
-                 MAX_LIMIT, (long long)(limit + offset));
+                 "range [1, %u], but got %llu",
+                 MAX_LIMIT, (unsigned long long)window);
         goto out;
     }
     if (!plan_outputs(rs, &c, of, true, o, false))
@@ -1742,11 +1743,12 @@ static void h_search(sx__req *rq, sx__resp *rs)
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
         goto out;
-    if (limit + offset > (int64_t)MAX_LIMIT) {
+    uint64_t window = (uint64_t)limit + (uint64_t)offset; /* both in [0, INT64_MAX] */
+    if (window > MAX_LIMIT) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: topk [%lld] is invalid, limit+offset should be in range [1, "
+                 "invalid parameter: topk [%llu] is invalid, limit+offset should be in range [1, "
                  "%u]",
-                 (long long)(limit + offset), MAX_LIMIT);
+                 (unsigned long long)window, MAX_LIMIT);
         goto out;
     }
     const char *gf = NULL;
@@ -2128,7 +2130,7 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
         goto out;
-    if (limit + offset > (int64_t)MAX_LIMIT) {
+    if ((uint64_t)limit + (uint64_t)offset > MAX_LIMIT) { /* both in [0, INT64_MAX] */
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: limit+offset should be in range [1, %u]", MAX_LIMIT);
         goto out;
