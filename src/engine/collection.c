@@ -24,6 +24,7 @@
  * LSN <= checkpoint_lsn is reflected in the named files; (3) WAL files are deleted only after the
  * manifest that covers them is durable.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -235,6 +236,24 @@ static sx_status load_segments(sx_collection *c, const sx__manifest *m)
     return st;
 }
 
+/* The decimal number of 1..max_digits digits at *p (no sign, no blanks), *p moved past it; a
+ * value past 64 bits reads as UINT64_MAX (as strtoull). False when there is no digit. */
+static bool take_u64(const char **p, size_t max_digits, uint64_t *out)
+{
+    const char *s = *p;
+    uint64_t v = 0;
+    size_t n = 0;
+    for (; n < max_digits && s[n] >= '0' && s[n] <= '9'; n++) {
+        unsigned d = (unsigned)(s[n] - '0');
+        v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+    }
+    if (n == 0)
+        return false;
+    *p = s + n;
+    *out = v;
+    return true;
+}
+
 /* Removes files of this collection that the manifest does not name. */
 static void collect_garbage(sx_collection *c)
 {
@@ -244,14 +263,25 @@ static void collect_garbage(sx_collection *c)
         return;
     for (size_t i = 0; i < n; i++) {
         uint64_t id = 0, gen = 0;
-        char tail[16] = { 0 };
         bool keep = true;
-        if (strncmp(names[i], "seg-", 4) != 0) {
+        /* seg-ID.del.GEN: a delete file; seg-ID.EXT: segment, index and file-backed index files.
+         * ID has up to 20 digits (written %020), GEN up to 20; other seg-* names are kept. */
+        bool is_seg = strncmp(names[i], "seg-", 4) == 0;
+        const char *p = is_seg ? names[i] + 4 : names[i], *g = NULL, *ext = NULL;
+        bool has_id = is_seg && take_u64(&p, 20, &id);
+        if (has_id && strncmp(p, ".del.", 5) == 0)
+            g = p + 5;
+        if (has_id && *p == '.') {
+            ext = p + 1;
+            while (isspace((unsigned char)*ext))
+                ext++;
+        }
+        if (!is_seg) {
             keep = strstr(names[i], ".tmp") == NULL;
-        } else if (sscanf(names[i], "seg-%20" SCNu64 ".del.%" SCNu64, &id, &gen) == 2) {
+        } else if (g && take_u64(&g, 20, &gen)) {
             sx__segment *s = sx__find_seg(c, id);
             keep = s && s != c->growing && s->del_gen == gen;
-        } else if (sscanf(names[i], "seg-%20" SCNu64 ".%15s", &id, tail) == 2) {
+        } else if (ext && *ext) {
             /* segment, index and file-backed index files of live sealed segments */
             sx__segment *s = sx__find_seg(c, id);
             keep = s && s != c->growing && strstr(names[i], ".tmp") == NULL;

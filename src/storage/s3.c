@@ -531,16 +531,21 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
             x->etag[vl] = 0;
         }
     } else if (hdr_is(p, n, "content-range", &v, &vl)) {
-        /* "bytes FIRST-LAST/TOTAL" */
-        char tmp[96];
-        if (vl < sizeof tmp) {
-            memcpy(tmp, v, vl);
-            tmp[vl] = 0;
-            unsigned long long a, b, t;
-            if (sscanf(tmp, "bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
+        /* "bytes FIRST-LAST/TOTAL", digits only; anything else is ignored (a "*" total was; a
+         * sign or a number past 64 bits was undefined behaviour of sscanf's %llu) */
+        if (vl > 5 && memcmp(v, "bytes", 5) == 0) {
+            const char *e = v + vl, *a = v + 5;
+            while (a < e && (*a == ' ' || *a == '\t'))
+                a++;
+            const char *dash = memchr(a, '-', (size_t)(e - a));
+            const char *slash = dash ? memchr(dash, '/', (size_t)(e - dash)) : NULL;
+            uint64_t f, l, t;
+            if (slash && parse_u64(a, (size_t)(dash - a), &f) &&
+                parse_u64(dash + 1, (size_t)(slash - dash - 1), &l) &&
+                parse_u64(slash + 1, (size_t)(e - slash - 1), &t)) {
                 x->has_cr = true;
-                x->cr_first = a;
-                x->cr_last = b;
+                x->cr_first = f;
+                x->cr_last = l;
                 x->cr_total = t;
             }
         }
@@ -2026,20 +2031,14 @@ static void uploads_end(xml_walk *w, const char *path, const char *text)
     }
 }
 
-/* "2026-11-30T21:49:56.000Z" -> seconds since the epoch; 0 when unparseable. */
+/* "2026-11-30T21:49:56.000Z" -> seconds since the epoch; 0 when unparseable. strptime, not
+ * sscanf's %d, which had undefined behaviour on a number past int. */
 static int64_t parse_iso8601(const char *t)
 {
-    int y, mo, d, h, mi, sec;
-    if (!t || sscanf(t, "%d-%d-%dT%d:%d:%d", &y, &mo, &d, &h, &mi, &sec) != 6)
-        return 0;
     struct tm tm;
     memset(&tm, 0, sizeof tm);
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
+    if (!t || !strptime(t, "%Y-%m-%dT%H:%M:%S", &tm))
+        return 0;
     return (int64_t)timegm(&tm);
 }
 

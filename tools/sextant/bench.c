@@ -96,6 +96,7 @@
  * Rejected: timing a batched sx_search (nq > 1) as "QPS": that measures throughput of the
  * engine's own thread pool, not the per-query latency ann-benchmarks and VectorDBBench report.
  */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <ftw.h>
@@ -996,6 +997,21 @@ static int meta_path(const char *stem, const char *ext, char *out, size_t len)
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* A line's hexadecimal checksum ("%016" PRIx64 then the newline). strtoull, not sscanf's %llx,
+ * whose result is undefined for a number past 64 bits. */
+static bool hex_u64(const char *s, unsigned long long *out)
+{
+    char *end = NULL;
+    if (!isxdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 16);
+    if (errno != 0 || (*end != '\n' && *end != '\0'))
+        return false;
+    *out = v;
+    return true;
+}
+
 /* 1 when STEM-gt.ivecs, STEM-gt-dist.fvecs and STEM.meta exist and the files hash to the
  * meta's values; 0 otherwise (message in why). */
 static int cache_verify(const char *stem, char *why, size_t why_len)
@@ -1017,9 +1033,9 @@ static int cache_verify(const char *stem, char *why, size_t why_len)
     int got = 0;
     if (fgets(line, sizeof line, f) != NULL && strcmp(line, "sextant-gt-cache 1\n") == 0) {
         while (fgets(line, sizeof line, f) != NULL) {
-            if (sscanf(line, "ids %llx", &want_ids) == 1)
+            if (strncmp(line, "ids ", 4) == 0 && hex_u64(line + 4, &want_ids))
                 got |= 1;
-            else if (sscanf(line, "dists %llx", &want_dists) == 1)
+            else if (strncmp(line, "dists ", 6) == 0 && hex_u64(line + 6, &want_dists))
                 got |= 2;
         }
     }
