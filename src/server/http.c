@@ -504,7 +504,7 @@ static sx_status users_load(sx_server *s, const char *path)
         if (st != SX_OK)
             break;
     }
-    fclose(f);
+    (void)fclose(f); /* read only */
     if (st == SX_OK && s->n_creds == before)
         st = sx__err(SX_EINVAL, "server: users file %s has no entries", path);
     return st;
@@ -867,7 +867,7 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
 {
     (void)cls;
     fprintf(stderr, "sextant: http: ");
-    vfprintf(stderr, fmt, ap);
+    (void)vfprintf(stderr, fmt, ap);
 }
 
 /* ------------------------------------------------------------------ start / stop */

@@ -2566,7 +2566,7 @@ static int case_serial(bench *b, case_ctx *cc, case_result *cr)
            "ms, p95 %.3f ms, p99 %.3f ms\n",
            cr->name, cr->k, cr->recall, cr->ndcg, cr->recall10, cr->s_qps, cr->s_p50, cr->s_p95,
            cr->s_p99);
-    fflush(stdout);
+    (void)fflush(stdout);
     rc = 0;
 out:
     free(ids);
@@ -2703,7 +2703,7 @@ static int case_streaming(bench *b, case_result *cr)
     printf("\ncase streaming: %zu rows at %.0f rows/s (batches of %zu), %u search threads, %u "
            "stages, top-%u\n",
            b->base.n, b->stream_rate, batch, b->stream_conc, S, sc.cc.k);
-    fflush(stdout);
+    (void)fflush(stdout);
     if (bc_run_stream(&spec, cr->stages, &cr->stream_insert_s, err, sizeof err) != 0) {
         rc = cli_fail(cmd, "streaming case: %s", err);
         goto out;
@@ -2751,7 +2751,7 @@ static int run_cases(bench *b)
     if (b->n_conc == 0)
         printf(" (none)");
     printf("\n");
-    fflush(stdout);
+    (void)fflush(stdout);
 
     case_result *cr = &b->cases[b->n_cases];
     case_init(cr, "performance", "performance");
@@ -4051,7 +4051,7 @@ static void print_cases(const bench *b)
             printf("headline: single-thread QPS at recall@%u %.2f: %.2fx %s\n", b->k, RECALL_TARGET,
                    qo / qp, b->peer[pi].name);
     }
-    fflush(stdout);
+    (void)fflush(stdout);
 }
 
 static void print_summary(const bench *b)

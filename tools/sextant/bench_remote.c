@@ -866,7 +866,7 @@ static int run_level(rb *b, size_t li)
     bp_stamp(ts, sizeof ts);
     printf("[%s] concurrency %u: %" PRIu64 " s%s, limit %" PRIu64 ", nq %" PRIu64 "\n", ts, conc,
            b->o.duration_s, b->o.warmup_s ? " after warmup" : "", b->o.limit, b->o.nq);
-    fflush(stdout);
+    (void)fflush(stdout);
 
     double start = cli_now();
     b->t_warm_end = start + (double)b->o.warmup_s;
@@ -932,7 +932,7 @@ static int run_level(rb *b, size_t li)
     if (b->gt.n > 0)
         printf(", recall@%" PRIu64 " %.4f (%" PRIu64 " queries)", b->o.limit, res->recall, rn);
     printf("\n");
-    fflush(stdout);
+    (void)fflush(stdout);
     return 0;
 }
 
@@ -951,7 +951,7 @@ static void print_table(const rb *b)
             printf(" %9.4f", r->recall);
         printf("\n");
     }
-    fflush(stdout);
+    (void)fflush(stdout);
 }
 
 static int write_json(const rb *b)

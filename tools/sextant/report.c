@@ -821,7 +821,7 @@ static int load_file(model *m, const char *cmd, const char *path)
     if (f == NULL)
         return cli_fail(cmd, "cannot read %s: %s", path, strerror(errno));
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
+        (void)fclose(f);
         return cli_fail(cmd, "cannot read %s: is a directory", path);
     }
     int c;
@@ -830,7 +830,7 @@ static int load_file(model *m, const char *cmd, const char *path)
     } while (c == ' ' || c == '\n' || c == '\r' || c == '\t');
     if (c == EOF) {
         bool err = ferror(f) != 0;
-        fclose(f);
+        (void)fclose(f);
         if (err)
             return cli_fail(cmd, "cannot read %s: %s", path, strerror(errno));
         return cli_fail(cmd, "%s: empty file (expected a sextant bench JSON result)", path);
@@ -838,7 +838,7 @@ static int load_file(model *m, const char *cmd, const char *path)
     rewind(f);
     json_error_t je;
     json_t *root = json_loadf(f, JSON_DECODE_ANY, &je);
-    fclose(f);
+    (void)fclose(f);
     if (root == NULL)
         return cli_fail(cmd, "%s:%d:%d: invalid JSON: %s", path, je.line, je.column, je.text);
     if (model_push_root(m, root) != 0) {
@@ -2241,8 +2241,9 @@ static int render(rbuf *b, const model *m, const char *title)
     char date[40] = "unknown";
     time_t now = time(NULL);
     struct tm tmv;
-    if (gmtime_r(&now, &tmv) != NULL)
-        strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tmv);
+    if (gmtime_r(&now, &tmv) != NULL &&
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tmv) == 0)
+        (void)snprintf(date, sizeof date, "unknown"); /* did not fit: the contents are undefined */
     rb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
                "<meta name=\"generator\" content=\"sextant bench report\"/>\n<title>");

@@ -188,7 +188,7 @@ int cli_serve(int argc, char **argv)
         return cli_sx_fail(cmd, "start", st);
     fprintf(stderr, "sextant: serving %s on http://%s:%u\n", data, bind ? bind : "127.0.0.1",
             (unsigned)sx_server_port(srv));
-    fflush(stderr);
+    (void)fflush(stderr);
 
     while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
     }
