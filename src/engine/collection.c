@@ -431,6 +431,45 @@ typedef struct delsnap {
     uint64_t gen;
 } delsnap;
 
+/* The file writes of a flush, outside write_mu: the segment file of each of to_write[] and the
+ * delete file of each snapshot with deletes. Nothing refers to these files until the manifest
+ * written after them does. */
+static sx_status write_flush_files(sx_collection *c,
+                                   sx__segment *const *to_write,
+                                   size_t n_to_write,
+                                   const delsnap *snaps,
+                                   size_t n_snaps)
+{
+    char path[4096];
+    for (size_t w = 0; w < n_to_write; w++) {
+        sx__segment *ws = to_write[w];
+        sx__segcol *cols = sx__calloc(c->n_fields, sizeof *cols);
+        if (!cols)
+            return sx__err(SX_ENOMEM, "flush");
+        for (size_t f = 0; f < c->n_fields; f++) {
+            cols[f].name = (char *)c->names[f];
+            cols[f].type = c->types[f];
+            cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+            cols[f].data = ws->chunks[f][0];
+        }
+        sx__coll_path(c, path, sizeof path, "sxs", ws->id);
+        sx_status st = sx__segfile_write(path, ws->id, atomic_load(&ws->n_rows), cols, c->n_fields);
+        sx__free(cols);
+        if (st != SX_OK)
+            return st;
+    }
+    for (size_t i = 0; i < n_snaps; i++) {
+        if (snaps[i].n_deleted == 0)
+            continue;
+        del_path(c, path, sizeof path, snaps[i].s->id, snaps[i].gen);
+        sx_status st = sx__delfile_write(path, snaps[i].s->id, atomic_load(&snaps[i].s->n_rows),
+                                         snaps[i].bits);
+        if (st != SX_OK)
+            return st;
+    }
+    return SX_OK;
+}
+
 sx_status sx__coll_flush(sx_collection *c, bool from_insert)
 {
     sx_status st = SX_OK;
@@ -530,35 +569,10 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     sx__mutex_unlock(&c->write_mu);
 
     /* I/O outside write_mu: inserts continue into the new growing segment. */
+    st = write_flush_files(c, to_write, n_to_write, snaps, n_snaps);
+    if (st != SX_OK)
+        goto unlock_flush;
     char path[4096];
-    for (size_t w = 0; w < n_to_write; w++) {
-        sx__segment *ws = to_write[w];
-        sx__segcol *cols = sx__calloc(c->n_fields, sizeof *cols);
-        if (!cols) {
-            st = sx__err(SX_ENOMEM, "flush");
-            goto unlock_flush;
-        }
-        for (size_t f = 0; f < c->n_fields; f++) {
-            cols[f].name = (char *)c->names[f];
-            cols[f].type = c->types[f];
-            cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
-            cols[f].data = ws->chunks[f][0];
-        }
-        sx__coll_path(c, path, sizeof path, "sxs", ws->id);
-        st = sx__segfile_write(path, ws->id, atomic_load(&ws->n_rows), cols, c->n_fields);
-        sx__free(cols);
-        if (st != SX_OK)
-            goto unlock_flush;
-    }
-    for (size_t i = 0; i < n_snaps; i++) {
-        if (snaps[i].n_deleted == 0)
-            continue;
-        del_path(c, path, sizeof path, snaps[i].s->id, snaps[i].gen);
-        st = sx__delfile_write(path, snaps[i].s->id, atomic_load(&snaps[i].s->n_rows),
-                               snaps[i].bits);
-        if (st != SX_OK)
-            goto unlock_flush;
-    }
     /* commit: manifest names the new segment and delete generations */
     sx__mutex_lock(&c->write_mu);
     gens = sx__calloc(c->n_segs + 1, sizeof *gens);

@@ -703,6 +703,92 @@ static const case_preset *find_preset(const char *name)
     return NULL;
 }
 
+/* After the options of parse_args: applies a --case preset, derives the synthetic and HTML
+ * settings, and checks the combinations. Returns 0 or CLI_EXIT_USAGE. */
+static int finish_args(bench *b, const char *index_name)
+{
+    if (b->preset != NULL) {
+        if (b->is_synthetic) {
+            fprintf(stderr, "sextant bench: --case and --synthetic exclude each other\n");
+            return CLI_EXIT_USAGE;
+        }
+        b->is_synthetic = true;
+        b->syn_n = b->preset->n;
+        b->syn_dim = b->preset->dim;
+        b->syn_seed = b->seed_given ? b->seed_opt : 1;
+        if (!b->gen_given)
+            b->gen = b->preset->gen;
+        if (!b->metric_given)
+            b->metric = b->preset->metric;
+        if (b->nq_limit == 0)
+            b->nq_limit = PRESET_NQ;
+        if (!b->conc_given) {
+            static const unsigned dflt[] = { 1, 5, 10, 20 };
+            for (size_t j = 0; j < 4; j++)
+                b->conc[j] = dflt[j];
+            b->n_conc = 4;
+        }
+    } else if (b->seed_given && b->is_synthetic) {
+        b->syn_seed = b->seed_opt;
+    }
+    if (b->gen_given && !b->is_synthetic) {
+        fprintf(stderr, "sextant bench: --generate needs --synthetic or --case\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (b->is_synthetic) {
+        if (b->base_path != NULL || b->query_path != NULL || b->base_limit > 0) {
+            fprintf(stderr, "sextant bench: --synthetic replaces --base, --query and --limit\n");
+            return CLI_EXIT_USAGE;
+        }
+        snprintf(b->syn_base_label, sizeof b->syn_base_label, "synthetic:%s:%zux%zu:seed=%" PRIu64,
+                 ds_gen_name(b->gen), b->syn_n, b->syn_dim, b->syn_seed);
+        snprintf(b->syn_query_label, sizeof b->syn_query_label, "%s:queries", b->syn_base_label);
+        b->base_path = b->syn_base_label;
+        b->query_path = b->syn_query_label;
+    } else if (b->base_path != NULL && b->query_path == NULL && ds_is_hdf5(b->base_path)) {
+        b->is_hdf5 = true;
+    } else if (b->base_path == NULL || b->query_path == NULL) {
+        fprintf(stderr, "sextant bench: --base and --query (or --synthetic) are required\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (b->gt_dist_path != NULL && b->gt_path == NULL) {
+        fprintf(stderr, "sextant bench: --gt-dist needs --gt (the ids the distances belong to)\n");
+        return CLI_EXIT_USAGE;
+    }
+    b->kind = find_kind(index_name != NULL ? index_name : "hnsw");
+    if (b->kind == NULL) {
+        fprintf(stderr,
+                "sextant bench: --index: '%s' is not flat, hnsw, ivf_flat, ivf_sq8, ivf_pq, "
+                "hnsw_sq, diskann, gpu_cagra, gpu_ivf_flat, gpu_ivf_pq or gpu_brute_force\n",
+                index_name);
+        return CLI_EXIT_USAGE;
+    }
+    if (b->html_path != NULL && b->json_path == NULL) {
+        size_t len = strlen(b->html_path);
+        b->html_json = malloc(len + 6);
+        if (b->html_json == NULL)
+            return CLI_EXIT_USAGE;
+        memcpy(b->html_json, b->html_path, len + 1);
+        if (len > 5 && strcmp(b->html_json + len - 5, ".html") == 0)
+            b->html_json[len - 5] = '\0';
+        memcpy(b->html_json + strlen(b->html_json), ".json", 6);
+        b->json_path = b->html_json;
+    }
+    if (b->stream_rate > 0 && b->stream_stages > 0 && (size_t)b->stream_stages > 100) {
+        fprintf(stderr, "sextant bench: --stream-stages is at most 100\n");
+        return CLI_EXIT_USAGE;
+    }
+    size_t multi = 0;
+    for (size_t j = 0; j < b->n_sp_keys; j++)
+        multi += b->sp[j].n > 1;
+    if (multi > 1) {
+        fprintf(stderr, "sextant bench: only one --search-param key may list several values (the "
+                        "swept one); the others are constants\n");
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
 /* Returns 0, CLI_EXIT_USAGE, or -1 for --help (exit 0). */
 static int parse_args(bench *b, int argc, char **argv)
 {
@@ -897,86 +983,7 @@ static int parse_args(bench *b, int argc, char **argv)
         fprintf(stderr, "sextant bench: unknown argument '%s'\n", argv[i]);
         return CLI_EXIT_USAGE;
     }
-    if (b->preset != NULL) {
-        if (b->is_synthetic) {
-            fprintf(stderr, "sextant bench: --case and --synthetic exclude each other\n");
-            return CLI_EXIT_USAGE;
-        }
-        b->is_synthetic = true;
-        b->syn_n = b->preset->n;
-        b->syn_dim = b->preset->dim;
-        b->syn_seed = b->seed_given ? b->seed_opt : 1;
-        if (!b->gen_given)
-            b->gen = b->preset->gen;
-        if (!b->metric_given)
-            b->metric = b->preset->metric;
-        if (b->nq_limit == 0)
-            b->nq_limit = PRESET_NQ;
-        if (!b->conc_given) {
-            static const unsigned dflt[] = { 1, 5, 10, 20 };
-            for (size_t j = 0; j < 4; j++)
-                b->conc[j] = dflt[j];
-            b->n_conc = 4;
-        }
-    } else if (b->seed_given && b->is_synthetic) {
-        b->syn_seed = b->seed_opt;
-    }
-    if (b->gen_given && !b->is_synthetic) {
-        fprintf(stderr, "sextant bench: --generate needs --synthetic or --case\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (b->is_synthetic) {
-        if (b->base_path != NULL || b->query_path != NULL || b->base_limit > 0) {
-            fprintf(stderr, "sextant bench: --synthetic replaces --base, --query and --limit\n");
-            return CLI_EXIT_USAGE;
-        }
-        snprintf(b->syn_base_label, sizeof b->syn_base_label, "synthetic:%s:%zux%zu:seed=%" PRIu64,
-                 ds_gen_name(b->gen), b->syn_n, b->syn_dim, b->syn_seed);
-        snprintf(b->syn_query_label, sizeof b->syn_query_label, "%s:queries", b->syn_base_label);
-        b->base_path = b->syn_base_label;
-        b->query_path = b->syn_query_label;
-    } else if (b->base_path != NULL && b->query_path == NULL && ds_is_hdf5(b->base_path)) {
-        b->is_hdf5 = true;
-    } else if (b->base_path == NULL || b->query_path == NULL) {
-        fprintf(stderr, "sextant bench: --base and --query (or --synthetic) are required\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (b->gt_dist_path != NULL && b->gt_path == NULL) {
-        fprintf(stderr, "sextant bench: --gt-dist needs --gt (the ids the distances belong to)\n");
-        return CLI_EXIT_USAGE;
-    }
-    b->kind = find_kind(index_name != NULL ? index_name : "hnsw");
-    if (b->kind == NULL) {
-        fprintf(stderr,
-                "sextant bench: --index: '%s' is not flat, hnsw, ivf_flat, ivf_sq8, ivf_pq, "
-                "hnsw_sq, diskann, gpu_cagra, gpu_ivf_flat, gpu_ivf_pq or gpu_brute_force\n",
-                index_name);
-        return CLI_EXIT_USAGE;
-    }
-    if (b->html_path != NULL && b->json_path == NULL) {
-        size_t len = strlen(b->html_path);
-        b->html_json = malloc(len + 6);
-        if (b->html_json == NULL)
-            return CLI_EXIT_USAGE;
-        memcpy(b->html_json, b->html_path, len + 1);
-        if (len > 5 && strcmp(b->html_json + len - 5, ".html") == 0)
-            b->html_json[len - 5] = '\0';
-        memcpy(b->html_json + strlen(b->html_json), ".json", 6);
-        b->json_path = b->html_json;
-    }
-    if (b->stream_rate > 0 && b->stream_stages > 0 && (size_t)b->stream_stages > 100) {
-        fprintf(stderr, "sextant bench: --stream-stages is at most 100\n");
-        return CLI_EXIT_USAGE;
-    }
-    size_t multi = 0;
-    for (size_t j = 0; j < b->n_sp_keys; j++)
-        multi += b->sp[j].n > 1;
-    if (multi > 1) {
-        fprintf(stderr, "sextant bench: only one --search-param key may list several values (the "
-                        "swept one); the others are constants\n");
-        return CLI_EXIT_USAGE;
-    }
-    return 0;
+    return finish_args(b, index_name);
 }
 
 /* ------------------------------------------------------------------ inputs and ground truth */
