@@ -1004,8 +1004,9 @@ void sx__fs_unneeded(void *addr, size_t len)
 {
     if (!addr || !len)
         return;
+    /* the whole pages inside [addr, addr + len), addressed from addr (no integer-made pointer) */
     uintptr_t start = ((uintptr_t)addr + 4095) & ~(uintptr_t)4095;
     uintptr_t end = ((uintptr_t)addr + len) & ~(uintptr_t)4095;
     if (end > start)
-        (void)madvise((void *)start, end - start, MADV_DONTNEED);
+        (void)madvise((char *)addr + (start - (uintptr_t)addr), end - start, MADV_DONTNEED);
 }

@@ -387,7 +387,7 @@ static bool same_schema(const sx__coll_meta *a, const sx__coll_meta *b)
         return false;
     for (size_t i = 0; i < a->n_fields; i++) {
         const sx__field_meta *x = &a->fields[i], *y = &b->fields[i];
-        if (strcmp(x->name, y->name) || strcmp(x->type, y->type) ||
+        if (strcmp(x->name, y->name) != 0 || strcmp(x->type, y->type) != 0 ||
             x->is_primary != y->is_primary || x->auto_id != y->auto_id || x->dim != y->dim ||
             x->max_length != y->max_length || x->is_partition_key != y->is_partition_key)
             return false;

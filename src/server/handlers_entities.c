@@ -1118,7 +1118,7 @@ static void h_delete(sx__req *rq, sx__resp *rs)
     if (!sx__need_str(rq, rs, "filter", "CollectionFilterReq", &uf))
         goto out;
     json_t *part = sx__jget(rq->body, "partitionName");
-    if (part && json_is_string(part) && !*json_string_value(part))
+    if (json_is_string(part) && !*json_string_value(part)) /* json_is_string(NULL) is false */
         part = NULL;
     if (!make_filter(rq->body, rs, &c, part, &filter))
         goto out;

@@ -99,7 +99,7 @@ static uint32_t ror32(uint32_t x, unsigned r)
 static void sha256_block(sha256 *s, const uint8_t *p)
 {
     uint32_t w[64];
-    for (int i = 0; i < 16; i++)
+    for (size_t i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
                (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
     for (int i = 16; i < 64; i++) {
@@ -158,7 +158,7 @@ static void sha256_digest(const void *data, size_t len, uint8_t out[32])
     for (int i = 0; i < 8; i++)
         s.block[56 + i] = (uint8_t)(s.bits >> (56 - 8 * i));
     sha256_block(&s, s.block);
-    for (int i = 0; i < 8; i++) {
+    for (size_t i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(s.h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(s.h[i] >> 16);
         out[4 * i + 2] = (uint8_t)(s.h[i] >> 8);

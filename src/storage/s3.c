@@ -75,8 +75,8 @@
 #include "util/err.h"
 
 #define POOL_MAX        32
-#define ERRBODY_MAX     (64u * 1024u)  /* error bodies kept for parsing */
-#define XMLTEXT_MAX     (256u * 1024u) /* one element's text */
+#define ERRBODY_MAX     ((size_t)64 << 10)  /* error bodies kept for parsing */
+#define XMLTEXT_MAX     ((size_t)256 << 10) /* one element's text */
 #define BACKOFF_BASE_MS 100u
 #define BACKOFF_CAP_MS  5000u
 #define MIN_PART_SIZE   (5ull << 20)
@@ -201,7 +201,7 @@ static void sha256_hex(const void *data, size_t len, char out[65])
         out[64] = 0;
         return;
     }
-    for (unsigned i = 0; i < 32; i++) {
+    for (size_t i = 0; i < 32; i++) {
         out[2 * i] = hx[md[i] >> 4];
         out[2 * i + 1] = hx[md[i] & 15];
     }
@@ -1798,7 +1798,7 @@ static bool multipart_etag(const mp_job *j, char *out, size_t n)
     EVP_MD_CTX_free(ctx);
     if (!ok)
         return false;
-    for (int i = 0; i < 16; i++) {
+    for (size_t i = 0; i < 16; i++) {
         out[2 * i] = hx[md[i] >> 4];
         out[2 * i + 1] = hx[md[i] & 15];
     }
@@ -2154,7 +2154,7 @@ sx_status sx__s3_xml_parse(int which, const void *xml, size_t len, sx__s3_xml_re
     switch (which) {
     case SX__S3_XML_ERROR: {
         s3_error e;
-        membuf body = { (uint8_t *)(uintptr_t)xml, len, len }; /* read only */
+        membuf body = { (uint8_t *)xml, len, len }; /* read only: parse_error_body writes none */
         parse_error_body(&body, &e);
         snprintf(r.code, sizeof r.code, "%s", e.code);
         snprintf(r.value, sizeof r.value, "%s", e.message);

@@ -469,8 +469,9 @@ static void legend(rbuf *b, const legend_item *it, size_t n, size_t cols, double
     double colw = (CHART_W - MARGIN_L - MARGIN_R) / (double)cols;
     rb_puts(b, "<g class=\"legend\">\n");
     for (size_t i = 0; i < n; i++) {
-        double x = MARGIN_L + (double)(i % cols) * colw;
-        double y = y0 + (double)(i / cols) * LEGEND_ROW;
+        size_t col = i % cols, row = i / cols; /* the legend's grid cell */
+        double x = MARGIN_L + (double)col * colw;
+        double y = y0 + (double)row * LEGEND_ROW;
         const char *c = svg_color(it[i].color);
         if (it[i].line) {
             rb_printf(b,

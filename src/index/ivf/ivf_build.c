@@ -772,7 +772,7 @@ fail:
   size_t m;                                                                                        \
   (void)metric;                                                                                    \
   sx_status rc = parse_build(KIND, GPU, p, np, &bp);                                               \
-  if (rc == SX_OK && KIND == SX__IVF_KIND_PQ)                                                      \
+  if (rc == SX_OK && (KIND) == SX__IVF_KIND_PQ)                                                    \
    rc = resolve_m(&bp, dim, &m);                                                                   \
   return rc;                                                                                       \
  }                                                                                                 \
@@ -796,7 +796,7 @@ fail:
   return estimate_params(KIND, GPU, p, np, n, dim);                                                \
  }                                                                                                 \
  const sx__index_ops sym = {                                                                       \
-     .name = NAME,                                                                                 \
+     .name = (NAME),                                                                               \
      .check_build_params = prefix##_check_build,                                                   \
      .check_build_shape = prefix##_check_shape,                                                    \
      .check_search_params = prefix##_check_search,                                                 \
