@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps test test-release test-asan test-tsan demo clean bench-peers fuzz cuda-check
+.PHONY: all deps test test-release test-asan test-tsan demo clean bench-peers fuzz cuda-check lint
 
 all: deps
 	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSX_WERROR=ON
@@ -15,6 +15,7 @@ deps:
 
 test: all
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	$(MAKE) lint
 	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSX_SANITIZE=ON -DSX_WERROR=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -56,6 +57,12 @@ cuda-check:
 	    test_gpu test_gpu_loader; \
 	  ctest --test-dir $(CUDA_BUILD) --output-on-failure -R '^(lint_needed|test_gpu_loader)$$'; \
 	  echo "cuda-check: CUDA sources compiled into $(CUDA_BUILD)/libsextant_cuda.so and linked ($(NVCC))"
+
+# clang-tidy with the repo's .clang-tidy over the .c files of src/ and tools/, JOBS at a time,
+# against the release build's compile_commands.json (issue 12): any finding fails. One line of
+# summary (files, findings, seconds). The format check is the ctest lint_format.
+lint: all
+	./tests/lint/check_tidy.sh -j $(JOBS) $(BUILD)
 
 demo: all
 	./tools/demo.sh $(BUILD)

@@ -207,8 +207,8 @@ int main(int argc, char **argv)
            "%zu rows, 1 writer thread + 1 compaction thread\n",
            rows, dim, info.n_segments, (unsigned long long)deleted, del_pct, batch);
     printf("  compaction: %.3f s\n", c1 - c0);
-    printf("  baseline (%.1f s): %zu inserts, p50 %.0f us, p99 %.0f us, max %.0f us\n", c0 - t0,
-           nb, b50, b99, bmx);
+    printf("  baseline (%.1f s): %zu inserts, p50 %.0f us, p99 %.0f us, max %.0f us\n", c0 - t0, nb,
+           b50, b99, bmx);
     printf("  during compaction: %zu inserts, p50 %.0f us, p99 %.0f us, max %.0f us\n", nc, c50,
            c99, cmx);
     printf("  p99 during / baseline: %.2fx; max during / baseline p99: %.2fx\n",

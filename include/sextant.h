@@ -398,6 +398,7 @@ typedef struct sx_io_stats {
     uint64_t write_bytes;
     uint64_t fsyncs; /* fdatasync/fsync calls on files and directories */
 } sx_io_stats;
+
 SX_API void sx_io_stats_get(sx_io_stats *out);
 
 /* The cache of store-backed files (sx_db_options.cache_limit_bytes): cumulative counters of
@@ -405,15 +406,16 @@ SX_API void sx_io_stats_get(sx_io_stats *out);
  * All zero without a store or a limit. Thread-safety: any thread. */
 typedef struct sx_cache_stats {
     uint64_t limit_bytes, block_bytes, resident_bytes;
-    uint64_t hits, misses;   /* blocks served from memory / fetched */
-    uint64_t waits;          /* blocks another thread was fetching (one GET served both) */
-    uint64_t evictions;      /* blocks evicted to stay under the limit */
-    uint64_t fetches;        /* ranged GETs issued (a run of missing blocks is one GET) */
+    uint64_t hits, misses; /* blocks served from memory / fetched */
+    uint64_t waits;        /* blocks another thread was fetching (one GET served both) */
+    uint64_t evictions;    /* blocks evicted to stay under the limit */
+    uint64_t fetches;      /* ranged GETs issued (a run of missing blocks is one GET) */
     uint64_t fetch_errors;
     uint64_t bytes_fetched;
     uint64_t local_evictions, local_evicted_bytes; /* local copies removed by the limit */
-    uint64_t local_fetches; /* local copies downloaded again on demand */
+    uint64_t local_fetches;                        /* local copies downloaded again on demand */
 } sx_cache_stats;
+
 SX_API void sx_db_cache_stats(sx_db *db, sx_cache_stats *out);
 
 /* I/O profile, per phase and backend, for sizing storage (issue 5). The engine tags its threads:
@@ -428,17 +430,21 @@ typedef enum sx_io_phase {
     SX_IO_PHASE_BUILD = 2,
     SX_IO_PHASE_QUERY = 3
 } sx_io_phase;
+
 #define SX_IO_PHASES       4
 #define SX_IO_BACKENDS     2  /* 0: local files, 1: object store (S3) */
 #define SX_IO_SIZE_BUCKETS 12 /* <=4K, <=8K, ... <=4M, larger */
+
 typedef struct sx_io_counter {
     uint64_t read_ops, read_bytes, write_ops, write_bytes;
     uint64_t read_hist[SX_IO_SIZE_BUCKETS];
     uint64_t write_hist[SX_IO_SIZE_BUCKETS];
 } sx_io_counter;
+
 typedef struct sx_io_profile {
     sx_io_counter c[SX_IO_PHASES][SX_IO_BACKENDS];
 } sx_io_profile;
+
 SX_API void sx_io_profile_get(sx_io_profile *out);
 /* Sets the calling thread's phase; returns the previous one. */
 SX_API sx_io_phase sx_io_phase_set(sx_io_phase p);

@@ -17,12 +17,12 @@ extern "C" {
 typedef struct sx_server sx_server;
 
 typedef struct sx_server_options {
-    const char *data_dir;   /* required: the database directory (default database) */
-    const char *bind_addr;  /* NULL: "127.0.0.1". A non-loopback address needs credentials. */
-    uint16_t port;          /* 0: an ephemeral port (tests); see sx_server_port */
-    const char *auth_token; /* optional: "user:password" or an API key (Bearer / Basic) */
-    const char *users_file; /* optional: lines "user:password" or "user:password:ro" (read-only) */
-    uint64_t max_body_bytes;  /* 0: 64 MiB; larger bodies get 413 before they are read */
+    const char *data_dir;    /* required: the database directory (default database) */
+    const char *bind_addr;   /* NULL: "127.0.0.1". A non-loopback address needs credentials. */
+    uint16_t port;           /* 0: an ephemeral port (tests); see sx_server_port */
+    const char *auth_token;  /* optional: "user:password" or an API key (Bearer / Basic) */
+    const char *users_file;  /* optional: lines "user:password" or "user:password:ro" (read-only) */
+    uint64_t max_body_bytes; /* 0: 64 MiB; larger bodies get 413 before they are read */
     uint32_t max_connections; /* 0: 1024; over it new connections are refused */
     uint32_t idle_timeout_s;  /* 0: 60; an idle or slow client is disconnected after it */
     uint32_t http_threads;    /* 0: max(16, 4 * cores) */
@@ -31,13 +31,13 @@ typedef struct sx_server_options {
     /* Search merging: while every search slot is busy, queued searches with the same
      * collection, field, params, filter, limit and output fields are run as one batch
      * (src/server/merge.c). At low load nothing waits. */
-    bool merge_disable;       /* false: merging on (the default) */
-    uint32_t merge_wait_us;   /* 0: 50 ms: longest a queued search waits for a free slot */
-    uint32_t merge_max_nq;    /* 0: 256 query vectors per merged batch */
-    uint32_t merge_slots;     /* 0: db.search_threads, else the number of CPUs: searches run at
-                                 once before later ones queue (and merge) */
-    sx_db_options db;         /* passed to sx_db_open for every database */
-    bool quiet;               /* no access log / startup line on stderr */
+    bool merge_disable;     /* false: merging on (the default) */
+    uint32_t merge_wait_us; /* 0: 50 ms: longest a queued search waits for a free slot */
+    uint32_t merge_max_nq;  /* 0: 256 query vectors per merged batch */
+    uint32_t merge_slots;   /* 0: db.search_threads, else the number of CPUs: searches run at
+                               once before later ones queue (and merge) */
+    sx_db_options db;       /* passed to sx_db_open for every database */
+    bool quiet;             /* no access log / startup line on stderr */
 } sx_server_options;
 
 /* Opens the data directory and starts serving. Errors: SX_EINVAL (bad options, e.g. a remote bind

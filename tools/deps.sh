@@ -4,7 +4,8 @@
 set -euo pipefail
 need=(cmake gcc g++ make binutils pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
       libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libssl-dev libexpat1-dev prometheus curl
-      clang libclang-rt-14-dev libhdf5-dev chromium dataset-fashion-mnist)
+      clang libclang-rt-14-dev clang-format clang-tidy libhdf5-dev chromium dataset-fashion-mnist)
+# clang-format, clang-tidy: the lint stage (ctest lint_format, make lint; issue 12).
 # chromium: the real-browser check of the HTML report (ctest report_browser_e2e, headless).
 # dataset-fashion-mnist: make demo's data, and the Fashion-MNIST recall gates of test_hnsw,
 # test_hnsw_sq and test_cagra (without it they end as skipped, not passed).

@@ -331,8 +331,8 @@ void sx__seg_attach_index(sx_collection *c, sx__segment *s)
         sx__idxref *r = sx__calloc(1, sizeof *r);
         sx_status lst = SX_ENOMEM;
         if (r && ops->load_files)
-            lst = sx__store_load_files(c, ops, payload, len, prefix, s->chunks[c->vf][0], n,
-                                       &r->idx);
+            lst =
+                sx__store_load_files(c, ops, payload, len, prefix, s->chunks[c->vf][0], n, &r->idx);
         else if (r)
             lst =
                 ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric, &r->idx);
@@ -396,11 +396,8 @@ static sx_status check_params(const char *index_type,
     return st;
 }
 
-sx_status sx_index_check_params(const char *index_type,
-                                const sx_param *params,
-                                size_t n_params,
-                                uint32_t dim,
-                                sx_metric metric)
+sx_status sx_index_check_params(
+    const char *index_type, const sx_param *params, size_t n_params, uint32_t dim, sx_metric metric)
 {
     sx__err_clear();
     const sx__index_ops *ops = NULL;

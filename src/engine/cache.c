@@ -158,8 +158,7 @@ sx_status sx__store_fetch(sx_collection *c, const char *name)
     if (st != SX_OK)
         return st;
     if (!db->store)
-        return sx__err(SX_ENOTFOUND, "%s is in the object store and no store is configured",
-                       path);
+        return sx__err(SX_ENOTFOUND, "%s is in the object store and no store is configured", path);
     (void)snprintf(key, sizeof key, "%s/%s", c->name, rel);
     st = sx__objstore_get_file(db->store, key, path);
     if (st == SX_OK) {
@@ -254,8 +253,7 @@ void sx_db_cache_stats(sx_db *db, sx_cache_stats *out)
         return;
     out->limit_bytes = db->opts.cache_limit_bytes;
     out->local_evictions = atomic_load_explicit(&db->local_evictions, memory_order_relaxed);
-    out->local_evicted_bytes =
-        atomic_load_explicit(&db->local_evicted_bytes, memory_order_relaxed);
+    out->local_evicted_bytes = atomic_load_explicit(&db->local_evicted_bytes, memory_order_relaxed);
     out->local_fetches = atomic_load_explicit(&db->local_fetches, memory_order_relaxed);
     if (!db->bcache)
         return;

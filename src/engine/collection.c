@@ -24,6 +24,7 @@
  * LSN <= checkpoint_lsn is reflected in the named files; (3) WAL files are deleted only after the
  * manifest that covers them is durable.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -235,6 +236,24 @@ static sx_status load_segments(sx_collection *c, const sx__manifest *m)
     return st;
 }
 
+/* The decimal number of 1..max_digits digits at *p (no sign, no blanks), *p moved past it; a
+ * value past 64 bits reads as UINT64_MAX (as strtoull). False when there is no digit. */
+static bool take_u64(const char **p, size_t max_digits, uint64_t *out)
+{
+    const char *s = *p;
+    uint64_t v = 0;
+    size_t n = 0;
+    for (; n < max_digits && s[n] >= '0' && s[n] <= '9'; n++) {
+        unsigned d = (unsigned)(s[n] - '0');
+        v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+    }
+    if (n == 0)
+        return false;
+    *p = s + n;
+    *out = v;
+    return true;
+}
+
 /* Removes files of this collection that the manifest does not name. */
 static void collect_garbage(sx_collection *c)
 {
@@ -244,14 +263,25 @@ static void collect_garbage(sx_collection *c)
         return;
     for (size_t i = 0; i < n; i++) {
         uint64_t id = 0, gen = 0;
-        char tail[16] = { 0 };
         bool keep = true;
-        if (strncmp(names[i], "seg-", 4) != 0) {
+        /* seg-ID.del.GEN: a delete file; seg-ID.EXT: segment, index and file-backed index files.
+         * ID has up to 20 digits (written %020), GEN up to 20; other seg-* names are kept. */
+        bool is_seg = strncmp(names[i], "seg-", 4) == 0;
+        const char *p = is_seg ? names[i] + 4 : names[i], *g = NULL, *ext = NULL;
+        bool has_id = is_seg && take_u64(&p, 20, &id);
+        if (has_id && strncmp(p, ".del.", 5) == 0)
+            g = p + 5;
+        if (has_id && *p == '.') {
+            ext = p + 1;
+            while (isspace((unsigned char)*ext))
+                ext++;
+        }
+        if (!is_seg) {
             keep = strstr(names[i], ".tmp") == NULL;
-        } else if (sscanf(names[i], "seg-%20" SCNu64 ".del.%" SCNu64, &id, &gen) == 2) {
+        } else if (g && take_u64(&g, 20, &gen)) {
             sx__segment *s = sx__find_seg(c, id);
             keep = s && s != c->growing && s->del_gen == gen;
-        } else if (sscanf(names[i], "seg-%20" SCNu64 ".%15s", &id, tail) == 2) {
+        } else if (ext && *ext) {
             /* segment, index and file-backed index files of live sealed segments */
             sx__segment *s = sx__find_seg(c, id);
             keep = s && s != c->growing && strstr(names[i], ".tmp") == NULL;
@@ -401,6 +431,45 @@ typedef struct delsnap {
     uint64_t gen;
 } delsnap;
 
+/* The file writes of a flush, outside write_mu: the segment file of each of to_write[] and the
+ * delete file of each snapshot with deletes. Nothing refers to these files until the manifest
+ * written after them does. */
+static sx_status write_flush_files(sx_collection *c,
+                                   sx__segment *const *to_write,
+                                   size_t n_to_write,
+                                   const delsnap *snaps,
+                                   size_t n_snaps)
+{
+    char path[4096];
+    for (size_t w = 0; w < n_to_write; w++) {
+        sx__segment *ws = to_write[w];
+        sx__segcol *cols = sx__calloc(c->n_fields, sizeof *cols);
+        if (!cols)
+            return sx__err(SX_ENOMEM, "flush");
+        for (size_t f = 0; f < c->n_fields; f++) {
+            cols[f].name = (char *)c->names[f];
+            cols[f].type = c->types[f];
+            cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+            cols[f].data = ws->chunks[f][0];
+        }
+        sx__coll_path(c, path, sizeof path, "sxs", ws->id);
+        sx_status st = sx__segfile_write(path, ws->id, atomic_load(&ws->n_rows), cols, c->n_fields);
+        sx__free(cols);
+        if (st != SX_OK)
+            return st;
+    }
+    for (size_t i = 0; i < n_snaps; i++) {
+        if (snaps[i].n_deleted == 0)
+            continue;
+        del_path(c, path, sizeof path, snaps[i].s->id, snaps[i].gen);
+        sx_status st = sx__delfile_write(path, snaps[i].s->id, atomic_load(&snaps[i].s->n_rows),
+                                         snaps[i].bits);
+        if (st != SX_OK)
+            return st;
+    }
+    return SX_OK;
+}
+
 sx_status sx__coll_flush(sx_collection *c, bool from_insert)
 {
     sx_status st = SX_OK;
@@ -446,10 +515,9 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
             goto unlock_write;
         }
     }
-    for (size_t i = 0; i <= c->n_segs; i++) {
+    /* the sealed segments, then the one just sealed (if any) */
+    for (size_t i = 0; i < c->n_segs + (sealed != NULL); i++) {
         sx__segment *s = i < c->n_segs ? c->segs[i] : sealed;
-        if (!s)
-            continue;
         size_t nd = atomic_load(&s->n_deleted);
         if (s->persisted && nd == s->persisted_deleted)
             continue;
@@ -501,35 +569,10 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     sx__mutex_unlock(&c->write_mu);
 
     /* I/O outside write_mu: inserts continue into the new growing segment. */
+    st = write_flush_files(c, to_write, n_to_write, snaps, n_snaps);
+    if (st != SX_OK)
+        goto unlock_flush;
     char path[4096];
-    for (size_t w = 0; w < n_to_write; w++) {
-        sx__segment *ws = to_write[w];
-        sx__segcol *cols = sx__calloc(c->n_fields, sizeof *cols);
-        if (!cols) {
-            st = sx__err(SX_ENOMEM, "flush");
-            goto unlock_flush;
-        }
-        for (size_t f = 0; f < c->n_fields; f++) {
-            cols[f].name = (char *)c->names[f];
-            cols[f].type = c->types[f];
-            cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
-            cols[f].data = ws->chunks[f][0];
-        }
-        sx__coll_path(c, path, sizeof path, "sxs", ws->id);
-        st = sx__segfile_write(path, ws->id, atomic_load(&ws->n_rows), cols, c->n_fields);
-        sx__free(cols);
-        if (st != SX_OK)
-            goto unlock_flush;
-    }
-    for (size_t i = 0; i < n_snaps; i++) {
-        if (snaps[i].n_deleted == 0)
-            continue;
-        del_path(c, path, sizeof path, snaps[i].s->id, snaps[i].gen);
-        st = sx__delfile_write(path, snaps[i].s->id, atomic_load(&snaps[i].s->n_rows),
-                               snaps[i].bits);
-        if (st != SX_OK)
-            goto unlock_flush;
-    }
     /* commit: manifest names the new segment and delete generations */
     sx__mutex_lock(&c->write_mu);
     gens = sx__calloc(c->n_segs + 1, sizeof *gens);

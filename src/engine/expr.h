@@ -33,7 +33,8 @@ typedef struct sx__expr_schema {
  * SX_ENOMEM.
  * Ownership: *out is owned, free with sx__expr_free. An empty or all-blank src is SX_EINVAL (the
  * caller treats "" as "no filter" before parsing). */
-SX_NODISCARD sx_status sx__expr_parse(const char *src, const sx__expr_schema *schema,
+SX_NODISCARD sx_status sx__expr_parse(const char *src,
+                                      const sx__expr_schema *schema,
                                       sx__expr **out);
 void sx__expr_free(sx__expr *e);
 
@@ -50,13 +51,17 @@ typedef struct sx__colref {
  * others (out holds sx__bits_words(n) words, fully written). cols is indexed by field index as in
  * the schema given to parse (entries for fields the expression does not use may be zeroed).
  * Errors: SX_ENOMEM; SX_EINVAL if a column the expression reads is missing or of another type. */
-SX_NODISCARD sx_status sx__expr_eval(const sx__expr *e, const sx__colref *cols, size_t n,
+SX_NODISCARD sx_status sx__expr_eval(const sx__expr *e,
+                                     const sx__colref *cols,
+                                     size_t n,
                                      uint64_t *out);
 
 /* If the expression is exactly `<field> == lit` or `<field> in [lits]` on an INT64 or VARCHAR
  * field, returns that field's index and the literals (borrowed from e) for point lookups; else -1.
  */
-int sx__expr_point_lookup(const sx__expr *e, size_t *n, const int64_t **ints,
+int sx__expr_point_lookup(const sx__expr *e,
+                          size_t *n,
+                          const int64_t **ints,
                           const char *const **strs);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/bitset.h"
 #include "util/buf.h"
 #include "util/err.h"
@@ -150,6 +151,7 @@ static void encode_rows(sx_collection *c, const rows *r, sx__wbuf *w)
     sx__wbuf_u64(w, r->n);
     for (size_t f = 0; f < c->n_fields; f++) {
         const void *d = r->col[f];
+        SX_ASSERT(d != NULL); /* map_batch checked every column; an auto id is filled in */
         for (size_t i = 0; i < r->n; i++) {
             switch (c->types[f]) {
             case SX_FIELD_INT64:
@@ -294,7 +296,8 @@ static sx_status prepare_rows(sx_collection *c, const rows *r, prepared *p)
     sx_status st = sx__pkmap_reserve(c->pkmap, r->n);
     if (st != SX_OK)
         return st;
-    if (c->types[c->pk] == SX_FIELD_VARCHAR) {
+    const bool str_pk = c->types[c->pk] == SX_FIELD_VARCHAR;
+    if (str_pk) {
         p->keys = sx__calloc(r->n, sizeof(char *));
         if (!p->keys)
             return sx__err(SX_ENOMEM, "insert");
@@ -310,7 +313,7 @@ static sx_status prepare_rows(sx_collection *c, const rows *r, prepared *p)
                 rollback_rows(c, r, p);
                 return sx__err(SX_ENOMEM, "growing segment");
             }
-            if (f == c->pk) {
+            if (str_pk && f == c->pk) {
                 p->keys[i] = sx__strdup(src);
                 if (!p->keys[i]) {
                     rollback_rows(c, r, p);
@@ -332,8 +335,10 @@ static void commit_rows(sx_collection *c, const rows *r, prepared *p, bool upser
         if (c->types[f] == SX_FIELD_VARCHAR)
             continue;
         size_t w = sx__field_width(c, f);
+        const char *src = r->col[f];
+        SX_ASSERT(src != NULL); /* every column is set (map_batch, decode_rows) */
         for (size_t i = 0; i < r->n; i++)
-            memcpy(sx__seg_cell(g, f, base + i, w), (const char *)r->col[f] + i * w, w);
+            memcpy(sx__seg_cell(g, f, base + i, w), src + i * w, w);
         if (f == c->vf && c->metric == SX_METRIC_COSINE)
             for (size_t i = 0; i < r->n; i++)
                 sx__normalize(sx__seg_cell(g, f, base + i, w), c->dim);
@@ -355,6 +360,7 @@ static void commit_rows(sx_collection *c, const rows *r, prepared *p, bool upser
             if (c->fields[c->pk].auto_id && k >= 0 && (uint64_t)k >= c->next_auto_id)
                 c->next_auto_id = (uint64_t)k + 1;
         } else {
+            SX_ASSERT(p->keys != NULL); /* prepare_rows copied the string keys */
             sx__ignore(sx__pkmap_put_s_take(c->pkmap, p->keys[i], g->id, (uint32_t)(base + i)));
         }
     }

@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 enum { EMPTY = 0, FULL = 1, TOMB = 2 };
@@ -151,6 +152,7 @@ put(sx__pkmap *m, int64_t ik, const char *sk, char *owned, uint64_t seg, uint32_
     }
     char *copy = owned;
     if (m->str && !copy) {
+        SX_ASSERT(sk != NULL); /* a string map is given a key */
         copy = sx__strdup(sk);
         if (!copy)
             return sx__err(SX_ENOMEM, "pk map");

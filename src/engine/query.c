@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "index/flat/flat.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/bitset.h"
 #include "util/err.h"
 #include "vector/dist.h"
@@ -386,6 +387,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
              * the vtable; the segment scan does a batch in one pass over memory (and with GEMM
              * from SX__FLAT_GEMM_MIN_NQ queries), with identical results. So batches (merged
              * REST searches included) take the segment scan. */
+            SX_ASSERT(!v.idx[i] || v.idx[i]->ops); /* a built index has its vtable */
             bool flat_batch = v.idx[i] && nq > 1 &&
                               (strcmp(v.idx[i]->ops->name, "FLAT") == 0 ||
                                strcmp(v.idx[i]->ops->name, "GPU_BRUTE_FORCE") == 0);

@@ -61,12 +61,12 @@
 #include "util/crc32c.h"
 #include "util/err.h"
 
-#define STM_MAGIC "SXSTM001"
-#define STM_MAX   (256u << 20)
-#define KIND_SEG  0
-#define KIND_DEL  1
-#define KIND_IDX  2
-#define CRC_CHUNK (1u << 20)
+#define STM_MAGIC            "SXSTM001"
+#define STM_MAX              (256u << 20)
+#define KIND_SEG             0
+#define KIND_DEL             1
+#define KIND_IDX             2
+#define CRC_CHUNK            (1u << 20)
 #define SX__DISKANN_FILE_EXT ".diskann" /* index/diskann/diskann.h SX__DISKANN_EXT */
 
 typedef struct robj {
@@ -195,7 +195,8 @@ static sx_status stm_decode(const void *data, size_t len, const char *what, stm 
             stm_fini(m);
             return sx__err(SX_ENOMEM, "store manifest");
         }
-        if (!sx__rbuf_ok(&r) || !safe_name(e->name) || !safe_name(e->key) || e->kind > KIND_IDX) {
+        if (!sx__rbuf_ok(&r) || !e->name || !e->key || !safe_name(e->name) || !safe_name(e->key) ||
+            e->kind > KIND_IDX) {
             stm_fini(m);
             return sx__err(SX_ECORRUPT, "%s: store manifest entry %u is invalid", what, i);
         }

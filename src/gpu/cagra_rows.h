@@ -23,9 +23,9 @@
 #include <stdint.h>
 
 #ifdef __CUDACC__
-#define SX_HD __host__ __device__
+# define SX_HD __host__ __device__
 #else
-#define SX_HD
+# define SX_HD
 #endif
 
 #define SX__CAGRA_NONE UINT32_MAX
@@ -40,8 +40,8 @@ static inline SX_HD bool sx__cagra_row_has(const uint32_t *row, uint32_t m, uint
 
 /* Merge step (4) for one node: out[0..deg) from its pruned row pruned[0..deg) and its reverse
  * edges rev[0..nrev). out must not alias the inputs. */
-static inline SX_HD void sx__cagra_merge_row(const uint32_t *pruned, uint32_t deg,
-                                             const uint32_t *rev, uint32_t nrev, uint32_t *out)
+static inline SX_HD void sx__cagra_merge_row(
+    const uint32_t *pruned, uint32_t deg, const uint32_t *rev, uint32_t nrev, uint32_t *out)
 {
     uint32_t m = 0, protect = deg / 2;
     for (uint32_t i = 0; i < protect; i++)

@@ -38,15 +38,27 @@ const char *sx__gpu_describe(void);
  * base (same pointer), row i never returns itself (kNN-graph construction).
  * Errors: SX_EINVAL (no GPU / bad args), SX_ENOMEM (device or pinned allocation), SX_EIO
  * (CUDA error: the message names the call). */
-SX_NODISCARD sx_status sx__gpu_knn(const float *base, size_t n, const float *queries, size_t nq,
-                                   size_t dim, sx_metric metric, uint32_t k, bool exclude_self,
-                                   uint32_t *out_ids, float *out_dist);
+SX_NODISCARD sx_status sx__gpu_knn(const float *base,
+                                   size_t n,
+                                   const float *queries,
+                                   size_t nq,
+                                   size_t dim,
+                                   sx_metric metric,
+                                   uint32_t k,
+                                   bool exclude_self,
+                                   uint32_t *out_ids,
+                                   float *out_dist);
 
 /* Lloyd k-means on the GPU: GEMM assignment + centroid update kernels, `iters` iterations from
  * the given initial centroids (in/out: k*dim floats). assign_out (optional, n) receives the final
  * assignment; *inertia_out (optional) the final sum of squared distances. */
-SX_NODISCARD sx_status sx__gpu_kmeans(const float *x, size_t n, size_t dim, uint32_t k,
-                                      uint32_t iters, float *centroids, uint32_t *assign_out,
+SX_NODISCARD sx_status sx__gpu_kmeans(const float *x,
+                                      size_t n,
+                                      size_t dim,
+                                      uint32_t k,
+                                      uint32_t iters,
+                                      float *centroids,
+                                      uint32_t *assign_out,
                                       double *inertia_out);
 
 /* CAGRA graph build on the GPU (the same algorithm as the CPU twin in src/index/cagra/):
@@ -66,15 +78,19 @@ typedef struct sx__cagra_build_params {
     bool knn_fp32;
 } sx__cagra_build_params;
 
-SX_NODISCARD sx_status sx__gpu_cagra_build(const float *x, size_t n, size_t dim, sx_metric metric,
-                                           const sx__cagra_build_params *p, uint32_t *graph);
+SX_NODISCARD sx_status sx__gpu_cagra_build(const float *x,
+                                           size_t n,
+                                           size_t dim,
+                                           sx_metric metric,
+                                           const sx__cagra_build_params *p,
+                                           uint32_t *graph);
 
 /* Steps 2-4 of the CAGRA build alone (added by the CUDA side, for tests and for callers with a
  * kNN graph of their own): knn[n * ideg] rows in rank order (SX__CAGRA_NONE / out-of-range ids
  * and the row itself are ignored) -> graph[n * deg]. With the same kNN graph the result equals
  * the CPU twin's sx__cagra_prune + sx__cagra_merge bit for bit. Errors as sx__gpu_cagra_build. */
-SX_NODISCARD sx_status sx__gpu_cagra_prune_merge(const uint32_t *knn, size_t n, uint32_t ideg,
-                                                 uint32_t deg, uint32_t *graph);
+SX_NODISCARD sx_status sx__gpu_cagra_prune_merge(
+    const uint32_t *knn, size_t n, uint32_t ideg, uint32_t deg, uint32_t *graph);
 
 #ifdef __cplusplus
 }

@@ -3,9 +3,9 @@
  *
  * Conventions of the .cu files:
  *   - C-like CUDA C++: every variable a function may free is declared (NULL) at its top, so the
- *     single `fail:` exit can free everything; no exceptions, no STL (GCC __atomic builtins), no templates with external
- *     linkage (kernels and helpers are static; the plugin they are linked into exports only
- *     sx__gpu_plugin_init, gpu_plugin.h).
+ *     single `fail:` exit can free everything; no exceptions, no STL (GCC __atomic builtins), no
+ *     templates with external linkage (kernels and helpers are static; the plugin they are linked
+ *     into exports only sx__gpu_plugin_init, gpu_plugin.h).
  *   - From util they use sx__err, sx__malloc and sx__free only: in the plugin those are
  *     gpu_plugin.cu's forwarders to libsextant's (the host table); nothing else from libsextant
  *     is reachable (the plugin is linked with -Wl,--no-undefined).
@@ -46,42 +46,51 @@ extern "C" void sx__gpu_leave(void);
  * (out_ids/out_dist, nq*k each; out_dist may be NULL) or, when dev_ids is not NULL, to a device
  * array of nq*k ids the caller allocated (plan out_dev_bytes, counted in budget). tf32 selects
  * TF32 tensor-core SGEMM (approximate ranks). Arguments are validated by the caller. */
-extern "C" sx_status sx__gpu_knn_locked(const float *base, size_t n, const float *queries,
-                                        size_t nq, size_t dim, sx_metric metric, uint32_t k,
-                                        bool exclude_self, bool tf32, size_t budget,
-                                        uint32_t *out_ids, float *out_dist, uint32_t *dev_ids);
+extern "C" sx_status sx__gpu_knn_locked(const float *base,
+                                        size_t n,
+                                        const float *queries,
+                                        size_t nq,
+                                        size_t dim,
+                                        sx_metric metric,
+                                        uint32_t k,
+                                        bool exclude_self,
+                                        bool tf32,
+                                        size_t budget,
+                                        uint32_t *out_ids,
+                                        float *out_dist,
+                                        uint32_t *dev_ids);
 
 /* ||x_r||^2 for rows [0, rows) of x (device), into out (device), on stream s (gpu_knn.cu). */
-extern "C" sx_status sx__gpu_row_norms(const float *x, size_t rows, size_t dim, float *out,
-                                       cudaStream_t s);
+extern "C" sx_status
+sx__gpu_row_norms(const float *x, size_t rows, size_t dim, float *out, cudaStream_t s);
 
-#define SX_CUDA_TRY(call)                           \
-    do {                                            \
-        cudaError_t sx_e_ = (call);                 \
-        if (sx_e_ != cudaSuccess) {                 \
-            rc = sx__gpu_cuda_fail(#call, sx_e_);   \
-            goto fail;                              \
-        }                                           \
-    } while (0)
+#define SX_CUDA_TRY(call)                \
+ do {                                    \
+  cudaError_t sx_e_ = (call);            \
+  if (sx_e_ != cudaSuccess) {            \
+   rc = sx__gpu_cuda_fail(#call, sx_e_); \
+   goto fail;                            \
+  }                                      \
+ } while (0)
 
-#define SX_CUBLAS_TRY(call)                         \
-    do {                                            \
-        cublasStatus_t sx_s_ = (call);              \
-        if (sx_s_ != CUBLAS_STATUS_SUCCESS) {       \
-            rc = sx__gpu_cublas_fail(#call, sx_s_); \
-            goto fail;                              \
-        }                                           \
-    } while (0)
+#define SX_CUBLAS_TRY(call)                \
+ do {                                      \
+  cublasStatus_t sx_s_ = (call);           \
+  if (sx_s_ != CUBLAS_STATUS_SUCCESS) {    \
+   rc = sx__gpu_cublas_fail(#call, sx_s_); \
+   goto fail;                              \
+  }                                        \
+ } while (0)
 
 /* After a kernel launch: launch-configuration errors (and earlier asynchronous ones). */
-#define SX_LAUNCH_TRY(name)                                 \
-    do {                                                    \
-        cudaError_t sx_e_ = cudaGetLastError();             \
-        if (sx_e_ != cudaSuccess) {                         \
-            rc = sx__gpu_cuda_fail("launch " name, sx_e_);  \
-            goto fail;                                      \
-        }                                                   \
-    } while (0)
+#define SX_LAUNCH_TRY(name)                       \
+ do {                                             \
+  cudaError_t sx_e_ = cudaGetLastError();         \
+  if (sx_e_ != cudaSuccess) {                     \
+   rc = sx__gpu_cuda_fail("launch " name, sx_e_); \
+   goto fail;                                     \
+  }                                               \
+ } while (0)
 
 /* Blocks for warp-per-row kernels: 8 warps per block. */
 #define SX_GPU_WARP_BLOCK 256u

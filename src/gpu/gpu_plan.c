@@ -100,8 +100,13 @@ static bool fit(sx__gpu_knn_plan *p, size_t w, size_t per_col, size_t colmax)
     return true;
 }
 
-sx_status sx__gpu_knn_plan_make(size_t n, size_t nq, size_t dim, uint32_t k, bool out_on_device,
-                                size_t budget_bytes, sx__gpu_knn_plan *out)
+sx_status sx__gpu_knn_plan_make(size_t n,
+                                size_t nq,
+                                size_t dim,
+                                uint32_t k,
+                                bool out_on_device,
+                                size_t budget_bytes,
+                                sx__gpu_knn_plan *out)
 {
     if (dim == 0 || dim > SX__GPU_DIM_MAX)
         return sx__err(SX_EINVAL, "gpu knn: dim %zu out of range 1..%u", dim, SX__GPU_DIM_MAX);
@@ -172,8 +177,8 @@ size_t sx__gpu_kmeans_plan_device_bytes(const sx__gpu_kmeans_plan *p)
     return rows + p->batch_rows * p->k * 4 + p->n * 8 + p->k * (2 * p->dim + 2) * 4;
 }
 
-sx_status sx__gpu_kmeans_plan_make(size_t n, size_t dim, size_t k, size_t budget_bytes,
-                                   sx__gpu_kmeans_plan *out)
+sx_status sx__gpu_kmeans_plan_make(
+    size_t n, size_t dim, size_t k, size_t budget_bytes, sx__gpu_kmeans_plan *out)
 {
     if (n == 0 || k == 0 || k > n)
         return sx__err(SX_EINVAL, "gpu kmeans: k %zu out of range 1..n (n = %zu)", k, n);
@@ -255,8 +260,8 @@ static void sift_down(far_ent *h, size_t n, size_t i)
     }
 }
 
-sx_status sx__gpu_pick_farthest(const float *dist, size_t n, size_t want, uint32_t *rows,
-                                size_t *written)
+sx_status
+sx__gpu_pick_farthest(const float *dist, size_t n, size_t want, uint32_t *rows, size_t *written)
 {
     size_t m = min_sz(want, n);
     *written = 0;
@@ -272,7 +277,7 @@ sx_status sx__gpu_pick_farthest(const float *dist, size_t n, size_t want, uint32
     for (size_t i = m / 2; i-- > 0;)
         sift_down(h, m, i);
     for (size_t i = m; i < n; i++) {
-        far_ent e = {dist[i], (uint32_t)i};
+        far_ent e = { dist[i], (uint32_t)i };
         if (farther(e, h[0])) {
             h[0] = e;
             sift_down(h, m, 0);

@@ -45,30 +45,30 @@ extern "C" {
 #endif
 
 /* Largest k of the selection kernel (its shared-memory buffer holds k + 2048 entries). */
-#define SX__GPU_TOPK_MAX 1024u
+#define SX__GPU_TOPK_MAX    1024u
 /* Largest dimension accepted by the GPU paths (cuBLAS takes int sizes; the kernels need less). */
-#define SX__GPU_DIM_MAX 65536u
+#define SX__GPU_DIM_MAX     65536u
 /* Largest distance tile in floats (4 GiB): larger tiles do not make SGEMM faster. */
-#define SX__GPU_TILE_MAX ((size_t)1 << 30)
+#define SX__GPU_TILE_MAX    ((size_t)1 << 30)
 /* Preferred query rows per batch (a SGEMM of 4096 rows is compute-bound; the selection kernel
  * runs one block per query row, 4096 blocks fill any current GPU). */
-#define SX__GPU_QUERY_ROWS 4096u
+#define SX__GPU_QUERY_ROWS  4096u
 /* Smallest tile width the planner accepts before it shrinks the query batch instead. */
-#define SX__GPU_MIN_COLS 4096u
+#define SX__GPU_MIN_COLS    4096u
 /* Streamed chunks stop growing at this many bytes (staging is 2 chunks of pinned memory). */
 #define SX__GPU_CHUNK_BYTES ((size_t)256 << 20)
 
 typedef struct sx__gpu_knn_plan {
     size_t n, nq, dim;
     uint32_t k;
-    bool resident;         /* base uploaded once (else streamed per query batch) */
-    size_t query_rows;     /* rows per query batch, >= 1 */
-    size_t tile_cols;      /* base rows per tile (= per streamed chunk), >= 1 */
-    size_t n_batches;      /* ceil(nq / query_rows) */
-    size_t n_tiles;        /* ceil(n / tile_cols) */
-    size_t device_bytes;   /* device memory the plan allocates */
-    size_t pinned_bytes;   /* pinned host memory the plan allocates */
-    size_t out_dev_bytes;  /* included in device_bytes: on-device output (see out_on_device) */
+    bool resident;        /* base uploaded once (else streamed per query batch) */
+    size_t query_rows;    /* rows per query batch, >= 1 */
+    size_t tile_cols;     /* base rows per tile (= per streamed chunk), >= 1 */
+    size_t n_batches;     /* ceil(nq / query_rows) */
+    size_t n_tiles;       /* ceil(n / tile_cols) */
+    size_t device_bytes;  /* device memory the plan allocates */
+    size_t pinned_bytes;  /* pinned host memory the plan allocates */
+    size_t out_dev_bytes; /* included in device_bytes: on-device output (see out_on_device) */
 } sx__gpu_knn_plan;
 
 /* Plans a kNN of nq queries over n base rows within budget_bytes of device memory. When
@@ -76,8 +76,12 @@ typedef struct sx__gpu_knn_plan {
  * Errors: SX_EINVAL (dim == 0 or > SX__GPU_DIM_MAX, k == 0 or > SX__GPU_TOPK_MAX), SX_ENOMEM
  * (the budget does not hold even one query row and one base row; message names the bytes).
  * n == 0 or nq == 0 gives a plan with no tiles or no batches. */
-SX_NODISCARD sx_status sx__gpu_knn_plan_make(size_t n, size_t nq, size_t dim, uint32_t k,
-                                             bool out_on_device, size_t budget_bytes,
+SX_NODISCARD sx_status sx__gpu_knn_plan_make(size_t n,
+                                             size_t nq,
+                                             size_t dim,
+                                             uint32_t k,
+                                             bool out_on_device,
+                                             size_t budget_bytes,
                                              sx__gpu_knn_plan *out);
 /* Device and pinned bytes of a layout (the formulas above). */
 size_t sx__gpu_knn_plan_device_bytes(const sx__gpu_knn_plan *p);
@@ -89,9 +93,9 @@ void sx__gpu_knn_plan_tile(const sx__gpu_knn_plan *p, size_t t, size_t *row0, si
 
 typedef struct sx__gpu_kmeans_plan {
     size_t n, dim, k;
-    bool resident;       /* rows uploaded once (else streamed every pass) */
-    size_t batch_rows;   /* rows per batch, >= 1 */
-    size_t n_batches;    /* ceil(n / batch_rows) */
+    bool resident;     /* rows uploaded once (else streamed every pass) */
+    size_t batch_rows; /* rows per batch, >= 1 */
+    size_t n_batches;  /* ceil(n / batch_rows) */
     size_t device_bytes;
     size_t pinned_bytes;
 } sx__gpu_kmeans_plan;
@@ -99,8 +103,8 @@ typedef struct sx__gpu_kmeans_plan {
 /* Plans GPU k-means of n rows into k centroids within budget_bytes. Errors: SX_EINVAL (n == 0,
  * k == 0, k > n, dim == 0 or > SX__GPU_DIM_MAX, k > SX__GPU_TILE_MAX), SX_ENOMEM (budget too
  * small for the centroids, the per-row arrays and one row). */
-SX_NODISCARD sx_status sx__gpu_kmeans_plan_make(size_t n, size_t dim, size_t k, size_t budget_bytes,
-                                                sx__gpu_kmeans_plan *out);
+SX_NODISCARD sx_status sx__gpu_kmeans_plan_make(
+    size_t n, size_t dim, size_t k, size_t budget_bytes, sx__gpu_kmeans_plan *out);
 size_t sx__gpu_kmeans_plan_device_bytes(const sx__gpu_kmeans_plan *p);
 void sx__gpu_kmeans_plan_batch(const sx__gpu_kmeans_plan *p, size_t b, size_t *row0, size_t *rows);
 
@@ -113,8 +117,8 @@ size_t sx__gpu_budget(size_t free_bytes, size_t total_bytes, size_t limit_bytes)
 /* k-means empty-cluster repair: the `want` rows with the largest dist (ties to the lower row),
  * written to rows[] in decreasing distance; NaN distances count as smallest. Returns how many
  * were written (min(want, n)). Deterministic. Errors: SX_ENOMEM (scratch of want entries). */
-SX_NODISCARD sx_status sx__gpu_pick_farthest(const float *dist, size_t n, size_t want,
-                                             uint32_t *rows, size_t *written);
+SX_NODISCARD sx_status
+sx__gpu_pick_farthest(const float *dist, size_t n, size_t want, uint32_t *rows, size_t *written);
 
 #ifdef __cplusplus
 }

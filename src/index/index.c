@@ -23,8 +23,10 @@ const sx__index_ops *sx__index_lookup(const char *type)
         const char *name;
         const sx__index_ops *ops;
     } more[] = {
-        { "IVF_FLAT", &sx__ivf_flat_index_ops }, { "IVF_SQ8", &sx__ivf_sq8_index_ops },
-        { "IVF_PQ", &sx__ivf_pq_index_ops },     { "HNSW_SQ", &sx__hnsw_sq_index_ops },
+        { "IVF_FLAT", &sx__ivf_flat_index_ops },
+        { "IVF_SQ8", &sx__ivf_sq8_index_ops },
+        { "IVF_PQ", &sx__ivf_pq_index_ops },
+        { "HNSW_SQ", &sx__hnsw_sq_index_ops },
         { "DISKANN", &sx__diskann_index_ops },
         { "GPU_CAGRA", &sx__cagra_index_ops },
         { "GPU_IVF_FLAT", &sx__gpu_ivf_flat_index_ops },

@@ -118,11 +118,8 @@ extern const sx__index_ops sx__gpu_brute_force_index_ops;
 
 /* Every check an index build of this type would make before allocating: check_build_params,
  * dim in [1, SX_MAX_DIM], metric L2/IP/COSINE, then check_build_shape. */
-SX_NODISCARD sx_status sx__index_check_build(const sx__index_ops *ops,
-                                             const sx_param *p,
-                                             size_t np,
-                                             size_t dim,
-                                             sx_metric metric);
+SX_NODISCARD sx_status sx__index_check_build(
+    const sx__index_ops *ops, const sx_param *p, size_t np, size_t dim, sx_metric metric);
 /* "FLAT, HNSW (AUTOINDEX), HNSW_SQ, ..." : every type name the registry knows, for messages. */
 const char *sx__index_type_list(void);
 

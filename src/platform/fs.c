@@ -312,8 +312,8 @@ typedef struct pl_rec {
 
 static pthread_mutex_t pl_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool pl_on;
-static pl_rec *pl_head, *pl_tail; /* guarded by pl_mu; oldest first */
-static uint64_t pl_rng;           /* guarded by pl_mu */
+static pl_rec *pl_head, *pl_tail;       /* guarded by pl_mu; oldest first */
+static uint64_t pl_rng;                 /* guarded by pl_mu */
 static uint64_t pl_writes, pl_crash_at; /* guarded by pl_mu */
 
 void sx__powerloss_enable(uint64_t seed, uint64_t crash_after_writes)
@@ -493,10 +493,10 @@ _Noreturn void sx__powerloss_crash(void)
         if (!recs)
             continue;
         size_t k = 0;
-        for (pl_rec *r = a; r; r = r->next)
+        for (pl_rec *r = a; r && k < n; r = r->next)
             if (strcmp(r->path, a->path) == 0)
                 recs[k++] = r;
-        pl_apply(a->path, recs, n);
+        pl_apply(a->path, recs, k); /* k == n: the records just counted */
         free(recs);
     }
     _exit(0);
@@ -1004,8 +1004,9 @@ void sx__fs_unneeded(void *addr, size_t len)
 {
     if (!addr || !len)
         return;
+    /* the whole pages inside [addr, addr + len), addressed from addr (no integer-made pointer) */
     uintptr_t start = ((uintptr_t)addr + 4095) & ~(uintptr_t)4095;
     uintptr_t end = ((uintptr_t)addr + len) & ~(uintptr_t)4095;
     if (end > start)
-        (void)madvise((void *)start, end - start, MADV_DONTNEED);
+        (void)madvise((char *)addr + (start - (uintptr_t)addr), end - start, MADV_DONTNEED);
 }

@@ -18,7 +18,7 @@ typedef struct sx__file sx__file;
 
 enum {
     SX__F_READ = 1,
-    SX__F_WRITE = 2,   /* read-write */
+    SX__F_WRITE = 2, /* read-write */
     SX__F_CREATE = 4,
     SX__F_TRUNC = 8,
     SX__F_EXCL = 16
@@ -38,15 +38,17 @@ SX_NODISCARD sx_status sx__file_truncate(sx__file *f, uint64_t size);
 sx_status sx__file_close(sx__file *f);
 const char *sx__file_path(const sx__file *f);
 
-SX_NODISCARD sx_status sx__fs_mkdir(const char *path);      /* EEXIST is success */
+SX_NODISCARD sx_status sx__fs_mkdir(const char *path); /* EEXIST is success */
 SX_NODISCARD sx_status sx__fs_mkdir_p(const char *path);
 SX_NODISCARD sx_status sx__fs_sync_dir(const char *dir);
 SX_NODISCARD sx_status sx__fs_rename(const char *from, const char *to);
-SX_NODISCARD sx_status sx__fs_unlink(const char *path);     /* ENOENT is success */
-SX_NODISCARD sx_status sx__fs_rmtree(const char *path);     /* recursive; ENOENT is success */
+SX_NODISCARD sx_status sx__fs_unlink(const char *path); /* ENOENT is success */
+SX_NODISCARD sx_status sx__fs_rmtree(const char *path); /* recursive; ENOENT is success */
 bool sx__fs_exists(const char *path);
 /* Reads a whole file. Ownership: *data owned, free with sx__free. max_bytes bounds it (EINVAL). */
-SX_NODISCARD sx_status sx__fs_read_all(const char *path, uint64_t max_bytes, void **data,
+SX_NODISCARD sx_status sx__fs_read_all(const char *path,
+                                       uint64_t max_bytes,
+                                       void **data,
                                        size_t *len);
 /* Atomically replaces `path`: write path.tmp, fsync it, rename over path, fsync the directory.
  * After a crash, either the old or the new contents are there, never a mix. */
@@ -72,6 +74,7 @@ typedef enum sx__fault_op {
     SX__FAULT_OPEN,
     SX__FAULT_OP_COUNT
 } sx__fault_op;
+
 /* The `countdown`-th call (1 = the next) of op fails with errno `err` (EIO, ENOSPC, ...);
  * persistent = every later call fails too. countdown 0 disables the fault for op. */
 /* Process-wide I/O accounting (relaxed atomics: statistics only). Every read and write through
@@ -88,6 +91,7 @@ void sx__io_note_write(uint64_t ops, uint64_t bytes);
  * goes through sx__io_note_*), an OBJSTORE one only in the profile. Thread-safety: any thread
  * (relaxed atomics; the phase is the caller's thread-local). */
 typedef enum sx__io_backend { SX__IO_LOCAL = 0, SX__IO_OBJSTORE = 1 } sx__io_backend;
+
 void sx__io_record(sx__io_backend b, bool is_write, uint64_t bytes);
 
 void sx__fault_set(sx__fault_op op, long countdown, int err, bool persistent);

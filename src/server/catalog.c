@@ -76,7 +76,7 @@ struct sx__catalog {
     char *root;
     sx_db_options opts;
     char *storage_url, *s3_endpoint, *s3_region; /* owned copies behind opts' pointers */
-    cdb **dbs; /* guarded by: mu; [0] is "default" */
+    cdb **dbs;                                   /* guarded by: mu; [0] is "default" */
     size_t n_dbs;
     cdb **grave; /* guarded by: mu; dropped databases, closed at sx__cat_close */
     size_t n_grave;
@@ -197,13 +197,19 @@ static sx_field_type engine_type_of(const char *t)
         const char *name;
         sx_field_type type;
     } map[] = {
-        { "Int8", SX_FIELD_INT64 },     { "Int16", SX_FIELD_INT64 },
-        { "Int32", SX_FIELD_INT64 },    { "Int64", SX_FIELD_INT64 },
-        { "Float", SX_FIELD_DOUBLE },   { "Double", SX_FIELD_DOUBLE },
-        { "Bool", SX_FIELD_BOOL },      { "VarChar", SX_FIELD_VARCHAR },
-        { "String", SX_FIELD_VARCHAR }, { "JSON", SX_FIELD_VARCHAR },
+        { "Int8", SX_FIELD_INT64 },
+        { "Int16", SX_FIELD_INT64 },
+        { "Int32", SX_FIELD_INT64 },
+        { "Int64", SX_FIELD_INT64 },
+        { "Float", SX_FIELD_DOUBLE },
+        { "Double", SX_FIELD_DOUBLE },
+        { "Bool", SX_FIELD_BOOL },
+        { "VarChar", SX_FIELD_VARCHAR },
+        { "String", SX_FIELD_VARCHAR },
+        { "JSON", SX_FIELD_VARCHAR },
         { "FloatVector", SX_FIELD_FLOAT_VECTOR },
     };
+
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(map[i].name, t) == 0)
             return map[i].type;
@@ -424,9 +430,8 @@ static sx_status derive_meta(sx_db *db, const char *ename, sx__coll_meta *m)
         fm->is_primary = f->is_primary;
         fm->auto_id = f->auto_id;
         fm->dim = f->dim;
-        fm->max_length = f->type == SX_FIELD_VARCHAR
-                             ? (f->max_length ? f->max_length : SX_MAX_VARCHAR)
-                             : 0;
+        fm->max_length =
+            f->type == SX_FIELD_VARCHAR ? (f->max_length ? f->max_length : SX_MAX_VARCHAR) : 0;
         if (f->type == SX_FIELD_FLOAT_VECTOR)
             vec = fm->name;
         m->n_fields++;
@@ -457,8 +462,7 @@ static bool reconcile_metric(sx_db *db, sx__coll_meta *m)
     sx_collection_info *info = sx__malloc(sizeof *info);
     sx_index_info ii;
     bool changed = false;
-    if (info && sx_collection_describe(h, info) == SX_OK &&
-        sx_index_describe(h, &ii) == SX_OK) {
+    if (info && sx_collection_describe(h, info) == SX_OK && sx_index_describe(h, &ii) == SX_OK) {
         if (info->metric != m->metric) {
             m->metric = info->metric;
             changed = true;
@@ -543,8 +547,8 @@ static sx_status db_not_found(const char *db)
 }
 
 /* Opens one database and reconciles its metadata with the engine (invariant 1). */
-static sx_status cdb_open(sx__catalog *cat, const char *name, const char *dir, int64_t id_if_new,
-                          cdb **out)
+static sx_status
+cdb_open(sx__catalog *cat, const char *name, const char *dir, int64_t id_if_new, cdb **out)
 {
     cdb *d = sx__calloc(1, sizeof *d);
     if (!d)
@@ -793,8 +797,7 @@ bool sx__cat_db_exists(sx__catalog *cat, const char *db)
 sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
 {
     if (!valid_name(db))
-        return sx__err(SX_EINVAL,
-                       "invalid database name \"%s\": must match [A-Za-z_][A-Za-z0-9_]*",
+        return sx__err(SX_EINVAL, "invalid database name \"%s\": must match [A-Za-z_][A-Za-z0-9_]*",
                        db ? db : "");
     if (cat->opts.read_only)
         return sx__err(SX_EINVAL, "catalog is read-only");
@@ -943,8 +946,8 @@ out:
 
 /* ---------------------------------------------------------------- collections */
 
-sx_status sx__cat_coll_get(sx__catalog *cat, const char *db, const char *name, sx_collection **h,
-                           sx__coll_meta *meta)
+sx_status sx__cat_coll_get(
+    sx__catalog *cat, const char *db, const char *name, sx_collection **h, sx__coll_meta *meta)
 {
     sx__coll_meta *tmp = sx__malloc(sizeof *tmp);
     if (!tmp)
@@ -1044,15 +1047,17 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
     size_t nd = 0;
     for (size_t i = 0; i < meta->n_fields; i++) {
         const sx__field_meta *f = &meta->fields[i];
-        defs[nd++] = (sx_field_def){ f->name, f->engine_type, f->is_primary, f->auto_id, f->dim,
-                                     f->engine_type == SX_FIELD_VARCHAR ? f->max_length : 0 };
+        defs[nd++] =
+            (sx_field_def){ f->name,       f->engine_type,
+                            f->is_primary, f->auto_id,
+                            f->dim,        f->engine_type == SX_FIELD_VARCHAR ? f->max_length : 0 };
     }
     if (meta->enable_dynamic)
-        defs[nd++] = (sx_field_def){ SX__META_FIELD, SX_FIELD_VARCHAR, false, false, 0,
-                                     SX_MAX_VARCHAR };
+        defs[nd++] =
+            (sx_field_def){ SX__META_FIELD, SX_FIELD_VARCHAR, false, false, 0, SX_MAX_VARCHAR };
     if (meta->has_partitions)
-        defs[nd++] = (sx_field_def){ SX__PART_FIELD, SX_FIELD_VARCHAR, false, false, 0,
-                                     SX_MAX_NAME };
+        defs[nd++] =
+            (sx_field_def){ SX__PART_FIELD, SX_FIELD_VARCHAR, false, false, 0, SX_MAX_NAME };
     sx_collection_def def = { meta->engine_name, defs, nd, meta->metric };
 
     st = write_meta(d, meta); /* invariant 1: metadata first */
@@ -1163,8 +1168,20 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
     return st;
 }
 
-sx_status sx__cat_coll_modify(sx__catalog *cat, const char *db, const char *name,
-                              sx_status (*fn)(void *ctx, sx__coll_meta *meta), void *ctx)
+/* Whether fn changed the copy. Both started as byte copies of one entry, so a byte comparison
+ * finds every change; padding or bytes past a string's NUL that fn rewrote can only make it
+ * report one where there is none, which costs a write of the same metadata. */
+static bool meta_changed(const sx__coll_meta *tmp, const sx__coll_meta *orig)
+{
+    /* NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): see above */
+    return memcmp(tmp, orig, sizeof *tmp) != 0;
+}
+
+sx_status sx__cat_coll_modify(sx__catalog *cat,
+                              const char *db,
+                              const char *name,
+                              sx_status (*fn)(void *ctx, sx__coll_meta *meta),
+                              void *ctx)
 {
     sx__coll_meta *tmp = sx__malloc(sizeof *tmp), *orig = sx__malloc(sizeof *orig);
     if (!tmp || !orig) {
@@ -1202,7 +1219,7 @@ sx_status sx__cat_coll_modify(sx__catalog *cat, const char *db, const char *name
         tmp->has_partitions = orig->has_partitions;
         if (tmp->n_parts == 0 || tmp->n_parts > SX__MAX_PARTS)
             st = sx__err(SX_EINVAL, "a collection has 1..%d partitions", SX__MAX_PARTS);
-        else if (memcmp(tmp, orig, sizeof *tmp) != 0)
+        else if (meta_changed(tmp, orig))
             st = write_meta(d, tmp);
     }
     if (st == SX_OK) {
@@ -1218,8 +1235,8 @@ sx_status sx__cat_coll_modify(sx__catalog *cat, const char *db, const char *name
     return st;
 }
 
-sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name,
-                              const char *new_db, const char *new_name)
+sx_status sx__cat_coll_rename(
+    sx__catalog *cat, const char *db, const char *name, const char *new_db, const char *new_name)
 {
     if (!db || !*db)
         db = "default";
@@ -1227,8 +1244,9 @@ sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name
         return sx__err(SX_EINVAL, "renaming a collection to another database is not supported "
                                   "by Sextant yet");
     if (!valid_name(new_name))
-        return sx__err(SX_EINVAL, "invalid collection name \"%s\": must match "
-                                  "[A-Za-z_][A-Za-z0-9_]*",
+        return sx__err(SX_EINVAL,
+                       "invalid collection name \"%s\": must match "
+                       "[A-Za-z_][A-Za-z0-9_]*",
                        new_name ? new_name : "");
     sx__coll_meta *tmp = sx__malloc(sizeof *tmp);
     if (!tmp)
@@ -1249,8 +1267,7 @@ sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name
     else if (strcmp(name, new_name) == 0)
         st = SX_OK;
     else if (taken)
-        st = sx__err(SX_EEXIST, "duplicated new collection name %s in database %s", new_name,
-                     db);
+        st = sx__err(SX_EEXIST, "duplicated new collection name %s in database %s", new_name, db);
     else {
         copy_str(tmp->name, sizeof tmp->name, new_name);
         st = write_meta(d, tmp);
@@ -1296,6 +1313,7 @@ sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx)
         cdb *d;
         sx__coll_meta m;
     } item;
+
     sx__mutex_lock(&cat->mu);
     size_t count = 0;
     for (size_t i = 0; i < cat->n_dbs; i++)

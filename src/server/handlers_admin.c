@@ -57,8 +57,8 @@ static void h_part_list(sx__req *rq, sx__resp *rs)
 }
 
 /* collectionName + partitionName (PartitionReq). */
-static bool req_part(sx__req *rq, sx__resp *rs, sx_collection **h, sx__coll_meta **m,
-                     const char **part)
+static bool
+req_part(sx__req *rq, sx__resp *rs, sx_collection **h, sx__coll_meta **m, const char **part)
 {
     const char *c = NULL;
     if (!sx__need_str(rq, rs, "collectionName", "PartitionReq", &c) ||
@@ -70,9 +70,9 @@ static bool req_part(sx__req *rq, sx__resp *rs, sx_collection **h, sx__coll_meta
 /* Partition list and load changes, run by sx__cat_coll_modify on fresh metadata. */
 typedef struct part_ctx {
     sx__resp *rs;
-    const char *part;     /* create / drop */
-    const json_t *names;  /* release: partitionNames */
-    bool answered;        /* rs holds the error */
+    const char *part;    /* create / drop */
+    const json_t *names; /* release: partitionNames */
+    bool answered;       /* rs holds the error */
 } part_ctx;
 
 static sx_status part_add_fn(void *ctx, sx__coll_meta *m)
@@ -160,7 +160,8 @@ static void h_part_drop(sx__req *rq, sx__resp *rs)
     if (!req_part(rq, rs, &h, &m, &part))
         return;
     if (strcmp(part, "_default") == 0) {
-        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: default partition cannot be deleted");
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: default partition cannot be deleted");
         goto out;
     }
     int idx = find_part(m, part);
@@ -226,8 +227,8 @@ out:
 }
 
 /* collectionName + partitionNames[] (PartitionsReq); every name must exist (200). */
-static bool req_parts(sx__req *rq, sx__resp *rs, sx_collection **h, sx__coll_meta **m,
-                      const json_t **names)
+static bool
+req_parts(sx__req *rq, sx__resp *rs, sx_collection **h, sx__coll_meta **m, const json_t **names)
 {
     const char *c = NULL;
     if (!sx__need_str(rq, rs, "collectionName", "PartitionsReq", &c))
@@ -283,9 +284,8 @@ static void h_part_release(sx__req *rq, sx__resp *rs)
     if (!req_parts(rq, rs, NULL, &m, &names))
         return;
     part_ctx p = { rs, NULL, names, false };
-    sx_status st = m->loaded ? sx__cat_coll_modify(rq->cat, rq->db_name, m->name,
-                                                   part_release_fn, &p)
-                             : SX_OK;
+    sx_status st =
+        m->loaded ? sx__cat_coll_modify(rq->cat, rq->db_name, m->name, part_release_fn, &p) : SX_OK;
     if (st != SX_OK)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "release partitions");
     else
@@ -448,8 +448,8 @@ static void change_props(sx__req *rq, sx__resp *rs, bool drop)
     }
     json_decref(props);
     if (st != SX_OK)
-        sx__fail_st(rs, st, SX__MC_DB_NOT_FOUND, drop ? "drop database properties"
-                                                      : "alter database properties");
+        sx__fail_st(rs, st, SX__MC_DB_NOT_FOUND,
+                    drop ? "drop database properties" : "alter database properties");
     else
         sx__ok(rs, NULL);
 }

@@ -92,11 +92,12 @@ static void fail_type(sx__resp *rs, const char *sname, const char *key, const ch
 /* ---------------------------------------------------------------- create */
 
 static const char *const milvus_types[] = {
-    "Bool",          "Int8",           "Int16",       "Int32",        "Int64",
-    "Float",         "Double",         "VarChar",     "String",       "Array",
-    "JSON",          "BinaryVector",   "FloatVector", "Float16Vector", "BFloat16Vector",
-    "SparseFloatVector", "Int8Vector", "Geometry",    "Text",         "Timestamptz",
-    "ArrayOfVector", "ArrayOfStruct",  "None",        NULL
+    "Bool",          "Int8",          "Int16",          "Int32",
+    "Int64",         "Float",         "Double",         "VarChar",
+    "String",        "Array",         "JSON",           "BinaryVector",
+    "FloatVector",   "Float16Vector", "BFloat16Vector", "SparseFloatVector",
+    "Int8Vector",    "Geometry",      "Text",           "Timestamptz",
+    "ArrayOfVector", "ArrayOfStruct", "None",           NULL
 };
 
 static bool known_type(const char *t)
@@ -248,8 +249,7 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
     }
     if (json_array_size(fields) > SX_MAX_FIELDS - 2) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: the number of fields should be at most %u",
-                 SX_MAX_FIELDS - 2);
+                 "invalid parameter: the number of fields should be at most %u", SX_MAX_FIELDS - 2);
         return false;
     }
     size_t i, n_pk = 0, n_vec = 0;
@@ -387,9 +387,9 @@ static bool same_schema(const sx__coll_meta *a, const sx__coll_meta *b)
         return false;
     for (size_t i = 0; i < a->n_fields; i++) {
         const sx__field_meta *x = &a->fields[i], *y = &b->fields[i];
-        if (strcmp(x->name, y->name) || strcmp(x->type, y->type) || x->is_primary != y->is_primary ||
-            x->auto_id != y->auto_id || x->dim != y->dim || x->max_length != y->max_length ||
-            x->is_partition_key != y->is_partition_key)
+        if (strcmp(x->name, y->name) != 0 || strcmp(x->type, y->type) != 0 ||
+            x->is_primary != y->is_primary || x->auto_id != y->auto_id || x->dim != y->dim ||
+            x->max_length != y->max_length || x->is_partition_key != y->is_partition_key)
             return false;
     }
     return true;
@@ -495,7 +495,8 @@ static void h_create(sx__req *rq, sx__resp *rs)
         }
     }
     if (!quick && !vec_index) {
-        m->metric = SX_METRIC_L2; /* raw vectors: any metric can follow (sx_collection_set_metric) */
+        /* raw vectors: any metric can follow (sx_collection_set_metric) */
+        m->metric = SX_METRIC_L2;
         m->metric_pending = true;
     } else if (!quick && !metric_from_index) {
         const char *metric = NULL;
@@ -528,19 +529,16 @@ static void h_create(sx__req *rq, sx__resp *rs)
             sx__ok(rs, NULL);
         else
             sx__fail(rs, SX__MC_UNEXPECTED,
-                     "create duplicate collection with different parameters, collection: %s",
-                     name);
+                     "create duplicate collection with different parameters, collection: %s", name);
         goto out;
     }
     st = sx__cat_coll_create(rq->cat, rq->db_name, m);
     if (st == SX_EEXIST) { /* a concurrent create of the same name won */
-        if (sx__cat_coll_get(rq->cat, rq->db_name, name, NULL, old) == SX_OK &&
-            same_create(old, m))
+        if (sx__cat_coll_get(rq->cat, rq->db_name, name, NULL, old) == SX_OK && same_create(old, m))
             sx__ok(rs, NULL);
         else
             sx__fail(rs, SX__MC_UNEXPECTED,
-                     "create duplicate collection with different parameters, collection: %s",
-                     name);
+                     "create duplicate collection with different parameters, collection: %s", name);
         goto out;
     }
     if (st != SX_OK) {
@@ -557,9 +555,8 @@ static void h_create(sx__req *rq, sx__resp *rs)
         goto out;
     }
     if (quick) {
-        json_t *qip = json_pack("{s:s,s:s,s:s,s:s}", "fieldName", vf->name, "indexName",
-                                vf->name, "metricType", sx__metric_name(m->metric), "indexType",
-                                "AUTOINDEX");
+        json_t *qip = json_pack("{s:s,s:s,s:s,s:s}", "fieldName", vf->name, "indexName", vf->name,
+                                "metricType", sx__metric_name(m->metric), "indexType", "AUTOINDEX");
         bool ok = qip && sx__index_apply(rq, rs, h, m, qip);
         json_decref(qip);
         if (!ok)
@@ -626,9 +623,9 @@ static void h_describe(sx__req *rq, sx__resp *rs)
     json_object_set_new(d, "aliases", json_array());
     json_t *idx = json_array();
     if (m->index_name[0])
-        json_array_append_new(idx, json_pack("{s:s,s:s,s:s}", "fieldName", m->index_field,
-                                             "indexName", m->index_name, "metricType",
-                                             sx__metric_name(m->metric)));
+        json_array_append_new(idx,
+                              json_pack("{s:s,s:s,s:s}", "fieldName", m->index_field, "indexName",
+                                        m->index_name, "metricType", sx__metric_name(m->metric)));
     json_object_set_new(d, "indexes", idx);
     int progress = 0;
     json_object_set_new(d, "load", json_string(load_state(h, m, &progress)));
@@ -740,8 +737,8 @@ static void h_release(sx__req *rq, sx__resp *rs)
     sx__coll_meta *m = NULL;
     if (!sx__req_coll(rq, rs, "CollectionNameReq", NULL, &m))
         return;
-    sx_status st = m->loaded ? sx__cat_coll_modify(rq->cat, rq->db_name, m->name, release_fn, NULL)
-                             : SX_OK;
+    sx_status st =
+        m->loaded ? sx__cat_coll_modify(rq->cat, rq->db_name, m->name, release_fn, NULL) : SX_OK;
     if (st != SX_OK)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "release collection");
     else
@@ -814,8 +811,8 @@ static void h_rename(sx__req *rq, sx__resp *rs)
 
 /* Properties change of alter_properties (set) / drop_properties (del). */
 typedef struct props_ctx {
-    const json_t *set;  /* object: members to set, or NULL */
-    const json_t *del;  /* array of keys to remove, or NULL */
+    const json_t *set; /* object: members to set, or NULL */
+    const json_t *del; /* array of keys to remove, or NULL */
     bool too_large;
 } props_ctx;
 

@@ -57,6 +57,7 @@
 
 #include "server/server.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 #define MAX_LIMIT    16384u
@@ -86,7 +87,7 @@ static void sb_addn(sbuf *s, const char *t, size_t n)
 {
     if (s->oom)
         return;
-    if (s->len + n + 1 > s->cap) {
+    if (!s->p || n >= s->cap - s->len) { /* room for n bytes and the NUL (cap > len when p) */
         size_t nc = s->cap ? s->cap : 64;
         while (nc < s->len + n + 1)
             nc *= 2;
@@ -675,8 +676,7 @@ static json_t *row_json(const sx__req *rq,
             const char *k;
             json_t *v;
             if (o->all_dyn) {
-                json_object_foreach(dyn, k, v)
-                {
+                json_object_foreach(dyn, k, v) {
                     if (!json_object_get(obj, k))
                         json_object_set(obj, k, v);
                 }
@@ -904,8 +904,7 @@ static bool decode_rows(sx__resp *rs,
         json_t *dyn = NULL;
         const char *key;
         json_t *val;
-        json_object_foreach((json_t *)row, key, val)
-        {
+        json_object_foreach((json_t *)row, key, val) {
             if (field_index(m, key) >= 0)
                 continue;
             if (strcmp(key, "$meta") == 0) {
@@ -955,6 +954,7 @@ static bool decode_rows(sx__resp *rs,
 static json_t *
 ids_json(const sx__req *rq, const coll *c, const colbuf *pkcol, const int64_t *ids, size_t n)
 {
+    SX_ASSERT(ids || pkcol); /* without generated ids, the rows carry their keys */
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++) {
         if (ids)
@@ -1118,7 +1118,7 @@ static void h_delete(sx__req *rq, sx__resp *rs)
     if (!sx__need_str(rq, rs, "filter", "CollectionFilterReq", &uf))
         goto out;
     json_t *part = sx__jget(rq->body, "partitionName");
-    if (part && json_is_string(part) && !*json_string_value(part))
+    if (json_is_string(part) && !*json_string_value(part)) /* json_is_string(NULL) is false */
         part = NULL;
     if (!make_filter(rq->body, rs, &c, part, &filter))
         goto out;
@@ -1245,11 +1245,12 @@ static void h_query(sx__req *rq, sx__resp *rs)
         ok_cost(rs, a);
         goto out;
     }
-    if (limit + offset > (int64_t)MAX_LIMIT) {
+    uint64_t window = (uint64_t)limit + (uint64_t)offset; /* both in [0, INT64_MAX] */
+    if (window > MAX_LIMIT) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: invalid max query result window, (offset+limit) should be in "
-                 "range [1, %u], but got %lld",
-                 MAX_LIMIT, (long long)(limit + offset));
+                 "range [1, %u], but got %llu",
+                 MAX_LIMIT, (unsigned long long)window);
         goto out;
     }
     if (!plan_outputs(rs, &c, of, true, o, false))
@@ -1481,8 +1482,7 @@ static bool parse_sparams(sx__resp *rs, const coll *c, const json_t *sp, sparams
     }
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)sp, k, v)
-    {
+    json_object_foreach((json_t *)sp, k, v) {
         if (strcmp(k, "params") == 0) {
             if (json_is_null(v))
                 continue;
@@ -1494,8 +1494,7 @@ static bool parse_sparams(sx__resp *rs, const coll *c, const json_t *sp, sparams
             }
             const char *k2;
             json_t *v2;
-            json_object_foreach(v, k2, v2)
-            {
+            json_object_foreach(v, k2, v2) {
                 if (!sparams_add(rs, p, strcmp(k2, "metric_type") == 0 ? "metricType" : k2, v2))
                     return false;
             }
@@ -1744,11 +1743,12 @@ static void h_search(sx__req *rq, sx__resp *rs)
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
         goto out;
-    if (limit + offset > (int64_t)MAX_LIMIT) {
+    uint64_t window = (uint64_t)limit + (uint64_t)offset; /* both in [0, INT64_MAX] */
+    if (window > MAX_LIMIT) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: topk [%lld] is invalid, limit+offset should be in range [1, "
+                 "invalid parameter: topk [%llu] is invalid, limit+offset should be in range [1, "
                  "%u]",
-                 (long long)(limit + offset), MAX_LIMIT);
+                 (unsigned long long)window, MAX_LIMIT);
         goto out;
     }
     const char *gf = NULL;
@@ -2130,7 +2130,7 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
         goto out;
-    if (limit + offset > (int64_t)MAX_LIMIT) {
+    if ((uint64_t)limit + (uint64_t)offset > MAX_LIMIT) { /* both in [0, INT64_MAX] */
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: limit+offset should be in range [1, %u]", MAX_LIMIT);
         goto out;

@@ -83,8 +83,12 @@ static const char *state_name(sx_index_state s)
 }
 
 /* Resolves collectionName + indexName (both required, IndexReq). */
-static bool req_index(sx__req *rq, sx__resp *rs, const char *sname, sx_collection **h,
-                      sx__coll_meta **m, const char **iname)
+static bool req_index(sx__req *rq,
+                      sx__resp *rs,
+                      const char *sname,
+                      sx_collection **h,
+                      sx__coll_meta **m,
+                      const char **iname)
 {
     const char *c = NULL;
     if (!sx__need_str(rq, rs, "collectionName", sname, &c) ||

@@ -69,7 +69,7 @@
 #define PREALLOC_MAX       ((size_t)4 << 20)
 #define DISCARD_MAX        ((uint64_t)16 << 20)
 
-const char *const sx__open_paths[] = {"/livez", "/readyz", "/healthz", NULL};
+const char *const sx__open_paths[] = { "/livez", "/readyz", "/healthz", NULL };
 
 /* ------------------------------------------------------------------ SHA-256 (FIPS 180-4) */
 
@@ -88,7 +88,8 @@ static const uint32_t K256[64] = {
     0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
     0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2
+};
 
 static uint32_t ror32(uint32_t x, unsigned r)
 {
@@ -98,7 +99,7 @@ static uint32_t ror32(uint32_t x, unsigned r)
 static void sha256_block(sha256 *s, const uint8_t *p)
 {
     uint32_t w[64];
-    for (int i = 0; i < 16; i++)
+    for (size_t i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
                (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
     for (int i = 16; i < 64; i++) {
@@ -109,8 +110,8 @@ static void sha256_block(sha256 *s, const uint8_t *p)
     uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3];
     uint32_t e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) + ((e & f) ^ (~e & g)) +
-                      K256[i] + w[i];
+        uint32_t t1 =
+            h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
         uint32_t t2 = (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
         h = g;
         g = f;
@@ -133,8 +134,8 @@ static void sha256_block(sha256 *s, const uint8_t *p)
 
 static void sha256_digest(const void *data, size_t len, uint8_t out[32])
 {
-    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
     sha256 s;
     memcpy(s.h, iv, sizeof iv);
     s.n = 0;
@@ -157,7 +158,7 @@ static void sha256_digest(const void *data, size_t len, uint8_t out[32])
     for (int i = 0; i < 8; i++)
         s.block[56 + i] = (uint8_t)(s.bits >> (56 - 8 * i));
     sha256_block(&s, s.block);
-    for (int i = 0; i < 8; i++) {
+    for (size_t i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(s.h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(s.h[i] >> 16);
         out[4 * i + 2] = (uint8_t)(s.h[i] >> 8);
@@ -173,7 +174,7 @@ typedef struct cred {
 } cred;
 
 struct sx_server {
-    sx_server_options opts;  /* copy; strings below are owned copies */
+    sx_server_options opts; /* copy; strings below are owned copies */
     char *data_dir;
     char *bind_addr;
     uint64_t max_body;
@@ -200,7 +201,7 @@ typedef struct req_ctx {
     size_t cap;
     uint64_t seen; /* body bytes received, kept or discarded */
     bool too_big;
-    bool early;    /* a response was queued on the first call */
+    bool early; /* a response was queued on the first call */
 } req_ctx;
 
 static double now_s(void)
@@ -218,8 +219,8 @@ static pthread_once_t routes_once = PTHREAD_ONCE_INIT;
 
 static void routes_build(void)
 {
-    const sx__route *tables[] = {sx__routes_collections, sx__routes_indexes, sx__routes_admin,
-                                 sx__routes_entities};
+    const sx__route *tables[] = { sx__routes_collections, sx__routes_indexes, sx__routes_admin,
+                                  sx__routes_entities };
     size_t n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         for (const sx__route *r = tables[t]; r && r->path; r++) {
@@ -258,7 +259,7 @@ static const char *health_path(const char *path)
     size_t len = strlen(path);
     if (len > 1 && path[len - 1] == '/')
         len--;
-    static const char *const all[] = {"/livez", "/readyz", "/healthz", "/metrics"};
+    static const char *const all[] = { "/livez", "/readyz", "/healthz", "/metrics" };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (strlen(all[i]) == len && memcmp(all[i], path, len) == 0)
             return all[i];
@@ -292,8 +293,8 @@ static void free_cb(void *p)
 }
 
 /* Queues `len` bytes of `data` (copied) with a content type. Returns MHD's result. */
-static enum MHD_Result send_bytes(struct MHD_Connection *c, unsigned status, const char *ctype,
-                                  const char *data, size_t len)
+static enum MHD_Result send_bytes(
+    struct MHD_Connection *c, unsigned status, const char *ctype, const char *data, size_t len)
 {
     char *copy = sx__malloc(len ? len : 1);
     if (!copy)
@@ -348,8 +349,8 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cons
 }
 
 /* Queues {"code":code,"message":msg}. */
-static enum MHD_Result send_err(struct MHD_Connection *c, unsigned status, int code,
-                                const char *msg)
+static enum MHD_Result
+send_err(struct MHD_Connection *c, unsigned status, int code, const char *msg)
 {
     json_t *b = json_pack("{s:i,s:s}", "code", code, "message", msg);
     if (!b)
@@ -503,7 +504,7 @@ static sx_status users_load(sx_server *s, const char *path)
         if (st != SX_OK)
             break;
     }
-    fclose(f);
+    (void)fclose(f); /* read only */
     if (st == SX_OK && s->n_creds == before)
         st = sx__err(SX_EINVAL, "server: users file %s has no entries", path);
     return st;
@@ -549,24 +550,37 @@ static bool header_false(const char *v)
 
 /* ------------------------------------------------------------------ the access handler */
 
-static void access_log(const sx_server *s, const char *method, const char *path, unsigned status,
-                       int code, double secs)
+static void access_log(const sx_server *s,
+                       const char *method,
+                       const char *path,
+                       unsigned status,
+                       int code,
+                       double secs)
 {
     if (s->opts.quiet)
         return;
     fprintf(stderr, "sextant: %s %s %u %d %.1fms\n", method, path, status, code, secs * 1e3);
 }
 
-static void finish(sx_server *s, req_ctx *ctx, const char *method, const char *path,
-                   const char *route, unsigned status, int code)
+static void finish(sx_server *s,
+                   req_ctx *ctx,
+                   const char *method,
+                   const char *path,
+                   const char *route,
+                   unsigned status,
+                   int code)
 {
     double secs = now_s() - ctx->t0;
     sx__metrics_request(s->metrics, route, (int)status, code, secs);
     access_log(s, method, path, status, code, secs);
 }
 
-static enum MHD_Result answer_413(sx_server *s, struct MHD_Connection *c, req_ctx *ctx,
-                                  const char *method, const char *url, uint64_t n)
+static enum MHD_Result answer_413(sx_server *s,
+                                  struct MHD_Connection *c,
+                                  req_ctx *ctx,
+                                  const char *method,
+                                  const char *url,
+                                  uint64_t n)
 {
     char msg[160];
     snprintf(msg, sizeof msg, "request body too large: %llu bytes > %llu", (unsigned long long)n,
@@ -575,8 +589,12 @@ static enum MHD_Result answer_413(sx_server *s, struct MHD_Connection *c, req_ct
     return send_err(c, MHD_HTTP_CONTENT_TOO_LARGE, SX__MC_PARAM_TOO_LARGE, msg);
 }
 
-static enum MHD_Result answer_health(sx_server *s, struct MHD_Connection *c, req_ctx *ctx,
-                                     const char *method, const char *url, const char *hp)
+static enum MHD_Result answer_health(sx_server *s,
+                                     struct MHD_Connection *c,
+                                     req_ctx *ctx,
+                                     const char *method,
+                                     const char *url,
+                                     const char *hp)
 {
     if (strcmp(hp, "/livez") == 0) {
         finish(s, ctx, method, url, hp, 200, 0);
@@ -611,14 +629,19 @@ static enum MHD_Result answer_health(sx_server *s, struct MHD_Connection *c, req
         return MHD_NO;
     }
     add_cors(r);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8");
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-static enum MHD_Result answer_route(sx_server *s, struct MHD_Connection *c, req_ctx *ctx,
-                                    const char *method, const char *url, const sx__route *rt,
+static enum MHD_Result answer_route(sx_server *s,
+                                    struct MHD_Connection *c,
+                                    req_ctx *ctx,
+                                    const char *method,
+                                    const char *url,
+                                    const sx__route *rt,
                                     bool read_only)
 {
     char msg[256];
@@ -678,7 +701,7 @@ static enum MHD_Result answer_route(sx_server *s, struct MHD_Connection *c, req_
             rq.timeout_s = v;
     }
 
-    sx__resp rs = {200, NULL};
+    sx__resp rs = { 200, NULL };
     rt->fn(&rq, &rs);
     if (!rs.body)
         sx__ok(&rs, NULL);
@@ -698,9 +721,13 @@ static enum MHD_Result answer_route(sx_server *s, struct MHD_Connection *c, req_
     return ret;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
+static enum MHD_Result on_request(void *cls,
+                                  struct MHD_Connection *c,
+                                  const char *url,
+                                  const char *method,
+                                  const char *version,
+                                  const char *upload_data,
+                                  size_t *upload_data_size,
                                   void **con_cls)
 {
     (void)version;
@@ -715,8 +742,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_lock(&s->mu);
         s->inflight++;
         pthread_mutex_unlock(&s->mu);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end = NULL;
             errno = 0;
@@ -778,8 +805,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         finish(s, ctx, method, url, "other", 204, 0);
         return send_bytes(c, 204, NULL, "", 0);
     }
-    bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
-                  strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    bool is_get =
+        strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     const char *hp = is_get ? health_path(url) : NULL;
     const sx__route *rt = NULL;
     if (hp) {
@@ -804,8 +831,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         read_only = a == AUTH_OK_RO;
         if (read_only && rt && rt->is_write) {
             finish(s, ctx, method, url, label, 403, SX__MC_PRIV_DENIED);
-            return send_err(c, 403, SX__MC_PRIV_DENIED,
-                            "permission deny: the user is read-only");
+            return send_err(c, 403, SX__MC_PRIV_DENIED, "permission deny: the user is read-only");
         }
         if (!rt)
             return answer_health(s, c, ctx, method, url, hp);
@@ -815,7 +841,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return answer_route(s, c, ctx, method, url, rt, read_only);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+static void on_completed(void *cls,
+                         struct MHD_Connection *c,
+                         void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)c;
@@ -839,7 +867,7 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
 {
     (void)cls;
     fprintf(stderr, "sextant: http: ");
-    vfprintf(stderr, fmt, ap);
+    (void)vfprintf(stderr, fmt, ap);
 }
 
 /* ------------------------------------------------------------------ start / stop */
@@ -979,13 +1007,11 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
     if (!s->opts.quiet)
         flags |= MHD_USE_ERROR_LOG;
     s->d = MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, s,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                            MHD_OPTION_SOCK_ADDR, sa,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, sa,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->opts.max_connections,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->d) {
         st = sx__err(SX_EIO, "server: cannot listen on %s:%u (address in use or not available)",
                      bind, (unsigned)opts->port);

@@ -45,7 +45,8 @@ bool sx__json_to_int64(const json_t *v, int64_t *out)
     }
     if (json_is_real(v)) {
         double d = json_real_value(v);
-        if (!isfinite(d) || d != floor(d) || d < -9.2233720368547758e18 || d >= 9.2233720368547758e18)
+        if (!isfinite(d) || d != floor(d) || d < -9.2233720368547758e18 ||
+            d >= 9.2233720368547758e18)
             return false;
         *out = (int64_t)d;
         return true;
@@ -137,8 +138,8 @@ static void go_field(const char *key, char *buf, size_t cap)
         buf[0] = (char)(buf[0] - 'a' + 'A');
 }
 
-bool sx__need_str(sx__req *rq, sx__resp *rs, const char *key, const char *struct_name,
-                  const char **out)
+bool sx__need_str(
+    sx__req *rq, sx__resp *rs, const char *key, const char *struct_name, const char **out)
 {
     const char *s = NULL;
     char field[128];

@@ -53,12 +53,13 @@
  * Thread-safety: all functions but sx__merger_free may be called from any number of threads.
  */
 #include <pthread.h>
-#include <unistd.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/server.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 typedef struct member {
@@ -118,9 +119,9 @@ sx_status sx__merger_new(const sx_server_options *o, sx__merger **out)
     m->wait_us = (o && o->merge_wait_us) ? o->merge_wait_us : 50000;
     m->max_nq = (o && o->merge_max_nq) ? o->merge_max_nq : 256;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    m->slots = (o && o->merge_slots) ? o->merge_slots
+    m->slots = (o && o->merge_slots)         ? o->merge_slots
                : (o && o->db.search_threads) ? o->db.search_threads
-               : (cpus > 0 ? (uint32_t)cpus : 1u);
+                                             : (cpus > 0 ? (uint32_t)cpus : 1u);
     *out = m;
     return SX_OK;
 }
@@ -336,6 +337,7 @@ static void run_batch(sx__merger *m, batch *b)
     float *q = sx__malloc(b->nq * dim * sizeof(float));
     if (!q)
         return;
+    SX_ASSERT(b->head != NULL); /* the leader is a member */
     for (member *w = b->head; w; w = w->next)
         memcpy(q + w->q0 * dim, w->req->queries, w->req->nq * dim * sizeof(float));
     sx_search_req r = *b->head->req;

@@ -35,14 +35,14 @@
 #include "util/buf.h"
 #include "util/err.h"
 
-#define MAX_SERIES  2048
-#define MAX_ROUTES  256
-#define ROUTE_LEN   96
-#define N_BUCKETS   16
-#define RENDER_CAP  ((size_t)256 << 20) /* hard cap of one exposition */
+#define MAX_SERIES 2048
+#define MAX_ROUTES 256
+#define ROUTE_LEN  96
+#define N_BUCKETS  16
+#define RENDER_CAP ((size_t)256 << 20) /* hard cap of one exposition */
 
-static const double bucket_le[N_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                            0.25,   0.5,   1,      2.5,   5,     10,    30,    60};
+static const double bucket_le[N_BUCKETS] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                             0.25,   0.5,   1,      2.5,   5,    10,    30,   60 };
 
 typedef struct req_series {
     char route[ROUTE_LEN];
@@ -265,8 +265,8 @@ typedef enum coll_field {
     IF_STATE
 } coll_field;
 
-static void coll_family(out *o, const coll_list *l, const char *name, const char *help,
-                        coll_field f)
+static void
+coll_family(out *o, const coll_list *l, const char *name, const char *help, coll_field f)
 {
     bool is_index = f >= IF_INDEXED;
     family(o, name, "gauge", help);
@@ -287,9 +287,8 @@ static void coll_family(out *o, const coll_list *l, const char *name, const char
         }
         esc(c->ii.type, e3, sizeof e3);
         if (f == IF_PROGRESS) {
-            double r = c->ii.total_rows == 0
-                           ? 1.0
-                           : (double)c->ii.indexed_rows / (double)c->ii.total_rows;
+            double r =
+                c->ii.total_rows == 0 ? 1.0 : (double)c->ii.indexed_rows / (double)c->ii.total_rows;
             put(o, "%s{db=\"%s\",collection=\"%s\",index_type=\"%s\"} %.6g\n", name, e1, e2, e3, r);
             continue;
         }
@@ -359,8 +358,8 @@ static void io_profile(out *o)
             }
 }
 
-sx_status sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, char **text,
-                             size_t *len)
+sx_status
+sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, char **text, size_t *len)
 {
     if (!m || !text || !len)
         return sx__err(SX_EINVAL, "metrics: no metrics");
@@ -428,7 +427,8 @@ sx_status sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, c
         sx__merger_stats(mg, &batches, &merged);
     scalar(&o, "sextant_search_merged_batches_total", "counter",
            "Engine searches run by the search merger (each answers one or more requests; "
-           "requests/batches is the mean batch size).", batches);
+           "requests/batches is the mean batch size).",
+           batches);
     scalar(&o, "sextant_search_merged_requests_total", "counter",
            "Search requests answered through the search merger.", merged);
 
@@ -460,14 +460,13 @@ sx_status sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, c
     coll_family(&o, &l, "sextant_collection_rows", "Live rows of a collection.", CF_ROWS);
     coll_family(&o, &l, "sextant_collection_segments", "Sealed segments of a collection.",
                 CF_SEGMENTS);
-    coll_family(&o, &l, "sextant_collection_growing_rows",
-                "Rows in the in-memory growing segment.", CF_GROWING);
+    coll_family(&o, &l, "sextant_collection_growing_rows", "Rows in the in-memory growing segment.",
+                CF_GROWING);
     coll_family(&o, &l, "sextant_collection_memory_bytes",
                 "Bytes of vectors, scalars and indexes held in memory.", CF_MEMORY);
     coll_family(&o, &l, "sextant_index_indexed_rows", "Rows in segments whose index is built.",
                 IF_INDEXED);
-    coll_family(&o, &l, "sextant_index_total_rows", "Rows stored (sealed and growing).",
-                IF_TOTAL);
+    coll_family(&o, &l, "sextant_index_total_rows", "Rows stored (sealed and growing).", IF_TOTAL);
     coll_family(&o, &l, "sextant_index_progress_ratio",
                 "indexed_rows / total_rows (1 when the collection is empty).", IF_PROGRESS);
     coll_family(&o, &l, "sextant_index_state",

@@ -154,8 +154,7 @@ json_t *sx__props_to_kv(const json_t *props)
     json_t *arr = json_array();
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)props, k, v)
-    {
+    json_object_foreach((json_t *)props, k, v) {
         char *s = prop_string(v);
         json_array_append_new(arr, json_pack("{s:s,s:s}", "key", k, "value", s ? s : ""));
         sx__free(s);
@@ -167,8 +166,7 @@ void sx__props_merge(json_t *dst, const json_t *src)
 {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)src, k, v)
-    {
+    json_object_foreach((json_t *)src, k, v) {
         char *s = prop_string(v);
         if (s)
             json_object_set_new(dst, k, json_string(s));
@@ -396,8 +394,7 @@ bool sx__index_apply(
     bool ok = true;
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)params, k, v)
-    {
+    json_object_foreach((json_t *)params, k, v) {
         if (skip_param(k))
             continue;
         if (np == MAX_PARAMS) {

@@ -82,13 +82,13 @@ typedef struct sx__req {
     sx_server *srv;
     sx__catalog *cat;
     sx__metrics *metrics;
-    sx__merger *merger;          /* NULL when merging is disabled */
+    sx__merger *merger; /* NULL when merging is disabled */
     const sx_server_options *opts;
-    json_t *body;                /* the parsed JSON object (never NULL in a handler) */
-    const char *db_name;         /* body dbName if non-empty, else DB-Name header, else "default" */
-    bool int64_as_string;        /* Accept-Type-Allow-Int64: false -> int64 values as strings */
-    double timeout_s;            /* Request-Timeout header (default 30) */
-    bool read_only_user;         /* authenticated with read-only credentials */
+    json_t *body;         /* the parsed JSON object (never NULL in a handler) */
+    const char *db_name;  /* body dbName if non-empty, else DB-Name header, else "default" */
+    bool int64_as_string; /* Accept-Type-Allow-Int64: false -> int64 values as strings */
+    double timeout_s;     /* Request-Timeout header (default 30) */
+    bool read_only_user;  /* authenticated with read-only credentials */
 } sx__req;
 
 /* The handler's answer. http.c sends `body` (owned here, freed by http.c) with `http_status`. */
@@ -100,9 +100,9 @@ typedef struct sx__resp {
 typedef void (*sx__handler_fn)(sx__req *rq, sx__resp *rs);
 
 typedef struct sx__route {
-    const char *path;  /* full path, e.g. "/v2/vectordb/collections/create" */
+    const char *path; /* full path, e.g. "/v2/vectordb/collections/create" */
     sx__handler_fn fn;
-    bool is_write;     /* changes data or schema: refused (403, code 1401) for read-only users */
+    bool is_write; /* changes data or schema: refused (403, code 1401) for read-only users */
 } sx__route;
 
 /* Route tables, one per handler file, terminated by an entry with path == NULL. http.c
@@ -136,8 +136,8 @@ bool sx__json_to_int64(const json_t *v, int64_t *out);
 
 /* Required non-empty string in rq->body. On failure sets rs to 1802 (missing/empty, Milvus's
  * validator message naming `structName.Field`) or 1801 (wrong type) and returns false. */
-bool sx__need_str(sx__req *rq, sx__resp *rs, const char *key, const char *struct_name,
-                  const char **out);
+bool sx__need_str(
+    sx__req *rq, sx__resp *rs, const char *key, const char *struct_name, const char **out);
 
 /* An int64 for a response: a JSON integer, or a string when rq->int64_as_string. New ref. */
 json_t *sx__jint64_out(const sx__req *rq, int64_t v);
@@ -152,27 +152,27 @@ void sx__fail(sx__resp *rs, int code, const char *fmt, ...) __attribute__((forma
 void sx__fail_st(sx__resp *rs, sx_status st, int not_found_code, const char *what);
 
 /* Milvus type names <-> engine types and metric names. */
-const char *sx__metric_name(sx_metric m);              /* "L2", "IP", "COSINE" */
-bool sx__metric_parse(const char *s, sx_metric *out);  /* case-insensitive */
+const char *sx__metric_name(sx_metric m);             /* "L2", "IP", "COSINE" */
+bool sx__metric_parse(const char *s, sx_metric *out); /* case-insensitive */
 
 /* ------------------------------------------------------------------ catalog.c */
 
-#define SX__META_FIELD "sx_meta_" /* hidden VARCHAR column: the dynamic fields of a row, as JSON */
+#define SX__META_FIELD "sx_meta_" /* hidden VARCHAR column: a row's dynamic fields, as JSON */
 #define SX__PART_FIELD "sx_part_" /* hidden VARCHAR column: the partition of a row */
-#define SX__MAX_PARTS 64
+#define SX__MAX_PARTS  64
 
 /* A field as Milvus clients declared it. The engine stores Int8/16/32/64 as INT64, Float/Double
  * as DOUBLE, VarChar/String/JSON as VARCHAR (JSON as its raw text), Bool as BOOL. */
 typedef struct sx__field_meta {
     char name[SX_MAX_NAME + 1];
-    char type[24];           /* Milvus dataType name as declared: "Int32", "JSON", "FloatVector" */
+    char type[24]; /* Milvus dataType name as declared: "Int32", "JSON", "FloatVector" */
     sx_field_type engine_type;
-    int64_t field_id;        /* 100, 101, ... in schema order */
+    int64_t field_id; /* 100, 101, ... in schema order */
     bool is_primary;
     bool auto_id;
     bool is_partition_key;
-    uint32_t dim;            /* FloatVector */
-    uint32_t max_length;     /* VarChar */
+    uint32_t dim;        /* FloatVector */
+    uint32_t max_length; /* VarChar */
     char description[256];
 } sx__field_meta;
 
@@ -182,23 +182,23 @@ typedef struct sx__coll_meta {
     int64_t collection_id;
     int64_t created_ms;
     char description[1024];
-    sx_metric metric;                  /* the engine collection's metric (= the index's) */
+    sx_metric metric; /* the engine collection's metric (= the index's) */
     /* No metric chosen yet (custom schema created without an index on its vector field, as
      * Milvus allows): the engine collection is L2 with raw vectors, and the first vector index
      * sets the metric it asks for (sx_collection_set_metric). Persisted. */
     bool metric_pending;
-    size_t n_fields;                   /* user fields only (no hidden columns) */
+    size_t n_fields; /* user fields only (no hidden columns) */
     sx__field_meta fields[SX_MAX_FIELDS];
-    bool enable_dynamic;               /* hidden column SX__META_FIELD exists */
-    bool has_partitions;               /* hidden column SX__PART_FIELD exists */
-    char consistency[16];              /* "Bounded" by default */
-    bool loaded;                       /* persisted: survives restarts as in Milvus */
-    char index_name[SX_MAX_NAME + 1];  /* "" = no index */
+    bool enable_dynamic;              /* hidden column SX__META_FIELD exists */
+    bool has_partitions;              /* hidden column SX__PART_FIELD exists */
+    char consistency[16];             /* "Bounded" by default */
+    bool loaded;                      /* persisted: survives restarts as in Milvus */
+    char index_name[SX_MAX_NAME + 1]; /* "" = no index */
     char index_field[SX_MAX_NAME + 1];
-    char index_type[32];               /* as the client asked: "AUTOINDEX", "HNSW", ... */
-    size_t n_parts;                    /* partitions; [0] is always "_default" */
+    char index_type[32]; /* as the client asked: "AUTOINDEX", "HNSW", ... */
+    size_t n_parts;      /* partitions; [0] is always "_default" */
     char parts[SX__MAX_PARTS][SX_MAX_NAME + 1];
-    char properties[2048];             /* JSON object text of collection properties ("{}") */
+    char properties[2048]; /* JSON object text of collection properties ("{}") */
 } sx__coll_meta;
 
 /* Opens the catalog on a data directory: the default database is `dir` itself, database NAME
@@ -219,7 +219,9 @@ SX_NODISCARD sx_status sx__cat_db_drop(sx__catalog *cat, const char *db); /* not
 bool sx__cat_db_exists(sx__catalog *cat, const char *db);
 /* Database properties and id (Milvus dbID), persisted in <dbdir>/rest/db.properties.json.
  * *props: a new reference to a copy of the properties object (json_decref it). */
-SX_NODISCARD sx_status sx__cat_db_describe(sx__catalog *cat, const char *db, json_t **props,
+SX_NODISCARD sx_status sx__cat_db_describe(sx__catalog *cat,
+                                           const char *db,
+                                           json_t **props,
                                            int64_t *db_id);
 /* Replaces the properties object (borrowed; copied). Errors: SX_ENOTFOUND, SX_EIO. */
 SX_NODISCARD sx_status sx__cat_db_set_props(sx__catalog *cat, const char *db, const json_t *props);
@@ -227,8 +229,8 @@ SX_NODISCARD sx_status sx__cat_db_set_props(sx__catalog *cat, const char *db, co
 /* Finds a collection by its client name: on SX_OK *h is an open handle (release it with
  * sx_collection_release) and *meta a copy of its metadata. h may be NULL when only metadata is
  * wanted. Errors: SX_ENOTFOUND (no such database or collection: the message says which). */
-SX_NODISCARD sx_status sx__cat_coll_get(sx__catalog *cat, const char *db, const char *name,
-                                        sx_collection **h, sx__coll_meta *meta);
+SX_NODISCARD sx_status sx__cat_coll_get(
+    sx__catalog *cat, const char *db, const char *name, sx_collection **h, sx__coll_meta *meta);
 /* Creates the engine collection (with hidden columns as the metadata asks) and its metadata.
  * Fills meta->engine_name, collection_id, created_ms, field ids. Errors: SX_EEXIST, SX_EINVAL,
  * SX_ENOTFOUND (database). */
@@ -238,7 +240,9 @@ SX_NODISCARD sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const
  * schema part (fields, metric, metric_pending) must not change. It writes the whole mutable part
  * the caller read earlier: a concurrent change to the same collection is lost, so handlers use
  * sx__cat_coll_modify instead. */
-SX_NODISCARD sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_meta *meta);
+SX_NODISCARD sx_status sx__cat_coll_update(sx__catalog *cat,
+                                           const char *db,
+                                           const sx__coll_meta *meta);
 /* Read-modify-write of a collection's metadata under the catalog's DDL lock: fn gets a fresh copy
  * of the metadata and changes it (or returns an error: nothing is written, its status is
  * returned); then the copy is persisted and cached. fn runs holding the DDL lock: it may call the
@@ -246,16 +250,23 @@ SX_NODISCARD sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, con
  * anything. fn may change every mutable part and metric / metric_pending (it keeps the engine in
  * step); identity and fields are restored from the cache. Errors: fn's, SX_ENOTFOUND, SX_EIO,
  * SX_EINVAL (read-only catalog, bad partition count). */
-SX_NODISCARD sx_status sx__cat_coll_modify(sx__catalog *cat, const char *db, const char *name,
+SX_NODISCARD sx_status sx__cat_coll_modify(sx__catalog *cat,
+                                           const char *db,
+                                           const char *name,
                                            sx_status (*fn)(void *ctx, sx__coll_meta *meta),
                                            void *ctx);
-SX_NODISCARD sx_status sx__cat_coll_rename(sx__catalog *cat, const char *db, const char *name,
-                                           const char *new_db, const char *new_name);
-SX_NODISCARD sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char ***names, size_t *n);
+SX_NODISCARD sx_status sx__cat_coll_rename(
+    sx__catalog *cat, const char *db, const char *name, const char *new_db, const char *new_name);
+SX_NODISCARD sx_status sx__cat_coll_list(sx__catalog *cat,
+                                         const char *db,
+                                         char ***names,
+                                         size_t *n);
 
 /* Calls fn for every collection of every database (for /metrics); stops at the first non-zero
  * return. The handle is borrowed for the call. */
-typedef int (*sx__cat_visit_fn)(void *ctx, const char *db, const sx__coll_meta *meta,
+typedef int (*sx__cat_visit_fn)(void *ctx,
+                                const char *db,
+                                const sx__coll_meta *meta,
                                 sx_collection *h);
 SX_NODISCARD sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx);
 
@@ -265,8 +276,8 @@ SX_NODISCARD sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, vo
  * Resolves rq->body.collectionName (1802 with `struct_name` when missing) in rq->db_name: 800
  * when the database is missing, 100 when the collection is. On true, *meta is an owned copy
  * (free with sx__req_coll_done) and *h an open handle (when h is non-NULL). */
-bool sx__req_coll(sx__req *rq, sx__resp *rs, const char *struct_name, sx_collection **h,
-                  sx__coll_meta **meta);
+bool sx__req_coll(
+    sx__req *rq, sx__resp *rs, const char *struct_name, sx_collection **h, sx__coll_meta **meta);
 void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta); /* either may be NULL */
 /* Fields of a collection's metadata: by name, its (first) vector field, its primary key.
  * Borrowed from meta; NULL when there is none. */
@@ -284,8 +295,8 @@ void sx__props_merge(json_t *dst, const json_t *src);
 /* Creates the index one indexParams entry describes (vector field: the engine index; scalar
  * field: accepted, nothing built) and records it in *meta (persisted). Used by indexes/create
  * and collections/create. On false, rs holds the error. */
-bool sx__index_apply(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta,
-                     const json_t *index_param);
+bool sx__index_apply(
+    sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta, const json_t *index_param);
 
 /* ------------------------------------------------------------------ merge.c */
 
@@ -298,8 +309,8 @@ SX_NODISCARD sx_status sx__merger_new(const sx_server_options *o, sx__merger **o
 void sx__merger_free(sx__merger *m);
 /* Like sx_search(c, req, out), possibly merged with concurrent calls of the same key. A failure
  * of the merged batch is retried alone, so a caller never gets another caller's error. */
-SX_NODISCARD sx_status sx__merger_search(sx__merger *m, sx_collection *c, const char *key,
-                                         const sx_search_req *req, sx_rowset **out);
+SX_NODISCARD sx_status sx__merger_search(
+    sx__merger *m, sx_collection *c, const char *key, const sx_search_req *req, sx_rowset **out);
 /* Counters for /metrics. */
 void sx__merger_stats(sx__merger *m, uint64_t *batches, uint64_t *merged_requests);
 
@@ -313,7 +324,7 @@ void sx__metrics_request(sx__metrics *m, const char *route, int http_status, int
 void sx__metrics_rows(sx__metrics *m, uint64_t inserted, uint64_t deleted, uint64_t searched_nq);
 /* Renders the Prometheus text exposition (engine gauges read through the catalog). Owned: free
  * with free(). */
-SX_NODISCARD sx_status sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg,
-                                          char **text, size_t *len);
+SX_NODISCARD sx_status
+sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, char **text, size_t *len);
 
 #endif /* SX_SERVER_INTERNAL_H */

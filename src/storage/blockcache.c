@@ -337,8 +337,13 @@ const char *sx__bc_object_key(const sx__bc_object *ob)
 /* ---------------------------------------------------------------- reads */
 
 /* Copies the overlap of block b (index idx, data d of len bytes) with [off, off+len) to buf. */
-static void copy_part(uint32_t shift, uint64_t idx, const uint8_t *d, uint32_t dlen, uint64_t off,
-                      size_t len, uint8_t *buf)
+static void copy_part(uint32_t shift,
+                      uint64_t idx,
+                      const uint8_t *d,
+                      uint32_t dlen,
+                      uint64_t off,
+                      size_t len,
+                      uint8_t *buf)
 {
     uint64_t bstart = idx << shift, bend = bstart + dlen;
     uint64_t lo = off > bstart ? off : bstart;
@@ -349,8 +354,13 @@ static void copy_part(uint32_t shift, uint64_t idx, const uint8_t *d, uint32_t d
 
 /* Fetches the run of absent blocks starting at `first` (bc->mu held on entry and exit). *next is
  * the block after the run. */
-static sx_status fetch_run(sx__bc_object *ob, uint64_t first, uint64_t last, uint64_t off,
-                           size_t len, uint8_t *buf, uint64_t *next)
+static sx_status fetch_run(sx__bc_object *ob,
+                           uint64_t first,
+                           uint64_t last,
+                           uint64_t off,
+                           size_t len,
+                           uint8_t *buf,
+                           uint64_t *next)
 {
     sx__blockcache *bc = ob->bc;
     uint64_t max_blocks = SX__BLOCKCACHE_RUN_BYTES >> bc->shift;

@@ -44,21 +44,21 @@
  * 4 KiB-aligned offsets) at random places of the file: a larger block would multiply the bytes
  * fetched and the memory each hot slot pins without saving requests (neighbours are not stored
  * near each other), and a slot of several sectors is still one GET (runs coalesce). */
-#define SX__BLOCKCACHE_BLOCK_DEF  4096u
-#define SX__BLOCKCACHE_RUN_BYTES  (1u << 20) /* at most this many bytes per ranged GET */
+#define SX__BLOCKCACHE_BLOCK_DEF 4096u
+#define SX__BLOCKCACHE_RUN_BYTES (1u << 20) /* at most this many bytes per ranged GET */
 
 typedef struct sx__blockcache sx__blockcache;
 typedef struct sx__bc_object sx__bc_object;
 
 typedef struct sx__blockcache_stats {
-    uint64_t hits;          /* blocks served from memory */
-    uint64_t misses;        /* blocks fetched from the store */
-    uint64_t waits;         /* blocks another thread was fetching: waited for, not fetched */
-    uint64_t evictions;     /* blocks evicted to stay under the limit */
-    uint64_t fetches;       /* ranged GETs issued */
-    uint64_t fetch_errors;  /* of which failed */
-    uint64_t bytes_fetched; /* bytes of successful GETs */
-    uint64_t invalidations; /* blocks dropped by sx__blockcache_invalidate */
+    uint64_t hits;           /* blocks served from memory */
+    uint64_t misses;         /* blocks fetched from the store */
+    uint64_t waits;          /* blocks another thread was fetching: waited for, not fetched */
+    uint64_t evictions;      /* blocks evicted to stay under the limit */
+    uint64_t fetches;        /* ranged GETs issued */
+    uint64_t fetch_errors;   /* of which failed */
+    uint64_t bytes_fetched;  /* bytes of successful GETs */
+    uint64_t invalidations;  /* blocks dropped by sx__blockcache_invalidate */
     uint64_t resident_bytes; /* block bytes held now (loading blocks included) */
     uint64_t limit_bytes;
     uint32_t block_bytes;

@@ -74,22 +74,22 @@
 #include "util/buf.h"
 #include "util/err.h"
 
-#define POOL_MAX 32
-#define ERRBODY_MAX (64u * 1024u)  /* error bodies kept for parsing */
-#define XMLTEXT_MAX (256u * 1024u) /* one element's text */
+#define POOL_MAX        32
+#define ERRBODY_MAX     ((size_t)64 << 10)  /* error bodies kept for parsing */
+#define XMLTEXT_MAX     ((size_t)256 << 10) /* one element's text */
 #define BACKOFF_BASE_MS 100u
-#define BACKOFF_CAP_MS 5000u
-#define MIN_PART_SIZE (5ull << 20)
-#define MAX_PARTS 10000ull
-#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define BACKOFF_CAP_MS  5000u
+#define MIN_PART_SIZE   (5ull << 20)
+#define MAX_PARTS       10000ull
+#define EMPTY_SHA256    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 struct sx__s3 {
     char *endpoint; /* no trailing '/' */
     char *base;     /* URL prefix before "/key": endpoint/bucket or scheme://bucket.host */
     char *region;
     char *bucket;
-    char *userpwd;  /* "access:secret" (secret: zeroed on free) */
-    char *sigv4;    /* "aws:amz:REGION:s3" */
+    char *userpwd;   /* "access:secret" (secret: zeroed on free) */
+    char *sigv4;     /* "aws:amz:REGION:s3" */
     char *token_hdr; /* "x-amz-security-token: ..." or NULL */
     uint32_t timeout_ms, connect_timeout_ms, max_retries, parallel_parts;
     uint64_t multipart_threshold, part_size;
@@ -164,8 +164,8 @@ static uint64_t rng_next(void)
     if (!rng_state) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        rng_state = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
-                    (uint64_t)(uintptr_t)&rng_state;
+        rng_state =
+            ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&rng_state;
         if (!rng_state)
             rng_state = 0x9e3779b97f4a7c15ull;
     }
@@ -184,7 +184,7 @@ static void backoff_sleep(uint32_t n)
     if (ceil_ms > BACKOFF_CAP_MS)
         ceil_ms = BACKOFF_CAP_MS;
     uint64_t ms = rng_next() % (ceil_ms + 1);
-    struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
+    struct timespec ts = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
@@ -201,7 +201,7 @@ static void sha256_hex(const void *data, size_t len, char out[65])
         out[64] = 0;
         return;
     }
-    for (unsigned i = 0; i < 32; i++) {
+    for (size_t i = 0; i < 32; i++) {
         out[2 * i] = hx[md[i] >> 4];
         out[2 * i + 1] = hx[md[i] & 15];
     }
@@ -221,7 +221,7 @@ static bool uri_encode(membuf *b, const char *s, bool keep_slash)
             if (!mb_put(b, &ch, 1))
                 return false;
         } else {
-            char e[3] = {'%', hx[c >> 4], hx[c & 15]};
+            char e[3] = { '%', hx[c >> 4], hx[c & 15] };
             if (!mb_put(b, e, 3))
                 return false;
         }
@@ -243,7 +243,7 @@ static int qparam_cmp(const void *a, const void *b)
  * fixed ASCII identifiers. Returns an owned string or NULL (ENOMEM). */
 static char *build_query(qparam *q, size_t n)
 {
-    membuf b = {0};
+    membuf b = { 0 };
     qsort(q, n, sizeof *q, qparam_cmp);
     bool ok = mb_reserve(&b, 64);
     for (size_t i = 0; ok && i < n; i++) {
@@ -264,11 +264,11 @@ typedef void (*xml_end_fn)(xml_walk *w, const char *path, const char *text);
 
 struct xml_walk {
     XML_Parser p;
-    membuf path;           /* "Root/Child/Leaf" */
-    size_t stack[64];      /* path lengths before each open element */
-    unsigned depth;        /* elements open */
-    unsigned deep_skip;    /* elements open beyond the stack (ignored) */
-    membuf text;           /* text of the innermost open element */
+    membuf path;        /* "Root/Child/Leaf" */
+    size_t stack[64];   /* path lengths before each open element */
+    unsigned depth;     /* elements open */
+    unsigned deep_skip; /* elements open beyond the stack (ignored) */
+    membuf text;        /* text of the innermost open element */
     bool oom;
     char root[64];
     xml_end_fn on_end;
@@ -324,8 +324,7 @@ static void XMLCALL xml_chars(void *ud, const XML_Char *s, int len)
 
 /* Parses a whole response body, calling on_end(path, text) at each element's end. Returns
  * SX_EREMOTE (malformed) or SX_ENOMEM; `root` receives the root element's name. */
-static sx_status xml_parse(const void *data, size_t len, xml_end_fn on_end, void *ud,
-                           char root[64])
+static sx_status xml_parse(const void *data, size_t len, xml_end_fn on_end, void *ud, char root[64])
 {
     xml_walk w;
     memset(&w, 0, sizeof w);
@@ -384,6 +383,7 @@ static void parse_error_body(const membuf *body, s3_error *e)
 /* ---------------------------------------------------------------- requests */
 
 typedef enum kind { K_PUT, K_GET, K_HEAD, K_DELETE, K_LIST, K_PART } kind;
+
 typedef enum sink_kind { SINK_NONE, SINK_MEM, SINK_BUF, SINK_FILE } sink_kind;
 
 typedef struct xfer {
@@ -531,16 +531,21 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
             x->etag[vl] = 0;
         }
     } else if (hdr_is(p, n, "content-range", &v, &vl)) {
-        /* "bytes FIRST-LAST/TOTAL" */
-        char tmp[96];
-        if (vl < sizeof tmp) {
-            memcpy(tmp, v, vl);
-            tmp[vl] = 0;
-            unsigned long long a, b, t;
-            if (sscanf(tmp, "bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
+        /* "bytes FIRST-LAST/TOTAL", digits only; anything else is ignored (a "*" total was; a
+         * sign or a number past 64 bits was undefined behaviour of sscanf's %llu) */
+        if (vl > 5 && memcmp(v, "bytes", 5) == 0) {
+            const char *e = v + vl, *a = v + 5;
+            while (a < e && (*a == ' ' || *a == '\t'))
+                a++;
+            const char *dash = memchr(a, '-', (size_t)(e - a));
+            const char *slash = dash ? memchr(dash, '/', (size_t)(e - dash)) : NULL;
+            uint64_t f, l, t;
+            if (slash && parse_u64(a, (size_t)(dash - a), &f) &&
+                parse_u64(dash + 1, (size_t)(slash - dash - 1), &l) &&
+                parse_u64(slash + 1, (size_t)(e - slash - 1), &t)) {
                 x->has_cr = true;
-                x->cr_first = a;
-                x->cr_last = b;
+                x->cr_first = f;
+                x->cr_last = l;
                 x->cr_total = t;
             }
         }
@@ -656,7 +661,7 @@ static int on_progress(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult,
 
 static char *build_url(const sx__s3 *s, const char *key, const char *query)
 {
-    membuf b = {0};
+    membuf b = { 0 };
     /* bucket-level requests: no trailing '/' ("/bucket?list-type=2"), as S3 canonicalizes it */
     bool ok = mb_puts(&b, s->base) && (!key || (mb_puts(&b, "/") && uri_encode(&b, key, true))) &&
               (!query || (mb_puts(&b, "?") && mb_puts(&b, query)));
@@ -729,21 +734,21 @@ static void attempt(sx__s3 *s, CURL *h, xfer *x, const char *url, outcome *o)
     snprintf(hdr_sha, sizeof hdr_sha, "x-amz-content-sha256: %s", x->sha);
     struct curl_slist *hl = NULL, *t;
     bool ok = true;
-#define ADDH(line)                              \
-    do {                                        \
-        t = curl_slist_append(hl, (line));      \
-        if (t)                                  \
-            hl = t;                             \
-        else                                    \
-            ok = false;                         \
-    } while (0)
+#define ADDH(line)                   \
+ do {                                \
+  t = curl_slist_append(hl, (line)); \
+  if (t)                             \
+   hl = t;                           \
+  else                               \
+   ok = false;                       \
+ } while (0)
     ADDH(hdr_sha);
     if (s->token_hdr)
         ADDH(s->token_hdr);
     if (x->has_range) {
         if (x->range_len)
-            snprintf(hdr_range, sizeof hdr_range, "Range: bytes=%" PRIu64 "-%" PRIu64,
-                     x->range_off, x->range_off + x->range_len - 1);
+            snprintf(hdr_range, sizeof hdr_range, "Range: bytes=%" PRIu64 "-%" PRIu64, x->range_off,
+                     x->range_off + x->range_len - 1);
         else
             snprintf(hdr_range, sizeof hdr_range, "Range: bytes=%" PRIu64 "-", x->range_off);
         ADDH(hdr_range);
@@ -811,7 +816,8 @@ static void attempt(sx__s3 *s, CURL *h, xfer *x, const char *url, outcome *o)
         return;
     }
     if (cc != CURLE_OK) {
-        bool timed = cc == CURLE_OPERATION_TIMEDOUT || (cc == CURLE_ABORTED_BY_CALLBACK && x->stalled);
+        bool timed =
+            cc == CURLE_OPERATION_TIMEDOUT || (cc == CURLE_ABORTED_BY_CALLBACK && x->stalled);
         if (cc == CURLE_WRITE_ERROR) { /* our sink refused without a status: out of memory */
             o->st = SX_ENOMEM;
             snprintf(o->detail, sizeof o->detail, "out of memory buffering the response");
@@ -887,12 +893,24 @@ static void count_ok(sx__s3 *s, const xfer *x)
 {
     _Atomic uint64_t *c = NULL;
     switch (x->kind) {
-    case K_PUT: c = &s->puts; break;
-    case K_GET: c = &s->gets; break;
-    case K_HEAD: c = &s->heads; break;
-    case K_DELETE: c = &s->deletes; break;
-    case K_LIST: c = &s->lists; break;
-    case K_PART: c = &s->parts; break;
+    case K_PUT:
+        c = &s->puts;
+        break;
+    case K_GET:
+        c = &s->gets;
+        break;
+    case K_HEAD:
+        c = &s->heads;
+        break;
+    case K_DELETE:
+        c = &s->deletes;
+        break;
+    case K_LIST:
+        c = &s->lists;
+        break;
+    case K_PART:
+        c = &s->parts;
+        break;
     }
     atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
     bool is_write = x->kind == K_PUT || x->kind == K_PART || x->kind == K_DELETE;
@@ -1082,8 +1100,7 @@ static sx_status load_creds(const sx__s3_config *cfg, creds *c)
     size_t len = 0;
     sx_status st = sx__fs_read_all(file, 1u << 20, &text, &len);
     if (st != SX_OK)
-        return sx__err(SX_EINVAL, "s3: no credentials in the environment and cannot read %s",
-                       file);
+        return sx__err(SX_EINVAL, "s3: no credentials in the environment and cannot read %s", file);
     const char *profile = nonempty(getenv("AWS_PROFILE"));
     if (!profile)
         profile = "default";
@@ -1155,8 +1172,7 @@ sx_status sx__s3_new(const sx__s3_config *cfg, sx__s3 **out)
         size_t n = eplen + strlen(cfg->bucket) + 2;
         s->base = sx__malloc(n);
         if (s->base)
-            snprintf(s->base, n, "%.*s%s.%s", (int)pre, s->endpoint, s->bucket,
-                     s->endpoint + pre);
+            snprintf(s->base, n, "%.*s%s.%s", (int)pre, s->endpoint, s->bucket, s->endpoint + pre);
     } else if (ok) {
         s->base = concat4(s->endpoint, "/", s->bucket, "");
     }
@@ -1256,13 +1272,12 @@ sx_status sx__s3_put(sx__s3 *s, const char *key, const void *data, size_t len)
     return st;
 }
 
-sx_status sx__s3_get(sx__s3 *s, const char *key, uint64_t off, uint64_t len, void **data,
-                     size_t *n)
+sx_status sx__s3_get(sx__s3 *s, const char *key, uint64_t off, uint64_t len, void **data, size_t *n)
 {
     sx_status st = check_key("GET", key);
     if (st != SX_OK)
         return st;
-    membuf b = {0};
+    membuf b = { 0 };
     xfer x;
     xfer_init(&x, "GET", "GET", K_GET, key);
     x.sink = SINK_MEM;
@@ -1379,8 +1394,8 @@ static sx_status head_info(sx__s3 *s, const char *key, uint64_t *size, char *eta
     xfer_init(&x, "HEAD", "HEAD", K_HEAD, key);
     st = perform(s, &x, NULL);
     if (st == SX_OK && !x.has_cl)
-        st = sx__err(SX_EREMOTE, "s3 HEAD %s/%s: no Content-Length in the response", s->bucket,
-                     key);
+        st =
+            sx__err(SX_EREMOTE, "s3 HEAD %s/%s: no Content-Length in the response", s->bucket, key);
     if (st == SX_OK) {
         *size = x.content_length;
         if (etag)
@@ -1490,18 +1505,18 @@ sx_status sx__s3_list(sx__s3 *s, const char *prefix, char ***keys, uint64_t **si
     for (unsigned page = 0;; page++) {
         qparam q[4];
         size_t nq = 0;
-        q[nq++] = (qparam){"list-type", "2"};
-        q[nq++] = (qparam){"max-keys", "1000"};
+        q[nq++] = (qparam){ "list-type", "2" };
+        q[nq++] = (qparam){ "max-keys", "1000" };
         if (prefix && *prefix)
-            q[nq++] = (qparam){"prefix", prefix};
+            q[nq++] = (qparam){ "prefix", prefix };
         if (token)
-            q[nq++] = (qparam){"continuation-token", token};
+            q[nq++] = (qparam){ "continuation-token", token };
         char *query = build_query(q, nq);
         if (!query) {
             st = sx__err(SX_ENOMEM, "s3 ListObjectsV2: out of memory");
             break;
         }
-        membuf body = {0};
+        membuf body = { 0 };
         xfer x;
         xfer_init(&x, "ListObjectsV2", "GET", K_LIST, NULL);
         x.query = query;
@@ -1517,8 +1532,7 @@ sx_status sx__s3_list(sx__s3 *s, const char *prefix, char ***keys, uint64_t **si
             break;
         if (!l.truncated)
             break;
-        if (!l.next_token || !*l.next_token ||
-            (token && !strcmp(token, l.next_token))) {
+        if (!l.next_token || !*l.next_token || (token && !strcmp(token, l.next_token))) {
             st = sx__err(SX_EREMOTE,
                          "s3 ListObjectsV2 %s: truncated page without a new continuation token",
                          s->bucket);
@@ -1566,15 +1580,15 @@ static void pick_end(xml_walk *w, const char *path, const char *text)
 }
 
 /* A CreateMultipartUpload response: *upload_id (owned) on success. */
-static sx_status create_parse(const void *xml, size_t len, const char *bucket, const char *key,
-                              char **upload_id)
+static sx_status
+create_parse(const void *xml, size_t len, const char *bucket, const char *key, char **upload_id)
 {
-    text_pick p = {"InitiateMultipartUploadResult/UploadId", NULL};
+    text_pick p = { "InitiateMultipartUploadResult/UploadId", NULL };
     char root[64];
     sx_status st = xml_parse(xml, len, pick_end, &p, root);
     if (st == SX_OK && (!p.value || !*p.value))
-        st = sx__err(SX_EREMOTE, "s3 CreateMultipartUpload %s/%s: no UploadId in <%s>", bucket,
-                     key, root);
+        st = sx__err(SX_EREMOTE, "s3 CreateMultipartUpload %s/%s: no UploadId in <%s>", bucket, key,
+                     root);
     if (st != SX_OK) {
         sx__free(p.value);
         return st;
@@ -1585,11 +1599,11 @@ static sx_status create_parse(const void *xml, size_t len, const char *bucket, c
 
 static sx_status mp_create(sx__s3 *s, const char *key, char **upload_id)
 {
-    qparam q[1] = {{"uploads", NULL}};
+    qparam q[1] = { { "uploads", NULL } };
     char *query = build_query(q, 1);
     if (!query)
         return sx__err(SX_ENOMEM, "s3: out of memory");
-    membuf body = {0};
+    membuf body = { 0 };
     xfer x;
     xfer_init(&x, "CreateMultipartUpload", "POST", K_PUT, key);
     x.query = query;
@@ -1607,7 +1621,7 @@ static sx_status mp_create(sx__s3 *s, const char *key, char **upload_id)
 
 static sx_status mp_abort(sx__s3 *s, const char *key, const char *upload_id)
 {
-    qparam q[1] = {{"uploadId", upload_id}};
+    qparam q[1] = { { "uploadId", upload_id } };
     char *query = build_query(q, 1);
     if (!query)
         return sx__err(SX_ENOMEM, "s3: out of memory");
@@ -1631,10 +1645,10 @@ typedef struct mp_job {
     uint64_t size, part_size;
     uint32_t n_parts;
     pthread_mutex_t mu;
-    uint32_t next;      /* guarded by mu */
-    sx_status st;       /* guarded by mu: the first failure */
-    char msg[512];      /* guarded by mu */
-    char **etags;       /* [n_parts], each written by the one worker that uploads the part */
+    uint32_t next; /* guarded by mu */
+    sx_status st;  /* guarded by mu: the first failure */
+    char msg[512]; /* guarded by mu */
+    char **etags;  /* [n_parts], each written by the one worker that uploads the part */
 } mp_job;
 
 static void mp_fail(mp_job *j, sx_status st)
@@ -1683,7 +1697,7 @@ static void *mp_worker(void *arg)
             break;
         char pn[16];
         snprintf(pn, sizeof pn, "%u", i + 1);
-        qparam q[2] = {{"partNumber", pn}, {"uploadId", j->upload_id}};
+        qparam q[2] = { { "partNumber", pn }, { "uploadId", j->upload_id } };
         char *query = build_query(q, 2);
         if (!query) {
             st = sx__err(SX_ENOMEM, "s3: out of memory");
@@ -1719,10 +1733,18 @@ static bool xml_escape(membuf *b, const char *s)
     bool ok = true;
     for (; *s && ok; s++) {
         switch (*s) {
-        case '&': ok = mb_puts(b, "&amp;"); break;
-        case '<': ok = mb_puts(b, "&lt;"); break;
-        case '>': ok = mb_puts(b, "&gt;"); break;
-        default: ok = mb_put(b, s, 1); break;
+        case '&':
+            ok = mb_puts(b, "&amp;");
+            break;
+        case '<':
+            ok = mb_puts(b, "&lt;");
+            break;
+        case '>':
+            ok = mb_puts(b, "&gt;");
+            break;
+        default:
+            ok = mb_put(b, s, 1);
+            break;
         }
     }
     return ok;
@@ -1758,7 +1780,7 @@ static bool multipart_etag(const mp_job *j, char *out, size_t n)
             int v = 0;
             for (int h = 0; h < 2; h++) {
                 char c = e[2 * b + h];
-                int x = c >= '0' && c <= '9' ? c - '0'
+                int x = c >= '0' && c <= '9'   ? c - '0'
                         : c >= 'a' && c <= 'f' ? c - 'a' + 10
                         : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                                : -1;
@@ -1776,7 +1798,7 @@ static bool multipart_etag(const mp_job *j, char *out, size_t n)
     EVP_MD_CTX_free(ctx);
     if (!ok)
         return false;
-    for (int i = 0; i < 16; i++) {
+    for (size_t i = 0; i < 16; i++) {
         out[2 * i] = hx[md[i] >> 4];
         out[2 * i + 1] = hx[md[i] & 15];
     }
@@ -1804,7 +1826,7 @@ static bool completed_by_us(sx__s3 *s, const mp_job *j)
 /* CompleteMultipartUpload with its own retry around "200 with an <Error> body" (invariant 5). */
 static sx_status mp_complete(sx__s3 *s, const mp_job *j)
 {
-    membuf xml = {0};
+    membuf xml = { 0 };
     bool ok = mb_puts(&xml, "<CompleteMultipartUpload>");
     for (uint32_t i = 0; ok && i < j->n_parts; i++) {
         char pn[48];
@@ -1812,7 +1834,7 @@ static sx_status mp_complete(sx__s3 *s, const mp_job *j)
         ok = mb_puts(&xml, pn) && xml_escape(&xml, j->etags[i]) && mb_puts(&xml, "</ETag></Part>");
     }
     ok = ok && mb_puts(&xml, "</CompleteMultipartUpload>");
-    qparam q[1] = {{"uploadId", j->upload_id}};
+    qparam q[1] = { { "uploadId", j->upload_id } };
     char *query = ok ? build_query(q, 1) : NULL;
     if (!query) {
         mb_free(&xml);
@@ -1825,7 +1847,7 @@ static sx_status mp_complete(sx__s3 *s, const mp_job *j)
             atomic_fetch_add_explicit(&s->retries, 1, memory_order_relaxed);
             backoff_sleep(a - 1);
         }
-        membuf body = {0};
+        membuf body = { 0 };
         xfer x;
         outcome o;
         xfer_init(&x, "CompleteMultipartUpload", "POST", K_PUT, j->key);
@@ -1844,10 +1866,9 @@ static sx_status mp_complete(sx__s3 *s, const mp_job *j)
             st = xml_parse(body.p, body.len, complete_end, &c, root);
             if (st == SX_OK && !strcmp(root, "Error")) {
                 bool again = retryable_code(c.err.code) && a + 1 < attempts;
-                st = sx__err(SX_EREMOTE,
-                             "s3 CompleteMultipartUpload %s/%s: HTTP 200 with error %s: %s%s",
-                             s->bucket, j->key, c.err.code, c.err.message,
-                             again ? " (retrying)" : "");
+                st = sx__err(
+                    SX_EREMOTE, "s3 CompleteMultipartUpload %s/%s: HTTP 200 with error %s: %s%s",
+                    s->bucket, j->key, c.err.code, c.err.message, again ? " (retrying)" : "");
                 mb_free(&body);
                 if (again)
                     continue;
@@ -1856,8 +1877,7 @@ static sx_status mp_complete(sx__s3 *s, const mp_job *j)
             if (st == SX_OK && strcmp(root, "CompleteMultipartUploadResult") != 0)
                 st = sx__err(SX_EREMOTE, "s3 CompleteMultipartUpload %s/%s: unexpected <%s>",
                              s->bucket, j->key, root);
-        } else if (st == SX_ENOTFOUND || st == SX_ETIMEDOUT || o.status == 0 ||
-                   o.status >= 500) {
+        } else if (st == SX_ENOTFOUND || st == SX_ETIMEDOUT || o.status == 0 || o.status >= 500) {
             /* Perhaps an attempt (ours, or libcurl's own resend on a dead keep-alive connection)
              * completed it and only the response was lost: the upload is then gone (AWS:
              * NoSuchUpload; s3rver: 500) and the object is in place. */
@@ -1926,7 +1946,7 @@ static sx_status put_multipart(sx__s3 *s, const char *key, const char *path, uin
         char msg[512];
         snprintf(msg, sizeof msg, "%s", sx_errmsg());
         sx__ignore(mp_abort(s, key, upload_id)); /* best effort; a failure leaves an orphan for
-                                                   * sx__s3_abort_orphans */
+                                                  * sx__s3_abort_orphans */
         sx__ignore(sx__err(st, "%s", msg));
     }
     for (uint32_t i = 0; i < j.n_parts; i++)
@@ -2011,20 +2031,14 @@ static void uploads_end(xml_walk *w, const char *path, const char *text)
     }
 }
 
-/* "2026-11-30T21:49:56.000Z" -> seconds since the epoch; 0 when unparseable. */
+/* "2026-11-30T21:49:56.000Z" -> seconds since the epoch; 0 when unparseable. strptime, not
+ * sscanf's %d, which had undefined behaviour on a number past int. */
 static int64_t parse_iso8601(const char *t)
 {
-    int y, mo, d, h, mi, sec;
-    if (!t || sscanf(t, "%d-%d-%dT%d:%d:%d", &y, &mo, &d, &h, &mi, &sec) != 6)
-        return 0;
     struct tm tm;
     memset(&tm, 0, sizeof tm);
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
+    if (!t || !strptime(t, "%Y-%m-%dT%H:%M:%S", &tm))
+        return 0;
     return (int64_t)timegm(&tm);
 }
 
@@ -2058,8 +2072,8 @@ static sx_status uploads_parse(uploads_state *u, const void *xml, size_t len, co
     return st;
 }
 
-sx_status sx__s3_abort_orphans(sx__s3 *s, const char *prefix, uint64_t older_than_s,
-                               size_t *n_aborted)
+sx_status
+sx__s3_abort_orphans(sx__s3 *s, const char *prefix, uint64_t older_than_s, size_t *n_aborted)
 {
     uploads_state u;
     memset(&u, 0, sizeof u);
@@ -2070,19 +2084,19 @@ sx_status sx__s3_abort_orphans(sx__s3 *s, const char *prefix, uint64_t older_tha
     for (;;) {
         qparam q[4];
         size_t nq = 0;
-        q[nq++] = (qparam){"uploads", NULL};
+        q[nq++] = (qparam){ "uploads", NULL };
         if (prefix && *prefix)
-            q[nq++] = (qparam){"prefix", prefix};
+            q[nq++] = (qparam){ "prefix", prefix };
         if (key_marker)
-            q[nq++] = (qparam){"key-marker", key_marker};
+            q[nq++] = (qparam){ "key-marker", key_marker };
         if (id_marker)
-            q[nq++] = (qparam){"upload-id-marker", id_marker};
+            q[nq++] = (qparam){ "upload-id-marker", id_marker };
         char *query = build_query(q, nq);
         if (!query) {
             st = sx__err(SX_ENOMEM, "s3: out of memory");
             break;
         }
-        membuf body = {0};
+        membuf body = { 0 };
         xfer x;
         xfer_init(&x, "ListMultipartUploads", "GET", K_LIST, NULL);
         x.query = query;
@@ -2140,7 +2154,7 @@ sx_status sx__s3_xml_parse(int which, const void *xml, size_t len, sx__s3_xml_re
     switch (which) {
     case SX__S3_XML_ERROR: {
         s3_error e;
-        membuf body = {(uint8_t *)(uintptr_t)xml, len, len}; /* read only */
+        membuf body = { (uint8_t *)xml, len, len }; /* read only: parse_error_body writes none */
         parse_error_body(&body, &e);
         snprintf(r.code, sizeof r.code, "%s", e.code);
         snprintf(r.value, sizeof r.value, "%s", e.message);

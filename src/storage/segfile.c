@@ -184,7 +184,7 @@ static sx_status decode_col(
     if (width == 0 || dlen != n * width)
         return sx__err(SX_ECORRUPT, "%s: column %s length mismatch", path, c->name);
     if (borrow && c->type == SX_FIELD_FLOAT_VECTOR && ((uintptr_t)d & 63) == 0) {
-        c->data = (void *)(uintptr_t)d;
+        c->data = (void *)d; /* borrowed: read only, like the mapping */
         c->borrowed = true;
         return SX_OK;
     }

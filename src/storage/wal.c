@@ -428,7 +428,9 @@ invalid:
         goto out;
     if (s->salvage && (!is_last || found != UINT64_MAX)) {
         /* salvage: cut here as if it were a torn tail; scan_dir drops the later files */
-        fprintf(stderr, "sextant: WAL salvage: %s: %s at offset %" PRIu64 "; cutting the log there (%" PRIu64 " bytes%s dropped)\n",
+        fprintf(stderr,
+                "sextant: WAL salvage: %s: %s at offset %" PRIu64
+                "; cutting the log there (%" PRIu64 " bytes%s dropped)\n",
                 path, why, off, size - off, is_last ? "" : " and every later WAL file");
         s->salvaged = true;
         s->salvage_bytes = size - off;
@@ -834,8 +836,14 @@ out:
     return st;
 }
 
-static sx_status wal_open(const char *dir, uint64_t after_lsn, bool do_sync, bool read_only,
-                          bool salvage, sx__wal_replay_fn fn, void *ctx, sx__wal **out,
+static sx_status wal_open(const char *dir,
+                          uint64_t after_lsn,
+                          bool do_sync,
+                          bool read_only,
+                          bool salvage,
+                          sx__wal_replay_fn fn,
+                          void *ctx,
+                          sx__wal **out,
                           uint64_t *dropped);
 
 sx_status sx__wal_open(const char *dir,
@@ -849,15 +857,25 @@ sx_status sx__wal_open(const char *dir,
     return wal_open(dir, after_lsn, do_sync, read_only, false, fn, ctx, out, NULL);
 }
 
-sx_status sx__wal_open_salvage(const char *dir, uint64_t after_lsn, bool do_sync,
-                               sx__wal_replay_fn fn, void *ctx, sx__wal **out,
+sx_status sx__wal_open_salvage(const char *dir,
+                               uint64_t after_lsn,
+                               bool do_sync,
+                               sx__wal_replay_fn fn,
+                               void *ctx,
+                               sx__wal **out,
                                uint64_t *dropped_bytes)
 {
     return wal_open(dir, after_lsn, do_sync, false, true, fn, ctx, out, dropped_bytes);
 }
 
-static sx_status wal_open(const char *dir, uint64_t after_lsn, bool do_sync, bool read_only,
-                          bool salvage, sx__wal_replay_fn fn, void *ctx, sx__wal **out,
+static sx_status wal_open(const char *dir,
+                          uint64_t after_lsn,
+                          bool do_sync,
+                          bool read_only,
+                          bool salvage,
+                          sx__wal_replay_fn fn,
+                          void *ctx,
+                          sx__wal **out,
                           uint64_t *dropped)
 {
     if (!dir || !out || after_lsn >= UINT64_MAX - 1)

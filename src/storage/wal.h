@@ -12,8 +12,9 @@
  * mutex, then publishes the durable LSN and wakes every waiter whose LSN it covered. So N
  * concurrent small inserts share one fsync.
  *
- * Sticky failure: if a write or fsync fails, the WAL enters a FATAL state: that sync and every later
- * append/sync returns SX_EFATAL (never retry fsync: the page cache may have dropped the data).
+ * Sticky failure: if a write or fsync fails, the WAL enters a FATAL state: that sync and every
+ * later append/sync returns SX_EFATAL (never retry fsync: the page cache may have dropped the
+ * data).
  *
  * Recovery (open): files are scanned in order; each record's header and CRC are checked. The first
  * invalid record in the LAST file is a torn tail: the file is truncated there (and synced).
@@ -34,8 +35,8 @@ typedef struct sx__wal sx__wal;
 #define SX__WAL_MAX_RECORD (1u << 30) /* payload bytes */
 
 /* Called for each valid record with lsn > after_lsn, in LSN order. A non-OK return aborts open. */
-typedef sx_status (*sx__wal_replay_fn)(void *ctx, uint64_t lsn, uint8_t type, const void *payload,
-                                       size_t len);
+typedef sx_status (*sx__wal_replay_fn)(
+    void *ctx, uint64_t lsn, uint8_t type, const void *payload, size_t len);
 
 /* Opens (creating) the WAL in `dir`, replays records after `after_lsn` to fn, truncates a torn
  * tail, and positions for appending after the last valid record (or after after_lsn if the log
@@ -44,20 +45,28 @@ typedef sx_status (*sx__wal_replay_fn)(void *ctx, uint64_t lsn, uint8_t type, co
  * missing dir is an empty log). The payload passed to fn is borrowed for the call only.
  * Errors: SX_ECORRUPT (mid-log corruption, an LSN gap, or a log starting after after_lsn + 1:
  * the message names file and offset), SX_EIO/SX_ENOSPC, SX_ENOMEM, or fn's status. */
-SX_NODISCARD sx_status sx__wal_open(const char *dir, uint64_t after_lsn, bool do_sync,
-                                    bool read_only, sx__wal_replay_fn fn, void *ctx,
+SX_NODISCARD sx_status sx__wal_open(const char *dir,
+                                    uint64_t after_lsn,
+                                    bool do_sync,
+                                    bool read_only,
+                                    sx__wal_replay_fn fn,
+                                    void *ctx,
                                     sx__wal **out);
 /* Like sx__wal_open; with salvage, mid-log corruption is not an error: the log is cut at the
  * first invalid record (every later record and file is dropped), the damaged file is copied to
  * "<file>.salvaged" and later files are renamed to "<file>.salvaged" (kept for forensics, ignored
  * by later opens), and one line on stderr says what was dropped. *dropped_bytes (optional)
  * receives the bytes cut (0: nothing was corrupt). */
-SX_NODISCARD sx_status sx__wal_open_salvage(const char *dir, uint64_t after_lsn, bool do_sync,
-                                            sx__wal_replay_fn fn, void *ctx, sx__wal **out,
+SX_NODISCARD sx_status sx__wal_open_salvage(const char *dir,
+                                            uint64_t after_lsn,
+                                            bool do_sync,
+                                            sx__wal_replay_fn fn,
+                                            void *ctx,
+                                            sx__wal **out,
                                             uint64_t *dropped_bytes);
 /* Buffers a record; returns its LSN. Not durable until sx__wal_sync covers it. */
-SX_NODISCARD sx_status sx__wal_append(sx__wal *w, uint8_t type, const void *payload, size_t len,
-                                      uint64_t *lsn);
+SX_NODISCARD sx_status
+sx__wal_append(sx__wal *w, uint8_t type, const void *payload, size_t len, uint64_t *lsn);
 /* Blocks until every record with LSN <= lsn is durable (lsn past the last append is clamped).
  * Errors: SX_EFATAL (this or an earlier flush failed; sticky). */
 SX_NODISCARD sx_status sx__wal_sync(sx__wal *w, uint64_t lsn);
@@ -90,12 +99,14 @@ typedef struct sx__wal_rec {
 } sx__wal_rec;
 
 /* Appends the encoded record to wb (check sx__wbuf_ok). */
-void sx__wal_record_encode(sx__wbuf *wb, uint64_t lsn, uint8_t type, const void *payload,
-                           size_t len);
+void sx__wal_record_encode(
+    sx__wbuf *wb, uint64_t lsn, uint8_t type, const void *payload, size_t len);
 /* Decodes the record at the start of p[0..n): SX_OK with *rec (payload borrowed from p) and
  * *rec_bytes (encoded size), or SX_ECORRUPT (truncated, bad length, reserved bits, CRC). Does not
  * check the LSN sequence. Never reads outside p[0..n). Thread-safety: pure. */
-SX_NODISCARD sx_status sx__wal_record_decode(const void *p, size_t n, sx__wal_rec *rec,
+SX_NODISCARD sx_status sx__wal_record_decode(const void *p,
+                                             size_t n,
+                                             sx__wal_rec *rec,
                                              size_t *rec_bytes);
 
 /* Offline check of a WAL directory (sextant info / sx_db_check): every record's CRC and LSN order,

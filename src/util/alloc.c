@@ -11,6 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the analyzer-only macros of alloc.h: these are the definitions */
+#undef sx__calloc
+#undef sx__realloc
+#undef sx__free
+#undef sx__strdup
+#undef sx__strndup
+
 /* relaxed: the countdown only needs atomicity, not ordering with other memory */
 static atomic_long fail_countdown;
 

@@ -1,12 +1,19 @@
 /*
- * err.c: thread-local error messages (see err.h) and sx_status_str.
+ * err.c: thread-local error messages (see err.h), sx_status_str, and SX_ASSERT's failure report
+ * (util/assert.h).
  */
 #include "util/err.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "util/assert.h"
+
+#undef sx__err /* the analyzer-only macros of err.h: these are the definitions */
+#undef sx__err_errno
 
 static _Thread_local char errbuf[512];
 
@@ -79,4 +86,10 @@ sx_status sx__err_errno(int e, const char *fmt, ...)
     if (n >= 0 && (size_t)n < sizeof errbuf)
         (void)snprintf(errbuf + n, sizeof errbuf - (size_t)n, ": %s", strerror(e));
     return sx__status_from_errno(e);
+}
+
+void sx__assert_fail(const char *cond, const char *file, int line)
+{
+    (void)fprintf(stderr, "sextant: assertion failed: %s (%s:%d)\n", cond, file, line);
+    abort();
 }

@@ -20,10 +20,10 @@
 typedef float (*sx__dist_fn)(const float *a, const float *b, size_t dim);
 
 typedef struct sx__dist_ops {
-    const char *isa;       /* "scalar", "avx2", "avx512" */
-    sx__dist_fn l2sq;      /* sum (a-b)^2 */
-    sx__dist_fn ip;        /* sum a*b */
-    sx__dist_fn nip;       /* -sum a*b: the "smaller is better" kernel for IP and COSINE */
+    const char *isa;  /* "scalar", "avx2", "avx512" */
+    sx__dist_fn l2sq; /* sum (a-b)^2 */
+    sx__dist_fn ip;   /* sum a*b */
+    sx__dist_fn nip;  /* -sum a*b: the "smaller is better" kernel for IP and COSINE */
 } sx__dist_ops;
 
 /* The table for this CPU (resolved once). */

@@ -16,12 +16,11 @@
  * non-decreasing request counts. Also: an unreachable target and a missing collection exit 1
  * with a clear message before any level runs.
  */
-#include "harness.h"
-
 #include <stdarg.h>
 #include <sys/wait.h>
 
 #include "data.h"
+#include "harness.h"
 #include "http.h"
 
 #define DIM      128
@@ -44,6 +43,7 @@ typedef struct sbuf {
 } sbuf;
 
 static void sb_add(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static void sb_add(sbuf *s, const char *fmt, ...)
 {
     for (;;) {
@@ -75,7 +75,8 @@ static int write_vecs(const char *path, const void *data, size_t n, size_t dim)
         return -1;
     int32_t d = (int32_t)dim;
     for (size_t i = 0; i < n; i++) {
-        if (fwrite(&d, 4, 1, f) != 1 || fwrite((const char *)data + i * dim * 4, 4, dim, f) != dim) {
+        if (fwrite(&d, 4, 1, f) != 1 ||
+            fwrite((const char *)data + i * dim * 4, 4, dim, f) != dim) {
             fclose(f);
             return -1;
         }
@@ -88,7 +89,7 @@ static char *slurp(const char *path)
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    sbuf s = {0};
+    sbuf s = { 0 };
     char buf[4096];
     size_t n;
     sb_add(&s, "%s", "");
@@ -176,7 +177,7 @@ static void test_setup_collection(void)
     const size_t batch = 1000;
     for (size_t first = 0; first < n_base; first += batch) {
         size_t end = first + batch < n_base ? first + batch : n_base;
-        sbuf s = {0};
+        sbuf s = { 0 };
         sb_add(&s, "{\"collectionName\":\"c\",\"data\":[");
         for (size_t i = first; i < end; i++) {
             sb_add(&s, "%s{\"id\":%zu,\"vector\":[", i > first ? "," : "", i);
@@ -205,8 +206,8 @@ static void test_setup_collection(void)
     for (int i = 0; i < 1200; i++) {
         th_post("/v2/vectordb/collections/get_load_state", "{\"collectionName\":\"c\"}", NULL);
         ASSERT_EQ(th_code(), 0);
-        state = json_string_value(
-            json_object_get(json_object_get(th_last.json, "data"), "loadState"));
+        state =
+            json_string_value(json_object_get(json_object_get(th_last.json, "data"), "loadState"));
         if (state && strcmp(state, "LoadStateLoaded") == 0)
             break;
         usleep(100000);
@@ -214,9 +215,9 @@ static void test_setup_collection(void)
     ASSERT(state && strcmp(state, "LoadStateLoaded") == 0);
     th_post("/v2/vectordb/collections/get_stats", "{\"collectionName\":\"c\"}", NULL);
     ASSERT_EQ(th_code(), 0);
-    ASSERT_EQ(json_integer_value(json_object_get(json_object_get(th_last.json, "data"),
-                                                 "rowCount")),
-              n_base);
+    ASSERT_EQ(
+        json_integer_value(json_object_get(json_object_get(th_last.json, "data"), "rowCount")),
+        n_base);
 }
 
 /* ------------------------------------------------------------------ the benchmark run */
@@ -255,7 +256,7 @@ static void test_bench_levels(void)
     ASSERT_EQ(num(root, "limit"), K);
     ASSERT_EQ(num(root, "nq"), 1);
     ASSERT(strcmp(json_string_value(json_object_get(root, "collection")), "c") == 0);
-    const int conc[2] = {1, 4};
+    const int conc[2] = { 1, 4 };
     for (size_t i = 0; i < 2; i++) {
         json_t *l = level(root, i);
         json_t *lat = json_object_get(l, "latency_ms");
@@ -264,7 +265,8 @@ static void test_bench_levels(void)
         ASSERT_EQ(num(l, "failures"), 0);
         ASSERT(num(l, "qps") > 0);
         /* qps is requests / elapsed, elapsed about --duration */
-        ASSERT_NEAR(num(l, "qps") * num(l, "elapsed_s"), num(l, "requests"), 1e-6 * num(l, "requests") + 1e-6);
+        ASSERT_NEAR(num(l, "qps") * num(l, "elapsed_s"), num(l, "requests"),
+                    1e-6 * num(l, "requests") + 1e-6);
         ASSERT(num(l, "elapsed_s") >= 2.0 && num(l, "elapsed_s") < 10.0);
         ASSERT(num(lat, "p50") > 0);
         ASSERT(num(lat, "p95") >= num(lat, "p50"));
@@ -278,12 +280,12 @@ static void test_bench_levels(void)
         ASSERT_EQ(json_integer_value(json_array_get(cn, i)), conc[i]);
         ASSERT_NEAR(json_number_value(json_array_get(json_object_get(root, "conc_qps_list"), i)),
                     num(l, "qps"), 1e-9);
-        ASSERT_NEAR(json_number_value(
-                        json_array_get(json_object_get(root, "conc_latency_p99_list"), i)),
-                    num(lat, "p99") / 1000.0, 1e-12);
-        ASSERT_NEAR(json_number_value(
-                        json_array_get(json_object_get(root, "conc_latency_avg_list"), i)),
-                    num(lat, "avg") / 1000.0, 1e-12);
+        ASSERT_NEAR(
+            json_number_value(json_array_get(json_object_get(root, "conc_latency_p99_list"), i)),
+            num(lat, "p99") / 1000.0, 1e-12);
+        ASSERT_NEAR(
+            json_number_value(json_array_get(json_object_get(root, "conc_latency_avg_list"), i)),
+            num(lat, "avg") / 1000.0, 1e-12);
     }
     json_decref(root);
 
@@ -345,8 +347,8 @@ static void test_bench_setup_errors(void)
     ASSERT(err && strstr(err, "cannot reach http://127.0.0.1:1") != NULL);
     free(err);
 
-    snprintf(args, sizeof args, "--target %s --collection nope --query '%s' --duration 1",
-             th_base, q_path);
+    snprintf(args, sizeof args, "--target %s --collection nope --query '%s' --duration 1", th_base,
+             q_path);
     ASSERT_EQ(run_cli(args), 1);
     err = slurp(err_path);
     ASSERT(err && strstr(err, "probe search on collection 'nope'") != NULL);
@@ -356,8 +358,8 @@ static void test_bench_setup_errors(void)
     ASSERT(out && strstr(out, "] Name ") == NULL);
     free(out);
 
-    snprintf(args, sizeof args, "--target %s --collection c --query '%s' --concurrency 0",
-             th_base, q_path);
+    snprintf(args, sizeof args, "--target %s --collection c --query '%s' --concurrency 0", th_base,
+             q_path);
     ASSERT_EQ(run_cli(args), 2);
 }
 

@@ -32,11 +32,11 @@
  *   - errors: missing file, corrupt JSON (message names file:line:column), empty file, a JSON
  *     without results, an unwritable output: exit 1; no files and unknown options: exit 2.
  */
-#include "harness.h"
-
 #include <jansson.h>
 #include <stdbool.h>
 #include <sys/wait.h>
+
+#include "harness.h"
 
 static const char *bin;
 static char data_dir[1024];
@@ -106,8 +106,8 @@ static size_t count(const char *hay, const char *needle)
 
 static bool name_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == ':' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == ':' || c == '.';
 }
 
 /* Checks an entity at p (p[0] == '&'); returns its length or 0. */
@@ -140,11 +140,11 @@ static const char *xml_check(const char *doc)
     char stack[128][32];
     int depth = 0, roots = 0;
     const char *p = doc;
-#define BAD(...)                                                                  \
- do {                                                                             \
-  int o_ = snprintf(msg, sizeof msg, "offset %ld: ", (long)(p - doc));            \
-  snprintf(msg + o_, sizeof msg - (size_t)o_, __VA_ARGS__);                       \
-  return msg;                                                                     \
+#define BAD(...)                                                       \
+ do {                                                                  \
+  int o_ = snprintf(msg, sizeof msg, "offset %ld: ", (long)(p - doc)); \
+  snprintf(msg + o_, sizeof msg - (size_t)o_, __VA_ARGS__);            \
+  return msg;                                                          \
  } while (0)
     while (*p) {
         if (*p == '&') {
@@ -585,8 +585,8 @@ static size_t row_cells(const char *text, const char *metric, char cells[][32], 
     return 0;
 }
 
-static void expect_row(const char *text, const char *metric, const char *a, const char *b,
-                       const char *ratio)
+static void
+expect_row(const char *text, const char *metric, const char *a, const char *b, const char *ratio)
 {
     char cells[8][32];
     size_t n = row_cells(text, metric, cells, 8);
@@ -686,8 +686,8 @@ static json_t *metric_of(json_t *root, const char *name)
     return NULL;
 }
 
-static void expect_json(json_t *root, const char *name, double a, double b, double ratio,
-                        const char *verdict)
+static void
+expect_json(json_t *root, const char *name, double a, double b, double ratio, const char *verdict)
 {
     json_t *m = metric_of(root, name);
     if (!m)
@@ -696,7 +696,8 @@ static void expect_json(json_t *root, const char *name, double a, double b, doub
     json_t *vd = json_object_get(m, "verdicts");
     ASSERT_EQ(json_array_size(v), 2);
     ASSERT(json_is_null(json_array_get(r, 0)));
-    double ga = json_number_value(json_array_get(v, 0)), gb = json_number_value(json_array_get(v, 1));
+    double ga = json_number_value(json_array_get(v, 0)),
+           gb = json_number_value(json_array_get(v, 1));
     double gr = json_number_value(json_array_get(r, 1));
     if (ga != a || gb != b || gr != ratio)
         FAILF("%s: values %.17g %.17g ratio %.17g, want %.17g %.17g %.17g", name, ga, gb, gr, a, b,
@@ -715,8 +716,8 @@ static void test_compare_json(void)
     if (!root)
         FAILF("compare --json output is not JSON: %s (line %d)", je.text, je.line);
     ASSERT_EQ(json_array_size(json_object_get(root, "runs")), 2);
-    ASSERT(strcmp(json_string_value(json_object_get(json_array_get(json_object_get(root, "runs"), 1),
-                                                    "label")),
+    ASSERT(strcmp(json_string_value(
+                      json_object_get(json_array_get(json_object_get(root, "runs"), 1), "label")),
                   "compare_b (ivf_flat)") == 0);
     expect_json(root, "insert_duration", 2.0, 1.0, 0.5, "better");
     expect_json(root, "optimize_duration", 4.0, 5.0, 1.25, "worse");

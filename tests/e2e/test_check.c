@@ -73,8 +73,8 @@ static void flip_byte(const char *path, double frac)
     fclose(f);
 }
 
-static void find_file(const char *dir, const char *prefix, const char *suffix, char *out,
-                      size_t cap)
+static void
+find_file(const char *dir, const char *prefix, const char *suffix, char *out, size_t cap)
 {
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep '^%s' | grep '%s$' | head -1", dir, prefix, suffix);

@@ -58,10 +58,10 @@ static size_t data_len(const json_t *j)
     return json_is_array(d) ? json_array_size(d) : (size_t)-1;
 }
 
-#define WFAIL(...)                                        \
- do {                                                     \
-  if (!w->failures++)                                     \
-   snprintf(w->msg, sizeof w->msg, __VA_ARGS__);          \
+#define WFAIL(...)                               \
+ do {                                            \
+  if (!w->failures++)                            \
+   snprintf(w->msg, sizeof w->msg, __VA_ARGS__); \
  } while (0)
 
 static void *run_level(void *arg)
@@ -87,14 +87,13 @@ static void *run_level(void *arg)
                  (long long)id, lvl);
         j = post("/v2/vectordb/entities/query", body);
         if (code_of(j) != 0 || data_len(j) != 1)
-            WFAIL("%s: query right after insert of %lld: code %lld, %zu rows", lvl,
-                  (long long)id, code_of(j), data_len(j));
+            WFAIL("%s: query right after insert of %lld: code %lld, %zu rows", lvl, (long long)id,
+                  code_of(j), data_len(j));
         json_decref(j);
         snprintf(body, sizeof body, "{\"collectionName\":\"cl\",\"id\":[%lld]}", (long long)id);
         j = post("/v2/vectordb/entities/get", body);
         if (code_of(j) != 0 || data_len(j) != 1)
-            WFAIL("%s: get right after insert of %lld: %zu rows", lvl, (long long)id,
-                  data_len(j));
+            WFAIL("%s: get right after insert of %lld: %zu rows", lvl, (long long)id, data_len(j));
         json_decref(j);
         snprintf(body, sizeof body,
                  "{\"collectionName\":\"cl\",\"data\":[[%g,1,2,3]],\"limit\":1,"
@@ -133,13 +132,15 @@ static void test_read_your_writes(void)
     const char *dir = test_tmpdir("consistency");
     sx_server *s = th_server_start(dir, NULL);
     ASSERT(s != NULL);
-    th_post("/v2/vectordb/collections/create",
-            "{\"collectionName\":\"cl\",\"schema\":{\"fields\":["
-            "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"
-            "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"
-            "{\"fieldName\":\"tag\",\"dataType\":\"Int64\"}]},"
-            "\"indexParams\":[{\"fieldName\":\"vector\",\"metricType\":\"L2\",\"params\":{\"index_type\":\"HNSW\"}}]}",
-            NULL);
+    th_post(
+        "/v2/vectordb/collections/create",
+        "{\"collectionName\":\"cl\",\"schema\":{\"fields\":["
+        "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"
+        "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"
+        "{\"fieldName\":\"tag\",\"dataType\":\"Int64\"}]},"
+        "\"indexParams\":[{\"fieldName\":\"vector\",\"metricType\":\"L2\","
+        "\"params\":{\"index_type\":\"HNSW\"}}]}",
+        NULL);
     ASSERT_EQ(th_code(), 0);
     worker w[5];
     pthread_t t[5];
@@ -157,8 +158,9 @@ static void test_read_your_writes(void)
         failures += w[l].failures;
     }
     ASSERT_EQ(failures, 0);
-    fprintf(stderr, "consistency: 5 levels x %d writes, each read back at once on another "
-                    "connection (query, get, search; deletes re-checked): 0 stale reads\n",
+    fprintf(stderr,
+            "consistency: 5 levels x %d writes, each read back at once on another "
+            "connection (query, get, search; deletes re-checked): 0 stale reads\n",
             ROUNDS);
     /* an unknown level is refused by search (Milvus's query request ignores the field) */
     th_post("/v2/vectordb/entities/search",

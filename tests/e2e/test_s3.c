@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "harness.h"
 #include "faultproxy.h"
+#include "harness.h"
 #include "s3rver.h"
 #include "storage/s3.h"
 #include "util/alloc.h"
@@ -26,8 +26,8 @@ static sx__s3 *S, *P;
 static const char *tmp;
 static uint64_t seed;
 
-static sx__s3 *client(const char *endpoint, const char *secret, uint32_t timeout_ms,
-                      uint32_t retries)
+static sx__s3 *
+client(const char *endpoint, const char *secret, uint32_t timeout_ms, uint32_t retries)
 {
     sx__s3_config c;
     memset(&c, 0, sizeof c);
@@ -253,10 +253,11 @@ static void *put_keys(void *arg)
 static void test_list_pagination(void)
 {
     enum { N = 1200, T = 4 };
+
     pthread_t th[T];
     put_range r[T];
     for (int t = 0; t < T; t++) {
-        r[t] = (put_range){t * N / T, (t + 1) * N / T, 0};
+        r[t] = (put_range){ t * N / T, (t + 1) * N / T, 0 };
         pthread_create(&th[t], NULL, put_keys, &r[t]);
     }
     for (int t = 0; t < T; t++) {
@@ -366,8 +367,8 @@ static void test_credentials(void)
 
 /* ------------------------------------------------------------------ through the proxy */
 
-static const fp_kind transient[] = {FP_500,   FP_503,           FP_SLOWDOWN, FP_RESET,
-                                    FP_LOST,  FP_RESET_MIDBODY, FP_TRUNCATE, FP_STALL};
+static const fp_kind transient[] = { FP_500,  FP_503,           FP_SLOWDOWN, FP_RESET,
+                                     FP_LOST, FP_RESET_MIDBODY, FP_TRUNCATE, FP_STALL };
 #define N_TRANSIENT (sizeof transient / sizeof transient[0])
 
 static void test_connection_reuse(void)
@@ -450,8 +451,10 @@ static void test_faults_simple_ops(void)
         ASSERT_STATUS(sx__s3_head(S, key2, &size), SX_ENOTFOUND);
         ASSERT_EQ(fault_count(k) - f0, 6);
         sx__s3_stats_get(P, &a);
-        fprintf(stderr, "  %-13s on PUT/GET/range/HEAD/LIST/DELETE: 6 injected, %" PRIu64
-                        " client retries\n", fp_kind_name[k], a.retries - b.retries);
+        fprintf(stderr,
+                "  %-13s on PUT/GET/range/HEAD/LIST/DELETE: 6 injected, %" PRIu64
+                " client retries\n",
+                fp_kind_name[k], a.retries - b.retries);
         /* A reset or lost response on a reused connection, before any byte came back, is
          * resent by libcurl itself; every other kind goes through the client's retry. */
         if (k != FP_RESET && k != FP_LOST)
@@ -493,7 +496,7 @@ static void test_faults_multipart(void)
     }
     /* CreateMultipartUpload and CompleteMultipartUpload (a lost Complete response: the retry
      * finds the upload gone and the object in place) */
-    const fp_kind on_post[] = {FP_500, FP_SLOWDOWN, FP_RESET, FP_TRUNCATE, FP_LOST};
+    const fp_kind on_post[] = { FP_500, FP_SLOWDOWN, FP_RESET, FP_TRUNCATE, FP_LOST };
     for (size_t i = 0; i < sizeof on_post / sizeof on_post[0]; i++) {
         fp_kind k = on_post[i];
         for (int which = 0; which < 2; which++) {
@@ -539,14 +542,16 @@ static void test_faults_multipart(void)
 static void test_persistent_faults(void)
 {
     sx__s3 *q = client(proxy_ep, TH_S3RVER_SECRET, 1000, 3);
+
     struct {
         fp_kind k;
         const char *want;
-    } cases[] = {{FP_500, "HTTP 500 InternalError"},
-                 {FP_503, "HTTP 503 ServiceUnavailable"},
-                 {FP_SLOWDOWN, "HTTP 503 SlowDown"},
-                 {FP_RESET, "(4 attempts)"},
-                 {FP_TRUNCATE, "(4 attempts)"}};
+    } cases[] = { { FP_500, "HTTP 500 InternalError" },
+                  { FP_503, "HTTP 503 ServiceUnavailable" },
+                  { FP_SLOWDOWN, "HTTP 503 SlowDown" },
+                  { FP_RESET, "(4 attempts)" },
+                  { FP_TRUNCATE, "(4 attempts)" } };
+
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fp_clear(&fp);
         fp_filter(&fp, "GET", "/fault/obj");
@@ -670,14 +675,13 @@ static void test_get_file_atomic(void)
 static void test_abort_orphans(void)
 {
     fp_clear(&fp);
-    const char *page2 =
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListMultipartUploadsResult "
-        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>sxtest</Bucket>"
-        "<KeyMarker>orph/b</KeyMarker><UploadIdMarker>old2</UploadIdMarker>"
-        "<IsTruncated>false</IsTruncated>"
-        "<Upload><Key>orph/c</Key><UploadId>old3</UploadId>"
-        "<Initiated>2021-01-02T03:04:05.000Z</Initiated></Upload>"
-        "</ListMultipartUploadsResult>";
+    const char *page2 = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListMultipartUploadsResult "
+                        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>sxtest</Bucket>"
+                        "<KeyMarker>orph/b</KeyMarker><UploadIdMarker>old2</UploadIdMarker>"
+                        "<IsTruncated>false</IsTruncated>"
+                        "<Upload><Key>orph/c</Key><UploadId>old3</UploadId>"
+                        "<Initiated>2021-01-02T03:04:05.000Z</Initiated></Upload>"
+                        "</ListMultipartUploadsResult>";
     char page1[2048];
     time_t now = time(NULL);
     struct tm tm;
@@ -710,8 +714,10 @@ static void test_abort_orphans(void)
     ASSERT_EQ(fp_count(&fp, "DELETE /sxtest/orph/c?uploadId=old3", NULL), 1);
     ASSERT_EQ(fp_count(&fp, "uploadId=new1", NULL), 0); /* too recent */
     ASSERT_EQ(fp_count(&fp, "GET /sxtest?prefix=orph%2F&uploads=", NULL), 1);
-    ASSERT_EQ(fp_count(&fp, "GET /sxtest?key-marker=orph%2Fb&prefix=orph%2F&upload-id-marker=old2"
-                            "&uploads=", NULL),
+    ASSERT_EQ(fp_count(&fp,
+                       "GET /sxtest?key-marker=orph%2Fb&prefix=orph%2F&upload-id-marker=old2"
+                       "&uploads=",
+                       NULL),
               1);
     /* older_than 0: the recent one too */
     ASSERT_OK(sx__s3_abort_orphans(P, "orph/", 0, &n));
@@ -764,8 +770,8 @@ static void test_random_faults(void)
     sx__s3_stats st;
     sx__s3_stats_get(q, &st);
     long injected = fp_faults_total(&fp) - f0;
-    fprintf(stderr, "  random faults: %ld injected, client retries %" PRIu64 ", failures %" PRIu64
-                    "\n",
+    fprintf(stderr,
+            "  random faults: %ld injected, client retries %" PRIu64 ", failures %" PRIu64 "\n",
             injected, st.retries, st.failures);
     ASSERT(injected > 5);
     ASSERT_EQ(st.failures, 0);
@@ -814,8 +820,8 @@ int main(void)
     sx__s3_stats_get(P, &st);
     fprintf(stderr,
             "proxied client: puts %" PRIu64 " gets %" PRIu64 " heads %" PRIu64 " deletes %" PRIu64
-            " lists %" PRIu64 " parts %" PRIu64 " up %" PRIu64 " down %" PRIu64
-            " retries %" PRIu64 " failures %" PRIu64 "\n",
+            " lists %" PRIu64 " parts %" PRIu64 " up %" PRIu64 " down %" PRIu64 " retries %" PRIu64
+            " failures %" PRIu64 "\n",
             st.puts, st.gets, st.heads, st.deletes, st.lists, st.multipart_parts, st.bytes_up,
             st.bytes_down, st.retries, st.failures);
     sx__s3_free(S);

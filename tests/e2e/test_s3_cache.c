@@ -7,8 +7,8 @@
 #include <sextant.h>
 #include <stdlib.h>
 
-#include "harness.h"
 #include "cache_scenario.h"
+#include "harness.h"
 #include "s3rver.h"
 #include "storage/s3.h"
 

@@ -84,7 +84,7 @@ static size_t raw_read(int fd, char *out, size_t cap, int timeout_ms)
 {
     size_t n = 0;
     while (n + 1 < cap) {
-        struct pollfd p = {fd, POLLIN, 0};
+        struct pollfd p = { fd, POLLIN, 0 };
         if (poll(&p, 1, timeout_ms) <= 0)
             break;
         ssize_t r = recv(fd, out + n, cap - 1 - n, 0);
@@ -116,7 +116,7 @@ static double wait_closed(int fd, double max_s)
     double t0 = mono();
     char b[256];
     while (mono() - t0 < max_s) {
-        struct pollfd p = {fd, POLLIN, 0};
+        struct pollfd p = { fd, POLLIN, 0 };
         if (poll(&p, 1, 100) > 0) {
             ssize_t r = recv(fd, b, sizeof b, MSG_DONTWAIT);
             if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
@@ -257,7 +257,7 @@ static void test_bad_json(void)
     ASSERT_EQ(r->status, 200);
     ASSERT_EQ(th_code(), 0);
     /* Content-Type of the request is ignored */
-    const char *hs[] = {"Content-Type: text/plain", NULL};
+    const char *hs[] = { "Content-Type: text/plain", NULL };
     r = th_request("POST", "/v2/vectordb/collections/list", "{}", 2, hs);
     ASSERT_EQ(th_code(), 0);
     stop(s);
@@ -335,7 +335,7 @@ static long post_curl(const char *path, const char *body, size_t len, bool chunk
     snprintf(url, sizeof url, "http://127.0.0.1:%u%s", (unsigned)port, path);
     struct curl_slist *hl = NULL;
     hl = curl_slist_append(hl, "Expect: 100-continue");
-    src rd = {body, len};
+    src rd = { body, len };
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
@@ -366,7 +366,7 @@ static long post_curl(const char *path, const char *body, size_t len, bool chunk
 
 static void test_body_limit(void)
 {
-    sx_server_options o = {0};
+    sx_server_options o = { 0 };
     o.max_body_bytes = 4096;
     sx_server *s = start(&o, "limit");
     size_t big = 1 << 20;
@@ -466,7 +466,7 @@ static void test_auth_walk(void)
     ASSERT(f);
     fprintf(f, "# comment\n\nreader:rpass:ro\nwriter:wpass\n");
     fclose(f);
-    sx_server_options o = {0};
+    sx_server_options o = { 0 };
     o.auth_token = TOKEN;
     o.users_file = users;
     sx_server *s = start(&o, "auth");
@@ -520,11 +520,11 @@ static void test_auth_walk(void)
     ASSERT(strstr(r->text, "\"status\":\"ok\"") != NULL);
     r = th_request("GET", "/metrics", NULL, 0, NULL);
     ASSERT_EQ(r->status, 401);
-    const char *hs[] = {"Authorization: Bearer " TOKEN, NULL};
+    const char *hs[] = { "Authorization: Bearer " TOKEN, NULL };
     r = th_request("GET", "/metrics", NULL, 0, hs);
     ASSERT_EQ(r->status, 200);
     ASSERT(strstr(r->text, "sextant_http_requests_total{route=\"") != NULL);
-    const char *hs2[] = {"Authorization: Bearer reader:rpass", NULL};
+    const char *hs2[] = { "Authorization: Bearer reader:rpass", NULL };
     r = th_request("GET", "/metrics", NULL, 0, hs2);
     ASSERT_EQ(r->status, 200);
     /* sx__open_paths lists exactly the routes that answered without credentials */
@@ -538,7 +538,7 @@ static void test_auth_walk(void)
     ASSERT(f);
     fprintf(f, "nopassword\n");
     fclose(f);
-    sx_server_options o2 = {0};
+    sx_server_options o2 = { 0 };
     o2.users_file = users;
     o2.data_dir = dir;
     o2.quiet = true;
@@ -551,7 +551,7 @@ static void test_remote_bind(void)
 {
     snprintf(dir, sizeof dir, "%s/remote", tmp);
     mkdir(dir, 0755);
-    sx_server_options o = {0};
+    sx_server_options o = { 0 };
     o.data_dir = dir;
     o.bind_addr = "0.0.0.0";
     o.quiet = true;
@@ -600,17 +600,17 @@ static void test_metrics(void)
     for (int i = 0; i < 7; i++)
         ASSERT(livez_ok());
     th_post("/nope", "{}", NULL);
-    th_resp *r = th_post("/v2/vectordb/collections/create", "{\"collectionName\":\"metc\",\"dimension\":4}",
-                NULL);
+    th_resp *r = th_post("/v2/vectordb/collections/create",
+                         "{\"collectionName\":\"metc\",\"dimension\":4}", NULL);
     ASSERT_EQ(th_code(), 0);
     r = th_post("/v2/vectordb/entities/insert",
                 "{\"collectionName\":\"metc\",\"data\":[{\"id\":1,\"vector\":[1,2,3,4]},"
                 "{\"id\":2,\"vector\":[4,3,2,1]}]}",
                 NULL);
     ASSERT_EQ(th_code(), 0);
-    r = th_post("/v2/vectordb/entities/search",
-                "{\"collectionName\":\"metc\",\"data\":[[1,2,3,4],[1,1,1,1],[0,0,0,1]],\"limit\":1}",
-                NULL);
+    r = th_post(
+        "/v2/vectordb/entities/search",
+        "{\"collectionName\":\"metc\",\"data\":[[1,2,3,4],[1,1,1,1],[0,0,0,1]],\"limit\":1}", NULL);
     ASSERT_EQ(th_code(), 0);
     r = th_request("GET", "/metrics", NULL, 0, NULL);
     ASSERT_EQ(r->status, 200);
@@ -622,8 +622,7 @@ static void test_metrics(void)
     ASSERT(f);
     fputs(text, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "/usr/bin/promtool check metrics < '%s' > '%s.out' 2>&1", path,
-             path);
+    snprintf(cmd, sizeof cmd, "/usr/bin/promtool check metrics < '%s' > '%s.out' 2>&1", path, path);
     int rc = system(cmd);
     if (rc != 0) {
         snprintf(cmd, sizeof cmd, "cat '%s.out' >&2", path);
@@ -661,7 +660,8 @@ static void test_metrics(void)
         "sextant_index_total_rows{db=\"default\",collection=\"metc\"",
         "sextant_index_progress_ratio{db=\"default\",collection=\"metc\"",
         "sextant_index_state{db=\"default\",collection=\"metc\"",
-        NULL};
+        NULL
+    };
     for (size_t i = 0; want[i]; i++) {
         if (!strstr(text, want[i]))
             FAILF("/metrics lacks: %s", want[i]);
@@ -669,7 +669,8 @@ static void test_metrics(void)
     /* histogram buckets are cumulative and end at +Inf == count */
     const char *p = strstr(text, "sextant_http_request_duration_seconds_bucket{route=\"/livez\"");
     long long prev = -1;
-    while (p && strncmp(p, "sextant_http_request_duration_seconds_bucket{route=\"/livez\"", 58) == 0) {
+    while (p &&
+           strncmp(p, "sextant_http_request_duration_seconds_bucket{route=\"/livez\"", 58) == 0) {
         const char *sp = strchr(p, '}');
         ASSERT(sp);
         long long v = strtoll(sp + 2, NULL, 10);
@@ -692,12 +693,14 @@ static void test_metrics(void)
 
 static void test_connection_flood(void)
 {
-    sx_server_options o = {0};
+    sx_server_options o = { 0 };
     o.max_connections = 4;
     o.http_threads = 2;
     o.idle_timeout_s = 2;
     sx_server *s = start(&o, "flood");
+
     enum { N = 16 };
+
     int fds[N];
     for (int i = 0; i < N; i++) {
         fds[i] = raw_connect();
@@ -741,7 +744,7 @@ static void test_connection_flood(void)
 
 static void test_slow_client(void)
 {
-    sx_server_options o = {0};
+    sx_server_options o = { 0 };
     o.idle_timeout_s = 1;
     sx_server *s = start(&o, "slow");
     /* partial header */
@@ -787,7 +790,7 @@ static void test_headers(void)
     sx_server *s = start(NULL, "headers");
     th_post("/v2/vectordb/databases/create", "{\"dbName\":\"hdb\"}", NULL);
     ASSERT_EQ(th_code(), 0);
-    const char *h_db[] = {"DB-Name: hdb", NULL};
+    const char *h_db[] = { "DB-Name: hdb", NULL };
     const char *cb = "{\"collectionName\":\"hc\",\"dimension\":2}";
     th_request("POST", "/v2/vectordb/collections/create", cb, strlen(cb), h_db);
     ASSERT_EQ(th_code(), 0);
@@ -815,7 +818,7 @@ static void test_headers(void)
     ASSERT_EQ(th_code(), 0);
     json_t *id = json_object_get(json_array_get(json_object_get(th_last.json, "data"), 0), "id");
     ASSERT(json_is_integer(id) && json_integer_value(id) == 9007199254740993LL);
-    const char *h_str[] = {"DB-Name: hdb", "Accept-Type-Allow-Int64: false", NULL};
+    const char *h_str[] = { "DB-Name: hdb", "Accept-Type-Allow-Int64: false", NULL };
     th_request("POST", "/v2/vectordb/entities/query", qb, strlen(qb), h_str);
     ASSERT_EQ(th_code(), 0);
     id = json_object_get(json_array_get(json_object_get(th_last.json, "data"), 0), "id");
@@ -840,7 +843,7 @@ static void *stop_thread(void *arg)
 /* sx_server_stop waits for a request in flight, which completes; readyz answers 503 meanwhile. */
 static void test_graceful_stop(void)
 {
-    sx_server_options o = {0};
+    sx_server_options o = { 0 };
     o.idle_timeout_s = 20;
     sx_server *s = start(&o, "graceful");
     int fd1 = raw_connect(), fd2 = raw_connect();
@@ -854,7 +857,7 @@ static void test_graceful_stop(void)
     raw_read(fd2, out, sizeof out, 500);
     ASSERT(strncmp(out, "HTTP/1.1 200", 12) == 0);
     usleep(100000);
-    stopper x = {s, SX_EIO, 0};
+    stopper x = { s, SX_EIO, 0 };
     pthread_t t;
     ASSERT(pthread_create(&t, NULL, stop_thread, &x) == 0);
     usleep(400000);

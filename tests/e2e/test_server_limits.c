@@ -10,9 +10,9 @@
  *       must be accepted (HTTP 200, code 0, the rows inserted).
  * During (a) and (b) the peak RSS of this process (which hosts the server) must stay below the
  * baseline + 100 MB: the peak is VmHWM after a reset through /proc/self/clear_refs, and a
- * sampler thread reading VmRSS every 2 ms as well (the only measure where the reset fails). /livez must answer after.
- * The figures are printed. Under AddressSanitizer the RSS bound is not asserted (its quarantine
- * holds freed memory).
+ * sampler thread reading VmRSS every 2 ms as well (the only measure where the reset fails). /livez
+ * must answer after. The figures are printed. Under AddressSanitizer the RSS bound is not asserted
+ * (its quarantine holds freed memory).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,15 +27,15 @@
 #include "harness.h"
 #include "http.h"
 
-#define LIMIT_BYTES ((size_t)64 << 20) /* the server's default max_body_bytes */
-#define GIB ((uint64_t)1 << 30)
+#define LIMIT_BYTES  ((size_t)64 << 20) /* the server's default max_body_bytes */
+#define GIB          ((uint64_t)1 << 30)
 #define RSS_BOUND_KB (100000000ull / 1024) /* +100 MB */
 /* AddressSanitizer's quarantine keeps freed blocks (each realloc of the growing body), so RSS
  * says nothing there: the peaks are printed, not asserted. */
 #if defined(__SANITIZE_ADDRESS__)
-#define RSS_MEANINGFUL 0
+# define RSS_MEANINGFUL 0
 #else
-#define RSS_MEANINGFUL 1
+# define RSS_MEANINGFUL 1
 #endif
 
 static uint16_t g_port;
@@ -137,7 +137,7 @@ static bool send_all(int fd, const void *p, size_t n)
 typedef struct conn_rx {
     char head[16384]; /* the first bytes of the response */
     size_t len;
-    bool closed;    /* EOF or reset seen */
+    bool closed; /* EOF or reset seen */
 } conn_rx;
 
 /* Reads what is available within wait_ms (0: only what is there now). */
@@ -157,7 +157,7 @@ static void rx_poll(int fd, conn_rx *rx, int wait_ms)
         }
         if (r > 0 && rx->len + 1 < sizeof rx->head) {
             size_t k = (size_t)r < sizeof rx->head - 1 - rx->len ? (size_t)r
-                                                                  : sizeof rx->head - 1 - rx->len;
+                                                                 : sizeof rx->head - 1 - rx->len;
             memcpy(rx->head + rx->len, b, k);
             rx->len += k;
             rx->head[rx->len] = 0;
@@ -246,7 +246,9 @@ static void test_chunked_1gib_fast(void)
     const char *hdr = "POST /v2/vectordb/entities/insert HTTP/1.1\r\nHost: x\r\n"
                       "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
     bool ok = send_all(fd, hdr, strlen(hdr));
+
     enum { CHUNK = 1 << 20 };
+
     static char chunk[CHUNK + 32];
     int hl = snprintf(chunk, sizeof chunk, "%x\r\n", (unsigned)CHUNK);
     memset(chunk + hl, '[', CHUNK);
@@ -286,6 +288,7 @@ static void test_chunked_1gib_fast(void)
 static void test_just_under_limit_accepted(void)
 {
     enum { ROWS = 2000, DIM = 8 };
+
     size_t want = LIMIT_BYTES - 1;
     char *body = malloc(want + 1);
     ASSERT(body != NULL);
@@ -316,8 +319,8 @@ static void test_just_under_limit_accepted(void)
     while (!rx.closed && mono() - t0 < 30.0)
         rx_poll(fd, &rx, 1000);
     close(fd);
-    fprintf(stderr, "(c) insert body of %zu bytes (limit - 1): answer \"%.12s\" in %.2f s\n",
-            want, rx.head, mono() - t0);
+    fprintf(stderr, "(c) insert body of %zu bytes (limit - 1): answer \"%.12s\" in %.2f s\n", want,
+            rx.head, mono() - t0);
     ASSERT(strncmp(rx.head, "HTTP/1.1 200", 12) == 0);
     const char *b = strstr(rx.head, "\r\n\r\n");
     ASSERT(b != NULL);
@@ -353,7 +356,8 @@ int main(void)
     if (!s)
         return 1;
     g_port = sx_server_port(s);
-    th_post("/v2/vectordb/collections/create", "{\"collectionName\":\"lim\",\"dimension\":8}", NULL);
+    th_post("/v2/vectordb/collections/create", "{\"collectionName\":\"lim\",\"dimension\":8}",
+            NULL);
     if (th_code() != 0) {
         fprintf(stderr, "collection create failed: %s\n", th_last.text ? th_last.text : "");
         return 1;

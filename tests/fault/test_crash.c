@@ -14,10 +14,10 @@
 
 #include "harness.h"
 
-#define BATCH  50
+#define BATCH          50
 #define ROUNDS_DEFAULT 50
-#define DIM    8
-#define MAXB   100000
+#define DIM            8
+#define MAXB           100000
 
 enum { ACK_INSERT = 1, ACK_UPSERT = 2, ACK_DELETE = 3 };
 

@@ -73,7 +73,8 @@ static void test_disk_full(void)
         } else if (st == SX_ENOSPC) {
             refused++;
             fprintf(stderr, "refused after %lld rows: %s\n", (long long)acked, sx_errmsg());
-            ASSERT(strstr(sx_errmsg(), "disk full") != NULL || strstr(sx_errmsg(), "No space") != NULL);
+            ASSERT(strstr(sx_errmsg(), "disk full") != NULL ||
+                   strstr(sx_errmsg(), "No space") != NULL);
         } else {
             FAILF("insert on a filling disk: %s (%s), want SX_OK or SX_ENOSPC", sx_status_str(st),
                   sx_errmsg());
@@ -120,9 +121,10 @@ static void test_disk_full(void)
     ASSERT_OK(sx_db_check(db));
     sx_collection_release(c);
     sx_db_close(db);
-    fprintf(stderr, "disk full: %lld rows acknowledged, writes refused with SX_ENOSPC at a full "
-                    "24 MiB tmpfs, reads served, %d batches accepted after freeing 8 MiB without a "
-                    "restart, all rows there after reopen\n",
+    fprintf(stderr,
+            "disk full: %lld rows acknowledged, writes refused with SX_ENOSPC at a full "
+            "24 MiB tmpfs, reads served, %d batches accepted after freeing 8 MiB without a "
+            "restart, all rows there after reopen\n",
             (long long)acked, resumed);
 }
 

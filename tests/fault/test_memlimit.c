@@ -26,27 +26,27 @@
 
 #include "harness.h"
 
-#define DIM 64
+#define DIM      64
 #define SLACK_KB (64u * 1024u) /* reliability.md T5: peak <= limit + 64 MiB */
 
 #if defined(__SANITIZE_ADDRESS__)
-#define RSS_MEANINGFUL 0
-#define DEFAULT_N 20000
+# define RSS_MEANINGFUL 0
+# define DEFAULT_N      20000
 #else
-#define RSS_MEANINGFUL 1
-#define DEFAULT_N 100000
+# define RSS_MEANINGFUL 1
+# define DEFAULT_N      100000
 #endif
 
 typedef struct result {
-    int done;               /* the child reached the end of its checks */
-    int state;              /* sx_index_state at the end */
-    int build_st;           /* sx_index_wait's status */
+    int done;     /* the child reached the end of its checks */
+    int state;    /* sx_index_state at the end */
+    int build_st; /* sx_index_wait's status */
     char reason[256];
-    uint64_t base_kb;       /* VmRSS right after the VmHWM reset */
-    uint64_t hwm_kb;        /* VmHWM after the build */
-    uint64_t sampled_kb;    /* highest VmRSS seen while polling */
+    uint64_t base_kb;    /* VmRSS right after the VmHWM reset */
+    uint64_t hwm_kb;     /* VmHWM after the build */
+    uint64_t sampled_kb; /* highest VmRSS seen while polling */
     uint64_t polls, distinct, final_progress;
-    int regress;            /* progress went back at least once */
+    int regress; /* progress went back at least once */
     char regress_msg[160];
     double build_s;
 } result;
@@ -107,7 +107,9 @@ static void child_body(const char *index_type, uint64_t limit, result *r)
     sx_collection *c;
     ASSERT_OK(sx_collection_open(db, "m", &c));
     uint64_t rs = 0x5eed5eedull; /* same data in every child */
+
     enum { B = 10000 };
+
     int64_t *ids = malloc(B * sizeof *ids);
     float *v = malloc((size_t)B * DIM * sizeof *v);
     ASSERT(ids && v);

@@ -17,9 +17,9 @@
 #include "harness.h"
 #include "platform/fs.h"
 
-#define BATCH  40
-#define DIM    8
-#define MAXB   60000
+#define BATCH          40
+#define DIM            8
+#define MAXB           60000
 #define ROUNDS_DEFAULT 40
 
 enum { ACK_INSERT = 1, ACK_DELETE = 2, ACK_UPSERT = 3 };

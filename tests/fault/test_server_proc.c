@@ -149,8 +149,7 @@ static char *insert_body(const char *coll, int64_t first, int n, int ver)
     size_t k = (size_t)snprintf(b, cap, "{\"collectionName\":\"%s\",\"data\":[", coll);
     for (int i = 0; i < n; i++) {
         int64_t id = first + i;
-        k += (size_t)snprintf(b + k, cap - k,
-                              "%s{\"id\":%lld,\"vector\":[%d,%d,%d,1],\"ver\":%d}",
+        k += (size_t)snprintf(b + k, cap - k, "%s{\"id\":%lld,\"vector\":[%d,%d,%d,1],\"ver\":%d}",
                               i ? "," : "", (long long)id, (int)(id % 97), (int)(id % 13),
                               (int)(id % 7), ver);
     }

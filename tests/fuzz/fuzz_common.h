@@ -14,6 +14,7 @@
 #define SX_FUZZ_COMMON_H
 #include <fcntl.h>
 #include <ftw.h>
+#include <sextant.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,8 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <sextant.h>
 
 #include "util/buf.h"
 #include "util/crc32c.h"
@@ -175,8 +174,9 @@ static const sx_field_def fz_fields[FZ_N_FIELDS] = {
 
 static inline sx_collection_def fz_fixture_def(const char *name)
 {
-    sx_collection_def d = { .name = name, .fields = fz_fields, .n_fields = FZ_N_FIELDS,
-                            .metric = SX_METRIC_L2 };
+    sx_collection_def d = {
+        .name = name, .fields = fz_fields, .n_fields = FZ_N_FIELDS, .metric = SX_METRIC_L2
+    };
     return d;
 }
 

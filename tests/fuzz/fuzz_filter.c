@@ -6,12 +6,12 @@
  * block of rows holding edge values (INT64 extremes, -0.0, infinities, NaN, empty and non-ASCII
  * strings) and asked for its point-lookup form. Parse and eval errors are normal outcomes.
  */
+#include <math.h>
+
 #include "engine/expr.h"
 #include "fuzz_common.h"
 #include "util/bitset.h"
 #include "util/err.h"
-
-#include <math.h>
 
 #define N_ROWS 9
 
@@ -25,10 +25,11 @@ static int64_t g_id[N_ROWS] = { 0, 1, -1, 42, INT64_MAX, INT64_MIN, 7, 100, 1000
 static int64_t g_age[N_ROWS] = { 18, 0, -5, 65, INT64_MIN, INT64_MAX, 30, 31, 2 };
 static double g_score[N_ROWS];
 static bool g_flag[N_ROWS] = { true, false, true, false, true, false, true, true, false };
-static const char *const g_name[N_ROWS] = { "alice", "", "bob%", "_x_", "caf\xc3\xa9",
-                                            "a\\b", "\"q\"", "zzzzzzzzzzzzzzzzzzzzzz", "a" };
-static const char *const g_color[N_ROWS] = { "red", "green", "blue", "red_1", "", "r%d",
-                                             "RED", "red", "gr" };
+static const char *const g_name[N_ROWS] = {
+    "alice", "", "bob%", "_x_", "caf\xc3\xa9", "a\\b", "\"q\"", "zzzzzzzzzzzzzzzzzzzzzz", "a"
+};
+static const char *const g_color[N_ROWS] = { "red", "green", "blue", "red_1", "",
+                                             "r%d", "RED",   "red",  "gr" };
 
 static sx__expr_schema g_schema;
 static sx__colref g_cols[N_FIELDS];

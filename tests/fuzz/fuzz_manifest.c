@@ -52,8 +52,8 @@ static void one(const uint8_t *data, size_t size)
                     sx_errmsg());
             abort();
         }
-        if (m2.n_fields != m.n_fields || m2.n_segs != m.n_segs ||
-            m2.generation != m.generation || m2.n_index_params != m.n_index_params) {
+        if (m2.n_fields != m.n_fields || m2.n_segs != m.n_segs || m2.generation != m.generation ||
+            m2.n_index_params != m.n_index_params) {
             fprintf(stderr, "fuzz_manifest: round trip changed the manifest\n");
             abort();
         }

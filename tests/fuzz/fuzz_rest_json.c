@@ -35,7 +35,8 @@ static const char k_typed[] =
     "\"fields\":[{\"fieldName\":\"pk\",\"dataType\":\"VarChar\",\"isPrimary\":true,"
     "\"elementTypeParams\":{\"max_length\":32}},"
     "{\"fieldName\":\"v\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":\"4\"}},"
-    "{\"fieldName\":\"age\",\"dataType\":\"Int32\"},{\"fieldName\":\"score\",\"dataType\":\"Double\"},"
+    "{\"fieldName\":\"age\",\"dataType\":\"Int32\"},{\"fieldName\":\"score\",\"dataType\":"
+    "\"Double\"},"
     "{\"fieldName\":\"ok\",\"dataType\":\"Bool\"},{\"fieldName\":\"doc\",\"dataType\":\"JSON\"}]},"
     "\"indexParams\":[{\"fieldName\":\"v\",\"indexName\":\"v_idx\",\"metricType\":\"COSINE\","
     "\"indexType\":\"HNSW\",\"params\":{\"M\":8,\"efConstruction\":32}}]}";

@@ -2,11 +2,11 @@
  * fuzz_s3_xml.c: libFuzzer harness for the S3 client's XML response parsing (src/storage/s3.c,
  * through sx__s3_xml_parse: the same expat walk, callbacks and checks the client runs on a
  * response body). Byte 0 picks the response kind (modulo SX__S3_XML_KINDS: 0 error body,
- * 1 ListObjectsV2 page, 2 CreateMultipartUpload, 3 CompleteMultipartUpload, 4 ListMultipartUploads);
- * the rest is the body. Parse errors are normal outcomes; the summary's strings must be
- * NUL-terminated within their arrays, the error-body parse never fails, and a successful
- * CreateMultipartUpload parse yields an UploadId. Findings: crashes, sanitizer reports, leaks, hangs.
- * Seeds: tests/fuzz/corpus/fuzz_s3_xml/ (hand-written real-shaped responses).
+ * 1 ListObjectsV2 page, 2 CreateMultipartUpload, 3 CompleteMultipartUpload, 4
+ * ListMultipartUploads); the rest is the body. Parse errors are normal outcomes; the summary's
+ * strings must be NUL-terminated within their arrays, the error-body parse never fails, and a
+ * successful CreateMultipartUpload parse yields an UploadId. Findings: crashes, sanitizer reports,
+ * leaks, hangs. Seeds: tests/fuzz/corpus/fuzz_s3_xml/ (hand-written real-shaped responses).
  */
 #include "fuzz_common.h"
 #include "storage/s3.h"

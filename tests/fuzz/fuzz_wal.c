@@ -33,10 +33,10 @@ typedef struct snap_ent {
 
 static snap_ent g_snap[MAX_SNAP];
 static size_t g_n_snap;
-static char g_root[512];    /* fixture snapshot source */
-static char g_walraw[600];  /* mode even: the WAL directory */
-static char g_db[600];      /* mode odd: the database restored per input */
-static char g_dbwal[700];   /* mode odd: the collection's WAL directory */
+static char g_root[512];   /* fixture snapshot source */
+static char g_walraw[600]; /* mode even: the WAL directory */
+static char g_db[600];     /* mode odd: the database restored per input */
+static char g_dbwal[700];  /* mode odd: the collection's WAL directory */
 static size_t g_root_len;
 
 static int snap_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)

@@ -42,8 +42,8 @@ static void put_seed(const char *harness, const char *name, const void *data, si
     }
 }
 
-static void put_seed_prefixed(const char *harness, const char *name, uint8_t b0, const void *data,
-                              size_t n)
+static void
+put_seed_prefixed(const char *harness, const char *name, uint8_t b0, const void *data, size_t n)
 {
     uint8_t *buf = malloc(n + 1);
     buf[0] = b0;
@@ -107,9 +107,11 @@ static void gen_filter(void)
 static void gen_rest(void)
 {
     static const char *const r[][2] = {
-        { "collections/create", "{\"collectionName\":\"n1\",\"dimension\":3,\"metricType\":\"IP\"}" },
         { "collections/create",
-          "{\"collectionName\":\"n2\",\"schema\":{\"autoId\":true,\"fields\":[{\"fieldName\":\"id\","
+          "{\"collectionName\":\"n1\",\"dimension\":3,\"metricType\":\"IP\"}" },
+        { "collections/create",
+          "{\"collectionName\":\"n2\",\"schema\":{\"autoId\":true,\"fields\":[{\"fieldName\":"
+          "\"id\","
           "\"dataType\":\"Int64\",\"isPrimary\":true},{\"fieldName\":\"v\",\"dataType\":"
           "\"FloatVector\",\"elementTypeParams\":{\"dim\":2}},{\"fieldName\":\"t\",\"dataType\":"
           "\"VarChar\",\"elementTypeParams\":{\"max_length\":8}}]},\"indexParams\":[{\"fieldName\":"
@@ -130,10 +132,11 @@ static void gen_rest(void)
           "\"IP\",\"indexType\":\"HNSW_SQ\",\"params\":{\"M\":4}}]}" },
         { "partitions/list", "{\"collectionName\":\"typed\"}" },
         { "partitions/create", "{\"collectionName\":\"typed\",\"partitionName\":\"p2\"}" },
-        { "databases/create", "{\"dbName\":\"db2\",\"properties\":{\"database.max.collections\":3}}" },
+        { "databases/create",
+          "{\"dbName\":\"db2\",\"properties\":{\"database.max.collections\":3}}" },
         { "databases/describe", "{\"dbName\":\"default\"}" },
-        { "entities/insert",
-          "{\"collectionName\":\"quick\",\"data\":[{\"id\":10,\"vector\":[1,2,3,4],\"x\":{\"y\":[1]}}]}" },
+        { "entities/insert", "{\"collectionName\":\"quick\",\"data\":[{\"id\":10,\"vector\":[1,2,3,"
+                             "4],\"x\":{\"y\":[1]}}]}" },
         { "entities/upsert",
           "{\"collectionName\":\"typed\",\"data\":[{\"pk\":\"a\",\"v\":[1,1,0,0],\"age\":1,"
           "\"score\":0.25,\"ok\":false,\"doc\":{}}]}" },
@@ -142,7 +145,8 @@ static void gen_rest(void)
           "{\"collectionName\":\"typed\",\"filter\":\"pk in ['a','b'] and doc != ''\","
           "\"outputFields\":[\"*\"],\"limit\":3,\"offset\":1}" },
         { "entities/query", "{\"collectionName\":\"quick\",\"outputFields\":[\"count(*)\"]}" },
-        { "entities/get", "{\"collectionName\":\"quick\",\"id\":[1,3],\"outputFields\":[\"color\"]}" },
+        { "entities/get",
+          "{\"collectionName\":\"quick\",\"id\":[1,3],\"outputFields\":[\"color\"]}" },
         { "entities/search",
           "{\"collectionName\":\"quick\",\"data\":[[0.1,0.2,0.3,0.4]],\"annsField\":\"vector\","
           "\"limit\":3,\"outputFields\":[\"*\"],\"searchParams\":{\"params\":{\"ef\":16}}}" },
@@ -226,9 +230,9 @@ static sx_status ingest(sx_collection *c, int64_t base, size_t n, bool upsert)
             vec[i * FZ_DIM + j] = (float)(i + j) * 0.25f;
     }
     sx_column cols[FZ_N_FIELDS] = {
-        { "id", SX_FIELD_INT64, id },       { "vec", SX_FIELD_FLOAT_VECTOR, vec },
-        { "age", SX_FIELD_INT64, age },     { "score", SX_FIELD_DOUBLE, score },
-        { "flag", SX_FIELD_BOOL, flag },    { "name", SX_FIELD_VARCHAR, name },
+        { "id", SX_FIELD_INT64, id },    { "vec", SX_FIELD_FLOAT_VECTOR, vec },
+        { "age", SX_FIELD_INT64, age },  { "score", SX_FIELD_DOUBLE, score },
+        { "flag", SX_FIELD_BOOL, flag }, { "name", SX_FIELD_VARCHAR, name },
     };
     sx_batch b = { .n_rows = n, .cols = cols, .n_cols = FZ_N_FIELDS };
     return upsert ? sx_upsert(c, &b) : sx_insert(c, &b, NULL);
@@ -366,8 +370,10 @@ static void gen_segment(void)
     sx__segcol cols[FZ_N_FIELDS];
     void *data[FZ_N_FIELDS] = { id, vec, age, score, flag, name };
     for (size_t i = 0; i < FZ_N_FIELDS; i++)
-        cols[i] = (sx__segcol){ .name = (char *)fz_fields[i].name, .type = fz_fields[i].type,
-                                .dim = fz_fields[i].dim, .data = data[i] };
+        cols[i] = (sx__segcol){ .name = (char *)fz_fields[i].name,
+                                .type = fz_fields[i].type,
+                                .dim = fz_fields[i].dim,
+                                .data = data[i] };
     char path[700];
     snprintf(path, sizeof path, "%s/seg.sxs", g_tmp);
     sx_status st = sx__segfile_write(path, 1, FZ_N, cols, FZ_N_FIELDS);
@@ -419,6 +425,7 @@ static void gen_index(void)
 {
     static float vec[FZ_N * FZ_DIM];
     fz_fixed_vectors(vec);
+
     static const struct {
         uint8_t sel;
         const char *name;
@@ -427,6 +434,9 @@ static void gen_index(void)
         size_t np;
         sx_metric metric;
     } k[] = {
+        /* One index per entry: clang-format would put each member of a two-line entry on a
+         * line of its own. */
+        /* clang-format off */
         { 0, "flat", &sx__flat_index_ops, { { NULL, NULL } }, 0, SX_METRIC_L2 },
         { 1, "hnsw", &sx__hnsw_index_ops, { { "M", "8" }, { "efConstruction", "40" } }, 2,
           SX_METRIC_L2 },
@@ -441,7 +451,9 @@ static void gen_index(void)
           SX_METRIC_COSINE },
         { 6, "diskann", &sx__diskann_index_ops,
           { { "max_degree", "16" }, { "search_list_size", "32" } }, 2, SX_METRIC_L2 },
+        /* clang-format on */
     };
+
     char prefix[700];
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         snprintf(prefix, sizeof prefix, "%s/idx-%s", g_tmp, k[i].name);

@@ -1,7 +1,7 @@
 /*
  * cache_scenario.h: the engine-level scenario of the store-backed cache (cache_limit_bytes,
  * docs/internals/STORAGE.md "Cache"), shared by tests/unit/test_store_cache.c (file:// store)
- * and tests/e2e/test_s3_cache.c (s3rver). Include after harness.h.
+ * and tests/e2e/test_s3_cache.c (s3rver). Includes harness.h (its assertions and helpers).
  *
  * cache_scenario(url, endpoint, is_s3, a_dir, b_dir):
  *   1. writer (a_dir): one sealed segment of CS_N rows, a DISKANN index, flush + sync, with a
@@ -23,6 +23,7 @@
 #include <sextant.h>
 #include <sys/stat.h>
 
+#include "harness.h"
 #include "storage/objstore.h"
 
 #define CS_DIM   32
@@ -145,11 +146,8 @@ static void cs_coll_dir(const char *root, char *buf, size_t cap)
     snprintf(buf, cap, "%s/collections/cc", root);
 }
 
-static void cache_scenario(const char *url,
-                           const char *endpoint,
-                           bool is_s3,
-                           const char *a_dir,
-                           const char *b_dir)
+static void cache_scenario(
+    const char *url, const char *endpoint, bool is_s3, const char *a_dir, const char *b_dir)
 {
     float *qs = malloc(sizeof(float) * CS_NQ * CS_DIM);
     ASSERT(qs);
@@ -210,7 +208,7 @@ static void cache_scenario(const char *url,
     (void)cs_local_bytes(cdir, ".diskann.remote", &n_stub);
     ASSERT_EQ(n_stub, 1);
     uint64_t local_dk = cs_local_bytes(cdir, ".diskann", &n_file);
-    ASSERT_EQ(n_file, 1);              /* only the stub */
+    ASSERT_EQ(n_file, 1);            /* only the stub */
     ASSERT(local_dk < dbytes / 100); /* not downloaded */
     ASSERT_OK(sx_collection_open(db, "cc", &c));
     sx_index_info ii;

@@ -99,9 +99,15 @@ static inline double test_dist_d(const float *a, const float *b, size_t dim, sx_
 /* Exact k-th smallest distance (test_dist_d) from q to the rows of base allowed by `allow` (a
  * bitset of n bits, NULL = all); *nallowed = their count; scratch holds n doubles. The threshold
  * for recall with ties (a hit counts when its true distance is <= this). */
-static inline double test_kth_dist(const float *base, size_t n, size_t dim, sx_metric m,
-                                   const float *q, size_t k, const uint64_t *allow,
-                                   double *scratch, size_t *nallowed)
+static inline double test_kth_dist(const float *base,
+                                   size_t n,
+                                   size_t dim,
+                                   sx_metric m,
+                                   const float *q,
+                                   size_t k,
+                                   const uint64_t *allow,
+                                   double *scratch,
+                                   size_t *nallowed)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++)

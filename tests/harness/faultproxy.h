@@ -60,9 +60,10 @@ typedef enum fp_kind {
     FP_KIND_COUNT
 } fp_kind;
 
-static const char *const fp_kind_name[FP_KIND_COUNT] = {
-    "pass", "500", "503", "slowdown", "reset", "lost", "reset_midbody", "truncate", "stall",
-    "canned"};
+static const char *const fp_kind_name[FP_KIND_COUNT] = { "pass",          "500",      "503",
+                                                         "slowdown",      "reset",    "lost",
+                                                         "reset_midbody", "truncate", "stall",
+                                                         "canned" };
 
 typedef struct fp_rule {
     char method[8];
@@ -158,8 +159,8 @@ static inline void fp_clear(faultproxy *p)
 
 /* Canned answer for requests with this method whose target contains match: `times` times
  * (-1: forever). Rules are tried in the order added. */
-static inline void fp_add_rule(faultproxy *p, const char *method, const char *match, int status,
-                        const char *body, long times)
+static inline void fp_add_rule(
+    faultproxy *p, const char *method, const char *match, int status, const char *body, long times)
 {
     fp_lock(p);
     if (p->n_rules < 8) {
@@ -211,7 +212,7 @@ static inline void fp_print(faultproxy *p, const char *tag)
 
 static inline void fp_sleep_ms(long ms)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
@@ -233,7 +234,7 @@ static inline int fp_send_all(int fd, const void *p, size_t n)
 
 static inline void fp_rst_close(int fd)
 {
-    struct linger lg = {1, 0};
+    struct linger lg = { 1, 0 };
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(fd);
 }
@@ -290,8 +291,8 @@ static inline int fp_header(const char *head, size_t hlen, const char *name, cha
 }
 
 /* Rebuilds a head without the listed hop-by-hop headers, plus `extra` lines. */
-static inline void fp_rewrite_head(const char *head, size_t hlen, const char *const *drop, const char *extra,
-                            fp_buf *out)
+static inline void fp_rewrite_head(
+    const char *head, size_t hlen, const char *const *drop, const char *extra, fp_buf *out)
 {
     const char *e = head + hlen;
     const char *l = memchr(head, '\n', hlen);
@@ -315,7 +316,8 @@ static inline void fp_rewrite_head(const char *head, size_t hlen, const char *co
     fp_buf_put(out, "\r\n", 2);
 }
 
-static inline fp_kind fp_choose(faultproxy *p, const char *method, const char *target, fp_rule **rule)
+static inline fp_kind
+fp_choose(faultproxy *p, const char *method, const char *target, fp_rule **rule)
 {
     fp_kind k = FP_PASS;
     *rule = NULL;
@@ -372,7 +374,8 @@ static inline int fp_is_hex64(const char *s)
     return 1;
 }
 
-static inline void fp_check_sha(faultproxy *p, const char *head, size_t hlen, const char *body, size_t n)
+static inline void
+fp_check_sha(faultproxy *p, const char *head, size_t hlen, const char *body, size_t n)
 {
     char want[80];
     if (!fp_header(head, hlen, "x-amz-content-sha256", want, sizeof want) || !fp_is_hex64(want))
@@ -391,8 +394,8 @@ static inline void fp_check_sha(faultproxy *p, const char *head, size_t hlen, co
 }
 
 /* One request upstream; the whole response (to EOF) in *resp. 0 ok. */
-static inline int fp_forward(faultproxy *p, const char *head, size_t hlen, const char *body, size_t blen,
-                      fp_buf *resp)
+static inline int fp_forward(
+    faultproxy *p, const char *head, size_t hlen, const char *body, size_t blen, fp_buf *resp)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
@@ -402,15 +405,15 @@ static inline int fp_forward(faultproxy *p, const char *head, size_t hlen, const
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)p->upstream_port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct timeval tv = {120, 0};
+    struct timeval tv = { 120, 0 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         close(fd);
         return -1;
     }
-    static const char *const drop[] = {"connection", "expect", "keep-alive", "proxy-connection",
-                                       NULL};
-    fp_buf h = {0};
+    static const char *const drop[] = { "connection", "expect", "keep-alive", "proxy-connection",
+                                        NULL };
+    fp_buf h = { 0 };
     fp_rewrite_head(head, hlen, drop, "Connection: close\r\n", &h);
     int rc = fp_send_all(fd, h.p, h.len);
     free(h.p);
@@ -431,8 +434,8 @@ static inline int fp_forward(faultproxy *p, const char *head, size_t hlen, const
     return rc;
 }
 
-static inline void fp_send_error(int fd, const char *method, int status, const char *reason,
-                          const char *code, const char *msg)
+static inline void fp_send_error(
+    int fd, const char *method, int status, const char *reason, const char *code, const char *msg)
 {
     char body[512], head[512];
     int bl = snprintf(body, sizeof body,
@@ -456,7 +459,7 @@ typedef struct fp_conn_arg {
 /* Serves one client connection; returns when it is closed. */
 static inline void fp_serve(faultproxy *p, int fd)
 {
-    fp_buf in = {0};
+    fp_buf in = { 0 };
     char tmp[65536];
     int rst = 0;
     for (;;) {
@@ -537,7 +540,7 @@ static inline void fp_serve(faultproxy *p, int fd)
             break;
         }
         default: { /* forwarded kinds */
-            fp_buf resp = {0};
+            fp_buf resp = { 0 };
             if (fp_forward(p, in.p, hlen, in.p + hlen, clen, &resp) != 0 || !resp.p ||
                 !strstr(resp.p, "\r\n\r\n")) {
                 fp_send_error(fd, method, 502, "Bad Gateway", "BadGateway", "upstream failed");
@@ -554,12 +557,12 @@ static inline void fp_serve(faultproxy *p, int fd)
             }
             char cl[64], te[64];
             int has_cl = fp_header(resp.p, rh, "content-length", cl, sizeof cl);
-            int chunked = fp_header(resp.p, rh, "transfer-encoding", te, sizeof te) &&
-                          strstr(te, "chunked");
+            int chunked =
+                fp_header(resp.p, rh, "transfer-encoding", te, sizeof te) && strstr(te, "chunked");
             int status = (int)strtol(resp.p + 9, NULL, 10);
             int delimited = has_cl || chunked || is_head || status == 204 || status == 304;
-            static const char *const drop[] = {"connection", "keep-alive", NULL};
-            fp_buf out = {0};
+            static const char *const drop[] = { "connection", "keep-alive", NULL };
+            fp_buf out = { 0 };
             fp_rewrite_head(resp.p, rh, drop, delimited ? NULL : "Connection: close\r\n", &out);
             keep = delimited;
             if (k == FP_TRUNCATE || k == FP_RESET_MIDBODY) {

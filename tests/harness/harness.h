@@ -3,8 +3,8 @@
  * calls RUN(fn) for each, then returns TEST_DONE(). Assertions print file:line and the values and
  * abort the current test (longjmp), counting a failure. Randomised tests print their seed.
  * SKIPF(...) ends the current test as skipped (e.g. its dataset is absent), saying why.
- * Closing line: "N passed, N failed, N skipped". Exit status: 1 when a test failed, else 77 (ctest's
- * SKIP_RETURN_CODE: the run shows as skipped) when a test was skipped, else 0.
+ * Closing line: "N passed, N failed, N skipped". Exit status: 1 when a test failed, else 77
+ * (ctest's SKIP_RETURN_CODE: the run shows as skipped) when a test was skipped, else 0.
  */
 #ifndef SX_TEST_HARNESS_H
 #define SX_TEST_HARNESS_H
@@ -28,12 +28,12 @@ static const char *h_name;
   longjmp(h_jmp, 1);                                                \
  } while (0)
 
-#define SKIPF(...)                                \
- do {                                             \
+#define SKIPF(...)                                                  \
+ do {                                                               \
   fprintf(stderr, "SKIP %s (%s:%d): ", h_name, __FILE__, __LINE__); \
-  fprintf(stderr, __VA_ARGS__);                   \
-  fprintf(stderr, "\n");                          \
-  longjmp(h_jmp, 2);                              \
+  fprintf(stderr, __VA_ARGS__);                                     \
+  fprintf(stderr, "\n");                                            \
+  longjmp(h_jmp, 2);                                                \
  } while (0)
 
 #define ASSERT(c)                     \
@@ -77,9 +77,9 @@ static const char *h_name;
   }                                   \
  } while (0)
 
-#define TEST_DONE()                                                             \
- (printf("%d passed, %d failed, %d skipped\n", h_pass, h_fail, h_skip),         \
-  h_fail ? 1 : h_skip ? 77 : 0)
+#define TEST_DONE()                                                     \
+ (printf("%d passed, %d failed, %d skipped\n", h_pass, h_fail, h_skip), \
+  (h_fail ? 1 : (h_skip ? 77 : 0)))
 
 /* Seed from SX_SEED or the time; printed so a failure can be replayed. */
 static inline uint64_t test_seed(void)

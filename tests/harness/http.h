@@ -16,7 +16,7 @@
 
 typedef struct th_resp {
     long status;
-    char *text;   /* raw body, NUL-terminated (owned by th_last) */
+    char *text; /* raw body, NUL-terminated (owned by th_last) */
     size_t len;
     json_t *json; /* parsed body, or NULL if not JSON */
 } th_resp;
@@ -47,7 +47,10 @@ static void th_reset(void)
 
 /* Sends one request. method: "GET", "POST", ...; body may be NULL; headers: NULL-terminated
  * array of "Name: value" lines (NULL for none). Returns &th_last; status 0 = transport error. */
-static th_resp *th_request(const char *method, const char *path, const char *body, size_t body_len,
+static th_resp *th_request(const char *method,
+                           const char *path,
+                           const char *body,
+                           size_t body_len,
                            const char *const *headers)
 {
     th_reset();
@@ -84,7 +87,7 @@ static th_resp *th_request(const char *method, const char *path, const char *bod
 static th_resp *th_post(const char *path, const char *body, const char *auth)
 {
     char h[512];
-    const char *hs[2] = {NULL, NULL};
+    const char *hs[2] = { NULL, NULL };
     if (auth) {
         snprintf(h, sizeof h, "Authorization: %s", auth);
         hs[0] = h;
@@ -102,7 +105,7 @@ static long long th_code(void)
 /* Starts an in-process server on an ephemeral port and points th_base at it. */
 static sx_server *th_server_start(const char *dir, sx_server_options *o)
 {
-    sx_server_options def = {0};
+    sx_server_options def = { 0 };
     if (!o)
         o = &def;
     o->data_dir = dir;

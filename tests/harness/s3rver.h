@@ -12,8 +12,8 @@
  * its parents are searched for tests/e2e/node. The package ships no bin/ script, so the server
  * is started through its lib/cli.js (commander program) with `node -e`, with
  * --openssl-legacy-provider: s3rver makes ListObjectsV2 continuation tokens with DES, which
- * Node 17+ (OpenSSL 3) refuses otherwise (every truncated listing would answer 500). The child's output goes
- * to DIR/s3rver.log; the "listening on ADDR:PORT" line gives the port. The child gets
+ * Node 17+ (OpenSSL 3) refuses otherwise (every truncated listing would answer 500). The child's
+ * output goes to DIR/s3rver.log; the "listening on ADDR:PORT" line gives the port. The child gets
  * PR_SET_PDEATHSIG so a crashed test does not leave it behind.
  */
 #ifndef SX_TEST_S3RVER_H
@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TH_S3RVER_PKG "tests/e2e/node/node_modules/@20minutes/s3rver/lib/cli.js"
+#define TH_S3RVER_PKG    "tests/e2e/node/node_modules/@20minutes/s3rver/lib/cli.js"
 #define TH_S3RVER_ACCESS "S3RVER"
 #define TH_S3RVER_SECRET "S3RVER"
 
@@ -51,7 +51,7 @@ static int th_s3rver_find_cli(char *out, size_t n)
         snprintf(out, n, "%s/%s", root, TH_S3RVER_PKG);
         return access(out, R_OK) == 0 ? 0 : -1;
     }
-    const char *ups[] = {".", "..", "../..", "../../.."};
+    const char *ups[] = { ".", "..", "../..", "../../.." };
     for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
         snprintf(out, n, "%s/%s", ups[i], TH_S3RVER_PKG);
         if (access(out, R_OK) == 0)
@@ -90,8 +90,10 @@ static int th_s3rver_start(const char *dir, th_s3rver *out)
         return 77;
     }
     if (th_s3rver_find_cli(cli, sizeof cli) != 0) {
-        fprintf(stderr, "SKIP: %s not found (run `npm ci` in tests/e2e/node, or set "
-                        "SX_SOURCE_DIR)\n", TH_S3RVER_PKG);
+        fprintf(stderr,
+                "SKIP: %s not found (run `npm ci` in tests/e2e/node, or set "
+                "SX_SOURCE_DIR)\n",
+                TH_S3RVER_PKG);
         return 77;
     }
     snprintf(out->dir, sizeof out->dir, "%s/s3data", dir);
@@ -118,11 +120,11 @@ static int th_s3rver_start(const char *dir, th_s3rver *out)
             close(fd);
         }
         if (getenv("SX_S3RVER_VERBOSE")) /* request log in DIR/s3rver.log */
-            execlp("node", "node", "--openssl-legacy-provider", "-e", script, "--", "-d", out->dir, "-a", "127.0.0.1", "-p",
-                   "0", (char *)NULL);
+            execlp("node", "node", "--openssl-legacy-provider", "-e", script, "--", "-d", out->dir,
+                   "-a", "127.0.0.1", "-p", "0", (char *)NULL);
         else
-            execlp("node", "node", "--openssl-legacy-provider", "-e", script, "--", "-d", out->dir, "-a", "127.0.0.1", "-p",
-                   "0", "--silent", (char *)NULL);
+            execlp("node", "node", "--openssl-legacy-provider", "-e", script, "--", "-d", out->dir,
+                   "-a", "127.0.0.1", "-p", "0", "--silent", (char *)NULL);
         _exit(127);
     }
     out->pid = pid;
@@ -153,7 +155,7 @@ static int th_s3rver_start(const char *dir, th_s3rver *out)
             snprintf(out->endpoint, sizeof out->endpoint, "http://127.0.0.1:%d", out->port);
             return 0;
         }
-        struct timespec ts = {0, 100 * 1000 * 1000};
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
     fprintf(stderr, "s3rver did not start within 30 s (log %s)\n", out->log);
@@ -173,7 +175,7 @@ static void th_s3rver_stop(th_s3rver *s)
             s->pid = 0;
             return;
         }
-        struct timespec ts = {0, 100 * 1000 * 1000};
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
     kill(s->pid, SIGKILL);

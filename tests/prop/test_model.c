@@ -17,15 +17,15 @@
 
 #include "harness.h"
 
-#define DIM     8
-#define KEYS    1500 /* key space: collisions between inserts, upserts and deletes are common */
-#define MAXB    40
-#define TOPK    10
+#define DIM  8
+#define KEYS 1500 /* key space: collisions between inserts, upserts and deletes are common */
+#define MAXB 40
+#define TOPK 10
 
 typedef struct row {
     bool live;
     float v[DIM];
-    int64_t a;    /* small int, for filters */
+    int64_t a; /* small int, for filters */
     double b;
     bool c;
     char s[16];
@@ -37,7 +37,7 @@ static sx_db *db;
 static sx_collection *coll;
 static char base_dir[512];
 static char dir[600];
-static int copy_gen; /* backups alternate between base_dir/0 and base_dir/1 */
+static int copy_gen;   /* backups alternate between base_dir/0 and base_dir/1 */
 static int index_kind; /* 0 none, 1 FLAT, 2 HNSW */
 static unsigned long divergences_checked;
 
@@ -100,9 +100,9 @@ static void op_write(bool upsert, size_t n, bool dup)
         c[i] = rows[i].c;
         s[i] = rows[i].s;
     }
-    sx_column cols[] = { { "id", SX_FIELD_INT64, ids },  { "v", SX_FIELD_FLOAT_VECTOR, v },
-                         { "a", SX_FIELD_INT64, a },     { "b", SX_FIELD_DOUBLE, b },
-                         { "c", SX_FIELD_BOOL, c },      { "s", SX_FIELD_VARCHAR, s } };
+    sx_column cols[] = { { "id", SX_FIELD_INT64, ids }, { "v", SX_FIELD_FLOAT_VECTOR, v },
+                         { "a", SX_FIELD_INT64, a },    { "b", SX_FIELD_DOUBLE, b },
+                         { "c", SX_FIELD_BOOL, c },     { "s", SX_FIELD_VARCHAR, s } };
     sx_batch bt = { n, cols, 6 };
     sx_status st = upsert ? sx_upsert(coll, &bt) : sx_insert(coll, &bt, NULL);
     if (want_fail) {
@@ -341,13 +341,12 @@ static void check(void)
     size_t good = 0;
     for (size_t i = 0; i < res->n_rows; i++) {
         int64_t k = ((const int64_t *)res->cols[0].data)[i];
-        if (k < 0 || k >= KEYS || !model[k].live ||
-            (filtered && !match_filter(&model[k], kind, x)))
+        if (k < 0 || k >= KEYS || !model[k].live || (filtered && !match_filter(&model[k], kind, x)))
             FAILF("search hit %lld is not a live matching row", (long long)k);
         float d = l2(q, model[k].v);
         if (fabsf(d - res->distances[i]) > 1e-4f * (1.0f + d))
-            FAILF("search hit %lld distance %g, true %g", (long long)k,
-                  (double)res->distances[i], (double)d);
+            FAILF("search hit %lld distance %g, true %g", (long long)k, (double)res->distances[i],
+                  (double)d);
         if (i > 0 && res->distances[i] < res->distances[i - 1])
             FAILF("search hits not sorted at %zu", i);
         if (i < nb && d <= best[nb - 1] * (1.0f + 1e-5f) + 1e-6f)

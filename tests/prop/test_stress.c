@@ -31,12 +31,12 @@
 
 #include "harness.h"
 
-#define DIM      8
-#define NCOLL    3
-#define WRITERS  3
-#define RANGE    600 /* keys per writer per collection */
-#define MAXB     24
-#define TOPK     10
+#define DIM     8
+#define NCOLL   3
+#define WRITERS 3
+#define RANGE   600 /* keys per writer per collection */
+#define MAXB    24
+#define TOPK    10
 
 typedef struct mrow {
     bool live;
@@ -66,22 +66,22 @@ static atomic_ulong n_ops[8];
 static writer writers[WRITERS];
 static uint64_t base_seed;
 
-#define TFAIL(...)                                                       \
-    do {                                                                 \
-        pthread_mutex_lock(&fail_mu);                                    \
-        if (!atomic_exchange(&failed, 1))                                \
-            snprintf(fail_msg, sizeof fail_msg, __VA_ARGS__);            \
-        pthread_mutex_unlock(&fail_mu);                                  \
-        atomic_store(&stop_all, true);                                   \
-        return;                                                          \
-    } while (0)
+#define TFAIL(...)                                   \
+ do {                                                \
+  pthread_mutex_lock(&fail_mu);                      \
+  if (!atomic_exchange(&failed, 1))                  \
+   snprintf(fail_msg, sizeof fail_msg, __VA_ARGS__); \
+  pthread_mutex_unlock(&fail_mu);                    \
+  atomic_store(&stop_all, true);                     \
+  return;                                            \
+ } while (0)
 
-#define TCHECK_OK(expr, what)                                                              \
-    do {                                                                                   \
-        sx_status _s = (expr);                                                             \
-        if (_s != SX_OK)                                                                   \
-            TFAIL("%s: %s (%s)", what, sx_status_str(_s), sx_errmsg());                    \
-    } while (0)
+#define TCHECK_OK(expr, what)                                  \
+ do {                                                          \
+  sx_status _s = (expr);                                       \
+  if (_s != SX_OK)                                             \
+   TFAIL("%s: %s (%s)", what, sx_status_str(_s), sx_errmsg()); \
+ } while (0)
 
 static const char *coll_name(int c)
 {
@@ -241,8 +241,8 @@ static void w_check(writer *w, sx_collection *c, int ci, bool full)
         const float *gv = (const float *)rs->cols[2].data + r * DIM;
         if (ver != m->ver || memcmp(gv, m->v, sizeof m->v) != 0) {
             sx_rowset_free(rs);
-            TFAIL("writer %d %s: get: key %lld has version %lld, model %lld", w->id,
-                  coll_name(ci), (long long)ids[i], (long long)ver, (long long)m->ver);
+            TFAIL("writer %d %s: get: key %lld has version %lld, model %lld", w->id, coll_name(ci),
+                  (long long)ids[i], (long long)ver, (long long)m->ver);
         }
         r++;
     }
@@ -261,13 +261,9 @@ static void w_check(writer *w, sx_collection *c, int ci, bool full)
     unsigned g0 = atomic_load(&idx_gen[ci]);
     int kind0 = atomic_load(&idx_kind[ci]);
     sx_param ef[] = { { "ef", "200" } };
-    sx_search_req req = { .queries = q,
-                          .nq = 1,
-                          .k = TOPK,
-                          .filter = f,
-                          .params = ef,
-                          .n_params = 1,
-                          .metric = -1 };
+    sx_search_req req = {
+        .queries = q, .nq = 1, .k = TOPK, .filter = f, .params = ef, .n_params = 1, .metric = -1
+    };
     sx_rowset *res = NULL;
     TCHECK_OK(sx_search(c, &req, &res), "search");
     unsigned g1 = atomic_load(&idx_gen[ci]);

@@ -35,10 +35,10 @@ static char dir[600];
 typedef struct wrap {
     sx__objstore base;
     sx__objstore *inner;
-    atomic_long ranges;      /* get_range calls */
-    atomic_long delay_ms;    /* sleep in get_range */
-    atomic_long fail;        /* > 0: that many next get_range calls fail (SX_EREMOTE) */
-    atomic_ullong bad_lo;    /* corrupt bytes [bad_lo, bad_hi) of returned ranges */
+    atomic_long ranges;   /* get_range calls */
+    atomic_long delay_ms; /* sleep in get_range */
+    atomic_long fail;     /* > 0: that many next get_range calls fail (SX_EREMOTE) */
+    atomic_ullong bad_lo; /* corrupt bytes [bad_lo, bad_hi) of returned ranges */
     atomic_ullong bad_hi;
 } wrap;
 
@@ -46,18 +46,22 @@ static sx_status w_put(sx__objstore *o, const char *k, const void *d, size_t n)
 {
     return ((wrap *)o)->inner->ops->put(((wrap *)o)->inner, k, d, n);
 }
+
 static sx_status w_put_file(sx__objstore *o, const char *k, const char *p)
 {
     return ((wrap *)o)->inner->ops->put_file(((wrap *)o)->inner, k, p);
 }
+
 static sx_status w_get(sx__objstore *o, const char *k, void **d, size_t *n)
 {
     return ((wrap *)o)->inner->ops->get(((wrap *)o)->inner, k, d, n);
 }
+
 static sx_status w_get_file(sx__objstore *o, const char *k, const char *p)
 {
     return ((wrap *)o)->inner->ops->get_file(((wrap *)o)->inner, k, p);
 }
+
 static sx_status w_get_range(sx__objstore *o, const char *k, uint64_t off, size_t len, void *buf)
 {
     wrap *w = (wrap *)o;
@@ -79,18 +83,22 @@ static sx_status w_get_range(sx__objstore *o, const char *k, uint64_t off, size_
             ((uint8_t *)buf)[b - off] ^= 0x5A;
     return st;
 }
+
 static sx_status w_head(sx__objstore *o, const char *k, uint64_t *s)
 {
     return ((wrap *)o)->inner->ops->head(((wrap *)o)->inner, k, s);
 }
+
 static sx_status w_del(sx__objstore *o, const char *k)
 {
     return ((wrap *)o)->inner->ops->del(((wrap *)o)->inner, k);
 }
+
 static sx_status w_list(sx__objstore *o, const char *p, char ***k, uint64_t **s, size_t *n)
 {
     return ((wrap *)o)->inner->ops->list(((wrap *)o)->inner, p, k, s, n);
 }
+
 static void w_free(sx__objstore *o)
 {
     sx__objstore_free(((wrap *)o)->inner);
@@ -355,10 +363,12 @@ static sx_status rd_read(void *ctx, uint64_t off, size_t len, void *buf)
 {
     return sx__blockcache_read(ctx, off, len, buf);
 }
+
 static void rd_invalidate(void *ctx, uint64_t off, size_t len)
 {
     sx__blockcache_invalidate(ctx, off, len);
 }
+
 static void rd_close(void *ctx)
 {
     sx__blockcache_close(ctx);
@@ -446,8 +456,9 @@ static void test_diskann_through_cache(void)
     ASSERT_EQ(b1, lbytes);
     sx__blockcache_stats s;
     sx__blockcache_stats_get(bc, &s);
-    fprintf(stderr, "  diskann via cache: file %llu B, %llu slot reads, hits %llu misses %llu "
-                    "evictions %llu GETs %llu\n",
+    fprintf(stderr,
+            "  diskann via cache: file %llu B, %llu slot reads, hits %llu misses %llu "
+            "evictions %llu GETs %llu\n",
             (unsigned long long)fsize, (unsigned long long)lios, (unsigned long long)s.hits,
             (unsigned long long)s.misses, (unsigned long long)s.evictions,
             (unsigned long long)s.fetches);

@@ -86,8 +86,7 @@ static int64_t version_of(int64_t id)
         float want[DIM];
         vec_of(id, (int)ver, want);
         if (memcmp(want, rs->cols[2].data, sizeof want) != 0)
-            FAILF("id %lld: vector does not match its version %lld", (long long)id,
-                  (long long)ver);
+            FAILF("id %lld: vector does not match its version %lld", (long long)id, (long long)ver);
     }
     ASSERT(rs->n_rows <= 1);
     sx_rowset_free(rs);
@@ -211,7 +210,7 @@ static void test_writes_race_with_the_copy(void)
  * an insert from another thread has completed. */
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gate_state;     /* 1: compaction is in its copy; 2: the insert completed */
+static int gate_state;    /* 1: compaction is in its copy; 2: the insert completed */
 static bool gate_timeout; /* the hook gave up waiting: the writer was blocked */
 
 static void hold_copy(sx_collection *c, uint64_t seg_id)

@@ -3,9 +3,11 @@
  * get/query/count, filtered search against brute force, flush + reopen with identical results,
  * index builds with exact ground truth, compaction, and concurrent search + insert.
  */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <sextant.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -357,6 +359,77 @@ static void test_reopen_identical(void)
     sx_db_close(db);
 }
 
+static bool file_exists(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+static void touch(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ASSERT(f != NULL);
+    ASSERT_EQ(fclose(f), 0);
+}
+
+/* Opening a collection removes the files its manifest does not name (collect_garbage), parsing
+ * seg-ID.EXT and seg-ID.del.GEN names; a 20-digit ID past 64 bits names no segment (it was
+ * undefined behaviour in sscanf) and other names are kept. */
+static void test_open_collects_garbage(void)
+{
+    const char *dir = test_tmpdir("eng_gc");
+    char path[512], cdir[600], live[64];
+    snprintf(path, sizeof path, "%s", dir);
+    sx_db *db = open_db(path);
+    create_coll(db, "c", SX_METRIC_L2);
+    sx_collection *c;
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    ASSERT_OK(insert_rows(c, 0, 100, 1));
+    ASSERT_OK(sx_flush(c));
+    sx_collection_release(c);
+    sx_db_close(db);
+    snprintf(cdir, sizeof cdir, "%s/collections/c", path);
+    DIR *d = opendir(cdir);
+    ASSERT(d != NULL);
+    live[0] = '\0';
+    for (struct dirent *e = readdir(d); e; e = readdir(d))
+        if (strncmp(e->d_name, "seg-", 4) == 0 && strstr(e->d_name, ".sxs"))
+            snprintf(live, sizeof live, "%s", e->d_name);
+    closedir(d);
+    ASSERT(live[0] != '\0');
+    char live_del[80], live_idx[80];
+    snprintf(live_del, sizeof live_del, "%.24s.del.77", live); /* "seg-" + 20 digits */
+    snprintf(live_idx, sizeof live_idx, "%.24s.idx.tmp", live);
+    const char *gone[] = { "seg-00000000000000000999.sxs",
+                           "seg-99999999999999999999.sxs",
+                           "seg-18446744073709551616.del.1",
+                           "junk.tmp",
+                           live_del,
+                           live_idx };
+    const char *kept[] = { "notes.txt", "seg-x.sxs", "seg-+5.sxs", "seg-00000000000000000999." };
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        touch(cdir, gone[i]);
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        touch(cdir, kept[i]);
+    db = open_db(path);
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    ASSERT(file_exists(cdir, live));
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        if (file_exists(cdir, gone[i]))
+            FAILF("%s was not removed", gone[i]);
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (!file_exists(cdir, kept[i]))
+            FAILF("%s was removed", kept[i]);
+    uint64_t n;
+    ASSERT_OK(sx_count(c, NULL, &n));
+    ASSERT_EQ(n, 100);
+    sx_collection_release(c);
+    sx_db_close(db);
+}
+
 static void test_varchar_pk_cosine_autoid(void)
 {
     sx_db *db = open_db(test_tmpdir("eng_vpk"));
@@ -529,7 +602,6 @@ static void test_drop_cancels_build(void)
     ASSERT_OK(sx_collection_drop(db, "c"));
     sx_db_close(db);
 }
-
 
 /* sx_collection_set_metric: L2 <-> IP keeps vectors, to COSINE normalises sealed and growing rows
  * (deleted rows dropped), from COSINE with rows and with an index refused, persisted. */
@@ -744,6 +816,7 @@ int main(void)
     RUN(test_insert_errors);
     RUN(test_crud_and_filters);
     RUN(test_reopen_identical);
+    RUN(test_open_collects_garbage);
     RUN(test_varchar_pk_cosine_autoid);
     RUN(test_concurrent_search_insert);
     RUN(test_build_memory_limit_and_drop);

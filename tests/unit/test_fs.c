@@ -285,7 +285,8 @@ static void test_file_ops(void)
     ASSERT_STATUS(sx__file_open(p, SX__F_READ | SX__F_CREATE, &f), SX_EINVAL);
 }
 
-/* The process-wide I/O counters move by exactly what this thread did (the test is single-threaded). */
+/* The process-wide I/O counters move by exactly what this thread did (the test is single-threaded).
+ */
 static void test_io_stats(void)
 {
     char p[700];

@@ -69,13 +69,14 @@ static float *rand_vecs(size_t n, size_t dim, uint64_t *s)
     for (size_t i = 0; i < n; i++) {
         size_t c = (size_t)(test_rand(s) % 16);
         for (size_t d = 0; d < dim; d++)
-            v[i * dim + d] = (float)((c * 7 + d) % 11) + (test_randf(s) - 0.5f) * (float)(1 + d % 3);
+            v[i * dim + d] =
+                (float)((c * 7 + d) % 11) + (test_randf(s) - 0.5f) * (float)(1 + d % 3);
     }
     return v;
 }
 
-static int load_bigann(float **base, size_t *n, size_t *dim, float **q, size_t *nq, int32_t **gt,
-                       size_t *gtk)
+static int
+load_bigann(float **base, size_t *n, size_t *dim, float **q, size_t *nq, int32_t **gt, size_t *gtk)
 {
     const char *p = test_data("bigann10k/bigann10k_base.bvecs");
     if (!p)
@@ -114,8 +115,8 @@ static void check_knn_plan(size_t n, size_t nq, size_t dim, uint32_t k, bool dev
     size_t min_bytes = 2 * row + row + 4 + 2 * (size_t)k * 8 + out;
     if (st == SX_ENOMEM) {
         if (n > 0 && nq > 0 && min_bytes <= budget)
-            FAILF("ENOMEM for n %zu nq %zu dim %zu k %u dev %d budget %zu (min %zu)", n, nq, dim,
-                  k, dev, budget, min_bytes);
+            FAILF("ENOMEM for n %zu nq %zu dim %zu k %u dev %d budget %zu (min %zu)", n, nq, dim, k,
+                  dev, budget, min_bytes);
         return;
     }
     ASSERT_OK(st);
@@ -164,12 +165,12 @@ static void check_knn_plan(size_t n, size_t nq, size_t dim, uint32_t k, bool dev
 
 static void test_knn_plan(void)
 {
-    static const size_t ns[] = {0, 1, 2, 7, 1000, 4097, 100000, 1000000, 100000000};
-    static const size_t nqs[] = {0, 1, 3, 4096, 4097, 10000, 1000000};
-    static const size_t dims[] = {1, 3, 128, 768, 4096};
-    static const uint32_t ks[] = {1, 10, 128, 1024};
-    static const size_t budgets[] = {1024,      65536,     1u << 20,        16u << 20,
-                                     300u << 20, (size_t)4 << 30, (size_t)64 << 30};
+    static const size_t ns[] = { 0, 1, 2, 7, 1000, 4097, 100000, 1000000, 100000000 };
+    static const size_t nqs[] = { 0, 1, 3, 4096, 4097, 10000, 1000000 };
+    static const size_t dims[] = { 1, 3, 128, 768, 4096 };
+    static const uint32_t ks[] = { 1, 10, 128, 1024 };
+    static const size_t budgets[] = { 1024,       65536,           1u << 20,        16u << 20,
+                                      300u << 20, (size_t)4 << 30, (size_t)64 << 30 };
     size_t plans = 0;
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
@@ -246,10 +247,11 @@ static void check_kmeans_plan(size_t n, size_t dim, size_t k, size_t budget)
 
 static void test_kmeans_plan(void)
 {
-    static const size_t ns[] = {1, 2, 100, 65536, 1000000, 30000000};
-    static const size_t dims[] = {1, 8, 128, 960};
-    static const size_t ks[] = {1, 2, 64, 1024, 65536};
-    static const size_t budgets[] = {4096, 1u << 20, 64u << 20, (size_t)2 << 30, (size_t)80 << 30};
+    static const size_t ns[] = { 1, 2, 100, 65536, 1000000, 30000000 };
+    static const size_t dims[] = { 1, 8, 128, 960 };
+    static const size_t ks[] = { 1, 2, 64, 1024, 65536 };
+    static const size_t budgets[] = { 4096, 1u << 20, 64u << 20, (size_t)2 << 30,
+                                      (size_t)80 << 30 };
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (size_t b = 0; b < sizeof dims / sizeof *dims; b++)
             for (size_t c = 0; c < sizeof ks / sizeof *ks; c++)
@@ -337,31 +339,31 @@ static void test_merge_row(void)
     uint32_t out[8];
     /* protected prefix, then reverse edges (skipping ones already present), then the rest */
     {
-        const uint32_t pr[6] = {1, 2, 3, 4, 5, 6}, rev[4] = {9, 2, 8, 7};
+        const uint32_t pr[6] = { 1, 2, 3, 4, 5, 6 }, rev[4] = { 9, 2, 8, 7 };
         sx__cagra_merge_row(pr, 6, rev, 4, out);
-        const uint32_t want[6] = {1, 2, 3, 9, 8, 7};
+        const uint32_t want[6] = { 1, 2, 3, 9, 8, 7 };
         for (int i = 0; i < 6; i++)
             ASSERT_EQ(out[i], want[i]);
     }
     /* few reverse edges: the unprotected pruned edges fill up; duplicates skipped */
     {
-        const uint32_t pr[6] = {1, 2, 3, 4, 5, 6}, rev[2] = {5, 10};
+        const uint32_t pr[6] = { 1, 2, 3, 4, 5, 6 }, rev[2] = { 5, 10 };
         sx__cagra_merge_row(pr, 6, rev, 2, out);
-        const uint32_t want[6] = {1, 2, 3, 5, 10, 4};
+        const uint32_t want[6] = { 1, 2, 3, 5, 10, 4 };
         for (int i = 0; i < 6; i++)
             ASSERT_EQ(out[i], want[i]);
     }
     /* empty slots in the pruned row and in rev, padding at the end */
     {
-        const uint32_t pr[5] = {4, N, N, N, N}, rev[3] = {N, 4, 6};
+        const uint32_t pr[5] = { 4, N, N, N, N }, rev[3] = { N, 4, 6 };
         sx__cagra_merge_row(pr, 5, rev, 3, out);
-        const uint32_t want[5] = {4, 6, N, N, N};
+        const uint32_t want[5] = { 4, 6, N, N, N };
         for (int i = 0; i < 5; i++)
             ASSERT_EQ(out[i], want[i]);
     }
     /* degree 1: nothing protected, the reverse edge wins */
     {
-        const uint32_t pr[1] = {3}, rev[1] = {7};
+        const uint32_t pr[1] = { 3 }, rev[1] = { 7 };
         sx__cagra_merge_row(pr, 1, rev, 1, out);
         ASSERT_EQ(out[0], 7);
         sx__cagra_merge_row(pr, 1, rev, 0, out);
@@ -379,14 +381,14 @@ static void test_no_gpu(void)
     fprintf(stderr, "  GPU: %s (available: %s)\n", d, sx__gpu_available() ? "yes" : "no");
     if (sx__gpu_available())
         return;
-    float x[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    float x[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
     uint32_t ids[4], g[4];
     float dist[4];
     ASSERT_STATUS(sx__gpu_knn(x, 4, x, 4, 2, SX_METRIC_L2, 1, true, ids, dist), SX_EINVAL);
     ASSERT_STATUS(sx__gpu_kmeans(x, 4, 2, 2, 5, x, NULL, NULL), SX_EINVAL);
-    sx__cagra_build_params bp = {.intermediate_degree = 2, .graph_degree = 1};
+    sx__cagra_build_params bp = { .intermediate_degree = 2, .graph_degree = 1 };
     ASSERT_STATUS(sx__gpu_cagra_build(x, 4, 2, SX_METRIC_L2, &bp, g), SX_EINVAL);
-    const uint32_t knn[8] = {1, 2, 0, 2, 0, 1, 0, 1};
+    const uint32_t knn[8] = { 1, 2, 0, 2, 0, 1, 0, 1 };
     ASSERT_STATUS(sx__gpu_cagra_prune_merge(knn, 4, 2, 1, g), SX_EINVAL);
 }
 
@@ -406,8 +408,14 @@ static int cmp_dhit(const void *a, const void *b)
 }
 
 /* Runs sx__gpu_knn and checks it against the double-precision oracle. Returns recall. */
-static double check_gpu_knn(const float *base, size_t n, const float *q, size_t nq, size_t dim,
-                            sx_metric m, uint32_t k, bool self)
+static double check_gpu_knn(const float *base,
+                            size_t n,
+                            const float *q,
+                            size_t nq,
+                            size_t dim,
+                            sx_metric m,
+                            uint32_t k,
+                            bool self)
 {
     const float *queries = self ? base : q;
     uint32_t *ids = malloc(nq * k * sizeof *ids);
@@ -479,17 +487,19 @@ static double check_gpu_knn(const float *base, size_t n, const float *q, size_t 
 static void knn_cases(const char *label)
 {
     uint64_t s = seed ^ 0x1234;
+
     struct {
         size_t n, nq, dim;
         uint32_t k;
         sx_metric m;
         bool self;
     } cs[] = {
-        {3000, 300, 33, 10, SX_METRIC_L2, false},  {3000, 300, 33, 10, SX_METRIC_IP, false},
-        {2000, 2000, 16, 1, SX_METRIC_L2, true},    {2500, 500, 128, 100, SX_METRIC_L2, false},
-        {700, 50, 7, 1024, SX_METRIC_L2, false},    {900, 900, 5, 64, SX_METRIC_IP, true},
-        {5, 3, 3, 10, SX_METRIC_L2, true},          {5000, 100, 3, 32, SX_METRIC_L2, false},
+        { 3000, 300, 33, 10, SX_METRIC_L2, false }, { 3000, 300, 33, 10, SX_METRIC_IP, false },
+        { 2000, 2000, 16, 1, SX_METRIC_L2, true },  { 2500, 500, 128, 100, SX_METRIC_L2, false },
+        { 700, 50, 7, 1024, SX_METRIC_L2, false },  { 900, 900, 5, 64, SX_METRIC_IP, true },
+        { 5, 3, 3, 10, SX_METRIC_L2, true },        { 5000, 100, 3, 32, SX_METRIC_L2, false },
     };
+
     for (size_t c = 0; c < sizeof cs / sizeof *cs; c++) {
         float *b = rand_vecs(cs[c].n, cs[c].dim, &s);
         float *q = rand_vecs(cs[c].nq, cs[c].dim, &s);
@@ -559,8 +569,7 @@ static void test_gpu_knn_bigann(void)
 
 /* CPU Lloyd from the given centroids with the GPU's rules (mean update, empty clusters take the
  * farthest rows); returns the final inertia. */
-static double cpu_lloyd(const float *x, size_t n, size_t dim, size_t k, uint32_t iters,
-                        float *cent)
+static double cpu_lloyd(const float *x, size_t n, size_t dim, size_t k, uint32_t iters, float *cent)
 {
     uint32_t *as = malloc(n * sizeof *as), *cnt = malloc(k * sizeof *cnt);
     uint32_t *empty = malloc(k * sizeof *empty), *far = malloc(k * sizeof *far);
@@ -588,7 +597,8 @@ static double cpu_lloyd(const float *x, size_t n, size_t dim, size_t k, uint32_t
         }
         if (ne > 0 && sx__gpu_pick_farthest(dist, n, ne, far, &nf) == SX_OK)
             for (size_t e = 0; e < nf; e++)
-                memcpy(cent + (size_t)empty[e] * dim, x + (size_t)far[e] * dim, dim * sizeof(float));
+                memcpy(cent + (size_t)empty[e] * dim, x + (size_t)far[e] * dim,
+                       dim * sizeof(float));
     }
     double in = 0;
     for (size_t i = 0; i < n; i++)
@@ -628,11 +638,17 @@ static void test_gpu_kmeans(void)
         ASSERT(as[i] < k);
     memcpy(cc, init, k * dim * sizeof *cc);
     ic = cpu_lloyd(x, n, dim, k, iters, cc);
-    sx__kmeans_opts o = {.k = k, .iters = iters, .seed = seed, .max_sample = n,
-                         .inertia_out = &it, .init = SX__KMEANS_INIT_RANDOM};
+    sx__kmeans_opts o = { .k = k,
+                          .iters = iters,
+                          .seed = seed,
+                          .max_sample = n,
+                          .inertia_out = &it,
+                          .init = SX__KMEANS_INIT_RANDOM };
     ASSERT_OK(sx__kmeans_train(x, n, dim, dim, &o, ct));
-    fprintf(stderr, "  k-means %zu x %zu, k %zu, %u iters: GPU %.6g, CPU same init %.6g (%.4f), "
-            "sx__kmeans_train %.6g (%.4f)\n", n, dim, k, iters, ig, ic, ig / ic, it, ig / it);
+    fprintf(stderr,
+            "  k-means %zu x %zu, k %zu, %u iters: GPU %.6g, CPU same init %.6g (%.4f), "
+            "sx__kmeans_train %.6g (%.4f)\n",
+            n, dim, k, iters, ig, ic, ig / ic, it, ig / it);
     ASSERT(ic > 0 && fabs(ig - ic) <= 0.01 * ic);
     ASSERT(ig <= 1.03 * it); /* different initial centroids: a sanity bound */
     /* streamed batches (a budget far below the rows) */
@@ -652,10 +668,18 @@ static void test_gpu_kmeans(void)
 /* ---------------------------------------------------------------- GPU CAGRA */
 
 /* Best-first search over a fixed-degree graph from node 0; recall@10 against gt. */
-static double graph_recall(const uint32_t *g, uint32_t deg, const float *x, size_t n, size_t dim,
-                           const float *q, size_t nq, const int32_t *gt, size_t gtk)
+static double graph_recall(const uint32_t *g,
+                           uint32_t deg,
+                           const float *x,
+                           size_t n,
+                           size_t dim,
+                           const float *q,
+                           size_t nq,
+                           const int32_t *gt,
+                           size_t gtk)
 {
     enum { EF = 64, KK = 10 };
+
     uint32_t *mark = calloc(n, sizeof *mark), stamp = 0;
     sx__hit *cand = malloc((n + 1) * sizeof *cand);
     sx__hit res_store[EF];
@@ -666,7 +690,7 @@ static double graph_recall(const uint32_t *g, uint32_t deg, const float *x, size
         size_t nc = 0;
         sx__topk_init(&res, res_store, EF);
         stamp++;
-        sx__hit e = {(float)test_dist_d(qv, x, dim, SX_METRIC_L2), 0};
+        sx__hit e = { (float)test_dist_d(qv, x, dim, SX_METRIC_L2), 0 };
         mark[0] = stamp;
         sx__minheap_push(cand, &nc, e);
         sx__topk_push(&res, e.dist, 0);
@@ -683,7 +707,7 @@ static double graph_recall(const uint32_t *g, uint32_t deg, const float *x, size
                 float d = (float)test_dist_d(qv, x + (size_t)v * dim, dim, SX_METRIC_L2);
                 if (d < sx__topk_bound(&res)) {
                     sx__topk_push(&res, d, v);
-                    sx__hit h = {d, v};
+                    sx__hit h = { d, v };
                     sx__minheap_push(cand, &nc, h);
                 }
             }
@@ -737,13 +761,18 @@ static void test_gpu_cagra(void)
     size_t diff = 0;
     for (size_t i = 0; i < n * deg; i++)
         diff += cpu[i] != gpu[i];
-    fprintf(stderr, "  prune+merge on the same kNN graph: %zu of %zu slots differ\n", diff, n * deg);
+    fprintf(stderr, "  prune+merge on the same kNN graph: %zu of %zu slots differ\n", diff,
+            n * deg);
     ASSERT_EQ(diff, 0);
 
     /* whole builds vs the CPU twin */
-    sx__cagra_build_params bp = {.intermediate_degree = ideg, .graph_degree = deg,
-                                 .build_algo = SX__CAGRA_ALGO_IVF_PQ, .nn_descent_iters = 20,
-                                 .threads = 0, .seed = 1, .knn_fp32 = true};
+    sx__cagra_build_params bp = { .intermediate_degree = ideg,
+                                  .graph_degree = deg,
+                                  .build_algo = SX__CAGRA_ALGO_IVF_PQ,
+                                  .nn_descent_iters = 20,
+                                  .threads = 0,
+                                  .seed = 1,
+                                  .knn_fp32 = true };
     ASSERT_OK(sx__cagra_build_graph(x, n, dim, SX_METRIC_L2, &bp, NULL, cpu));
     double rc = graph_recall(cpu, deg, x, n, dim, q, nq, gt, gtk);
     for (int mode = 0; mode < 3; mode++) {
@@ -754,9 +783,13 @@ static void test_gpu_cagra(void)
         unsetenv("SX_GPU_MEM_LIMIT");
         double ov = graph_overlap(gpu, cpu, n, deg);
         double rg = graph_recall(gpu, deg, x, n, dim, q, nq, gt, gtk);
-        fprintf(stderr, "  CAGRA %s: neighbour overlap with the CPU twin %.4f, recall@10 GPU %.4f "
-                "CPU %.4f\n", mode == 0 ? "FP32" : mode == 1 ? "TF32" : "FP32 streamed", ov, rg,
-                rc);
+        fprintf(stderr,
+                "  CAGRA %s: neighbour overlap with the CPU twin %.4f, recall@10 GPU %.4f "
+                "CPU %.4f\n",
+                mode == 0   ? "FP32"
+                : mode == 1 ? "TF32"
+                            : "FP32 streamed",
+                ov, rg, rc);
         ASSERT(ov >= (mode == 1 ? 0.85 : 0.95));
         ASSERT(rg >= rc - 0.02 && rg >= 0.9);
         for (size_t i = 0; i < n; i++) /* structure: ids valid, no self, no repeats */

@@ -7,8 +7,8 @@
  * build queue; sx_db_check no longer takes db.mu around a collection's flush_mu).
  * In a release build (no checker) the violation cases are skipped, saying so.
  */
-#include <signal.h>
 #include <sextant.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include "harness.h"

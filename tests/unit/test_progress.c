@@ -83,8 +83,9 @@ static void test_monotone(void)
         nanosleep(&ts, NULL);
     }
     ASSERT_EQ(last, 18000);
-    fprintf(stderr, "progress: %llu polls, %llu distinct values, monotone, FINISHED at exactly "
-                    "18000/18000\n",
+    fprintf(stderr,
+            "progress: %llu polls, %llu distinct values, monotone, FINISHED at exactly "
+            "18000/18000\n",
             (unsigned long long)polls, (unsigned long long)distinct);
     sx_collection_release(c);
     sx_db_close(db);

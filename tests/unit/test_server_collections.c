@@ -195,18 +195,40 @@ static void test_missing_params(void)
     fresh_catalog("h_missing");
     /* every route with a required name answers 1802 on {} */
     const char *need[] = {
-        "collections/create",         "collections/describe",      "collections/has",
-        "collections/drop",           "collections/get_stats",     "collections/load",
-        "collections/release",        "collections/refresh_load",  "collections/get_load_state",
-        "collections/rename",         "collections/alter_properties",
-        "collections/drop_properties", "collections/flush",        "collections/compact",
-        "collections/fields/add",     "collections/fields/alter_properties",
-        "indexes/create",             "indexes/describe",          "indexes/list",
-        "indexes/drop",               "indexes/alter_properties",  "indexes/drop_properties",
-        "partitions/list",            "partitions/create",         "partitions/drop",
-        "partitions/has",             "partitions/get_stats",      "partitions/load",
-        "partitions/release",         "databases/create",          "databases/drop",
-        "databases/describe",         "databases/alter",           "databases/drop_properties",
+        "collections/create",
+        "collections/describe",
+        "collections/has",
+        "collections/drop",
+        "collections/get_stats",
+        "collections/load",
+        "collections/release",
+        "collections/refresh_load",
+        "collections/get_load_state",
+        "collections/rename",
+        "collections/alter_properties",
+        "collections/drop_properties",
+        "collections/flush",
+        "collections/compact",
+        "collections/fields/add",
+        "collections/fields/alter_properties",
+        "indexes/create",
+        "indexes/describe",
+        "indexes/list",
+        "indexes/drop",
+        "indexes/alter_properties",
+        "indexes/drop_properties",
+        "partitions/list",
+        "partitions/create",
+        "partitions/drop",
+        "partitions/has",
+        "partitions/get_stats",
+        "partitions/load",
+        "partitions/release",
+        "databases/create",
+        "databases/drop",
+        "databases/describe",
+        "databases/alter",
+        "databases/drop_properties",
     };
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         json_decref(expect(need[i], "{}", 1802));
@@ -351,16 +373,21 @@ static void test_quick_create(void)
     /* quick-setup errors */
     expect_msg("collections/create", "{\"collectionName\":\"e1\"}", 1100,
                "dimension is required for quickly create collection");
-    expect_msg("collections/create", "{\"collectionName\":\"e2\",\"dimension\":4,\"idType\":\"Int32\"}",
-               1100, "idType can only be [Int64, VarChar]");
-    expect_msg("collections/create", "{\"collectionName\":\"e3\",\"dimension\":4,\"idType\":\"VarChar\"}",
-               1100, "max_length");
-    json_decref(expect("collections/create",
-                       "{\"collectionName\":\"e4\",\"dimension\":4,\"metricType\":\"HAMMING\"}", 1100));
     expect_msg("collections/create",
-               "{\"collectionName\":\"e5\",\"dimension\":4,\"params\":{\"consistencyLevel\":\"Weak\"}}",
-               1100, "consistencyLevel can only be");
-    json_decref(expect("collections/create", "{\"collectionName\":\"e6\",\"dimension\":\"x\"}", 1801));
+               "{\"collectionName\":\"e2\",\"dimension\":4,\"idType\":\"Int32\"}", 1100,
+               "idType can only be [Int64, VarChar]");
+    expect_msg("collections/create",
+               "{\"collectionName\":\"e3\",\"dimension\":4,\"idType\":\"VarChar\"}", 1100,
+               "max_length");
+    json_decref(expect("collections/create",
+                       "{\"collectionName\":\"e4\",\"dimension\":4,\"metricType\":\"HAMMING\"}",
+                       1100));
+    expect_msg(
+        "collections/create",
+        "{\"collectionName\":\"e5\",\"dimension\":4,\"params\":{\"consistencyLevel\":\"Weak\"}}",
+        1100, "consistencyLevel can only be");
+    json_decref(
+        expect("collections/create", "{\"collectionName\":\"e6\",\"dimension\":\"x\"}", 1801));
     json_t *lr = expect("collections/list", "{}", 0);
     const char *want_list[] = { "q2", "q3", "quick" };
     ASSERT(str_array_is(json_object_get(lr, "data"), want_list, 3));
@@ -374,12 +401,12 @@ static void test_quick_create(void)
 }
 
 #define CUSTOM                                                                                    \
-    "{\"collectionName\":\"c\",\"metricType\":\"L2\",\"schema\":{\"autoID\":false,"             \
-    "\"enableDynamicField\":true,\"fields\":["                                                    \
-    "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"                         \
-    "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":\"4\"}}," \
-    "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":64}}," \
-    "{\"fieldName\":\"age\",\"dataType\":\"Int32\"},{\"fieldName\":\"doc\",\"dataType\":\"JSON\"}]}}"
+ "{\"collectionName\":\"c\",\"metricType\":\"L2\",\"schema\":{\"autoID\":false,"                  \
+ "\"enableDynamicField\":true,\"fields\":["                                                       \
+ "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"                              \
+ "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":\"4\"}}," \
+ "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":64}},"  \
+ "{\"fieldName\":\"age\",\"dataType\":\"Int32\"},{\"fieldName\":\"doc\",\"dataType\":\"JSON\"}]}}"
 
 static void test_custom_and_indexes(void)
 {
@@ -508,8 +535,10 @@ static void test_custom_and_indexes(void)
        "{\"collectionName\":\"c2\",\"schema\":{\"fields\":["
        "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"
        "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"
-       "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":64}}]},"
-       "\"indexParams\":[{\"fieldName\":\"vector\",\"indexName\":\"vector_idx\",\"metricType\":\"IP\","
+       "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":64}"
+       "}]},"
+       "\"indexParams\":[{\"fieldName\":\"vector\",\"indexName\":\"vector_idx\",\"metricType\":"
+       "\"IP\","
        "\"params\":{\"index_type\":\"IVF_FLAT\",\"nlist\":16}}]}");
     r = expect("collections/describe", "{\"collectionName\":\"c2\"}", 0);
     d = json_object_get(r, "data");
@@ -518,7 +547,8 @@ static void test_custom_and_indexes(void)
     ASSERT(strcmp(sget(json_array_get(json_object_get(d, "indexes"), 0), "metricType"), "IP") == 0);
     json_decref(r);
     r = expect("indexes/describe", "{\"collectionName\":\"c2\",\"indexName\":\"vector_idx\"}", 0);
-    ASSERT(strcmp(sget(json_array_get(json_object_get(r, "data"), 0), "indexType"), "IVF_FLAT") == 0);
+    ASSERT(strcmp(sget(json_array_get(json_object_get(r, "data"), 0), "indexType"), "IVF_FLAT") ==
+           0);
     json_decref(r);
     close_catalog();
 }
@@ -526,8 +556,8 @@ static void test_custom_and_indexes(void)
 static void test_schema_errors(void)
 {
     fresh_catalog("h_schema");
-#define F_ID "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true}"
-#define F_VEC "{\"fieldName\":\"v\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}}"
+#define F_ID      "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true}"
+#define F_VEC     "{\"fieldName\":\"v\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}}"
 #define MK(extra) "{\"collectionName\":\"s\",\"schema\":{\"fields\":[" F_ID "," F_VEC extra "]}}"
     expect_msg("collections/create", MK(",{\"fieldName\":\"x\",\"dataType\":\"Int65\"}"), 1100,
                "data type Int65 is invalid(case sensitive).");
@@ -537,14 +567,16 @@ static void test_schema_errors(void)
                MK(",{\"fieldName\":\"x\",\"dataType\":\"Array\",\"elementDataType\":\"Int64\"}"),
                1100, "not supported by Sextant yet");
     expect_msg("collections/create",
-               MK(",{\"fieldName\":\"x\",\"dataType\":\"BinaryVector\",\"elementTypeParams\":{\"dim\":8}}"),
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"BinaryVector\",\"elementTypeParams\":{"
+                  "\"dim\":8}}"),
                1100, "not supported by Sextant yet");
     expect_msg("collections/create",
                MK(",{\"fieldName\":\"x\",\"dataType\":\"SparseFloatVector\"}"), 1100,
                "not supported by Sextant yet");
-    expect_msg("collections/create",
-               MK(",{\"fieldName\":\"x\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":8}}"),
-               1100, "more than one vector field");
+    expect_msg(
+        "collections/create",
+        MK(",{\"fieldName\":\"x\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":8}}"),
+        1100, "more than one vector field");
     expect_msg("collections/create",
                MK(",{\"fieldName\":\"x\",\"dataType\":\"Int64\",\"nullable\":true}"), 1100,
                "not supported by Sextant yet");
@@ -617,8 +649,8 @@ static void test_stats_partitions(void)
 
     ok("partitions/create", "{\"collectionName\":\"p\",\"partitionName\":\"p1\"}");
     ok("partitions/create", "{\"collectionName\":\"p\",\"partitionName\":\"p1\"}"); /* again */
-    json_decref(expect("partitions/create", "{\"collectionName\":\"p\",\"partitionName\":\"a b\"}",
-                       1100));
+    json_decref(
+        expect("partitions/create", "{\"collectionName\":\"p\",\"partitionName\":\"a b\"}", 1100));
     insert_rows("p", 100, 2, "p1");
     r = expect("partitions/list", "{\"collectionName\":\"p\"}", 0);
     const char *want[] = { "_default", "p1" };
@@ -630,7 +662,8 @@ static void test_stats_partitions(void)
     r = expect("partitions/get_stats", "{\"collectionName\":\"p\",\"partitionName\":\"p1\"}", 0);
     ASSERT_EQ(iget(r, "data.rowCount"), 2);
     json_decref(r);
-    r = expect("partitions/get_stats", "{\"collectionName\":\"p\",\"partitionName\":\"_default\"}", 0);
+    r = expect("partitions/get_stats", "{\"collectionName\":\"p\",\"partitionName\":\"_default\"}",
+               0);
     ASSERT_EQ(iget(r, "data.rowCount"), 3);
     json_decref(r);
     expect_msg("partitions/get_stats", "{\"collectionName\":\"p\",\"partitionName\":\"zz\"}", 200,
@@ -640,9 +673,10 @@ static void test_stats_partitions(void)
     json_decref(r);
 
     /* load / release of partitions */
-    json_decref(expect("partitions/load", "{\"collectionName\":\"p\",\"partitionNames\":[\"zz\"]}",
-                       200));
-    json_decref(expect("partitions/load", "{\"collectionName\":\"p\",\"partitionNames\":[]}", 1802));
+    json_decref(
+        expect("partitions/load", "{\"collectionName\":\"p\",\"partitionNames\":[\"zz\"]}", 200));
+    json_decref(
+        expect("partitions/load", "{\"collectionName\":\"p\",\"partitionNames\":[]}", 1802));
     ok("partitions/release", "{\"collectionName\":\"p\",\"partitionNames\":[\"p1\"]}");
     r = expect("collections/get_load_state", "{\"collectionName\":\"p\"}", 0);
     ASSERT(strcmp(sget(r, "data.loadState"), "LoadStateLoaded") == 0); /* some released */
@@ -721,13 +755,13 @@ static void test_rename_properties(void)
     json_t *r = expect("collections/describe", "{\"collectionName\":\"a2\"}", 0);
     ASSERT(strcmp(sget(r, "data.collectionName"), "a2") == 0);
     json_decref(r);
-    json_decref(expect("collections/rename", "{\"collectionName\":\"a\",\"newCollectionName\":\"x\"}",
-                       100));
-    json_decref(expect("collections/rename", "{\"collectionName\":\"a2\",\"newCollectionName\":\"b\"}",
-                       65535));
     json_decref(expect("collections/rename",
-                       "{\"collectionName\":\"a2\",\"newCollectionName\":\"x\",\"newDbName\":\"nodb\"}",
-                       800));
+                       "{\"collectionName\":\"a\",\"newCollectionName\":\"x\"}", 100));
+    json_decref(expect("collections/rename",
+                       "{\"collectionName\":\"a2\",\"newCollectionName\":\"b\"}", 65535));
+    json_decref(expect(
+        "collections/rename",
+        "{\"collectionName\":\"a2\",\"newCollectionName\":\"x\",\"newDbName\":\"nodb\"}", 800));
     /* a new collection may take the old name */
     ok("collections/create", "{\"collectionName\":\"a\",\"dimension\":2}");
     r = expect("collections/list", "{}", 0);
@@ -735,8 +769,8 @@ static void test_rename_properties(void)
     ASSERT(str_array_is(json_object_get(r, "data"), want, 3));
     json_decref(r);
 
-    ok("collections/alter_properties",
-       "{\"collectionName\":\"b\",\"properties\":{\"collection.ttl.seconds\":60,\"mmap.enabled\":true}}");
+    ok("collections/alter_properties", "{\"collectionName\":\"b\",\"properties\":{\"collection.ttl."
+                                       "seconds\":60,\"mmap.enabled\":true}}");
     r = expect("collections/describe", "{\"collectionName\":\"b\"}", 0);
     json_t *props = json_object_get(json_object_get(r, "data"), "properties");
     ASSERT_EQ(json_array_size(props), 2);
@@ -770,7 +804,8 @@ static void test_databases(void)
     json_decref(r);
     ok("databases/create", "{\"dbName\":\"db1\",\"properties\":{\"database.max.collections\":10}}");
     expect_msg("databases/create", "{\"dbName\":\"db1\"}", 65535, "database already exist: db1");
-    expect_msg("databases/create", "{\"dbName\":\"1x\"}", 802, "invalid database name[database=1x]");
+    expect_msg("databases/create", "{\"dbName\":\"1x\"}", 802,
+               "invalid database name[database=1x]");
     r = expect("databases/list", "{}", 0);
     const char *w2[] = { "default", "db1" };
     ASSERT(str_array_is(json_object_get(r, "data"), w2, 2));
@@ -783,13 +818,15 @@ static void test_databases(void)
     ASSERT(strcmp(sget(json_array_get(props, 0), "value"), "10") == 0);
     json_decref(r);
     ok("databases/alter", "{\"dbName\":\"db1\",\"properties\":{\"a\":\"x\"}}");
-    ok("databases/drop_properties", "{\"dbName\":\"db1\",\"propertyKeys\":[\"database.max.collections\"]}");
+    ok("databases/drop_properties",
+       "{\"dbName\":\"db1\",\"propertyKeys\":[\"database.max.collections\"]}");
     r = expect("databases/describe", "{\"dbName\":\"db1\"}", 0);
     props = json_object_get(json_object_get(r, "data"), "properties");
     ASSERT_EQ(json_array_size(props), 1);
     ASSERT(strcmp(sget(json_array_get(props, 0), "key"), "a") == 0);
     json_decref(r);
-    expect_msg("databases/describe", "{\"dbName\":\"nodb\"}", 800, "database not found[database=nodb]");
+    expect_msg("databases/describe", "{\"dbName\":\"nodb\"}", 800,
+               "database not found[database=nodb]");
     json_decref(expect("databases/alter", "{\"dbName\":\"nodb\"}", 800));
 
     /* a collection in db1 is invisible in default */
@@ -804,13 +841,14 @@ static void test_databases(void)
     json_decref(expect("collections/describe", "{\"collectionName\":\"c\"}", 100));
     ok("collections/describe", "{\"dbName\":\"db1\",\"collectionName\":\"c\"}");
     expect_msg("databases/drop", "{\"dbName\":\"db1\"}", 65535, "not empty");
-    expect_msg("databases/drop", "{\"dbName\":\"default\"}", 65535, "can not drop default database");
+    expect_msg("databases/drop", "{\"dbName\":\"default\"}", 65535,
+               "can not drop default database");
     ok("collections/drop", "{\"dbName\":\"db1\",\"collectionName\":\"c\"}");
     ok("databases/drop", "{\"dbName\":\"db1\"}");
     ok("databases/drop", "{\"dbName\":\"db1\"}"); /* missing: success */
     json_decref(expect("databases/describe", "{\"dbName\":\"db1\"}", 800));
-    json_decref(expect("collections/create", "{\"dbName\":\"db1\",\"collectionName\":\"c\",\"dimension\":4}",
-                       800));
+    json_decref(expect("collections/create",
+                       "{\"dbName\":\"db1\",\"collectionName\":\"c\",\"dimension\":4}", 800));
     close_catalog();
 }
 
@@ -839,7 +877,6 @@ static void test_persistence(void)
     json_decref(r);
     close_catalog();
 }
-
 
 /* ---------------------------------------------------------------- metric chosen by the index */
 
@@ -873,13 +910,13 @@ static sx__coll_meta *meta_of(const char *coll)
     return &m;
 }
 
-#define DEMO_CREATE                                                                               \
-    "{\"collectionName\":\"demo_http\",\"schema\":{\"autoID\":false,\"enableDynamicField\":false," \
-    "\"fields\":[{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"               \
-    "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"  \
-    "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":32}}]}," \
-    "\"metricType\":\"COSINE\",\"primaryFieldName\":\"id\",\"vectorFieldName\":\"vector\","       \
-    "\"dbName\":\"default\"}"
+#define DEMO_CREATE                                                                                \
+ "{\"collectionName\":\"demo_http\",\"schema\":{\"autoID\":false,\"enableDynamicField\":false,"    \
+ "\"fields\":[{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"                   \
+ "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"      \
+ "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":32}}]}," \
+ "\"metricType\":\"COSINE\",\"primaryFieldName\":\"id\",\"vectorFieldName\":\"vector\","           \
+ "\"dbName\":\"default\"}"
 
 /* milvus-rest-v2.md section 11: custom schema without indexParams (the SDK's COSINE default is
  * ignored), insert, createIndex L2, load, search with squared-L2 distances. */
@@ -912,8 +949,8 @@ static void test_sdk_flow_metric_from_index(void)
                        "metricType"),
                   "L2") == 0);
     json_decref(r);
-    r = expect("indexes/describe", "{\"collectionName\":\"demo_http\",\"indexName\":\"vector_idx\"}",
-               0);
+    r = expect("indexes/describe",
+               "{\"collectionName\":\"demo_http\",\"indexName\":\"vector_idx\"}", 0);
     ASSERT(strcmp(sget(json_array_get(json_object_get(r, "data"), 0), "metricType"), "L2") == 0);
     json_decref(r);
     ASSERT(!meta_of("demo_http")->metric_pending);
@@ -928,12 +965,13 @@ static void test_sdk_flow_metric_from_index(void)
     ASSERT_NEAR(rs->distances[1], 0.67, 1e-5);
     sx_rowset_free(rs);
     /* through the search route too, when the collection is loaded */
-    r = expect("entities/search",
-               "{\"collectionName\":\"demo_http\",\"data\":[[0.1,0.2,0.3,0.4]],\"annsField\":"
-               "\"vector\",\"filter\":\"color == \\\"red\\\"\",\"limit\":2,\"outputFields\":[\"id\","
-               "\"color\"],\"searchParams\":{\"metricType\":\"L2\",\"params\":{\"ef\":64}},"
-               "\"dbName\":\"default\"}",
-               0);
+    r = expect(
+        "entities/search",
+        "{\"collectionName\":\"demo_http\",\"data\":[[0.1,0.2,0.3,0.4]],\"annsField\":"
+        "\"vector\",\"filter\":\"color == \\\"red\\\"\",\"limit\":2,\"outputFields\":[\"id\","
+        "\"color\"],\"searchParams\":{\"metricType\":\"L2\",\"params\":{\"ef\":64}},"
+        "\"dbName\":\"default\"}",
+        0);
     json_t *hits = json_object_get(r, "data");
     ASSERT_EQ(json_array_size(hits), 2);
     ASSERT_NEAR(json_number_value(json_object_get(json_array_get(hits, 1), "distance")), 0.67,
@@ -957,7 +995,8 @@ static void test_pending_to_cosine_with_rows(void)
        "\"enableDynamicField\":true,\"fields\":["
        "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"
        "{\"fieldName\":\"vector\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}},"
-       "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":32}}]}}");
+       "{\"fieldName\":\"color\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":32}"
+       "}]}}");
     ok("partitions/create", "{\"collectionName\":\"cc\",\"partitionName\":\"p1\"}");
     ok("entities/insert", "{\"collectionName\":\"cc\",\"data\":["
                           "{\"vector\":[0.1,0.2,0.3,0.4],\"color\":\"red\",\"extra\":7},"
@@ -974,10 +1013,10 @@ static void test_pending_to_cosine_with_rows(void)
     ok("collections/load", "{\"collectionName\":\"cc\"}");
     for (int pass = 0; pass < 2; pass++) {
         json_t *r = expect("collections/describe", "{\"collectionName\":\"cc\"}", 0);
-        ASSERT(strcmp(sget(json_array_get(json_object_get(json_object_get(r, "data"), "indexes"),
-                                          0),
-                           "metricType"),
-                      "COSINE") == 0);
+        ASSERT(
+            strcmp(sget(json_array_get(json_object_get(json_object_get(r, "data"), "indexes"), 0),
+                        "metricType"),
+                   "COSINE") == 0);
         json_decref(r);
         r = expect("collections/get_stats", "{\"collectionName\":\"cc\"}", 0);
         ASSERT_EQ(iget(r, "data.rowCount"), 4);
@@ -1016,11 +1055,12 @@ static void test_pending_to_cosine_with_rows(void)
     }
     /* new rows are normalised too; auto ids continue */
     {
-        json_t *r = expect("entities/insert", "{\"collectionName\":\"cc\",\"data\":["
-                                              "{\"vector\":[0,0,5,0],\"color\":\"x\"}]}",
+        json_t *r = expect("entities/insert",
+                           "{\"collectionName\":\"cc\",\"data\":["
+                           "{\"vector\":[0,0,5,0],\"color\":\"x\"}]}",
                            0);
-        ASSERT_EQ(json_integer_value(json_array_get(
-                      json_object_get(json_object_get(r, "data"), "insertIds"), 0)),
+        ASSERT_EQ(json_integer_value(
+                      json_array_get(json_object_get(json_object_get(r, "data"), "insertIds"), 0)),
                   5);
         json_decref(r);
     }
@@ -1050,8 +1090,8 @@ static void *modifier(void *arg)
             snprintf(body, sizeof body, "{\"collectionName\":\"k\",\"partitionName\":\"p%d\"}", i);
             r = call("partitions/create", body);
         } else {
-            snprintf(body, sizeof body,
-                     "{\"collectionName\":\"k\",\"properties\":{\"key%d\":%d}}", i, i);
+            snprintf(body, sizeof body, "{\"collectionName\":\"k\",\"properties\":{\"key%d\":%d}}",
+                     i, i);
             r = call("collections/alter_properties", body);
         }
         if (code_of(r) != 0)

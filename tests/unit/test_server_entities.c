@@ -292,6 +292,15 @@ static void test_insert_get_query(void)
     EXPECT_CODE(
         call("/v2/vectordb/entities/query", "{`collectionName`:`c1`,`limit`:16000,`offset`:385}"),
         SX__MC_INVALID_PARAM);
+    /* a window past int64 is refused too (limit + offset was a signed overflow) */
+    r = call("/v2/vectordb/entities/query",
+             "{`collectionName`:`c1`,`limit`:9223372036854775807,`offset`:1}");
+    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
+    ASSERT(strstr(msg_of(r), "but got 9223372036854775808") != NULL);
+    json_decref(r);
+    EXPECT_CODE(call("/v2/vectordb/entities/query",
+                     "{`collectionName`:`c1`,`limit`:2,`offset`:9223372036854775807}"),
+                SX__MC_INVALID_PARAM);
     r = ok(call("/v2/vectordb/entities/query", "{`collectionName`:`c1`,`limit`:16383,`offset`:1}"));
     ASSERT(r);
     ASSERT_EQ(json_array_size(data_of(r)), 2);
@@ -772,6 +781,8 @@ static void test_search_ground_truth(void)
         { "`searchParams`:{`metricType`:`HAMMING`}", SX__MC_INVALID_PARAM },
         { "`consistencyLevel`:`Sometimes`", SX__MC_INVALID_PARAM },
         { "`limit`:16000,`offset`:385", SX__MC_INVALID_PARAM },
+        { "`limit`:9223372036854775807,`offset`:1", SX__MC_INVALID_PARAM },
+        { "`limit`:1,`offset`:9223372036854775807", SX__MC_INVALID_PARAM },
         { "`annsField`:`tag`", SX__MC_BAD_JSON },
         { "`groupingField`:`tag`", SX__MC_UNSUPPORTED },
         { "`partitionNames`:[`nope`]", SX__MC_PART_NOT_FOUND },
@@ -1030,6 +1041,14 @@ static void test_hybrid(void)
     free(b);
     b = hybrid_body(q, "{\"strategy\":\"magic\"}", 8, 10);
     EXPECT_CODE(call("/v2/vectordb/entities/hybrid_search", b), SX__MC_INVALID_PARAM);
+    free(b);
+    /* limit + offset past int64 (it was a signed overflow) */
+    b = hybrid_body(q, rerank[0], (size_t)INT64_MAX, 10);
+    char *bo = malloc(strlen(b) + 16);
+    ASSERT(bo);
+    snprintf(bo, strlen(b) + 16, "%.*s,\"offset\":1}", (int)strlen(b) - 1, b);
+    EXPECT_CODE(call("/v2/vectordb/entities/hybrid_search", bo), SX__MC_INVALID_PARAM);
+    free(bo);
     free(b);
     EXPECT_CODE(call("/v2/vectordb/entities/hybrid_search", "{`collectionName`:`gt`}"),
                 SX__MC_MISSING_REQUIRED);

@@ -8,8 +8,8 @@
  */
 #include <sextant.h>
 
-#include "harness.h"
 #include "cache_scenario.h"
+#include "harness.h"
 
 static void test_diskann_from_store(void)
 {

@@ -96,6 +96,7 @@
  * Rejected: timing a batched sx_search (nq > 1) as "QPS": that measures throughput of the
  * engine's own thread pool, not the per-query latency ann-benchmarks and VectorDBBench report.
  */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <ftw.h>
@@ -702,6 +703,92 @@ static const case_preset *find_preset(const char *name)
     return NULL;
 }
 
+/* After the options of parse_args: applies a --case preset, derives the synthetic and HTML
+ * settings, and checks the combinations. Returns 0 or CLI_EXIT_USAGE. */
+static int finish_args(bench *b, const char *index_name)
+{
+    if (b->preset != NULL) {
+        if (b->is_synthetic) {
+            fprintf(stderr, "sextant bench: --case and --synthetic exclude each other\n");
+            return CLI_EXIT_USAGE;
+        }
+        b->is_synthetic = true;
+        b->syn_n = b->preset->n;
+        b->syn_dim = b->preset->dim;
+        b->syn_seed = b->seed_given ? b->seed_opt : 1;
+        if (!b->gen_given)
+            b->gen = b->preset->gen;
+        if (!b->metric_given)
+            b->metric = b->preset->metric;
+        if (b->nq_limit == 0)
+            b->nq_limit = PRESET_NQ;
+        if (!b->conc_given) {
+            static const unsigned dflt[] = { 1, 5, 10, 20 };
+            for (size_t j = 0; j < 4; j++)
+                b->conc[j] = dflt[j];
+            b->n_conc = 4;
+        }
+    } else if (b->seed_given && b->is_synthetic) {
+        b->syn_seed = b->seed_opt;
+    }
+    if (b->gen_given && !b->is_synthetic) {
+        fprintf(stderr, "sextant bench: --generate needs --synthetic or --case\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (b->is_synthetic) {
+        if (b->base_path != NULL || b->query_path != NULL || b->base_limit > 0) {
+            fprintf(stderr, "sextant bench: --synthetic replaces --base, --query and --limit\n");
+            return CLI_EXIT_USAGE;
+        }
+        snprintf(b->syn_base_label, sizeof b->syn_base_label, "synthetic:%s:%zux%zu:seed=%" PRIu64,
+                 ds_gen_name(b->gen), b->syn_n, b->syn_dim, b->syn_seed);
+        snprintf(b->syn_query_label, sizeof b->syn_query_label, "%s:queries", b->syn_base_label);
+        b->base_path = b->syn_base_label;
+        b->query_path = b->syn_query_label;
+    } else if (b->base_path != NULL && b->query_path == NULL && ds_is_hdf5(b->base_path)) {
+        b->is_hdf5 = true;
+    } else if (b->base_path == NULL || b->query_path == NULL) {
+        fprintf(stderr, "sextant bench: --base and --query (or --synthetic) are required\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (b->gt_dist_path != NULL && b->gt_path == NULL) {
+        fprintf(stderr, "sextant bench: --gt-dist needs --gt (the ids the distances belong to)\n");
+        return CLI_EXIT_USAGE;
+    }
+    b->kind = find_kind(index_name != NULL ? index_name : "hnsw");
+    if (b->kind == NULL) {
+        fprintf(stderr,
+                "sextant bench: --index: '%s' is not flat, hnsw, ivf_flat, ivf_sq8, ivf_pq, "
+                "hnsw_sq, diskann, gpu_cagra, gpu_ivf_flat, gpu_ivf_pq or gpu_brute_force\n",
+                index_name);
+        return CLI_EXIT_USAGE;
+    }
+    if (b->html_path != NULL && b->json_path == NULL) {
+        size_t len = strlen(b->html_path);
+        b->html_json = malloc(len + 6);
+        if (b->html_json == NULL)
+            return CLI_EXIT_USAGE;
+        memcpy(b->html_json, b->html_path, len + 1);
+        if (len > 5 && strcmp(b->html_json + len - 5, ".html") == 0)
+            b->html_json[len - 5] = '\0';
+        memcpy(b->html_json + strlen(b->html_json), ".json", 6);
+        b->json_path = b->html_json;
+    }
+    if (b->stream_rate > 0 && b->stream_stages > 0 && (size_t)b->stream_stages > 100) {
+        fprintf(stderr, "sextant bench: --stream-stages is at most 100\n");
+        return CLI_EXIT_USAGE;
+    }
+    size_t multi = 0;
+    for (size_t j = 0; j < b->n_sp_keys; j++)
+        multi += b->sp[j].n > 1;
+    if (multi > 1) {
+        fprintf(stderr, "sextant bench: only one --search-param key may list several values (the "
+                        "swept one); the others are constants\n");
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
 /* Returns 0, CLI_EXIT_USAGE, or -1 for --help (exit 0). */
 static int parse_args(bench *b, int argc, char **argv)
 {
@@ -896,86 +983,7 @@ static int parse_args(bench *b, int argc, char **argv)
         fprintf(stderr, "sextant bench: unknown argument '%s'\n", argv[i]);
         return CLI_EXIT_USAGE;
     }
-    if (b->preset != NULL) {
-        if (b->is_synthetic) {
-            fprintf(stderr, "sextant bench: --case and --synthetic exclude each other\n");
-            return CLI_EXIT_USAGE;
-        }
-        b->is_synthetic = true;
-        b->syn_n = b->preset->n;
-        b->syn_dim = b->preset->dim;
-        b->syn_seed = b->seed_given ? b->seed_opt : 1;
-        if (!b->gen_given)
-            b->gen = b->preset->gen;
-        if (!b->metric_given)
-            b->metric = b->preset->metric;
-        if (b->nq_limit == 0)
-            b->nq_limit = PRESET_NQ;
-        if (!b->conc_given) {
-            static const unsigned dflt[] = { 1, 5, 10, 20 };
-            for (size_t j = 0; j < 4; j++)
-                b->conc[j] = dflt[j];
-            b->n_conc = 4;
-        }
-    } else if (b->seed_given && b->is_synthetic) {
-        b->syn_seed = b->seed_opt;
-    }
-    if (b->gen_given && !b->is_synthetic) {
-        fprintf(stderr, "sextant bench: --generate needs --synthetic or --case\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (b->is_synthetic) {
-        if (b->base_path != NULL || b->query_path != NULL || b->base_limit > 0) {
-            fprintf(stderr, "sextant bench: --synthetic replaces --base, --query and --limit\n");
-            return CLI_EXIT_USAGE;
-        }
-        snprintf(b->syn_base_label, sizeof b->syn_base_label, "synthetic:%s:%zux%zu:seed=%" PRIu64,
-                 ds_gen_name(b->gen), b->syn_n, b->syn_dim, b->syn_seed);
-        snprintf(b->syn_query_label, sizeof b->syn_query_label, "%s:queries", b->syn_base_label);
-        b->base_path = b->syn_base_label;
-        b->query_path = b->syn_query_label;
-    } else if (b->base_path != NULL && b->query_path == NULL && ds_is_hdf5(b->base_path)) {
-        b->is_hdf5 = true;
-    } else if (b->base_path == NULL || b->query_path == NULL) {
-        fprintf(stderr, "sextant bench: --base and --query (or --synthetic) are required\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (b->gt_dist_path != NULL && b->gt_path == NULL) {
-        fprintf(stderr, "sextant bench: --gt-dist needs --gt (the ids the distances belong to)\n");
-        return CLI_EXIT_USAGE;
-    }
-    b->kind = find_kind(index_name != NULL ? index_name : "hnsw");
-    if (b->kind == NULL) {
-        fprintf(stderr,
-                "sextant bench: --index: '%s' is not flat, hnsw, ivf_flat, ivf_sq8, ivf_pq, "
-                "hnsw_sq, diskann, gpu_cagra, gpu_ivf_flat, gpu_ivf_pq or gpu_brute_force\n",
-                index_name);
-        return CLI_EXIT_USAGE;
-    }
-    if (b->html_path != NULL && b->json_path == NULL) {
-        size_t len = strlen(b->html_path);
-        b->html_json = malloc(len + 6);
-        if (b->html_json == NULL)
-            return CLI_EXIT_USAGE;
-        memcpy(b->html_json, b->html_path, len + 1);
-        if (len > 5 && strcmp(b->html_json + len - 5, ".html") == 0)
-            b->html_json[len - 5] = '\0';
-        memcpy(b->html_json + strlen(b->html_json), ".json", 6);
-        b->json_path = b->html_json;
-    }
-    if (b->stream_rate > 0 && b->stream_stages > 0 && (size_t)b->stream_stages > 100) {
-        fprintf(stderr, "sextant bench: --stream-stages is at most 100\n");
-        return CLI_EXIT_USAGE;
-    }
-    size_t multi = 0;
-    for (size_t j = 0; j < b->n_sp_keys; j++)
-        multi += b->sp[j].n > 1;
-    if (multi > 1) {
-        fprintf(stderr, "sextant bench: only one --search-param key may list several values (the "
-                        "swept one); the others are constants\n");
-        return CLI_EXIT_USAGE;
-    }
-    return 0;
+    return finish_args(b, index_name);
 }
 
 /* ------------------------------------------------------------------ inputs and ground truth */
@@ -994,6 +1002,21 @@ static int meta_path(const char *stem, const char *ext, char *out, size_t len)
 {
     int n = snprintf(out, len, "%s%s", stem, ext);
     return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* A line's hexadecimal checksum ("%016" PRIx64 then the newline). strtoull, not sscanf's %llx,
+ * whose result is undefined for a number past 64 bits. */
+static bool hex_u64(const char *s, unsigned long long *out)
+{
+    char *end = NULL;
+    if (!isxdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 16);
+    if (errno != 0 || (*end != '\n' && *end != '\0'))
+        return false;
+    *out = v;
+    return true;
 }
 
 /* 1 when STEM-gt.ivecs, STEM-gt-dist.fvecs and STEM.meta exist and the files hash to the
@@ -1017,9 +1040,9 @@ static int cache_verify(const char *stem, char *why, size_t why_len)
     int got = 0;
     if (fgets(line, sizeof line, f) != NULL && strcmp(line, "sextant-gt-cache 1\n") == 0) {
         while (fgets(line, sizeof line, f) != NULL) {
-            if (sscanf(line, "ids %llx", &want_ids) == 1)
+            if (strncmp(line, "ids ", 4) == 0 && hex_u64(line + 4, &want_ids))
                 got |= 1;
-            else if (sscanf(line, "dists %llx", &want_dists) == 1)
+            else if (strncmp(line, "dists ", 6) == 0 && hex_u64(line + 6, &want_dists))
                 got |= 2;
         }
     }
@@ -2009,8 +2032,7 @@ static int reopen_from_store(bench *b)
     b->c = NULL;
     sx_db_close(b->db);
     b->db = NULL;
-    if (b->data_is_temp &&
-        nftw(b->data_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    if (b->data_is_temp && nftw(b->data_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
         fprintf(stderr, "sextant bench: warning: could not remove %s: %s\n", b->data_dir,
                 strerror(errno));
     const char *tmp = getenv("TMPDIR");
@@ -2041,8 +2063,10 @@ static int reopen_from_store(bench *b)
     if (st != SX_OK)
         return cli_sx_fail(cmd, "open the collection from the store", st);
     b->reopen_s = cli_now() - t0;
-    fprintf(stderr, "sextant bench: reopened from %s in a fresh directory in %.2f s (cache %" PRIu64
-            " MiB)\n", b->storage_url, b->reopen_s, b->cache_mb);
+    fprintf(stderr,
+            "sextant bench: reopened from %s in a fresh directory in %.2f s (cache %" PRIu64
+            " MiB)\n",
+            b->storage_url, b->reopen_s, b->cache_mb);
     return 0;
 }
 
@@ -2549,7 +2573,7 @@ static int case_serial(bench *b, case_ctx *cc, case_result *cr)
            "ms, p95 %.3f ms, p99 %.3f ms\n",
            cr->name, cr->k, cr->recall, cr->ndcg, cr->recall10, cr->s_qps, cr->s_p50, cr->s_p95,
            cr->s_p99);
-    fflush(stdout);
+    (void)fflush(stdout);
     rc = 0;
 out:
     free(ids);
@@ -2686,7 +2710,7 @@ static int case_streaming(bench *b, case_result *cr)
     printf("\ncase streaming: %zu rows at %.0f rows/s (batches of %zu), %u search threads, %u "
            "stages, top-%u\n",
            b->base.n, b->stream_rate, batch, b->stream_conc, S, sc.cc.k);
-    fflush(stdout);
+    (void)fflush(stdout);
     if (bc_run_stream(&spec, cr->stages, &cr->stream_insert_s, err, sizeof err) != 0) {
         rc = cli_fail(cmd, "streaming case: %s", err);
         goto out;
@@ -2734,7 +2758,7 @@ static int run_cases(bench *b)
     if (b->n_conc == 0)
         printf(" (none)");
     printf("\n");
-    fflush(stdout);
+    (void)fflush(stdout);
 
     case_result *cr = &b->cases[b->n_cases];
     case_init(cr, "performance", "performance");
@@ -4034,7 +4058,7 @@ static void print_cases(const bench *b)
             printf("headline: single-thread QPS at recall@%u %.2f: %.2fx %s\n", b->k, RECALL_TARGET,
                    qo / qp, b->peer[pi].name);
     }
-    fflush(stdout);
+    (void)fflush(stdout);
 }
 
 static void print_summary(const bench *b)

@@ -367,7 +367,7 @@ int bc_run_level(const bc_level_spec *spec, bc_stats *out, char *err, size_t err
     bp_stamp(ts, sizeof ts);
     printf("[%s] concurrency %u: %.0f s, top-%zu, embedded\n", ts, spec->conc, spec->duration_s,
            spec->k);
-    fflush(stdout);
+    (void)fflush(stdout);
     r.t_start = cli_now();
     r.t_deadline = r.t_start + spec->duration_s;
     if (start_workers(&r, th, err, err_len) != 0)
@@ -401,7 +401,7 @@ int bc_run_level(const bc_level_spec *spec, bc_stats *out, char *err, size_t err
     if (!isnan(out->recall))
         printf(", recall@%zu %.4f", spec->k, out->recall);
     printf("\n");
-    fflush(stdout);
+    (void)fflush(stdout);
     rc = 0;
 out:
     runner_free(&r);
@@ -443,7 +443,7 @@ int bc_run_stream(
     }
     runner r;
     pthread_t *th = calloc(spec->conc, sizeof *th);
-    double tb[MAX_STAGES + 2];
+    double tb[MAX_STAGES + 2] = { 0 }; /* stage start times; all are set once rows reach n_rows */
     if (th == NULL || runner_init(&r, spec->conc, S, spec->nq, spec->k) != 0) {
         snprintf(err, err_len, "out of memory for %u search threads", spec->conc);
         if (th != NULL)
@@ -479,7 +479,7 @@ int bc_run_stream(
             printf("[%s] stream stage %u/%u: %zu rows (%.0f%%) after %.1f s (%.0f rows/s)\n", ts,
                    next, S, rows, 100.0 * (double)next / S, now - t0,
                    now > t0 ? (double)rows / (now - t0) : 0.0);
-            fflush(stdout);
+            (void)fflush(stdout);
             if (!started) {
                 if (start_workers(&r, th, err, err_len) != 0)
                     goto out;

@@ -15,9 +15,9 @@ void bp_stamp(char *buf, size_t len)
     struct tm tm;
     gettimeofday(&tv, NULL);
     time_t t = tv.tv_sec;
-    localtime_r(&t, &tm);
     char base[32];
-    strftime(base, sizeof base, "%Y-%m-%d %H:%M:%S", &tm);
+    if (localtime_r(&t, &tm) == NULL || strftime(base, sizeof base, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+        (void)snprintf(base, sizeof base, "?"); /* no local time, or it did not fit */
     snprintf(buf, len, "%s.%03d", base, (int)(tv.tv_usec / 1000));
 }
 
@@ -39,5 +39,5 @@ void bp_block(uint64_t reqs,
            "Avg", "Min", "Max", "Median", "req/s", "failures/s");
     printf("[%s] %-10s%8" PRIu64 "%13s  |%10.3f%10.3f%10.3f%10.3f  |%10.2f%12.2f\n", ts, "search",
            reqs, fcol, avg_ms, min_ms, max_ms, median_ms, rps, fps);
-    fflush(stdout);
+    (void)fflush(stdout);
 }

@@ -110,9 +110,9 @@ typedef struct rb_opts {
 
 /* One worker's append-only latency log (see the design note). */
 typedef struct lat_log {
-    float **chunks;          /* LOG_MAX_CHUNKS slots; owned */
-    _Atomic size_t n;        /* entries published */
-    _Atomic uint64_t fails;  /* failed requests among them */
+    float **chunks;         /* LOG_MAX_CHUNKS slots; owned */
+    _Atomic size_t n;       /* entries published */
+    _Atomic uint64_t fails; /* failed requests among them */
 } lat_log;
 
 struct rb;
@@ -127,10 +127,10 @@ typedef struct worker {
     char *resp; /* response body of the last request */
     size_t resp_len, resp_cap;
     lat_log log;
-    size_t next_query;  /* index of the next query to send */
-    double recall_sum;  /* over queries answered in the recorded span */
+    size_t next_query; /* index of the next query to send */
+    double recall_sum; /* over queries answered in the recorded span */
     uint64_t recall_n;
-    double t_end;       /* monotonic time the worker finished its last request */
+    double t_end; /* monotonic time the worker finished its last request */
 } worker;
 
 typedef struct level_result {
@@ -146,23 +146,23 @@ typedef struct rb {
     char url[1024];
     struct curl_slist *headers;
     ds_matrix queries;
-    ds_matrix gt;       /* type DS_I32; n == 0 without --gt */
-    char *vec_text;     /* every query rendered as "[v0,v1,...]", back to back */
-    size_t *vec_off;    /* nqueries + 1 offsets into vec_text */
-    char *body_tail;    /* the request JSON after "data": ",\"collectionName\":...}" */
+    ds_matrix gt;    /* type DS_I32; n == 0 without --gt */
+    char *vec_text;  /* every query rendered as "[v0,v1,...]", back to back */
+    size_t *vec_off; /* nqueries + 1 offsets into vec_text */
+    char *body_tail; /* the request JSON after "data": ",\"collectionName\":...}" */
     size_t body_tail_len;
-    worker *w;          /* max(conc) workers */
+    worker *w; /* max(conc) workers */
     size_t n_workers;
     /* per level */
     double t_warm_end, t_deadline; /* written before the level's threads start */
-    atomic_bool stop;               /* set when a level must end early (thread start failed) */
+    atomic_bool stop;              /* set when a level must end early (thread start failed) */
     atomic_bool first_fail_printed;
     /* reporter */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool level_done;    /* under mu */
+    bool level_done; /* under mu */
     size_t level_conc;
-    float *scratch;     /* reporter's / main's copy of the latencies */
+    float *scratch; /* reporter's / main's copy of the latencies */
     size_t scratch_cap;
     level_result res[MAX_LEVELS];
 } rb;
@@ -175,8 +175,8 @@ static void remote_usage(FILE *out)
             "usage: sextant bench --target http://HOST:PORT --collection NAME --query FILE "
             "[options]\n"
             "\n"
-            "Concurrent REST search load against a Milvus-compatible server (POST\n"
-            SEARCH_PATH "), one line per --interval in the layout of Milvus's Go benchmark.\n"
+            "Concurrent REST search load against a Milvus-compatible server (POST\n" SEARCH_PATH
+            "), one line per --interval in the layout of Milvus's Go benchmark.\n"
             "\n"
             "  --target URL           server base URL, e.g. http://127.0.0.1:19530\n"
             "  --collection NAME      collection to search\n"
@@ -413,8 +413,7 @@ static bool hit_id(json_t *hit, int64_t *out)
         return true;
     }
     const char *key;
-    json_object_foreach(hit, key, v)
-    {
+    json_object_foreach(hit, key, v) {
         if (strcmp(key, "distance") == 0)
             continue;
         if (json_is_integer(v)) {
@@ -477,8 +476,8 @@ static void score(rb *b, worker *w, size_t first, json_t *root)
 
 /* Sends one request for queries [first, first + nq). On failure writes a message into msg.
  * With `scoring` and --gt, a successful answer adds to the worker's recall sums. */
-static req_outcome do_request(rb *b, worker *w, size_t first, bool scoring, char *msg,
-                              size_t msg_len)
+static req_outcome
+do_request(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_len)
 {
     size_t len;
     if (build_body(b, w, first, &len) != 0) {
@@ -514,8 +513,8 @@ static req_outcome do_request(rb *b, worker *w, size_t first, bool scoring, char
     if (!json_is_integer(code) || json_integer_value(code) != 0) {
         const char *m = json_string_value(json_object_get(root, "message"));
         if (json_is_integer(code))
-            snprintf(msg, msg_len, "code %" JSON_INTEGER_FORMAT ": %s",
-                     json_integer_value(code), m ? m : "");
+            snprintf(msg, msg_len, "code %" JSON_INTEGER_FORMAT ": %s", json_integer_value(code),
+                     m ? m : "");
         else
             snprintf(msg, msg_len, "response without a code: %.200s", w->resp);
         json_decref(root);
@@ -635,6 +634,7 @@ static int parse_args(rb_opts *o, int argc, char **argv)
                 return CLI_EXIT_USAGE;
             continue;
         }
+
         struct {
             const char *name;
             uint64_t lo, hi;
@@ -645,13 +645,14 @@ static int parse_args(rb_opts *o, int argc, char **argv)
                      { "--limit", 1, 16384, &o->limit },
                      { "--nq", 1, 16384, &o->nq },
                      { "--timeout", 1, 86400, &o->timeout_s } };
+
         bool matched = false;
         for (size_t j = 0; j < sizeof nums / sizeof nums[0] && !matched; j++) {
             r = cli_take(argc, argv, &i, CMD, nums[j].name, &v);
             if (r == 0)
                 continue;
-            if (r < 0 || cli_parse_u64(CMD, nums[j].name, v, nums[j].lo, nums[j].hi,
-                                       nums[j].dst) != 0)
+            if (r < 0 ||
+                cli_parse_u64(CMD, nums[j].name, v, nums[j].lo, nums[j].hi, nums[j].dst) != 0)
                 return CLI_EXIT_USAGE;
             matched = true;
         }
@@ -671,8 +672,8 @@ static int parse_args(rb_opts *o, int argc, char **argv)
     }
     char store[1024];
     const char *items[MAX_LEVELS];
-    int n = cli_split_list(CMD, "--concurrency", o->conc_text, store, sizeof store, items,
-                           MAX_LEVELS);
+    int n =
+        cli_split_list(CMD, "--concurrency", o->conc_text, store, sizeof store, items, MAX_LEVELS);
     if (n < 0)
         return CLI_EXIT_USAGE;
     for (int j = 0; j < n; j++) {
@@ -766,7 +767,7 @@ static int build_tail(rb *b)
     }
     b->body_tail[0] = ',';
     memcpy(b->body_tail + 1, s + 1, n); /* "..." + "}" + NUL */
-    b->body_tail_len = n;              /* ',' + n - 1 chars */
+    b->body_tail_len = n;               /* ',' + n - 1 chars */
     /* "{}" would leave ",}": impossible, the object always has members. */
     free(s);
     return 0;
@@ -783,8 +784,8 @@ static int load_files(rb *b)
             return cli_fail(CMD, "%s: ground truth must hold int32 ids (.ivecs or <i4 .npy)",
                             b->o.gt_path);
         if (b->gt.dim < b->o.limit)
-            return cli_fail(CMD, "%s: %zu ids per query, fewer than --limit %" PRIu64,
-                            b->o.gt_path, b->gt.dim, b->o.limit);
+            return cli_fail(CMD, "%s: %zu ids per query, fewer than --limit %" PRIu64, b->o.gt_path,
+                            b->gt.dim, b->o.limit);
         qlimit = b->gt.n;
     }
     if (ds_load_float(b->o.query_path, qlimit, &b->queries, err, sizeof err) != 0)
@@ -794,8 +795,8 @@ static int load_files(rb *b)
     if (b->gt.n > 0 && b->gt.n < b->queries.n)
         return cli_fail(CMD, "internal error: more queries than ground-truth rows");
     if (b->gt.n > b->queries.n)
-        return cli_fail(CMD, "%s: %zu ground-truth rows but only %zu queries in %s",
-                        b->o.gt_path, b->gt.n, b->queries.n, b->o.query_path);
+        return cli_fail(CMD, "%s: %zu ground-truth rows but only %zu queries in %s", b->o.gt_path,
+                        b->gt.n, b->queries.n, b->o.query_path);
     return 0;
 }
 
@@ -865,7 +866,7 @@ static int run_level(rb *b, size_t li)
     bp_stamp(ts, sizeof ts);
     printf("[%s] concurrency %u: %" PRIu64 " s%s, limit %" PRIu64 ", nq %" PRIu64 "\n", ts, conc,
            b->o.duration_s, b->o.warmup_s ? " after warmup" : "", b->o.limit, b->o.nq);
-    fflush(stdout);
+    (void)fflush(stdout);
 
     double start = cli_now();
     b->t_warm_end = start + (double)b->o.warmup_s;
@@ -924,14 +925,14 @@ static int run_level(rb *b, size_t li)
     res->recall = b->gt.n > 0 ? (rn ? rsum / (double)rn : 0.0) : (double)NAN;
 
     bp_block(res->requests, res->failures, res->avg_ms, res->min_ms, res->max_ms, res->p50_ms,
-                res->elapsed_s);
+             res->elapsed_s);
     bp_stamp(ts, sizeof ts);
     printf("[%s] search run finished, concurrency: %u, qps %.2f, p95 %.3f ms, p99 %.3f ms", ts,
            conc, res->qps, res->p95_ms, res->p99_ms);
     if (b->gt.n > 0)
         printf(", recall@%" PRIu64 " %.4f (%" PRIu64 " queries)", b->o.limit, res->recall, rn);
     printf("\n");
-    fflush(stdout);
+    (void)fflush(stdout);
     return 0;
 }
 
@@ -950,7 +951,7 @@ static void print_table(const rb *b)
             printf(" %9.4f", r->recall);
         printf("\n");
     }
-    fflush(stdout);
+    (void)fflush(stdout);
 }
 
 static int write_json(const rb *b)

@@ -23,16 +23,17 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: sextant check DIR [--salvage]\n"
-                 "       sextant check --data DIR [--salvage]\n"
-                 "\n"
-                 "Verifies every checksum, manifest reference and index file of the databases\n"
-                 "in DIR (and DIR/databases/*), and the server's metadata files, without\n"
-                 "modifying anything. Exit 0 when sound, 1 when a problem is found.\n"
-                 "\n"
-                 "  --salvage   cut a WAL with a corrupt middle at the first bad record (records\n"
-                 "              after it are lost; the dropped bytes are kept as *.salvaged), then\n"
-                 "              check again\n");
+    fprintf(out,
+            "usage: sextant check DIR [--salvage]\n"
+            "       sextant check --data DIR [--salvage]\n"
+            "\n"
+            "Verifies every checksum, manifest reference and index file of the databases\n"
+            "in DIR (and DIR/databases/*), and the server's metadata files, without\n"
+            "modifying anything. Exit 0 when sound, 1 when a problem is found.\n"
+            "\n"
+            "  --salvage   cut a WAL with a corrupt middle at the first bad record (records\n"
+            "              after it are lost; the dropped bytes are kept as *.salvaged), then\n"
+            "              check again\n");
 }
 
 static bool is_dir(const char *p)

@@ -537,15 +537,15 @@ out:
 
 static void search_usage(FILE *out)
 {
-    fprintf(out, "usage: sextant search --data DIR --collection NAME --query FILE [options]\n"
-                 "\n"
-                 "  --query FILE      query vectors (.fvecs .bvecs .npy IDX .gz)\n"
-                 "  --k N             hits per query (default 10)\n"
-                 "  --nq N            use only the first N queries\n"
-                 "  --filter EXPR     boolean filter expression, e.g. \"id < 100\"\n"
-                 "  --param K=V       search parameter, repeatable (ef=64)\n"
-                 "  --output F1,F2    fields to print with each hit (\"*\" = all)\n"
-                 CLI_STORAGE_USAGE);
+    fprintf(out,
+            "usage: sextant search --data DIR --collection NAME --query FILE [options]\n"
+            "\n"
+            "  --query FILE      query vectors (.fvecs .bvecs .npy IDX .gz)\n"
+            "  --k N             hits per query (default 10)\n"
+            "  --nq N            use only the first N queries\n"
+            "  --filter EXPR     boolean filter expression, e.g. \"id < 100\"\n"
+            "  --param K=V       search parameter, repeatable (ef=64)\n"
+            "  --output F1,F2    fields to print with each hit (\"*\" = all)\n" CLI_STORAGE_USAGE);
 }
 
 static void print_value(const sx_column *col, uint32_t dim, size_t row)

@@ -19,6 +19,11 @@
 
 #include "cli.h"
 
+/* the analyzer-only macros of cli.h: these are the definitions */
+#undef cli_fail
+#undef cli_sx_fail
+#undef cli_usage_error
+
 int cli_take(int argc, char **argv, int *i, const char *cmd, const char *name, const char **val)
 {
     const char *a = argv[*i];
@@ -273,8 +278,10 @@ int cli_storage_check(const char *cmd, const cli_storage *s)
         return -1;
     }
     if (s->url && strncmp(s->url, "s3://", 5) != 0 && strncmp(s->url, "file:///", 8) != 0) {
-        fprintf(stderr, "sextant %s: --storage: '%s' is not s3://BUCKET[/PREFIX] or "
-                        "file:///abs/dir\n", cmd, s->url);
+        fprintf(stderr,
+                "sextant %s: --storage: '%s' is not s3://BUCKET[/PREFIX] or "
+                "file:///abs/dir\n",
+                cmd, s->url);
         return -1;
     }
     return 0;

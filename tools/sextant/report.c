@@ -86,7 +86,7 @@
 #include "report_svg.h"
 
 /* NAN is a float in glibc; -Wdouble-promotion wants it typed */
-#define DNAN ((double)NAN)
+#define DNAN              ((double)NAN)
 #define MAX_THREAD_SERIES 8
 
 /* ------------------------------------------------------------------ model */
@@ -131,7 +131,7 @@ typedef struct rec {
     const char *file;
     char *label, *dataset, *params, *case_name; /* owned */
     const char *case_preset, *recall_kind;
-    json_t *obj, *root;                         /* borrowed */
+    json_t *obj, *root; /* borrowed */
     const char *tool, *version, *date, *simd, *host, *cpu, *metric, *index, *device, *storage;
     const char *target, *collection;
     double threads, n, dim, nq, k;
@@ -279,8 +279,7 @@ static char *kv_text(json_t *o)
     const char *key;
     json_t *v;
     bool first = true;
-    json_object_foreach(o, key, v)
-    {
+    json_object_foreach(o, key, v) {
         rb_printf(&b, "%s%s=", first ? "" : ", ", key);
         first = false;
         if (json_is_string(v)) {
@@ -305,6 +304,7 @@ static char *kv_text(json_t *o)
 }
 
 static char *fmt_name(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static char *fmt_name(const char *fmt, ...)
 {
     va_list ap;
@@ -337,8 +337,7 @@ static void parse_point(json_t *o, point *p)
     {
         const char *key;
         json_t *v;
-        json_object_foreach(rv, key, v)
-        {
+        json_object_foreach(rv, key, v) {
             (void)key;
             if (json_is_number(v)) {
                 p->recall = json_number_value(v);
@@ -403,8 +402,8 @@ static int parse_levels(json_t *o, level **out, size_t *n_out)
 {
     *out = NULL;
     *n_out = 0;
-    json_t *arr = ARR(o, "levels", "concurrency.levels", "concurrent.levels",
-                      "concurrent_search.levels");
+    json_t *arr =
+        ARR(o, "levels", "concurrency.levels", "concurrent.levels", "concurrent_search.levels");
     if (arr != NULL && json_array_size(arr) > 0) {
         level *lv = calloc(json_array_size(arr), sizeof *lv);
         if (lv == NULL)
@@ -514,6 +513,7 @@ static int parse_cases(rec *r, json_t *arr)
     r->cases = calloc(n, sizeof *r->cases);
     if (r->cases == NULL)
         return -1;
+    r->n_cases = 0; /* counts the entries filled below */
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
         if (!json_is_object(o))
@@ -589,8 +589,7 @@ static int parse_peers(rec *r)
     if (json_is_object(p)) {
         const char *key;
         json_t *v;
-        json_object_foreach(p, key, v)
-        {
+        json_object_foreach(p, key, v) {
             if (add_peer(r, key, v) != 0)
                 return -1;
         }
@@ -822,7 +821,7 @@ static int load_file(model *m, const char *cmd, const char *path)
     if (f == NULL)
         return cli_fail(cmd, "cannot read %s: %s", path, strerror(errno));
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
+        (void)fclose(f);
         return cli_fail(cmd, "cannot read %s: is a directory", path);
     }
     int c;
@@ -831,7 +830,7 @@ static int load_file(model *m, const char *cmd, const char *path)
     } while (c == ' ' || c == '\n' || c == '\r' || c == '\t');
     if (c == EOF) {
         bool err = ferror(f) != 0;
-        fclose(f);
+        (void)fclose(f);
         if (err)
             return cli_fail(cmd, "cannot read %s: %s", path, strerror(errno));
         return cli_fail(cmd, "%s: empty file (expected a sextant bench JSON result)", path);
@@ -839,7 +838,7 @@ static int load_file(model *m, const char *cmd, const char *path)
     rewind(f);
     json_error_t je;
     json_t *root = json_loadf(f, JSON_DECODE_ANY, &je);
-    fclose(f);
+    (void)fclose(f);
     if (root == NULL)
         return cli_fail(cmd, "%s:%d:%d: invalid JSON: %s", path, je.line, je.column, je.text);
     if (model_push_root(m, root) != 0) {
@@ -1494,8 +1493,14 @@ static void ss_fini(series_set *ss)
 }
 
 /* Adds a recall/QPS series (skipped when it has no point). Takes the name. */
-static int ss_add(series_set *ss, char *name, const point *pts, size_t n, double threads,
-                  int color, int mark, bool dashed)
+static int ss_add(series_set *ss,
+                  char *name,
+                  const point *pts,
+                  size_t n,
+                  double threads,
+                  int color,
+                  int mark,
+                  bool dashed)
 {
     if (name == NULL)
         return -1;
@@ -1706,12 +1711,14 @@ static int section_concurrency(rbuf *b, const model *m)
             xs[off + j] = (double)k;
             ys[off + j] = src[i].lv[j].qps;
         }
-        s[i] = (svg_series){ src[i].label, xs + off, ys + off, src[i].n_lv, src[i].color, 0,
-                             false };
+        s[i] =
+            (svg_series){ src[i].label, xs + off, ys + off, src[i].n_lv, src[i].color, 0, false };
         off += src[i].n_lv;
     }
-    svg_axis ax = { .label = "concurrency (clients)", .scale = SVG_CATEGORY,
-                    .cats = (const char *const *)cats, .n_cats = nl };
+    svg_axis ax = { .label = "concurrency (clients)",
+                    .scale = SVG_CATEGORY,
+                    .cats = (const char *const *)cats,
+                    .n_cats = nl };
     svg_axis ay = { .label = "queries per second", .scale = SVG_LINEAR, .zero = true };
     rb_puts(b, "<figure>\n");
     svg_line_chart(b, "conc-qps", "QPS per concurrency level", &ax, &ay, s, runs);
@@ -1791,7 +1798,8 @@ static int section_streaming(rbuf *b, const model *m)
             }
             if (ok) {
                 svg_axis ax = { .label = "rows inserted (fraction of the stream)",
-                                .scale = SVG_CATEGORY, .cats = (const char *const *)cats,
+                                .scale = SVG_CATEGORY,
+                                .cats = (const char *const *)cats,
                                 .n_cats = n };
                 svg_axis ar = { .label = "recall", .scale = SVG_LINEAR };
                 svg_axis al = { .label = "latency (ms)", .scale = SVG_LINEAR, .zero = true };
@@ -1912,10 +1920,16 @@ static int section_build(rbuf *b, const model *m)
         for (size_t k = 0; k < ns; k++)
             v[ns * c + k] = row[k];
     }
-    svg_bars bc = { .kind = "build-time", .title = "Insert and index build time",
-                    .value_label = "seconds", .unit = SVG_UNIT_SEC,
-                    .cats = (const char *const *)cats, .n_cats = nc, .series = names,
-                    .colors = colors, .n_series = ns, .v = v };
+    svg_bars bc = { .kind = "build-time",
+                    .title = "Insert and index build time",
+                    .value_label = "seconds",
+                    .unit = SVG_UNIT_SEC,
+                    .cats = (const char *const *)cats,
+                    .n_cats = nc,
+                    .series = names,
+                    .colors = colors,
+                    .n_series = ns,
+                    .v = v };
     rb_puts(b, "<figure>\n");
     if (nc == 0 || ns == 0)
         svg_no_data(b, "build-time", "Insert and index build time",
@@ -1944,8 +1958,7 @@ static int io_charts(rbuf *b, const rec *r)
     size_t cap = 0;
     const char *ph_name, *be_name;
     json_t *ph, *be;
-    json_object_foreach(r->io, ph_name, ph)
-    {
+    json_object_foreach(r->io, ph_name, ph) {
         (void)ph_name;
         if (json_is_object(ph))
             cap += json_object_size(ph);
@@ -1955,11 +1968,9 @@ static int io_charts(rbuf *b, const rec *r)
     double *ops = calloc(cap ? 2 * cap : 2, sizeof *ops);
     size_t nb = json_array_size(r->io_buckets);
     size_t nh = 0;
-    json_object_foreach(r->io, ph_name, ph)
-    {
+    json_object_foreach(r->io, ph_name, ph) {
         (void)ph_name;
-        json_object_foreach(ph, be_name, be)
-        {
+        json_object_foreach(ph, be_name, be) {
             (void)be_name;
             size_t a = json_array_size(json_object_get(be, "read_hist"));
             size_t w = json_array_size(json_object_get(be, "write_hist"));
@@ -1975,20 +1986,18 @@ static int io_charts(rbuf *b, const rec *r)
     size_t nc = 0;
     if (cats == NULL || bytes == NULL || ops == NULL || hist == NULL || hcats == NULL)
         goto out;
-    json_object_foreach(r->io, ph_name, ph)
-    {
+    json_object_foreach(r->io, ph_name, ph) {
         if (!json_is_object(ph))
             continue;
-        json_object_foreach(ph, be_name, be)
-        {
+        json_object_foreach(ph, be_name, be) {
             if (!json_is_object(be))
                 continue;
             double rb_ = io_field(be, "read_bytes"), wb = io_field(be, "write_bytes");
             double ro = io_field(be, "read_ops"), wo = io_field(be, "write_ops");
             json_t *rh = json_object_get(be, "read_hist"), *wh = json_object_get(be, "write_hist");
             for (size_t i = 0; i < nh; i++) {
-                hist[2 * i] += isnan(jnum_v(json_array_get(rh, i))) ? 0
-                                                                  : jnum_v(json_array_get(rh, i));
+                hist[2 * i] +=
+                    isnan(jnum_v(json_array_get(rh, i))) ? 0 : jnum_v(json_array_get(rh, i));
                 hist[2 * i + 1] +=
                     isnan(jnum_v(json_array_get(wh, i))) ? 0 : jnum_v(json_array_get(wh, i));
             }
@@ -2014,9 +2023,15 @@ static int io_charts(rbuf *b, const rec *r)
         free(t3);
         goto out;
     }
-    svg_bars c1 = { .kind = "io-bytes", .title = t1, .value_label = "bytes",
-                    .unit = SVG_UNIT_BYTES, .cats = (const char *const *)cats, .n_cats = nc,
-                    .series = rw, .n_series = 2, .v = bytes };
+    svg_bars c1 = { .kind = "io-bytes",
+                    .title = t1,
+                    .value_label = "bytes",
+                    .unit = SVG_UNIT_BYTES,
+                    .cats = (const char *const *)cats,
+                    .n_cats = nc,
+                    .series = rw,
+                    .n_series = 2,
+                    .v = bytes };
     svg_bars c2 = c1;
     c2.kind = "io-ops";
     c2.title = t2;
@@ -2053,9 +2068,15 @@ static int io_charts(rbuf *b, const rec *r)
             if (hist[2 * i + k] <= 0)
                 hist[2 * i + k] = DNAN;
     }
-    svg_bars c3 = { .kind = "io-hist", .title = t3, .value_label = "operations",
-                    .unit = SVG_UNIT_NUM, .cats = (const char *const *)hcats, .n_cats = nh,
-                    .series = rw, .n_series = 2, .v = hist };
+    svg_bars c3 = { .kind = "io-hist",
+                    .title = t3,
+                    .value_label = "operations",
+                    .unit = SVG_UNIT_NUM,
+                    .cats = (const char *const *)hcats,
+                    .n_cats = nh,
+                    .series = rw,
+                    .n_series = 2,
+                    .v = hist };
     rb_puts(b, "<figure>\n");
     svg_bar_chart(b, &c3);
     rb_puts(b, "</figure>\n");
@@ -2106,8 +2127,9 @@ static void points_table(rbuf *b, const point *pts, size_t n)
         p50 |= !isnan(pts[i].p50);
         p95 |= !isnan(pts[i].p95);
     }
-    rb_printf(b, "<div class=\"tw\"><table>\n<tr><th>setting</th><th>threads</th><th>recall</th>"
-                 "%s<th>QPS</th>%s%s<th>p99</th></tr>\n",
+    rb_printf(b,
+              "<div class=\"tw\"><table>\n<tr><th>setting</th><th>threads</th><th>recall</th>"
+              "%s<th>QPS</th>%s%s<th>p99</th></tr>\n",
               ndcg ? "<th>NDCG</th>" : "", p50 ? "<th>p50</th>" : "", p95 ? "<th>p95</th>" : "");
     for (size_t i = 0; i < n; i++) {
         const point *p = &pts[i];
@@ -2219,8 +2241,9 @@ static int render(rbuf *b, const model *m, const char *title)
     char date[40] = "unknown";
     time_t now = time(NULL);
     struct tm tmv;
-    if (gmtime_r(&now, &tmv) != NULL)
-        strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tmv);
+    if (gmtime_r(&now, &tmv) != NULL &&
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tmv) == 0)
+        (void)snprintf(date, sizeof date, "unknown"); /* did not fit: the contents are undefined */
     rb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
                "<meta name=\"generator\" content=\"sextant bench report\"/>\n<title>");
@@ -2252,8 +2275,11 @@ static int render(rbuf *b, const model *m, const char *title)
     return b->oom ? -1 : 0;
 }
 
-static int write_html(const char *cmd, const char *const *json_paths, size_t n,
-                      const char *html_path, const char *title)
+static int write_html(const char *cmd,
+                      const char *const *json_paths,
+                      size_t n,
+                      const char *html_path,
+                      const char *title)
 {
     if (n == 0)
         return cli_fail(cmd, "no result files given");
@@ -2304,13 +2330,18 @@ typedef struct metric_row {
     char name[64];
     const char *unit; /* shown in the text table */
     better dir;
-    double scale;     /* text value = value * scale */
-    const char *fmt;  /* printf format of the scaled value */
-    double *v;        /* per run; NaN = n/a */
+    double scale;    /* text value = value * scale */
+    const char *fmt; /* printf format of the scaled value */
+    double *v;       /* per run; NaN = n/a */
 } metric_row;
 
-static void row_init(metric_row *row, const char *name, const char *unit, better dir,
-                     double scale, const char *fmt, double *v)
+static void row_init(metric_row *row,
+                     const char *name,
+                     const char *unit,
+                     better dir,
+                     double scale,
+                     const char *fmt,
+                     double *v)
 {
     snprintf(row->name, sizeof row->name, "%s", name);
     row->unit = unit;
@@ -2464,18 +2495,18 @@ static long build_rows(const model *m, metric_row **rows_out, double **vals_out)
         return -1;
     }
     size_t n = 0;
-#define ROW(NAME, UNIT, DIR, SCALE, FMT, EXPR)                                  \
-    do {                                                                        \
-        double *v_ = vals + n * nr;                                             \
-        bool any_ = false;                                                      \
-        for (size_t i_ = 0; i_ < nr; i_++) {                                    \
-            const rec *r = &m->r[i_];                                           \
-            v_[i_] = (EXPR);                                                    \
-            any_ |= !isnan(v_[i_]);                                             \
-        }                                                                       \
-        if (any_)                                                               \
-            row_init(&rows[n++], NAME, UNIT, DIR, SCALE, FMT, v_);              \
-    } while (0)
+#define ROW(NAME, UNIT, DIR, SCALE, FMT, EXPR)            \
+ do {                                                     \
+  double *v_ = vals + n * nr;                             \
+  bool any_ = false;                                      \
+  for (size_t i_ = 0; i_ < nr; i_++) {                    \
+   const rec *r = &m->r[i_];                              \
+   v_[i_] = (EXPR);                                       \
+   any_ |= !isnan(v_[i_]);                                \
+  }                                                       \
+  if (any_)                                               \
+   row_init(&rows[n++], NAME, UNIT, DIR, SCALE, FMT, v_); \
+ } while (0)
     ROW("insert_duration", "s", LOWER, 1, "%.3f", r->insert_s);
     ROW("optimize_duration", "s", LOWER, 1, "%.3f", r->optimize_s);
     ROW("load_duration", "s", LOWER, 1, "%.3f", r->load_s);
@@ -2518,6 +2549,7 @@ static long build_rows(const model *m, metric_row **rows_out, double **vals_out)
             { "min_stage_recall", "", HIGHER, "%.4f", CF_STAGE_RECALL },
             { "max_stage_p99", "ms", LOWER, "%.3f", CF_STAGE_P99 },
         };
+
         for (size_t f = 0; f < sizeof cf / sizeof cf[0]; f++) {
             char name[64];
             snprintf(name, sizeof name, "%s:%s", cn[j], cf[f].what);
@@ -2558,7 +2590,7 @@ static int compare_text(const model *m, const metric_row *rows, size_t n_rows)
         size_t l = strlen(rows[i].name) + (rows[i].unit[0] ? strlen(rows[i].unit) + 3 : 0);
         w0 = l > w0 ? l : w0;
     }
-    size_t *wv = calloc(nr, sizeof *wv);
+    size_t *wv = calloc(nr ? nr : 1, sizeof *wv);
     if (wv == NULL)
         return -1;
     for (size_t j = 0; j < nr; j++) {
@@ -2642,8 +2674,8 @@ static int compare_json(const model *m, const metric_row *rows, size_t n_rows)
     for (size_t i = 0; i < n_rows; i++) {
         json_t *o = json_object(), *v = json_array(), *ra = json_array(), *vd = json_array();
         json_object_set_new(o, "metric", json_string(rows[i].name));
-        json_object_set_new(o, "unit", json_string(strcmp(rows[i].unit, "MiB") == 0 ? "bytes"
-                                                                                      : rows[i].unit));
+        json_object_set_new(o, "unit",
+                            json_string(strcmp(rows[i].unit, "MiB") == 0 ? "bytes" : rows[i].unit));
         json_object_set_new(o, "better", json_string(rows[i].dir == HIGHER ? "higher" : "lower"));
         for (size_t j = 0; j < m->n; j++) {
             json_array_append_new(v, num_or_null(rows[i].v[j]));
@@ -2673,29 +2705,29 @@ static int compare_json(const model *m, const metric_row *rows, size_t n_rows)
 
 static void report_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: sextant bench report RESULT.json [RESULT.json ...] [-o REPORT.html]\n"
-            "\n"
-            "Writes one self-contained HTML file (inline CSS and SVG charts, no scripts, no\n"
-            "network) from the JSON results of `sextant bench --json` and `sextant bench\n"
-            "--target ... --json`: a summary table, recall vs QPS curves per run and peer,\n"
-            "QPS and latency percentiles per concurrency level, build time bars and the I/O\n"
-            "profile. Prints the report's path.\n"
-            "\n"
-            "  -o, --output FILE   the HTML file (default: the first result with .html)\n"
-            "  --title TEXT        the report's title\n");
+    fprintf(out, "usage: sextant bench report RESULT.json [RESULT.json ...] [-o REPORT.html]\n"
+                 "\n"
+                 "Writes one self-contained HTML file (inline CSS and SVG charts, no scripts, no\n"
+                 "network) from the JSON results of `sextant bench --json` and `sextant bench\n"
+                 "--target ... --json`: a summary table, recall vs QPS curves per run and peer,\n"
+                 "QPS and latency percentiles per concurrency level, build time bars and the I/O\n"
+                 "profile. Prints the report's path.\n"
+                 "\n"
+                 "  -o, --output FILE   the HTML file (default: the first result with .html)\n"
+                 "  --title TEXT        the report's title\n");
 }
 
 static void compare_usage(FILE *out)
 {
-    fprintf(out, "usage: sextant bench compare A.json B.json [...] [--json]\n"
-                 "\n"
-                 "Prints the runs side by side: insert, optimize and load durations, recall at the\n"
-                 "main setting, QPS (best at recall >= 0.95, best serial, max over concurrency\n"
-                 "levels), serial p99, memory and QPS / p99 per concurrency level, with the ratio\n"
-                 "of each run to the first (B/A), marked better or worse by the metric's direction.\n"
-                 "\n"
-                 "  --json   print the table as JSON instead\n");
+    fprintf(out,
+            "usage: sextant bench compare A.json B.json [...] [--json]\n"
+            "\n"
+            "Prints the runs side by side: insert, optimize and load durations, recall at the\n"
+            "main setting, QPS (best at recall >= 0.95, best serial, max over concurrency\n"
+            "levels), serial p99, memory and QPS / p99 per concurrency level, with the ratio\n"
+            "of each run to the first (B/A), marked better or worse by the metric's direction.\n"
+            "\n"
+            "  --json   print the table as JSON instead\n");
 }
 
 int cli_bench_report(int argc, char **argv)

@@ -28,7 +28,7 @@
 #include <string.h>
 
 /* NAN is a float in glibc; -Wdouble-promotion wants it typed */
-#define DNAN ((double)NAN)
+#define DNAN        ((double)NAN)
 #define CHART_W     880.0
 #define MARGIN_L    84.0
 #define MARGIN_R    28.0
@@ -285,8 +285,8 @@ const char *svg_fmt_value(double v, svg_unit u, char *buf, size_t len)
 
 typedef struct scale {
     svg_scale kind;
-    double lo, hi;     /* data space (log: the values, not their logs) */
-    double p0, p1;     /* pixel space */
+    double lo, hi; /* data space (log: the values, not their logs) */
+    double p0, p1; /* pixel space */
     double ticks[MAX_TICKS];
     size_t n_ticks;
     size_t n_cats;
@@ -469,18 +469,20 @@ static void legend(rbuf *b, const legend_item *it, size_t n, size_t cols, double
     double colw = (CHART_W - MARGIN_L - MARGIN_R) / (double)cols;
     rb_puts(b, "<g class=\"legend\">\n");
     for (size_t i = 0; i < n; i++) {
-        double x = MARGIN_L + (double)(i % cols) * colw;
-        double y = y0 + (double)(i / cols) * LEGEND_ROW;
+        size_t col = i % cols, row = i / cols; /* the legend's grid cell */
+        double x = MARGIN_L + (double)col * colw;
+        double y = y0 + (double)row * LEGEND_ROW;
         const char *c = svg_color(it[i].color);
         if (it[i].line) {
-            rb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                         "stroke-width=\"2\"%s/>",
+            rb_printf(b,
+                      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                      "stroke-width=\"2\"%s/>",
                       x, y, x + 22, y, c, it[i].dashed ? " stroke-dasharray=\"5,3\"" : "");
             marker(b, it[i].marker, x + 11, y, c);
             rb_puts(b, "/>");
         } else {
-            rb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"%s\"/>", x + 4,
-                      y - 5, c);
+            rb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"%s\"/>",
+                      x + 4, y - 5, c);
         }
         rb_printf(b, "<text class=\"lg\" x=\"%.1f\" y=\"%.1f\">", x + 30, y + 4);
         rb_esc(b, it[i].name);
@@ -581,8 +583,8 @@ void svg_line_chart(rbuf *b,
     }
     for (size_t i = 0; i < sy.n_ticks; i++) {
         double py = scale_px(&sy, sy.ticks[i]);
-        rb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", sx.p0 - 5, py, sx.p0,
-                  py);
+        rb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>", sx.p0 - 5, py,
+                  sx.p0, py);
         rb_printf(b, "<text class=\"ty\" x=\"%.1f\" y=\"%.1f\">", sx.p0 - 8, py + 4);
         rb_esc(b, tick_text(sy.ticks[i], SVG_UNIT_NUM, tb, sizeof tb));
         rb_puts(b, "</text>\n");
@@ -592,15 +594,17 @@ void svg_line_chart(rbuf *b,
     rb_printf(b, "</text>\n<text class=\"yl\" transform=\"translate(18,%.1f) rotate(-90)\">",
               (sy.p0 + sy.p1) / 2);
     rb_esc(b, y->label);
-    rb_printf(b, "</text>\n</g>\n<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                 "height=\"%.1f\"/>\n",
+    rb_printf(b,
+              "</text>\n</g>\n<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+              "height=\"%.1f\"/>\n",
               sx.p0, sy.p1, sx.p1 - sx.p0, sy.p0 - sy.p1);
 
     /* series: the line, then its markers with a tooltip each */
     for (size_t i = 0; i < n_series; i++) {
         const char *c = svg_color(s[i].color);
-        rb_printf(b, "<polyline class=\"series s%zu\" fill=\"none\" stroke=\"%s\" "
-                     "stroke-width=\"2\"%s points=\"",
+        rb_printf(b,
+                  "<polyline class=\"series s%zu\" fill=\"none\" stroke=\"%s\" "
+                  "stroke-width=\"2\"%s points=\"",
                   i, c, s[i].dashed ? " stroke-dasharray=\"5,3\"" : "");
         bool first = true;
         for (size_t j = 0; j < s[i].n; j++) {
@@ -736,8 +740,9 @@ void svg_bar_chart(rbuf *b, const svg_bars *c)
     }
     rb_printf(b, "<text class=\"xl\" x=\"%.1f\" y=\"%.1f\">", (sv.p0 + sv.p1) / 2, bottom + 40);
     rb_esc(b, c->value_label);
-    rb_printf(b, "</text>\n</g>\n<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                 "height=\"%.1f\"/>\n",
+    rb_printf(b,
+              "</text>\n</g>\n<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+              "height=\"%.1f\"/>\n",
               sv.p0, top, sv.p1 - sv.p0, plot_h);
     double base = c->log ? sv.p0 : scale_px(&sv, sv.lo > 0 ? sv.lo : 0);
     size_t *slot = calloc(c->n_cats ? c->n_cats : 1, sizeof *slot);

@@ -51,9 +51,9 @@ typedef enum svg_scale {
 typedef struct svg_axis {
     const char *label;
     svg_scale scale;
-    bool fixed;                /* use lo..hi below (widened to the data when it falls outside) */
+    bool fixed; /* use lo..hi below (widened to the data when it falls outside) */
     double lo, hi;
-    const char *const *cats;   /* SVG_CATEGORY: n_cats labels */
+    const char *const *cats; /* SVG_CATEGORY: n_cats labels */
     size_t n_cats;
     bool zero;     /* SVG_LINEAR auto range: include 0 */
     bool fit_unit; /* SVG_LINEAR auto range of [0, 1] data (recall): the data's
@@ -65,8 +65,8 @@ typedef struct svg_series {
     const char *name;
     const double *x, *y; /* n points; NaN or (log axis) <= 0 points are skipped */
     size_t n;
-    int color;           /* palette index */
-    int marker;          /* 0 circle, 1 square, 2 triangle, 3 diamond (mod 4) */
+    int color;  /* palette index */
+    int marker; /* 0 circle, 1 square, 2 triangle, 3 diamond (mod 4) */
     bool dashed;
 } svg_series;
 
@@ -94,17 +94,17 @@ typedef enum svg_unit {
 const char *svg_fmt_value(double v, svg_unit u, char *buf, size_t len);
 
 typedef struct svg_bars {
-    const char *kind;              /* data-chart attribute */
+    const char *kind; /* data-chart attribute */
     const char *title;
-    const char *value_label;       /* value axis label */
+    const char *value_label; /* value axis label */
     svg_unit unit;
-    bool log;                      /* log value axis (values <= 0 not drawn) */
-    const char *const *cats;       /* groups, one row each */
+    bool log;                /* log value axis (values <= 0 not drawn) */
+    const char *const *cats; /* groups, one row each */
     size_t n_cats;
-    const char *const *series;     /* bars within a group */
-    const int *colors;             /* palette index per series, or NULL: 0, 1, 2, ... */
+    const char *const *series; /* bars within a group */
+    const int *colors;         /* palette index per series, or NULL: 0, 1, 2, ... */
     size_t n_series;
-    const double *v;               /* v[cat * n_series + series]; NaN: no bar */
+    const double *v; /* v[cat * n_series + series]; NaN: no bar */
 } svg_bars;
 
 /* Writes a horizontal grouped bar chart with value labels and a legend; svg_no_data() when no

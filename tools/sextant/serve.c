@@ -15,9 +15,9 @@
  * The token may come from the environment (SEXTANT_AUTH_TOKEN) so it does not show in `ps`.
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,32 +36,31 @@ static void on_stop_signal(int sig)
 
 static void serve_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: sextant serve --data DIR [options]\n"
-            "\n"
-            "Serves the Milvus RESTful API v2 (/v2/vectordb/...) on a data directory.\n"
-            "\n"
-            "  --data DIR             database directory (created if missing)\n"
-            "  --port N               TCP port (default 19530; 0 = any free port)\n"
-            "  --bind ADDR            listen address (default 127.0.0.1; a non-loopback address\n"
-            "                         needs --auth-token or --users)\n"
-            "  --auth-token TOKEN     require 'Authorization: Bearer TOKEN' (or Basic user:pass\n"
-            "                         when TOKEN is user:pass); also from SEXTANT_AUTH_TOKEN\n"
-            "  --users FILE           credentials file: lines user:password or user:password:ro\n"
-            "  --max-body-mb N        largest request body in MiB (default 64)\n"
-            "  --threads N            HTTP worker threads (default max(16, 4 x cores))\n"
-            "  --max-connections N    concurrent connections (default 1024)\n"
-            "  --idle-timeout S       disconnect idle or slow clients after S seconds (default 60)\n"
-            "  --no-merge             do not merge concurrent searches into batches\n"
-            "  --merge-wait-us N      longest a queued search waits for a free slot (50000)\n"
-            "  --merge-max-nq N       query vectors per merged batch (256)\n"
-            "  --merge-slots N        searches that run at once before later ones queue and merge\n"
-            "                         (default: the number of CPUs)\n"
-            "  --sync full|none       WAL durability (default full; none: tests only)\n"
-            "  --quiet                no access log\n"
-            CLI_STORAGE_USAGE
-            "\n"
-            "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n");
+    fprintf(
+        out,
+        "usage: sextant serve --data DIR [options]\n"
+        "\n"
+        "Serves the Milvus RESTful API v2 (/v2/vectordb/...) on a data directory.\n"
+        "\n"
+        "  --data DIR             database directory (created if missing)\n"
+        "  --port N               TCP port (default 19530; 0 = any free port)\n"
+        "  --bind ADDR            listen address (default 127.0.0.1; a non-loopback address\n"
+        "                         needs --auth-token or --users)\n"
+        "  --auth-token TOKEN     require 'Authorization: Bearer TOKEN' (or Basic user:pass\n"
+        "                         when TOKEN is user:pass); also from SEXTANT_AUTH_TOKEN\n"
+        "  --users FILE           credentials file: lines user:password or user:password:ro\n"
+        "  --max-body-mb N        largest request body in MiB (default 64)\n"
+        "  --threads N            HTTP worker threads (default max(16, 4 x cores))\n"
+        "  --max-connections N    concurrent connections (default 1024)\n"
+        "  --idle-timeout S       disconnect idle or slow clients after S seconds (default 60)\n"
+        "  --no-merge             do not merge concurrent searches into batches\n"
+        "  --merge-wait-us N      longest a queued search waits for a free slot (50000)\n"
+        "  --merge-max-nq N       query vectors per merged batch (256)\n"
+        "  --merge-slots N        searches that run at once before later ones queue and merge\n"
+        "                         (default: the number of CPUs)\n"
+        "  --sync full|none       WAL durability (default full; none: tests only)\n"
+        "  --quiet                no access log\n" CLI_STORAGE_USAGE "\n"
+        "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n");
 }
 
 int cli_serve(int argc, char **argv)
@@ -72,7 +71,7 @@ int cli_serve(int argc, char **argv)
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0;
     bool no_merge = false, quiet = false;
     sx_sync_mode sync = SX_SYNC_FULL;
-    cli_storage sto = {0};
+    cli_storage sto = { 0 };
 
     for (int i = 1; i < argc;) {
         int r;
@@ -101,26 +100,28 @@ int cli_serve(int argc, char **argv)
                 return cli_usage_error(cmd, "missing value");
             continue;
         }
+
         struct {
             const char *name;
             uint64_t lo, hi, *out;
         } nums[] = {
-            {"--port", 0, 65535, &port},
-            {"--max-body-mb", 1, 1u << 20, &body_mb},
-            {"--threads", 1, 1024, &threads},
-            {"--max-connections", 1, 1000000, &max_conn},
-            {"--idle-timeout", 1, 86400, &idle},
-            {"--merge-wait-us", 1, 10000000, &merge_wait},
-            {"--merge-max-nq", 1, 1000000, &merge_nq},
-            {"--merge-slots", 1, 4096, &merge_slots},
+            { "--port", 0, 65535, &port },
+            { "--max-body-mb", 1, 1u << 20, &body_mb },
+            { "--threads", 1, 1024, &threads },
+            { "--max-connections", 1, 1000000, &max_conn },
+            { "--idle-timeout", 1, 86400, &idle },
+            { "--merge-wait-us", 1, 10000000, &merge_wait },
+            { "--merge-max-nq", 1, 1000000, &merge_nq },
+            { "--merge-slots", 1, 4096, &merge_slots },
         };
+
         bool matched = false;
         for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
             r = cli_take(argc, argv, &i, cmd, nums[k].name, &v);
             if (r == 0)
                 continue;
-            if (r < 0 || cli_parse_u64(cmd, nums[k].name, v, nums[k].lo, nums[k].hi,
-                                       nums[k].out) != 0)
+            if (r < 0 ||
+                cli_parse_u64(cmd, nums[k].name, v, nums[k].lo, nums[k].hi, nums[k].out) != 0)
                 return cli_usage_error(cmd, "bad value for %s", nums[k].name);
             matched = true;
             break;
@@ -187,7 +188,7 @@ int cli_serve(int argc, char **argv)
         return cli_sx_fail(cmd, "start", st);
     fprintf(stderr, "sextant: serving %s on http://%s:%u\n", data, bind ? bind : "127.0.0.1",
             (unsigned)sx_server_port(srv));
-    fflush(stderr);
+    (void)fflush(stderr);
 
     while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
     }

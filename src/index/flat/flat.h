@@ -23,8 +23,14 @@
  * is considered only if allow == NULL or bit (id_base + i) of allow is set. For each query q in
  * [0,nq) pushes candidates into heaps[q]. Distances are internal ("smaller is better", dist.h).
  * Errors: SX_ENOMEM (GEMM scratch). Thread-safety: pure; heaps must not be shared. */
-SX_NODISCARD sx_status sx__flat_scan(const float *base, size_t n, size_t dim, sx_metric metric,
-                                     uint32_t id_base, const uint64_t *allow, const float *queries,
-                                     size_t nq, sx__topk *heaps);
+SX_NODISCARD sx_status sx__flat_scan(const float *base,
+                                     size_t n,
+                                     size_t dim,
+                                     sx_metric metric,
+                                     uint32_t id_base,
+                                     const uint64_t *allow,
+                                     const float *queries,
+                                     size_t nq,
+                                     sx__topk *heaps);
 
 #endif

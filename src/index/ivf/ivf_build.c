@@ -109,8 +109,9 @@ parse_build(sx__ivf_kind kind, bool gpu, const sx_param *p, size_t np, build_par
         if (gpu && strcmp(k, "cache_dataset_on_device") == 0) {
             const char *v = p[i].value ? p[i].value : "";
             if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
-                return sx__err(SX_EINVAL, "cache_dataset_on_device must be true or false, got "
-                                          "\"%s\"",
+                return sx__err(SX_EINVAL,
+                               "cache_dataset_on_device must be true or false, got "
+                               "\"%s\"",
                                v);
             continue;
         }
@@ -299,11 +300,12 @@ size_t sx__ivf_memory_bytes(const sx__index *idx)
         b += v->n * v->dim + (size_t)v->sq.dim * 2 * sizeof(float);
     if (v->kind == SX__IVF_KIND_PQ) {
         b += sx__pq_memory_bytes(&v->pq);
-        if (v->blk)
+        if (v->blk) {
             b += ((size_t)v->nlist + 1) * sizeof(uint32_t) +
                  (size_t)v->blk[v->nlist] * v->m * SX__IVF_PQ_BLOCK;
-        if (v->term)
-            b += (size_t)v->blk[v->nlist] * SX__IVF_PQ_BLOCK * sizeof(float);
+            if (v->term) /* laid out by blk (sx__ivf_finish_pq) */
+                b += (size_t)v->blk[v->nlist] * SX__IVF_PQ_BLOCK * sizeof(float);
+        }
     }
     return b;
 }
@@ -624,8 +626,7 @@ gpu_coarse(const float *vecs, size_t n, size_t dim, size_t k, uint64_t seed, flo
     sx__kmeans_sample_rows(ns, k, seed ^ 0xC3E7A01Dull, rows);
     for (size_t c = 0; c < k; c++)
         memcpy(centroids + c * dim, x + (size_t)rows[c] * dim, dim * sizeof *centroids);
-    sx_status rc =
-        sx__gpu_kmeans(x, ns, dim, (uint32_t)k, IVF_KMEANS_ITERS, centroids, NULL, NULL);
+    sx_status rc = sx__gpu_kmeans(x, ns, dim, (uint32_t)k, IVF_KMEANS_ITERS, centroids, NULL, NULL);
     sx__free(rows);
     sx__free_aligned(sample);
     return rc;
@@ -655,15 +656,13 @@ static sx_status train_coarse(sx__ivf_kind kind,
                               "%s: GPU k-means failed (%s): using the CPU k-means", name,
                               sx_errmsg());
         } else {
-            sx__gpu_note_once(SX__GPU_NOTE_KMEANS_CPU,
-                              "%s: coarse k-means on the CPU; GPU: %s", name,
-                              sx__gpu_describe());
+            sx__gpu_note_once(SX__GPU_NOTE_KMEANS_CPU, "%s: coarse k-means on the CPU; GPU: %s",
+                              name, sx__gpu_describe());
         }
     }
-    sx__kmeans_opts ko = { .k = k,
-                           .iters = IVF_KMEANS_ITERS,
-                           .seed = seed,
-                           .cancel = ctx ? ctx->cancel : NULL };
+    sx__kmeans_opts ko = {
+        .k = k, .iters = IVF_KMEANS_ITERS, .seed = seed, .cancel = ctx ? ctx->cancel : NULL
+    };
     return sx__kmeans_train(vecs, n, dim, dim, &ko, centroids);
 }
 
@@ -761,56 +760,54 @@ fail:
  * shared implementation above, so they are generated. The GPU_* variants differ from their CPU
  * twins only in the coarse k-means (sx__gpu_kmeans when a GPU is available): same file format,
  * same search, same deserializer. */
-#define IVF_VTABLE(sym, NAME, prefix, KIND, GPU)                                                  \
-    static sx_status prefix##_check_build(const sx_param *p, size_t np)                           \
-    {                                                                                             \
-        build_params bp;                                                                          \
-        return parse_build(KIND, GPU, p, np, &bp);                                                \
-    }                                                                                             \
-    static sx_status prefix##_check_shape(const sx_param *p, size_t np, size_t dim,               \
-                                          sx_metric metric)                                       \
-    {                                                                                             \
-        build_params bp;                                                                          \
-        size_t m;                                                                                 \
-        (void)metric;                                                                             \
-        sx_status rc = parse_build(KIND, GPU, p, np, &bp);                                        \
-        if (rc == SX_OK && KIND == SX__IVF_KIND_PQ)                                               \
-            rc = resolve_m(&bp, dim, &m);                                                         \
-        return rc;                                                                                \
-    }                                                                                             \
-    static sx_status prefix##_check_search(const sx_param *p, size_t np, size_t k)                \
-    {                                                                                             \
-        return sx__ivf_check_search_params(KIND, p, np, k);                                       \
-    }                                                                                             \
-    static sx_status prefix##_build(const sx_param *p, size_t np, const float *vecs, size_t n,    \
-                                    size_t dim, sx_metric metric, const sx__build_ctx *ctx,       \
-                                    sx__index **out)                                              \
-    {                                                                                             \
-        return ivf_build(KIND, GPU, p, np, vecs, n, dim, metric, ctx, out);                       \
-    }                                                                                             \
-    static sx_status prefix##_deserialize(const void *data, size_t len, const float *vecs,        \
-                                          size_t n, size_t dim, sx_metric metric,                 \
-                                          sx__index **out)                                        \
-    {                                                                                             \
-        return sx__ivf_deserialize(KIND, data, len, vecs, n, dim, metric, out);                   \
-    }                                                                                             \
-    static uint64_t prefix##_estimate(const sx_param *p, size_t np, size_t n, size_t dim)         \
-    {                                                                                             \
-        return estimate_params(KIND, GPU, p, np, n, dim);                                         \
-    }                                                                                             \
-    const sx__index_ops sym = {                                                                   \
-        .name = NAME,                                                                             \
-        .check_build_params = prefix##_check_build,                                               \
-        .check_build_shape = prefix##_check_shape,                                                \
-        .check_search_params = prefix##_check_search,                                             \
-        .build = prefix##_build,                                                                  \
-        .search = sx__ivf_search,                                                                 \
-        .serialize = sx__ivf_serialize,                                                           \
-        .deserialize = prefix##_deserialize,                                                      \
-        .memory_bytes = sx__ivf_memory_bytes,                                                     \
-        .free = sx__ivf_free,                                                                     \
-        .estimate_build_bytes = prefix##_estimate,                                                \
-    }
+#define IVF_VTABLE(sym, NAME, prefix, KIND, GPU)                                                   \
+ static sx_status prefix##_check_build(const sx_param *p, size_t np)                               \
+ {                                                                                                 \
+  build_params bp;                                                                                 \
+  return parse_build(KIND, GPU, p, np, &bp);                                                       \
+ }                                                                                                 \
+ static sx_status prefix##_check_shape(const sx_param *p, size_t np, size_t dim, sx_metric metric) \
+ {                                                                                                 \
+  build_params bp;                                                                                 \
+  size_t m;                                                                                        \
+  (void)metric;                                                                                    \
+  sx_status rc = parse_build(KIND, GPU, p, np, &bp);                                               \
+  if (rc == SX_OK && (KIND) == SX__IVF_KIND_PQ)                                                    \
+   rc = resolve_m(&bp, dim, &m);                                                                   \
+  return rc;                                                                                       \
+ }                                                                                                 \
+ static sx_status prefix##_check_search(const sx_param *p, size_t np, size_t k)                    \
+ {                                                                                                 \
+  return sx__ivf_check_search_params(KIND, p, np, k);                                              \
+ }                                                                                                 \
+ static sx_status prefix##_build(const sx_param *p, size_t np, const float *vecs, size_t n,        \
+                                 size_t dim, sx_metric metric, const sx__build_ctx *ctx,           \
+                                 sx__index **out)                                                  \
+ {                                                                                                 \
+  return ivf_build(KIND, GPU, p, np, vecs, n, dim, metric, ctx, out);                              \
+ }                                                                                                 \
+ static sx_status prefix##_deserialize(const void *data, size_t len, const float *vecs, size_t n,  \
+                                       size_t dim, sx_metric metric, sx__index **out)              \
+ {                                                                                                 \
+  return sx__ivf_deserialize(KIND, data, len, vecs, n, dim, metric, out);                          \
+ }                                                                                                 \
+ static uint64_t prefix##_estimate(const sx_param *p, size_t np, size_t n, size_t dim)             \
+ {                                                                                                 \
+  return estimate_params(KIND, GPU, p, np, n, dim);                                                \
+ }                                                                                                 \
+ const sx__index_ops sym = {                                                                       \
+     .name = (NAME),                                                                               \
+     .check_build_params = prefix##_check_build,                                                   \
+     .check_build_shape = prefix##_check_shape,                                                    \
+     .check_search_params = prefix##_check_search,                                                 \
+     .build = prefix##_build,                                                                      \
+     .search = sx__ivf_search,                                                                     \
+     .serialize = sx__ivf_serialize,                                                               \
+     .deserialize = prefix##_deserialize,                                                          \
+     .memory_bytes = sx__ivf_memory_bytes,                                                         \
+     .free = sx__ivf_free,                                                                         \
+     .estimate_build_bytes = prefix##_estimate,                                                    \
+ }
 
 IVF_VTABLE(sx__ivf_flat_index_ops, "IVF_FLAT", flat, SX__IVF_KIND_FLAT, false);
 IVF_VTABLE(sx__ivf_sq8_index_ops, "IVF_SQ8", sq8, SX__IVF_KIND_SQ8, false);
