@@ -134,7 +134,6 @@ static sx__wbuf serialize(const sx__index *idx)
     return w;
 }
 
-
 /* Per-query exact k-th distances (for threshold recall). */
 static double *kth_all(const vecs *base, const float *queries, size_t nq, sx_metric m)
 {
@@ -142,8 +141,8 @@ static double *kth_all(const vecs *base, const float *queries, size_t nq, sx_met
     double *kth = malloc(nq * sizeof *kth);
     for (size_t q = 0; q < nq; q++) {
         size_t na;
-        kth[q] = test_kth_dist(base->v, base->n, base->dim, m, queries + q * base->dim, K, NULL, scratch,
-                          &na);
+        kth[q] = test_kth_dist(base->v, base->n, base->dim, m, queries + q * base->dim, K, NULL,
+                               scratch, &na);
     }
     free(scratch);
     return kth;

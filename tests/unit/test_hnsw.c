@@ -46,9 +46,6 @@ typedef struct vecs {
     float *v;
 } vecs;
 
-
-
-
 static vecs random_vecs(size_t n, size_t dim, uint64_t *seed)
 {
     vecs v = { n, dim, malloc(n * dim * sizeof(float) + 1) };
@@ -56,8 +53,6 @@ static vecs random_vecs(size_t n, size_t dim, uint64_t *seed)
         v.v[i] = test_randf(seed) * 2.0f - 1.0f;
     return v;
 }
-
-
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -110,7 +105,8 @@ static double recall_threshold(const sx__index *idx,
     for (size_t q = 0; q < nq; q++) {
         const float *qv = queries + q * base->dim;
         size_t nallowed;
-        double kth = test_kth_dist(base->v, base->n, base->dim, m, qv, K, allow, scratch, &nallowed);
+        double kth =
+            test_kth_dist(base->v, base->n, base->dim, m, qv, K, allow, scratch, &nallowed);
         size_t got = search(idx, qv, K, ef, allow, out);
         for (size_t i = 0; i < got; i++) {
             if (allow)

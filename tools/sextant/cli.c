@@ -878,26 +878,27 @@ out:
 
 static void index_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: sextant index --data DIR --collection NAME (--index T [--param K=V ...] |\n"
-            "                     --drop) [--no-wait]\n"
-            "\n"
-            "Creates (or drops) the index of an existing collection, e.g. after an import whose\n"
-            "index build failed, or to change the index type: drop, then create.\n"
-            "\n"
-            "  --data DIR          database directory (must exist)\n"
-            "  --collection NAME   an existing collection\n"
-            "  --index T           one of flat | hnsw (autoindex) | hnsw_sq | ivf_flat | ivf_sq8 |\n"
-            "                      ivf_pq | diskann | gpu_cagra | gpu_ivf_flat | gpu_ivf_pq |\n"
-            "                      gpu_brute_force, checked with its --param against the\n"
-            "                      collection's dim and metric before anything changes\n"
-            "  --param K=V         index build parameter, repeatable (M=16, efConstruction=200)\n"
-            "  --drop              drop the collection's index instead\n"
-            "  --no-wait           return once the build is queued (default: wait and report)\n"
-            "Growing rows are sealed first (sx_flush) so that every row gets the index.\n"
-            "Exit status: 0 ok, 1 failure (the build failed: its reason), 2 usage error.\n"
-            "%s",
-            CLI_STORAGE_USAGE);
+    fprintf(
+        out,
+        "usage: sextant index --data DIR --collection NAME (--index T [--param K=V ...] |\n"
+        "                     --drop) [--no-wait]\n"
+        "\n"
+        "Creates (or drops) the index of an existing collection, e.g. after an import whose\n"
+        "index build failed, or to change the index type: drop, then create.\n"
+        "\n"
+        "  --data DIR          database directory (must exist)\n"
+        "  --collection NAME   an existing collection\n"
+        "  --index T           one of flat | hnsw (autoindex) | hnsw_sq | ivf_flat | ivf_sq8 |\n"
+        "                      ivf_pq | diskann | gpu_cagra | gpu_ivf_flat | gpu_ivf_pq |\n"
+        "                      gpu_brute_force, checked with its --param against the\n"
+        "                      collection's dim and metric before anything changes\n"
+        "  --param K=V         index build parameter, repeatable (M=16, efConstruction=200)\n"
+        "  --drop              drop the collection's index instead\n"
+        "  --no-wait           return once the build is queued (default: wait and report)\n"
+        "Growing rows are sealed first (sx_flush) so that every row gets the index.\n"
+        "Exit status: 0 ok, 1 failure (the build failed: its reason), 2 usage error.\n"
+        "%s",
+        CLI_STORAGE_USAGE);
 }
 
 int cli_index(int argc, char **argv)

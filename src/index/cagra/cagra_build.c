@@ -451,7 +451,7 @@ static void nnd_join(void *arg, uint32_t t, size_t lo, size_t hi)
 {
     nnd *s = arg;
     const uint32_t S = s->S;
-    uint32_t *N = s->scr + (size_t)t * 4 * S, *O = N + 2 * S;
+    uint32_t *N = s->scr + (size_t)t * 4 * S, *O = N + (size_t)2 * S;
     for (size_t v = lo; v < hi; v++) {
         uint32_t nn = 0, no = 0;
         const uint16_t *c = &s->cnt[4 * v];
@@ -586,7 +586,7 @@ sx_status sx__cagra_knn_nn_descent(const float *x,
         if (rc != SX_OK)
             break;
         memset(s.updates, 0, nt * sizeof *s.updates);
-        rc = par_run(nt, n, 4 * NODE_CHUNK, ctx, 0, 0, nnd_count, &s);
+        rc = par_run(nt, n, (size_t)4 * NODE_CHUNK, ctx, 0, 0, nnd_count, &s);
         if (rc != SX_OK)
             break;
         size_t upd = 0;
@@ -743,12 +743,13 @@ static void merge_rows(void *arg, uint32_t t, size_t lo, size_t hi)
                             j->graph + a * D);
 }
 
-sx_status sx__cagra_merge(const uint32_t *pruned,
-                          size_t n,
-                          uint32_t degree,
-                          uint32_t threads,
-                          const sx__build_ctx *ctx,
-                          uint32_t *graph)
+sx_status
+sx__cagra_merge(const uint32_t *pruned,
+                size_t n,
+                uint32_t degree,
+                uint32_t threads,
+                const sx__build_ctx *ctx,
+                uint32_t *graph) /* NOLINT(readability-non-const-parameter): merge_rows writes it */
 {
     if (degree == 0 || (uint64_t)n >= SX__CAGRA_NONE)
         return sx__err(SX_EINVAL, "GPU_CAGRA: bad merge shape (degree %u)", degree);
@@ -804,7 +805,8 @@ sx__cagra_build_graph_bytes(size_t n, uint32_t K, uint32_t degree, int algo, uin
         step1 = nn * k * 9 + nn + 4 * nn * s * 4 + nn * 8 + nn * 8 + t * (4 * s * 4 + 8);
     } else {
         /* heaps + sx__flat_scan's GEMM tiles (~1.5 MiB per call) */
-        step1 = t * ((uint64_t)KNN_BLOCK * (k + 1) * 8 + KNN_BLOCK * 32 + ((uint64_t)3 << 19));
+        step1 = t * ((uint64_t)KNN_BLOCK * (k + 1) * 8 + (uint64_t)KNN_BLOCK * 32 +
+                     ((uint64_t)3 << 19));
     }
     uint64_t hcap = 16;
     while (hcap < 4 * k)

@@ -231,7 +231,8 @@ static uint64_t estimate(const sx__cagra_opts *o, size_t n, uint32_t threads)
     uint32_t K = o->bp.intermediate_degree;
     if (n > 0 && (size_t)K > n - 1)
         K = (uint32_t)(n - 1);
-    uint64_t graph = (uint64_t)n * o->bp.graph_degree * 4 + 64 + SX__CAGRA_MAX_ENTRIES * 4;
+    uint64_t graph =
+        (uint64_t)n * o->bp.graph_degree * 4 + 64 + (uint64_t)SX__CAGRA_MAX_ENTRIES * 4;
     if (n <= 1 || K == 0)
         return graph + sizeof(sx__cagra);
     /* the repair runs after the build's scratch is freed */

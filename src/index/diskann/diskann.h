@@ -147,7 +147,7 @@ typedef struct sx__diskann {
     int fd;              /* read-only; O_DIRECT when is_direct */
     bool is_direct;
     sx__diskann_io_mode io_mode;
-    sx__diskann_reader rd; /* io_mode READER: the file's bytes come from rd (fd stays -1) */
+    sx__diskann_reader rd;    /* io_mode READER: the file's bytes come from rd (fd stays -1) */
     char io_note[160];        /* why O_DIRECT or io_uring is not used ("" when both are) */
     atomic_uint_fast64_t ios; /* slot reads since load (relaxed: statistics only) */
     atomic_uint_fast64_t bytes_read;

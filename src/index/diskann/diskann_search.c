@@ -384,11 +384,11 @@ static sx_status read_slots(
             d->rd.invalidate(d->rd.ctx, sx__diskann_slot_offset(&d->lay, slots[i]),
                              d->lay.slot_bytes);
         return sx__err(SX_ECORRUPT,
-                           "DISKANN %s: checksum mismatch in slot %llu (nodes "
-                           "%llu..%llu)",
-                           d->path, (unsigned long long)slots[i],
-                           (unsigned long long)slots[i] * d->lay.nodes_per_slot,
-                           ((unsigned long long)slots[i] + 1) * d->lay.nodes_per_slot - 1);
+                       "DISKANN %s: checksum mismatch in slot %llu (nodes "
+                       "%llu..%llu)",
+                       d->path, (unsigned long long)slots[i],
+                       (unsigned long long)slots[i] * d->lay.nodes_per_slot,
+                       ((unsigned long long)slots[i] + 1) * d->lay.nodes_per_slot - 1);
     }
     return SX_OK;
 }

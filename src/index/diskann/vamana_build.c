@@ -327,7 +327,7 @@ typedef struct worker {
     vbuild *b;
     sx__visited vis; /* n tags, from the budget */
     sx__hit *pool;   /* L + 1 */
-    sx__hit *exp;  /* expanded nodes, vcap */
+    sx__hit *exp;    /* expanded nodes, vcap */
     size_t nexp, vcap;
     sx__hit *cand;  /* prune candidates, vcap + cap + 1 */
     uint8_t *rm;    /* same */
@@ -612,9 +612,9 @@ static void *worker_main(void *arg)
                  * one whose came later */
                 size_t p = (size_t)((double)d / (double)b->total_units * (double)b->n_total);
                 size_t cur = atomic_load_explicit(b->ctx->progress, memory_order_relaxed);
-                while (cur < p && !atomic_compare_exchange_weak_explicit(
-                                      b->ctx->progress, &cur, p, memory_order_relaxed,
-                                      memory_order_relaxed)) {
+                while (cur < p && !atomic_compare_exchange_weak_explicit(b->ctx->progress, &cur, p,
+                                                                         memory_order_relaxed,
+                                                                         memory_order_relaxed)) {
                 }
             }
         }
