@@ -928,9 +928,13 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
     return st;
 }
 
-/* Compaction: rewrites every sealed segment that has deleted rows (compact_seg). Holds flush_mu
- * throughout (flushes, index changes and other compactions wait), write_mu only around the
- * snapshot and the swap of each segment, so inserts and deletes go on during the rewrites. */
+/* Compaction: rewrites every sealed segment that has deleted rows (compact_seg), one at a time.
+ * Holds flush_mu for each segment's rewrite and releases it between segments, so a flush (an
+ * insert that has filled the growing segment seals it) waits for one segment's rewrite at most,
+ * not for the whole compaction; write_mu only around the snapshot and the swap of each segment,
+ * so inserts and deletes go on during the rewrites. Between segments the list may change (a
+ * flush adds one, another compaction or a metric change replaces some): compact_seg looks each
+ * id up again and skips one that is gone. */
 sx_status sx_compact(sx_collection *c)
 {
     sx__err_clear();
@@ -943,7 +947,8 @@ sx_status sx_compact(sx_collection *c)
         sx__mutex_unlock(&c->flush_mu);
         return sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
     }
-    /* the ids to visit: the list only changes under flush_mu, which we hold */
+    /* the ids to visit: the sealed segments now (those a later flush adds have nothing deleted
+     * that this compaction was asked to drop) */
     sx__mutex_lock(&c->write_mu);
     size_t n = c->n_segs;
     uint64_t *ids = sx__calloc(n + 1, sizeof *ids);
@@ -956,6 +961,14 @@ sx_status sx_compact(sx_collection *c)
     }
     bool any = false;
     for (size_t i = 0; st == SX_OK && i < n; i++) {
+        if (i > 0) { /* let a waiting flush in between two rewrites */
+            sx__mutex_unlock(&c->flush_mu);
+            sx__mutex_lock(&c->flush_mu);
+            if (atomic_load(&c->dropped)) {
+                st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
+                break;
+            }
+        }
         bool done = false;
         st = compact_seg(c, ids[i], &done);
         any |= done;
