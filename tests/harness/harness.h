@@ -10,6 +10,7 @@
 #define SX_TEST_HARNESS_H
 #include <inttypes.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,5 +153,29 @@ static inline void test_file_or_skip(const char *path, const char *provider)
 {
     if (access(path, R_OK) != 0)
         SKIPF("%s is absent (%s)", path, provider);
+}
+
+/* For a test that needs BIGANN-10k (`loaded`: the caller's loader found and read it): returns when
+ * loaded; otherwise ends the test as skipped when one of the files is absent (naming it), or as
+ * failed when they are all there, since then they were unreadable or inconsistent. */
+static inline void test_need_bigann(bool loaded)
+{
+    if (loaded)
+        return;
+    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
+    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
+    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable or inconsistent");
+}
+
+/* For a test that needs Fashion-MNIST's vectors (Debian's dataset-fashion-mnist, dir): ends it as
+ * skipped when they are absent. */
+static inline void test_need_fmnist_files(const char *dir)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte.gz", dir);
+    test_file_or_skip(p, "Debian package dataset-fashion-mnist");
+    snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte.gz", dir);
+    test_file_or_skip(p, "Debian package dataset-fashion-mnist");
 }
 #endif

@@ -109,16 +109,9 @@ static void load_bigann(void)
     have_bg = true;
 }
 
-/* For a test that needs BIGANN-10k (loaded in main): ends it as skipped when a file is absent
- * (naming it), or as failed when the files are there but could not be read. */
 static void need_bigann(void)
 {
-    if (have_bg)
-        return;
-    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
-    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
-    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
-    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable");
+    test_need_bigann(have_bg);
 }
 
 static void prefix_of(char *buf, size_t cap, const char *name)

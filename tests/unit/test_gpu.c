@@ -94,14 +94,9 @@ load_bigann(float **base, size_t *n, size_t *dim, float **q, size_t *nq, int32_t
     return *base && *q && *gt && d2 == *dim && ngt == *nq && *gtk >= 10;
 }
 
-/* After a failed load_bigann, for a test that needs the data: ends it as skipped when a file is
- * absent (naming it), or as failed when the files are there but could not be read. */
 static void need_bigann(void)
 {
-    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
-    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
-    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
-    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable");
+    test_need_bigann(false);
 }
 
 /* ---------------------------------------------------------------- plans */

@@ -156,23 +156,14 @@ static int load_bigann(void)
     return ok;
 }
 
-/* For a test that needs BIGANN-10k: loads it, or ends the test as skipped when a file is absent
- * (naming it), or as failed when the files are there but cannot be read. */
 static void need_bigann(void)
 {
-    if (load_bigann())
-        return;
-    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
-    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
-    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
-    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable or inconsistent");
+    test_need_bigann(load_bigann());
 }
 
-/* For a test that needs the Fashion-MNIST files: ends it as skipped when they are absent. */
 static void need_fmnist_files(void)
 {
-    test_file_or_skip(FM_DIR "/train-images-idx3-ubyte.gz", "Debian package dataset-fashion-mnist");
-    test_file_or_skip(FM_DIR "/t10k-images-idx3-ubyte.gz", "Debian package dataset-fashion-mnist");
+    test_need_fmnist_files(FM_DIR);
 }
 
 static double bigann_recall(const sx__index *idx, const char *ef)

@@ -130,16 +130,9 @@ static void load_bigann(void)
     have_bigann = bigann.base && bigann.queries && bigann.gt && bigann.dim == 128;
 }
 
-/* For a test that needs BIGANN-10k: ends it as skipped when a file is absent (naming it), or as
- * failed when the files are there but could not be read. */
 static void need_bigann(void)
 {
-    if (have_bigann)
-        return;
-    (void)test_data_or_skip("bigann10k/bigann10k_base.bvecs");
-    (void)test_data_or_skip("bigann10k/bigann10k_query.bvecs");
-    (void)test_data_or_skip("bigann10k/bigann10k_groundtruth_l2_k100.ivecs");
-    FAILF("BIGANN-10k under $SX_SHARED_DATA is present but unreadable");
+    test_need_bigann(have_bigann);
 }
 
 static sx__index *flat_build(const dataset *ds)
