@@ -26,6 +26,7 @@
  */
 #include <ctype.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -344,6 +345,7 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
         return sx__err(SX_ENOMEM, "open collection");
     c->db = db;
     atomic_init(&c->refs, 1);
+    atomic_init(&c->flush_waiters, 0);
     (void)sx__mutex_init(&c->write_mu, SX__RANK_WRITE, "collection.write_mu");
     (void)sx__mutex_init(&c->flush_mu, SX__RANK_FLUSH, "collection.flush_mu");
     (void)sx__rwlock_init(&c->seg_lock, SX__RANK_SEG, "collection.seg_lock");
@@ -479,7 +481,9 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     uint64_t *gens = NULL;
     sx__segment **to_write = NULL;
     size_t n_to_write = 0;
+    atomic_fetch_add_explicit(&c->flush_waiters, 1, memory_order_relaxed);
     sx__mutex_lock(&c->flush_mu);
+    atomic_fetch_sub_explicit(&c->flush_waiters, 1, memory_order_relaxed);
     sx__mutex_lock(&c->write_mu);
     if (atomic_load(&c->dropped)) {
         st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
@@ -929,12 +933,13 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
 }
 
 /* Compaction: rewrites every sealed segment that has deleted rows (compact_seg), one at a time.
- * Holds flush_mu for each segment's rewrite and releases it between segments, so a flush (an
- * insert that has filled the growing segment seals it) waits for one segment's rewrite at most,
- * not for the whole compaction; write_mu only around the snapshot and the swap of each segment,
- * so inserts and deletes go on during the rewrites. Between segments the list may change (a
- * flush adds one, another compaction or a metric change replaces some): compact_seg looks each
- * id up again and skips one that is gone. */
+ * Holds flush_mu for each segment's rewrite and releases it between segments, waiting there
+ * until the flushes waiting for it (flush_waiters) have taken it, so a flush (an insert that has
+ * filled the growing segment seals it) waits for one segment's rewrite, not the whole compaction;
+ * write_mu only around the snapshot and the swap of each segment, so inserts and deletes go on
+ * during the rewrites. Between segments the list may change (a flush adds one, another compaction
+ * or a metric change replaces some): compact_seg looks each id up again and skips one that is gone.
+ */
 sx_status sx_compact(sx_collection *c)
 {
     sx__err_clear();
@@ -963,6 +968,13 @@ sx_status sx_compact(sx_collection *c)
     for (size_t i = 0; st == SX_OK && i < n; i++) {
         if (i > 0) { /* let a waiting flush in between two rewrites */
             sx__mutex_unlock(&c->flush_mu);
+            /* an unlock wakes a waiter but the relock would usually win: wait until the waiters
+             * have the lock (each takes it within a scheduling delay; bounded, so a stream of
+             * flushes delays the compaction without stopping it) */
+            for (int spin = 0;
+                 spin < 20000 && atomic_load_explicit(&c->flush_waiters, memory_order_relaxed) > 0;
+                 spin++)
+                sched_yield();
             sx__mutex_lock(&c->flush_mu);
             if (atomic_load(&c->dropped)) {
                 st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);

@@ -83,6 +83,9 @@ struct sx_collection {
 
     sx__mutex write_mu;
     sx__mutex flush_mu;
+    /* threads in sx__coll_flush waiting for flush_mu (relaxed count; sx_compact yields to them
+     * between two segments, since a mutex hands itself to no one in particular) */
+    atomic_int flush_waiters;
     sx__rwlock seg_lock;
     /* guarded by seg_lock (write side also holds write_mu when changing it) */
     sx__segment **segs; /* sealed, in id order */
