@@ -6,29 +6,12 @@
 # (node_modules/@zilliz, installed by `npm ci` in this directory; .ci/run does it) is missing.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/common.sh"
 
-if ! command -v node >/dev/null 2>&1; then
-    echo "node not found: skipped"
-    exit 77
-fi
-major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
-if [ "${major:-0}" -lt 18 ]; then
-    echo "node $(node --version) is older than 18 (no fetch): skipped"
-    exit 77
-fi
-if [ ! -d "$here/node_modules/@zilliz/milvus2-sdk-node" ]; then
-    echo "$here/node_modules/@zilliz missing (run: cd tests/e2e/node && npm ci): skipped"
-    exit 77
-fi
-bin="${SX_SEXTANT_BIN:-}"
-if [ -z "$bin" ] || [ ! -x "$bin" ]; then
-    echo "SX_SEXTANT_BIN is not set to the sextant binary" >&2
-    exit 1
-fi
-
-base="${SX_TMPDIR:-${TMPDIR:-/tmp}}"
-mkdir -p "$base"
-tmp="$(mktemp -d "$base/node_sdk_e2e.XXXXXX")"
+need_node 18 "no fetch"
+need_module @zilliz/milvus2-sdk-node @zilliz
+need_sextant
+make_tmp node_sdk_e2e
 pid=""
 cleanup() {
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then

@@ -10,33 +10,16 @@ set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 chromium="${SX_CHROMIUM:-/usr/bin/chromium}"
+. "$here/common.sh"
 
-if ! command -v node >/dev/null 2>&1; then
-    echo "node not found: skipped"
-    exit 77
-fi
-major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
-if [ "${major:-0}" -lt 20 ]; then
-    echo "node $(node --version) is older than 20 (playwright-core needs 20): skipped"
-    exit 77
-fi
-if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
-    echo "$here/node_modules/playwright-core missing (run: cd tests/e2e/node && npm ci): skipped"
-    exit 77
-fi
+need_node 20 "playwright-core needs 20"
+need_module playwright-core/package.json playwright-core
 if [ ! -x "$chromium" ]; then
     echo "$chromium not found (apt-get install chromium): skipped"
     exit 77
 fi
-bin="${SX_SEXTANT_BIN:-}"
-if [ -z "$bin" ] || [ ! -x "$bin" ]; then
-    echo "SX_SEXTANT_BIN is not set to the sextant binary" >&2
-    exit 1
-fi
-
-base="${SX_TMPDIR:-${TMPDIR:-/tmp}}"
-mkdir -p "$base"
-tmp="$(mktemp -d "$base/report_browser.XXXXXX")"
+need_sextant
+make_tmp report_browser
 report="$tmp/report.html"
 if ! "$bin" bench report "$root/tests/e2e/data/bench/fmnist_demo.json" -o "$report"; then
     echo "sextant bench report failed" >&2
