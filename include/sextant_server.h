@@ -28,6 +28,15 @@ typedef struct sx_server_options {
     uint32_t http_threads;    /* 0: max(16, 4 * cores) */
     uint32_t max_nq;          /* 0: 16384 query vectors per search */
     uint32_t max_json_depth;  /* 0: 64 nesting levels */
+    /* Answer size: a search, query or get whose JSON answer is estimated (before the engine
+     * runs it: hits x the bytes per row of the requested fields; again on the rows found, with
+     * their real string lengths) over this many bytes is refused with code 1100 naming the
+     * estimate and the limit. 0: 64 MiB. */
+    uint64_t max_response_bytes;
+    /* Deadline of a search, query, get, count or delete by filter, in seconds, when the request
+     * has no Request-Timeout header (a header asks for its own, up to 3600 s): the engine stops
+     * the work with SX_ETIMEDOUT (code 65535 "deadline exceeded"). 0: 30 s. */
+    uint32_t request_timeout_s;
     /* Search merging: while every search slot is busy, queued searches with the same
      * collection, field, params, filter, limit and output fields are run as one batch
      * (src/server/merge.c). At low load nothing waits. */

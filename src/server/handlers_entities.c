@@ -645,6 +645,19 @@ static void map_rows(const coll *c, const outplan *o, const sx_rowset *r, rowmap
     mp->meta_col = (o->all_dyn || o->n_dyn) ? col_of(r, SX__META_FIELD) : -1;
 }
 
+/* A distance as JSON. JSON has no infinity (jansson refuses to encode one, which used to drop the
+ * key): a distance that overflowed float is sent as the largest float with its sign, and a NaN
+ * (never produced by the engine's distances) as the largest float too, so "distance" is always
+ * present and sorts last for L2. New reference. */
+static json_t *dist_json(float d)
+{
+    if (isnan(d))
+        d = FLT_MAX;
+    else if (isinf(d))
+        d = d > 0 ? FLT_MAX : -FLT_MAX;
+    return json_real((double)d);
+}
+
 /* Encodes row `row` of r as a Milvus row object (pk, distance when dist != NULL, fields,
  * flattened dynamic keys). New reference or NULL on OOM. */
 static json_t *row_json(const sx__req *rq,
@@ -662,7 +675,7 @@ static json_t *row_json(const sx__req *rq,
     if (mp->pk_col >= 0)
         json_object_set_new(obj, pkf->name, cell_json(rq, pkf, r, (size_t)mp->pk_col, row));
     if (dist)
-        json_object_set_new(obj, "distance", json_real((double)*dist));
+        json_object_set_new(obj, "distance", dist_json(*dist));
     for (size_t i = 0; i < o->n; i++) {
         if (mp->cols[i] < 0)
             continue;
@@ -690,6 +703,110 @@ static json_t *row_json(const sx__req *rq,
         json_decref(dyn);
     }
     return obj;
+}
+
+/* ------------------------------------------------------------------ answer size
+
+ * The answer of a search, query or get is held twice before it is sent (the JSON tree, then its
+ * text), so its size is bounded before any work: hits x the JSON bytes of one row, estimated
+ * from the schema (numbers at their longest, a float vector at 20 bytes per element, strings at
+ * their key and quotes only), must fit max_response_bytes; and again on the rows the engine
+ * found, with their real string lengths, before the tree is built. Checked arithmetic: a product
+ * that overflows counts as over the limit. */
+
+#define DEFAULT_MAX_RESPONSE ((uint64_t)64 << 20)
+#define JSON_NUM_BYTES       26u /* ",-1.2345678901234567e-308" */
+#define JSON_VEC_ELEM_BYTES  20u /* one float element of a vector, with its separator */
+
+static uint64_t max_response(const sx__req *rq)
+{
+    return rq->opts && rq->opts->max_response_bytes ? rq->opts->max_response_bytes
+                                                    : DEFAULT_MAX_RESPONSE;
+}
+
+/* JSON bytes of one field of one row without its string contents: key, quotes, separators. */
+static uint64_t field_bytes(const sx__field_meta *fm)
+{
+    uint64_t key = strlen(fm->name) + 4;
+    switch (fm->engine_type) {
+    case SX_FIELD_FLOAT_VECTOR:
+        return key + 2 + (uint64_t)fm->dim * JSON_VEC_ELEM_BYTES;
+    case SX_FIELD_VARCHAR:
+        return key + 2;
+    case SX_FIELD_BOOL:
+        return key + 6;
+    case SX_FIELD_INT64:
+    case SX_FIELD_DOUBLE:
+        break;
+    }
+    return key + JSON_NUM_BYTES;
+}
+
+/* The estimated JSON bytes of one answer row: braces, the primary key, the distance (search),
+ * the planned fields. */
+static uint64_t row_bytes(const coll *c, const outplan *o, bool with_distance)
+{
+    uint64_t b =
+        2 + field_bytes(&c->meta->fields[c->pk]) + (with_distance ? 12 + JSON_NUM_BYTES : 0);
+    for (size_t i = 0; i < o->n; i++)
+        b += field_bytes(&c->meta->fields[o->fidx[i]]);
+    return b;
+}
+
+static void human_bytes(uint64_t b, char *out, size_t cap)
+{
+    if (b >= (uint64_t)1 << 30)
+        snprintf(out, cap, "%.1f GiB", (double)b / (double)((uint64_t)1 << 30));
+    else if (b >= (uint64_t)1 << 20)
+        snprintf(out, cap, "%.1f MiB", (double)b / (double)((uint64_t)1 << 20));
+    else
+        snprintf(out, cap, "%llu bytes", (unsigned long long)b);
+}
+
+/* Refuses (code 1100) an answer of `rows` rows of `per_row` bytes plus `extra` bytes that would
+ * exceed the server's response limit. `how` names what the estimate counted. */
+static bool admit_answer(const sx__req *rq,
+                         sx__resp *rs,
+                         uint64_t rows,
+                         uint64_t per_row,
+                         uint64_t extra,
+                         const char *how)
+{
+    uint64_t lim = max_response(rq), total;
+    bool over = __builtin_mul_overflow(rows, per_row, &total) ||
+                __builtin_add_overflow(total, extra, &total) || total > lim;
+    if (!over)
+        return true;
+    char est[32], cap[32];
+    if (total == UINT64_MAX || __builtin_mul_overflow(rows, per_row, &total))
+        snprintf(est, sizeof est, "more than 16 EiB");
+    else
+        human_bytes(total, est, sizeof est);
+    human_bytes(lim, cap, sizeof cap);
+    sx__fail(rs, SX__MC_INVALID_PARAM,
+             "invalid parameter: the answer would be about %s (%s: %llu rows x %llu bytes), over "
+             "the server's response limit of %s (sextant serve --max-response-mb): lower limit or "
+             "nq, or ask for fewer outputFields",
+             est, how, (unsigned long long)rows, (unsigned long long)per_row, cap);
+    return false;
+}
+
+/* The string bytes of the rows of r that the answer will hold (VarChar and JSON fields, the
+ * dynamic-field column), counted on the data the engine returned. rows == NULL: every row. */
+static uint64_t rowset_string_bytes(const sx_rowset *r, const size_t *rows, size_t n)
+{
+    uint64_t b = 0;
+    for (size_t col = 0; col < r->n_cols; col++) {
+        if (r->cols[col].type != SX_FIELD_VARCHAR || strcmp(r->cols[col].name, SX__PART_FIELD) == 0)
+            continue;
+        char *const *v = (char *const *)r->cols[col].data;
+        for (size_t i = 0; i < n; i++) {
+            const char *s = v[rows ? rows[i] : i];
+            /* escapes can grow a string (at most 6x for control bytes); count 1x plus quotes */
+            b += (s ? strlen(s) : 0) + 2;
+        }
+    }
+    return b;
 }
 
 /* ------------------------------------------------------------------ insert, upsert */
@@ -1255,11 +1372,17 @@ static void h_query(sx__req *rq, sx__resp *rs)
     }
     if (!plan_outputs(rs, &c, of, true, o, false))
         goto out;
+    uint64_t per_row = row_bytes(&c, o, false);
+    if (!admit_answer(rq, rs, (uint64_t)limit, per_row, 0, "limit"))
+        goto out;
     sx_status st = sx_query(c.h, filter, o->eng, o->n_eng, (uint64_t)limit, (uint64_t)offset, &r);
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "query");
         goto out;
     }
+    if (!admit_answer(rq, rs, r->n_rows, per_row, rowset_string_bytes(r, NULL, r->n_rows),
+                      "rows found, with their strings"))
+        goto out;
     json_t *a = rows_json(rq, &c, o, r, NULL);
     if (!a) {
         fail_nomem(rs);
@@ -1342,12 +1465,18 @@ static void h_get(sx__req *rq, sx__resp *rs)
         goto out;
     if (!plan_outputs(rs, &c, sx__jget(rq->body, "outputFields"), true, o, parts != NULL))
         goto out;
+    uint64_t per_row = row_bytes(&c, o, false);
+    if (!admit_answer(rq, rs, n, per_row, 0, "ids"))
+        goto out;
     sx_keys k = { n, int_pk ? ints : NULL, int_pk ? NULL : strs };
     sx_status st = sx_get(c.h, &k, o->eng, o->n_eng, &r);
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "get");
         goto out;
     }
+    if (!admit_answer(rq, rs, r->n_rows, per_row, rowset_string_bytes(r, NULL, r->n_rows),
+                      "rows found, with their strings"))
+        goto out;
     json_t *a = rows_json(rq, &c, o, r, c.meta->has_partitions ? parts : NULL);
     if (!a) {
         fail_nomem(rs);
@@ -1772,6 +1901,9 @@ static void h_search(sx__req *rq, sx__resp *rs)
         goto out;
     if (!need_loaded(rs, &c))
         goto out;
+    uint64_t per_row = row_bytes(&c, o, true);
+    if (!admit_answer(rq, rs, (uint64_t)nq * (uint64_t)limit, per_row, 0, "nq x limit"))
+        goto out;
 
     sx_search_req req = { .queries = q,
                           .nq = nq,
@@ -1797,6 +1929,10 @@ static void h_search(sx__req *rq, sx__resp *rs)
         req.offset = 0;
         for (;;) {
             req.k = kk;
+            /* the candidates of this round are held too: bound them as an answer */
+            if (!admit_answer(rq, rs, (uint64_t)nq * kk, per_row, 0,
+                              "nq x the candidates a range search needs"))
+                goto out;
             st = sx_search(c.h, &req, &r);
             if (st != SX_OK)
                 break;
@@ -1851,6 +1987,9 @@ static void h_search(sx__req *rq, sx__resp *rs)
         }
         base += t;
     }
+    if (!admit_answer(rq, rs, pk.n, per_row, rowset_string_bytes(r, pk.rows, pk.n),
+                      "hits found, with their strings"))
+        goto out;
     json_t *topks = json_array();
     json_t *data = json_array();
     rowmap mp;
@@ -2070,6 +2209,10 @@ static bool run_sub(sx__req *rq,
     }
     if (!make_filter(sub, rs, c, parts, &filter))
         goto out;
+    if (!admit_answer(rq, rs, (uint64_t)nq * (uint64_t)limit,
+                      2 + field_bytes(&c->meta->fields[c->pk]) + 12 + JSON_NUM_BYTES, 0,
+                      "nq x search[].limit"))
+        goto out;
     sx_search_req req = { .queries = q,
                           .nq = nq,
                           .k = (uint32_t)limit,
@@ -2158,6 +2301,9 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
         n_subs = i + 1;
         n_hits += sub_rs[i]->n_rows;
     }
+    uint64_t per_row = row_bytes(&c, o, true);
+    if (!admit_answer(rq, rs, (uint64_t)nq * (uint64_t)limit, per_row, 0, "nq x limit"))
+        goto out;
     /* fuse: every (query, key) gets the sum of its sub-search contributions */
     hits = sx__malloc((n_hits + 1) * sizeof *hits);
     topks = sx__calloc(nq, sizeof *topks);
@@ -2218,6 +2364,9 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "hybrid_search");
         goto out;
     }
+    if (!admit_answer(rq, rs, n_keep, per_row, rowset_string_bytes(got, NULL, got->n_rows),
+                      "hits found, with their strings"))
+        goto out;
     rowmap mp;
     map_rows(&c, o, got, &mp);
     json_t *data = json_array(), *tk = json_array();
@@ -2238,7 +2387,7 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
                 json_object_set_new(row, c.meta->fields[c.pk].name,
                                     int_pk ? sx__jint64_out(rq, hits[i].ik)
                                            : json_string(hits[i].sk));
-                json_object_set_new(row, "distance", json_real((double)dist));
+                json_object_set_new(row, "distance", dist_json(dist));
             }
         }
         if (!row || json_array_append_new(data, row) != 0) {

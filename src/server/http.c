@@ -58,16 +58,17 @@
 #include "util/buf.h"
 #include "util/err.h"
 
-#define DEFAULT_MAX_BODY   (64ull << 20)
-#define DEFAULT_MAX_CONN   1024u
-#define DEFAULT_IDLE_S     60u
-#define DEFAULT_MAX_NQ     16384u
-#define DEFAULT_JSON_DEPTH 64u
-#define MAX_ROUTES         256
-#define MAX_USERS          4096
-#define CRED_MAX           1024
-#define PREALLOC_MAX       ((size_t)4 << 20)
-#define DISCARD_MAX        ((uint64_t)16 << 20)
+#define DEFAULT_MAX_BODY      (64ull << 20)
+#define DEFAULT_MAX_CONN      1024u
+#define DEFAULT_IDLE_S        60u
+#define DEFAULT_MAX_NQ        16384u
+#define DEFAULT_JSON_DEPTH    64u
+#define MAX_ROUTES            256
+#define MAX_USERS             4096
+#define CRED_MAX              1024
+#define PREALLOC_MAX          ((size_t)4 << 20)
+#define DISCARD_MAX           ((uint64_t)16 << 20)
+#define MAX_REQUEST_TIMEOUT_S 3600.0
 
 const char *const sx__open_paths[] = { "/livez", "/readyz", "/healthz", NULL };
 
@@ -692,12 +693,12 @@ static enum MHD_Result answer_route(sx_server *s,
         rq.db_name = json_string_value(dbv);
     rq.int64_as_string =
         header_false(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Type-Allow-Int64"));
-    rq.timeout_s = 30;
+    rq.timeout_s = s->opts.request_timeout_s ? (double)s->opts.request_timeout_s : 30.0;
     const char *to = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Request-Timeout");
     if (to) {
         char *end = NULL;
         double v = strtod(to, &end);
-        if (end && end != to && *end == 0 && v > 0 && v < 1e9)
+        if (end && end != to && *end == 0 && v > 0 && v <= MAX_REQUEST_TIMEOUT_S)
             rq.timeout_s = v;
     }
 

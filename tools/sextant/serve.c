@@ -53,6 +53,10 @@ static void serve_usage(FILE *out)
         "  --threads N            HTTP worker threads (default max(16, 4 x cores))\n"
         "  --max-connections N    concurrent connections (default 1024)\n"
         "  --idle-timeout S       disconnect idle or slow clients after S seconds (default 60)\n"
+        "  --max-response-mb N    largest search/query/get answer in MiB, estimated before the\n"
+        "                         work is done (default 64)\n"
+        "  --request-timeout S    deadline of a search/query/get/delete without a\n"
+        "                         Request-Timeout header (default 30)\n"
         "  --no-merge             do not merge concurrent searches into batches\n"
         "  --merge-wait-us N      longest a queued search waits for a free slot (50000)\n"
         "  --merge-max-nq N       query vectors per merged batch (256)\n"
@@ -68,7 +72,7 @@ int cli_serve(int argc, char **argv)
     const char *cmd = "serve";
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
-    uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0;
+    uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0, resp_mb = 0, req_timeout = 0;
     bool no_merge = false, quiet = false;
     sx_sync_mode sync = SX_SYNC_FULL;
     cli_storage sto = { 0 };
@@ -113,6 +117,8 @@ int cli_serve(int argc, char **argv)
             { "--merge-wait-us", 1, 10000000, &merge_wait },
             { "--merge-max-nq", 1, 1000000, &merge_nq },
             { "--merge-slots", 1, 4096, &merge_slots },
+            { "--max-response-mb", 1, 1u << 20, &resp_mb },
+            { "--request-timeout", 1, 3600, &req_timeout },
         };
 
         bool matched = false;
@@ -166,6 +172,8 @@ int cli_serve(int argc, char **argv)
     o.merge_wait_us = (uint32_t)merge_wait;
     o.merge_max_nq = (uint32_t)merge_nq;
     o.merge_slots = (uint32_t)merge_slots;
+    o.max_response_bytes = resp_mb << 20;
+    o.request_timeout_s = (uint32_t)req_timeout;
     o.db.sync_mode = sync;
     cli_storage_apply(&sto, &o.db); /* argv strings: valid for the life of the server */
     o.quiet = quiet;

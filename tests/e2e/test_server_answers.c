@@ -1,0 +1,296 @@
+/*
+ * test_server_answers.c: answers are bounded before the work is done, and every hit keeps its
+ * distance (issue 13, findings 1 and 2). An in-process server:
+ *   (a) nq = 16, limit = 16384, outputFields ["vector"] on 2,000 rows of dim 256: the answer
+ *       would be 32,000 hits of ~5 KB of JSON (160 MB of text, its JSON tree several times
+ *       that). It must be refused with code 1100 naming the response limit, and the peak RSS of
+ *       this process (which hosts the server) must not grow by more than 64 MB. Before the
+ *       bound the server built the whole answer (+834 MB here, 2026-12-02; the finding's
+ *       nq=100 x dim 1024 case was OOM-killed at 20 GB).
+ *   (b) the same without output fields at nq = 200, limit 16384 on the same rows: refused on
+ *       the estimate (nq x limit = 3.3M hits); it used to be answered (400,000 hits here, +48 MB;
+ *       the finding's 16k rows grew the RSS by 1.5 GB).
+ *   (c) the estimate passes but the strings the engine found do not fit: a server with
+ *       max_response_bytes = 256 KiB, 100 rows of 10,000-byte VarChars, query limit 100: refused
+ *       after the engine ran, before the JSON tree; limit 10 is answered.
+ *   (d) a search whose distances overflow float (L2 between +1.3e19 and -1.3e19 is 6.8e38) still
+ *       carries "distance" on every hit (jansson cannot encode infinity and used to drop the
+ *       key): the largest float, sorted last.
+ * Checked arithmetic: limit + offset and nq x limit never wrap (limit 2^63-1 is refused).
+ */
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
+#include <sextant.h>
+
+#include "harness.h"
+#include "http.h"
+
+#define DIM_BIG    256
+#define ROWS_BIG   2000
+#define RSS_GROWTH ((uint64_t)64 << 10) /* KiB */
+#if defined(__SANITIZE_ADDRESS__)
+# define RSS_MEANINGFUL 0 /* the quarantine keeps freed blocks */
+#else
+# define RSS_MEANINGFUL 1
+#endif
+
+static uint64_t vm_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t v = 0;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = strtoull(line + kl + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Resets VmHWM to the current RSS; false where /proc/self/clear_refs is not writable. */
+static bool reset_hwm(void)
+{
+    int fd = open("/proc/self/clear_refs", O_WRONLY);
+    if (fd < 0)
+        return false;
+    bool ok = write(fd, "5", 1) == 1;
+    close(fd);
+    return ok;
+}
+
+/* A growable text buffer for request bodies. */
+typedef struct tbuf {
+    char *p;
+    size_t n, cap;
+} tbuf;
+
+static void tb_add(tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void tb_add(tbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+            abort();
+        if (b->p && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        b->cap = (b->cap + (size_t)k + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p)
+            abort();
+    }
+}
+
+static void make_big_collection(void)
+{
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"big\",\"dimension\":256,\"metricType\":\"L2\"}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    uint64_t seed = test_seed();
+    for (int b = 0; b < ROWS_BIG / 500; b++) {
+        tbuf t = { 0 };
+        tb_add(&t, "{\"collectionName\":\"big\",\"data\":[");
+        for (int i = 0; i < 500; i++) {
+            tb_add(&t, "%s{\"id\":%d,\"vector\":[", i ? "," : "", b * 500 + i);
+            for (int d = 0; d < DIM_BIG; d++)
+                tb_add(&t, "%s%.4f", d ? "," : "", (double)test_randf(&seed));
+            tb_add(&t, "]}");
+        }
+        tb_add(&t, "]}");
+        th_post("/v2/vectordb/entities/insert", t.p, NULL);
+        free(t.p);
+        ASSERT_EQ(th_code(), 0);
+    }
+}
+
+static char *search_body(int nq, int limit, bool vectors)
+{
+    uint64_t seed = 7;
+    tbuf t = { 0 };
+    tb_add(&t, "{\"collectionName\":\"big\",\"limit\":%d,%s\"data\":[", limit,
+           vectors ? "\"outputFields\":[\"vector\"]," : "");
+    for (int q = 0; q < nq; q++) {
+        tb_add(&t, "%s[", q ? "," : "");
+        for (int d = 0; d < DIM_BIG; d++)
+            tb_add(&t, "%s%.4f", d ? "," : "", (double)test_randf(&seed));
+        tb_add(&t, "]");
+    }
+    tb_add(&t, "]}");
+    return t.p;
+}
+
+/* Runs a search and returns the growth of the peak RSS in KiB (0 when it cannot be measured). */
+static uint64_t search_growth(const char *body)
+{
+    bool hwm = reset_hwm();
+    uint64_t base = vm_kb("VmRSS");
+    th_post("/v2/vectordb/entities/search", body, NULL);
+    uint64_t peak = vm_kb("VmHWM");
+    return hwm && peak > base ? peak - base : 0;
+}
+
+static void test_vector_answer_refused(void)
+{
+    char *body = search_body(16, 16384, true);
+    uint64_t grew = search_growth(body);
+    free(body);
+    printf("  nq=16 limit=16384 outputFields=[vector] dim 256: code %lld, peak RSS +%llu MB\n",
+           th_code(), (unsigned long long)(grew >> 10));
+    if (th_code() != 1100)
+        FAILF("the 160 MB answer was not refused: code %lld", th_code());
+    const char *msg = json_string_value(json_object_get(th_last.json, "message"));
+    ASSERT(msg && strstr(msg, "response limit") && strstr(msg, "--max-response-mb"));
+    if (RSS_MEANINGFUL)
+        ASSERT(grew < RSS_GROWTH);
+}
+
+static void test_hits_answer_refused(void)
+{
+    char *body = search_body(200, 16384, false);
+    uint64_t grew = search_growth(body);
+    free(body);
+    printf("  nq=200 limit=16384 no outputFields: code %lld, peak RSS +%llu MB\n", th_code(),
+           (unsigned long long)(grew >> 10));
+    if (th_code() != 1100)
+        FAILF("nq x limit = 3.3M hits was not refused: code %lld", th_code());
+    if (RSS_MEANINGFUL)
+        ASSERT(grew < RSS_GROWTH);
+}
+
+static void test_small_answers_pass(void)
+{
+    char *body = search_body(16, 10, true);
+    th_post("/v2/vectordb/entities/search", body, NULL);
+    free(body);
+    ASSERT_EQ(th_code(), 0);
+    json_t *data = json_object_get(th_last.json, "data");
+    ASSERT_EQ(json_array_size(data), 160);
+    ASSERT_EQ(json_array_size(json_object_get(json_array_get(data, 0), "vector")), DIM_BIG);
+    th_post("/v2/vectordb/entities/query",
+            "{\"collectionName\":\"big\",\"filter\":\"id < 100\",\"outputFields\":[\"vector\"]}",
+            NULL);
+    ASSERT_EQ(th_code(), 0);
+    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), 100);
+}
+
+/* limit + offset, nq x limit: no wrap-around anywhere (issue 13 point 7, the answer checks). */
+static void test_checked_sizes(void)
+{
+    th_post("/v2/vectordb/entities/query",
+            "{\"collectionName\":\"big\",\"limit\":9223372036854775807,\"offset\":1}", NULL);
+    ASSERT_EQ(th_code(), 1100);
+    th_post("/v2/vectordb/entities/query",
+            "{\"collectionName\":\"big\",\"limit\":9223372036854775807}", NULL);
+    ASSERT_EQ(th_code(), 1100);
+    th_post("/v2/vectordb/entities/get",
+            "{\"collectionName\":\"big\",\"id\":[1,2,3],\"outputFields\":[\"vector\"]}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), 3);
+}
+
+static void test_strings_over_limit(void)
+{
+    /* a second server with a 256 KiB response limit */
+    const char *dir = test_tmpdir("server_answers_small");
+    char saved[sizeof th_base];
+    memcpy(saved, th_base, sizeof saved);
+    sx_server_options o = { 0 };
+    o.max_response_bytes = 256u << 10;
+    sx_server *s = th_server_start(dir, &o);
+    ASSERT(s);
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"s\",\"schema\":{\"fields\":["
+            "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"
+            "{\"fieldName\":\"v\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":2}},"
+            "{\"fieldName\":\"t\",\"dataType\":\"VarChar\",\"elementTypeParams\":"
+            "{\"max_length\":20000}}]},"
+            "\"indexParams\":[{\"fieldName\":\"v\",\"indexName\":\"v\",\"metricType\":\"L2\"}]}",
+            NULL);
+    ASSERT_EQ(th_code(), 0);
+    tbuf t = { 0 };
+    tb_add(&t, "{\"collectionName\":\"s\",\"data\":[");
+    for (int i = 0; i < 100; i++) {
+        tb_add(&t, "%s{\"id\":%d,\"v\":[%d,0],\"t\":\"", i ? "," : "", i, i);
+        for (int k = 0; k < 1000; k++)
+            tb_add(&t, "0123456789");
+        tb_add(&t, "\"}");
+    }
+    tb_add(&t, "]}");
+    th_post("/v2/vectordb/entities/insert", t.p, NULL);
+    free(t.p);
+    ASSERT_EQ(th_code(), 0);
+    th_post("/v2/vectordb/entities/query",
+            "{\"collectionName\":\"s\",\"limit\":100,\"outputFields\":[\"t\"]}", NULL);
+    ASSERT_EQ(th_code(), 1100);
+    const char *msg = json_string_value(json_object_get(th_last.json, "message"));
+    ASSERT(msg && strstr(msg, "with their strings"));
+    th_post("/v2/vectordb/entities/query",
+            "{\"collectionName\":\"s\",\"limit\":10,\"outputFields\":[\"t\"]}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), 10);
+    th_post("/v2/vectordb/entities/search",
+            "{\"collectionName\":\"s\",\"data\":[[0,0]],\"limit\":100,\"outputFields\":[\"t\"]}",
+            NULL);
+    ASSERT_EQ(th_code(), 1100);
+    th_reset();
+    ASSERT_OK(sx_server_stop(s));
+    memcpy(th_base, saved, sizeof saved);
+}
+
+static void test_infinite_distance_kept(void)
+{
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"far\",\"dimension\":4,\"metricType\":\"L2\"}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    th_post("/v2/vectordb/entities/insert",
+            "{\"collectionName\":\"far\",\"data\":["
+            "{\"id\":1,\"vector\":[1.3e19,0,0,0]},{\"id\":2,\"vector\":[-1.3e19,0,0,0]},"
+            "{\"id\":3,\"vector\":[1,2,3,4]}]}",
+            NULL);
+    ASSERT_EQ(th_code(), 0);
+    th_post("/v2/vectordb/entities/search",
+            "{\"collectionName\":\"far\",\"data\":[[1.3e19,0,0,0]],\"limit\":3}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    json_t *data = json_object_get(th_last.json, "data");
+    ASSERT_EQ(json_array_size(data), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *d = json_object_get(json_array_get(data, i), "distance");
+        if (!json_is_number(d))
+            FAILF("hit %zu has no distance: %s", i, th_last.text);
+    }
+    json_t *last = json_array_get(data, 2);
+    ASSERT_EQ(json_integer_value(json_object_get(last, "id")), 2);
+    ASSERT(json_number_value(json_object_get(last, "distance")) >= (double)FLT_MAX);
+}
+
+int main(void)
+{
+    const char *dir = test_tmpdir("server_answers");
+    sx_server_options o = { 0 };
+    sx_server *s = th_server_start(dir, &o);
+    if (!s)
+        return 1;
+    RUN(make_big_collection);
+    RUN(test_small_answers_pass);
+    RUN(test_vector_answer_refused);
+    RUN(test_hits_answer_refused);
+    RUN(test_checked_sizes);
+    RUN(test_infinite_distance_kept);
+    RUN(test_strings_over_limit);
+    th_reset();
+    if (sx_server_stop(s) != SX_OK) {
+        fprintf(stderr, "FAIL: sx_server_stop: %s\n", sx_errmsg());
+        h_fail++;
+    }
+    return TEST_DONE();
+}
