@@ -58,17 +58,17 @@
 #include "util/buf.h"
 #include "util/err.h"
 
-#define DEFAULT_MAX_BODY      (64ull << 20)
-#define DEFAULT_MAX_CONN      1024u
-#define DEFAULT_IDLE_S        60u
-#define DEFAULT_MAX_NQ        16384u
-#define DEFAULT_JSON_DEPTH    64u
-#define MAX_ROUTES            256
-#define MAX_USERS             4096
-#define CRED_MAX              1024
-#define PREALLOC_MAX          ((size_t)4 << 20)
-#define DISCARD_MAX           ((uint64_t)16 << 20)
-#define MAX_REQUEST_TIMEOUT_S 3600.0
+#define DEFAULT_MAX_BODY   (64ull << 20)
+#define DEFAULT_MAX_CONN   1024u
+#define DEFAULT_IDLE_S     60u
+#define DEFAULT_MAX_NQ     16384u
+#define DEFAULT_JSON_DEPTH 64u
+#define MAX_ROUTES         256
+#define MAX_USERS          4096
+#define CRED_MAX           1024
+#define PREALLOC_MAX       ((size_t)4 << 20)
+#define DISCARD_MAX        ((uint64_t)16 << 20)
+#define MAX_TIMEOUT_S      3600.0 /* the longest Request-Timeout a request may ask for */
 
 const char *const sx__open_paths[] = { "/livez", "/readyz", "/healthz", NULL };
 
@@ -698,7 +698,7 @@ static enum MHD_Result answer_route(sx_server *s,
     if (to) {
         char *end = NULL;
         double v = strtod(to, &end);
-        if (end && end != to && *end == 0 && v > 0 && v <= MAX_REQUEST_TIMEOUT_S)
+        if (end && end != to && *end == 0 && v > 0 && v <= MAX_TIMEOUT_S)
             rq.timeout_s = v;
     }
 
