@@ -335,6 +335,8 @@ typedef struct sx_index_info {
     uint64_t disk_bytes;    /* bytes of index files on disk (all segments) */
     uint64_t read_ios;      /* read I/Os by file-backed indexes (DISKANN), cumulative since open */
     uint64_t read_bytes;    /* bytes read by file-backed indexes, cumulative since open */
+    uint64_t growing_rows; /* rows of the growing segment (in total_rows and pending_rows): searched
+                              exactly, indexed once sealed (sx_flush or the segment size) */
 } sx_index_info;
 
 /* Index types (case-insensitive): FLAT, HNSW (AUTOINDEX is HNSW), HNSW_SQ, IVF_FLAT, IVF_SQ8,

@@ -566,8 +566,10 @@ sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
         sx__segment *s = i < c->n_segs ? c->segs[i] : c->growing;
         size_t n = atomic_load(&s->n_rows);
         out->total_rows += n;
-        if (s == c->growing)
+        if (s == c->growing) {
+            out->growing_rows = n;
             continue;
+        }
         sx__mutex_lock(&s->idx_mu);
         if (s->index) {
             const sx__index_ops *o = s->index->ops;

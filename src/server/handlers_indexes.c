@@ -118,9 +118,14 @@ static void h_describe(sx__req *rq, sx__resp *rs)
         json_object_set_new(o, "indexType",
                             json_string(m->index_type[0] ? m->index_type : ii.type));
         json_object_set_new(o, "metricType", json_string(sx__metric_name(m->metric)));
-        json_object_set_new(o, "totalRows", json_integer((json_int_t)ii.total_rows));
+        /* Milvus counts sealed (flushed) segments only: indexState Finished means every sealed
+         * row is indexed, so Finished comes with indexedRows == totalRows. Rows of the growing
+         * segment (searched exactly until sealed) are in growingRows, a Sextant extension. */
+        uint64_t sealed = ii.total_rows - ii.growing_rows;
+        json_object_set_new(o, "totalRows", json_integer((json_int_t)sealed));
         json_object_set_new(o, "indexedRows", json_integer((json_int_t)ii.indexed_rows));
-        json_object_set_new(o, "pendingRows", json_integer((json_int_t)ii.pending_rows));
+        json_object_set_new(o, "pendingRows", json_integer((json_int_t)(sealed - ii.indexed_rows)));
+        json_object_set_new(o, "growingRows", json_integer((json_int_t)ii.growing_rows));
         json_object_set_new(o, "indexState", json_string(state_name(ii.state)));
         json_object_set_new(o, "failReason", json_string(ii.fail_reason));
         json_t *arr = json_array();

@@ -16,6 +16,9 @@
  *   (d) a search whose distances overflow float (L2 between +1.3e19 and -1.3e19 is 6.8e38) still
  *       carries "distance" on every hit (jansson cannot encode infinity and used to drop the
  *       key): the largest float, sorted last.
+ *   (e) indexes/describe on rows still in the growing segment: indexState Finished comes with
+ *       indexedRows == totalRows (sealed rows, as Milvus counts them) and the growing rows in
+ *       growingRows; it used to say Finished with indexedRows 0 of totalRows 3.
  * Checked arithmetic: limit + offset and nq x limit never wrap (limit 2^63-1 is refused).
  */
 #include <fcntl.h>
@@ -273,6 +276,44 @@ static void test_infinite_distance_kept(void)
     ASSERT(json_number_value(json_object_get(last, "distance")) >= (double)FLT_MAX);
 }
 
+static int64_t ival(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+}
+
+static void test_index_state_counts(void)
+{
+    th_post("/v2/vectordb/indexes/describe",
+            "{\"collectionName\":\"far\",\"indexName\":\"vector\"}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    json_t *d = json_array_get(json_object_get(th_last.json, "data"), 0);
+    const char *st = json_string_value(json_object_get(d, "indexState"));
+    ASSERT(st);
+    printf("  describe, rows growing: %s\n", th_last.text);
+    if (strcmp(st, "Finished") == 0 && ival(d, "indexedRows") != ival(d, "totalRows"))
+        FAILF("Finished with %lld of %lld rows indexed", (long long)ival(d, "indexedRows"),
+              (long long)ival(d, "totalRows"));
+    ASSERT_EQ(ival(d, "growingRows"), 3);
+    ASSERT_EQ(ival(d, "pendingRows"), ival(d, "totalRows") - ival(d, "indexedRows"));
+    th_post("/v2/vectordb/collections/flush", "{\"collectionName\":\"far\"}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    for (int tries = 0;; tries++) {
+        th_post("/v2/vectordb/indexes/describe",
+                "{\"collectionName\":\"far\",\"indexName\":\"vector\"}", NULL);
+        d = json_array_get(json_object_get(th_last.json, "data"), 0);
+        st = json_string_value(json_object_get(d, "indexState"));
+        if (st && strcmp(st, "Finished") == 0)
+            break;
+        ASSERT(tries < 1000);
+        usleep(10000);
+    }
+    ASSERT_EQ(ival(d, "totalRows"), 3);
+    ASSERT_EQ(ival(d, "indexedRows"), 3);
+    ASSERT_EQ(ival(d, "pendingRows"), 0);
+    ASSERT_EQ(ival(d, "growingRows"), 0);
+}
+
 int main(void)
 {
     const char *dir = test_tmpdir("server_answers");
@@ -286,6 +327,7 @@ int main(void)
     RUN(test_hits_answer_refused);
     RUN(test_checked_sizes);
     RUN(test_infinite_distance_kept);
+    RUN(test_index_state_counts);
     RUN(test_strings_over_limit);
     th_reset();
     if (sx_server_stop(s) != SX_OK) {
