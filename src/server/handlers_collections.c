@@ -156,6 +156,12 @@ static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json
                  "COSINE)");
         return false;
     }
+    if (dim > SX_MAX_DIM) { /* checked here: the field's uint32 would show a truncated value */
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: dimension should be in range 1..%u, got %lld", SX_MAX_DIM,
+                 (long long)dim);
+        return false;
+    }
     const char *id_type = "Int64", *pk = "id", *vec = "vector", *metric = NULL;
     bool auto_id = false;
     if (sx__jstr(rq->body, "idType", &id_type) != 0 ||
@@ -217,7 +223,7 @@ static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json
     m->fields[0].is_primary = true;
     m->fields[0].auto_id = auto_id;
     m->fields[0].max_length = varchar ? (uint32_t)(max_len > UINT32_MAX ? UINT32_MAX : max_len) : 0;
-    m->fields[1].dim = (uint32_t)(dim > UINT32_MAX ? UINT32_MAX : dim);
+    m->fields[1].dim = (uint32_t)dim;
     m->n_fields = 2;
     m->enable_dynamic = true;
     if (sx__jbool(params, "enableDynamicField", &m->enable_dynamic) != 0) {
@@ -319,9 +325,15 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
             }
             int r = type_param(tp, "dim", &v);
             if (r <= 0 || v <= 0 || v > SX_MAX_DIM) {
+                char got[32];
+                if (r > 0)
+                    (void)snprintf(got, sizeof got, "%lld", (long long)v);
                 sx__fail(rs, SX__MC_INVALID_PARAM,
                          "invalid parameter: dim of field %s should be in range 1..%u, got %s",
-                         fname, SX_MAX_DIM, r == 0 ? "nothing" : "a bad value");
+                         fname, SX_MAX_DIM,
+                         r == 0  ? "nothing"
+                         : r < 0 ? "a bad value"
+                                 : got);
                 return false;
             }
             f->dim = (uint32_t)v;

@@ -314,6 +314,28 @@ static void test_index_state_counts(void)
     ASSERT_EQ(ival(d, "growingRows"), 0);
 }
 
+/* A dimension of 2^63-1 is named as given (it was shown as 4294967295, the uint32 it was cut to).
+ */
+static void test_dim_message(void)
+{
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"d\",\"dimension\":9223372036854775807}", NULL);
+    ASSERT_EQ(th_code(), 1100);
+    const char *msg = json_string_value(json_object_get(th_last.json, "message"));
+    if (!msg || !strstr(msg, "9223372036854775807") || strstr(msg, "4294967295"))
+        FAILF("message: %s", msg ? msg : "(none)");
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"d\",\"schema\":{\"fields\":["
+            "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true},"
+            "{\"fieldName\":\"v\",\"dataType\":\"FloatVector\",\"elementTypeParams\":"
+            "{\"dim\":\"9223372036854775807\"}}]}}",
+            NULL);
+    ASSERT_EQ(th_code(), 1100);
+    msg = json_string_value(json_object_get(th_last.json, "message"));
+    if (!msg || !strstr(msg, "9223372036854775807"))
+        FAILF("message: %s", msg ? msg : "(none)");
+}
+
 int main(void)
 {
     const char *dir = test_tmpdir("server_answers");
@@ -328,6 +350,7 @@ int main(void)
     RUN(test_checked_sizes);
     RUN(test_infinite_distance_kept);
     RUN(test_index_state_counts);
+    RUN(test_dim_message);
     RUN(test_strings_over_limit);
     th_reset();
     if (sx_server_stop(s) != SX_OK) {
