@@ -18,13 +18,60 @@
  * dropped, and a fixture that is missing, released, without index or over 2000 rows is dropped and
  * made again. Every route is reachable, including database create/drop and index builds (the
  * fixtures are tiny); responses' codes are not checked (every error is a normal outcome).
+ *
+ * Resource bounds (issue 13): every input must finish its handler within BOUND_SECONDS of wall
+ * time and grow this process's peak RSS (VmHWM, reset through /proc/self/clear_refs before the
+ * input) by at most BOUND_RSS_MB; otherwise the harness aborts, which libFuzzer reports as a
+ * crash with the input saved. The bounds hold for every route on the fixtures (at most 2000 rows
+ * of dim 4) whatever the body asks: limits, nq, output fields, filters, params. The replay test
+ * (fuzz_replay_fuzz_rest_json) checks them on the corpus, regress-* inputs included (a search of
+ * nq 64 x limit 16384, limit 2^63-1 with an offset, a LIKE of a 3,000-character pattern).
  */
+#include <time.h>
+
 #include "fuzz_common.h"
 #include "fuzz_rest_common.h"
 #include "util/err.h"
 
-#define JSON_DEPTH 64
-#define ROW_CAP    2000
+#define JSON_DEPTH    64
+#define ROW_CAP       2000
+#define BOUND_SECONDS 5.0
+#define BOUND_RSS_MB  256
+
+/* A "Vm...:" line of /proc/self/status in KiB (0 when unreadable). */
+static uint64_t vm_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t v = 0;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = strtoull(line + kl + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Resets VmHWM to the current RSS; false where /proc/self/clear_refs is not writable. */
+static bool reset_hwm(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static sx__catalog *g_cat;
 static sx_server_options g_opts;
@@ -236,7 +283,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0 || fz_n_routes == 0)
         return 0;
     const sx__route *rt = fz_routes[data[0] % fz_n_routes];
+    bool hwm = reset_hwm();
+    uint64_t rss0 = vm_kb("VmRSS");
+    double t0 = mono_s();
     call_route(rt, (const char *)data + 1, size - 1);
+    double secs = mono_s() - t0;
+    uint64_t peak = hwm ? vm_kb("VmHWM") : 0;
+    uint64_t grew_mb = peak > rss0 ? (peak - rss0) >> 10 : 0;
+    if (secs > BOUND_SECONDS || grew_mb > BOUND_RSS_MB) {
+        fprintf(stderr,
+                "fuzz_rest_json: %s took %.2f s and grew the peak RSS by %llu MB (bounds: "
+                "%.0f s, %d MB)\n",
+                rt->path, secs, (unsigned long long)grew_mb, BOUND_SECONDS, BOUND_RSS_MB);
+        abort();
+    }
     if (rt->is_write)
         restore_fixtures();
     return 0;
