@@ -200,6 +200,12 @@ static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json
                      "specified (params.max_length) when idType is VarChar");
             return false;
         }
+        if (max_len > SX_MAX_VARCHAR) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: max_length should be in range 1..%u, got %lld",
+                     SX_MAX_VARCHAR, (long long)max_len);
+            return false;
+        }
         if (auto_id) {
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: autoID on a VarChar primary key is not supported by "
@@ -222,7 +228,7 @@ static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json
     }
     m->fields[0].is_primary = true;
     m->fields[0].auto_id = auto_id;
-    m->fields[0].max_length = varchar ? (uint32_t)(max_len > UINT32_MAX ? UINT32_MAX : max_len) : 0;
+    m->fields[0].max_length = varchar ? (uint32_t)max_len : 0;
     m->fields[1].dim = (uint32_t)dim;
     m->n_fields = 2;
     m->enable_dynamic = true;

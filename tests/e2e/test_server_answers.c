@@ -334,6 +334,14 @@ static void test_dim_message(void)
     msg = json_string_value(json_object_get(th_last.json, "message"));
     if (!msg || !strstr(msg, "9223372036854775807"))
         FAILF("message: %s", msg ? msg : "(none)");
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"d\",\"dimension\":4,\"idType\":\"VarChar\","
+            "\"params\":{\"max_length\":9223372036854775807}}",
+            NULL);
+    ASSERT_EQ(th_code(), 1100);
+    msg = json_string_value(json_object_get(th_last.json, "message"));
+    if (!msg || !strstr(msg, "9223372036854775807"))
+        FAILF("message: %s", msg ? msg : "(none)");
 }
 
 int main(void)
