@@ -58,6 +58,7 @@
 #include "server/server.h"
 #include "util/alloc.h"
 #include "util/assert.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 #define MAX_LIMIT    16384u
@@ -705,6 +706,81 @@ static json_t *row_json(const sx__req *rq,
     return obj;
 }
 
+/* ------------------------------------------------------------------ answer text
+
+ * A code-0 answer of rows is encoded row by row: {"code":0,"data":[row,...],"cost":0} (and
+ * "topks" for searches), the order jansson gave the whole tree. Each row is a small JSON tree,
+ * written out and freed at once, so the answer exists once, as text: the tree of a whole answer
+ * cost several times its text (a float of a vector: a 32-byte json_real and an 8-byte slot for
+ * about 20 bytes of text). */
+typedef struct atext {
+    sx__wbuf w;
+    size_t n; /* rows written */
+} atext;
+
+static int atext_cb(const char *buf, size_t size, void *data)
+{
+    sx__wbuf *w = data;
+    sx__wbuf_put(w, buf, size);
+    return w->failed ? -1 : 0;
+}
+
+static void at_put(atext *a, const char *text)
+{
+    sx__wbuf_put(&a->w, text, strlen(text));
+}
+
+static void at_begin(atext *a)
+{
+    sx__wbuf_init(&a->w);
+    a->n = 0;
+    at_put(a, "{\"code\":0,\"data\":[");
+}
+
+/* Appends one row (consumed; NULL = out of memory). False on out of memory. */
+static bool at_row(atext *a, json_t *row)
+{
+    if (!row)
+        return false;
+    if (a->n++)
+        sx__wbuf_put(&a->w, ",", 1);
+    int r = json_dump_callback(row, atext_cb, &a->w, JSON_COMPACT);
+    json_decref(row);
+    return r == 0 && sx__wbuf_ok(&a->w);
+}
+
+/* Closes the text (with "topks" when topks != NULL) and hands it to rs. False on out of memory
+ * (nothing handed; the caller fails the request and calls at_abort). */
+static bool at_end(atext *a, sx__resp *rs, const size_t *topks, size_t nq)
+{
+    at_put(a, "],\"cost\":0");
+    if (topks) {
+        at_put(a, ",\"topks\":[");
+        for (size_t q = 0; q < nq; q++) {
+            char num[32];
+            int k = snprintf(num, sizeof num, "%s%zu", q ? "," : "", topks[q]);
+            sx__wbuf_put(&a->w, num, (size_t)k);
+        }
+        sx__wbuf_put(&a->w, "]", 1);
+    }
+    sx__wbuf_put(&a->w, "}", 1);
+    if (!sx__wbuf_ok(&a->w))
+        return false;
+    json_decref(rs->body);
+    rs->body = NULL;
+    sx__free(rs->text);
+    rs->text = a->w.data;
+    rs->text_len = a->w.len;
+    a->w.data = NULL;
+    sx__wbuf_fini(&a->w);
+    return true;
+}
+
+static void at_abort(atext *a)
+{
+    sx__wbuf_fini(&a->w);
+}
+
 /* ------------------------------------------------------------------ answer size
 
  * The answer of a search, query or get is held twice before it is sent (the JSON tree, then its
@@ -1276,15 +1352,21 @@ static bool read_limit(sx__req *rq, sx__resp *rs, const char *key, int64_t def, 
     return true;
 }
 
-/* Encodes every row of r (optionally only those whose partition is in parts) into a new array. */
-static json_t *rows_json(
-    const sx__req *rq, const coll *c, const outplan *o, const sx_rowset *r, const json_t *parts)
+/* Answers every row of r (optionally only those whose partition is in parts) as rs's text.
+ * False on out of memory (rs untouched). */
+static bool rows_answer(const sx__req *rq,
+                        sx__resp *rs,
+                        const coll *c,
+                        const outplan *o,
+                        const sx_rowset *r,
+                        const json_t *parts)
 {
     rowmap mp;
     map_rows(c, o, r, &mp);
     int pcol = parts ? col_of(r, SX__PART_FIELD) : -1;
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < r->n_rows; i++) {
+    atext a;
+    at_begin(&a);
+    for (size_t i = 0; i < r->n_rows; i++) {
         if (pcol >= 0) {
             const char *p = ((char *const *)r->cols[pcol].data)[i];
             bool keep = false;
@@ -1296,13 +1378,16 @@ static json_t *rows_json(
             if (!keep)
                 continue;
         }
-        json_t *row = row_json(rq, c, o, &mp, r, i, NULL);
-        if (!row || json_array_append_new(a, row) != 0) {
-            json_decref(a);
-            return NULL;
+        if (!at_row(&a, row_json(rq, c, o, &mp, r, i, NULL))) {
+            at_abort(&a);
+            return false;
         }
     }
-    return a;
+    if (!at_end(&a, rs, NULL, 0)) {
+        at_abort(&a);
+        return false;
+    }
+    return true;
 }
 
 static bool is_count_query(const json_t *of)
@@ -1383,12 +1468,8 @@ static void h_query(sx__req *rq, sx__resp *rs)
     if (!admit_answer(rq, rs, r->n_rows, per_row, rowset_string_bytes(r, NULL, r->n_rows),
                       "rows found, with their strings"))
         goto out;
-    json_t *a = rows_json(rq, &c, o, r, NULL);
-    if (!a) {
+    if (!rows_answer(rq, rs, &c, o, r, NULL))
         fail_nomem(rs);
-        goto out;
-    }
-    ok_cost(rs, a);
 out:
     sx_rowset_free(r);
     sx__free(filter);
@@ -1477,12 +1558,8 @@ static void h_get(sx__req *rq, sx__resp *rs)
     if (!admit_answer(rq, rs, r->n_rows, per_row, rowset_string_bytes(r, NULL, r->n_rows),
                       "rows found, with their strings"))
         goto out;
-    json_t *a = rows_json(rq, &c, o, r, c.meta->has_partitions ? parts : NULL);
-    if (!a) {
+    if (!rows_answer(rq, rs, &c, o, r, c.meta->has_partitions ? parts : NULL))
         fail_nomem(rs);
-        goto out;
-    }
-    ok_cost(rs, a);
 out:
     sx_rowset_free(r);
     sx__free(ints);
@@ -1990,30 +2067,18 @@ static void h_search(sx__req *rq, sx__resp *rs)
     if (!admit_answer(rq, rs, pk.n, per_row, rowset_string_bytes(r, pk.rows, pk.n),
                       "hits found, with their strings"))
         goto out;
-    json_t *topks = json_array();
-    json_t *data = json_array();
     rowmap mp;
     map_rows(&c, o, r, &mp);
-    for (size_t qi = 0; topks && qi < nq; qi++)
-        json_array_append_new(topks, json_integer((json_int_t)pk.topks[qi]));
-    for (size_t i = 0; data && i < pk.n; i++) {
-        json_t *row = row_json(rq, &c, o, &mp, r, pk.rows[i], &r->distances[pk.rows[i]]);
-        if (!row || json_array_append_new(data, row) != 0) {
-            json_decref(data);
-            data = NULL;
-        }
-    }
-    if (!topks || !data) {
-        json_decref(topks);
-        json_decref(data);
+    atext at;
+    at_begin(&at);
+    bool enc = true;
+    for (size_t i = 0; enc && i < pk.n; i++)
+        enc = at_row(&at, row_json(rq, &c, o, &mp, r, pk.rows[i], &r->distances[pk.rows[i]]));
+    if (!enc || !at_end(&at, rs, pk.topks, nq)) {
+        at_abort(&at);
         fail_nomem(rs);
         goto out;
     }
-    ok_cost(rs, data);
-    if (rs->body)
-        json_object_set_new(rs->body, "topks", topks);
-    else
-        json_decref(topks);
     if (rq->metrics)
         sx__metrics_rows(rq->metrics, 0, 0, nq);
 out:
@@ -2369,9 +2434,11 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
         goto out;
     rowmap mp;
     map_rows(&c, o, got, &mp);
-    json_t *data = json_array(), *tk = json_array();
+    atext atx;
+    at_begin(&atx);
+    bool enc = true;
     size_t gr = 0;
-    for (size_t i = 0; data && i < n_keep; i++) {
+    for (size_t i = 0; enc && i < n_keep; i++) {
         float dist = (float)hits[i].score;
         json_t *row = NULL;
         fhit g = { 0 };
@@ -2390,24 +2457,13 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
                 json_object_set_new(row, "distance", dist_json(dist));
             }
         }
-        if (!row || json_array_append_new(data, row) != 0) {
-            json_decref(data);
-            data = NULL;
-        }
+        enc = at_row(&atx, row);
     }
-    for (size_t qi = 0; tk && qi < nq; qi++)
-        json_array_append_new(tk, json_integer((json_int_t)topks[qi]));
-    if (!data || !tk) {
-        json_decref(data);
-        json_decref(tk);
+    if (!enc || !at_end(&atx, rs, topks, nq)) {
+        at_abort(&atx);
         fail_nomem(rs);
         goto out;
     }
-    ok_cost(rs, data);
-    if (rs->body)
-        json_object_set_new(rs->body, "topks", tk);
-    else
-        json_decref(tk);
     if (rq->metrics)
         sx__metrics_rows(rq->metrics, 0, 0, nq * n_subs);
 out:

@@ -349,6 +349,23 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cons
     return ret;
 }
 
+/* Queues a JSON text; takes ownership of `text` (sx__malloc'd). */
+static enum MHD_Result
+send_text(struct MHD_Connection *c, unsigned status, uint8_t *text, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer_with_free_callback(len, (char *)text, free_cb);
+    if (!r) {
+        sx__free(text);
+        return MHD_NO;
+    }
+    add_cors(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_CT);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* Queues {"code":code,"message":msg}. */
 static enum MHD_Result
 send_err(struct MHD_Connection *c, unsigned status, int code, const char *msg)
@@ -702,18 +719,24 @@ static enum MHD_Result answer_route(sx_server *s,
             rq.timeout_s = v;
     }
 
-    sx__resp rs = { 200, NULL };
+    sx__resp rs = { 200, NULL, NULL, 0 };
     rt->fn(&rq, &rs);
-    if (!rs.body)
+    if (rs.body) {
+        sx__free(rs.text); /* a failure after the text was made */
+        rs.text = NULL;
+    }
+    if (!rs.body && !rs.text)
         sx__ok(&rs, NULL);
-    int code = SX__MC_UNEXPECTED;
+    int code = rs.text ? SX__MC_OK : SX__MC_UNEXPECTED;
     json_t *cv = rs.body ? json_object_get(rs.body, "code") : NULL;
     if (json_is_integer(cv))
         code = (int)json_integer_value(cv);
     unsigned status = rs.http_status > 0 ? (unsigned)rs.http_status : 200;
     finish(s, ctx, method, url, rt->path, status, code);
     enum MHD_Result ret;
-    if (rs.body)
+    if (rs.text)
+        ret = send_text(c, status, rs.text, rs.text_len);
+    else if (rs.body)
         ret = send_json(c, status, rs.body);
     else
         ret = send_err(c, 500, SX__MC_UNEXPECTED, "out of memory");

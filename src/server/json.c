@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "server/server.h"
+#include "util/alloc.h"
 
 json_t *sx__jget(const json_t *obj, const char *key)
 {
@@ -194,6 +195,9 @@ void sx__fail(sx__resp *rs, int code, const char *fmt, ...)
     (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     json_decref(rs->body);
+    sx__free(rs->text); /* replaces a text answer too */
+    rs->text = NULL;
+    rs->text_len = 0;
     rs->body = json_object();
     if (rs->body) {
         json_object_set_new(rs->body, "code", json_integer(code));
@@ -249,4 +253,16 @@ bool sx__metric_parse(const char *s, sx_metric *out)
     else
         return false;
     return true;
+}
+
+json_t *sx__resp_json(sx__resp *rs)
+{
+    json_t *j = rs->body;
+    if (!j && rs->text)
+        j = json_loadb((const char *)rs->text, rs->text_len, 0, NULL);
+    sx__free(rs->text);
+    rs->text = NULL;
+    rs->text_len = 0;
+    rs->body = NULL;
+    return j;
 }

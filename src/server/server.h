@@ -94,7 +94,12 @@ typedef struct sx__req {
 /* The handler's answer. http.c sends `body` (owned here, freed by http.c) with `http_status`. */
 typedef struct sx__resp {
     int http_status; /* 200 unless set otherwise */
-    json_t *body;    /* NULL: http.c answers {"code":0,"data":{}} */
+    json_t *body;    /* NULL: http.c answers {"code":0,"data":{}} (or sends `text`) */
+    /* Or a complete JSON text of a code-0 answer, encoded row by row so that no JSON tree of the
+     * whole answer exists (search, query, get): owned, sx__free'd by http.c. Sent when body is
+     * NULL; sx__fail frees it (a failure replaces the answer). */
+    uint8_t *text;
+    size_t text_len;
 } sx__resp;
 
 typedef void (*sx__handler_fn)(sx__req *rq, sx__resp *rs);
@@ -146,6 +151,9 @@ json_t *sx__jint64_out(const sx__req *rq, int64_t v);
  * {"code":code,"message":"..."} (no data key) with HTTP 200, replacing any earlier body. */
 void sx__ok(sx__resp *rs, json_t *data);
 void sx__fail(sx__resp *rs, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The answer as a JSON tree (tests and the fuzz harness call handlers directly): the body, or
+ * the text parsed; NULL when neither. Takes both out of rs (the caller owns the result). */
+json_t *sx__resp_json(sx__resp *rs);
 /* Maps an engine status (message from sx_errmsg()) to a Milvus code: SX_EINVAL/SX_EPARSE ->
  * 1100, SX_ENOTFOUND -> not_found_code, SX_ENOSPC/SX_EIO/SX_EFATAL/others -> 65535, with
  * "<what>: <sx_errmsg()>" as the message. */

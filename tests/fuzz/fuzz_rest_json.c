@@ -157,8 +157,9 @@ static int call_route(const sx__route *rt, const char *body_text, size_t len)
         rq.db_name = json_string_value(dbv);
     rq.int64_as_string = len & 1; /* both encodings, chosen by a bit the fuzzer controls */
     rq.timeout_s = 30;
-    sx__resp rs = { 200, NULL };
+    sx__resp rs = { 200, NULL, NULL, 0 };
     rt->fn(&rq, &rs);
+    rs.body = sx__resp_json(&rs);
     if (!rs.body)
         sx__ok(&rs, NULL);
     int code = -1;

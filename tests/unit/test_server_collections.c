@@ -47,14 +47,15 @@ static json_t *call(const char *path, const char *body)
     rq.db_name = sx__jstr(b, "dbName", &db) == 0 && db && *db ? db : "default";
     rq.int64_as_string = false;
     rq.timeout_s = 30;
-    sx__resp rs = { 200, NULL };
+    sx__resp rs = { 200, NULL, NULL, 0 };
     r->fn(&rq, &rs);
     json_decref(b);
     if (rs.http_status != 200)
         FAILF("%s: http status %d", full, rs.http_status);
-    if (!rs.body)
-        rs.body = json_pack("{s:i,s:{}}", "code", 0, "data");
-    return rs.body;
+    json_t *out = sx__resp_json(&rs);
+    if (!out)
+        out = json_pack("{s:i,s:{}}", "code", 0, "data");
+    return out;
 }
 
 static int code_of(const json_t *j)

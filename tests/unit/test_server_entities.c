@@ -48,12 +48,13 @@ static json_t *call_ex(const char *path, const char *text, bool i64s)
                    .db_name = "default",
                    .int64_as_string = i64s,
                    .timeout_s = 30 };
-    sx__resp rs = { 200, NULL };
+    sx__resp rs = { 200, NULL, NULL, 0 };
     fn(&rq, &rs);
     json_decref(body);
-    if (!rs.body)
-        rs.body = json_pack("{s:i,s:{}}", "code", 0, "data");
-    return rs.body;
+    json_t *out = sx__resp_json(&rs);
+    if (!out)
+        out = json_pack("{s:i,s:{}}", "code", 0, "data");
+    return out;
 }
 
 static json_t *call(const char *path, const char *text)
