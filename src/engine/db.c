@@ -5,6 +5,11 @@
  * directory is fsynced. Drop renames to collections/.drop-<name> and deletes it.
  * The db keeps every open collection in `colls` (guarded by mu) with one reference; handles add
  * their own, so a dropped collection is freed when its last handle is released.
+ * Lifetime of the db itself: every collection object holds a reference on it (db->refs), so a
+ * handle of a dropped collection may outlive sx_db_close (the REST server closes a dropped
+ * database at once, while a request may still hold such a handle). sx_db_close releases the
+ * builder thread, the collections, the cache, the store and the LOCK file; the struct, its mutex
+ * and its options go with the last reference (sx__db_unref).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -40,6 +45,7 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
     sx_db *db = sx__calloc(1, sizeof *db);
     if (!db)
         return sx__err(SX_ENOMEM, "open");
+    atomic_init(&db->refs, 1);
     if (opts)
         db->opts = *opts;
     (void)sx__mutex_init(&db->mu, SX__RANK_DB, "db.mu");
@@ -139,12 +145,25 @@ void sx_db_close(sx_db *db)
     for (size_t i = 0; i < db->n_creating; i++)
         sx__free(db->creating[i]);
     sx__free(db->creating);
+    db->colls = NULL;
+    db->n_colls = 0;
+    db->creating = NULL;
+    db->n_creating = 0;
     sx__cache_close(db); /* an index still open (a leaked handle) keeps it alive */
     sx__objstore_free(db->store);
+    db->store = NULL;
+    (void)sx__file_close(db->lock); /* the directory is free for another process from here */
+    db->lock = NULL;
+    sx__db_unref(db); /* the owner's; a handle of a dropped collection may hold more */
+}
+
+void sx__db_unref(sx_db *db)
+{
+    if (!db || atomic_fetch_sub_explicit(&db->refs, 1, memory_order_acq_rel) != 1)
+        return;
     sx__free((char *)db->opts.storage_url);
     sx__free((char *)db->opts.s3_endpoint);
     sx__free((char *)db->opts.s3_region);
-    (void)sx__file_close(db->lock);
     sx__mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->job_cv);
     sx__free(db->dir);
@@ -325,10 +344,18 @@ sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
         /* created on disk but not opened or not published: the call failed, so the directory
          * goes too (it would otherwise reappear at the next open) */
         sx__coll_unref(c);
-        if (on_disk) {
-            char fin[4096];
+        if (on_disk) { /* renamed out of the way first: a rename needs no descriptor */
+            char fin[4096], gone[4096], parent[4096];
             (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, def->name);
-            sx__ignore(sx__fs_rmtree(fin));
+            (void)snprintf(gone, sizeof gone, "%s/collections/.drop-%s", db->dir, def->name);
+            (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
+            sx__ignore(sx__fs_rmtree(gone));
+            if (sx__fs_rename(fin, gone) == SX_OK) {
+                sx__ignore(sx__fs_sync_dir(parent));
+                sx__ignore(sx__fs_rmtree(gone));
+            } else {
+                sx__ignore(sx__fs_rmtree(fin));
+            }
         }
         return st;
     }
