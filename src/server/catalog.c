@@ -145,6 +145,37 @@ static void copy_str(char *dst, size_t cap, const char *src)
     (void)snprintf(dst, cap, "%s", src ? src : "");
 }
 
+/* Cuts s before its first byte that does not start a complete UTF-8 character. Descriptions are
+ * kept in fixed arrays (server.h): a longer text is cut by bytes, possibly inside a character,
+ * and jansson refuses such a string (json_string gives NULL: the key would vanish from answers
+ * and from the metadata file). Input texts come from JSON, so they are valid up to the cut. */
+static void utf8_cut(char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (p[i]) {
+        size_t n = p[i] < 0x80             ? 1
+                   : (p[i] & 0xE0) == 0xC0 ? 2
+                   : (p[i] & 0xF0) == 0xE0 ? 3
+                   : (p[i] & 0xF8) == 0xF0 ? 4
+                                           : 0;
+        size_t k = 1;
+        while (n && k < n && (p[i + k] & 0xC0) == 0x80)
+            k++;
+        if (n == 0 || k < n)
+            break;
+        i += n;
+    }
+    s[i] = '\0';
+}
+
+static void meta_utf8_cut(sx__coll_meta *m)
+{
+    utf8_cut(m->description);
+    for (size_t i = 0; i < m->n_fields && i < SX_MAX_FIELDS; i++)
+        utf8_cut(m->fields[i].description);
+}
+
 /* JSON text owned by sx__malloc (so no bare free of jansson's buffer is needed). */
 static char *dump_json(const json_t *j, size_t *len)
 {
@@ -324,6 +355,7 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
     m->collection_id = jint_or(j, "collection_id", 0);
     m->created_ms = jint_or(j, "created_ms", 0);
     copy_str(m->description, sizeof m->description, jstr_or(j, "description", ""));
+    utf8_cut(m->description);
     if (!sx__metric_parse(jstr_or(j, "metric", "L2"), &m->metric))
         m->metric = SX_METRIC_L2;
     m->metric_pending = jbool_or(j, "metric_pending", false);
@@ -352,6 +384,7 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
         f->dim = (uint32_t)jint_or(fo, "dim", 0);
         f->max_length = (uint32_t)jint_or(fo, "max_length", 0);
         copy_str(f->description, sizeof f->description, jstr_or(fo, "description", ""));
+        utf8_cut(f->description);
     }
     m->n_fields = json_array_size(fields);
     m->enable_dynamic = jbool_or(j, "enable_dynamic", false);
@@ -1220,6 +1253,7 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         copy_str(meta->consistency, sizeof meta->consistency, "Bounded");
     if (!meta->properties[0])
         copy_str(meta->properties, sizeof meta->properties, "{}");
+    meta_utf8_cut(meta);
 
     size_t nd = 0;
     for (size_t i = 0; i < meta->n_fields; i++) {
@@ -1315,6 +1349,7 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
         /* the schema part and the identity come from the cache: a concurrent rename keeps its
          * name, and fields cannot change */
         memcpy(tmp, meta, sizeof *tmp);
+        utf8_cut(tmp->description);
         copy_str(tmp->name, sizeof tmp->name, m->name);
         tmp->collection_id = m->collection_id;
         tmp->created_ms = m->created_ms;
@@ -1398,6 +1433,7 @@ sx_status sx__cat_coll_modify(sx__catalog *cat,
         memcpy(tmp->fields, orig->fields, sizeof tmp->fields);
         tmp->enable_dynamic = orig->enable_dynamic;
         tmp->has_partitions = orig->has_partitions;
+        utf8_cut(tmp->description);
         if (tmp->n_parts == 0 || tmp->n_parts > SX__MAX_PARTS)
             st = sx__err(SX_EINVAL, "a collection has 1..%d partitions", SX__MAX_PARTS);
         else if (meta_changed(tmp, orig))

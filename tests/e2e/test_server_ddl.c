@@ -73,9 +73,10 @@ static void test_drop_releases(void)
     snprintf(d, sizeof d, "%s", dir);
     sx_server *s = th_server_start(d, NULL);
     ASSERT(s != NULL);
+    int fails = h_fail;
     cycle(999); /* warm-up: lazily started pools, curl's first connection */
     size_t t0 = count_dir("/proc/self/task"), f0 = count_dir("/proc/self/fd");
-    for (int i = 0; i < CYCLES && h_fail == 0; i++)
+    for (int i = 0; i < CYCLES && h_fail == fails; i++)
         cycle(i);
     size_t t1 = count_dir("/proc/self/task"), f1 = count_dir("/proc/self/fd");
     printf("after %d database create/drop cycles: threads %zu -> %zu, descriptors %zu -> %zu\n",
@@ -89,10 +90,205 @@ static void test_drop_releases(void)
     ASSERT_OK(sx_server_stop(s));
 }
 
+/* A name of n characters: the letter c, then digits and underscores. */
+static void long_name(char *buf, size_t n, char c)
+{
+    buf[0] = c;
+    for (size_t i = 1; i < n; i++)
+        buf[i] = (i % 7 == 0) ? '_' : (char)('0' + i % 10);
+    buf[n] = '\0';
+}
+
+static long long count_rows(const char *db, const char *coll)
+{
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"dbName\":\"%s\",\"collectionName\":\"%s\",\"filter\":\"\","
+             "\"outputFields\":[\"count(*)\"]}",
+             db, coll);
+    th_post("/v2/vectordb/entities/query", body, NULL);
+    json_t *data = json_object_get(th_last.json, "data");
+    json_t *c = json_object_get(json_array_get(data, 0), "count(*)");
+    return json_is_integer(c) ? (long long)json_integer_value(c) : -1;
+}
+
+static bool listed(const char *path, const char *body, const char *name)
+{
+    th_post(path, body, NULL);
+    json_t *data = json_object_get(th_last.json, "data");
+    size_t i;
+    json_t *v;
+    json_array_foreach(data, i, v) {
+        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void test_long_names(void)
+{
+    const char *dir = test_tmpdir("ddl_names");
+    char d[512];
+    snprintf(d, sizeof d, "%s", dir);
+    sx_server *s = th_server_start(d, NULL);
+    ASSERT(s != NULL);
+    int fails = h_fail;
+    static const size_t lens[] = { 200, 201, 247, 250, 255 };
+    char db[256], coll[256], coll2[256], body[2048];
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0] && h_fail == fails; k++) {
+        long_name(db, lens[k], 'd');
+        long_name(coll, lens[k], 'c');
+        long_name(coll2, lens[k], 'r');
+        snprintf(body, sizeof body, "{\"dbName\":\"%s\"}", db);
+        post_ok("/v2/vectordb/databases/create", body);
+        const char *dbs[2] = { "default", db };
+        for (int j = 0; j < 2; j++) {
+            snprintf(body, sizeof body,
+                     "{\"dbName\":\"%s\",\"collectionName\":\"%s\",\"dimension\":4}", dbs[j], coll);
+            post_ok("/v2/vectordb/collections/create", body);
+            snprintf(body, sizeof body,
+                     "{\"dbName\":\"%s\",\"collectionName\":\"%s\",\"data\":["
+                     "{\"id\":1,\"vector\":[1,2,3,4]},{\"id\":2,\"vector\":[2,3,4,5]}]}",
+                     dbs[j], coll);
+            post_ok("/v2/vectordb/entities/insert", body);
+            snprintf(body, sizeof body, "{\"dbName\":\"%s\",\"collectionName\":\"%s\"}", dbs[j],
+                     coll);
+            post_ok("/v2/vectordb/collections/flush", body);
+            snprintf(body, sizeof body,
+                     "{\"dbName\":\"%s\",\"collectionName\":\"%s\",\"newCollectionName\":\"%s\"}",
+                     dbs[j], coll, coll2);
+            post_ok("/v2/vectordb/collections/rename", body);
+        }
+    }
+    ASSERT_OK(sx_server_stop(s));
+    /* a restart finds every database and collection by its full name */
+    s = th_server_start(d, NULL);
+    ASSERT(s != NULL);
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0] && h_fail == fails; k++) {
+        long_name(db, lens[k], 'd');
+        long_name(coll2, lens[k], 'r');
+        ASSERT(listed("/v2/vectordb/databases/list", "{}", db));
+        const char *dbs[2] = { "default", db };
+        for (int j = 0; j < 2; j++) {
+            snprintf(body, sizeof body, "{\"dbName\":\"%s\"}", dbs[j]);
+            ASSERT(listed("/v2/vectordb/collections/list", body, coll2));
+            snprintf(body, sizeof body, "{\"dbName\":\"%s\",\"collectionName\":\"%s\"}", dbs[j],
+                     coll2);
+            post_ok("/v2/vectordb/collections/load", body);
+            ASSERT_EQ(count_rows(dbs[j], coll2), 2);
+            post_ok("/v2/vectordb/collections/drop", body);
+        }
+        snprintf(body, sizeof body, "{\"dbName\":\"%s\"}", db);
+        post_ok("/v2/vectordb/databases/drop", body);
+        ASSERT(!listed("/v2/vectordb/databases/list", "{}", db));
+    }
+    ASSERT_OK(sx_server_stop(s));
+}
+
+/* Errors that reach a client name no server path: a failing open (ENOSPC, forced) during a
+ * collection create and a database create. */
+static void test_no_paths(void)
+{
+    const char *dir = test_tmpdir("ddl_paths");
+    char d[512];
+    snprintf(d, sizeof d, "%s", dir);
+    sx_server *s = th_server_start(d, NULL);
+    ASSERT(s != NULL);
+
+    static const struct {
+        const char *path, *body;
+    } reqs[] = {
+        { "/v2/vectordb/collections/create", "{\"collectionName\":\"nospace\",\"dimension\":4}" },
+        { "/v2/vectordb/databases/create", "{\"dbName\":\"nospace\"}" },
+    };
+
+    static const sx__fault_op ops[] = { SX__FAULT_OPEN, SX__FAULT_WRITE, SX__FAULT_RENAME };
+    for (size_t r = 0; r < 2; r++)
+        for (size_t o = 0; o < 3; o++) {
+            sx__fault_set(ops[o], 1, ENOSPC, true);
+            th_post(reqs[r].path, reqs[r].body, NULL);
+            sx__fault_clear_all();
+            const char *msg = json_string_value(json_object_get(th_last.json, "message"));
+            printf("%s with fault %zu: %s\n", reqs[r].path, o, msg ? msg : "(none)");
+            ASSERT(th_code() != 0);
+            ASSERT(msg != NULL);
+            if (msg)
+                ASSERT(strstr(msg, d) == NULL && strstr(msg, "/rest/") == NULL &&
+                       strstr(msg, "/databases/") == NULL);
+        }
+    /* and nothing of the failed creates is left */
+    ASSERT(!listed("/v2/vectordb/collections/list", "{}", "nospace"));
+    ASSERT(!listed("/v2/vectordb/databases/list", "{}", "nospace"));
+    ASSERT_OK(sx_server_stop(s));
+}
+
+/* n copies of the 2-byte character U+00E9: the stored fields hold 1023 and 255 bytes, odd
+ * counts, so a byte cut lands inside a character. */
+static void utf8_text(char *buf, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        buf[k++] = '\xc3';
+        buf[k++] = '\xa9';
+    }
+    buf[k] = '\0';
+}
+
+static bool valid_utf8_prefix(const char *got, const char *want)
+{
+    size_t n = strlen(got);
+    if (n == 0 || strncmp(got, want, n) != 0)
+        return false;
+    /* ends at a character boundary of want */
+    return (want[n] & 0xC0) != 0x80;
+}
+
+static void test_utf8_desc(void)
+{
+    const char *dir = test_tmpdir("ddl_utf8");
+    char d[512];
+    snprintf(d, sizeof d, "%s", dir);
+    sx_server *s = th_server_start(d, NULL);
+    ASSERT(s != NULL);
+    static char desc[4200], fdesc[1200], body[8192];
+    utf8_text(desc, 2000); /* 4000 bytes: over the stored 1023 */
+    utf8_text(fdesc, 500); /* 1000 bytes: over the stored 255 */
+    snprintf(body, sizeof body,
+             "{\"collectionName\":\"descs\",\"description\":\"%s\",\"schema\":{\"fields\":["
+             "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true,"
+             "\"description\":\"%s\"},"
+             "{\"fieldName\":\"v\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":4}}"
+             "]}}",
+             desc, fdesc);
+    post_ok("/v2/vectordb/collections/create", body);
+    for (int round = 0; round < 2; round++) {
+        th_post("/v2/vectordb/collections/describe", "{\"collectionName\":\"descs\"}", NULL);
+        json_t *data = json_object_get(th_last.json, "data");
+        const char *got = json_string_value(json_object_get(data, "description"));
+        printf("description: %zu bytes\n", got ? strlen(got) : 0);
+        ASSERT(got != NULL);
+        if (got)
+            ASSERT(strlen(got) > 900 && valid_utf8_prefix(got, desc));
+        json_t *f0 = json_array_get(json_object_get(data, "fields"), 0);
+        const char *fgot = json_string_value(json_object_get(f0, "description"));
+        ASSERT(fgot != NULL);
+        if (fgot)
+            ASSERT(strlen(fgot) > 200 && valid_utf8_prefix(fgot, fdesc));
+        /* and the same after a restart (the metadata file has it) */
+        ASSERT_OK(sx_server_stop(s));
+        s = th_server_start(d, NULL);
+        ASSERT(s != NULL);
+    }
+    ASSERT_OK(sx_server_stop(s));
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
     RUN(test_drop_releases);
+    RUN(test_long_names);
+    RUN(test_no_paths);
+    RUN(test_utf8_desc);
     curl_global_cleanup();
     return TEST_DONE();
 }
