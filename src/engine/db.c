@@ -249,6 +249,24 @@ static void unreserve_locked(sx_db *db, const char *name)
     }
 }
 
+/* Takes collections/<name> of a create that failed out of the namespace: renamed to .drop-<name>
+ * first (a rename needs no descriptor: this works at EMFILE), then deleted. What is left is a
+ * dot directory, which open removes. */
+static void discard_on_disk(sx_db *db, const char *name)
+{
+    char fin[4096], gone[4096], parent[4096];
+    (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, name);
+    (void)snprintf(gone, sizeof gone, "%s/collections/.drop-%s", db->dir, name);
+    (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
+    sx__ignore(sx__fs_rmtree(gone));
+    if (sx__fs_rename(fin, gone) == SX_OK) {
+        sx__ignore(sx__fs_sync_dir(parent));
+        sx__ignore(sx__fs_rmtree(gone));
+    } else {
+        sx__ignore(sx__fs_rmtree(fin));
+    }
+}
+
 /* Prepares collections/.tmp-<name> (manifest + wal/), renames it into place and fsyncs the
  * parent: the collection exists on disk exactly when the rename is durable. No lock held. */
 static sx_status create_on_disk(sx_db *db, const sx_collection_def *def)
@@ -286,12 +304,18 @@ static sx_status create_on_disk(sx_db *db, const sx_collection_def *def)
     }
     if (st == SX_OK)
         st = sx__fs_rename(tmp, fin);
-    if (st == SX_OK) {
-        (void)snprintf(path, sizeof path, "%s/collections", db->dir);
-        st = sx__fs_sync_dir(path);
-    }
-    if (st != SX_OK)
+    if (st != SX_OK) {
         sx__ignore(sx__fs_rmtree(tmp));
+        return st;
+    }
+    (void)snprintf(path, sizeof path, "%s/collections", db->dir);
+    st = sx__fs_sync_dir(path);
+    if (st != SX_OK) { /* the call fails: the renamed directory must not stay */
+        char msg[512];
+        (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+        discard_on_disk(db, def->name);
+        st = sx__err(st, "%s", msg);
+    }
     return st;
 }
 
@@ -344,19 +368,8 @@ sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
         /* created on disk but not opened or not published: the call failed, so the directory
          * goes too (it would otherwise reappear at the next open) */
         sx__coll_unref(c);
-        if (on_disk) { /* renamed out of the way first: a rename needs no descriptor */
-            char fin[4096], gone[4096], parent[4096];
-            (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, def->name);
-            (void)snprintf(gone, sizeof gone, "%s/collections/.drop-%s", db->dir, def->name);
-            (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
-            sx__ignore(sx__fs_rmtree(gone));
-            if (sx__fs_rename(fin, gone) == SX_OK) {
-                sx__ignore(sx__fs_sync_dir(parent));
-                sx__ignore(sx__fs_rmtree(gone));
-            } else {
-                sx__ignore(sx__fs_rmtree(fin));
-            }
-        }
+        if (on_disk)
+            discard_on_disk(db, def->name);
         return st;
     }
     /* best effort: the empty collection appears in the store (a flush retries) */

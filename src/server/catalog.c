@@ -1272,8 +1272,13 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
     sx_collection_def def = { meta->engine_name, defs, nd, meta->metric };
 
     st = write_meta(d, meta); /* invariant 1: metadata first */
-    if (st != SX_OK)
+    if (st != SX_OK) {        /* a failed fsync after the rename may leave the file: it goes too */
+        char msg[512];
+        copy_str(msg, sizeof msg, sx_errmsg());
+        unlink_meta(d, meta->engine_name);
+        st = sx__err(st, "%s", msg);
         goto out;
+    }
     st = sx_collection_create(d->db, &def);
     if (st != SX_OK) {
         char msg[512];
@@ -1488,6 +1493,13 @@ sx_status sx__cat_coll_rename(
     else {
         copy_str(tmp->name, sizeof tmp->name, new_name);
         st = write_meta(d, tmp);
+        if (st != SX_OK) { /* the file may have the new name (a failed fsync after the rename) */
+            char msg[512];
+            copy_str(msg, sizeof msg, sx_errmsg());
+            copy_str(tmp->name, sizeof tmp->name, name);
+            sx__ignore(write_meta(d, tmp));
+            st = sx__err(st, "%s", msg);
+        }
         if (st == SX_OK) {
             sx__mutex_lock(&cat->mu);
             sx__coll_meta *c = find_meta_engine(d, tmp->engine_name);
