@@ -10,17 +10,24 @@
  *                   create, take rows, rename, list, survive a restart and drop.
  *   no_paths        a failing open (forced ENOSPC through the platform layer's fault injection)
  *                   answers an error that does not contain the server's data directory.
+ *   drop_in_use     a collection handle taken before its collection and database are dropped
+ *                   (the database is closed at once now) still searches, counts and describes,
+ *                   then is released; and lookups racing with create/drop cycles of their
+ *                   database (run it under AddressSanitizer: a use after free is the failure).
  *   utf8_desc       a description of multi-byte characters longer than the stored field comes
  *                   back as valid UTF-8 (cut at a character boundary), not dropped from the answer.
  * The figures of drop_releases are printed.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sextant.h>
+#include <stdatomic.h>
 
 #include "harness.h"
 #include "http.h"
 #include "platform/fs.h"
+#include "server/server.h"
 
 #define CYCLES 60
 
@@ -265,7 +272,6 @@ static void test_utf8_desc(void)
         th_post("/v2/vectordb/collections/describe", "{\"collectionName\":\"descs\"}", NULL);
         json_t *data = json_object_get(th_last.json, "data");
         const char *got = json_string_value(json_object_get(data, "description"));
-        printf("description: %zu bytes\n", got ? strlen(got) : 0);
         ASSERT(got != NULL);
         if (got)
             ASSERT(strlen(got) > 900 && valid_utf8_prefix(got, desc));
@@ -282,10 +288,118 @@ static void test_utf8_desc(void)
     ASSERT_OK(sx_server_stop(s));
 }
 
+static sx__catalog *open_cat(const char *dir)
+{
+    sx_db_options o = { 0 };
+    o.build_threads = 1;
+    o.search_threads = 1;
+    sx__catalog *cat = NULL;
+    ASSERT_OK(sx__cat_open(dir, &o, &cat));
+    return cat;
+}
+
+static void quick_meta(sx__coll_meta *m, const char *name)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->metric = SX_METRIC_L2;
+    snprintf(m->fields[0].name, sizeof m->fields[0].name, "id");
+    snprintf(m->fields[0].type, sizeof m->fields[0].type, "Int64");
+    m->fields[0].is_primary = true;
+    snprintf(m->fields[1].name, sizeof m->fields[1].name, "v");
+    snprintf(m->fields[1].type, sizeof m->fields[1].type, "FloatVector");
+    m->fields[1].dim = 4;
+    m->n_fields = 2;
+}
+
+typedef struct racer {
+    sx__catalog *cat;
+    atomic_bool stop;
+    atomic_long found;
+} racer;
+
+static void *lookup_loop(void *p)
+{
+    racer *r = p;
+    static _Thread_local sx__coll_meta m;
+    while (!atomic_load(&r->stop)) {
+        sx_collection *h = NULL;
+        if (sx__cat_coll_get(r->cat, "racy", "c", &h, &m) == SX_OK) {
+            uint64_t n = 0;
+            if (sx_count(h, NULL, &n) != SX_OK)
+                n = 0;
+            sx_collection_release(h);
+            atomic_fetch_add(&r->found, 1);
+        }
+    }
+    return NULL;
+}
+
+static void test_drop_in_use(void)
+{
+    const char *dir = test_tmpdir("ddl_inuse");
+    char d[512];
+    snprintf(d, sizeof d, "%s", dir);
+    sx__catalog *cat = open_cat(d);
+    ASSERT(cat != NULL);
+    static sx__coll_meta m, g;
+    ASSERT_OK(sx__cat_db_create(cat, "busy"));
+    quick_meta(&m, "c");
+    ASSERT_OK(sx__cat_coll_create(cat, "busy", &m));
+    sx_collection *h = NULL;
+    ASSERT_OK(sx__cat_coll_get(cat, "busy", "c", &h, &g));
+    int64_t ids[3] = { 1, 2, 3 };
+    float v[12] = { 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6 };
+    sx_column cols[] = { { "id", SX_FIELD_INT64, ids }, { "v", SX_FIELD_FLOAT_VECTOR, v } };
+    sx_batch b = { 3, cols, 2 };
+    ASSERT_OK(sx_insert(h, &b, NULL));
+    ASSERT_OK(sx_flush(h));
+    ASSERT_OK(sx__cat_coll_drop(cat, "busy", "c"));
+    ASSERT_OK(sx__cat_db_drop(cat, "busy")); /* closes the database's sx_db */
+    /* the request that took h before the drops finishes with it */
+    sx_search_req q = { v, 1, 2, 0, NULL, NULL, 0, NULL, 0, -1 };
+    sx_rowset *rs = NULL;
+    ASSERT_OK(sx_search(h, &q, &rs));
+    ASSERT_EQ(rs->n_rows, 2);
+    sx_rowset_free(rs);
+    uint64_t n = 0;
+    ASSERT_OK(sx_count(h, NULL, &n));
+    ASSERT_EQ(n, 3);
+    sx_index_info ii;
+    ASSERT_OK(sx_index_describe(h, &ii));
+    ASSERT_STATUS(sx_insert(h, &b, NULL), SX_ENOTFOUND);
+    sx_collection_release(h);
+
+    /* lookups racing with create/drop cycles of their database */
+    racer r = { .cat = cat };
+    atomic_init(&r.stop, false);
+    atomic_init(&r.found, 0);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ASSERT(pthread_create(&t[i], NULL, lookup_loop, &r) == 0);
+    for (int i = 0; i < 40; i++) {
+        ASSERT_OK(sx__cat_db_create(cat, "racy"));
+        quick_meta(&m, "c");
+        ASSERT_OK(sx__cat_coll_create(cat, "racy", &m));
+        long f0 = atomic_load(&r.found); /* let a lookup find it (at most ~100 ms) */
+        for (int w = 0; w < 1000 && atomic_load(&r.found) == f0; w++)
+            usleep(100);
+        ASSERT_OK(sx__cat_coll_drop(cat, "racy", "c"));
+        ASSERT_OK(sx__cat_db_drop(cat, "racy"));
+    }
+    atomic_store(&r.stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    printf("drop in use: %ld lookups found the collection during 40 cycles\n",
+           atomic_load(&r.found));
+    ASSERT_OK(sx__cat_close(cat));
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
     RUN(test_drop_releases);
+    RUN(test_drop_in_use);
     RUN(test_long_names);
     RUN(test_no_paths);
     RUN(test_utf8_desc);
