@@ -8,8 +8,9 @@
  *                   dropped database used to stay open (a builder thread and its LOCK file each).
  *   long_names      collection and database names of 200..255 characters (the documented limit)
  *                   create, take rows, rename, list, survive a restart and drop.
- *   no_paths        a failing open (forced ENOSPC through the platform layer's fault injection)
- *                   answers an error that does not contain the server's data directory.
+ *   no_paths        a failing open, write or rename (forced ENOSPC through the platform layer's
+ *                   fault injection) in a collection or database create, and a failing WAL
+ *                   append in an insert, answer errors that do not contain the server's paths.
  *   drop_in_use     a collection handle taken before its collection and database are dropped
  *                   (the database is closed at once now) still searches, counts and describes,
  *                   then is released; and lookups racing with create/drop cycles of their
@@ -223,10 +224,22 @@ static void test_no_paths(void)
                 ASSERT(strstr(msg, d) == NULL && strstr(msg, "/rest/") == NULL &&
                        strstr(msg, "/databases/") == NULL);
         }
+    /* an insert whose WAL append fails (ENOSPC): the WAL's message names no path either */
+    post_ok("/v2/vectordb/collections/create", "{\"collectionName\":\"walc\",\"dimension\":4}");
+    sx__fault_set(SX__FAULT_WRITE, 1, ENOSPC, true);
+    th_post("/v2/vectordb/entities/insert",
+            "{\"collectionName\":\"walc\",\"data\":[{\"id\":1,\"vector\":[1,2,3,4]}]}", NULL);
+    sx__fault_clear_all();
+    const char *wmsg = json_string_value(json_object_get(th_last.json, "message"));
+    printf("insert with a failing WAL write: %s\n", wmsg ? wmsg : "(none)");
+    ASSERT(th_code() != 0 && wmsg != NULL);
+    if (wmsg)
+        ASSERT(strstr(wmsg, d) == NULL && strstr(wmsg, "/collections/") == NULL);
     /* and nothing of the failed creates is left */
     ASSERT(!listed("/v2/vectordb/collections/list", "{}", "nospace"));
     ASSERT(!listed("/v2/vectordb/databases/list", "{}", "nospace"));
-    ASSERT_OK(sx_server_stop(s));
+    sx_status stop = sx_server_stop(s); /* the WAL of walc is FATAL (sticky) until a reopen */
+    ASSERT(stop == SX_OK || stop == SX_EFATAL);
 }
 
 /* n copies of the 2-byte character U+00E9: the stored fields hold 1023 and 255 bytes, odd
