@@ -2,7 +2,9 @@
  * db.c: the database: a directory with a LOCK file (flock: one process at a time) and
  * collections/<name>/ per collection. Collection create is atomic: the directory is prepared
  * under collections/.tmp-<name> (manifest + wal/) and renamed into place, then the parent
- * directory is fsynced. Drop renames to collections/.drop-<name> and deletes it.
+ * directory is fsynced. Drop renames to collections/.drop-<name> and deletes it (for names too
+ * long to take a prefix, a hash replaces the name in both: stage_path). A create that fails after
+ * its rename renames the directory to .drop-<name> before deleting it.
  * The db keeps every open collection in `colls` (guarded by mu) with one reference; handles add
  * their own, so a dropped collection is freed when its last handle is released.
  * Lifetime of the db itself: every collection object holds a reference on it (db->refs), so a
@@ -249,6 +251,22 @@ static void unreserve_locked(sx_db *db, const char *name)
     }
 }
 
+/* <db>/collections/<prefix><name>: the staging name of a create (".tmp-") or a drop (".drop-").
+ * A name may have SX_MAX_NAME (255) bytes, as many as a path component, so with the prefix a long
+ * one would not fit: it is replaced by 16 hex digits of its FNV-1a hash. Open deletes every dot
+ * entry, so staging names need only be distinct, not readable. */
+static void stage_path(char *out, size_t cap, const sx_db *db, const char *prefix, const char *name)
+{
+    if (strlen(prefix) + strlen(name) <= 240) {
+        (void)snprintf(out, cap, "%s/collections/%s%s", db->dir, prefix, name);
+        return;
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    (void)snprintf(out, cap, "%s/collections/%s%016" PRIx64, db->dir, prefix, h);
+}
+
 /* Takes collections/<name> of a create that failed out of the namespace: renamed to .drop-<name>
  * first (a rename needs no descriptor: this works at EMFILE), then deleted. What is left is a
  * dot directory, which open removes. */
@@ -256,7 +274,7 @@ static void discard_on_disk(sx_db *db, const char *name)
 {
     char fin[4096], gone[4096], parent[4096];
     (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, name);
-    (void)snprintf(gone, sizeof gone, "%s/collections/.drop-%s", db->dir, name);
+    stage_path(gone, sizeof gone, db, ".drop-", name);
     (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
     sx__ignore(sx__fs_rmtree(gone));
     if (sx__fs_rename(fin, gone) == SX_OK) {
@@ -272,7 +290,7 @@ static void discard_on_disk(sx_db *db, const char *name)
 static sx_status create_on_disk(sx_db *db, const sx_collection_def *def)
 {
     char tmp[4096], fin[4096], path[4096];
-    (void)snprintf(tmp, sizeof tmp, "%s/collections/.tmp-%s", db->dir, def->name);
+    stage_path(tmp, sizeof tmp, db, ".tmp-", def->name);
     (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, def->name);
     sx__ignore(sx__fs_rmtree(tmp));
     sx_status st = sx__fs_mkdir_p(tmp);
@@ -416,7 +434,7 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
     atomic_store(&c->dropped, true);
     sx__mutex_unlock(&c->write_mu);
     char gone[4096], parent[4096];
-    (void)snprintf(gone, sizeof gone, "%s/collections/.drop-%s", db->dir, name);
+    stage_path(gone, sizeof gone, db, ".drop-", name);
     (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
     sx__ignore(sx__fs_rmtree(gone));
     sx_status st = sx__fs_rename(c->dir, gone);

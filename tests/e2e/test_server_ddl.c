@@ -8,6 +8,7 @@
  *                   dropped database used to stay open (a builder thread and its LOCK file each).
  *   long_names      collection and database names of 200..255 characters (the documented limit)
  *                   create, take rows, rename, list, survive a restart and drop.
+ *   engine_long_name  the C API creates, reopens and drops a collection of 255 characters.
  *   no_paths        a failing open, write or rename (forced ENOSPC through the platform layer's
  *                   fault injection) in a collection or database create, and a failing WAL
  *                   append in an insert, answer errors that do not contain the server's paths.
@@ -408,12 +409,50 @@ static void test_drop_in_use(void)
     ASSERT_OK(sx__cat_close(cat));
 }
 
+/* The engine (C API) takes names of SX_MAX_NAME bytes too: its staging directories (.tmp-,
+ * .drop-) used to add their prefix to the name and fail with "File name too long". */
+static void test_engine_long_name(void)
+{
+    const char *dir = test_tmpdir("ddl_engine_name");
+    char d[512], name[256];
+    snprintf(d, sizeof d, "%s", dir);
+    long_name(name, SX_MAX_NAME, 'e');
+    sx_db *db = NULL;
+    ASSERT_OK(sx_db_open(d, NULL, &db));
+    sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
+                         { "v", SX_FIELD_FLOAT_VECTOR, false, false, 4, 0 } };
+    sx_collection_def def = { name, f, 2, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &def));
+    sx_collection *h = NULL;
+    ASSERT_OK(sx_collection_open(db, name, &h));
+    int64_t ids[2] = { 1, 2 };
+    float v[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+    sx_column cols[] = { { "id", SX_FIELD_INT64, ids }, { "v", SX_FIELD_FLOAT_VECTOR, v } };
+    sx_batch b = { 2, cols, 2 };
+    ASSERT_OK(sx_insert(h, &b, NULL));
+    ASSERT_OK(sx_flush(h));
+    sx_collection_release(h);
+    sx_db_close(db);
+    ASSERT_OK(sx_db_open(d, NULL, &db));
+    ASSERT_OK(sx_collection_open(db, name, &h));
+    uint64_t n = 0;
+    ASSERT_OK(sx_count(h, NULL, &n));
+    ASSERT_EQ(n, 2);
+    sx_collection_release(h);
+    ASSERT_OK(sx_collection_drop(db, name));
+    sx_db_close(db);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/collections", d);
+    ASSERT_EQ(count_dir(path), 0);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
     RUN(test_drop_releases);
     RUN(test_drop_in_use);
     RUN(test_long_names);
+    RUN(test_engine_long_name);
     RUN(test_no_paths);
     RUN(test_utf8_desc);
     curl_global_cleanup();
