@@ -9,6 +9,8 @@
  *   long_names      collection and database names of 200..255 characters (the documented limit)
  *                   create, take rows, rename, list, survive a restart and drop.
  *   engine_long_name  the C API creates, reopens and drops a collection of 255 characters.
+ *   old_layout      a database directory of an earlier version (no "name" in its
+ *                   db.properties.json) opens under its directory's name, and drops.
  *   no_paths        a failing open, write or rename (forced ENOSPC through the platform layer's
  *                   fault injection) in a collection or database create, and a failing WAL
  *                   append in an insert, answer errors that do not contain the server's paths.
@@ -41,8 +43,8 @@ static size_t count_dir(const char *path)
     size_t n = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++; /* .tmp- and .drop- leftovers count */
     closedir(d);
     return n;
 }
@@ -448,6 +450,46 @@ static void test_engine_long_name(void)
     ASSERT_EQ(count_dir(path), 0);
 }
 
+/* Data directories of earlier versions: databases/NAME/ whose db.properties.json has no "name"
+ * (the directory's name was the database's) still open under that name, with their id and
+ * collections; a drop of one goes through the same atomic rename. */
+static void test_old_layout(void)
+{
+    const char *dir = test_tmpdir("ddl_old");
+    char d[512], path[1024];
+    snprintf(d, sizeof d, "%s", dir);
+    /* a collection made in a database, then the database's file rewritten in the old form */
+    sx__catalog *cat = open_cat(d);
+    ASSERT(cat != NULL);
+    ASSERT_OK(sx__cat_db_create(cat, "legacy"));
+    static sx__coll_meta m;
+    quick_meta(&m, "old_coll");
+    ASSERT_OK(sx__cat_coll_create(cat, "legacy", &m));
+    ASSERT_OK(sx__cat_close(cat));
+    snprintf(path, sizeof path, "%s/databases/legacy/rest/db.properties.json", d);
+    const char *old = "{\"id\": 77, \"properties\": {\"k\": \"v\"}}";
+    ASSERT_OK(sx__fs_write_atomic(path, old, strlen(old)));
+    cat = open_cat(d);
+    ASSERT(cat != NULL);
+    json_t *props = NULL;
+    int64_t id = 0;
+    ASSERT_OK(sx__cat_db_describe(cat, "legacy", &props, &id));
+    ASSERT_EQ(id, 77);
+    ASSERT(strcmp(json_string_value(json_object_get(props, "k")), "v") == 0);
+    json_decref(props);
+    static sx__coll_meta g;
+    ASSERT_OK(sx__cat_coll_get(cat, "legacy", "old_coll", NULL, &g));
+    ASSERT_OK(sx__cat_coll_drop(cat, "legacy", "old_coll"));
+    ASSERT_OK(sx__cat_db_drop(cat, "legacy"));
+    ASSERT_OK(sx__cat_close(cat));
+    cat = open_cat(d);
+    ASSERT(cat != NULL);
+    ASSERT(!sx__cat_db_exists(cat, "legacy"));
+    ASSERT_OK(sx__cat_close(cat));
+    snprintf(path, sizeof path, "%s/databases", d);
+    ASSERT_EQ(count_dir(path), 0);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
@@ -455,6 +497,7 @@ int main(void)
     RUN(test_drop_in_use);
     RUN(test_long_names);
     RUN(test_engine_long_name);
+    RUN(test_old_layout);
     RUN(test_no_paths);
     RUN(test_utf8_desc);
     curl_global_cleanup();
