@@ -554,7 +554,7 @@ static void cdb_destroy(cdb *d)
     cdb_free(d);
 }
 
-/* Drops one reference taken under cat->mu (cdb_get, or the list's own at drop). */
+/* Drops one reference (taken by cdb_ref, or the list's own at drop). */
 static void cdb_put(sx__catalog *cat, cdb *d)
 {
     if (!d)
@@ -830,7 +830,8 @@ sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog *
     for (size_t i = 0; st == SX_OK && i < n; i++) {
         (void)snprintf(path, sizeof path, "%s/databases/%s", dir, names[i]);
         if (names[i][0] == '.') { /* .tmp-DIR: a create that did not finish; .drop-DIR: a drop */
-            if (!cat->opts.read_only)
+            bool staged = strncmp(names[i], ".tmp-", 5) == 0 || strncmp(names[i], ".drop-", 6) == 0;
+            if (staged && !cat->opts.read_only)
                 sx__ignore(sx__fs_rmtree(path));
             continue;
         }
@@ -1081,7 +1082,7 @@ sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
     d->gone_dir = gone_copy;
     sx__mutex_unlock(&cat->mu);
     /* The list's reference: the sx_db is closed (and the directory deleted) now, or by the last
-     * request that still borrows it (cdb_get). */
+     * request that still borrows it (cdb_ref). */
     cdb_put(cat, d);
 out:
     sx__mutex_unlock(&cat->ddl_mu);
