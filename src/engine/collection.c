@@ -327,7 +327,9 @@ static void coll_free(sx_collection *c)
     sx__mutex_destroy(&c->idx_wait_mu);
     sx__store_coll_fini(c);
     sx__mutex_destroy(&c->store_mu);
+    sx_db *db = c->db;
     sx__free(c);
+    sx__db_unref(db); /* taken in sx__coll_open */
 }
 
 void sx__coll_unref(sx_collection *c)
@@ -344,6 +346,7 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
     if (!c)
         return sx__err(SX_ENOMEM, "open collection");
     c->db = db;
+    atomic_fetch_add(&db->refs, 1); /* the db's memory outlives sx_db_close while c lives */
     atomic_init(&c->refs, 1);
     atomic_init(&c->flush_waiters, 0);
     (void)sx__mutex_init(&c->write_mu, SX__RANK_WRITE, "collection.write_mu");

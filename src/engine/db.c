@@ -2,9 +2,16 @@
  * db.c: the database: a directory with a LOCK file (flock: one process at a time) and
  * collections/<name>/ per collection. Collection create is atomic: the directory is prepared
  * under collections/.tmp-<name> (manifest + wal/) and renamed into place, then the parent
- * directory is fsynced. Drop renames to collections/.drop-<name> and deletes it.
+ * directory is fsynced. Drop renames to collections/.drop-<name> and deletes it (for names too
+ * long to take a prefix, a hash replaces the name in both: stage_path). A create that fails after
+ * its rename renames the directory to .drop-<name> before deleting it.
  * The db keeps every open collection in `colls` (guarded by mu) with one reference; handles add
  * their own, so a dropped collection is freed when its last handle is released.
+ * Lifetime of the db itself: every collection object holds a reference on it (db->refs), so a
+ * handle of a dropped collection may outlive sx_db_close (the REST server closes a dropped
+ * database at once, while a request may still hold such a handle). sx_db_close releases the
+ * builder thread, the collections, the cache, the store and the LOCK file; the struct, its mutex
+ * and its options go with the last reference (sx__db_unref).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -40,6 +47,7 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
     sx_db *db = sx__calloc(1, sizeof *db);
     if (!db)
         return sx__err(SX_ENOMEM, "open");
+    atomic_init(&db->refs, 1);
     if (opts)
         db->opts = *opts;
     (void)sx__mutex_init(&db->mu, SX__RANK_DB, "db.mu");
@@ -139,12 +147,25 @@ void sx_db_close(sx_db *db)
     for (size_t i = 0; i < db->n_creating; i++)
         sx__free(db->creating[i]);
     sx__free(db->creating);
+    db->colls = NULL;
+    db->n_colls = 0;
+    db->creating = NULL;
+    db->n_creating = 0;
     sx__cache_close(db); /* an index still open (a leaked handle) keeps it alive */
     sx__objstore_free(db->store);
+    db->store = NULL;
+    (void)sx__file_close(db->lock); /* the directory is free for another process from here */
+    db->lock = NULL;
+    sx__db_unref(db); /* the owner's; a handle of a dropped collection may hold more */
+}
+
+void sx__db_unref(sx_db *db)
+{
+    if (!db || atomic_fetch_sub_explicit(&db->refs, 1, memory_order_acq_rel) != 1)
+        return;
     sx__free((char *)db->opts.storage_url);
     sx__free((char *)db->opts.s3_endpoint);
     sx__free((char *)db->opts.s3_region);
-    (void)sx__file_close(db->lock);
     sx__mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->job_cv);
     sx__free(db->dir);
@@ -230,12 +251,46 @@ static void unreserve_locked(sx_db *db, const char *name)
     }
 }
 
+/* <db>/collections/<prefix><name>: the staging name of a create (".tmp-") or a drop (".drop-").
+ * A name may have SX_MAX_NAME (255) bytes, as many as a path component, so with the prefix a long
+ * one would not fit: it is replaced by 16 hex digits of its FNV-1a hash. Open deletes every dot
+ * entry, so staging names need only be distinct, not readable. */
+static void stage_path(char *out, size_t cap, const sx_db *db, const char *prefix, const char *name)
+{
+    if (strlen(prefix) + strlen(name) <= 240) {
+        (void)snprintf(out, cap, "%s/collections/%s%s", db->dir, prefix, name);
+        return;
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    (void)snprintf(out, cap, "%s/collections/%s%016" PRIx64, db->dir, prefix, h);
+}
+
+/* Takes collections/<name> of a create that failed out of the namespace: renamed to .drop-<name>
+ * first (a rename needs no descriptor: this works at EMFILE), then deleted. What is left is a
+ * dot directory, which open removes. */
+static void discard_on_disk(sx_db *db, const char *name)
+{
+    char fin[4096], gone[4096], parent[4096];
+    (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, name);
+    stage_path(gone, sizeof gone, db, ".drop-", name);
+    (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
+    sx__ignore(sx__fs_rmtree(gone));
+    if (sx__fs_rename(fin, gone) == SX_OK) {
+        sx__ignore(sx__fs_sync_dir(parent));
+        sx__ignore(sx__fs_rmtree(gone));
+    } else {
+        sx__ignore(sx__fs_rmtree(fin));
+    }
+}
+
 /* Prepares collections/.tmp-<name> (manifest + wal/), renames it into place and fsyncs the
  * parent: the collection exists on disk exactly when the rename is durable. No lock held. */
 static sx_status create_on_disk(sx_db *db, const sx_collection_def *def)
 {
     char tmp[4096], fin[4096], path[4096];
-    (void)snprintf(tmp, sizeof tmp, "%s/collections/.tmp-%s", db->dir, def->name);
+    stage_path(tmp, sizeof tmp, db, ".tmp-", def->name);
     (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, def->name);
     sx__ignore(sx__fs_rmtree(tmp));
     sx_status st = sx__fs_mkdir_p(tmp);
@@ -267,12 +322,18 @@ static sx_status create_on_disk(sx_db *db, const sx_collection_def *def)
     }
     if (st == SX_OK)
         st = sx__fs_rename(tmp, fin);
-    if (st == SX_OK) {
-        (void)snprintf(path, sizeof path, "%s/collections", db->dir);
-        st = sx__fs_sync_dir(path);
-    }
-    if (st != SX_OK)
+    if (st != SX_OK) {
         sx__ignore(sx__fs_rmtree(tmp));
+        return st;
+    }
+    (void)snprintf(path, sizeof path, "%s/collections", db->dir);
+    st = sx__fs_sync_dir(path);
+    if (st != SX_OK) { /* the call fails: the renamed directory must not stay */
+        char msg[512];
+        (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+        discard_on_disk(db, def->name);
+        st = sx__err(st, "%s", msg);
+    }
     return st;
 }
 
@@ -325,11 +386,8 @@ sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
         /* created on disk but not opened or not published: the call failed, so the directory
          * goes too (it would otherwise reappear at the next open) */
         sx__coll_unref(c);
-        if (on_disk) {
-            char fin[4096];
-            (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, def->name);
-            sx__ignore(sx__fs_rmtree(fin));
-        }
+        if (on_disk)
+            discard_on_disk(db, def->name);
         return st;
     }
     /* best effort: the empty collection appears in the store (a flush retries) */
@@ -376,7 +434,7 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
     atomic_store(&c->dropped, true);
     sx__mutex_unlock(&c->write_mu);
     char gone[4096], parent[4096];
-    (void)snprintf(gone, sizeof gone, "%s/collections/.drop-%s", db->dir, name);
+    stage_path(gone, sizeof gone, db, ".drop-", name);
     (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
     sx__ignore(sx__fs_rmtree(gone));
     sx_status st = sx__fs_rename(c->dir, gone);

@@ -120,6 +120,10 @@ typedef struct sx__job {
 } sx__job;
 
 struct sx_db {
+    /* 1 for the owner until sx_db_close, plus 1 per collection object alive (a handle of a
+     * dropped collection may outlive sx_db_close: the struct, mu and opts stay valid for it,
+     * everything else is released by sx_db_close). Freed by sx__db_unref at 0. */
+    atomic_size_t refs;
     char *dir;
     sx_db_options opts;
     sx__file *lock;
@@ -215,6 +219,8 @@ sx__replay_record(void *ctx, uint64_t lsn, uint8_t type, const void *payload, si
 /* collection.c */
 SX_NODISCARD sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out);
 void sx__coll_unref(sx_collection *c);
+/* db.c: drops one reference of db->refs; frees the struct at 0. */
+void sx__db_unref(sx_db *db);
 SX_NODISCARD sx_status sx__coll_flush(sx_collection *c, bool from_insert);
 SX_NODISCARD sx_status sx__coll_check(sx_collection *c);
 /* Tests only (NULL otherwise): called by compaction between the delete-bit snapshot of a

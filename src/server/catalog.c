@@ -3,12 +3,24 @@
  *
  * Layout on disk.
  *   <dir>/                          the "default" database (an sx_db)
- *   <dir>/databases/NAME/           database NAME (an sx_db)
+ *   <dir>/databases/DIR/            a database (an sx_db); DIR is its name when that has at most
+ *                                   DISK_NAME_MAX (200) bytes and was free, else a prefix of the
+ *                                   name and a number: the name is in db.properties.json
  *   <dbdir>/rest/<engine_name>.json metadata of one collection (sx__coll_meta as JSON)
- *   <dbdir>/rest/db.properties.json {"id":N,"properties":{...}} of the database
+ *   <dbdir>/rest/db.properties.json {"id":N,"name":"...","properties":{...}} of the database
+ *                                   (no "name" in directories of older versions: DIR is the name)
  * Every file is replaced atomically (sx__fs_write_atomic). The engine keeps its collections under
  * <dbdir>/collections/, so the two never collide. "db.properties" is not a valid collection name
- * (it has a dot), so it never collides with a metadata file either.
+ * (it has a dot), so it never collides with a metadata file either. Names may have SX_MAX_NAME
+ * (255) bytes, as Milvus documents; a component of a path may too, but ".json.tmp", ".tmp-" and
+ * ".drop-" would push a long one over: an engine name (and so the metadata file's name) and a
+ * database directory have at most DISK_NAME_MAX bytes.
+ *
+ * DDL on disk. Database create prepares databases/.tmp-DIR (rest/db.properties.json, fsynced),
+ * renames it to DIR and fsyncs databases/; drop renames DIR to .drop-DIR and fsyncs databases/
+ * before it answers; open deletes .tmp- and .drop- directories. So a crash leaves a database
+ * whole or absent, and an acknowledged drop stays dropped. A create that fails after the rename
+ * renames DIR to .drop-DIR (no descriptor needed: it works at EMFILE) and deletes it.
  *
  * Invariants.
  *  1. A collection exists for clients iff the engine has it. Create writes the metadata first,
@@ -31,10 +43,12 @@
  *           lookups and copies, never across I/O or engine calls, so readers (every search and
  *           insert does a lookup) never wait for a slow DDL.
  *   Order: ddl_mu before mu. Engine calls are made holding at most ddl_mu.
- * A dropped database is moved to a graveyard and closed only by sx__cat_close: handlers may still
- * hold a pointer to it (taken under mu) when it is dropped, and closing an sx_db under them would
- * be a use after free. It is empty (drop refuses non-empty databases), so it costs one builder
- * thread until close.
+ * Database lifetime. A cdb has a reference count (refs, under mu): 1 while it is listed, plus 1
+ * per caller that uses it after unlocking mu without ddl_mu (sx__cat_coll_get, sx__cat_foreach;
+ * every DDL holds ddl_mu, which excludes a drop). Drop unlists it and puts the list's reference;
+ * the last put closes the sx_db (builder thread, LOCK file) and deletes the .drop- directory. A
+ * collection handle taken before the drop keeps what it needs of the engine db (sx__db_unref),
+ * so requests in flight finish safely.
  * Metadata changes are read-modify-write under ddl_mu (sx__cat_coll_modify): two concurrent
  * changes of one collection (say load and create partition) both land. sx__cat_coll_update writes
  * what its caller read earlier and would lose one of them; handlers do not use it.
@@ -59,15 +73,21 @@
 #include "util/lock.h"
 
 #define META_MAX_BYTES (16u << 20)
+/* Longest name used as is on disk (a directory or a file stem). Names may have SX_MAX_NAME (255)
+ * bytes, but the file system allows 255 per component and the atomic-write and staging names add
+ * up to 9 (".json.tmp", ".tmp-", ".drop-"): longer names get a short on-disk name. */
+#define DISK_NAME_MAX  200u
 
 typedef struct cdb {
     char name[SX_MAX_NAME + 1]; /* immutable */
     char *dir;                  /* immutable */
-    sx_db *db;                  /* immutable; closed by sx__cat_close only */
+    sx_db *db;                  /* immutable; closed when refs reaches 0 */
     sx__coll_meta **metas;      /* guarded by: cat->mu */
     size_t n_metas, cap_metas;  /* guarded by: cat->mu */
     json_t *props;              /* guarded by: cat->mu */
     int64_t db_id;              /* immutable */
+    size_t refs;                /* guarded by: cat->mu; 1 while listed + 1 per borrower */
+    char *gone_dir;             /* set by drop before it unlists d: removed at the last release */
 } cdb;
 
 struct sx__catalog {
@@ -78,8 +98,6 @@ struct sx__catalog {
     char *storage_url, *s3_endpoint, *s3_region; /* owned copies behind opts' pointers */
     cdb **dbs;                                   /* guarded by: mu; [0] is "default" */
     size_t n_dbs;
-    cdb **grave; /* guarded by: mu; dropped databases, closed at sx__cat_close */
-    size_t n_grave;
     int64_t last_id; /* guarded by: mu */
 };
 
@@ -125,6 +143,37 @@ static int cmp_str(const void *a, const void *b)
 static void copy_str(char *dst, size_t cap, const char *src)
 {
     (void)snprintf(dst, cap, "%s", src ? src : "");
+}
+
+/* Cuts s before its first byte that does not start a complete UTF-8 character. Descriptions are
+ * kept in fixed arrays (server.h): a longer text is cut by bytes, possibly inside a character,
+ * and jansson refuses such a string (json_string gives NULL: the key would vanish from answers
+ * and from the metadata file). Input texts come from JSON, so they are valid up to the cut. */
+static void utf8_cut(char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (p[i]) {
+        size_t n = p[i] < 0x80             ? 1
+                   : (p[i] & 0xE0) == 0xC0 ? 2
+                   : (p[i] & 0xF0) == 0xE0 ? 3
+                   : (p[i] & 0xF8) == 0xF0 ? 4
+                                           : 0;
+        size_t k = 1;
+        while (n && k < n && (p[i + k] & 0xC0) == 0x80)
+            k++;
+        if (n == 0 || k < n)
+            break;
+        i += n;
+    }
+    s[i] = '\0';
+}
+
+static void meta_utf8_cut(sx__coll_meta *m)
+{
+    utf8_cut(m->description);
+    for (size_t i = 0; i < m->n_fields && i < SX_MAX_FIELDS; i++)
+        utf8_cut(m->fields[i].description);
 }
 
 /* JSON text owned by sx__malloc (so no bare free of jansson's buffer is needed). */
@@ -306,6 +355,7 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
     m->collection_id = jint_or(j, "collection_id", 0);
     m->created_ms = jint_or(j, "created_ms", 0);
     copy_str(m->description, sizeof m->description, jstr_or(j, "description", ""));
+    utf8_cut(m->description);
     if (!sx__metric_parse(jstr_or(j, "metric", "L2"), &m->metric))
         m->metric = SX_METRIC_L2;
     m->metric_pending = jbool_or(j, "metric_pending", false);
@@ -334,6 +384,7 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
         f->dim = (uint32_t)jint_or(fo, "dim", 0);
         f->max_length = (uint32_t)jint_or(fo, "max_length", 0);
         copy_str(f->description, sizeof f->description, jstr_or(fo, "description", ""));
+        utf8_cut(f->description);
     }
     m->n_fields = json_array_size(fields);
     m->enable_dynamic = jbool_or(j, "enable_dynamic", false);
@@ -488,7 +539,31 @@ static void cdb_free(cdb *d)
     sx__free(d->metas);
     json_decref(d->props);
     sx__free(d->dir);
+    sx__free(d->gone_dir);
     sx__free(d);
+}
+
+/* The last reference of a database is gone: closes its sx_db (builder thread, LOCK file, ...) and,
+ * when it was dropped, deletes its directory (already renamed to databases/.drop-DIR). */
+static void cdb_destroy(cdb *d)
+{
+    sx_db_close(d->db);
+    d->db = NULL;
+    if (d->gone_dir)
+        sx__ignore(sx__fs_rmtree(d->gone_dir));
+    cdb_free(d);
+}
+
+/* Drops one reference (taken by cdb_ref, or the list's own at drop). */
+static void cdb_put(sx__catalog *cat, cdb *d)
+{
+    if (!d)
+        return;
+    sx__mutex_lock(&cat->mu);
+    bool last = --d->refs == 0;
+    sx__mutex_unlock(&cat->mu);
+    if (last)
+        cdb_destroy(d);
 }
 
 /* Requires cat->mu, or exclusive use of d (while it is being opened). */
@@ -541,6 +616,37 @@ static cdb *find_db(sx__catalog *cat, const char *name)
     return NULL;
 }
 
+/* Requires cat->mu: a reference on d (cdb_put releases it), for callers that use d->db after
+ * unlocking without holding ddl_mu (a drop may unlist d meanwhile; it is closed at the last put).
+ */
+static cdb *cdb_ref(cdb *d)
+{
+    if (d)
+        d->refs++;
+    return d;
+}
+
+/* The name of the database in directory `path` (entry: the directory's name): the "name" of its
+ * rest/db.properties.json, or for directories made before names were stored there, the
+ * directory's name. False when neither is a valid name. */
+static bool db_name_of(const char *path, const char *entry, char *out)
+{
+    char file[4096];
+    (void)snprintf(file, sizeof file, "%s/rest/db.properties.json", path);
+    json_t *j = sx__fs_exists(file) ? load_json_file(file) : NULL;
+    const char *n = jstr_or(j, "name", NULL);
+    bool ok = valid_name(n);
+    if (ok)
+        copy_str(out, SX_MAX_NAME + 1, n);
+    json_decref(j);
+    if (ok)
+        return true;
+    if (!valid_name(entry))
+        return false;
+    copy_str(out, SX_MAX_NAME + 1, entry);
+    return true;
+}
+
 static sx_status db_not_found(const char *db)
 {
     return sx__err(SX_ENOTFOUND, "database not found[database=%s]", db && *db ? db : "default");
@@ -567,7 +673,9 @@ cdb_open(sx__catalog *cat, const char *name, const char *dir, int64_t id_if_new,
         size_t ul = strlen(dbo.storage_url);
         while (ul > 0 && dbo.storage_url[ul - 1] == '/')
             ul--;
-        (void)snprintf(url, sizeof url, "%.*s/databases/%s", (int)ul, dbo.storage_url, name);
+        const char *base = strrchr(dir, '/');
+        base = base ? base + 1 : dir; /* the directory's name: the database's name if short */
+        (void)snprintf(url, sizeof url, "%.*s/databases/%s", (int)ul, dbo.storage_url, base);
         dbo.storage_url = url;
     }
     if (st == SX_OK)
@@ -637,7 +745,8 @@ cdb_open(sx__catalog *cat, const char *name, const char *dir, int64_t id_if_new,
         if (!d->props)
             st = sx__err(SX_ENOMEM, "catalog");
         else if (fresh && !ro) {
-            json_t *o = json_pack("{s:I,s:O}", "id", (json_int_t)d->db_id, "properties", d->props);
+            json_t *o = json_pack("{s:I,s:s,s:O}", "id", (json_int_t)d->db_id, "name", d->name,
+                                  "properties", d->props);
             st = o ? write_json_file(dir, "db.properties.json", o) : sx__err(SX_ENOMEM, "catalog");
             json_decref(o);
         }
@@ -650,6 +759,7 @@ cdb_open(sx__catalog *cat, const char *name, const char *dir, int64_t id_if_new,
         cdb_free(d);
         return st;
     }
+    d->refs = 1; /* the list's */
     *out = d;
     return SX_OK;
 }
@@ -718,10 +828,18 @@ sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog *
     if (st == SX_OK)
         cat->dbs[cat->n_dbs++] = d;
     for (size_t i = 0; st == SX_OK && i < n; i++) {
-        if (!valid_name(names[i]) || strcmp(names[i], "default") == 0)
-            continue;
         (void)snprintf(path, sizeof path, "%s/databases/%s", dir, names[i]);
-        st = cdb_open(cat, names[i], path, new_id(cat), &d);
+        if (names[i][0] == '.') { /* .tmp-DIR: a create that did not finish; .drop-DIR: a drop */
+            bool staged = strncmp(names[i], ".tmp-", 5) == 0 || strncmp(names[i], ".drop-", 6) == 0;
+            if (staged && !cat->opts.read_only)
+                sx__ignore(sx__fs_rmtree(path));
+            continue;
+        }
+        char dbname[SX_MAX_NAME + 1];
+        if (!db_name_of(path, names[i], dbname) || strcmp(dbname, "default") == 0 ||
+            find_db(cat, dbname))
+            continue;
+        st = cdb_open(cat, dbname, path, new_id(cat), &d);
         if (st == SX_OK)
             cat->dbs[cat->n_dbs++] = d;
     }
@@ -747,12 +865,7 @@ sx_status sx__cat_close(sx__catalog *cat)
             first = st;
         cdb_free(cat->dbs[i]);
     }
-    for (size_t i = 0; i < cat->n_grave; i++) {
-        sx_db_close(cat->grave[i]->db);
-        cdb_free(cat->grave[i]);
-    }
     sx__free(cat->dbs);
-    sx__free(cat->grave);
     sx__free(cat->root);
     sx__free(cat->storage_url);
     sx__free(cat->s3_endpoint);
@@ -794,6 +907,41 @@ bool sx__cat_db_exists(sx__catalog *cat, const char *db)
     return ok;
 }
 
+/* The directory name of a new database: its name when short and free on disk, else a prefix of it
+ * and a number (the name is in rest/db.properties.json either way). */
+static void pick_db_dir(const char *dbs, const char *db, int64_t id, char *base, size_t cap)
+{
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/%s", dbs, db);
+    if (strlen(db) <= DISK_NAME_MAX && !sx__fs_exists(path)) {
+        copy_str(base, cap, db);
+        return;
+    }
+    for (int64_t k = id;; k++) {
+        (void)snprintf(base, cap, "%.*s_%lld", (int)(DISK_NAME_MAX - 21), db, (long long)k);
+        (void)snprintf(path, sizeof path, "%s/%s", dbs, base);
+        if (!sx__fs_exists(path))
+            return;
+    }
+}
+
+/* Takes the directory dbs/base out of the namespace first (a rename needs no descriptor, so it
+ * works when the process is out of them), then deletes it. Best effort: whatever is left is a
+ * .drop- directory, removed at the next open. */
+static void discard_db_dir(const char *dbs, const char *base)
+{
+    char fin[4096], gone[4096];
+    (void)snprintf(fin, sizeof fin, "%s/%s", dbs, base);
+    (void)snprintf(gone, sizeof gone, "%s/.drop-%s", dbs, base);
+    sx__ignore(sx__fs_rmtree(gone));
+    if (sx__fs_rename(fin, gone) == SX_OK) {
+        sx__ignore(sx__fs_sync_dir(dbs));
+        sx__ignore(sx__fs_rmtree(gone));
+    } else {
+        sx__ignore(sx__fs_rmtree(fin));
+    }
+}
+
 sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
 {
     if (!valid_name(db))
@@ -807,17 +955,46 @@ sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
     sx__mutex_unlock(&cat->mu);
     sx_status st = SX_OK;
     cdb *d = NULL;
+    json_t *o = NULL;
     if (exists) {
         st = sx__err(SX_EEXIST, "database already exist: %s", db);
         goto out;
     }
-    char path[4096];
-    (void)snprintf(path, sizeof path, "%s/databases/%s", cat->root, db);
-    st = sx__fs_mkdir_p(path);
-    if (st == SX_OK)
-        st = cdb_open(cat, db, path, new_id(cat), &d);
+    /* Atomic on disk: the directory is prepared as databases/.tmp-DIR (rest/db.properties.json
+     * with the name and id, fsynced) and renamed into place, then databases/ is fsynced. A crash
+     * before the rename leaves a .tmp- directory that open removes. */
+    char dbs[4096], base[DISK_NAME_MAX + 1], tmp[4096], fin[4096];
+    (void)snprintf(dbs, sizeof dbs, "%s/databases", cat->root);
+    st = sx__fs_mkdir_p(dbs);
     if (st != SX_OK)
         goto out;
+    int64_t id = new_id(cat);
+    pick_db_dir(dbs, db, id, base, sizeof base);
+    (void)snprintf(tmp, sizeof tmp, "%s/.tmp-%s", dbs, base);
+    (void)snprintf(fin, sizeof fin, "%s/%s", dbs, base);
+    sx__ignore(sx__fs_rmtree(tmp));
+    o = json_pack("{s:I,s:s,s:{}}", "id", (json_int_t)id, "name", db, "properties");
+    st = o ? sx__fs_mkdir_p(tmp) : sx__err(SX_ENOMEM, "catalog");
+    if (st == SX_OK)
+        st = write_json_file(tmp, "db.properties.json", o);
+    if (st == SX_OK)
+        st = sx__fs_sync_dir(tmp);
+    if (st == SX_OK)
+        st = sx__fs_rename(tmp, fin);
+    if (st != SX_OK) {
+        sx__ignore(sx__fs_rmtree(tmp));
+        goto out;
+    }
+    st = sx__fs_sync_dir(dbs);
+    if (st == SX_OK)
+        st = cdb_open(cat, db, fin, id, &d);
+    if (st != SX_OK) { /* the call fails: the directory goes (it would be back at the next open) */
+        char msg[512];
+        copy_str(msg, sizeof msg, sx_errmsg());
+        discard_db_dir(dbs, base);
+        st = sx__err(st, "%s", msg);
+        goto out;
+    }
     sx__mutex_lock(&cat->mu);
     cdb **nd = sx__realloc(cat->dbs, (cat->n_dbs + 1) * sizeof *nd);
     if (nd) {
@@ -828,9 +1005,11 @@ sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
     if (!nd) {
         sx_db_close(d->db);
         cdb_free(d);
+        discard_db_dir(dbs, base);
         st = sx__err(SX_ENOMEM, "catalog");
     }
 out:
+    json_decref(o);
     sx__mutex_unlock(&cat->ddl_mu);
     return st;
 }
@@ -839,16 +1018,15 @@ sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
 {
     if (!db || !*db || strcmp(db, "default") == 0)
         return sx__err(SX_EINVAL, "can not drop default database");
+    if (cat->opts.read_only)
+        return sx__err(SX_EINVAL, "catalog is read-only");
     sx__mutex_lock(&cat->ddl_mu);
     sx__mutex_lock(&cat->mu);
     sx_status st = SX_OK;
-    size_t idx = 0;
     cdb *d = NULL;
     for (size_t i = 1; i < cat->n_dbs; i++)
-        if (strcmp(cat->dbs[i]->name, db) == 0) {
+        if (strcmp(cat->dbs[i]->name, db) == 0)
             d = cat->dbs[i];
-            idx = i;
-        }
     sx__mutex_unlock(&cat->mu);
     char **en = NULL;
     size_t n_en = 0;
@@ -866,22 +1044,46 @@ sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
                      "database:%s not empty, must drop all collections before drop database", db);
         goto out;
     }
-    sx__mutex_lock(&cat->mu);
-    cdb **ng = sx__realloc(cat->grave, (cat->n_grave + 1) * sizeof *ng);
-    if (ng) {
-        cat->grave = ng;
-        cat->grave[cat->n_grave++] = d;
-        memmove(&cat->dbs[idx], &cat->dbs[idx + 1], (cat->n_dbs - idx - 1) * sizeof *cat->dbs);
-        cat->n_dbs--;
-    }
-    sx__mutex_unlock(&cat->mu);
-    if (!ng) {
+    /* Atomic on disk: the drop is the rename of DIR to .drop-DIR and the fsync of databases/;
+     * once that returned, the database does not come back (open deletes .drop- directories). */
+    char dbs[4096], gone[4096];
+    const char *base = strrchr(d->dir, '/');
+    base = base ? base + 1 : d->dir;
+    (void)snprintf(dbs, sizeof dbs, "%s/databases", cat->root);
+    (void)snprintf(gone, sizeof gone, "%s/.drop-%s", dbs, base);
+    char *gone_copy = sx__strdup(gone);
+    if (!gone_copy) {
         st = sx__err(SX_ENOMEM, "catalog");
         goto out;
     }
-    /* The sx_db stays open (graveyard) on an unlinked directory: it has no collections, so
-     * nothing writes there any more. */
-    sx__ignore(sx__fs_rmtree(d->dir));
+    sx__ignore(sx__fs_rmtree(gone));
+    st = sx__fs_rename(d->dir, gone);
+    bool renamed = st == SX_OK;
+    if (renamed) {
+        st = sx__fs_sync_dir(dbs);
+        if (st != SX_OK) { /* undo; when that fails too it is dropped, with the error */
+            char msg[512];
+            copy_str(msg, sizeof msg, sx_errmsg());
+            renamed = sx__fs_rename(gone, d->dir) != SX_OK;
+            st = sx__err(st, "%s", msg);
+        }
+    }
+    if (!renamed) {
+        sx__free(gone_copy);
+        goto out;
+    }
+    sx__mutex_lock(&cat->mu);
+    for (size_t i = 1; i < cat->n_dbs; i++)
+        if (cat->dbs[i] == d) {
+            memmove(&cat->dbs[i], &cat->dbs[i + 1], (cat->n_dbs - i - 1) * sizeof *cat->dbs);
+            cat->n_dbs--;
+            break;
+        }
+    d->gone_dir = gone_copy;
+    sx__mutex_unlock(&cat->mu);
+    /* The list's reference: the sx_db is closed (and the directory deleted) now, or by the last
+     * request that still borrows it (cdb_ref). */
+    cdb_put(cat, d);
 out:
     sx__mutex_unlock(&cat->ddl_mu);
     return st;
@@ -923,7 +1125,8 @@ sx_status sx__cat_db_set_props(sx__catalog *cat, const char *db, const json_t *p
         st = db_not_found(db);
         goto out;
     }
-    o = copy ? json_pack("{s:I,s:O}", "id", (json_int_t)id, "properties", copy) : NULL;
+    o = copy ? json_pack("{s:I,s:s,s:O}", "id", (json_int_t)id, "name", d->name, "properties", copy)
+             : NULL;
     if (!o) {
         st = sx__err(SX_ENOMEM, "catalog");
         goto out;
@@ -953,7 +1156,7 @@ sx_status sx__cat_coll_get(
     if (!tmp)
         return sx__err(SX_ENOMEM, "catalog");
     sx__mutex_lock(&cat->mu);
-    cdb *d = find_db(cat, db);
+    cdb *d = cdb_ref(find_db(cat, db));
     const sx__coll_meta *m = d && name ? find_meta(d, name, NULL) : NULL;
     if (m)
         memcpy(tmp, m, sizeof *tmp);
@@ -975,6 +1178,7 @@ sx_status sx__cat_coll_get(
         if (h)
             *h = c;
     }
+    cdb_put(cat, d); /* the handle keeps what it needs of the engine db (sx__db_unref) */
     sx__free(tmp);
     return st;
 }
@@ -1028,11 +1232,18 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         name_used = true; /* an engine collection hidden by a name clash */
     meta->collection_id = new_id(cat);
     meta->created_ms = now_ms();
-    if (name_used)
+    /* invariant 2; and a long name gets a short engine name (it names a directory and a file) */
+    copy_str(meta->engine_name, sizeof meta->engine_name, meta->name);
+    for (int64_t k = meta->collection_id; name_used || strlen(meta->engine_name) > DISK_NAME_MAX;
+         k++) {
         (void)snprintf(meta->engine_name, sizeof meta->engine_name, "%.*s_%lld",
-                       (int)(SX_MAX_NAME - 21), meta->name, (long long)meta->collection_id);
-    else
-        copy_str(meta->engine_name, sizeof meta->engine_name, meta->name);
+                       (int)(DISK_NAME_MAX - 21), meta->name, (long long)k);
+        sx__mutex_lock(&cat->mu);
+        name_used = find_meta_engine(d, meta->engine_name) || find_meta(d, meta->engine_name, NULL);
+        sx__mutex_unlock(&cat->mu);
+        if (bsearch(&(const char *){ meta->engine_name }, en, n_en, sizeof(char *), cmp_str))
+            name_used = true;
+    }
     for (size_t i = 0; i < meta->n_fields; i++)
         meta->fields[i].field_id = 100 + (int64_t)i;
     if (meta->n_parts == 0 || strcmp(meta->parts[0], "_default") != 0) {
@@ -1043,6 +1254,7 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         copy_str(meta->consistency, sizeof meta->consistency, "Bounded");
     if (!meta->properties[0])
         copy_str(meta->properties, sizeof meta->properties, "{}");
+    meta_utf8_cut(meta);
 
     size_t nd = 0;
     for (size_t i = 0; i < meta->n_fields; i++) {
@@ -1061,8 +1273,13 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
     sx_collection_def def = { meta->engine_name, defs, nd, meta->metric };
 
     st = write_meta(d, meta); /* invariant 1: metadata first */
-    if (st != SX_OK)
+    if (st != SX_OK) {        /* a failed fsync after the rename may leave the file: it goes too */
+        char msg[512];
+        copy_str(msg, sizeof msg, sx_errmsg());
+        unlink_meta(d, meta->engine_name);
+        st = sx__err(st, "%s", msg);
         goto out;
+    }
     st = sx_collection_create(d->db, &def);
     if (st != SX_OK) {
         char msg[512];
@@ -1074,7 +1291,11 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
     sx__mutex_lock(&cat->mu);
     st = cdb_add_meta(d, meta);
     sx__mutex_unlock(&cat->mu);
-    /* XXX on ENOMEM here the collection exists on disk and appears at the next open */
+    if (st != SX_OK) { /* the call fails: nothing of it stays (engine first: invariant 1) */
+        sx__ignore(sx_collection_drop(d->db, meta->engine_name));
+        unlink_meta(d, meta->engine_name);
+        st = sx__err(SX_ENOMEM, "catalog");
+    }
 out:
     sx__mutex_unlock(&cat->ddl_mu);
     sx_strings_free(en, n_en);
@@ -1134,6 +1355,7 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
         /* the schema part and the identity come from the cache: a concurrent rename keeps its
          * name, and fields cannot change */
         memcpy(tmp, meta, sizeof *tmp);
+        utf8_cut(tmp->description);
         copy_str(tmp->name, sizeof tmp->name, m->name);
         tmp->collection_id = m->collection_id;
         tmp->created_ms = m->created_ms;
@@ -1217,6 +1439,7 @@ sx_status sx__cat_coll_modify(sx__catalog *cat,
         memcpy(tmp->fields, orig->fields, sizeof tmp->fields);
         tmp->enable_dynamic = orig->enable_dynamic;
         tmp->has_partitions = orig->has_partitions;
+        utf8_cut(tmp->description);
         if (tmp->n_parts == 0 || tmp->n_parts > SX__MAX_PARTS)
             st = sx__err(SX_EINVAL, "a collection has 1..%d partitions", SX__MAX_PARTS);
         else if (meta_changed(tmp, orig))
@@ -1271,6 +1494,13 @@ sx_status sx__cat_coll_rename(
     else {
         copy_str(tmp->name, sizeof tmp->name, new_name);
         st = write_meta(d, tmp);
+        if (st != SX_OK) { /* the file may have the new name (a failed fsync after the rename) */
+            char msg[512];
+            copy_str(msg, sizeof msg, sx_errmsg());
+            copy_str(tmp->name, sizeof tmp->name, name);
+            sx__ignore(write_meta(d, tmp));
+            st = sx__err(st, "%s", msg);
+        }
         if (st == SX_OK) {
             sx__mutex_lock(&cat->mu);
             sx__coll_meta *c = find_meta_engine(d, tmp->engine_name);
@@ -1322,21 +1552,21 @@ sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx)
     size_t k = 0;
     for (size_t i = 0; items && i < cat->n_dbs; i++)
         for (size_t j = 0; j < cat->dbs[i]->n_metas; j++) {
-            items[k].d = cat->dbs[i];
+            items[k].d = cdb_ref(cat->dbs[i]);
             memcpy(&items[k].m, cat->dbs[i]->metas[j], sizeof items[k].m);
             k++;
         }
     sx__mutex_unlock(&cat->mu);
     if (!items)
         return sx__err(SX_ENOMEM, "catalog");
+    bool stop = false;
     for (size_t i = 0; i < k; i++) {
         sx_collection *h = NULL;
-        if (sx_collection_open(items[i].d->db, items[i].m.engine_name, &h) != SX_OK)
-            continue; /* dropped meanwhile */
-        int r = fn(ctx, items[i].d->name, &items[i].m, h);
-        sx_collection_release(h);
-        if (r)
-            break;
+        if (!stop && sx_collection_open(items[i].d->db, items[i].m.engine_name, &h) == SX_OK) {
+            stop = fn(ctx, items[i].d->name, &items[i].m, h) != 0;
+            sx_collection_release(h);
+        } /* else dropped meanwhile */
+        cdb_put(cat, items[i].d);
     }
     sx__free(items);
     return SX_OK;

@@ -7,6 +7,8 @@
  *   missing required parameters, error: Key: 'CollectionNameReq.CollectionName' Error:Field
  *   validation for 'CollectionName' failed on the 'required' tag
  * which clients sometimes match on. Int64 inputs may be numbers or numeric strings.
+ * sx__fail_st passes engine messages on without the directories of the paths they name (a client
+ * learns which file failed, not where the server keeps its data).
  *
  * Thread-safety: every function touches only its arguments.
  */
@@ -205,6 +207,53 @@ void sx__fail(sx__resp *rs, int code, const char *fmt, ...)
     }
 }
 
+/* Whether c may come right before an absolute path in a message ("open /x", "file=/x", "(/x"). */
+static bool path_opener(char c)
+{
+    return c == ' ' || c == '\t' || c == '(' || c == '[' || c == '{' || c == '\'' || c == '"' ||
+           c == '=' || c == ',' || c == ':';
+}
+
+/* Whether s[i] ends a path token: whitespace, a quote or bracket, or ": " (the "path: reason"
+ * convention of the platform layer). */
+static bool path_end(const char *s, size_t i)
+{
+    char c = s[i];
+    return c == '\0' || c == ' ' || c == '\t' || c == '\n' || c == '\'' || c == '"' || c == ')' ||
+           c == ']' || c == '}' || c == ',' || c == ';' ||
+           (c == ':' && (s[i + 1] == ' ' || s[i + 1] == '\0'));
+}
+
+/* Engine and platform messages name the files they failed on with their absolute paths (the
+ * server's data directory, a configured path). A client gets the last component only:
+ * "open /data/db/rest/x.json.tmp: No space left on device" -> "open x.json.tmp: No space left on
+ * device". A lone "/" (as in "a / b") is kept. */
+static void strip_paths(const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; in[i] && o + 1 < cap;) {
+        bool starts = in[i] == '/' && (i == 0 || path_opener(in[i - 1])) && !path_end(in, i + 1) &&
+                      in[i + 1] != '/';
+        if (!starts) {
+            out[o++] = in[i++];
+            continue;
+        }
+        size_t end = i;
+        while (!path_end(in, end))
+            end++;
+        size_t stop = end;
+        while (stop > i + 1 && in[stop - 1] == '/') /* "dir/" names dir */
+            stop--;
+        size_t base = stop;
+        while (base > i && in[base - 1] != '/')
+            base--;
+        for (size_t k = base; k < stop && o + 1 < cap; k++)
+            out[o++] = in[k];
+        i = end;
+    }
+    out[o] = '\0';
+}
+
 void sx__fail_st(sx__resp *rs, sx_status st, int not_found_code, const char *what)
 {
     int code;
@@ -221,10 +270,13 @@ void sx__fail_st(sx__resp *rs, sx_status st, int not_found_code, const char *wha
         break;
     }
     const char *m = sx_errmsg();
-    if (m && *m)
-        sx__fail(rs, code, "%s: %s", what, m);
-    else
+    char clean[1024];
+    if (m && *m) {
+        strip_paths(m, clean, sizeof clean);
+        sx__fail(rs, code, "%s: %s", what, clean);
+    } else {
         sx__fail(rs, code, "%s: %s", what, sx_status_str(st));
+    }
 }
 
 const char *sx__metric_name(sx_metric m)
