@@ -1258,9 +1258,11 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
         st = sx_delete(c.h, &k, NULL);
     }
     if (st != SX_OK) {
-        if (st == SX_EINVAL || st == SX_EEXIST)
-            sx__fail(rs, SX__MC_BAD_INSERT, "fail to deal the insert data, error: %s", sx_errmsg());
-        else
+        if (st == SX_EINVAL || st == SX_EEXIST) {
+            char emsg[1024];
+            sx__fail(rs, SX__MC_BAD_INSERT, "fail to deal the insert data, error: %s",
+                     sx__errmsg_safe(emsg, sizeof emsg));
+        } else
             sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, upsert ? "upsert" : "insert");
         goto out;
     }

@@ -254,6 +254,13 @@ static void strip_paths(const char *in, char *out, size_t cap)
     out[o] = '\0';
 }
 
+const char *sx__errmsg_safe(char *buf, size_t cap)
+{
+    const char *m = sx_errmsg();
+    strip_paths(m ? m : "", buf, cap);
+    return buf;
+}
+
 void sx__fail_st(sx__resp *rs, sx_status st, int not_found_code, const char *what)
 {
     int code;

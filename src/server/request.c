@@ -252,6 +252,7 @@ typedef struct apply_ctx {
 static sx_status apply_fn(void *ctx, sx__coll_meta *m)
 {
     apply_ctx *a = ctx;
+    char emsg[1024];
     if (m->index_name[0] && strcmp(m->index_name, a->iname) != 0) {
         sx__fail(a->rs, SX__MC_UNEXPECTED,
                  "CreateIndex failed: at most one distinct index is allowed per field (field %s "
@@ -280,7 +281,8 @@ static sx_status apply_fn(void *ctx, sx__coll_meta *m)
                 sx__fail(a->rs, SX__MC_INVALID_PARAM,
                          "invalid parameter[expected=%s][actual=%s]: cannot change the metric of "
                          "collection %s: %s",
-                         sx__metric_name(m->metric), sx__metric_name(want), m->name, sx_errmsg());
+                         sx__metric_name(m->metric), sx__metric_name(want), m->name,
+                         sx__errmsg_safe(emsg, sizeof emsg));
             else
                 sx__fail_st(a->rs, st, SX__MC_COLL_NOT_FOUND, "create index");
             a->answered = true;
@@ -293,7 +295,7 @@ static sx_status apply_fn(void *ctx, sx__coll_meta *m)
         if (st == SX_EEXIST)
             sx__fail(a->rs, SX__MC_UNEXPECTED,
                      "CreateIndex failed: at most one distinct index is allowed per field: %s",
-                     sx_errmsg());
+                     sx__errmsg_safe(emsg, sizeof emsg));
         else
             sx__fail_st(a->rs, st, SX__MC_COLL_NOT_FOUND, "create index");
         a->answered = true;

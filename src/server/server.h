@@ -158,6 +158,9 @@ json_t *sx__resp_json(sx__resp *rs);
  * 1100, SX_ENOTFOUND -> not_found_code, SX_ENOSPC/SX_EIO/SX_EFATAL/others -> 65535, with
  * "<what>: <sx_errmsg()>" as the message. */
 void sx__fail_st(sx__resp *rs, sx_status st, int not_found_code, const char *what);
+/* sx_errmsg() with absolute paths cut to their last component (what sx__fail_st sends), in buf
+ * (returned). For messages that quote the engine's text in their own words. */
+const char *sx__errmsg_safe(char *buf, size_t cap);
 
 /* Milvus type names <-> engine types and metric names. */
 const char *sx__metric_name(sx_metric m);             /* "L2", "IP", "COSINE" */
