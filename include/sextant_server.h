@@ -32,8 +32,9 @@ typedef struct sx_server_options {
     uint32_t max_nq;          /* 0: 16384 query vectors per search */
     uint32_t max_json_depth;  /* 0: 64 nesting levels */
     /* Connection admission (src/server/http.c, "Connections"):
-     * max_connections_per_ip  0: max_connections / 2 (at least 1); more connections from one
-     *                         client address are refused at accept.
+     * max_connections_per_ip  0: max_connections / 2 (at least 1); past it, a new connection
+     *                         from that address closes the address's longest-idle one (or is
+     *                         closed itself when all the others hold a request).
      * header_timeout_s        0: 10; the request line and headers must arrive within it of the
      *                         accept (or of the request line on a kept-alive connection),
      *                         however slowly they trickle.

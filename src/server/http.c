@@ -31,8 +31,11 @@
  * resets, and at its connection limit MHD stops accepting, so 2,000 idle sockets kept /livez in
  * the backlog for the idle timeout and a byte every 2 s kept a connection forever. Admission is
  * therefore partly ours:
- *   - per client address: MHD_OPTION_PER_IP_CONNECTION_LIMIT (max_connections_per_ip, default
- *     half of max_connections), refused at accept;
+ *   - per client address (max_connections_per_ip, default half of max_connections): past it,
+ *     a new connection closes that address's longest-waiting idle connection, or is itself
+ *     closed when all the address's others hold a request (conn_limit_addr). Not MHD's
+ *     MHD_OPTION_PER_IP_CONNECTION_LIMIT: it refuses the new connection, so a health check
+ *     from a flooding address (loopback, a shared proxy) would never get in;
  *   - MHD's limit is max_connections + CONN_RESERVE. Each connection gets a `conn` record
  *     (MHD_OPTION_NOTIFY_CONNECTION; socket_context) with its fd and a phase:
  *        accept -> PH_HEADERS (on_connection STARTED)
@@ -259,7 +262,7 @@ typedef struct conn {
     uint64_t since_ns;           /* guarded by: conn_mu; start of the phase (or rate window) */
     uint64_t stall_at_ns;        /* guarded by: conn_mu; worker_stall(w) at since_ns */
     uint64_t bytes_at;           /* guarded by: conn_mu; body_bytes at since_ns */
-    bool has_request;            /* guarded by: conn_mu; a request was answered on it */
+    uint8_t addr[17];            /* client address: family byte, 4 or 16 bytes; immutable */
     bool cut;                    /* guarded by: conn_mu; shutdown() done, MHD closes it next */
     _Atomic uint64_t body_bytes; /* relaxed: a counter the reaper samples under conn_mu */
 } conn;
@@ -391,6 +394,49 @@ static void conn_cut(sx_server *s, conn *k)
     s->n_cut++;
 }
 
+/* Holds no request: a candidate for shedding. */
+static bool conn_idle(const conn *k)
+{
+    return !k->cut && (k->phase == PH_IDLE || k->phase == PH_HEADERS);
+}
+
+/* Over max_connections_per_ip connections from the address of `k` (just accepted): shuts down
+ * that address's longest-waiting idle one, or `k` itself when all the others hold a request.
+ * Shedding the address's own idle connection rather than refusing the new one lets a health
+ * check from a flooding address (a shared proxy, loopback) still in. Caller holds conn_mu. */
+static void conn_limit_addr(sx_server *s, conn *k)
+{
+    uint32_t n = 0;
+    conn *old = NULL;
+    for (conn *o = s->conns; o; o = o->next) {
+        if (o->cut || memcmp(o->addr, k->addr, sizeof k->addr) != 0)
+            continue;
+        n++;
+        if (o != k && conn_idle(o) && (!old || o->since_ns < old->since_ns))
+            old = o;
+    }
+    if (n > s->opts.max_connections_per_ip)
+        conn_cut(s, old ? old : k);
+}
+
+/* The client address of c as a conn key. */
+static void conn_addr(struct MHD_Connection *c, uint8_t key[17])
+{
+    memset(key, 0, 17);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        key[0] = 4;
+        memcpy(key + 1, &in->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        key[0] = 6;
+        memcpy(key + 1, &in6->sin6_addr, 16);
+    }
+}
+
 /* While more than max_connections connections are open, shuts down the longest-waiting one
  * that holds no request (idle keep-alive, or headers not complete), never `keep`. Caller holds
  * conn_mu. */
@@ -399,7 +445,7 @@ static void conn_shed(sx_server *s, const conn *keep)
     while (s->n_conns - s->n_cut > s->opts.max_connections) {
         conn *old = NULL;
         for (conn *k = s->conns; k; k = k->next) {
-            if (k == keep || k->cut || (k->phase != PH_IDLE && k->phase != PH_HEADERS))
+            if (k == keep || !conn_idle(k))
                 continue;
             if (!old || k->since_ns < old->since_ns)
                 old = k;
@@ -424,8 +470,6 @@ static void conn_set(sx_server *s, conn *k, conn_phase ph)
         return;
     uint64_t now = mono_ns();
     pthread_mutex_lock(&s->conn_mu);
-    if (ph == PH_IDLE)
-        k->has_request = true;
     if (ph != PH_HEADERS || k->phase == PH_IDLE) /* headers of the first request: from accept */
         conn_enter(k, ph, now);
     pthread_mutex_unlock(&s->conn_mu);
@@ -447,6 +491,7 @@ static void on_connection(void *cls,
             return; /* untracked: only MHD's idle timeout applies */
         k->fd = ci->connect_fd;
         k->w = this_worker(s);
+        conn_addr(c, k->addr);
         atomic_init(&k->body_bytes, 0);
         pthread_mutex_lock(&s->conn_mu);
         conn_enter(k, PH_HEADERS, mono_ns());
@@ -455,6 +500,7 @@ static void on_connection(void *cls,
             s->conns->prev = k;
         s->conns = k;
         s->n_conns++;
+        conn_limit_addr(s, k);
         conn_shed(s, k);
         pthread_mutex_unlock(&s->conn_mu);
         *socket_context = k;
@@ -1530,14 +1576,13 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
     if (!s->opts.quiet)
         flags |= MHD_USE_ERROR_LOG;
     unsigned mhd_limit = s->opts.max_connections + CONN_RESERVE;
-    s->d = MHD_start_daemon(
-        flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
-        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)s->opts.max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)s->opts.idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-        MHD_OPTION_END);
+    s->d =
+        MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                         mhd_log, NULL, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE,
+                         (unsigned)s->opts.http_threads, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                         on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
     if (!s->d) {
         st = sx__err(SX_EIO, "server: cannot listen on %s:%u (address in use or not available)",
                      bind, (unsigned)opts->port);
