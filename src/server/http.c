@@ -63,10 +63,10 @@
  * Stop. sx_server_stop sets `stopping` and stop_ns; the daemon keeps accepting, so /readyz on a
  * new connection answers 503 at once (quiescing first left it in the backlog), other new
  * requests get 503. Requests being handled finish; the reaper cuts uploads and headers still
- * arriving shutdown_grace_s after the stop began. The stop waits on `idle` until the in-flight
- * counter is 0 (bounded by grace + idle timeout + 5 s for a handler that never returns), then
- * quiesces and stops the daemon (joins its threads), stops the reaper, and closes the catalog,
- * which flushes every collection.
+ * arriving shutdown_grace_s after the stop began (headers: once they have had a second). The stop
+ * waits on `idle` until the in-flight counter is 0 (bounded by grace + idle timeout + 5 s for a
+ * handler that never returns), then quiesces and stops the daemon (joins its threads), stops the
+ * reaper, and closes the catalog, which flushes every collection.
  *
  * JSON memory. jansson's DOM of a body like [0,0,...] takes ~25 bytes per input byte (a json_t
  * per number, an array slot, malloc's header): a 40 MB body cost 845 MB, three 60 MB bodies at
@@ -547,8 +547,8 @@ static void reap_pass(sx_server *s, uint64_t now)
             if (el >= s->idle_ns)
                 conn_cut(s, k);
             break;
-        case PH_HEADERS:
-            if (grace_over || el >= s->header_ns)
+        case PH_HEADERS: /* after the grace, a second: a health check accepted just now */
+            if ((grace_over && el >= NS_PER_S) || el >= s->header_ns)
                 conn_cut(s, k);
             break;
         case PH_BODY:
