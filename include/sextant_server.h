@@ -23,7 +23,10 @@ typedef struct sx_server_options {
     const char *auth_token;  /* optional: "user:password" or an API key (Bearer / Basic) */
     const char *users_file;  /* optional: lines "user:password" or "user:password:ro" (read-only) */
     uint64_t max_body_bytes; /* 0: 64 MiB; larger bodies get 413 before they are read */
-    uint32_t max_connections; /* 0: 1024; over it new connections are refused */
+    uint32_t max_connections; /* 0: 1024; past it, each new connection closes the oldest idle
+                                 one (keep-alive, or no complete request yet); connections
+                                 with a request in progress are kept, and MHD accepts at most
+                                 16 more */
     uint32_t idle_timeout_s;  /* 0: 60; an idle or slow client is disconnected after it */
     uint32_t http_threads;    /* 0: max(16, 4 * cores) */
     uint32_t max_nq;          /* 0: 16384 query vectors per search */
@@ -37,6 +40,24 @@ typedef struct sx_server_options {
      * has no Request-Timeout header (a header asks for its own, up to 3600 s): the engine stops
      * the work with SX_ETIMEDOUT (code 65535 "deadline exceeded"). 0: 30 s. */
     uint32_t request_timeout_s;
+    /* Connection admission (src/server/http.c, "Connections"):
+     * max_connections_per_ip  0: max_connections / 2 (at least 1); past it, a new connection
+     *                         from that address closes the address's longest-idle one (or is
+     *                         closed itself when all the others hold a request).
+     * header_timeout_s        0: 10; the request line and headers must arrive within it of the
+     *                         accept (or of the request line on a kept-alive connection),
+     *                         however slowly they trickle.
+     * min_upload_bytes_per_s  0: 1024; a body that delivers less over a window of
+     *                         header_timeout_s is cut.
+     * shutdown_grace_s        0: 5; at sx_server_stop, uploads and headers still arriving
+     *                         after it are cut (requests being handled finish). */
+    uint32_t max_connections_per_ip;
+    uint32_t header_timeout_s;
+    uint32_t min_upload_bytes_per_s;
+    uint32_t shutdown_grace_s;
+    /* JSON memory: what the parsed document (jansson's DOM) of request bodies may take. */
+    uint64_t max_json_bytes;       /* 0: 256 MiB per request body; over it: code 1102 */
+    uint64_t max_json_total_bytes; /* 0: 512 MiB for all requests in flight; over it: code 1807 */
     /* Search merging: while every search slot is busy, queued searches with the same
      * collection, field, params, filter, limit and output fields are run as one batch
      * (src/server/merge.c). At low load nothing waits. */
@@ -56,9 +77,11 @@ typedef struct sx_server_options {
 SX_API SX_NODISCARD sx_status sx_server_start(const sx_server_options *opts, sx_server **out);
 /* The TCP port the server listens on. */
 SX_API uint16_t sx_server_port(const sx_server *s);
-/* Graceful stop: stops accepting connections, finishes in-flight requests, flushes every
- * collection, closes the databases and frees the server. Returns the first flush/close error.
- * NULL is a no-op (SX_OK). Thread-safety: call once, from any thread but a request handler. */
+/* Graceful stop: while in-flight requests finish, /readyz answers 503 and new requests 503;
+ * uploads and headers still arriving after shutdown_grace_s are cut. Then it stops accepting,
+ * flushes every collection, closes the databases and frees the server. Returns the first
+ * flush/close error. NULL is a no-op (SX_OK). Thread-safety: call once, from any thread but a
+ * request handler. */
 SX_API SX_NODISCARD sx_status sx_server_stop(sx_server *s);
 
 #ifdef __cplusplus

@@ -1,12 +1,15 @@
 /*
- * http.c: the server's HTTP layer on libmicrohttpd: start/stop, body limits, routing, auth,
- * CORS, the health and metrics routes, and the graceful stop.
+ * http.c: the server's HTTP layer on libmicrohttpd: start/stop, connection admission and
+ * deadlines, body limits, the JSON memory budget, routing, auth, CORS, the health and metrics
+ * routes, and the graceful stop.
  *
  * Request flow (one MHD access-handler invocation sequence per request):
  *   1. first call (headers only): a per-request context is allocated, the in-flight counter is
  *      raised, and a declared Content-Length over max_body_bytes is answered 413 at once. Queuing
  *      a response on the first call makes MHD skip "100 Continue" and close the connection, so a
  *      client that asked for 100-continue never sends the body, and one that did not is cut off.
+ *      While the server is stopping, a request other than GET/HEAD on a health path is answered
+ *      503 (code 1) on the first call.
  *   2. upload calls: bytes are appended to a growing buffer (hard cap: max_body_bytes). A
  *      chunked body that crosses the limit is discarded from then on and answered 413 on the
  *      final call; past DISCARD_MAX bytes more the connection is dropped (a client that
@@ -21,11 +24,60 @@
  * Threads. MHD runs an internal thread pool (epoll); handlers run on those threads, any number
  * at once. Server state read by handlers (options, credentials, catalog, metrics, merger) is
  * immutable after sx_server_start; `stopping` is atomic; the in-flight counter is guarded by mu.
+ * One more thread, the reaper, enforces the connection deadlines below. Locks: mu and conn_mu
+ * are never held together; conn_mu is a leaf (no MHD call, no allocation under it).
  *
- * Stop. sx_server_stop sets `stopping` (readyz answers 503), quiesces the daemon (no new
- * connections), waits on `idle` until the in-flight counter is 0 (bounded by the idle timeout:
- * a stalled upload is cut by MHD's connection timeout and completes), stops the daemon (joins
- * its threads), then closes the catalog, which flushes every collection.
+ * Connections. MHD's own connection timeout (idle_timeout_s) is an idle timer that every byte
+ * resets, and at its connection limit MHD stops accepting, so 2,000 idle sockets kept /livez in
+ * the backlog for the idle timeout and a byte every 2 s kept a connection forever. Admission is
+ * therefore partly ours:
+ *   - per client address (max_connections_per_ip, default half of max_connections): past it,
+ *     a new connection closes that address's longest-waiting idle connection, or is itself
+ *     closed when all the address's others hold a request (conn_limit_addr). Not MHD's
+ *     MHD_OPTION_PER_IP_CONNECTION_LIMIT: it refuses the new connection, so a health check
+ *     from a flooding address (loopback, a shared proxy) would never get in;
+ *   - MHD's limit is max_connections + CONN_RESERVE. Each connection gets a `conn` record
+ *     (MHD_OPTION_NOTIFY_CONNECTION; socket_context) with its fd and a phase:
+ *        accept -> PH_HEADERS (on_connection STARTED)
+ *        first access-handler call (headers in) -> PH_BODY; final call -> PH_BUSY
+ *        request completed (on_completed) -> PH_IDLE; request line of the next one (on_uri,
+ *        MHD_OPTION_URI_LOG_CALLBACK) -> PH_HEADERS
+ *     Past max_connections open, the connection longest in PH_IDLE or PH_HEADERS (idle
+ *     keep-alive, or never sent a complete request) is shut down at once, at accept
+ *     (conn_shed), so a new connection, a health check among them, always gets a slot while
+ *     others only idle. Connections with a request in progress are never shed.
+ *   - the reaper (reap_pass, every REAP_TICK_MS) shuts down: PH_HEADERS past header_timeout_s
+ *     (from the accept for a first request, from the request line on a kept-alive connection);
+ *     PH_IDLE past idle_timeout_s, not reset by bytes; PH_BODY when a window of
+ *     header_timeout_s delivered under min_upload_bytes_per_s. Times are counted less the time
+ *     the connection's worker thread spent inside handlers (struct worker): a worker busy with
+ *     a long search reads none of its other connections, and they must not pay for it.
+ *   - cutting is shutdown(fd, SHUT_RDWR) under conn_mu: MHD sees the end of the stream and
+ *     closes the connection itself. MHD calls NOTIFY_CLOSED before it closes the fd (daemon.c,
+ *     MHD_cleanup_connections and the failed-add path, 0.9.75), and that callback takes conn_mu
+ *     and marks the record closed (fd -1), so the fd shut down is never a reused one.
+ *   XXX: the request line of a kept-alive connection is not seen until it is complete, so it
+ *   may trickle for idle_timeout_s (not header_timeout_s). Responses read slowly are bounded by
+ *   MHD's idle timeout only.
+ *
+ * Stop. sx_server_stop sets `stopping` and stop_ns; the daemon keeps accepting, so /readyz on a
+ * new connection answers 503 at once (quiescing first left it in the backlog), other new
+ * requests get 503. Requests being handled finish; the reaper cuts uploads and headers still
+ * arriving shutdown_grace_s after the stop began (headers: once they have had a second). The stop
+ * waits on `idle` until the in-flight counter is 0 (bounded by grace + idle timeout + 5 s for a
+ * handler that never returns), then quiesces and stops the daemon (joins its threads), stops the
+ * reaper, and closes the catalog, which flushes every collection.
+ *
+ * JSON memory. jansson's DOM of a body like [0,0,...] takes ~25 bytes per input byte (a json_t
+ * per number, an array slot, malloc's header): a 40 MB body cost 845 MB, three 60 MB bodies at
+ * once 2.6 GB. Bodies are parsed under a budget: jansson's allocator (json_set_alloc_funcs,
+ * installed once per process) counts, during a body's parse only (tl_json), every block's cost
+ * against the request's max_json_bytes (default 256 MiB: a 64 MiB body of ~10-byte numbers)
+ * and against max_json_total_bytes across all requests in flight (default 512 MiB), held until
+ * the request's DOM is freed. Over the first: code 1102 naming --max-json-mb; over the second:
+ * code 1807 naming --max-json-total-mb. After a big DOM is freed, malloc_trim returns the pages.
+ * Rejected: a streaming parse into columns (jansson has none; the handlers take a DOM, and
+ * they are shared with the other request kinds).
  *
  * Credentials. The token and every users-file entry are kept as SHA-256 digests of
  * "user:password" (or the bare token); a presented credential is hashed and compared with every
@@ -40,6 +92,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -69,6 +122,14 @@
 #define PREALLOC_MAX       ((size_t)4 << 20)
 #define DISCARD_MAX        ((uint64_t)16 << 20)
 #define MAX_TIMEOUT_S      3600.0 /* the longest Request-Timeout a request may ask for */
+#define DEFAULT_HEADER_S   10u
+#define DEFAULT_MIN_RATE   1024u
+#define DEFAULT_GRACE_S    5u
+#define DEFAULT_JSON_BYTES ((uint64_t)256 << 20)
+#define DEFAULT_JSON_TOTAL ((uint64_t)512 << 20)
+#define CONN_RESERVE       16u  /* MHD slots over max_connections: room to shed idle ones */
+#define REAP_TICK_MS       200u /* how often the reaper looks at the connections */
+#define NS_PER_S           1000000000ull
 
 const char *const sx__open_paths[] = { "/livez", "/readyz", "/healthz", NULL };
 
@@ -174,6 +235,39 @@ typedef struct cred {
     bool read_only;
 } cred;
 
+/* One MHD worker thread: how long it has spent inside the access handler. While a handler runs
+ * (a search waiting in the merger, a big insert), the worker reads none of its other
+ * connections, so that time is not held against their header deadline or upload rate. Writer:
+ * the worker (busy_since, then stall_ns on the way out: stall first, then busy_since = 0);
+ * reader: the reaper (worker_stall). seq_cst: every interleaving the reader can see errs towards
+ * a larger stall (a cut comes later, never earlier). */
+typedef struct worker {
+    _Atomic uint64_t stall_ns;   /* total ns inside the access handler */
+    _Atomic uint64_t busy_since; /* monotonic ns of the current call, 0 outside */
+} worker;
+
+/* Where a connection is, as far as the deadlines go (transitions in the comment at the top). */
+typedef enum conn_phase {
+    PH_IDLE,    /* kept alive between requests, no request line yet: idle_timeout_s */
+    PH_HEADERS, /* accepted or request line seen, headers incomplete: header_timeout_s */
+    PH_BODY,    /* headers in, body arriving: min_upload_bytes_per_s per window */
+    PH_BUSY     /* the request is being handled or answered: no deadline of ours */
+} conn_phase;
+
+/* One accepted connection (MHD's socket_context), from NOTIFY_STARTED to NOTIFY_CLOSED. */
+typedef struct conn {
+    struct conn *prev, *next;    /* guarded by: conn_mu */
+    int fd;                      /* guarded by: conn_mu; -1 once MHD announced the close */
+    worker *w;                   /* the worker thread that owns the connection; immutable */
+    conn_phase phase;            /* guarded by: conn_mu */
+    uint64_t since_ns;           /* guarded by: conn_mu; start of the phase (or rate window) */
+    uint64_t stall_at_ns;        /* guarded by: conn_mu; worker_stall(w) at since_ns */
+    uint64_t bytes_at;           /* guarded by: conn_mu; body_bytes at since_ns */
+    uint8_t addr[17];            /* client address: family byte, 4 or 16 bytes; immutable */
+    bool cut;                    /* guarded by: conn_mu; shutdown() done, MHD closes it next */
+    _Atomic uint64_t body_bytes; /* relaxed: a counter the reaper samples under conn_mu */
+} conn;
+
 struct sx_server {
     sx_server_options opts; /* copy; strings below are owned copies */
     char *data_dir;
@@ -192,11 +286,31 @@ struct sx_server {
     pthread_mutex_t mu;
     pthread_cond_t idle;
     uint64_t inflight; /* guarded by: mu */
+    /* connections (see "Connections" at the top) */
+    pthread_mutex_t conn_mu; /* leaf lock: nothing else is taken under it */
+    pthread_cond_t reap_cv;  /* CLOCK_MONOTONIC; wakes the reaper (stop) */
+    conn *conns;             /* guarded by: conn_mu */
+    uint32_t n_conns;        /* guarded by: conn_mu; tracked connections */
+    uint32_t n_cut;          /* guarded by: conn_mu; of those, shut down and not yet closed */
+    uint64_t stop_ns;        /* guarded by: conn_mu; when sx_server_stop began, 0 before */
+    bool reap_stop;          /* guarded by: conn_mu */
+    bool reaper_on;
+    pthread_t reaper;
+    worker *workers; /* n_workers_cap entries, claimed once per thread (this_worker) */
+    uint32_t n_workers_cap;
+    atomic_uint n_workers; /* seq_cst; claimed entries */
+    uint64_t header_ns, idle_ns, grace_ns;
+    uint32_t min_rate; /* bytes per second */
+    /* JSON budget */
+    uint64_t json_max;
+    uint64_t json_total_max;
+    _Atomic uint64_t json_inflight; /* seq_cst; DOM bytes of the requests in flight */
 };
 
 /* Per-request context (MHD's con_cls). */
 typedef struct req_ctx {
     double t0;
+    conn *conn; /* the connection's record, NULL if untracked */
     char *body; /* owned, sx__free */
     size_t len;
     size_t cap;
@@ -210,6 +324,356 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ connections */
+
+/* The worker entry of the calling MHD thread. A thread serves one daemon for its whole life
+ * (MHD starts new threads per daemon), so the claim is made once per thread. NULL when the
+ * table is full (then that thread's stalls are not discounted). */
+static _Thread_local worker *tl_worker;
+static _Thread_local const sx_server *tl_worker_srv;
+
+static worker *this_worker(sx_server *s)
+{
+    if (tl_worker_srv != s) {
+        unsigned i = atomic_fetch_add(&s->n_workers, 1u);
+        tl_worker = i < s->n_workers_cap ? &s->workers[i] : NULL;
+        tl_worker_srv = s;
+    }
+    return tl_worker;
+}
+
+/* The stall time of w up to `now`, including a handler call in progress. */
+static uint64_t worker_stall(worker *w, uint64_t now)
+{
+    if (!w)
+        return 0;
+    for (;;) {
+        uint64_t b1 = atomic_load(&w->busy_since);
+        uint64_t st = atomic_load(&w->stall_ns);
+        uint64_t b2 = atomic_load(&w->busy_since);
+        if (b1 == b2)
+            return st + (b1 && now > b1 ? now - b1 : 0);
+    }
+}
+
+/* Time in the current phase, less the time its worker spent in handlers meanwhile. */
+static uint64_t conn_elapsed(const conn *k, uint64_t now)
+{
+    uint64_t wall = now > k->since_ns ? now - k->since_ns : 0;
+    uint64_t st = worker_stall(k->w, now);
+    st = st > k->stall_at_ns ? st - k->stall_at_ns : 0;
+    return wall > st ? wall - st : 0;
+}
+
+/* Starts a phase (or a new rate window) at `now`. Caller holds conn_mu. */
+static void conn_enter(conn *k, conn_phase ph, uint64_t now)
+{
+    k->phase = ph;
+    k->since_ns = now;
+    k->stall_at_ns = worker_stall(k->w, now);
+    k->bytes_at = atomic_load_explicit(&k->body_bytes, memory_order_relaxed);
+}
+
+/* Shuts the socket down; MHD sees the end of the stream on its next poll and closes it (and
+ * only then the fd: NOTIFY_CLOSED, which takes conn_mu, comes before MHD's close(), so the fd
+ * cannot be another connection's here). Caller holds conn_mu. */
+static void conn_cut(sx_server *s, conn *k)
+{
+    if (k->cut || k->fd < 0)
+        return;
+    (void)shutdown(k->fd, SHUT_RDWR); /* ENOTCONN if the peer left: MHD closes it anyway */
+    k->cut = true;
+    s->n_cut++;
+}
+
+/* Holds no request: a candidate for shedding. */
+static bool conn_idle(const conn *k)
+{
+    return !k->cut && (k->phase == PH_IDLE || k->phase == PH_HEADERS);
+}
+
+/* Over max_connections_per_ip connections from the address of `k` (just accepted): shuts down
+ * that address's longest-waiting idle one, or `k` itself when all the others hold a request.
+ * Shedding the address's own idle connection rather than refusing the new one lets a health
+ * check from a flooding address (a shared proxy, loopback) still in. Caller holds conn_mu. */
+static void conn_limit_addr(sx_server *s, conn *k)
+{
+    uint32_t n = 0;
+    conn *old = NULL;
+    for (conn *o = s->conns; o; o = o->next) {
+        if (o->cut || memcmp(o->addr, k->addr, sizeof k->addr) != 0)
+            continue;
+        n++;
+        if (o != k && conn_idle(o) && (!old || o->since_ns < old->since_ns))
+            old = o;
+    }
+    if (n > s->opts.max_connections_per_ip)
+        conn_cut(s, old ? old : k);
+}
+
+/* The client address of c as a conn key. */
+static void conn_addr(struct MHD_Connection *c, uint8_t key[17])
+{
+    memset(key, 0, 17);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        key[0] = 4;
+        memcpy(key + 1, &in->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        key[0] = 6;
+        memcpy(key + 1, &in6->sin6_addr, 16);
+    }
+}
+
+/* While more than max_connections connections are open, shuts down the longest-waiting one
+ * that holds no request (idle keep-alive, or headers not complete), never `keep`. Caller holds
+ * conn_mu. */
+static void conn_shed(sx_server *s, const conn *keep)
+{
+    while (s->n_conns - s->n_cut > s->opts.max_connections) {
+        conn *old = NULL;
+        for (conn *k = s->conns; k; k = k->next) {
+            if (k == keep || !conn_idle(k))
+                continue;
+            if (!old || k->since_ns < old->since_ns)
+                old = k;
+        }
+        if (!old)
+            return;
+        conn_cut(s, old);
+    }
+}
+
+/* The record of connection c (on MHD's thread for c). */
+static conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void conn_set(sx_server *s, conn *k, conn_phase ph)
+{
+    if (!k)
+        return;
+    uint64_t now = mono_ns();
+    pthread_mutex_lock(&s->conn_mu);
+    if (ph != PH_HEADERS || k->phase == PH_IDLE) /* headers of the first request: from accept */
+        conn_enter(k, ph, now);
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: both calls run on the connection's worker thread. */
+static void on_connection(void *cls,
+                          struct MHD_Connection *c,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    sx_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = NULL;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn *k = ci ? sx__calloc(1, sizeof *k) : NULL;
+        if (!k)
+            return; /* untracked: only MHD's idle timeout applies */
+        k->fd = ci->connect_fd;
+        k->w = this_worker(s);
+        conn_addr(c, k->addr);
+        atomic_init(&k->body_bytes, 0);
+        pthread_mutex_lock(&s->conn_mu);
+        conn_enter(k, PH_HEADERS, mono_ns());
+        k->next = s->conns;
+        if (s->conns)
+            s->conns->prev = k;
+        s->conns = k;
+        s->n_conns++;
+        conn_limit_addr(s, k);
+        conn_shed(s, k);
+        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = k;
+        return;
+    }
+    conn *k = *socket_context;
+    if (!k)
+        return;
+    *socket_context = NULL;
+    pthread_mutex_lock(&s->conn_mu);
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        s->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    if (k->cut)
+        s->n_cut--;
+    s->n_conns--;
+    k->fd = -1;
+    pthread_mutex_unlock(&s->conn_mu);
+    sx__free(k);
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line is in. Returns NULL (the request context is
+ * made on the first access-handler call). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)uri;
+    conn_set(cls, conn_of(c), PH_HEADERS);
+    return NULL;
+}
+
+/* One pass of the reaper over every connection. Caller holds conn_mu. */
+static void reap_pass(sx_server *s, uint64_t now)
+{
+    bool grace_over = s->stop_ns != 0 && now - s->stop_ns >= s->grace_ns;
+    for (conn *k = s->conns; k; k = k->next) {
+        if (k->cut || k->fd < 0)
+            continue;
+        uint64_t el = conn_elapsed(k, now);
+        switch (k->phase) {
+        case PH_IDLE:
+            if (el >= s->idle_ns)
+                conn_cut(s, k);
+            break;
+        case PH_HEADERS: /* after the grace, a second: a health check accepted just now */
+            if ((grace_over && el >= NS_PER_S) || el >= s->header_ns)
+                conn_cut(s, k);
+            break;
+        case PH_BODY:
+            if (grace_over) {
+                conn_cut(s, k);
+            } else if (el >= s->header_ns) {
+                uint64_t got =
+                    atomic_load_explicit(&k->body_bytes, memory_order_relaxed) - k->bytes_at;
+                double need = (double)s->min_rate * ((double)el / (double)NS_PER_S);
+                if ((double)got < need)
+                    conn_cut(s, k);
+                else
+                    conn_enter(k, PH_BODY, now); /* next window */
+            }
+            break;
+        case PH_BUSY:
+            break;
+        }
+    }
+    conn_shed(s, NULL);
+}
+
+static void *reaper_main(void *arg)
+{
+    sx_server *s = arg;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->reap_stop) {
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_nsec += (long)REAP_TICK_MS * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&s->reap_cv, &s->conn_mu, &dl); /* a tick or a stop */
+        if (!s->reap_stop)
+            reap_pass(s, mono_ns());
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ JSON budget */
+
+/* jansson's allocator (json_set_alloc_funcs, installed once per process by the first
+ * sx_server_start). Outside a parse of a request body (tl_json NULL) it is sx__malloc/sx__free;
+ * during one it counts the usable size of every block against the request's budget and the
+ * server's total, and fails the allocation (so the parse) past either. Blocks jansson had before
+ * the install came from malloc() and go to free(): the same heap, so they mix. */
+typedef struct json_acct {
+    uint64_t bytes; /* live bytes allocated during this parse */
+    uint64_t peak;  /* the most `bytes` reached */
+    uint64_t limit;
+    _Atomic uint64_t *total;
+    uint64_t total_limit;
+    int over; /* 0; 1: the request's budget; 2: the server's total */
+} json_acct;
+
+static _Thread_local json_acct *tl_json;
+
+/* What a heap block costs: its usable size and malloc's header (one size_t in glibc), which for
+ * jansson's 24-byte numbers is a quarter of the total. */
+static uint64_t block_bytes(void *p)
+{
+    return (uint64_t)malloc_usable_size(p) + sizeof(size_t);
+}
+
+static void *json_alloc(size_t n)
+{
+    void *p = sx__malloc(n);
+    json_acct *a = tl_json;
+    if (!p || !a)
+        return p;
+    uint64_t sz = block_bytes(p);
+    if (a->bytes + sz > a->limit) {
+        a->over = 1;
+        sx__free(p);
+        return NULL;
+    }
+    if (atomic_fetch_add(a->total, sz) + sz > a->total_limit) {
+        atomic_fetch_sub(a->total, sz);
+        a->over = 2;
+        sx__free(p);
+        return NULL;
+    }
+    a->bytes += sz;
+    if (a->bytes > a->peak)
+        a->peak = a->bytes;
+    return p;
+}
+
+static void json_free(void *p)
+{
+    json_acct *a = tl_json;
+    if (p && a) {
+        uint64_t sz = block_bytes(p);
+        if (sz > a->bytes)
+            sz = a->bytes;
+        a->bytes -= sz;
+        atomic_fetch_sub(a->total, sz);
+    }
+    sx__free(p);
+}
+
+static pthread_once_t json_alloc_once = PTHREAD_ONCE_INIT;
+
+/* After a big DOM is freed: glibc keeps freed small blocks in the arena of the thread that
+ * freed them, so requests on different workers would each keep a budget's worth of RSS;
+ * malloc_trim returns the free pages of every arena to the kernel. A few ms, only past
+ * TRIM_AFTER bytes of DOM. */
+#define TRIM_AFTER ((uint64_t)64 << 20)
+
+static void json_release(sx_server *s, const json_acct *a)
+{
+    atomic_fetch_sub(&s->json_inflight, a->bytes);
+#ifdef __GLIBC__
+    if (a->peak >= TRIM_AFTER)
+        (void)malloc_trim(0);
+#endif
+}
+
+static void json_alloc_install(void)
+{
+    json_set_alloc_funcs(json_alloc, json_free);
 }
 
 /* ------------------------------------------------------------------ routes */
@@ -677,17 +1141,42 @@ static enum MHD_Result answer_route(sx_server *s,
         return send_err(c, 200, SX__MC_BAD_JSON, msg);
     }
     json_error_t jerr;
+    json_acct acct = { 0, 0, s->json_max, &s->json_inflight, s->json_total_max, 0 };
+    tl_json = &acct;
     json_t *body = json_loadb(ctx->body, ctx->len, JSON_DECODE_ANY, &jerr);
+    tl_json = NULL;
+    if (!body && acct.over) {
+        int code = acct.over == 1 ? SX__MC_PARAM_TOO_LARGE : SX__MC_LIMITED;
+        if (acct.over == 1)
+            snprintf(msg, sizeof msg,
+                     "request body too large to parse: its JSON needs more than %llu MiB of "
+                     "memory (--max-json-mb); send fewer rows per request",
+                     (unsigned long long)(s->json_max >> 20));
+        else
+            snprintf(msg, sizeof msg,
+                     "server busy: the JSON of the requests in flight uses the %llu MiB budget "
+                     "(--max-json-total-mb); retry later",
+                     (unsigned long long)(s->json_total_max >> 20));
+        json_release(s, &acct);
+        finish(s, ctx, method, url, rt->path, 200, code);
+        return send_err(c, 200, code, msg);
+    }
     if (!body || !json_is_object(body)) {
         if (body)
             snprintf(msg, sizeof msg,
                      "can only accept json format request, error: the request body must be a "
                      "JSON object");
+        else if (strstr(jerr.text, "JSON_ALLOW_NUL")) /* jansson names its flag */
+            snprintf(msg, sizeof msg,
+                     "can only accept json format request, error: strings must not contain NUL "
+                     "(\\u0000) (line %d, column %d)",
+                     jerr.line, jerr.column);
         else
             snprintf(msg, sizeof msg,
                      "can only accept json format request, error: %s (line %d, column %d)",
                      jerr.text, jerr.line, jerr.column);
         json_decref(body);
+        json_release(s, &acct);
         finish(s, ctx, method, url, rt->path, 200, SX__MC_BAD_JSON);
         return send_err(c, 200, SX__MC_BAD_JSON, msg);
     }
@@ -742,30 +1231,39 @@ static enum MHD_Result answer_route(sx_server *s,
         ret = send_err(c, 500, SX__MC_UNEXPECTED, "out of memory");
     json_decref(rs.body);
     json_decref(body);
+    json_release(s, &acct); /* the DOM is gone */
     return ret;
 }
 
-static enum MHD_Result on_request(void *cls,
-                                  struct MHD_Connection *c,
-                                  const char *url,
-                                  const char *method,
-                                  const char *version,
-                                  const char *upload_data,
-                                  size_t *upload_data_size,
-                                  void **con_cls)
+static enum MHD_Result handle_request(sx_server *s,
+                                      struct MHD_Connection *c,
+                                      const char *url,
+                                      const char *method,
+                                      const char *upload_data,
+                                      size_t *upload_data_size,
+                                      void **con_cls)
 {
-    (void)version;
-    sx_server *s = cls;
     req_ctx *ctx = *con_cls;
     if (!ctx) {
         ctx = sx__calloc(1, sizeof *ctx);
         if (!ctx)
             return MHD_NO;
         ctx->t0 = now_s();
+        ctx->conn = conn_of(c);
         *con_cls = ctx;
         pthread_mutex_lock(&s->mu);
         s->inflight++;
         pthread_mutex_unlock(&s->mu);
+        conn_set(s, ctx->conn, PH_BODY);
+        bool get =
+            strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        if (atomic_load(&s->stopping) && !(get && health_path(url))) {
+            /* stopping: health routes still answer (readyz 503), nothing new starts */
+            ctx->early = true;
+            conn_set(s, ctx->conn, PH_BUSY);
+            finish(s, ctx, method, url, "other", 503, SX__MC_NOT_READY);
+            return send_err(c, 503, SX__MC_NOT_READY, "server is shutting down");
+        }
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
@@ -774,6 +1272,7 @@ static enum MHD_Result on_request(void *cls,
             unsigned long long n = strtoull(cl, &end, 10);
             if (errno == ERANGE || (end && end != cl && *end == 0 && n > s->max_body)) {
                 ctx->early = true;
+                conn_set(s, ctx->conn, PH_BUSY);
                 return answer_413(s, c, ctx, method, url, errno == ERANGE ? UINT64_MAX : n);
             }
             if (end && end != cl && *end == 0 && n > 0) {
@@ -796,6 +1295,8 @@ static enum MHD_Result on_request(void *cls,
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         ctx->seen += n;
+        if (ctx->conn)
+            atomic_fetch_add_explicit(&ctx->conn->body_bytes, n, memory_order_relaxed);
         if (ctx->too_big || ctx->seen > s->max_body) {
             ctx->too_big = true;
             sx__free(ctx->body);
@@ -823,6 +1324,7 @@ static enum MHD_Result on_request(void *cls,
     }
 
     /* final call: the whole request is here */
+    conn_set(s, ctx->conn, PH_BUSY);
     if (ctx->too_big)
         return answer_413(s, c, ctx, method, url, ctx->seen);
     if (strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0) {
@@ -865,14 +1367,40 @@ static enum MHD_Result on_request(void *cls,
     return answer_route(s, c, ctx, method, url, rt, read_only);
 }
 
+/* MHD's access handler: handle_request, with the time spent in it counted as the worker's
+ * stall (see struct worker). */
+static enum MHD_Result on_request(void *cls,
+                                  struct MHD_Connection *c,
+                                  const char *url,
+                                  const char *method,
+                                  const char *version,
+                                  const char *upload_data,
+                                  size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    sx_server *s = cls;
+    worker *w = this_worker(s);
+    uint64_t t0 = mono_ns();
+    if (w)
+        atomic_store(&w->busy_since, t0 ? t0 : 1);
+    enum MHD_Result r = handle_request(s, c, url, method, upload_data, upload_data_size, con_cls);
+    if (w) {
+        uint64_t t1 = mono_ns();
+        atomic_fetch_add(&w->stall_ns, t1 > t0 ? t1 - t0 : 0);
+        atomic_store(&w->busy_since, 0);
+    }
+    return r;
+}
+
 static void on_completed(void *cls,
                          struct MHD_Connection *c,
                          void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)c;
     (void)toe;
     sx_server *s = cls;
+    conn_set(s, conn_of(c), PH_IDLE); /* kept alive, or about to close */
     req_ctx *ctx = *con_cls;
     if (!ctx)
         return;
@@ -920,6 +1448,9 @@ static void server_free(sx_server *s)
     sx__metrics_free(s->metrics);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->reap_cv);
+    pthread_mutex_destroy(&s->conn_mu);
+    sx__free(s->workers);
     sx__free(s->creds);
     sx__free(s->data_dir);
     sx__free(s->bind_addr);
@@ -963,7 +1494,16 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
         return sx__err(SX_ENOMEM, "server: out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->reap_cv, &ca);
+    pthread_condattr_destroy(&ca);
     atomic_init(&s->stopping, false);
+    atomic_init(&s->n_workers, 0u);
+    atomic_init(&s->json_inflight, 0);
+    pthread_once(&json_alloc_once, json_alloc_install);
     s->opts = *opts;
     s->data_dir = sx__strdup(opts->data_dir);
     s->bind_addr = sx__strdup(bind);
@@ -1000,6 +1540,35 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
     if (s->max_body > SIZE_MAX / 4)
         s->max_body = SIZE_MAX / 4;
     s->json_depth = s->opts.max_json_depth;
+    if (!s->opts.max_connections_per_ip)
+        s->opts.max_connections_per_ip =
+            s->opts.max_connections > 1 ? s->opts.max_connections / 2 : 1;
+    if (!s->opts.header_timeout_s)
+        s->opts.header_timeout_s = DEFAULT_HEADER_S;
+    if (!s->opts.min_upload_bytes_per_s)
+        s->opts.min_upload_bytes_per_s = DEFAULT_MIN_RATE;
+    if (!s->opts.shutdown_grace_s)
+        s->opts.shutdown_grace_s = DEFAULT_GRACE_S;
+    if (!s->opts.max_json_bytes)
+        s->opts.max_json_bytes = DEFAULT_JSON_BYTES;
+    if (!s->opts.max_json_total_bytes)
+        s->opts.max_json_total_bytes = DEFAULT_JSON_TOTAL;
+    s->header_ns = (uint64_t)s->opts.header_timeout_s * NS_PER_S;
+    s->idle_ns = (uint64_t)s->opts.idle_timeout_s * NS_PER_S;
+    s->grace_ns = (uint64_t)s->opts.shutdown_grace_s * NS_PER_S;
+    s->min_rate = s->opts.min_upload_bytes_per_s;
+    s->json_max = s->opts.max_json_bytes;
+    s->json_total_max = s->opts.max_json_total_bytes;
+    s->n_workers_cap = s->opts.http_threads + 2;
+    s->workers = sx__calloc(s->n_workers_cap, sizeof *s->workers);
+    if (!s->workers) {
+        st = sx__err(SX_ENOMEM, "server: out of memory");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < s->n_workers_cap; i++) {
+        atomic_init(&s->workers[i].stall_ns, 0);
+        atomic_init(&s->workers[i].busy_since, 0);
+    }
 
     if (has_token) {
         st = cred_add(s, opts->auth_token, strlen(opts->auth_token), false);
@@ -1030,12 +1599,14 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
         flags |= MHD_USE_IPv6;
     if (!s->opts.quiet)
         flags |= MHD_USE_ERROR_LOG;
-    s->d = MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, s,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, sa,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->opts.max_connections,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    unsigned mhd_limit = s->opts.max_connections + CONN_RESERVE;
+    s->d =
+        MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                         mhd_log, NULL, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE,
+                         (unsigned)s->opts.http_threads, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                         on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
     if (!s->d) {
         st = sx__err(SX_EIO, "server: cannot listen on %s:%u (address in use or not available)",
                      bind, (unsigned)opts->port);
@@ -1043,6 +1614,13 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
         s->cat = NULL;
         goto fail;
     }
+    if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+        st = sx__err(SX_EIO, "server: cannot start the connection reaper thread");
+        MHD_stop_daemon(s->d);
+        s->d = NULL;
+        goto fail;
+    }
+    s->reaper_on = true;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : opts->port;
     *out = s;
@@ -1067,21 +1645,32 @@ sx_status sx_server_stop(sx_server *s)
     if (!s)
         return SX_OK;
     atomic_store(&s->stopping, true);
-    MHD_socket lfd = MHD_quiesce_daemon(s->d);
-    /* Requests already started finish; a stalled one is cut by the connection timeout. */
+    pthread_mutex_lock(&s->conn_mu);
+    s->stop_ns = mono_ns();
+    pthread_mutex_unlock(&s->conn_mu);
+    /* Still accepting: /readyz answers 503, other new requests 503. Requests being handled
+     * finish; uploads and headers still arriving after the grace are cut by the reaper. The
+     * bound covers a handler that never returns. */
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += (time_t)s->opts.idle_timeout_s + 5;
+    dl.tv_sec += (time_t)s->opts.shutdown_grace_s + (time_t)s->opts.idle_timeout_s + 5;
     pthread_mutex_lock(&s->mu);
     while (s->inflight > 0) {
         if (pthread_cond_timedwait(&s->idle, &s->mu, &dl) == ETIMEDOUT)
             break;
     }
     pthread_mutex_unlock(&s->mu);
+    MHD_socket lfd = MHD_quiesce_daemon(s->d);
     MHD_stop_daemon(s->d);
     if (lfd != MHD_INVALID_SOCKET)
         close(lfd);
     s->d = NULL;
+    pthread_mutex_lock(&s->conn_mu);
+    s->reap_stop = true;
+    pthread_cond_signal(&s->reap_cv);
+    pthread_mutex_unlock(&s->conn_mu);
+    if (s->reaper_on)
+        pthread_join(s->reaper, NULL);
     sx_status st = sx__cat_close(s->cat);
     s->cat = NULL;
     server_free(s);

@@ -695,6 +695,7 @@ static void test_connection_flood(void)
 {
     sx_server_options o = { 0 };
     o.max_connections = 4;
+    o.max_connections_per_ip = 4; /* one address may hold every slot here */
     o.http_threads = 2;
     o.idle_timeout_s = 2;
     sx_server *s = start(&o, "flood");

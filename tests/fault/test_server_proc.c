@@ -13,6 +13,10 @@
  *                         version, every acknowledged delete stayed deleted, and every batch
  *                         (acknowledged or in flight) is present entirely or not at all, with one
  *                         version. Prints the recovery time (spawn to /readyz 200) of each round.
+ *   test_sigterm_stalled_upload  an upload that stalls after its headers, then SIGTERM: /readyz
+ *                         on a new connection answers 503 at once, and the server exits within
+ *                         the shutdown grace (default 5 s) + 3 s (issue 13: it hung /readyz and
+ *                         took 61 s, the idle timeout).
  *
  * The server runs with the default sync mode (full): an acknowledged insert is durable.
  */
@@ -20,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -367,6 +372,67 @@ static void test_kill9_stream(void)
 }
 
 /* Outside a test (no harness jump target): kill and reap a leftover server. */
+static int raw_connect(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void test_sigterm_stalled_upload(void)
+{
+    snprintf(data_dir, sizeof data_dir, "%s/stall", tmp);
+    snprintf(log_path, sizeof log_path, "%s/stall.log", tmp);
+    spawn_server();
+    int up = raw_connect();
+    ASSERT(up >= 0);
+    const char *part = "POST /v2/vectordb/collections/list HTTP/1.1\r\nHost: x\r\n"
+                       "Content-Length: 1000\r\n\r\n{\"x\":\"aaaa";
+    ASSERT(send(up, part, strlen(part), MSG_NOSIGNAL) == (ssize_t)strlen(part));
+    usleep(300000);
+    double t0 = mono();
+    kill(srv_pid, SIGTERM);
+    usleep(200000);
+    /* /readyz on a new connection while the stop waits for the upload */
+    int fd = raw_connect();
+    ASSERT(fd >= 0);
+    const char *rq = "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    ASSERT(send(fd, rq, strlen(rq), MSG_NOSIGNAL) == (ssize_t)strlen(rq));
+    char out[1024] = { 0 };
+    size_t n = 0;
+    struct pollfd pf = { fd, POLLIN, 0 };
+    while (n + 1 < sizeof out && poll(&pf, 1, 1500) > 0) {
+        ssize_t r = recv(fd, out + n, sizeof out - 1 - n, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    int st = 0;
+    while (waitpid(srv_pid, &st, WNOHANG) == 0 && mono() - t0 < 70)
+        usleep(20000);
+    double secs = mono() - t0;
+    if (mono() - t0 >= 70) {
+        kill(srv_pid, SIGKILL);
+        waitpid(srv_pid, &st, 0);
+    }
+    srv_pid = -1;
+    close(up);
+    fprintf(stderr, "stalled upload: /readyz '%.12s', exit %.1f s after SIGTERM\n", out, secs);
+    ASSERT(strncmp(out, "HTTP/1.1 503", 12) == 0);
+    ASSERT(WIFEXITED(st));
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+    ASSERT(secs < 8.0);
+}
+
 static void reap_leftover(void)
 {
     if (srv_pid > 0) {
@@ -389,6 +455,9 @@ int main(void)
     tmp = test_tmpdir("server_proc");
     port = free_port();
     RUN(test_sigterm_flushes);
+    reap_leftover();
+    port = free_port();
+    RUN(test_sigterm_stalled_upload);
     reap_leftover();
     port = free_port();
     RUN(test_kill9_stream);

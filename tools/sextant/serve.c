@@ -51,12 +51,25 @@ static void serve_usage(FILE *out)
         "  --users FILE           credentials file: lines user:password or user:password:ro\n"
         "  --max-body-mb N        largest request body in MiB (default 64)\n"
         "  --threads N            HTTP worker threads (default max(16, 4 x cores))\n"
-        "  --max-connections N    concurrent connections (default 1024)\n"
+        "  --max-connections N    concurrent connections (default 1024); past it, the oldest\n"
+        "                         idle one is closed for each new one\n"
         "  --idle-timeout S       disconnect idle or slow clients after S seconds (default 60)\n"
         "  --max-response-mb N    largest search/query/get answer in MiB, estimated before the\n"
         "                         work is done (default 64)\n"
         "  --request-timeout S    deadline of a search/query/get/delete without a\n"
         "                         Request-Timeout header (default 30)\n"
+        "  --max-connections-per-ip N\n"
+        "                         connections from one client address; past it, its\n"
+        "                         oldest idle one is closed (default: half of\n"
+        "                         --max-connections)\n"
+        "  --header-timeout S     a request's line and headers must arrive within S seconds,\n"
+        "                         however slowly they trickle (default 10)\n"
+        "  --min-upload-rate N    cut a request body arriving slower than N bytes/s over a\n"
+        "                         --header-timeout window (default 1024)\n"
+        "  --shutdown-grace S     on SIGTERM, cut uploads still arriving after S seconds\n"
+        "                         (default 5)\n"
+        "  --max-json-mb N        memory the parsed JSON of one request may take, MiB (256)\n"
+        "  --max-json-total-mb N  the same for all requests in flight together, MiB (512)\n"
         "  --no-merge             do not merge concurrent searches into batches\n"
         "  --merge-wait-us N      longest a queued search waits for a free slot (50000)\n"
         "  --merge-max-nq N       query vectors per merged batch (256)\n"
@@ -73,6 +86,7 @@ int cli_serve(int argc, char **argv)
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0, resp_mb = 0, req_timeout = 0;
+    uint64_t per_ip = 0, header_s = 0, min_rate = 0, grace_s = 0, json_mb = 0, json_total_mb = 0;
     bool no_merge = false, quiet = false;
     sx_sync_mode sync = SX_SYNC_FULL;
     cli_storage sto = { 0 };
@@ -119,6 +133,12 @@ int cli_serve(int argc, char **argv)
             { "--merge-slots", 1, 4096, &merge_slots },
             { "--max-response-mb", 1, 1u << 20, &resp_mb },
             { "--request-timeout", 1, 3600, &req_timeout },
+            { "--max-connections-per-ip", 1, 1000000, &per_ip },
+            { "--header-timeout", 1, 86400, &header_s },
+            { "--min-upload-rate", 1, 1u << 30, &min_rate },
+            { "--shutdown-grace", 1, 3600, &grace_s },
+            { "--max-json-mb", 1, 1u << 20, &json_mb },
+            { "--max-json-total-mb", 1, 1u << 20, &json_total_mb },
         };
 
         bool matched = false;
@@ -168,6 +188,12 @@ int cli_serve(int argc, char **argv)
     o.http_threads = (uint32_t)threads;
     o.max_connections = (uint32_t)max_conn;
     o.idle_timeout_s = (uint32_t)idle;
+    o.max_connections_per_ip = (uint32_t)per_ip;
+    o.header_timeout_s = (uint32_t)header_s;
+    o.min_upload_bytes_per_s = (uint32_t)min_rate;
+    o.shutdown_grace_s = (uint32_t)grace_s;
+    o.max_json_bytes = json_mb << 20;
+    o.max_json_total_bytes = json_total_mb << 20;
     o.merge_disable = no_merge;
     o.merge_wait_us = (uint32_t)merge_wait;
     o.merge_max_nq = (uint32_t)merge_nq;
