@@ -75,6 +75,7 @@
 
 #include "util/alloc.h"
 #include "util/bitset.h"
+#include "util/deadline.h"
 #include "util/err.h"
 
 #define MAX_DEPTH 256
@@ -2929,6 +2930,12 @@ sx_status sx__expr_eval(const sx__expr *e, const sx__colref *cols, size_t n, uin
                    e->like_words ? (void *)(scratch + n_regs * (reg_bytes + sizeof(reg))) : NULL };
     for (size_t row0 = 0; row0 < n; row0 += CHUNK) {
         size_t m = n - row0 < CHUNK ? n - row0 : CHUNK;
+        /* the calling thread's deadline (util/deadline.h), once per chunk */
+        sx_status st = sx__deadline_check_ambient();
+        if (st != SX_OK) {
+            sx__free(scratch);
+            return st;
+        }
         (void)eval_bool(&x, root, 0, row0, m);
         /* UNKNOWN rows are already clear in t (invariant 4) */
         memcpy(out + row0 / 64, regs[0].t, nwords(m) * sizeof(uint64_t));
