@@ -193,9 +193,12 @@ static void *run_index_job(void *arg)
     search_job *j = arg;
     /* worker threads start in OTHER: their index reads (DISKANN sectors) are QUERY I/O */
     sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_QUERY);
+    /* the caller's deadline, also for the checks inside the index (graph.h) */
+    sx__deadline prev_dl = sx__deadline_install(j->dl);
     sx__hit *hits = sx__malloc(j->kk * sizeof *hits);
     if (!hits) {
         j->st = sx__err(SX_ENOMEM, "search");
+        (void)sx__deadline_install(prev_dl);
         sx_io_phase_set(prev);
         return NULL;
     }
@@ -215,6 +218,7 @@ static void *run_index_job(void *arg)
         }
     }
     sx__free(hits);
+    (void)sx__deadline_install(prev_dl);
     sx_io_phase_set(prev);
     return NULL;
 }

@@ -33,6 +33,13 @@ sx__deadline sx__deadline_get(void)
     return tl;
 }
 
+sx__deadline sx__deadline_install(sx__deadline d)
+{
+    sx__deadline prev = tl;
+    tl = d;
+    return prev;
+}
+
 void sx__deadline_report(const sx__deadline *d)
 {
     int64_t ms = (sx_clock_ns() - d->set_ns) / 1000000;
