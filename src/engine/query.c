@@ -32,7 +32,7 @@
 
 #define SX__EXACT_MAX_ROWS     2048
 #define SX__EXACT_FRACTION     0.05
-#define SX__DEADLINE_SCAN_ROWS 4096 /* exact-scan rows between two deadline checks */
+#define SX__DEADLINE_SCAN_ROWS 1024 /* exact-scan rows between two deadline checks */
 
 typedef struct cand {
     float dist;
