@@ -311,6 +311,21 @@ SX_API SX_NODISCARD sx_status sx_get(sx_collection *c,
 /* Counts rows matching `filter` (NULL/"" = all live rows). */
 SX_API SX_NODISCARD sx_status sx_count(sx_collection *c, const char *filter, uint64_t *out);
 
+/* Deadlines. sx_deadline_set installs the calling thread's deadline for engine reads:
+ * deadline_ns is a CLOCK_MONOTONIC time in nanoseconds (sx_clock_ns() + budget), 0 (or negative)
+ * = none, the default. While it is set, sx_search, sx_query, sx_count, sx_get and
+ * sx_delete_where stop with SX_ETIMEDOUT "deadline exceeded after N ms" (N: since the
+ * sx_deadline_set call) once it has passed: checked at entry, between segments, every 1024 rows
+ * of filter evaluation, per block of an exact scan, between the queries of an index search and
+ * every 1024 expansions of a filtered graph search (HNSW, HNSW_SQ, CAGRA; worker threads get it
+ * from the caller). A call that times out returns no partial result and
+ * changes nothing (sx_delete_where times out before it deletes); the collection stays usable.
+ * Returns: the previous deadline (restore it when done).
+ * Thread-safety: per thread; other threads are unaffected. */
+SX_API int64_t sx_deadline_set(int64_t deadline_ns);
+/* CLOCK_MONOTONIC now, in nanoseconds: the clock of sx_deadline_set. */
+SX_API int64_t sx_clock_ns(void);
+
 /* ---------------------------------------------------------------- indexes */
 
 typedef enum sx_index_state {

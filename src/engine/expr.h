@@ -50,7 +50,9 @@ typedef struct sx__colref {
 /* Evaluates rows [0,n) of the block; sets bit i of `out` for matching rows and clears it for the
  * others (out holds sx__bits_words(n) words, fully written). cols is indexed by field index as in
  * the schema given to parse (entries for fields the expression does not use may be zeroed).
- * Errors: SX_ENOMEM; SX_EINVAL if a column the expression reads is missing or of another type. */
+ * Errors: SX_ENOMEM; SX_EINVAL if a column the expression reads is missing or of another type;
+ * SX_ETIMEDOUT once the calling thread's deadline (util/deadline.h) has passed (checked per
+ * chunk of 1024 rows; out is then partly written). */
 SX_NODISCARD sx_status sx__expr_eval(const sx__expr *e,
                                      const sx__colref *cols,
                                      size_t n,

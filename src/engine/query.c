@@ -26,11 +26,13 @@
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/bitset.h"
+#include "util/deadline.h"
 #include "util/err.h"
 #include "vector/dist.h"
 
-#define SX__EXACT_MAX_ROWS 2048
-#define SX__EXACT_FRACTION 0.05
+#define SX__EXACT_MAX_ROWS     2048
+#define SX__EXACT_FRACTION     0.05
+#define SX__DEADLINE_SCAN_ROWS 1024 /* exact-scan rows between two deadline checks */
 
 typedef struct cand {
     float dist;
@@ -182,6 +184,7 @@ typedef struct search_job {
     cand *cands; /* per query: kk slots at q*slot_stride + *counts */
     size_t *counts;
     size_t stride;
+    sx__deadline dl; /* the caller's (workers have none of their own) */
     sx_status st;
 } search_job;
 
@@ -190,13 +193,19 @@ static void *run_index_job(void *arg)
     search_job *j = arg;
     /* worker threads start in OTHER: their index reads (DISKANN sectors) are QUERY I/O */
     sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_QUERY);
+    /* the caller's deadline, also for the checks inside the index (graph.h) */
+    sx__deadline prev_dl = sx__deadline_install(j->dl);
     sx__hit *hits = sx__malloc(j->kk * sizeof *hits);
     if (!hits) {
         j->st = sx__err(SX_ENOMEM, "search");
+        (void)sx__deadline_install(prev_dl);
         sx_io_phase_set(prev);
         return NULL;
     }
     for (size_t q = j->q0; q < j->q1 && j->st == SX_OK; q++) {
+        j->st = sx__deadline_check(&j->dl);
+        if (j->st != SX_OK)
+            break;
         sx__topk t;
         sx__topk_init(&t, hits, j->kk);
         j->st = j->idx->ops->search(j->idx->idx, j->queries + q * j->dim, j->kk, j->params,
@@ -209,6 +218,7 @@ static void *run_index_job(void *arg)
         }
     }
     sx__free(hits);
+    (void)sx__deadline_install(prev_dl);
     sx_io_phase_set(prev);
     return NULL;
 }
@@ -243,6 +253,9 @@ static sx_status search_index(sx_collection *c, search_job *base, size_t nq)
         if (jobs[t].st != SX_OK && st == SX_OK)
             st = jobs[t].st;
     }
+    /* a worker's message is on its own thread: say it again on the caller's */
+    if (st == SX_ETIMEDOUT)
+        sx__deadline_report(&base->dl);
     return st;
 }
 
@@ -264,10 +277,20 @@ static sx_status search_exact(sx_collection *c,
     sx_status st = store && heaps ? SX_OK : sx__err(SX_ENOMEM, "search");
     for (size_t q = 0; st == SX_OK && q < nq; q++)
         sx__topk_init(&heaps[q], store + q * kk, kk);
+    /* With a deadline, a chunk (a sealed segment is one) is scanned in blocks of
+     * SX__DEADLINE_SCAN_ROWS rows with a check before each; without one, in one call as before. */
+    sx__deadline dl = sx__deadline_get();
     for (size_t base = 0; st == SX_OK && base < n; base += s->chunk_rows) {
         size_t m = n - base < s->chunk_rows ? n - base : s->chunk_rows;
         const float *vecs = s->chunks[c->vf][base / s->chunk_rows];
-        st = sx__flat_scan(vecs, m, c->dim, c->metric, (uint32_t)base, allow, queries, nq, heaps);
+        size_t step = dl.at_ns ? SX__DEADLINE_SCAN_ROWS : m;
+        for (size_t r0 = 0; st == SX_OK && r0 < m; r0 += step) {
+            size_t mr = m - r0 < step ? m - r0 : step;
+            st = sx__deadline_check(&dl);
+            if (st == SX_OK)
+                st = sx__flat_scan(vecs + r0 * c->dim, mr, c->dim, c->metric, (uint32_t)(base + r0),
+                                   allow, queries, nq, heaps);
+        }
     }
     for (size_t q = 0; st == SX_OK && q < nq; q++) {
         for (size_t h = 0; h < heaps[q].n; h++) {
@@ -306,6 +329,8 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
 {
     if (!req || !req->queries || req->nq == 0)
         return sx__err(SX_EINVAL, "search needs at least one query vector");
+    if (sx__deadline_check_ambient() != SX_OK)
+        return SX_ETIMEDOUT;
     if (req->nq > 65536)
         return sx__err(SX_EINVAL, "nq %zu is over the limit of 65536", req->nq);
     if (req->k == 0 || req->k > SX_MAX_TOPK || req->offset > SX_MAX_TOPK - req->k)
@@ -373,6 +398,9 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
         size_t n = v.rows[i];
         if (n == 0)
             continue;
+        st = sx__deadline_check_ambient();
+        if (st != SX_OK)
+            break;
         uint64_t *allow = NULL;
         size_t n_allowed = n;
         if (e || atomic_load(&v.segs[i]->n_deleted) > 0) {
@@ -403,6 +431,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
                                  .cands = cands,
                                  .counts = counts,
                                  .stride = stride,
+                                 .dl = sx__deadline_get(),
                                  .st = SX_OK };
                 st = search_index(c, &j, nq);
             } else {
@@ -486,6 +515,8 @@ static sx_status query_impl(sx_collection *c,
     sx_status st = resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
     if (st != SX_OK)
         return st;
+    if (sx__deadline_check_ambient() != SX_OK)
+        return SX_ETIMEDOUT;
     sx__expr *e = NULL;
     st = parse_filter(c, filter, &e);
     if (st != SX_OK)
@@ -501,6 +532,9 @@ static sx_status query_impl(sx_collection *c,
     uint64_t skipped = 0;
     for (uint32_t i = 0; st == SX_OK && i < v.n; i++) {
         if (limit && n >= limit)
+            break;
+        st = sx__deadline_check_ambient();
+        if (st != SX_OK)
             break;
         uint64_t *allow = NULL;
         size_t n_allowed = 0;
@@ -556,6 +590,8 @@ sx_status sx_query(sx_collection *c,
 
 static sx_status count_impl(sx_collection *c, const char *filter, uint64_t *out)
 {
+    if (sx__deadline_check_ambient() != SX_OK)
+        return SX_ETIMEDOUT;
     sx__expr *e = NULL;
     sx_status st = parse_filter(c, filter, &e);
     if (st != SX_OK)
@@ -568,6 +604,9 @@ static sx_status count_impl(sx_collection *c, const char *filter, uint64_t *out)
     }
     uint64_t total = 0;
     for (size_t i = 0; st == SX_OK && i < v.n; i++) {
+        st = sx__deadline_check_ambient();
+        if (st != SX_OK)
+            break;
         if (!e) {
             total += v.rows[i] - sx__bits_count(v.segs[i]->deleted, v.rows[i]);
             continue;
@@ -610,6 +649,8 @@ static sx_status get_impl(sx_collection *c,
     sx_status st = resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
     if (st != SX_OK)
         return st;
+    if (sx__deadline_check_ambient() != SX_OK)
+        return SX_ETIMEDOUT;
     rowref *refs = sx__malloc((keys->n + 1) * sizeof *refs);
     size_t n = 0;
     if (!refs)
@@ -645,7 +686,11 @@ static sx_status get_impl(sx_collection *c,
         }
     }
     sx__mutex_unlock(&c->write_mu);
-    st = build_rowset(c, &v, refs, n, fields, n_fields, out);
+    /* the lookups are O(keys) hash probes under write_mu (not cut short there); the rowset
+     * copy after them is checked once more */
+    st = sx__deadline_check_ambient();
+    if (st == SX_OK)
+        st = build_rowset(c, &v, refs, n, fields, n_fields, out);
     sx__free(refs);
     sx__view_release(&v);
     return st;

@@ -369,8 +369,8 @@ static void test_edge_cases(void)
     ASSERT_EQ(search(idx, few.v, 50, "50", NULL, big), 20);
     ASSERT_EQ(big[0].id, 0);
     ops->free(idx);
-    /* extreme parameters: efConstruction is capped at n internally, M = 2048 */
-    idx = build(&few, SX_METRIC_L2, "2048", "2147483647", 2);
+    /* extreme parameters: the largest efConstruction (4096) is capped at n internally, M = 2048 */
+    idx = build(&few, SX_METRIC_L2, "2048", "4096", 2);
     ASSERT_EQ(search(idx, few.v, 50, "50", NULL, big), 20);
     ASSERT_EQ(big[0].id, 0);
     ops->free(idx);
@@ -453,10 +453,10 @@ static void test_params(void)
     ASSERT_STATUS(ops->search(idx, v.v, K, &ef, 1, NULL, &t), SX_EINVAL);
     ASSERT(strstr(sx_errmsg(), "ef") != NULL);
     ASSERT_EQ(t.n, 0);
-    /* default ef = max(k, 64), huge ef is capped at n */
+    /* default ef = max(k, 64), the largest ef (65536) is capped at n */
     ASSERT_OK(ops->search(idx, v.v, K, NULL, 0, NULL, &t));
     ASSERT_EQ(t.n, K);
-    ASSERT_EQ(search(idx, v.v, K, "2147483647", NULL, out), K);
+    ASSERT_EQ(search(idx, v.v, K, "65536", NULL, out), K);
     ASSERT_EQ(out[0].id, 0);
     ops->free(idx);
     free(v.v);

@@ -704,10 +704,10 @@ static void test_params(void)
     sx_param rk = { "refine_k", "0" };
     ASSERT_STATUS(ops->search(idx, v.v, K, &rk, 1, NULL, &t), SX_EINVAL);
     ASSERT_EQ(t.n, 0);
-    /* defaults; a huge ef is capped at n */
+    /* defaults; the largest ef (65536) is capped at n */
     ASSERT_OK(ops->search(idx, v.v, K, NULL, 0, NULL, &t));
     ASSERT_EQ(t.n, K);
-    ASSERT_EQ(search(idx, v.v, K, "2147483647", NULL, out), K);
+    ASSERT_EQ(search(idx, v.v, K, "65536", NULL, out), K);
     ASSERT_EQ(out[0].id, 0);
     ops->free(idx);
     free(v.v);

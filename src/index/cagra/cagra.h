@@ -86,6 +86,7 @@
 #define SX__CAGRA_ITOPK_MAX       65536u
 #define SX__CAGRA_WIDTH_DEF       1u /* cuVS search_width default */
 #define SX__CAGRA_WIDTH_MAX       1024u
+#define SX__CAGRA_ITERS_MAX       65536u /* min_iterations / max_iterations: bounds the work */
 #define SX__CAGRA_MAX_ENTRIES     16u
 /* Exact kNN graph on the CPU for the IVF_PQ route up to this many rows (O(n^2 d) SGEMM work:
  * 65536 x 128 is ~1.1e12 flops, seconds on a few cores), NN-descent above. */

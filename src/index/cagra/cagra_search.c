@@ -18,10 +18,10 @@
  *
  * Parameters (Milvus / cuVS names): itopk_size [1, 65536] (default 64; "ef" is accepted as its
  * alias, as Milvus searches an adapt_for_cpu index with ef), search_width [1, 1024] = 1,
- * max_iterations >= 0 (0 = until converged), min_iterations >= 0 (<= max_iterations when that
- * is set; on one CPU thread the search only stops when no candidate is left to expand, so it has
- * no further effect), team_size 0 | 2 | 4 | 8 | 16 | 32 (GPU warp split; ignored here). Other
- * keys are ignored, as HNSW does (generic search params reach every index type).
+ * max_iterations [0, 65536] (0 = until converged), min_iterations [0, 65536] (<= max_iterations
+ * when that is set; on one CPU thread the search only stops when no candidate is left to expand, so
+ * it has no further effect), team_size 0 | 2 | 4 | 8 | 16 | 32 (GPU warp split; ignored here).
+ * Other keys are ignored, as HNSW does (generic search params reach every index type).
  *
  * Filtered search (allow bitset): graph.h's sx__graph_filtered_search, as HNSW's: disallowed
  * rows are traversed but never returned; a min-heap of candidates and a max-heap of L allowed
@@ -86,9 +86,9 @@ static sx_status parse_search(const sx_param *p, size_t np, size_t k, sparams *o
         rc = sx__param_int(p, np, "search_width", 1, SX__CAGRA_WIDTH_MAX, SX__CAGRA_WIDTH_DEF,
                            &o->width);
     if (rc == SX_OK)
-        rc = sx__param_int(p, np, "min_iterations", 0, INT_MAX, 0, &o->min_it);
+        rc = sx__param_int(p, np, "min_iterations", 0, SX__CAGRA_ITERS_MAX, 0, &o->min_it);
     if (rc == SX_OK)
-        rc = sx__param_int(p, np, "max_iterations", 0, INT_MAX, 0, &o->max_it);
+        rc = sx__param_int(p, np, "max_iterations", 0, SX__CAGRA_ITERS_MAX, 0, &o->max_it);
     if (rc == SX_OK)
         rc = sx__param_int(p, np, "team_size", 0, 32, 0, &o->team);
     if (rc != SX_OK)

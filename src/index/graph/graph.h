@@ -82,6 +82,7 @@
 #include <string.h>
 
 #include "util/bitset.h"
+#include "util/deadline.h"
 #include "util/heap.h"
 
 /* Node ids use 31 bits: the top bit marks an entry of a search pool as expanded. */
@@ -348,8 +349,9 @@ typedef size_t (*sx__graph_gather_fn)(void *ctx, uint32_t node);
  * traversal of everything reachable from the seeds (never a hang; the engine uses exact search
  * for such filters). seeds[0..nseeds) are the start nodes with their distances (duplicates are
  * skipped). On SX_OK s->res[0..*nres) is a max-heap (sx__maxheap_sort sorts it).
- * Errors: SX_ENOMEM (the candidate heap cannot grow). Needs sx__graph_scratch_filtered(s, cap,
- * nseeds + max degree). */
+ * Errors: SX_ENOMEM (the candidate heap cannot grow), SX_ETIMEDOUT (the calling thread's
+ * deadline, util/deadline.h, checked every 1024 expansions). Needs sx__graph_scratch_filtered(s,
+ * cap, nseeds + max degree). */
 static inline __attribute__((always_inline)) sx_status
 sx__graph_filtered_search(sx__graph_scratch *s,
                           const sx__hit *seeds,
@@ -361,7 +363,7 @@ sx__graph_filtered_search(sx__graph_scratch *s,
                           const char *who,
                           size_t *nres)
 {
-    size_t nc = 0, nr = 0;
+    size_t nc = 0, nr = 0, pops = 0;
     float bound = __builtin_inff();
     sx__visited_next(&s->vis);
     for (size_t i = 0; i < nseeds; i++) {
@@ -378,6 +380,13 @@ sx__graph_filtered_search(sx__graph_scratch *s,
     while (nc > 0) {
         if (nr == cap && s->cand[0].dist > bound)
             break;
+        /* a selective filter can make this a traversal of the whole graph: the calling
+         * thread's deadline (util/deadline.h) is checked every 1024 expansions */
+        if ((++pops & 1023) == 0) {
+            sx_status dl = sx__deadline_check_ambient();
+            if (dl != SX_OK)
+                return dl;
+        }
         sx__hit c = sx__minheap_pop(s->cand, &nc);
         size_t nt = gather(ctx, c.id);
         if (nc + nt > s->cand_cap) {

@@ -55,6 +55,12 @@
 #define SX__HNSW_M_DEF     16
 #define SX__HNSW_EFC_DEF   200
 #define SX__HNSW_EF_DEF    64
+/* Work bounds (issue 13): a build costs about n x min(efConstruction, n) x M distance
+ * computations, a search about ef x M. Milvus documents efConstruction and ef as [1, int_max];
+ * 4096 is 8x the largest value Milvus 2.4 accepted (512) and 20x the default; ef goes to 65536,
+ * four times the 16,384 top-k cap (ef >= k), as DISKANN's search_list and CAGRA's itopk_size. */
+#define SX__HNSW_EFC_MAX   4096
+#define SX__HNSW_EF_MAX    65536
 #define SX__HNSW_NONE      UINT32_MAX
 /* Node ids use 31 bits: the top bit marks "expanded" in the search pool (graph.h). */
 #define SX__HNSW_MAX_N     SX__GRAPH_MAX_N

@@ -67,7 +67,7 @@ static sx_status parse_build(const sx_param *p, size_t np, long *M, long *efc)
     sx_status rc = sx__param_int(p, np, "M", SX__HNSW_M_MIN, SX__HNSW_M_MAX, SX__HNSW_M_DEF, M);
     if (rc != SX_OK)
         return rc;
-    return sx__param_int(p, np, "efConstruction", 1, INT_MAX, SX__HNSW_EFC_DEF, efc);
+    return sx__param_int(p, np, "efConstruction", 1, SX__HNSW_EFC_MAX, SX__HNSW_EFC_DEF, efc);
 }
 
 sx_status sx__hnsw_check_build_params(const sx_param *p, size_t np)
@@ -544,7 +544,7 @@ static uint64_t estimate_build_bytes(const sx_param *p, size_t np, size_t n, siz
     (void)dim;
     if (sx__param_int(p, np, "M", 2, 2048, 16, &M) != SX_OK)
         M = 16;
-    if (sx__param_int(p, np, "efConstruction", 1, 2147483647L, 200, &efc) != SX_OK)
+    if (sx__param_int(p, np, "efConstruction", 1, SX__HNSW_EFC_MAX, 200, &efc) != SX_OK)
         efc = 200;
     uint64_t nn = n, m = (uint64_t)M;
     uint64_t graph = nn * (2 * m + 1) * 4 + nn * 5 + (nn / (m - 1) + 1) * (m + 1) * 4;

@@ -275,7 +275,7 @@ static size_t gather_scored(void *vx, uint32_t c)
 static sx_status parse_ef(const sx_param *p, size_t np, size_t k, long *ef)
 {
     long def = k > SX__HNSW_EF_DEF ? (long)k : SX__HNSW_EF_DEF;
-    sx_status rc = sx__param_int(p, np, "ef", 1, INT_MAX, def, ef);
+    sx_status rc = sx__param_int(p, np, "ef", 1, SX__HNSW_EF_MAX, def, ef);
     if (rc != SX_OK)
         return rc;
     if ((size_t)*ef < k)

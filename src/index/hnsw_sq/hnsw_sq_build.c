@@ -18,7 +18,7 @@
  * searches dominate it) but gives a worse graph for the same M/efConstruction, and the build
  * speed of HNSW is the HNSW family's concern, shared by both indexes.
  *
- * Parameters (Milvus names): build M [2, 2048] (16), efConstruction [1, INT_MAX] (200),
+ * Parameters (Milvus names): build M [2, 2048] (16), efConstruction [1, 4096] (200),
  * sq_type "SQ8" (the only one), refine "true"/"false" (true: re-rank from the float vectors),
  * refine_type "FP32" (the only source: the segment's vectors); index_type / metric_type /
  * metricType are accepted and ignored. Search params: hnsw_sq_search.c.
@@ -80,7 +80,7 @@ static sx_status parse_build(const sx_param *p, size_t np, build_params *bp)
         sx__param_int(p, np, "M", SX__HNSW_M_MIN, SX__HNSW_M_MAX, SX__HNSW_M_DEF, &bp->M);
     if (rc != SX_OK)
         return rc;
-    rc = sx__param_int(p, np, "efConstruction", 1, INT_MAX, SX__HNSW_EFC_DEF, &bp->efc);
+    rc = sx__param_int(p, np, "efConstruction", 1, SX__HNSW_EFC_MAX, SX__HNSW_EFC_DEF, &bp->efc);
     if (rc != SX_OK)
         return rc;
     const char *v = param_value(p, np, "sq_type");

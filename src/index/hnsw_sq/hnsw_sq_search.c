@@ -24,7 +24,7 @@
  * connected graph (never a hang); the engine switches to exact search for those.
  *
  * Search parameters (Milvus names):
- *   ef        [1, INT_MAX], default max(k, 64); ef < k is SX_EINVAL (as HNSW);
+ *   ef        [1, 65536] (SX__HNSW_EF_MAX), default max(k, 64); ef < k is SX_EINVAL (as HNSW);
  *   refine_k  a number in [1, 65536] (Milvus's magnification factor): ncand = ceil(k * refine_k)
  *             candidates are re-ranked and the pool holds cap = max(ef, ncand) entries.
  *             Default (absent): ncand = min(ef, 2k) and cap = ef, i.e. up to 2k candidates but
@@ -302,7 +302,7 @@ typedef struct search_params {
 static sx_status parse_search(const sx_param *p, size_t np, size_t k, search_params *sp)
 {
     long def = k > SX__HNSW_EF_DEF ? (long)k : SX__HNSW_EF_DEF;
-    sx_status rc = sx__param_int(p, np, "ef", 1, INT_MAX, def, &sp->ef);
+    sx_status rc = sx__param_int(p, np, "ef", 1, SX__HNSW_EF_MAX, def, &sp->ef);
     if (rc != SX_OK)
         return rc;
     if ((size_t)sp->ef < k)
