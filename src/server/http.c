@@ -1209,7 +1209,12 @@ static enum MHD_Result answer_route(sx_server *s,
     }
 
     sx__resp rs = { 200, NULL, NULL, 0 };
+    /* The request's deadline, for the engine reads the handler makes (sx_deadline_set is per
+     * thread: this worker's, restored after). A merged search batch runs under the deadline of
+     * the request whose thread runs it. */
+    int64_t prev_deadline = sx_deadline_set(sx_clock_ns() + (int64_t)(rq.timeout_s * 1e9));
     rt->fn(&rq, &rs);
+    (void)sx_deadline_set(prev_deadline);
     if (rs.body) {
         sx__free(rs.text); /* a failure after the text was made */
         rs.text = NULL;
