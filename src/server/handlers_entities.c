@@ -800,6 +800,16 @@ static uint64_t max_response(const sx__req *rq)
                                                     : DEFAULT_MAX_RESPONSE;
 }
 
+/* At most `want` rows, and never more than the collection holds (its live rows now; rows inserted
+ * meanwhile are caught by the check on what the engine found). */
+static uint64_t at_most_rows(const coll *c, uint64_t want)
+{
+    sx_collection_info ci;
+    if (sx_collection_describe(c->h, &ci) != SX_OK)
+        return want;
+    return ci.n_rows < want ? ci.n_rows : want;
+}
+
 /* JSON bytes of one field of one row without its string contents: key, quotes, separators. */
 static uint64_t field_bytes(const sx__field_meta *fm)
 {
@@ -1460,7 +1470,8 @@ static void h_query(sx__req *rq, sx__resp *rs)
     if (!plan_outputs(rs, &c, of, true, o, false))
         goto out;
     uint64_t per_row = row_bytes(&c, o, false);
-    if (!admit_answer(rq, rs, (uint64_t)limit, per_row, 0, "limit"))
+    if (!admit_answer(rq, rs, at_most_rows(&c, (uint64_t)limit), per_row, 0,
+                      "limit, or the rows the collection holds"))
         goto out;
     sx_status st = sx_query(c.h, filter, o->eng, o->n_eng, (uint64_t)limit, (uint64_t)offset, &r);
     if (st != SX_OK) {
@@ -1981,7 +1992,8 @@ static void h_search(sx__req *rq, sx__resp *rs)
     if (!need_loaded(rs, &c))
         goto out;
     uint64_t per_row = row_bytes(&c, o, true);
-    if (!admit_answer(rq, rs, (uint64_t)nq * (uint64_t)limit, per_row, 0, "nq x limit"))
+    if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(&c, (uint64_t)limit), per_row, 0,
+                      "nq x limit, or x the rows the collection holds"))
         goto out;
 
     sx_search_req req = { .queries = q,
@@ -2009,7 +2021,7 @@ static void h_search(sx__req *rq, sx__resp *rs)
         for (;;) {
             req.k = kk;
             /* the candidates of this round are held too: bound them as an answer */
-            if (!admit_answer(rq, rs, (uint64_t)nq * kk, per_row, 0,
+            if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(&c, kk), per_row, 0,
                               "nq x the candidates a range search needs"))
                 goto out;
             st = sx_search(c.h, &req, &r);
@@ -2276,7 +2288,7 @@ static bool run_sub(sx__req *rq,
     }
     if (!make_filter(sub, rs, c, parts, &filter))
         goto out;
-    if (!admit_answer(rq, rs, (uint64_t)nq * (uint64_t)limit,
+    if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(c, (uint64_t)limit),
                       2 + field_bytes(&c->meta->fields[c->pk]) + 12 + JSON_NUM_BYTES, 0,
                       "nq x search[].limit"))
         goto out;
@@ -2369,7 +2381,8 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
         n_hits += sub_rs[i]->n_rows;
     }
     uint64_t per_row = row_bytes(&c, o, true);
-    if (!admit_answer(rq, rs, (uint64_t)nq * (uint64_t)limit, per_row, 0, "nq x limit"))
+    if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(&c, (uint64_t)limit), per_row, 0,
+                      "nq x limit"))
         goto out;
     /* fuse: every (query, key) gets the sum of its sub-search contributions */
     hits = sx__malloc((n_hits + 1) * sizeof *hits);
