@@ -78,6 +78,15 @@ typedef enum sx_metric { SX_METRIC_L2 = 0, SX_METRIC_IP = 1, SX_METRIC_COSINE = 
 #define SX_MAX_NAME    255u
 #define SX_MAX_VARCHAR 65535u
 #define SX_MAX_TOPK    16384u
+/* The largest squared L2 norm of a stored or query vector in an L2 or IP collection: 2^125
+ * (about 4.25e37; a vector of dim d may have components up to about 6.5e18 / sqrt(d)). Within it
+ * every float32 distance the engine computes is finite: ||q - x||^2 <= (||q|| + ||x||)^2 <= 2^127
+ * and |<q, x>| <= 2^125, below FLT_MAX (about 2^128), so no search can meet an overflow (an
+ * infinite distance, or inf - inf = NaN). A row like [3e38, 3e38, ...] is finite but above it:
+ * sx_insert / sx_upsert refuse the batch with SX_EINVAL naming the row, and sx_search refuses such
+ * a query likewise. COSINE collections store unit vectors (normalised in double), so any finite
+ * vector is accepted there. */
+#define SX_MAX_SQNORM  4.2535295865117308e37 /* 2^125, exactly (as a double) */
 
 typedef struct sx_field_def {
     const char *name; /* [A-Za-z_][A-Za-z0-9_]*, at most SX_MAX_NAME bytes */
@@ -222,7 +231,8 @@ typedef struct sx_keys {
 } sx_keys;
 
 /* Inserts a batch atomically: all rows or none, durable (per sync_mode) on SX_OK. Every schema
- * field must be present (the auto-id primary key must be absent). Vectors must be finite.
+ * field must be present (the auto-id primary key must be absent). Vectors must be finite and, in
+ * L2 and IP collections, of squared norm at most SX_MAX_SQNORM (2^125).
  * ids_out (optional) receives the int64 primary keys of the rows, n_rows of them (auto ids);
  * caller-allocated. Errors: SX_EINVAL (message names the field/row), SX_EEXIST (duplicate key in
  * the batch or already present: use upsert), SX_EIO, SX_ENOSPC, SX_EFATAL (sticky). */
@@ -288,7 +298,8 @@ typedef struct sx_search_req {
 
 /* Searches the nq queries. Exact on rows not covered by a finished index; an index is used on
  * segments that have one unless the filter keeps few rows (then exact search is cheaper and
- * exact). Errors: SX_EINVAL (dimension, k, params, NaN query), SX_EPARSE (filter). */
+ * exact). Errors: SX_EINVAL (dimension, k, params, NaN or infinite query, a query of squared
+ * norm above SX_MAX_SQNORM in an L2 or IP collection), SX_EPARSE (filter). */
 SX_API SX_NODISCARD sx_status sx_search(sx_collection *c,
                                         const sx_search_req *req,
                                         sx_rowset **out);

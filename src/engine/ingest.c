@@ -2,7 +2,8 @@
  * ingest.c: insert, upsert, delete and WAL replay.
  *
  * Write path (one writer per collection at a time, under write_mu):
- *   validate the batch (schema, dims, finite floats, varchar lengths, duplicate keys) ->
+ *   validate the batch (schema, dims, finite floats, squared norms within SX_MAX_SQNORM for L2
+ *   and IP, varchar lengths, duplicate keys) ->
  *   assign auto ids -> encode the record -> sx__wal_append (LSN order = apply order) ->
  *   apply to the growing segment and pk map -> unlock -> sx__wal_sync(lsn) (group commit: many
  *   writers' records share one fdatasync) -> acknowledge.
@@ -34,6 +35,9 @@ typedef struct rows {
     const void *col[SX_MAX_FIELDS];
     const char **strs[SX_MAX_FIELDS]; /* decoded varchar pointers (owned by rows_fini) */
     bool owns_strs;
+    bool over;         /* a vector's squared norm exceeds SX_MAX_SQNORM (refused unless COSINE) */
+    size_t over_row;   /* the first such row */
+    double over_norm2; /* and its squared norm */
 } rows;
 
 static void rows_fini(rows *r, size_t n_fields)
@@ -126,6 +130,8 @@ static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
                 if (!isfinite(v[i]))
                     return sx__err(SX_EINVAL, "field \"%s\": row %zu has a NaN or infinite value",
                                    c->names[f], i / c->dim);
+            r->over_row = sx__first_over_sqnorm(v, r->n, c->dim, &r->over_norm2);
+            r->over = r->over_row < r->n;
         } else if (c->types[f] == SX_FIELD_VARCHAR) {
             const char *const *s = r->col[f];
             uint32_t maxlen = c->fields[f].max_length ? c->fields[f].max_length : SX_MAX_VARCHAR;
@@ -378,6 +384,19 @@ static sx_status apply_rows(sx_collection *c, const rows *r, bool upsert)
     return st;
 }
 
+/* The squared-norm bound of sextant.h (SX_MAX_SQNORM) for L2 and IP; by the metric read under
+ * write_mu, which a metric change holds. */
+static sx_status check_sqnorm(const sx_collection *c, const rows *r)
+{
+    if (!r->over || c->metric == SX_METRIC_COSINE)
+        return SX_OK;
+    return sx__err(SX_EINVAL,
+                   "field \"%s\": row %zu has squared norm %.3g, above the limit 2^125 (%.3g, "
+                   "SX_MAX_SQNORM) of L2 and IP collections, where larger vectors would overflow "
+                   "float32 distances",
+                   c->names[c->vf], r->over_row, r->over_norm2, SX_MAX_SQNORM);
+}
+
 static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_out, bool upsert)
 {
     rows r;
@@ -393,6 +412,8 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
     for (;;) {
         sx__mutex_lock(&c->write_mu);
         st = check_writable(c);
+        if (st == SX_OK)
+            st = check_sqnorm(c, &r);
         if (st != SX_OK)
             goto unlock;
         if (atomic_load(&c->growing->n_rows) + r.n <= c->max_growing_rows)

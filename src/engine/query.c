@@ -345,6 +345,13 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     for (size_t i = 0; i < nq * dim; i++)
         if (!isfinite(req->queries[i]))
             return sx__err(SX_EINVAL, "query %zu has a NaN or infinite value", i / dim);
+    double qn2;
+    size_t over = sx__first_over_sqnorm(req->queries, nq, dim, &qn2);
+    if (over < nq && c->metric != SX_METRIC_COSINE)
+        return sx__err(SX_EINVAL,
+                       "query %zu has squared norm %.3g, above the limit 2^125 (%.3g, "
+                       "SX_MAX_SQNORM) of L2 and IP collections",
+                       over, qn2, SX_MAX_SQNORM);
     const sx__index_ops *checked = NULL;
     sx_status st = check_search_params(c, req, kk, &checked);
     if (st != SX_OK)

@@ -146,12 +146,39 @@ float sx__norm2(const float *v, size_t dim)
     return sx__dist()->ip(v, v, dim);
 }
 
+double sx__norm2_f64(const float *v, size_t dim)
+{
+    double s0 = 0.0, s1 = 0.0;
+    size_t i = 0;
+    for (; i + 2 <= dim; i += 2) {
+        s0 += (double)v[i] * (double)v[i];
+        s1 += (double)v[i + 1] * (double)v[i + 1];
+    }
+    if (i < dim)
+        s0 += (double)v[i] * (double)v[i];
+    return s0 + s1;
+}
+
+size_t sx__first_over_sqnorm(const float *v, size_t n, size_t dim, double *norm2)
+{
+    for (size_t i = 0; i < n; i++) {
+        double s = sx__norm2_f64(v + i * dim, dim);
+        if (!(s <= SX_MAX_SQNORM)) {
+            *norm2 = s;
+            return i;
+        }
+    }
+    *norm2 = 0.0;
+    return n;
+}
+
 float sx__normalize(float *v, size_t dim)
 {
     /* Not a hot path (once per inserted COSINE vector or query), so the norm is summed in double:
-     * components as small as 1e-30 or as large as 1e30 still normalise instead of under- or
-     * overflowing a float sum of squares. The scale is applied in double too, so a tiny norm does
-     * not turn 1/norm into a float infinity. */
+     * any finite components normalise instead of under- or overflowing a float sum of squares
+     * (FLT_MAX^2 * SX_MAX_DIM ~ 4e81 and the smallest denormal squared, ~2e-90, are both far
+     * inside double's range; test_vector checks both). The scale is applied in double too, so a
+     * tiny norm does not turn 1/norm into a float infinity. */
     double s0 = 0.0, s1 = 0.0;
     size_t i = 0;
     for (; i + 2 <= dim; i += 2) {

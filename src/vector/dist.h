@@ -50,5 +50,11 @@ static inline float sx__dist_to_user(sx_metric m, float d)
 float sx__normalize(float *v, size_t dim);
 /* Sum of squares (for FLAT's GEMM path). */
 float sx__norm2(const float *v, size_t dim);
+/* Sum of squares in double (each square is exact in double; the sum rounds at 2^-53, and cannot
+ * overflow for finite floats), for checks against SX_MAX_SQNORM. */
+double sx__norm2_f64(const float *v, size_t dim);
+/* The first of n vectors (dim floats each) whose squared norm exceeds SX_MAX_SQNORM (sextant.h),
+ * or n when none does; *norm2 = its squared norm. Vectors must already be finite. */
+size_t sx__first_over_sqnorm(const float *v, size_t n, size_t dim, double *norm2);
 
 #endif

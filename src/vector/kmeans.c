@@ -16,7 +16,11 @@
  *      lower at every iteration count, while k-means++ cost as much as 4 Lloyd iterations.
  *   2. Assign: for a block of rows X, T = -2 X C^T with one cblas_sgemm, then per row the argmin
  *      over j of ||c_j||^2 + T[.,j] (AVX-512 or AVX2 following vector/dist.h's ISA choice; ties
- *      to the lower index in every path, which all compute the same floats).
+ *      to the lower index in every path, which all compute the same floats). Numerics (issue
+ *      13): this expansion cancels for rows far from the origin relative to their spread, as in
+ *      FLAT's GEMM path (flat.c), but here it only picks a centroid (a near-tie may go either
+ *      way) and is never reported as a distance: IVF scans its lists with the kernels or codes.
+ *      Within SX_MAX_SQNORM (sextant.h) no term overflows, so no NaN can steer an assignment.
  *   3. Update: c_j = mean of its rows (float sums).
  *   4. Repair: each empty cluster i takes half of a cluster j chosen largest first by sum of
  *      squared errors ("split the largest", measured by SSE so a cluster of identical rows,

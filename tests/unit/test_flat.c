@@ -301,6 +301,96 @@ static void test_paths_agree(void)
     sx__free(st);
 }
 
+/* Issue 13: the GEMM path against the row path on data where the L2 expansion ||q||^2 - 2 q.x +
+ * ||x||^2 is unsafe in float.
+ *   offset:  rows and queries 1e4 + U[-1, 1] (the expansion's error ~1e3 dwarfs distances ~40,
+ *            so before the fix the batched top-k was noise, distance 0 included): every
+ *            candidate is recomputed with the kernel, so the answers are IDENTICAL to nq = 1;
+ *   near:    queries are rows of norm up to 1e6 plus noise of 1 (near duplicates far out): the
+ *            unsafe pairs recomputed, the others within 2^-10;
+ *   extreme: rows like [3e38, ...] stored before SX_MAX_SQNORM existed (norm +inf in float:
+ *            the expansion gave inf - inf = NaN, clamped to 0, so that row was top-1 at distance
+ *            0 for every query), +-3e38 alternating, 1e19: never at distance 0; IP: no NaN (a
+ *            sum of products near FLT_MAX has no meaningful float value, so the two paths'
+ *            summation orders may differ arbitrarily: the reason for SX_MAX_SQNORM).
+ * Checked for every query (L2): the distances of nq = 1 rank by rank (within 2^-10; offset:
+ * equal), no reported distance NaN, no row of norm >= 1e19 reported at a finite distance below
+ * 1e30. */
+static void test_gemm_unsafe_expansion(void)
+{
+    uint64_t s = seed + 9;
+    const size_t n = 1500, k = 12, nq = 32;
+    static const size_t dims[] = { 1, 17, 128 };
+    for (size_t di = 0; di < 3; di++) {
+        size_t dim = dims[di];
+        float *base = sx__malloc(n * dim * sizeof(float));
+        float *q = sx__malloc(nq * dim * sizeof(float));
+        sx__hit *st = sx__malloc(2 * nq * k * sizeof *st);
+        ASSERT(base && q && st);
+        for (int kind = 0; kind < 3; kind++) {
+            for (size_t i = 0; i < n * dim; i++)
+                base[i] = (kind == 0   ? 1e4f
+                           : kind == 1 ? 1e6f * test_randf(&s)
+                                       : 0.0f) +
+                          test_randf(&s) * 2.0f - 1.0f;
+            for (size_t i = 0; i < nq; i++) {
+                const float *src = base + (size_t)(test_rand(&s) % n) * dim;
+                for (size_t d = 0; d < dim; d++)
+                    q[i * dim + d] = kind == 1   ? src[d] + test_randf(&s) - 0.5f
+                                     : kind == 0 ? 1e4f + test_randf(&s) * 2.0f - 1.0f
+                                                 : test_randf(&s) * 2.0f - 1.0f;
+            }
+            if (kind == 2) {
+                for (size_t d = 0; d < dim; d++) {
+                    base[5 * dim + d] = 3e38f;
+                    base[700 * dim + d] = d % 2 ? 3e38f : -3e38f;
+                    base[1499 * dim + d] = d == 0 ? 1e19f : 0.5f;
+                }
+            }
+            for (int m = 0; m < 2; m++) {
+                sx_metric metric = m ? SX_METRIC_IP : SX_METRIC_L2;
+                if (kind < 2 && m)
+                    continue; /* no expansion for IP: the normal tests cover it */
+                sx__topk g[32], r[32];
+                for (size_t i = 0; i < nq; i++) {
+                    sx__topk_init(&g[i], st + i * k, k);
+                    sx__topk_init(&r[i], st + (nq + i) * k, k);
+                }
+                ASSERT_OK(sx__flat_scan(base, n, dim, metric, 0, NULL, q, nq, g));
+                for (size_t i = 0; i < nq; i++)
+                    ASSERT_OK(sx__flat_scan(base, n, dim, metric, 0, NULL, q + i * dim, 1, &r[i]));
+                for (size_t i = 0; i < nq; i++) {
+                    ASSERT_EQ(sx__topk_sort(&g[i]), k);
+                    ASSERT_EQ(sx__topk_sort(&r[i]), k);
+                    for (size_t j = 0; j < k; j++) {
+                        float dg = g[i].h[j].dist, dr = r[i].h[j].dist;
+                        uint32_t id = g[i].h[j].id;
+                        ASSERT(dg == dg);
+                        if (kind == 0) { /* all recomputed: the very values of nq = 1 */
+                            if (dg != dr || id != r[i].h[j].id)
+                                FAILF("dim %zu kind %d query %zu rank %zu: (%u, %.9g) batched, "
+                                      "(%u, %.9g) nq=1",
+                                      dim, kind, i, j, id, (double)dg, r[i].h[j].id, (double)dr);
+                        } else if (!m && dg != dr &&
+                                   !(fabsf(dg - dr) <= fabsf(dr) * 0x1p-9f + 1e-3f)) {
+                            FAILF("dim %zu kind %d %s query %zu rank %zu: %.9g batched, %.9g "
+                                  "nq=1",
+                                  dim, kind, m ? "IP" : "L2", i, j, (double)dg, (double)dr);
+                        }
+                        if (kind == 2 && !m && (id == 5 || id == 700 || id == 1499) && dg < 1e30f)
+                            FAILF("dim %zu: extreme row %u at %.9g for query %zu (nq=1: row %u "
+                                  "at %.9g)",
+                                  dim, id, (double)dg, i, r[i].h[j].id, (double)dr);
+                    }
+                }
+            }
+        }
+        sx__free(base);
+        sx__free(q);
+        sx__free(st);
+    }
+}
+
 static void test_gemm_enomem(void)
 {
     uint64_t s = seed + 5;
@@ -469,6 +559,7 @@ int main(void)
     RUN(test_large_k_and_many_tiles);
     RUN(test_chunks_share_heaps);
     RUN(test_paths_agree);
+    RUN(test_gemm_unsafe_expansion);
     RUN(test_gemm_enomem);
     RUN(test_edge_args);
     RUN(test_index_ops);

@@ -19,6 +19,8 @@
 #include "harness.h"
 #include "util/alloc.h"
 #include "vector/dist.h"
+#include "vector/quant_sq8.h"
+#include "vector/range.h"
 
 static uint64_t seed;
 
@@ -264,6 +266,157 @@ static void test_normalize(void)
         v[i] = 1e30f;
     ASSERT_NEAR(sx__normalize(v, 4), 2e30, 1e24);
     ASSERT_NEAR(v[3], 0.5, 1e-6);
+    /* the float extremes (issue 13): FLT_MAX-sized and denormal components, mixed, in the
+     * widest vectors: the double sum neither overflows (3.4e38^2 * 32768 ~ 4e81) nor underflows
+     * (1.4e-45^2 ~ 2e-90) */
+    static float w[SX_MAX_DIM];
+    for (size_t i = 0; i < SX_MAX_DIM; i++)
+        w[i] = i % 2 ? 3.4e38f : -3.4e38f;
+    (void)sx__normalize(w, SX_MAX_DIM);
+    ASSERT_NEAR(w[0], -1.0 / sqrt((double)SX_MAX_DIM), 1e-6);
+    for (size_t i = 0; i < 6; i++)
+        v[i] = 1.4e-45f;
+    (void)sx__normalize(v, 6);
+    ASSERT_NEAR(v[5], 1.0 / sqrt(6.0), 1e-6);
+    v[0] = 3e38f;
+    v[1] = 1.4e-45f;
+    (void)sx__normalize(v, 2);
+    ASSERT(v[0] == 1.0f && v[1] == 0.0f);
+}
+
+/* The squared-norm bound of sextant.h: SX_MAX_SQNORM is exactly 2^125; a vector at it passes,
+ * one ulp above does not; [3e38, ...] and 1e19 do not. */
+static void test_sqnorm_bound(void)
+{
+    ASSERT(SX_MAX_SQNORM == ldexp(1.0, 125));
+    float v[4] = { 0.5f, 0.25f, 0.0f, 1.0f };
+    double n2;
+    ASSERT_EQ(sx__first_over_sqnorm(v, 1, 4, &n2), 1);
+    ASSERT_NEAR(sx__norm2_f64(v, 4), 1.3125, 0.0);
+    float at[2] = { 0x1p62f, 0x1p62f }; /* 2^124 + 2^124 */
+    ASSERT_EQ(sx__first_over_sqnorm(at, 1, 2, &n2), 1);
+    float rows[3 * 2] = { 1.0f, 2.0f, 1e19f, 0.0f, 3e38f, 3e38f };
+    ASSERT_EQ(sx__first_over_sqnorm(rows, 3, 2, &n2), 1);
+    ASSERT_NEAR(n2, 1e38, 1e31);
+    at[1] = nextafterf(0x1p62f, INFINITY);
+    ASSERT_EQ(sx__first_over_sqnorm(at, 1, 2, &n2), 0);
+}
+
+/* range.h: fences are the order statistics they claim, a few outliers stay outside the range, a
+ * full tail widens it, small samples give min/max. */
+static void test_robust_range(void)
+{
+    uint64_t s = seed + 5;
+
+    enum { M = 1000 };
+
+    static float x[M * 2];
+    /* dimension 0: a permutation of 0..999; dimension 1: 0..99, each ten times */
+    for (size_t i = 0; i < M; i++) {
+        x[2 * i] = (float)i;
+        x[2 * i + 1] = (float)(i / 10);
+    }
+    for (int rep = 0; rep < 5; rep++) {
+        for (size_t i = M - 1; i > 0; i--) {
+            size_t j = test_rand(&s) % (i + 1);
+            float t = x[2 * i];
+            x[2 * i] = x[2 * j];
+            x[2 * j] = t;
+            t = x[2 * i + 1];
+            x[2 * i + 1] = x[2 * j + 1];
+            x[2 * j + 1] = t;
+        }
+        sx__range r;
+        ASSERT_OK(sx__range_init(&r, 2));
+        ASSERT_OK(sx__range_fence(&r, x, M, 2));
+        /* k = 1 + 1000/256 = 4: the 4th smallest (0-based) and 4th largest */
+        ASSERT_NEAR(r.flo[0], 4.0 - 991.0, 0.0);
+        ASSERT_NEAR(r.fhi[0], 995.0 + 991.0, 0.0);
+        ASSERT_NEAR(r.flo[1], 0.0 - 99.0, 0.0);
+        ASSERT_NEAR(r.fhi[1], 99.0 + 99.0, 0.0);
+        float lo[2], hi[2];
+        /* a few outliers beyond the fences: outside the range */
+        float out[3 * 2] = { 1e6f, -5e3f, -1e9f, 150.0f, 2000.0f, 250.0f };
+        sx__range_observe(&r, x, M, 2);
+        sx__range_observe(&r, out, 3, 2);
+        sx__range_finish(&r, lo, hi);
+        ASSERT(lo[0] == 0.0f && hi[0] == 999.0f);
+        ASSERT(lo[1] == 0.0f && hi[1] == 150.0f);
+        /* a full tail (SX__RANGE_TAIL values beyond a fence) is no outlier: widened to the
+         * TAIL-th largest (beyond the upper fence: 1e6, 2000 and these; the 32 largest are 1e6
+         * and 3036 .. 3006) */
+        for (uint32_t t = 0; t < SX__RANGE_TAIL + 5; t++) {
+            float v[2] = { 3000.0f + (float)t, 1.0f };
+            sx__range_observe(&r, v, 1, 2);
+        }
+        sx__range_finish(&r, lo, hi);
+        ASSERT(hi[0] == 3000.0f + (float)(SX__RANGE_TAIL + 5 - (SX__RANGE_TAIL - 1)) &&
+               lo[0] == 0.0f);
+        sx__range_fini(&r);
+    }
+    /* fewer than SX__RANGE_MIN_SAMPLE sample values: no fences, min/max */
+    sx__range r;
+    ASSERT_OK(sx__range_init(&r, 2));
+    ASSERT_OK(sx__range_fence(&r, x, SX__RANGE_MIN_SAMPLE - 1, 2));
+    ASSERT(isinf(r.flo[0]) && isinf(r.fhi[1]));
+    float out[2] = { 1e6f, -1e6f };
+    sx__range_observe(&r, x, 10, 2);
+    sx__range_observe(&r, out, 1, 2);
+    float lo[2], hi[2];
+    sx__range_finish(&r, lo, hi);
+    ASSERT(hi[0] == 1e6f && lo[1] == -1e6f);
+    sx__range_fini(&r);
+}
+
+/* SQ8 with outliers (issue 13): the trained ranges are those of the normal rows, the outlier
+ * rows and only they are clipped; a sparse dimension (0.5% nonzero, a full tail) keeps its
+ * nonzero values in range. */
+static void test_sq8_outliers(void)
+{
+    uint64_t s = seed + 6;
+
+    enum { N = 20000, D = 8 };
+
+    static float x[N * D];
+    for (size_t i = 0; i < (size_t)N * D; i++)
+        x[i] = test_randf(&s);
+    for (size_t i = 0; i < N; i++)
+        x[i * D + 7] = i % 200 == 3 ? 1.0f + test_randf(&s) : 0.0f;
+    static const size_t bad[3] = { 17, 9000, 19999 };
+    x[17 * D + 2] = 1e6f;
+    for (size_t d = 0; d < D; d++)
+        x[9000 * D + d] = -1e6f;
+    x[19999 * D + 5] = 1e3f;
+    sx__sq8 sq;
+    ASSERT_OK(sx__sq8_train(&sq, x, N, D, D));
+    for (size_t d = 0; d < 7; d++) {
+        ASSERT_NEAR(sq.vmin[d], 0.0, 1e-3);
+        ASSERT_NEAR(sq.vmin[d] + 255.0f * sq.scale[d], 1.0, 1e-3);
+    }
+    /* dimension 7: the sample (every 4th row) holds no nonzero value, so its fences are [0, 0];
+     * 100 values lie above: a full tail, the range reaches its 32nd largest; row 9000's -1e6 is
+     * alone below */
+    float top7 = sq.vmin[7] + 255.0f * sq.scale[7];
+    ASSERT(sq.vmin[7] == 0.0f && top7 > 1.0f && top7 < 2.0f);
+    static uint8_t codes[N * D];
+    sx__sq8_encode(&sq, x, N, D, codes);
+    size_t clipped = 0;
+    for (size_t i = 0; i < N; i++) {
+        bool c = sx__sq8_clipped(&sq, x + i * D, codes + i * D);
+        bool is_bad = i == bad[0] || i == bad[1] || i == bad[2];
+        if (is_bad)
+            ASSERT(c);
+        clipped += c;
+        if (c)
+            continue;
+        float dec[D];
+        sx__sq8_decode(&sq, codes + i * D, dec);
+        for (size_t d = 0; d < D; d++)
+            ASSERT(fabsf(dec[d] - x[i * D + d]) <= sq.scale[d] * 1.0001f); /* one step at most */
+    }
+    /* the outliers and the values above dimension 7's range (at most TAIL - 1 of them) */
+    ASSERT(clipped >= 3 && clipped <= 3 + SX__RANGE_TAIL - 1);
+    sx__sq8_fini(&sq);
 }
 
 int main(int argc, char **argv)
@@ -287,5 +440,8 @@ int main(int argc, char **argv)
     RUN(test_env_cap);
     RUN(test_for_metric);
     RUN(test_normalize);
+    RUN(test_sqnorm_bound);
+    RUN(test_robust_range);
+    RUN(test_sq8_outliers);
     return TEST_DONE();
 }

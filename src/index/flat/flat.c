@@ -21,21 +21,43 @@
  *    queries in tiles of `qt` (the qt*rt result block also fits in L2). Per row tile:
  *      xn[j] = ||x_j||^2 (L2 only);
  *      per query tile: C = alpha * Q X^T with alpha = -2 (L2) or -1 (IP/COSINE), then
- *        d = C + xn[j] + ||q||^2, clamped at 0 (L2), or d = C (IP/COSINE: -<q,x>);
- *        push d when it does not exceed the heap bound.
+ *        d = C + xn[j] + ||q||^2 (L2), or d = C (IP/COSINE: -<q,x>);
+ *        push d when it does not exceed the heap bound (L2: recomputed by the row kernel where
+ *        the expansion is unsafe, see below).
  *    With an allow bitset a tile is made of allowed rows only: when they are contiguous the
  *    base array is used in place, otherwise they are gathered into a scratch tile. So GEMM work
  *    is proportional to the allowed rows, and filtered rows can never be reported.
  *    Scratch (one 64-byte aligned block: C, norms, ids, gather tile) comes from sx__malloc_aligned
  *    per call; SX_ENOMEM when that fails, with the heaps untouched.
- *    XXX: the L2 expansion loses absolute precision ~1e-7 * (||q||^2 + ||x||^2) through
- *    cancellation, so near-duplicate rows of large norm may be ranked in a different order than
- *    the row path would rank them. Distances are clamped at 0 so they are never negative.
+ *
+ * Numerical safety of the L2 expansion (issue 13). In float the expansion cancels: its value d~
+ * differs from the exact d by at most
+ *      e = tau (||q||^2 + ||x||^2) + dim 2^-140,   tau = 1.01 (2 dim + 16) 2^-24
+ * (the inner product and both norms each err by at most gamma_dim = dim u / (1 - dim u) times
+ * ||q|| ||x|| <= (||q||^2 + ||x||^2) / 2, or times the norm; the two additions by u each on values
+ * below 2 (||q||^2 + ||x||^2), 8 u more for the rearranged compare below; gradual underflow adds
+ * at most 2^-150 per product). That error is tiny against d for most pairs but not for rows near
+ * the query relative to their norm (data far from the origin, near duplicates of large norm),
+ * where d~ can be any value in [d - e, d + e], 0 or negative included. So per pair:
+ *   - d~ - e > bound: the pair cannot enter the heap (its exact value is above the bound); most
+ *     pairs end here, after one add and one compare as before (push_l2 rearranges the test);
+ *   - d~ >= 2^10 e (and finite): d~ is used, relative error below 2^-10 (in practice ~1e-7);
+ *   - otherwise (cancellation, or a non-finite value) the pair is recomputed with the row
+ *     kernel, i.e. it gets exactly the row path's value.
+ * IP/COSINE have no expansion (d = -<q,x> from SGEMM, which errs like the kernel); a non-finite
+ * value is recomputed with the kernel too. Within SX_MAX_SQNORM (sextant.h: every stored and
+ * query vector of an L2 or IP collection) no value is ever non-finite; the recomputation keeps
+ * rows stored before that bound existed (e.g. [3e38, ...], whose norm is +inf in float and whose
+ * expansion gave inf - inf = NaN, clamped to 0: top-1 for every query) at the row path's value.
+ * So a batched search returns what one-at-a-time searches return, up to rounding of 2^-10.
  *
  * Invariants.
  * 1. A row is offered to heaps only if allow == NULL or bit id_base + i of allow is set.
  * 2. Each (query, row) pair is offered at most once per call; ids are id_base + i.
  * 3. A NaN distance is never pushed (the bound compare is false for NaN).
+ * 4. Every pushed distance is the row kernel's value for the pair, or (GEMM path, L2) within
+ *    2^-10 of the exact value, or (GEMM path, IP/COSINE) SGEMM's inner product (same error bound
+ *    as the kernel's); never a negative L2 value.
  *
  * Thread-safety: pure; the allow words are read with relaxed atomic loads because a delete bitmap
  * may be updated by the writer during a scan (bitset.h): a row deleted concurrently may or may
@@ -44,6 +66,7 @@
 #include "index/flat/flat.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -170,10 +193,21 @@ static void scan_rows(const float *base,
 
 /* ---------------------------------------------------------------- GEMM path */
 
+/* L2 expansion safety (see the header): tau of the error bound, its underflow floor, and the
+ * ratio above which the expansion's value is used. */
+#define EXP_FLOOR 0x1p-140f
+#define EXP_SAFE  1024.0f
+
+static float expansion_tau(size_t dim)
+{
+    return (float)(1.01 * (2.0 * (double)dim + 16.0) * 0x1p-24);
+}
+
 typedef struct gemm_scratch {
     float *c;      /* qt * rt results */
     float *qn;     /* nq query norms (L2) */
     float *xn;     /* rt row norms (L2) */
+    float *xm;     /* rt: (1 - tau) * xn (L2) */
     uint32_t *loc; /* rt local row indices of the current tile */
     float *gather; /* rt * dim: allowed rows copied together (only with allow) */
 } gemm_scratch;
@@ -210,10 +244,75 @@ next_tile(const uint64_t *allow, uint32_t id_base, size_t n, size_t rt, size_t *
     return cnt;
 }
 
+/* Pushes one query's row of a result tile into its heap (L2: the expansion's value, or the
+ * kernel's where it is unsafe; see the header). c = -2 <q, x_j>; xm[j] = (1 - tau) ||x_j||^2, so
+ * that c + xm[j] > bound + qe - qn is d~ - e > bound rearranged: one add and one compare per pair
+ * that cannot enter the heap (tau's slack of 8 u covers the rounding of the rearrangement). `x` is
+ * the tile, `loc`/`first` map tile rows to local row indices. */
+static void push_l2(sx__topk *h,
+                    const float *c,
+                    const float *xn,
+                    const float *xm,
+                    float qn,
+                    float tau,
+                    float floor_e,
+                    const float *q,
+                    const float *x,
+                    size_t cnt,
+                    size_t dim,
+                    sx__dist_fn fn,
+                    uint32_t id_base,
+                    const uint32_t *loc,
+                    uint32_t first)
+{
+    const float qe = tau * qn + floor_e;
+    float bound = heap_bound(h);
+    float thr = bound + qe - qn;
+    for (size_t j = 0; j < cnt; j++) {
+        if (c[j] + xm[j] > thr)
+            continue; /* NaN goes on */
+        float d = c[j] + xn[j] + qn;
+        float e = tau * xn[j] + qe;
+        if (!(d >= EXP_SAFE * e && d <= FLT_MAX))
+            d = fn(q, x + j * dim, dim);
+        if (d <= bound) {
+            sx__topk_push(h, d, id_base + (loc ? loc[j] : first + (uint32_t)j));
+            bound = heap_bound(h);
+            thr = bound + qe - qn;
+        }
+    }
+}
+
+static void push_ip(sx__topk *h,
+                    const float *c,
+                    const float *q,
+                    const float *x,
+                    size_t cnt,
+                    size_t dim,
+                    sx__dist_fn fn,
+                    uint32_t id_base,
+                    const uint32_t *loc,
+                    uint32_t first)
+{
+    float bound = heap_bound(h);
+    for (size_t j = 0; j < cnt; j++) {
+        float d = c[j];
+        if (d > bound)
+            continue; /* NaN goes on */
+        if (!(fabsf(d) <= FLT_MAX))
+            d = fn(q, x + j * dim, dim);
+        if (d <= bound) {
+            sx__topk_push(h, d, id_base + (loc ? loc[j] : first + (uint32_t)j));
+            bound = heap_bound(h);
+        }
+    }
+}
+
 static sx_status scan_gemm(const float *base,
                            size_t n,
                            size_t dim,
                            sx_metric metric,
+                           sx__dist_fn fn,
                            uint32_t id_base,
                            const uint64_t *allow,
                            const float *queries,
@@ -233,7 +332,8 @@ static sx_status scan_gemm(const float *base,
     size_t off_c = 0;
     size_t off_qn = off_c + round64(qt * rt * sizeof(float));
     size_t off_xn = off_qn + round64(nq * sizeof(float));
-    size_t off_loc = off_xn + round64(rt * sizeof(float));
+    size_t off_xm = off_xn + round64(rt * sizeof(float));
+    size_t off_loc = off_xm + round64(rt * sizeof(float));
     size_t off_gather = off_loc + round64(rt * sizeof(uint32_t));
     size_t total = off_gather + (allow ? round64(rt * dim * sizeof(float)) : 0);
     char *blk = sx__malloc_aligned(total);
@@ -243,6 +343,7 @@ static sx_status scan_gemm(const float *base,
         .c = (float *)(void *)(blk + off_c),
         .qn = (float *)(void *)(blk + off_qn),
         .xn = (float *)(void *)(blk + off_xn),
+        .xm = (float *)(void *)(blk + off_xm),
         .loc = (uint32_t *)(void *)(blk + off_loc),
         .gather = (float *)(void *)(blk + off_gather),
     };
@@ -252,6 +353,7 @@ static sx_status scan_gemm(const float *base,
             s.qn[q] = sx__norm2(queries + q * dim, dim);
     }
     const float alpha = is_l2 ? -2.0f : -1.0f;
+    const float tau = expansion_tau(dim), floor_e = (float)dim * EXP_FLOOR;
 
     size_t pos = 0;
     while (pos < n) {
@@ -280,8 +382,10 @@ static sx_status scan_gemm(const float *base,
             }
         }
         if (is_l2) {
-            for (size_t j = 0; j < cnt; j++)
+            for (size_t j = 0; j < cnt; j++) {
                 s.xn[j] = sx__norm2(x + j * dim, dim);
+                s.xm[j] = s.xn[j] - tau * s.xn[j];
+            }
         }
 
         for (size_t q0 = 0; q0 < nq; q0 += qt) {
@@ -289,22 +393,13 @@ static sx_status scan_gemm(const float *base,
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)qc, (int)cnt, (int)dim, alpha,
                         queries + q0 * dim, (int)dim, x, (int)dim, 0.0f, s.c, (int)cnt);
             for (size_t qi = 0; qi < qc; qi++) {
-                sx__topk *h = &heaps[q0 + qi];
-                const float *c = s.c + qi * cnt;
-                float bound = heap_bound(h);
-                float qn = is_l2 ? s.qn[q0 + qi] : 0.0f;
-                for (size_t j = 0; j < cnt; j++) {
-                    float d = c[j];
-                    if (is_l2) {
-                        d += s.xn[j] + qn;
-                        d = d > 0.0f ? d : 0.0f;
-                    }
-                    if (d <= bound) {
-                        uint32_t id = id_base + (loc ? loc[j] : first + (uint32_t)j);
-                        sx__topk_push(h, d, id);
-                        bound = heap_bound(h);
-                    }
-                }
+                size_t qq = q0 + qi;
+                const float *c = s.c + qi * cnt, *qv = queries + qq * dim;
+                if (is_l2)
+                    push_l2(&heaps[qq], c, s.xn, s.xm, s.qn[qq], tau, floor_e, qv, x, cnt, dim, fn,
+                            id_base, loc, first);
+                else
+                    push_ip(&heaps[qq], c, qv, x, cnt, dim, fn, id_base, loc, first);
             }
         }
     }
@@ -338,5 +433,5 @@ sx_status sx__flat_scan(const float *base,
         scan_rows(base, n, dim, fn, id_base, allow, queries, nq, heaps);
         return SX_OK;
     }
-    return scan_gemm(base, n, dim, metric, id_base, allow, queries, nq, heaps);
+    return scan_gemm(base, n, dim, metric, fn, id_base, allow, queries, nq, heaps);
 }

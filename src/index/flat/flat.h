@@ -4,8 +4,10 @@
  *
  * One query: SIMD kernel per row (sx__dist). Several queries (nq >= SX__FLAT_GEMM_MIN_NQ): blocked
  * OpenBLAS SGEMM computing <q,x> for a tile of queries x rows, then ||x||^2 - 2<q,x> + ||q||^2 for
- * L2 (norms computed per tile). Results are pushed into caller-owned top-k heaps, so a caller can
- * scan several blocks (segment chunks) into the same heaps.
+ * L2 (norms computed per tile; pairs where that expansion's rounding bound is not small against
+ * its value are recomputed with the row kernel, so a batch returns what single queries return,
+ * flat.c). Results are pushed into caller-owned top-k heaps, so a caller can scan several blocks
+ * (segment chunks) into the same heaps.
  */
 #ifndef SX_INDEX_FLAT_H
 #define SX_INDEX_FLAT_H

@@ -18,9 +18,14 @@
  *   hnsw_sq_search.c  greedy descent + pool ef-search on code distances, filtered search, refine
  *   hnsw_sq_io.c      serialize / deserialize (byte format there) and sx__hnsw_sq_check
  *
- * The quantizer (SQ8). Per dimension d an affine map trained on the rows' min/max:
+ * The quantizer (SQ8). Per dimension d an affine map trained on the rows' range, min/max but
+ * robust to outliers (vector/range.h: a few extreme values per dimension stay outside it):
  *   x_d ~ x'_d = a_d + s_d c_d,  c_d = round((x_d - a_d) / s_d) in [0, 255],
  *   s_d = (max_d - a_d) / 255.
+ * A row with a value outside the range (clamped: its code is off by more than s_d there, the rule
+ * of sx__sq8_clipped) is "clipped": its record's norm is NaN, so its code distance is NaN, and
+ * every search site replaces it by the exact distance from the float vector (sx__hsq_fix). The
+ * flag is derived from the codes and the vectors, at build and load alike (not serialized).
  * Distances are computed around a centre mu (L2: mu_d = a_d + 127.5 s_d, the middle of the code
  * range; IP/COSINE: mu = 0). A query q is prepared once: u = q - mu, w_d = s_d u_d is scaled to
  * int8, w_d ~ t w8_d with t = max|w| / 127 (w8 in [-127, 127]), B = sum (a_d - mu_d) u_d. Then
@@ -62,8 +67,6 @@
  * Search never reads out of bounds on an index satisfying 1-4 and 6.
  *
  * Known weaknesses:
- *   XXX min/max ranges: one outlier stretches its dimension's step for every row (percentile
- *       clipping would code heavy-tailed data better; the exact re-rank hides most of the loss).
  *   XXX only sq_type SQ8: a 4-bit code (half the bytes per visited node) would help data sets
  *       that do not fit in cache, at the price of more re-ranking.
  *   XXX a dimension whose range dwarfs the others' (1e15 next to 1) leaves the code distances of
@@ -210,24 +213,34 @@ SX_NODISCARD sx_status sx__hnsw_sq_alloc_up(sx__hnsw_sq *h);
 size_t sx__hnsw_sq_rec_bytes(size_t dim, uint32_t M0, size_t *norm_off, size_t *links_off);
 
 /* Quantizer (hnsw_sq_quant.c). */
-/* Trains a_d, s_d on the n rows (min/max per dimension; non-finite values ignored), then
- * sx__hsq_derive. */
-void sx__hsq_train(sx__hnsw_sq *h);
+/* Trains a_d, s_d on the n rows (robust ranges per dimension, range.h; non-finite values
+ * ignored), then sx__hsq_derive. Errors: SX_ENOMEM. */
+SX_NODISCARD sx_status sx__hsq_train(sx__hnsw_sq *h);
 /* Sets mu and a - mu from a, s and the metric (after training or loading). */
 void sx__hsq_derive(sx__hnsw_sq *h);
 /* Encodes row x into node id's record and sets its norm. */
 void sx__hsq_encode(sx__hnsw_sq *h, uint32_t id, const float *x);
-/* Recomputes node id's norm from its code (deserialize). */
-void sx__hsq_set_norm(sx__hnsw_sq *h, uint32_t id);
+/* Sets node id's norm from its code, NaN when the code is clipped for its vector x (encode,
+ * deserialize). */
+void sx__hsq_set_norm(sx__hnsw_sq *h, uint32_t id, const float *x);
 /* Prepares query q (see the header comment); out->q8 must point to sx__hsq_q8_bytes(dim) bytes.
  */
 void sx__hsq_prepare(const sx__hnsw_sq *h, const float *q, sx__hsq_query *out);
 
-/* Code distance of node id (scalar-free fast path through h->kern). */
+/* Code distance of node id (scalar-free fast path through h->kern); NaN for a clipped node. */
 static inline float sx__hsq_dist(const sx__hnsw_sq *h, const sx__hsq_query *q, uint32_t id)
 {
     int32_t dot = h->kern->dot(sx__hsq_code(h, id), q->q8, h->dim);
     return sx__hsq_norm(h, id) + q->c0 + q->c1 * (float)dot;
+}
+
+/* d, a code distance of node id, or the exact distance from `query` when d is NaN (id is
+ * clipped). */
+static inline float sx__hsq_fix(const sx__hnsw_sq *h, const float *query, uint32_t id, float d)
+{
+    if (__builtin_expect(d == d, 1))
+        return d;
+    return h->dist(query, h->vecs + (size_t)id * h->dim, h->dim);
 }
 
 /* Structural invariants 1-6. SX_OK or SX_ECORRUPT naming the first violation; SX_ENOMEM if the

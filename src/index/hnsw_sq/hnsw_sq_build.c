@@ -36,6 +36,7 @@
 #include "index/hnsw_sq/hnsw_sq.h"
 #include "util/alloc.h"
 #include "util/err.h"
+#include "vector/range.h"
 
 #define CANCEL_ROWS 4096u
 
@@ -236,7 +237,8 @@ static uint64_t estimate_build_bytes(const sx_param *p, size_t np, size_t n, siz
     }
     size_t no, lo;
     uint64_t rec = nn * sx__hnsw_sq_rec_bytes(dim, (uint32_t)M0, &no, &lo);
-    return graph + rec + nn * 5 + up + 4 * ((uint64_t)dim * 4 + 64) + 4096;
+    return graph + rec + nn * 5 + up + 4 * ((uint64_t)dim * 4 + 64) +
+           sx__range_train_bytes(n, dim) + 4096;
 }
 
 /* ---------------------------------------------------------------- build */
@@ -255,7 +257,9 @@ static sx_status relayout(sx__hnsw_sq *h, const sx__hnsw *g, const sx__build_ctx
         return rc;
     h->entry = g->entry;
     h->max_level = g->max_level;
-    sx__hsq_train(h);
+    rc = sx__hsq_train(h);
+    if (rc != SX_OK)
+        return rc;
     for (size_t i = 0; i < h->n; i++) {
         if (i % CANCEL_ROWS == 0 && canceled(ctx))
             return sx__err(SX_ECANCELED, "HNSW_SQ build canceled");

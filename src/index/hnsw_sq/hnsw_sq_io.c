@@ -26,7 +26,9 @@
  *   ...     n*dim    codes, node order
  *   end-4   4        CRC-32C of every preceding byte of the record
  * The per-node norms of L2 are not stored: load recomputes them from the codes with the same
- * function as the build, so a loaded index returns bit-identical results.
+ * function as the build, and the clipped flag (NaN norm, hnsw_sq.h) from the codes and the
+ * borrowed vectors, so a loaded index returns bit-identical results. (Files written before the
+ * robust ranges load as they were: their min/max ranges clip nothing.)
  *
  * Loading validates everything before the index is used: the CRC, the header against the
  * caller's n/dim/metric, the quantizer, every count against its bound while decoding (no write
@@ -147,7 +149,7 @@ static sx_status decode_body(sx__hnsw_sq *h, sx__rbuf *r)
         if (!c)
             return sx__err(SX_ECORRUPT, "HNSW_SQ index: truncated codes");
         memcpy(h->rec + i * h->rec_bytes, c, dim);
-        sx__hsq_set_norm(h, (uint32_t)i);
+        sx__hsq_set_norm(h, (uint32_t)i, h->vecs + i * dim);
     }
     return SX_OK;
 }

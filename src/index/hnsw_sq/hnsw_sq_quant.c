@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "index/hnsw_sq/hnsw_sq.h"
+#include "vector/range.h"
 
 /* ---------------------------------------------------------------- scalar */
 
@@ -438,24 +439,25 @@ const sx__hsq_kernels *sx__hsq_kernels_get(void)
 
 /* ---------------------------------------------------------------- training, coding */
 
-void sx__hsq_train(sx__hnsw_sq *h)
+sx_status sx__hsq_train(sx__hnsw_sq *h)
 {
-    size_t dim = h->dim;
+    size_t dim = h->dim, n = h->n;
     float *lo = h->qmin, *hi = h->qscale; /* qscale holds the maxima until the end */
-    for (size_t d = 0; d < dim; d++) {
-        lo[d] = INFINITY;
-        hi[d] = -INFINITY;
+    /* outlier-robust ranges (vector/range.h): fences from evenly spaced rows, then all rows */
+    sx__range r;
+    sx_status rc = sx__range_init(&r, dim);
+    if (rc != SX_OK)
+        return rc;
+    size_t ns = sx__range_sample_rows(n, dim);
+    if (ns > 0)
+        rc = sx__range_fence(&r, h->vecs, ns, dim * (n / ns));
+    if (rc != SX_OK) {
+        sx__range_fini(&r);
+        return rc;
     }
-    for (size_t i = 0; i < h->n; i++) {
-        const float *x = h->vecs + i * dim;
-        for (size_t d = 0; d < dim; d++) {
-            float v = x[d];
-            if (!isfinite(v))
-                continue;
-            lo[d] = v < lo[d] ? v : lo[d];
-            hi[d] = v > hi[d] ? v : hi[d];
-        }
-    }
+    sx__range_observe(&r, h->vecs, n, dim);
+    sx__range_finish(&r, lo, hi);
+    sx__range_fini(&r);
     for (size_t d = 0; d < dim; d++) {
         if (!(lo[d] <= hi[d])) { /* never observed */
             lo[d] = 0.0f;
@@ -467,6 +469,7 @@ void sx__hsq_train(sx__hnsw_sq *h)
         hi[d] = isfinite(s) ? s : 0.0f;
     }
     sx__hsq_derive(h);
+    return SX_OK;
 }
 
 void sx__hsq_derive(sx__hnsw_sq *h)
@@ -490,10 +493,24 @@ static float decoded_norm(const sx__hnsw_sq *h, const uint8_t *code)
     return (float)s;
 }
 
-void sx__hsq_set_norm(sx__hnsw_sq *h, uint32_t id)
+/* x's code misrepresents it by more than a step somewhere (a clamped outlier, or a non-finite
+ * value): see sx__sq8_clipped, the same rule. */
+static bool clipped(const sx__hnsw_sq *h, const uint8_t *code, const float *x)
+{
+    for (size_t d = 0; d < h->dim; d++) {
+        float s = h->qscale[d];
+        if (!(fabsf(x[d] - (h->qmin[d] + (float)code[d] * s)) <= s))
+            return true;
+    }
+    return false;
+}
+
+void sx__hsq_set_norm(sx__hnsw_sq *h, uint32_t id, const float *x)
 {
     uint8_t *r = h->rec + (size_t)id * h->rec_bytes;
     float nv = h->metric == SX_METRIC_L2 ? decoded_norm(h, r) : 0.0f;
+    if (clipped(h, r, x))
+        nv = NAN; /* the code distance is NaN: searches use the exact one (sx__hsq_fix) */
     memcpy(r + h->norm_off, &nv, sizeof nv);
 }
 
@@ -506,7 +523,7 @@ void sx__hsq_encode(sx__hnsw_sq *h, uint32_t id, const float *x)
         c = c < 0.0f ? 0.0f : (c > 255.0f ? 255.0f : c);
         r[d] = (uint8_t)c;
     }
-    sx__hsq_set_norm(h, id);
+    sx__hsq_set_norm(h, id, x);
 }
 
 void sx__hsq_prepare(const sx__hnsw_sq *h, const float *q, sx__hsq_query *out)

@@ -16,6 +16,10 @@
  *      exact distance from the borrowed float vectors (prefetch: refine()); the k best go to the
  *      caller's top-k with EXACT distances. With refine=false (build param) the k best code
  *      distances are returned as they are.
+ * A clipped node (an outlier beyond the quantizer's ranges, hnsw_sq.h) has a NaN code distance;
+ * every site that computes one (the entry seed, greedy, expand, gather_scored) takes the exact
+ * distance instead (sx__hsq_fix), so an outlier is neither reported nor steered to at the
+ * distance of its clamped code.
  *
  * Filtered search (`allow`): rows not allowed are traversed (they keep the graph connected) but
  * never enter the results: the two-heap form of Alg. 2 (candidates C, allowed results W with at
@@ -154,6 +158,7 @@ static inline size_t gather(const sx__hnsw_sq *h, scratch *s, const uint32_t *ll
 static uint32_t greedy(const sx__hnsw_sq *h,
                        scratch *s,
                        const sx__hsq_query *q,
+                       const float *query,
                        uint32_t cur,
                        float *cur_dist,
                        uint32_t top)
@@ -174,7 +179,7 @@ static uint32_t greedy(const sx__hnsw_sq *h,
             for (uint32_t j = 0; j < cnt; j++) {
                 float nv;
                 memcpy(&nv, base + (size_t)ll[1 + j] * stride + norm_off, sizeof nv);
-                float d = nv + q->c0 + q->c1 * (float)s->dots[j];
+                float d = sx__hsq_fix(h, query, ll[1 + j], nv + q->c0 + q->c1 * (float)s->dots[j]);
                 if (d < cd) {
                     cd = d;
                     best = ll[1 + j];
@@ -196,15 +201,17 @@ typedef struct sctx {
     const sx__hnsw_sq *h;
     scratch *s;
     const sx__hsq_query *q;
+    const float *query; /* the float query: exact distances of clipped nodes */
     size_t cap;
     const uint8_t *base;
     size_t stride, norm_off;
     float c0, c1;
 } sctx;
 
-static inline sctx make_ctx(const sx__hnsw_sq *h, scratch *s, const sx__hsq_query *q, size_t cap)
+static inline sctx
+make_ctx(const sx__hnsw_sq *h, scratch *s, const sx__hsq_query *q, const float *query, size_t cap)
 {
-    sctx x = { h, s, q, cap, h->rec, h->rec_bytes, h->norm_off, q->c0, q->c1 };
+    sctx x = { h, s, q, query, cap, h->rec, h->rec_bytes, h->norm_off, q->c0, q->c1 };
     return x;
 }
 
@@ -218,12 +225,12 @@ static inline __attribute__((always_inline)) size_t gather_dots(const sctx *x, u
     return nt;
 }
 
-/* The code distance of gathered id `id` with dot product `dot`. */
+/* The code distance of gathered id `id` with dot product `dot` (exact for a clipped node). */
 static inline float code_dist(const sctx *x, uint32_t id, int32_t dot)
 {
     float nv;
     memcpy(&nv, x->base + (size_t)id * x->stride + x->norm_off, sizeof nv);
-    return nv + x->c0 + x->c1 * (float)dot;
+    return sx__hsq_fix(x->h, x->query, id, nv + x->c0 + x->c1 * (float)dot);
 }
 
 /* graph.h's sx__graph_expand_fn for level 0. */
@@ -368,12 +375,12 @@ sx_status sx__hnsw_sq_search(const sx__index *idx,
     /* level 0 starts from the descent's result and from the entry point (see the header) */
     sx__hit seeds[2];
     seeds[1].id = h->entry;
-    seeds[1].dist = sx__hsq_dist(h, &q, h->entry);
+    seeds[1].dist = sx__hsq_fix(h, query, h->entry, sx__hsq_dist(h, &q, h->entry));
     seeds[0] = seeds[1];
     if (h->max_level > 0)
-        seeds[0].id = greedy(h, s, &q, h->entry, &seeds[0].dist, h->max_level);
+        seeds[0].id = greedy(h, s, &q, query, h->entry, &seeds[0].dist, h->max_level);
 
-    sctx x = make_ctx(h, s, &q, cap);
+    sctx x = make_ctx(h, s, &q, query, cap);
     const sx__hit *cands;
     size_t size = 0;
     if (allow) {

@@ -27,6 +27,9 @@
  *              256, nprobe 4): 1875 vs 1506. The copy is not serialized: load rebuilds it from
  *              the borrowed vectors and the ids.
  *   SQ8        codes: n x dim bytes in list order; sq: the per-dimension ranges of the residuals
+ *              (outlier-robust, vector/range.h); sq_exact: a bit per list position whose residual
+ *              lies outside them (clamped code), scanned with exact distances from the vectors
+ *              instead of its code (sx__ivf_sq8_flag, at build and load)
  *   PQ         codes in blocks of SX__IVF_PQ_BLOCK vectors, transposed inside a block: block b
  *              of list l (blocks [blk[l], blk[l+1])) holds m x 32 bytes, byte j*32 + t = code j
  *              of the list's vector 32*b + t (padding vectors: code 0, never reported). One
@@ -103,7 +106,10 @@ typedef struct sx__ivf {
     uint32_t *ids;        /* n; owned */
     /* SQ8 */
     sx__sq8 sq;
-    uint8_t *sq_codes; /* n*dim; owned */
+    uint8_t *sq_codes;  /* n*dim; owned */
+    uint64_t *sq_exact; /* list positions whose code is clipped (sx__sq8_clipped): n bits, NULL
+                           when none; owned. Not serialized: derived from codes and vectors. */
+    size_t sq_n_exact;
     /* PQ */
     uint32_t m; /* sub-quantizers (0 unless PQ) */
     sx__pq pq;
@@ -135,6 +141,9 @@ sx_status sx__ivf_finish_flat(sx__ivf *v);
  * derived search structures: the transposed PQ blocks (from `rowcodes`, n*m bytes, borrowed) and
  * the L2 terms. Used by build and deserialize. Errors: SX_ENOMEM. */
 sx_status sx__ivf_finish_pq(sx__ivf *v, const uint8_t *rowcodes);
+/* SQ8: sets sq_exact from the codes, the vectors and the lists (sx__sq8_clipped of each row's
+ * residual), at build and load alike. Needs valid off/ids (sx__ivf_check). Errors: SX_ENOMEM. */
+sx_status sx__ivf_sq8_flag(sx__ivf *v);
 /* Copies the PQ codes of list position p (row-major, m bytes) out of the blocked layout. */
 void sx__ivf_pq_code_at(const sx__ivf *v, uint32_t list, size_t p, uint8_t *out);
 

@@ -53,6 +53,7 @@
 #include "util/alloc.h"
 #include "util/err.h"
 #include "vector/kmeans.h"
+#include "vector/range.h"
 
 #define DEFAULT_SEED     0x1F5EED5Eull
 #define ASSIGN_BLOCK     ((size_t)65536)
@@ -211,7 +212,11 @@ static uint64_t estimate(sx__ivf_kind kind, size_t nlist_param, size_t m, size_t
     size_t enc_rows = (size_t)SX__IVF_MAX_THREADS * SX__IVF_ENCODE_CHUNK;
     uint64_t scratch = (uint64_t)(n < enc_rows ? n : enc_rows) * dim * 4;
     if (kind == SX__IVF_KIND_SQ8) {
-        uint64_t codes = (uint64_t)n * dim + (uint64_t)dim * 8 + 128;
+        /* training the robust ranges (range.h) on the residuals, then codes and their flags */
+        uint64_t ranges = (uint64_t)dim * 8 + 128;
+        peak = max_u64(peak, built + ranges + sx__range_train_bytes(n, dim) +
+                                 (uint64_t)SX__IVF_ENCODE_CHUNK * dim * 4 + 64);
+        uint64_t codes = (uint64_t)n * dim + ranges + ((uint64_t)n + 63) / 64 * 8 + dim * 4;
         return max_u64(peak, built + codes + scratch);
     }
     /* PQ */
@@ -278,6 +283,7 @@ void sx__ivf_free(sx__index *idx)
     sx__free(v->ids);
     sx__sq8_fini(&v->sq);
     sx__free(v->sq_codes);
+    sx__free(v->sq_exact);
     if (v->pq.centroids)
         sx__pq_fini(&v->pq);
     sx__free(v->blk);
@@ -298,6 +304,8 @@ size_t sx__ivf_memory_bytes(const sx__index *idx)
         b += v->n * v->dim * sizeof(float);
     if (v->kind == SX__IVF_KIND_SQ8)
         b += v->n * v->dim + (size_t)v->sq.dim * 2 * sizeof(float);
+    if (v->sq_exact)
+        b += (v->n + 63) / 64 * sizeof(uint64_t);
     if (v->kind == SX__IVF_KIND_PQ) {
         b += sx__pq_memory_bytes(&v->pq);
         if (v->blk) {
@@ -535,9 +543,60 @@ static sx_status make_lists(sx__ivf *v, uint32_t *assign, const sx__build_ctx *c
     return SX_OK;
 }
 
+sx_status sx__ivf_sq8_flag(sx__ivf *v)
+{
+    sx__free(v->sq_exact);
+    v->sq_exact = NULL;
+    v->sq_n_exact = 0;
+    size_t dim = v->dim, words = (v->n + 63) / 64;
+    if (v->n == 0)
+        return SX_OK;
+    uint64_t *bits = sx__calloc(words, sizeof *bits);
+    float *r = sx__malloc(dim * sizeof *r);
+    if (!bits || !r) {
+        sx__free(bits);
+        sx__free(r);
+        return sx__err(SX_ENOMEM, "IVF_SQ8: out of memory");
+    }
+    size_t cnt = 0;
+    for (uint32_t l = 0; l < v->nlist; l++) {
+        const float *c = v->centroids + (size_t)l * dim;
+        for (size_t p = v->off[l]; p < v->off[l + 1]; p++) {
+            const float *x = v->vecs + (size_t)v->ids[p] * dim;
+            for (size_t d = 0; d < dim; d++)
+                r[d] = x[d] - c[d]; /* as residuals() computes it */
+            if (sx__sq8_clipped(&v->sq, r, v->sq_codes + p * dim)) {
+                bits[p >> 6] |= (uint64_t)1 << (p & 63);
+                cnt++;
+            }
+        }
+    }
+    sx__free(r);
+    if (cnt == 0) {
+        sx__free(bits);
+        bits = NULL;
+    }
+    v->sq_exact = bits;
+    v->sq_n_exact = cnt;
+    return SX_OK;
+}
+
 static sx_status build_sq8(sx__ivf *v, const uint32_t *assign, const sx__build_ctx *ctx)
 {
     sx_status rc = sx__sq8_init(&v->sq, v->dim);
+    if (rc != SX_OK)
+        return rc;
+    /* fences from evenly spaced list positions (every list contributes) */
+    size_t ns = sx__range_sample_rows(v->n, v->dim);
+    float *smp = sx__malloc_aligned((ns ? ns : 1) * v->dim * sizeof(float));
+    if (!smp)
+        return sx__err(SX_ENOMEM, "IVF_SQ8: out of memory");
+    for (size_t i = 0; i < ns; i++) {
+        size_t p = (size_t)((unsigned __int128)i * v->n / ns);
+        residuals(v, assign, p, p + 1, smp + i * v->dim);
+    }
+    rc = sx__sq8_fence(&v->sq, smp, ns, v->dim);
+    sx__free_aligned(smp);
     if (rc != SX_OK)
         return rc;
     float *buf = sx__malloc_aligned((size_t)SX__IVF_ENCODE_CHUNK * v->dim * sizeof(float));
@@ -555,7 +614,8 @@ static sx_status build_sq8(sx__ivf *v, const uint32_t *assign, const sx__build_c
     v->sq_codes = sx__malloc(v->n * v->dim);
     if (!v->sq_codes)
         return sx__err(SX_ENOMEM, "IVF_SQ8: cannot allocate %zu bytes of codes", v->n * v->dim);
-    return encode_all(v, assign, v->sq_codes, v->dim, ctx);
+    rc = encode_all(v, assign, v->sq_codes, v->dim, ctx);
+    return rc == SX_OK ? sx__ivf_sq8_flag(v) : rc;
 }
 
 static sx_status

@@ -245,6 +245,8 @@ sx_status sx__ivf_deserialize(sx__ivf_kind kind,
         goto fail;
     }
     rc = sx__ivf_check((const sx__index *)(void *)v);
+    if (rc == SX_OK && kind == SX__IVF_KIND_SQ8)
+        rc = sx__ivf_sq8_flag(v);
     if (rc != SX_OK)
         goto fail;
     *out = (sx__index *)(void *)v;

@@ -20,7 +20,9 @@
  *   FLAT  dist(q, x) with the vector/dist.h kernel: identical to FLAT's values, so nprobe =
  *         nlist returns exactly FLAT's result;
  *   SQ8   L2: ||(q - c) - r'||^2 (quant_sq8.h prepares q - c - vmin once per list);
- *         IP: -<q, c> - <q, r'> (the first term is the coarse distance);
+ *         IP: -<q, c> - <q, r'> (the first term is the coarse distance); rows whose code is
+ *         clipped (sq_exact: an outlier beyond the robust ranges) get dist(q, x) from the
+ *         vectors instead, so an outlier is never reported at its clamped code's distance;
  *   PQ    asymmetric distance computation (ADC) with ONE table per query: dist = base + term +
  *         sum_j T[j][code_j]. L2: T = -2 <q_j, p_js>, base = ||q - c||^2, term = ||r'||^2 +
  *         2 <c, r'> stored per row (ivf.h); IP: T = -<q_j, p_js>, base = -<q, c>, no term.
@@ -329,6 +331,7 @@ static void scan_sq8(query *qy, uint32_t l, float cd)
     const uint64_t *allow = qy->allow;
     sx__topk *h = qy->h;
     float bound = sx__topk_bound(h);
+    const uint64_t *ex = v->sq_exact;
     if (v->metric == SX_METRIC_L2) {
         for (size_t d = 0; d < dim; d++)
             qy->prep[d] = qy->q[d] - c[d] - v->sq.vmin[d];
@@ -337,7 +340,8 @@ static void scan_sq8(query *qy, uint32_t l, float cd)
             uint32_t id = ids[p];
             if (allow && !sx__bits_test(allow, id))
                 continue;
-            float d = l2(qy->prep, scale, v->sq_codes + p * dim, dim);
+            float d = ex && sx__bits_test(ex, p) ? v->dist(qy->q, v->vecs + (size_t)id * dim, dim)
+                                                 : l2(qy->prep, scale, v->sq_codes + p * dim, dim);
             if (d <= bound) {
                 sx__topk_push(h, d, id);
                 bound = sx__topk_bound(h);
@@ -351,7 +355,8 @@ static void scan_sq8(query *qy, uint32_t l, float cd)
         uint32_t id = ids[p];
         if (allow && !sx__bits_test(allow, id))
             continue;
-        float d = base - dot(qy->prep, v->sq_codes + p * dim, dim);
+        float d = ex && sx__bits_test(ex, p) ? v->dist(qy->q, v->vecs + (size_t)id * dim, dim)
+                                             : base - dot(qy->prep, v->sq_codes + p * dim, dim);
         if (d <= bound) {
             sx__topk_push(h, d, id);
             bound = sx__topk_bound(h);
