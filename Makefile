@@ -26,7 +26,8 @@ test: all
 
 # ThreadSanitizer pass over the concurrency-relevant tests (the stress and model tests, the
 # engine, compaction, the lock-rank checker, group-commit WAL, the block cache, the search merger,
-# the server, the graph builds' property test, kill -9 recovery). RelWithDebInfo keeps SX_DEBUG,
+# the server, the graph builds' property test, kill -9 recovery, the server's connection reaper,
+# database drop with requests in flight, deadlines in the engine's worker threads). RelWithDebInfo keeps SX_DEBUG,
 # so the lock-rank checker runs here too. OPENBLAS_NUM_THREADS=1: OpenBLAS's own thread pool
 # hands sgemm results back through spin-waits in uninstrumented code, so TSan reports every read
 # of them (seen: test_flat, test_kmeans, test_cagra); with one thread sgemm runs on the caller.
@@ -38,7 +39,7 @@ test: all
 # nothing crosses threads there; DISKANN reads with pread here, through the same scratch and
 # thread-local code, and the release and ASan passes run the io_uring path.
 # tests/tsan.supp lists third-party suppressions only, each justified there.
-TSAN_TESTS ?= test_stress|test_model|test_engine$$|test_compact|test_lockrank|test_wal|test_blockcache|test_merge|test_server_entities|test_server_collections|test_server_catalog|test_server_http|test_crash|test_consistency|test_store_cache|test_flat|test_kmeans|test_graph_prop
+TSAN_TESTS ?= test_stress|test_model|test_engine$$|test_compact|test_lockrank|test_wal|test_blockcache|test_merge|test_server_entities|test_server_collections|test_server_catalog|test_server_http|test_crash|test_consistency|test_store_cache|test_flat|test_kmeans|test_graph_prop|test_server_conn|test_server_ddl|test_deadline
 test-tsan:
 	@test -f $(TSAN_BUILD)/CMakeCache.txt || cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSX_TSAN=ON -DSX_WERROR=ON -DSX_CUDA=OFF -DSX_BUILD_PEERS=OFF
