@@ -787,32 +787,6 @@ static int dump_cb(const char *buf, size_t size, void *data)
 
 static const char *JSON_CT = "application/json; charset=utf-8";
 
-/* Queues a JSON body (not consumed). */
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, const json_t *body)
-{
-    sx__wbuf w;
-    sx__wbuf_init(&w);
-    if (json_dump_callback(body, dump_cb, &w, JSON_COMPACT) != 0 || !sx__wbuf_ok(&w)) {
-        sx__wbuf_fini(&w);
-        static const char oom[] = "{\"code\":65535,\"message\":\"out of memory\"}";
-        return send_bytes(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSON_CT, oom, sizeof oom - 1);
-    }
-    size_t len = w.len;
-    char *data = (char *)w.data; /* ownership moves to the response */
-    w.data = NULL;
-    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(
-        len, data ? data : (char *)"", data ? free_cb : NULL);
-    if (!r) {
-        sx__free(data);
-        return MHD_NO;
-    }
-    add_cors(r);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_CT);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 /* Queues a JSON text; takes ownership of `text` (sx__malloc'd). */
 static enum MHD_Result
 send_text(struct MHD_Connection *c, unsigned status, uint8_t *text, size_t len)
@@ -828,6 +802,21 @@ send_text(struct MHD_Connection *c, unsigned status, uint8_t *text, size_t len)
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+/* Queues a JSON body (not consumed). */
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, const json_t *body)
+{
+    sx__wbuf w;
+    sx__wbuf_init(&w);
+    if (json_dump_callback(body, dump_cb, &w, JSON_COMPACT) != 0 || !sx__wbuf_ok(&w)) {
+        sx__wbuf_fini(&w);
+        static const char oom[] = "{\"code\":65535,\"message\":\"out of memory\"}";
+        return send_bytes(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSON_CT, oom, sizeof oom - 1);
+    }
+    uint8_t *data = w.data; /* ownership moves to the response (a JSON text is never empty) */
+    w.data = NULL;
+    return send_text(c, status, data, w.len);
 }
 
 /* Queues {"code":code,"message":msg}. */

@@ -33,42 +33,10 @@
 #include "harness.h"
 #include "http.h"
 
-#define DIM_BIG    256
-#define ROWS_BIG   2000
-#define RSS_GROWTH ((uint64_t)64 << 10) /* KiB */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-# define RSS_MEANINGFUL 0 /* ASan's quarantine keeps freed blocks; TSan's shadow memory */
-#else
-# define RSS_MEANINGFUL 1
-#endif
-
-static uint64_t vm_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-/* Resets VmHWM to the current RSS; false where /proc/self/clear_refs is not writable. */
-static bool reset_hwm(void)
-{
-    int fd = open("/proc/self/clear_refs", O_WRONLY);
-    if (fd < 0)
-        return false;
-    bool ok = write(fd, "5", 1) == 1;
-    close(fd);
-    return ok;
-}
+#define DIM_BIG        256
+#define ROWS_BIG       2000
+#define RSS_GROWTH     ((uint64_t)64 << 10) /* KiB */
+#define RSS_MEANINGFUL (!TEST_SANITIZED)    /* ASan quarantine, TSan shadow memory */
 
 /* A growable text buffer for request bodies. */
 typedef struct tbuf {
@@ -139,10 +107,10 @@ static char *search_body(int nq, int limit, bool vectors)
 /* Runs a search and returns the growth of the peak RSS in KiB (0 when it cannot be measured). */
 static uint64_t search_growth(const char *body)
 {
-    bool hwm = reset_hwm();
-    uint64_t base = vm_kb("VmRSS");
+    bool hwm = test_reset_hwm();
+    uint64_t base = test_vm_kb("VmRSS");
     th_post("/v2/vectordb/entities/search", body, NULL);
-    uint64_t peak = vm_kb("VmHWM");
+    uint64_t peak = test_vm_kb("VmHWM");
     return hwm && peak > base ? peak - base : 0;
 }
 
@@ -207,13 +175,13 @@ static void test_small_answers_pass(void)
  * the whole answer that it replaced, +49 MB. */
 static void test_answer_held_once(void)
 {
-    bool hwm = reset_hwm();
-    uint64_t base = vm_kb("VmRSS");
+    bool hwm = test_reset_hwm();
+    uint64_t base = test_vm_kb("VmRSS");
     th_post("/v2/vectordb/entities/query",
             "{\"collectionName\":\"big\",\"filter\":\"id >= 0\",\"limit\":2000,"
             "\"outputFields\":[\"vector\"]}",
             NULL);
-    uint64_t peak = vm_kb("VmHWM");
+    uint64_t peak = test_vm_kb("VmHWM");
     ASSERT_EQ(th_code(), 0);
     ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), ROWS_BIG);
     size_t len = strlen(th_last.text);

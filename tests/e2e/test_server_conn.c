@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "http.h"
 #include "sextant_server.h"
 
 static const char *tmp;
@@ -80,23 +81,6 @@ static int connect_from(int src)
     return fd;
 }
 
-/* Reads until EOF, `cap` bytes or timeout_ms without data. Returns bytes read. */
-static size_t raw_read(int fd, char *out, size_t cap, int timeout_ms)
-{
-    size_t n = 0;
-    while (n + 1 < cap) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        if (poll(&p, 1, timeout_ms) <= 0)
-            break;
-        ssize_t r = recv(fd, out + n, cap - 1 - n, 0);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
-    out[n] = 0;
-    return n;
-}
-
 /* True when the server has closed fd (EOF or reset), without waiting. */
 static bool is_closed(int fd)
 {
@@ -120,7 +104,7 @@ static int get_status(const char *path, int timeout_ms)
     int code = 0;
     if (send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req)) {
         char out[2048];
-        raw_read(fd, out, sizeof out, timeout_ms);
+        th_raw_read(fd, out, sizeof out, timeout_ms);
         if (strncmp(out, "HTTP/1.1 ", 9) == 0)
             code = atoi(out + 9); /* NOLINT: test code, a 3-digit status */
     }
@@ -306,7 +290,7 @@ static double send_body(size_t len, size_t piece, int gap_ms, char *out, size_t 
     }
     if (send(fd, "\"}", 2, MSG_NOSIGNAL) != 2)
         goto done;
-    raw_read(fd, out, cap, 3000);
+    th_raw_read(fd, out, cap, 3000);
     took = mono() - t0;
 done:
     if (took < 0)
@@ -389,7 +373,7 @@ static void test_stop_stalled_upload(void)
                          "Content-Length: 2\r\n\r\n{}";
         ASSERT(send(c2, rq, strlen(rq), MSG_NOSIGNAL) == (ssize_t)strlen(rq));
         char out[2048];
-        raw_read(c2, out, sizeof out, 1500);
+        th_raw_read(c2, out, sizeof out, 1500);
         if (strncmp(out, "HTTP/1.1 ", 9) == 0)
             st_api = atoi(out + 9); /* NOLINT: test code */
         close(c2);

@@ -79,23 +79,6 @@ static int raw_connect(void)
     return fd;
 }
 
-/* Reads until EOF, `cap` bytes or timeout_ms without data. Returns bytes read. */
-static size_t raw_read(int fd, char *out, size_t cap, int timeout_ms)
-{
-    size_t n = 0;
-    while (n + 1 < cap) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        if (poll(&p, 1, timeout_ms) <= 0)
-            break;
-        ssize_t r = recv(fd, out + n, cap - 1 - n, 0);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
-    out[n] = 0;
-    return n;
-}
-
 /* Sends a raw request and returns the raw response (headers + body) in out. */
 static size_t raw_exchange(const char *req, char *out, size_t cap)
 {
@@ -105,7 +88,7 @@ static size_t raw_exchange(const char *req, char *out, size_t cap)
     size_t len = strlen(req);
     if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
         FAILF("send: %s", strerror(errno));
-    size_t n = raw_read(fd, out, cap, 5000);
+    size_t n = th_raw_read(fd, out, cap, 5000);
     close(fd);
     return n;
 }
@@ -730,7 +713,7 @@ static void test_connection_flood(void)
         const char *req = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
         ASSERT(send(hold[i], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));
         char out[1024];
-        raw_read(hold[i], out, sizeof out, 300);
+        th_raw_read(hold[i], out, sizeof out, 300);
         ASSERT(strncmp(out, "HTTP/1.1 200", 12) == 0);
     }
     for (int i = 0; i < 4; i++)
@@ -778,7 +761,7 @@ static void test_slow_client(void)
     }
     ASSERT(send(fd, full + i, len - i, MSG_NOSIGNAL) == (ssize_t)(len - i));
     char out[4096];
-    raw_read(fd, out, sizeof out, 3000);
+    th_raw_read(fd, out, sizeof out, 3000);
     close(fd);
     ASSERT(strncmp(out, "HTTP/1.1 200", 12) == 0);
     ASSERT(livez_ok());
@@ -855,7 +838,7 @@ static void test_graceful_stop(void)
     const char *live = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n";
     char out[4096];
     ASSERT(send(fd2, live, strlen(live), MSG_NOSIGNAL) == (ssize_t)strlen(live));
-    raw_read(fd2, out, sizeof out, 500);
+    th_raw_read(fd2, out, sizeof out, 500);
     ASSERT(strncmp(out, "HTTP/1.1 200", 12) == 0);
     usleep(100000);
     stopper x = { s, SX_EIO, 0 };
@@ -864,11 +847,11 @@ static void test_graceful_stop(void)
     usleep(400000);
     ASSERT(!x.done); /* waiting for fd1's request */
     ASSERT(send(fd2, live, strlen(live), MSG_NOSIGNAL) == (ssize_t)strlen(live));
-    raw_read(fd2, out, sizeof out, 500);
+    th_raw_read(fd2, out, sizeof out, 500);
     ASSERT(strncmp(out, "HTTP/1.1 503", 12) == 0);
     ASSERT(!x.done);
     ASSERT(send(fd1, "}", 1, MSG_NOSIGNAL) == 1);
-    raw_read(fd1, out, sizeof out, 3000);
+    th_raw_read(fd1, out, sizeof out, 3000);
     ASSERT(strncmp(out, "HTTP/1.1 200", 12) == 0);
     ASSERT(strstr(out, "\"code\":0") != NULL);
     pthread_join(t, NULL);

@@ -39,33 +39,6 @@
 
 static const char *tmp;
 
-static uint64_t vm_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10);
-            break;
-        }
-    (void)fclose(f);
-    return v;
-}
-
-static bool reset_hwm(void)
-{
-    int fd = open("/proc/self/clear_refs", O_WRONLY);
-    if (fd < 0)
-        return false;
-    bool ok = write(fd, "5", 1) == 1;
-    close(fd);
-    return ok;
-}
-
 /* An insert body of about `bytes` bytes: one row whose vector is [0,0,...]. */
 static char *zeros_body(size_t bytes, size_t *len)
 {
@@ -174,14 +147,14 @@ static void child_run(const char *sub, int n, size_t bytes, int wfd)
         jobs[i].body = b;
         jobs[i].len = len;
     }
-    r.hwm_ok = reset_hwm();
-    uint64_t base = vm_kb("VmRSS");
+    r.hwm_ok = test_reset_hwm();
+    uint64_t base = test_vm_kb("VmRSS");
     pthread_t t[3];
     for (int i = 0; i < n; i++)
         pthread_create(&t[i], NULL, post_thread, &jobs[i]);
     for (int i = 0; i < n; i++)
         pthread_join(t[i], NULL);
-    uint64_t peak = vm_kb("VmHWM");
+    uint64_t peak = test_vm_kb("VmHWM");
     r.growth_kb = peak > base ? peak - base : 0;
     for (int i = 0; i < n; i++) {
         r.codes[i] = jobs[i].code;

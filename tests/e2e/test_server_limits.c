@@ -49,39 +49,9 @@ static double mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* A "Vm...:" line of /proc/self/status in KiB, 0 when absent. */
-static uint64_t vm_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
 static uint64_t rss_kb(void)
 {
-    return vm_kb("VmRSS");
-}
-
-/* Resets VmHWM to the current RSS (Linux >= 4.0); false where /proc/self/clear_refs is not
- * writable (then only the sampled peak counts). */
-static bool reset_hwm(void)
-{
-    int fd = open("/proc/self/clear_refs", O_WRONLY);
-    if (fd < 0)
-        return false;
-    bool ok = write(fd, "5", 1) == 1;
-    close(fd);
-    return ok;
+    return test_vm_kb("VmRSS");
 }
 
 static bool g_hwm_ok;
@@ -167,7 +137,7 @@ static void rx_poll(int fd, conn_rx *rx, int wait_ms)
 
 static void start_sampling(pthread_t *t, uint64_t base)
 {
-    g_hwm_ok = reset_hwm();
+    g_hwm_ok = test_reset_hwm();
     atomic_store(&g_max_rss_kb, base);
     atomic_store(&g_sampling, true);
     ASSERT(pthread_create(t, NULL, sampler, NULL) == 0);
@@ -177,7 +147,7 @@ static uint64_t stop_sampling(pthread_t t)
 {
     atomic_store(&g_sampling, false);
     pthread_join(t, NULL);
-    uint64_t peak = atomic_load(&g_max_rss_kb), hwm = g_hwm_ok ? vm_kb("VmHWM") : 0;
+    uint64_t peak = atomic_load(&g_max_rss_kb), hwm = g_hwm_ok ? test_vm_kb("VmHWM") : 0;
     return hwm > peak ? hwm : peak; /* the exact peak where VmHWM could be reset */
 }
 

@@ -53,34 +53,6 @@ typedef struct result {
 
 static size_t g_n = DEFAULT_N;
 
-/* A "Vm...:" line of /proc/self/status in KiB, 0 when absent. */
-static uint64_t vm_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-static bool reset_hwm(void)
-{
-    int fd = open("/proc/self/clear_refs", O_WRONLY);
-    if (fd < 0)
-        return false;
-    bool ok = write(fd, "5", 1) == 1;
-    close(fd);
-    return ok;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -134,8 +106,8 @@ static void child_body(const char *index_type, uint64_t limit, result *r)
     sx_rowset_free(out);
     free(v);
 
-    ASSERT(reset_hwm());
-    r->base_kb = vm_kb("VmRSS");
+    ASSERT(test_reset_hwm());
+    r->base_kb = test_vm_kb("VmRSS");
     double t0 = now_s();
     sx_param dp[] = { { "max_degree", "32" }, { "search_list_size", "50" } };
     if (!strcmp(index_type, "DISKANN"))
@@ -152,7 +124,7 @@ static void child_body(const char *index_type, uint64_t limit, result *r)
         sx_index_info ii;
         ASSERT_OK(sx_index_describe(c, &ii));
         r->polls++;
-        uint64_t rss = vm_kb("VmRSS");
+        uint64_t rss = test_vm_kb("VmRSS");
         if (rss > r->sampled_kb)
             r->sampled_kb = rss;
         if (!r->regress && (ii.indexed_rows < last_ix || ii.indexed_rows > ii.total_rows ||
@@ -188,7 +160,7 @@ static void child_body(const char *index_type, uint64_t limit, result *r)
     }
     r->build_st = (int)sx_index_wait(c, 0);
     r->build_s = now_s() - t0;
-    r->hwm_kb = vm_kb("VmHWM");
+    r->hwm_kb = test_vm_kb("VmHWM");
     sx_collection_release(c);
     sx_db_close(db);
     char cmd[700];
@@ -292,7 +264,7 @@ static void test_memory_bounded_builds(void)
 
 int main(void)
 {
-    if (access("/proc/self/clear_refs", W_OK) != 0 || !reset_hwm()) {
+    if (access("/proc/self/clear_refs", W_OK) != 0 || !test_reset_hwm()) {
         fprintf(stderr, "skip: /proc/self/clear_refs is not writable (VmHWM cannot be reset)\n");
         return 77;
     }

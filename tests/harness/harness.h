@@ -8,6 +8,7 @@
  */
 #ifndef SX_TEST_HARNESS_H
 #define SX_TEST_HARNESS_H
+#include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -178,4 +179,48 @@ static inline void test_need_fmnist_files(const char *dir)
     snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte.gz", dir);
     test_file_or_skip(p, "Debian package dataset-fashion-mnist");
 }
+
+/* 1 in sanitizer builds (ASan, TSan: gcc's macros or clang's __has_feature), where RSS and
+ * speed say little: tests then print such figures instead of asserting them, or do less work. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+# define TEST_SANITIZED 1
+#elif defined(__has_feature)
+# if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#  define TEST_SANITIZED 1
+# endif
+#endif
+#ifndef TEST_SANITIZED
+# define TEST_SANITIZED 0
+#endif
+
+/* A "Vm...:" line of /proc/self/status ("VmRSS", "VmHWM") in KiB, 0 when absent. */
+static inline uint64_t test_vm_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    uint64_t v = 0;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            v = strtoull(line + kl + 1, NULL, 10);
+            break;
+        }
+    (void)fclose(f);
+    return v;
+}
+
+/* Resets VmHWM to the current RSS (Linux >= 4.0); false where /proc/self/clear_refs is not
+ * writable. */
+static inline bool test_reset_hwm(void)
+{
+    int fd = open("/proc/self/clear_refs", O_WRONLY);
+    if (fd < 0)
+        return false;
+    bool ok = write(fd, "5", 1) == 1;
+    close(fd);
+    return ok;
+}
+
 #endif

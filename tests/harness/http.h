@@ -11,6 +11,8 @@
 #define SX_TEST_HTTP_H
 #include <curl/curl.h>
 #include <jansson.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include "sextant_server.h"
 
@@ -24,7 +26,7 @@ typedef struct th_resp {
 static th_resp th_last;
 static char th_base[128] = "http://127.0.0.1:19530";
 
-static size_t th_write_cb(char *p, size_t sz, size_t nm, void *ud)
+static inline size_t th_write_cb(char *p, size_t sz, size_t nm, void *ud)
 {
     th_resp *r = ud;
     size_t n = sz * nm;
@@ -38,7 +40,7 @@ static size_t th_write_cb(char *p, size_t sz, size_t nm, void *ud)
     return n;
 }
 
-static void th_reset(void)
+static inline void th_reset(void)
 {
     free(th_last.text);
     json_decref(th_last.json);
@@ -47,11 +49,11 @@ static void th_reset(void)
 
 /* Sends one request. method: "GET", "POST", ...; body may be NULL; headers: NULL-terminated
  * array of "Name: value" lines (NULL for none). Returns &th_last; status 0 = transport error. */
-static th_resp *th_request(const char *method,
-                           const char *path,
-                           const char *body,
-                           size_t body_len,
-                           const char *const *headers)
+static inline th_resp *th_request(const char *method,
+                                  const char *path,
+                                  const char *body,
+                                  size_t body_len,
+                                  const char *const *headers)
 {
     th_reset();
     CURL *c = curl_easy_init();
@@ -84,7 +86,7 @@ static th_resp *th_request(const char *method,
 }
 
 /* POST with a JSON body (string). auth: NULL for none, else the Authorization value. */
-static th_resp *th_post(const char *path, const char *body, const char *auth)
+static inline th_resp *th_post(const char *path, const char *body, const char *auth)
 {
     char h[512];
     const char *hs[2] = { NULL, NULL };
@@ -96,14 +98,14 @@ static th_resp *th_post(const char *path, const char *body, const char *auth)
 }
 
 /* The Milvus `code` of the last JSON response (-1 if none). */
-static long long th_code(void)
+static inline long long th_code(void)
 {
     json_t *c = th_last.json ? json_object_get(th_last.json, "code") : NULL;
     return json_is_integer(c) ? (long long)json_integer_value(c) : -1;
 }
 
 /* Starts an in-process server on an ephemeral port and points th_base at it. */
-static sx_server *th_server_start(const char *dir, sx_server_options *o)
+static inline sx_server *th_server_start(const char *dir, sx_server_options *o)
 {
     sx_server_options def = { 0 };
     if (!o)
@@ -118,6 +120,24 @@ static sx_server *th_server_start(const char *dir, sx_server_options *o)
     }
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", (unsigned)sx_server_port(s));
     return s;
+}
+
+/* Reads from a raw socket until EOF, `cap` bytes or timeout_ms without data. Returns the bytes
+ * read (out is NUL-terminated). */
+static inline size_t th_raw_read(int fd, char *out, size_t cap, int timeout_ms)
+{
+    size_t n = 0;
+    while (n + 1 < cap) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        if (poll(&p, 1, timeout_ms) <= 0)
+            break;
+        ssize_t r = recv(fd, out + n, cap - 1 - n, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    out[n] = 0;
+    return n;
 }
 
 #endif /* SX_TEST_HTTP_H */

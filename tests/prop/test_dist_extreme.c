@@ -64,17 +64,9 @@
 #include <string.h>
 
 #include "harness.h"
+#include "vector/dist.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-# define SANITIZED 1
-#elif defined(__has_feature)
-# if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#  define SANITIZED 1
-# endif
-#endif
-#ifndef SANITIZED
-# define SANITIZED 0
-#endif
+#define SANITIZED TEST_SANITIZED
 
 #define U        (1.0 / 16777216.0) /* 2^-24 */
 #define DENORM   0x1p-149
@@ -131,26 +123,6 @@ static uint32_t rnd(uint64_t *s, uint32_t m)
 static double unif(uint64_t *s)
 {
     return (double)test_randf(s) * 2.0 - 1.0;
-}
-
-/* The engine's COSINE normalisation (sx__normalize): sum of squares in double, two partial sums,
- * scale in double, then rounded to float. */
-static void normalize_like_engine(float *v, size_t dim)
-{
-    double s0 = 0.0, s1 = 0.0;
-    size_t i = 0;
-    for (; i + 2 <= dim; i += 2) {
-        s0 += (double)v[i] * (double)v[i];
-        s1 += (double)v[i + 1] * (double)v[i + 1];
-    }
-    if (i < dim)
-        s0 += (double)v[i] * (double)v[i];
-    double norm = sqrt(s0 + s1);
-    if (norm > 0.0 && isfinite(norm)) {
-        double inv = 1.0 / norm;
-        for (i = 0; i < dim; i++)
-            v[i] = (float)((double)v[i] * inv);
-    }
 }
 
 /* Exact internal distance ("smaller is better") in double on the float inputs, and its
@@ -286,9 +258,9 @@ static void draw_case(tcase *c, int idx, uint64_t *s)
     memcpy(c->qs, c->q, c->nq * c->dim * sizeof(float));
     if (c->metric == SX_METRIC_COSINE) {
         for (size_t i = 0; i < n; i++)
-            normalize_like_engine(c->stored + i * c->dim, c->dim);
+            sx__normalize(c->stored + i * c->dim, c->dim);
         for (size_t q = 0; q < c->nq; q++)
-            normalize_like_engine(c->qs + q * c->dim, c->dim);
+            sx__normalize(c->qs + q * c->dim, c->dim);
     }
 }
 

@@ -56,16 +56,7 @@
 #define MAX_N   64
 #define MAX_DIM 8
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-# define SANITIZED 1
-#elif defined(__has_feature)
-# if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#  define SANITIZED 1
-# endif
-#endif
-#ifndef SANITIZED
-# define SANITIZED 0
-#endif
+#define SANITIZED TEST_SANITIZED
 
 static const char *const types[] = { "HNSW", "HNSW_SQ",  "GPU_CAGRA", "DISKANN",
                                      "FLAT", "IVF_FLAT", "IVF_SQ8",   "IVF_PQ" };
