@@ -742,6 +742,9 @@ static void test_random_faults(void)
     for (int k = FP_500; k <= FP_TRUNCATE; k++)
         mask |= 1u << k;
     fp_set_random(&fp, 0.2, mask, seed | 1);
+    /* the client tries 4 times: at most 3 random faults in a row per request, so a failure is a
+     * client bug, not the seed's luck (0.2^4 per request made this fail for SX_SEED=1796190298) */
+    fp_set_random_max_run(&fp, 3);
     long f0 = fp_faults_total(&fp);
     size_t n = 200000;
     uint8_t *data = rand_bytes(n, &rs);

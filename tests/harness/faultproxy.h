@@ -89,6 +89,16 @@ typedef struct faultproxy {
     double prob;
     unsigned prob_mask; /* bit per fp_kind */
     uint64_t rng;
+    /* random faults in a row for one request (method + target, i.e. one operation and its
+     * retries): past max_run the next attempt passes (0 = no limit; fp_set_random_max_run) */
+    int max_run;
+
+    struct {
+        char key[200];
+        int run;
+    } runs[64];
+
+    int n_runs;
     int stall_ms;
     fp_rule rules[8];
     int n_rules;
@@ -145,6 +155,17 @@ static inline void fp_set_random(faultproxy *p, double prob, unsigned mask, uint
     fp_unlock(p);
 }
 
+/* Random faults never hit one request (same method and target: an operation and its retries)
+ * more than `n` times in a row, so a client that tries n + 1 times always gets through and
+ * "no failure" can be asserted whatever the seed (0: no limit). */
+static inline void fp_set_random_max_run(faultproxy *p, int n)
+{
+    fp_lock(p);
+    p->max_run = n;
+    p->n_runs = 0;
+    fp_unlock(p);
+}
+
 /* Clears the script (queue, persistent, random, filter, rules); keeps the counters. */
 static inline void fp_clear(faultproxy *p)
 {
@@ -153,6 +174,8 @@ static inline void fp_clear(faultproxy *p)
     p->qhead = p->qtail = 0;
     p->persistent = FP_PASS;
     p->prob = 0;
+    p->max_run = 0;
+    p->n_runs = 0;
     p->f_method[0] = p->f_match[0] = 0;
     fp_unlock(p);
 }
@@ -356,6 +379,22 @@ fp_choose(faultproxy *p, const char *method, const char *target, fp_rule **rule)
                     kinds[nk++] = i;
             if (nk)
                 k = (fp_kind)kinds[(r >> 3) % (uint64_t)nk];
+        }
+        if (p->max_run > 0) {
+            char key[200];
+            snprintf(key, sizeof key, "%s %s", method, target);
+            int e = -1;
+            for (int i = 0; i < p->n_runs && e < 0; i++)
+                if (!strcmp(p->runs[i].key, key))
+                    e = i;
+            if (e < 0) { /* a new request: a free slot, else the oldest one's */
+                e = p->n_runs < 64 ? p->n_runs++ : (int)(p->rng % 64);
+                snprintf(p->runs[e].key, sizeof p->runs[e].key, "%s", key);
+                p->runs[e].run = 0;
+            }
+            if (k != FP_PASS && p->runs[e].run >= p->max_run)
+                k = FP_PASS;
+            p->runs[e].run = k != FP_PASS ? p->runs[e].run + 1 : 0;
         }
     }
     if (k != FP_PASS)
