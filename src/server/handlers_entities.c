@@ -783,12 +783,12 @@ static void at_abort(atext *a)
 
 /* ------------------------------------------------------------------ answer size
 
- * The answer of a search, query or get is held twice before it is sent (the JSON tree, then its
- * text), so its size is bounded before any work: hits x the JSON bytes of one row, estimated
- * from the schema (numbers at their longest, a float vector at 20 bytes per element, strings at
- * their key and quotes only), must fit max_response_bytes; and again on the rows the engine
- * found, with their real string lengths, before the tree is built. Checked arithmetic: a product
- * that overflows counts as over the limit. */
+ * The answer of a search, query or get is held in memory before it is sent (the engine's rows,
+ * then the text), so its size is bounded before any work: hits x the JSON bytes of one row,
+ * estimated from the schema (numbers at their longest, a float vector at 20 bytes per element,
+ * strings at their key and quotes only), must fit max_response_bytes; and again on the rows the
+ * engine found, with their real string lengths, before the text is made. Checked arithmetic: a
+ * product that overflows counts as over the limit. */
 
 #define DEFAULT_MAX_RESPONSE ((uint64_t)64 << 20)
 #define JSON_NUM_BYTES       26u /* ",-1.2345678901234567e-308" */
@@ -858,13 +858,13 @@ static bool admit_answer(const sx__req *rq,
                          uint64_t extra,
                          const char *how)
 {
-    uint64_t lim = max_response(rq), total;
-    bool over = __builtin_mul_overflow(rows, per_row, &total) ||
-                __builtin_add_overflow(total, extra, &total) || total > lim;
-    if (!over)
+    uint64_t lim = max_response(rq), total = 0;
+    bool wraps = __builtin_mul_overflow(rows, per_row, &total) ||
+                 __builtin_add_overflow(total, extra, &total);
+    if (!wraps && total <= lim)
         return true;
     char est[32], cap[32];
-    if (total == UINT64_MAX || __builtin_mul_overflow(rows, per_row, &total))
+    if (wraps)
         snprintf(est, sizeof est, "more than 16 EiB");
     else
         human_bytes(total, est, sizeof est);
