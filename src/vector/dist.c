@@ -179,18 +179,10 @@ float sx__normalize(float *v, size_t dim)
      * (FLT_MAX^2 * SX_MAX_DIM ~ 4e81 and the smallest denormal squared, ~2e-90, are both far
      * inside double's range; test_vector checks both). The scale is applied in double too, so a
      * tiny norm does not turn 1/norm into a float infinity. */
-    double s0 = 0.0, s1 = 0.0;
-    size_t i = 0;
-    for (; i + 2 <= dim; i += 2) {
-        s0 += (double)v[i] * (double)v[i];
-        s1 += (double)v[i + 1] * (double)v[i + 1];
-    }
-    if (i < dim)
-        s0 += (double)v[i] * (double)v[i];
-    double norm = sqrt(s0 + s1);
+    double norm = sqrt(sx__norm2_f64(v, dim));
     if (norm > 0.0 && isfinite(norm)) {
         double inv = 1.0 / norm;
-        for (i = 0; i < dim; i++)
+        for (size_t i = 0; i < dim; i++)
             v[i] = (float)((double)v[i] * inv);
     }
     return (float)norm;

@@ -29,6 +29,7 @@
  */
 #include <time.h>
 
+#include "../harness/procstat.h"
 #include "fuzz_common.h"
 #include "fuzz_rest_common.h"
 #include "util/err.h"
@@ -37,34 +38,6 @@
 #define ROW_CAP       2000
 #define BOUND_SECONDS 5.0
 #define BOUND_RSS_MB  256
-
-/* A "Vm...:" line of /proc/self/status in KiB (0 when unreadable). */
-static uint64_t vm_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-/* Resets VmHWM to the current RSS; false where /proc/self/clear_refs is not writable. */
-static bool reset_hwm(void)
-{
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f)
-        return false;
-    bool ok = fputs("5", f) >= 0;
-    return fclose(f) == 0 && ok;
-}
 
 static double mono_s(void)
 {
@@ -284,12 +257,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0 || fz_n_routes == 0)
         return 0;
     const sx__route *rt = fz_routes[data[0] % fz_n_routes];
-    bool hwm = reset_hwm();
-    uint64_t rss0 = vm_kb("VmRSS");
+    bool hwm = test_reset_hwm();
+    uint64_t rss0 = test_vm_kb("VmRSS");
     double t0 = mono_s();
     call_route(rt, (const char *)data + 1, size - 1);
     double secs = mono_s() - t0;
-    uint64_t peak = hwm ? vm_kb("VmHWM") : 0;
+    uint64_t peak = hwm ? test_vm_kb("VmHWM") : 0;
     uint64_t grew_mb = peak > rss0 ? (peak - rss0) >> 10 : 0;
     if (secs > BOUND_SECONDS || grew_mb > BOUND_RSS_MB) {
         fprintf(stderr,

@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "procstat.h"
+
 static int h_pass, h_fail, h_skip;
 static jmp_buf h_jmp;
 static const char *h_name;
@@ -192,35 +194,5 @@ static inline void test_need_fmnist_files(const char *dir)
 #ifndef TEST_SANITIZED
 # define TEST_SANITIZED 0
 #endif
-
-/* A "Vm...:" line of /proc/self/status ("VmRSS", "VmHWM") in KiB, 0 when absent. */
-static inline uint64_t test_vm_kb(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    uint64_t v = 0;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10);
-            break;
-        }
-    (void)fclose(f);
-    return v;
-}
-
-/* Resets VmHWM to the current RSS (Linux >= 4.0); false where /proc/self/clear_refs is not
- * writable. */
-static inline bool test_reset_hwm(void)
-{
-    int fd = open("/proc/self/clear_refs", O_WRONLY);
-    if (fd < 0)
-        return false;
-    bool ok = write(fd, "5", 1) == 1;
-    close(fd);
-    return ok;
-}
 
 #endif
