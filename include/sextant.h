@@ -150,7 +150,18 @@ typedef struct sx_db_options {
      * record instead (the records after it are lost), copies of the dropped parts are kept as
      * "<wal file>.salvaged", and a line on stderr says what was cut. Never set it by default. */
     bool wal_salvage;
+    /* The memory budget of the whole database (docs/internals/MEMORY.md): growing segments,
+     * sealed heap columns, primary-key maps, indexes in RAM, index builds, the block cache, bulk
+     * imports and search scratch take their memory from it. When it is exhausted the engine
+     * seals the growing segment, evicts cache blocks, builds within what is left (DISKANN
+     * partitions) or refuses with SX_ENOMEM naming the budget; it is never OOM-killed for it.
+     * 0 (default): the memory limit of the process's cgroup (v2 memory.max, v1
+     * memory.limit_in_bytes) less a headroom of max(32 MiB, 1/8), or unlimited when there is no
+     * such limit. SX_MEMORY_UNLIMITED: no budget even inside a limited cgroup. */
+    uint64_t memory_limit_bytes;
 } sx_db_options;
+
+#define SX_MEMORY_UNLIMITED UINT64_MAX
 
 /* Opens (creating if needed) the database in directory `dir`, recovering every collection from
  * its manifest and WAL. `opts` may be NULL for defaults.
@@ -445,6 +456,26 @@ typedef struct sx_cache_stats {
 } sx_cache_stats;
 
 SX_API void sx_db_cache_stats(sx_db *db, sx_cache_stats *out);
+
+/* Where the memory budget goes (sx_db_options.memory_limit_bytes). Charges are the holders'
+ * estimates of their arrays; the process's RSS also has code, stacks and allocator slack.
+ * Thread-safety: any thread. */
+typedef struct sx_memory_stats {
+    uint64_t limit_bytes; /* 0: unlimited (counted only) */
+    uint64_t used_bytes, peak_bytes;
+    uint64_t growing_bytes; /* growing segments' rows */
+    uint64_t sealed_bytes;  /* sealed segments' heap columns (mapped columns are not heap) */
+    uint64_t pkmap_bytes;   /* primary-key lookup */
+    uint64_t index_bytes;   /* built indexes in RAM (graphs, PQ codes, node caches) */
+    uint64_t build_bytes;   /* index builds running */
+    uint64_t cache_bytes;   /* block cache */
+    uint64_t import_bytes;  /* bulk-import buffers */
+    uint64_t scratch_bytes; /* search scratch and answers being assembled */
+    uint64_t refusals;      /* charges refused (SX_ENOMEM) since open */
+    char source[160];       /* where the limit comes from */
+} sx_memory_stats;
+
+SX_API void sx_db_memory_stats(sx_db *db, sx_memory_stats *out);
 
 /* I/O profile, per phase and backend, for sizing storage (issue 5). The engine tags its threads:
  * inserts, deletes and flushes are INSERT, background index builds BUILD, searches / queries /

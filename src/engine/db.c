@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "platform/membudget.h"
 #include "storage/manifest.h"
 #include "storage/objstore.h"
 #include "storage/segfile.h"
@@ -37,6 +38,41 @@ static bool valid_name(const char *s)
               *p == '_'))
             return false;
     return true;
+}
+
+/* The budget: the option, else the cgroup's limit less the headroom, else unlimited (counted).
+ * $SX_CGROUP_ROOT (tests) points the probe at a fake /proc + /sys tree. */
+static sx_status budget_open(sx_db *db)
+{
+    uint64_t want = db->opts.memory_limit_bytes;
+    char src[160] = "";
+    uint64_t limit = 0;
+    if (want == SX_MEMORY_UNLIMITED) {
+        (void)snprintf(src, sizeof src, "unlimited (SX_MEMORY_UNLIMITED)");
+    } else if (want) {
+        limit = want;
+        (void)snprintf(src, sizeof src, "memory_limit_bytes");
+    } else {
+        uint64_t cg = 0;
+        char cgsrc[128];
+        const char *root = getenv("SX_CGROUP_ROOT");
+        sx__cgroup_memory_limit(root ? root : "", &cg, cgsrc, sizeof cgsrc);
+        limit = sx__mem_default_budget(cg);
+        if (limit)
+            (void)snprintf(src, sizeof src, "%s = %.0f MiB, less headroom", cgsrc,
+                           (double)cg / 1048576.0);
+        else if (cg)
+            (void)snprintf(src, sizeof src, "%s = %.0f MiB: too small for a budget, unlimited",
+                           cgsrc, (double)cg / 1048576.0);
+        else
+            (void)snprintf(src, sizeof src, "unlimited (no cgroup memory limit)");
+    }
+    return sx__membudget_new(limit, src, &db->budget);
+}
+
+void sx_db_memory_stats(sx_db *db, sx_memory_stats *out)
+{
+    sx__mem_stats(db ? db->budget : NULL, out);
 }
 
 sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
@@ -66,6 +102,8 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
         if (!*strs[i] && st == SX_OK)
             st = sx__err(SX_ENOMEM, "open");
     }
+    if (st == SX_OK)
+        st = budget_open(db);
     if (st == SX_OK && !db->opts.read_only) {
         (void)snprintf(path, sizeof path, "%s/collections", dir);
         st = sx__fs_mkdir_p(path);
@@ -166,6 +204,7 @@ void sx__db_unref(sx_db *db)
     sx__free((char *)db->opts.storage_url);
     sx__free((char *)db->opts.s3_endpoint);
     sx__free((char *)db->opts.s3_region);
+    sx__membudget_free(db->budget);
     sx__mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->job_cv);
     sx__free(db->dir);

@@ -146,6 +146,9 @@ struct sx_db {
     atomic_uint_fast64_t local_evictions; /* local copies removed by the limit (relaxed) */
     atomic_uint_fast64_t local_evicted_bytes;
     atomic_uint_fast64_t local_fetches; /* files downloaded again on demand */
+    /* the memory budget (platform/membudget.h): never NULL while open (unlimited budgets count
+     * too); freed by sx__db_unref, after every handle that may still give memory back */
+    struct sx__membudget *budget;
 };
 
 /* A consistent set of segments for one read (search/query/count/get). */
