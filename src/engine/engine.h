@@ -60,6 +60,12 @@ typedef struct sx__segment {
     sx__mutex idx_mu;
     sx__idxref *index;
     bool build_pending;
+    /* Memory charged to the database's budget for this segment's heap (a growing segment: its
+     * chunks and strings, kind SX__MEM_GROWING), given back when the segment is freed (the last
+     * reference). Guarded by the collection's write_mu while growing; immutable once sealed. */
+    struct sx__membudget *budget;
+    uint64_t charged;
+    int charge_kind; /* sx__memkind */
 } sx__segment;
 
 typedef struct sx__pkmap sx__pkmap;

@@ -22,6 +22,7 @@
 #include <sys/statvfs.h>
 
 #include "engine/engine.h"
+#include "platform/membudget.h"
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/bitset.h"
@@ -375,8 +376,46 @@ static void commit_rows(sx_collection *c, const rows *r, prepared *p, bool upser
     atomic_store_explicit(&g->n_rows, base + r->n, memory_order_release);
 }
 
+/* Heap bytes the growing segment will allocate for r's rows: the chunks not allocated yet and
+ * the VARCHAR copies (with the allocator's per-block header). Caller holds write_mu. */
+static uint64_t grow_need(const sx_collection *c, const sx__segment *g, const rows *r)
+{
+    size_t base = atomic_load_explicit(&g->n_rows, memory_order_relaxed);
+    uint64_t need = 0;
+    if (r->n == 0)
+        return 0;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        for (size_t ch = base / g->chunk_rows; ch <= (base + r->n - 1) / g->chunk_rows; ch++)
+            if (!g->chunks[f][ch])
+                need += (uint64_t)g->chunk_rows * sx__field_width(c, f);
+        if (c->types[f] != SX_FIELD_VARCHAR)
+            continue;
+        for (size_t i = 0; i < r->n; i++)
+            need += strlen(((const char *const *)r->col[f])[i]) + 1 + 16;
+    }
+    return need;
+}
+
+/* Charges r's rows to the budget (SX__MEM_GROWING). Replayed rows must be held (they are
+ * acknowledged writes): forced. Caller holds write_mu. */
+static sx_status grow_charge(sx_collection *c, const rows *r, bool must)
+{
+    sx__segment *g = c->growing;
+    uint64_t need = grow_need(c, g, r);
+    if (must) {
+        sx__mem_force(g->budget, SX__MEM_GROWING, need);
+    } else {
+        sx_status st = sx__mem_take(g->budget, SX__MEM_GROWING, need, "the growing segment");
+        if (st != SX_OK)
+            return st;
+    }
+    g->charged += need;
+    return SX_OK;
+}
+
 static sx_status apply_rows(sx_collection *c, const rows *r, bool upsert)
 {
+    sx__ignore(grow_charge(c, r, true));
     prepared p;
     sx_status st = prepare_rows(c, r, &p);
     if (st == SX_OK)
@@ -416,8 +455,15 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
             st = check_sqnorm(c, &r);
         if (st != SX_OK)
             goto unlock;
-        if (atomic_load(&c->growing->n_rows) + r.n <= c->max_growing_rows)
-            break;
+        if (atomic_load(&c->growing->n_rows) + r.n <= c->max_growing_rows) {
+            /* the memory budget: over it, seal the growing segment (its rows leave the heap) and
+             * try again; with nothing to seal the batch is refused (SX_ENOMEM naming it) */
+            st = grow_charge(c, &r, false);
+            if (st == SX_OK)
+                break;
+            if (atomic_load(&c->growing->n_rows) == 0)
+                goto unlock;
+        }
         sx__mutex_unlock(&c->write_mu);
         st = sx__coll_flush(c, true);
         if (st != SX_OK)

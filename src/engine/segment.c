@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "platform/fs.h"
+#include "platform/membudget.h"
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
@@ -47,6 +48,8 @@ seg_alloc(const sx_collection *c, uint64_t id, size_t cap, size_t chunk_rows, sx
     if (s->n_chunks == 0)
         s->n_chunks = 1;
     s->n_fields = c->n_fields;
+    s->budget = c->db ? c->db->budget : NULL;
+    s->charge_kind = SX__MEM_GROWING;
     s->chunks = sx__calloc(c->n_fields, sizeof(void **));
     s->types_is_str = sx__calloc(c->n_fields, sizeof(bool));
     s->deleted = sx__calloc(sx__bits_words(cap) + 1, sizeof(uint64_t));
@@ -99,6 +102,7 @@ void sx__seg_ref(sx__segment *s)
 
 static void seg_free(sx__segment *s)
 {
+    sx__mem_give(s->budget, (sx__memkind)s->charge_kind, s->charged);
     size_t n = atomic_load_explicit(&s->n_rows, memory_order_relaxed);
     for (size_t f = 0; f < s->n_fields; f++) {
         for (size_t ch = 0; ch < s->n_chunks; ch++) {

@@ -232,7 +232,7 @@ static uint64_t read_limit_file(const char *path)
         if (end != line && x < (1ull << 62))
             v = (uint64_t)x;
     }
-    fclose(f);
+    (void)fclose(f);
     return v;
 }
 
@@ -268,7 +268,7 @@ find_mount(const char *root, bool v2, char *mnt, size_t mnt_len, char *mroot, si
         snprintf(mroot, mroot_len, "%s", r);
         found = true;
     }
-    fclose(f);
+    (void)fclose(f);
     return found;
 }
 
@@ -307,7 +307,7 @@ static bool find_cgroup(const char *root, bool v2, char *out, size_t out_len)
         if (found)
             snprintf(out, out_len, "%s", cg);
     }
-    fclose(f);
+    (void)fclose(f);
     return found;
 }
 
