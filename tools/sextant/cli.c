@@ -521,6 +521,7 @@ int cli_import(int argc, char **argv)
         }
         printf("synced to %s in %.3f s\n", sto.url, cli_now() - t_sync);
     }
+    cli_print_memory(stdout, "", db);
     rc = CLI_EXIT_OK;
     goto out;
 usage:
@@ -718,6 +719,7 @@ int cli_search(int argc, char **argv)
     }
     fprintf(stderr, "sextant search: %zu queries, k=%" PRIu64 ", %.3f ms (%.0f QPS batched)\n", q.n,
             k, dt * 1e3, dt > 0 ? (double)q.n / dt : 0.0);
+    cli_print_memory(stderr, "sextant search: ", db);
     rc = CLI_EXIT_OK;
     goto out;
 usage:
@@ -858,6 +860,7 @@ int cli_info(int argc, char **argv)
         for (size_t j = 0; j < n_names; j++)
             bad |= info_collection(cmd, db, names[j]);
     }
+    cli_print_memory(stdout, "", db);
     st = sx_db_check(db);
     if (st != SX_OK) {
         const char *msg = sx_errmsg();
