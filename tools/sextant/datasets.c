@@ -960,8 +960,8 @@ ds_rows(ds_matrix *m, size_t first, size_t count, float *buf, char *err, size_t 
     }
     if (!m->streamed)
         return m->f + first * m->dim;
-    /* read in pieces of at most 4 MiB of records */
-    size_t per = (size_t)((4u << 20) / m->rec);
+    /* read in pieces of at most 1 MiB of records */
+    size_t per = (size_t)((1u << 20) / m->rec);
     if (per == 0)
         per = 1;
     if (!m->rowbuf) {
