@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <sys/stat.h>
 
+#include "engine/engine.h" /* db->budget: a holder taking the budget */
 #include "harness.h"
 #include "platform/membudget.h"
 #include "util/alloc.h"
@@ -345,14 +346,18 @@ static void test_engine_small_budget(void)
     sx_db_memory_stats(db, &m);
     ASSERT_EQ(m.growing_bytes, 0);
 
-    /* HNSW of a segment needs more than the budget has left: the build fails cleanly, naming
-     * the budget (it is not OOM-killed, nothing stays charged to builds) */
+    /* HNSW of a segment needs more than the budget has left (another holder took all but
+     * 100 KiB of it): the build fails cleanly, naming the budget (it is not OOM-killed, nothing
+     * stays charged to builds) */
+    uint64_t other = sx__mem_avail(db->budget) - 100 * 1024;
+    sx__mem_force(db->budget, SX__MEM_SCRATCH, other);
     ASSERT_OK(sx_index_create(c, "HNSW", NULL, 0));
     ASSERT_STATUS(sx_index_wait(c, 120000), SX_ENOMEM);
     ASSERT(strstr(sx_errmsg(), "memory budget") != NULL);
     sx_db_memory_stats(db, &m);
     ASSERT_EQ(m.build_bytes, 0);
     ASSERT_OK(sx_index_drop(c));
+    sx__mem_give(db->budget, SX__MEM_SCRATCH, other);
     sx_collection_release(c);
     sx_db_close(db);
 
