@@ -17,7 +17,8 @@
  *
  * Skipped (77, with the reason) when no memory cgroup is writable (not root, no controller).
  * The "_slow" suffix keeps it out of the sanitizer passes (their shadow memory would blow any
- * limit); the release pass runs it. SX_BEYOND_KEEP=1 keeps the data directory for a look.
+ * limit); the release pass runs it. SX_BEYOND_KEEP=1 keeps the data directory for a look,
+ * SX_BEYOND_DIM changes the dimension.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,12 +31,12 @@
 
 #include "harness.h"
 
-#define DIM     256
 #define NQ      200
 #define K       10
 #define CENTERS 256
 
 static size_t g_n = 330000;
+static size_t DIM = 256; /* SX_BEYOND_DIM */
 static char g_dir[600];
 static char g_cg[300]; /* the cgroup directory */
 static int g_v2;
@@ -185,16 +186,18 @@ static void gen(const char *path, const float *centers, size_t n, uint64_t *seed
 {
     FILE *f = fopen(path, "wb");
     ASSERT(f != NULL);
-    float v[DIM];
-    int32_t d = DIM;
+    float *v = malloc(DIM * sizeof *v);
+    ASSERT(v != NULL);
+    int32_t d = (int32_t)DIM;
     for (size_t i = 0; i < n; i++) {
         const float *c = centers + (size_t)(test_rand(seed) % CENTERS) * DIM;
         for (size_t j = 0; j < DIM; j++)
             v[j] = c[j] + 0.35f * gauss(seed);
         ASSERT(fwrite(&d, 4, 1, f) == 1 && fwrite(v, 4, DIM, f) == DIM);
         if (out)
-            memcpy(out + i * DIM, v, sizeof v);
+            memcpy(out + i * DIM, v, DIM * sizeof *v);
     }
+    free(v);
     ASSERT(fclose(f) == 0);
 }
 
@@ -210,10 +213,11 @@ static void ground_truth(const char *base, const float *q, int64_t *gt)
     }
     FILE *f = fopen(base, "rb");
     ASSERT(f != NULL);
-    float v[DIM];
+    float *v = malloc(DIM * sizeof *v);
+    ASSERT(v != NULL);
     int32_t d;
     for (int64_t id = 0; fread(&d, 4, 1, f) == 1; id++) {
-        ASSERT(d == DIM && fread(v, 4, DIM, f) == DIM);
+        ASSERT(d == (int32_t)DIM && fread(v, 4, DIM, f) == DIM);
         for (size_t qi = 0; qi < NQ; qi++) {
             const float *qq = q + qi * DIM;
             float s = 0;
@@ -236,6 +240,7 @@ static void ground_truth(const char *base, const float *q, int64_t *gt)
         }
     }
     (void)fclose(f);
+    free(v);
     free(best);
 }
 
@@ -297,8 +302,9 @@ static void test_beyond_ram(void)
     gen(base, centers, g_n, &seed, NULL);
     gen(qpath, centers, NQ, &seed, q);
     ground_truth(base, q, gt);
-    fprintf(stderr, "  %zu x %d float32 = %.0f MiB raw; cgroup %s limit %.0f MiB (%.1fx smaller)\n",
-            g_n, DIM, (double)raw / 1048576.0, g_v2 ? "v2" : "v1", (double)limit / 1048576.0,
+    fprintf(stderr,
+            "  %zu x %zu float32 = %.0f MiB raw; cgroup %s limit %.0f MiB (%.1fx smaller)\n", g_n,
+            DIM, (double)raw / 1048576.0, g_v2 ? "v2" : "v1", (double)limit / 1048576.0,
             (double)raw / (double)limit);
 
     /* import + DISKANN build, in the cgroup */
@@ -367,6 +373,8 @@ static void test_beyond_ram(void)
 
 int main(void)
 {
+    if (getenv("SX_BEYOND_DIM"))
+        DIM = strtoull(getenv("SX_BEYOND_DIM"), NULL, 10);
     if (getenv("SX_BEYOND_N"))
         g_n = strtoull(getenv("SX_BEYOND_N"), NULL, 10);
     snprintf(g_dir, sizeof g_dir, "%s", test_tmpdir("test_beyond_ram"));
