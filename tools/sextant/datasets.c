@@ -152,7 +152,6 @@ void ds_free(ds_matrix *m)
         return;
     free(m->f);
     free(m->i);
-    free(m->rowbuf);
     if (m->streamed && m->fd >= 0)
         (void)close(m->fd);
     memset(m, 0, sizeof *m);
@@ -964,12 +963,10 @@ ds_rows(ds_matrix *m, size_t first, size_t count, float *buf, char *err, size_t 
     size_t per = (size_t)((1u << 20) / m->rec);
     if (per == 0)
         per = 1;
-    if (!m->rowbuf) {
-        m->rowbuf = malloc((size_t)m->rec * per);
-        if (!m->rowbuf) {
-            set_err(err, err_len, "out of memory");
-            return NULL;
-        }
+    unsigned char *rb = calloc(per, (size_t)m->rec);
+    if (!rb) {
+        set_err(err, err_len, "out of memory");
+        return NULL;
     }
     for (size_t done = 0; done < count;) {
         size_t c = count - done < per ? count - done : per;
@@ -977,22 +974,24 @@ ds_rows(ds_matrix *m, size_t first, size_t count, float *buf, char *err, size_t 
         off_t off = (off_t)((first + done) * m->rec);
         size_t got = 0;
         while (got < bytes) {
-            ssize_t r = pread(m->fd, m->rowbuf + got, bytes - got, off + (off_t)got);
+            ssize_t r = pread(m->fd, rb + got, bytes - got, off + (off_t)got);
             if (r < 0 && errno == EINTR)
                 continue;
             if (r <= 0) {
                 set_err(err, err_len, "read of record %zu: %s", first + done,
                         r < 0 ? strerror(errno) : "file shrank while reading");
+                free(rb);
                 return NULL;
             }
             got += (size_t)r;
         }
         for (size_t k = 0; k < c; k++) {
-            const unsigned char *row = m->rowbuf + (size_t)m->rec * k;
+            const unsigned char *row = rb + (size_t)m->rec * k;
             if ((int32_t)le32(row) != (int32_t)m->dim) {
                 set_err(err, err_len,
                         "record %zu has dimension %d but the first record has %zu: corrupt file",
                         first + done + k, (int)(int32_t)le32(row), m->dim);
+                free(rb);
                 return NULL;
             }
             float *o = buf + (done + k) * m->dim;
@@ -1008,6 +1007,7 @@ ds_rows(ds_matrix *m, size_t first, size_t count, float *buf, char *err, size_t 
         }
         done += c;
     }
+    free(rb);
     return buf;
 }
 
