@@ -349,7 +349,7 @@ static void test_engine_small_budget(void)
     /* HNSW of a segment needs more than the budget has left (another holder took all but
      * 100 KiB of it): the build fails cleanly, naming the budget (it is not OOM-killed, nothing
      * stays charged to builds) */
-    uint64_t other = sx__mem_avail(db->budget) - 100 * 1024;
+    uint64_t other = sx__mem_avail(db->budget) - 100ull * 1024ull;
     sx__mem_force(db->budget, SX__MEM_SCRATCH, other);
     ASSERT_OK(sx_index_create(c, "HNSW", NULL, 0));
     ASSERT_STATUS(sx_index_wait(c, 120000), SX_ENOMEM);
