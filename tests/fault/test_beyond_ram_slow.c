@@ -9,9 +9,9 @@
  *
  * The data: N x DIM float32 drawn around 256 Gaussian cluster centres (SX_BEYOND_N, default
  * 330000; DIM 256: 322 MiB raw; the limit SX_BEYOND_LIMIT_MB, default raw / 5 = 64 MiB), 200
- * queries from the same distribution. Measured (2-core machine, busy): import 4 s, DISKANN build
- * 133 s, reopen + 200 queries 65 s (42 segments read from disk through a 64 MiB page cache),
- * recall@10 1.0. The process's own budget follows the cgroup (no --memory-limit is
+ * queries from the same distribution. Measured (2-core machine, busy): import 3 s, DISKANN build
+ * 76 s, reopen + 200 queries 47 s (segments of 8,192 rows read from disk through a 64 MiB page
+ * cache), recall@10 1.0. The process's own budget follows the cgroup (no --memory-limit is
  * passed: the default is the cgroup's limit less the headroom). DISKANN parameters keep the
  * in-RAM part small: PQ codes of 32 bytes per vector (pq_code_budget_gb_ratio 1/32).
  *
