@@ -494,15 +494,22 @@ static void test_faults_multipart(void)
             FAILF("%s: %" PRIu64 " retries", fp_kind_name[k], a.retries - b.retries);
         check_object(S, key, data, n);
     }
-    /* CreateMultipartUpload and CompleteMultipartUpload (a lost Complete response: the retry
-     * finds the upload gone and the object in place) */
+    /* CreateMultipartUpload and CompleteMultipartUpload. A Complete whose response is lost or
+     * truncated was carried out (the proxy forwarded it): the upload is then gone and s3rver
+     * answers any further Complete with 500, so the client must find the object with a HEAD
+     * instead of retrying. At most 2 Completes go out (libcurl itself may resend a request
+     * that died on a reused connection) and no failure is counted; retrying blindly sent 7
+     * (1 + 6 retries) and counted one. */
     const fp_kind on_post[] = { FP_500, FP_SLOWDOWN, FP_RESET, FP_TRUNCATE, FP_LOST };
     for (size_t i = 0; i < sizeof on_post / sizeof on_post[0]; i++) {
         fp_kind k = on_post[i];
         for (int which = 0; which < 2; which++) {
-            char key[64];
+            char key[64], target[96];
             snprintf(key, sizeof key, "fault/mpc-%s-%d", fp_kind_name[k], which);
-            long f0 = fault_count(k);
+            snprintf(target, sizeof target, "/%s?uploadId=", key);
+            long f0 = fault_count(k), c0 = fp_count(&fp, "POST ", target);
+            sx__s3_stats b, a;
+            sx__s3_stats_get(P, &b);
             fp_clear(&fp);
             fp_filter(&fp, "POST", which ? "uploadId=" : "uploads=");
             fp_push(&fp, k, 1);
@@ -510,6 +517,15 @@ static void test_faults_multipart(void)
             if (st != SX_OK)
                 FAILF("%s on %s: %s", fp_kind_name[k], which ? "Complete" : "Create", sx_errmsg());
             ASSERT_EQ(fault_count(k) - f0, 1);
+            sx__s3_stats_get(P, &a);
+            long completes = fp_count(&fp, "POST ", target) - c0;
+            if (which)
+                fprintf(stderr,
+                        "  %-13s on Complete: %ld Complete request(s), %" PRIu64
+                        " client retries\n",
+                        fp_kind_name[k], completes, a.retries - b.retries);
+            ASSERT(completes >= 1 && completes <= 2);
+            ASSERT_EQ(a.failures - b.failures, 0);
             check_object(S, key, data, n);
         }
     }
@@ -742,8 +758,13 @@ static void test_random_faults(void)
     for (int k = FP_500; k <= FP_TRUNCATE; k++)
         mask |= 1u << k;
     fp_set_random(&fp, 0.2, mask, seed | 1);
-    /* the client tries 4 times: at most 3 random faults in a row per request, so a failure is a
-     * client bug, not the seed's luck (0.2^4 per request made this fail for SX_SEED=1796190298) */
+    /* q makes up to 13 attempts per request (1 + max_retries 12) and the proxy injects at most
+     * 3 random faults in a row per request (method + target; the cap came after
+     * SX_SEED=1796190298, where one request drew 4), so random faults alone cannot exhaust a
+     * request: a failure is a client bug. A Complete whose response is lost has still
+     * completed the upload and every later Complete fails at s3rver (500), so the client
+     * settles it with a HEAD (s3.c, invariant 5); retrying it blindly failed
+     * SX_SEED=1796193625. */
     fp_set_random_max_run(&fp, 3);
     long f0 = fp_faults_total(&fp);
     size_t n = 200000;
