@@ -1951,7 +1951,7 @@ static sx_status mp_complete(sx__s3 *s, const mp_job *j)
             if (unknown) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "%s", sx_errmsg());
-                st = sx__err(st, "%s; and the object is not in place (HEAD)", msg);
+                st = sx__err(st, "%s; and a HEAD did not find the uploaded object", msg);
             }
         }
     }

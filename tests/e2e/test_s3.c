@@ -607,6 +607,25 @@ static void test_persistent_faults(void)
     ASSERT_EQ(fp_count(&fp, "DELETE", "uploadId=") - aborts0, 1);
     uint64_t size;
     ASSERT_STATUS(sx__s3_head(S, "fault/mp-fail", &size), SX_ENOTFOUND);
+    /* a persistent 500 on CompleteMultipartUpload (answered by the proxy: s3rver never sees a
+     * Complete): each of the 4 attempts has an unknown outcome and is followed by a HEAD that
+     * finds no object; then put_file fails and aborts the upload */
+    const char *mc = "/fault/mp-complete-fail?uploadId=";
+    fp_clear(&fp);
+    fp_filter(&fp, "POST", mc);
+    fp_set_persistent(&fp, FP_500);
+    long c0 = fp_count(&fp, "POST ", mc), h0 = fp_count(&fp, "HEAD ", "/fault/mp-complete-fail");
+    aborts0 = fp_count(&fp, "DELETE", "uploadId=");
+    ASSERT_STATUS(sx__s3_put_file(q, "fault/mp-complete-fail", src), SX_EREMOTE);
+    fprintf(stderr, "  persistent 500 on Complete: %s\n", sx_errmsg());
+    ASSERT(strstr(sx_errmsg(), "CompleteMultipartUpload") != NULL);
+    ASSERT(strstr(sx_errmsg(), "HTTP 500 InternalError") != NULL);
+    ASSERT(strstr(sx_errmsg(), "(4 attempts)") != NULL);
+    ASSERT(strstr(sx_errmsg(), "a HEAD did not find the uploaded object") != NULL);
+    ASSERT_EQ(fp_count(&fp, "POST ", mc) - c0, 4);
+    ASSERT_EQ(fp_count(&fp, "HEAD ", "/fault/mp-complete-fail") - h0, 4);
+    ASSERT_EQ(fp_count(&fp, "DELETE", "uploadId=") - aborts0, 1);
+    ASSERT_STATUS(sx__s3_head(S, "fault/mp-complete-fail", &size), SX_ENOTFOUND);
     /* not retried: 403 / 404 */
     fp_clear(&fp);
     sx__s3_stats b, a;
