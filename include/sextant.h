@@ -558,6 +558,14 @@ typedef struct sx_import_opts {
     sx_import_progress_fn progress; /* optional */
     void *progress_ctx;
     uint64_t batch_rows; /* rows per sealed segment (0: the collection's segment size) */
+    /* Milvus's dynamic field: a VARCHAR field (or NULL) that gets, per row, the keys of a JSON
+     * row that are not in the schema as a JSON object text ("{}" for rows of other formats).
+     * Without it such keys fail the import. */
+    const char *dynamic_field;
+    /* VARCHAR fields set to one value in every imported row (key = field, value = text), e.g. a
+     * partition column; the files must not give them. */
+    const sx_param *consts;
+    size_t n_consts;
 } sx_import_opts;
 
 typedef struct sx_import_result {
@@ -604,14 +612,16 @@ typedef struct sx_import_job_info {
     } * groups;
 } sx_import_job_info;
 
-/* Queues an import job of the groups into collection `name` (the names are copied) and writes
- * its id into job_id. Errors: SX_ENOTFOUND (no such collection), SX_EINVAL (no files, a
+/* Queues an import job of the groups into collection `name` (names, dynamic_field and consts of
+ * opts are copied; its progress callback is not used; NULL: defaults) and writes its id into
+ * job_id. Errors: SX_ENOTFOUND (no such collection), SX_EINVAL (no files, a
  * partition other than "_default"), SX_ENOMEM. The files are checked when the job runs; its
  * state then says FAILED with the reason. */
 SX_API SX_NODISCARD sx_status sx_import_submit(sx_db *db,
                                                const char *name,
                                                const sx_import_group *groups,
                                                size_t n_groups,
+                                               const sx_import_opts *opts,
                                                char job_id[SX_IMPORT_JOB_ID]);
 /* Fills *out with the job's state. SX_ENOTFOUND for an unknown id. */
 SX_API SX_NODISCARD sx_status sx_import_job_get(sx_db *db,

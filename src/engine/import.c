@@ -513,7 +513,7 @@ sx_status sx_import_run(sx_collection *c,
     uint64_t charged = 0;
     /* 1. every header first */
     for (size_t g = 0; st == SX_OK && g < n_groups; g++) {
-        st = sx__imp_group_open(c, &groups[g], &gs[g]);
+        st = sx__imp_group_open(c, &groups[g], opts, &gs[g]);
         if (st == SX_OK) {
             r.prog.rows_total += sx__imp_group_rows(gs[g]);
             r.prog.bytes_total += sx__imp_group_bytes(gs[g]);
@@ -597,6 +597,9 @@ typedef struct ijob {
     char *coll;
     sx_import_group *groups; /* paths owned */
     size_t n_groups;
+    char *dynamic_field; /* owned, or NULL */
+    sx_param *consts;    /* keys and values owned */
+    size_t n_consts;
     /* guarded by the importer's mu */
     sx_import_state state;
     sx_import_progress prog;
@@ -637,6 +640,12 @@ static void job_free(ijob *j)
         sx__free((void *)j->groups[g].paths);
     }
     sx__free(j->groups);
+    for (size_t i = 0; i < j->n_consts; i++) {
+        sx__free((char *)j->consts[i].key);
+        sx__free((char *)j->consts[i].value);
+    }
+    sx__free(j->consts);
+    sx__free(j->dynamic_field);
     sx__free(j->g_rows);
     sx__free(j->g_bytes);
     sx__free(j->coll);
@@ -668,7 +677,7 @@ static void run_job(sx__importer *im, ijob *j)
     sx_import_result res;
     memset(&res, 0, sizeof res);
     jctx x = { im, j };
-    sx_import_opts o = { job_progress, &x, 0 };
+    sx_import_opts o = { job_progress, &x, 0, j->dynamic_field, j->consts, j->n_consts };
     sx_status st = sx_collection_open(im->db, j->coll, &c);
     if (st == SX_OK) {
         st = sx_import_run(c, j->groups, j->n_groups, &o, &res);
@@ -771,7 +780,10 @@ void sx__import_stop(sx_db *db)
     sx__free(im);
 }
 
-static ijob *job_copy(const char *name, const sx_import_group *groups, size_t n_groups)
+static ijob *job_copy(const char *name,
+                      const sx_import_group *groups,
+                      size_t n_groups,
+                      const sx_import_opts *opts)
 {
     ijob *j = sx__calloc(1, sizeof *j);
     if (!j)
@@ -785,6 +797,29 @@ static ijob *job_copy(const char *name, const sx_import_group *groups, size_t n_
         return NULL;
     }
     j->n_groups = n_groups;
+    if (opts && opts->dynamic_field) {
+        j->dynamic_field = sx__strdup(opts->dynamic_field);
+        if (!j->dynamic_field) {
+            job_free(j);
+            return NULL;
+        }
+    }
+    if (opts && opts->n_consts) {
+        j->consts = sx__calloc(opts->n_consts, sizeof *j->consts);
+        if (!j->consts) {
+            job_free(j);
+            return NULL;
+        }
+        for (size_t i = 0; i < opts->n_consts; i++) {
+            j->consts[i].key = sx__strdup(opts->consts[i].key ? opts->consts[i].key : "");
+            j->consts[i].value = sx__strdup(opts->consts[i].value ? opts->consts[i].value : "");
+            j->n_consts = i + 1;
+            if (!j->consts[i].key || !j->consts[i].value) {
+                job_free(j);
+                return NULL;
+            }
+        }
+    }
     for (size_t g = 0; g < n_groups; g++) {
         const char **ps = sx__calloc(groups[g].n_paths + 1, sizeof *ps);
         if (!ps) {
@@ -808,6 +843,7 @@ sx_status sx_import_submit(sx_db *db,
                            const char *name,
                            const sx_import_group *groups,
                            size_t n_groups,
+                           const sx_import_opts *opts,
                            char job_id[SX_IMPORT_JOB_ID])
 {
     if (!db || !name || !job_id)
@@ -830,7 +866,7 @@ sx_status sx_import_submit(sx_db *db,
     st = importer_get(db, true, &im);
     if (st != SX_OK)
         return st;
-    ijob *j = job_copy(name, groups, n_groups);
+    ijob *j = job_copy(name, groups, n_groups, opts);
     if (!j)
         return sx__err(SX_ENOMEM, "import");
     j->create_ms = wall_ms();

@@ -282,6 +282,8 @@ static const char *bsrc_local_path(const bsrc *s)
 
 typedef enum pkind { P_JSON, P_NPY, P_VECS, P_HDF5 } pkind;
 
+#define FILLED (-2) /* owner of a field the group fills itself (dynamic field, constants) */
+
 typedef struct prov {
     pkind kind;
     bsrc src;
@@ -307,8 +309,10 @@ struct sx__imp_group {
     sx_collection *c;
     size_t n;
     prov p[IMP_MAX_FILES];
-    int owner[SX_MAX_FIELDS]; /* provider of each field, -1 none (auto id) */
-    uint64_t rows;            /* 0 for JSON */
+    int owner[SX_MAX_FIELDS];        /* provider of each field, -1 none (auto id), FILLED below */
+    int dyn;                         /* the dynamic field, -1 none */
+    const char *cval[SX_MAX_FIELDS]; /* FILLED constant fields: the value (borrowed) */
+    uint64_t rows;                   /* 0 for JSON */
     uint64_t bytes;
     bool json;
 };
@@ -476,7 +480,45 @@ static sx_status json_open(prov *p)
 }
 
 /* Converts one parsed row object into batch row `at`. */
-static sx_status json_row(sx_collection *c, prov *p, sx__imp_batch *b, size_t at, json_t *o)
+/* The dynamic field's text of a row: the keys not in the schema, as compact JSON. */
+static sx_status
+json_dyn(const prov *p, json_t *o, sx__imp_batch *b, size_t at, int dyn, const sx_collection *c)
+{
+    json_t *extra = json_object();
+    if (!extra)
+        return sx__err(SX_ENOMEM, "import");
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        if (field_index(c, key, strlen(key)) < 0 && json_object_set(extra, key, v) != 0) {
+            json_decref(extra);
+            return sx__err(SX_ENOMEM, "import");
+        }
+    }
+    size_t len = json_dumpb(extra, NULL, 0, JSON_COMPACT);
+    char *s = sx__malloc(len + 1);
+    if (s && json_dumpb(extra, s, len, JSON_COMPACT) != len) {
+        sx__free(s);
+        s = NULL;
+    }
+    json_decref(extra);
+    if (!s)
+        return sx__err(SX_ENOMEM, "import: row %llu of %s", (unsigned long long)p->n_rows,
+                       p->src.name);
+    s[len] = '\0';
+    uint32_t ml = c->fields[dyn].max_length ? c->fields[dyn].max_length : SX_MAX_VARCHAR;
+    if (len > ml) {
+        sx__free(s);
+        return sx__err(SX_EINVAL,
+                       "import: %s: row %llu: its dynamic fields take %zu bytes, more than %u",
+                       p->src.name, (unsigned long long)p->n_rows, len, ml);
+    }
+    ((char **)b->col[dyn])[at] = s;
+    return SX_OK;
+}
+
+static sx_status json_row(
+    sx_collection *c, const int *owner, int dyn, prov *p, sx__imp_batch *b, size_t at, json_t *o)
 {
     const char *fn = p->src.name;
     unsigned long long rn = (unsigned long long)p->n_rows;
@@ -484,17 +526,25 @@ static sx_status json_row(sx_collection *c, prov *p, sx__imp_batch *b, size_t at
     json_t *v;
     json_object_foreach(o, key, v) {
         int f = field_index(c, key, strlen(key));
-        if (f < 0)
+        if (f < 0 && dyn < 0)
             return sx__err(SX_EINVAL,
                            "import: %s: row %llu: field \"%s\" is not in the schema of %s", fn, rn,
                            key, c->name);
-        if (is_auto_pk(c, (size_t)f))
+        if (f >= 0 && is_auto_pk(c, (size_t)f))
             return sx__err(SX_EINVAL,
                            "import: %s: row %llu: primary key \"%s\" is auto-generated: omit it",
                            fn, rn, key);
+        if (f >= 0 && owner[f] == FILLED)
+            return sx__err(SX_EINVAL, "import: %s: row %llu: field \"%s\" is set by the import", fn,
+                           rn, key);
+    }
+    if (dyn >= 0) {
+        sx_status st = json_dyn(p, o, b, at, dyn, c);
+        if (st != SX_OK)
+            return st;
     }
     for (size_t f = 0; f < c->n_fields; f++) {
-        if (is_auto_pk(c, f))
+        if (is_auto_pk(c, f) || owner[f] == FILLED)
             continue;
         const char *name = c->names[f];
         v = json_object_get(o, name);
@@ -559,7 +609,8 @@ static sx_status json_row(sx_collection *c, prov *p, sx__imp_batch *b, size_t at
     return SX_OK;
 }
 
-static sx_status json_read(sx_collection *c, prov *p, sx__imp_batch *b, size_t *got)
+static sx_status
+json_read(sx_collection *c, const int *owner, int dyn, prov *p, sx__imp_batch *b, size_t *got)
 {
     size_t k = 0;
     while (!p->done && b->n + k < b->cap) {
@@ -589,7 +640,7 @@ static sx_status json_read(sx_collection *c, prov *p, sx__imp_batch *b, size_t *
         if (!o)
             return sx__err(SX_EINVAL, "import: %s: row %llu: bad JSON: %s", p->src.name,
                            (unsigned long long)p->n_rows, je.text);
-        st = json_row(c, p, b, b->n + k, o);
+        st = json_row(c, owner, dyn, p, b, b->n + k, o);
         json_decref(o);
         if (st != SX_OK)
             return st;
@@ -889,6 +940,8 @@ static sx_status hdf5_open_locked(sx_collection *c, prov *p, int *owner, int me)
     for (size_t f = 0; f < c->n_fields; f++) {
         if (is_auto_pk(c, f))
             continue;
+        if (owner[f] == FILLED)
+            continue;
         const char *dn = f == c->vf ? vname : c->names[f];
         if (f != c->vf && H5Lexists(p->file, dn, H5P_DEFAULT) <= 0)
             continue;
@@ -1101,6 +1154,9 @@ static sx_status prov_open(sx_collection *c, sx__imp_group *g, const char *path,
         p->elem = has_suffix(bn, ".bvecs") ? 1 : 4;
     }
     if (field >= 0) {
+        if (g->owner[field] == FILLED)
+            return sx__err(SX_EINVAL, "import: %s: field \"%s\" is set by the import", path,
+                           c->names[field]);
         if (g->owner[field] >= 0)
             return sx__err(SX_EINVAL, "import: %s: field \"%s\" is given twice in the group", path,
                            c->names[field]);
@@ -1117,7 +1173,7 @@ static sx_status prov_open(sx_collection *c, sx__imp_group *g, const char *path,
     switch (p->kind) {
     case P_JSON:
         for (size_t f = 0; f < c->n_fields; f++)
-            if (!is_auto_pk(c, f))
+            if (!is_auto_pk(c, f) && g->owner[f] != FILLED)
                 g->owner[f] = me;
         return json_open(p);
     case P_NPY:
@@ -1134,7 +1190,61 @@ static sx_status prov_open(sx_collection *c, sx__imp_group *g, const char *path,
     return SX_OK;
 }
 
-sx_status sx__imp_group_open(sx_collection *c, const sx_import_group *gi, sx__imp_group **out)
+/* The fields the group fills itself (opts' dynamic field and constants). */
+static sx_status set_filled(sx_collection *c, sx__imp_group *g, const sx_import_opts *o)
+{
+    g->dyn = -1;
+    if (!o)
+        return SX_OK;
+    for (size_t i = 0; i <= o->n_consts; i++) {
+        bool is_dyn = i == o->n_consts;
+        const char *name = is_dyn ? o->dynamic_field : o->consts[i].key;
+        if (!name)
+            continue;
+        int f = field_index(c, name, strlen(name));
+        if (f < 0 || c->types[f] != SX_FIELD_VARCHAR || (size_t)f == c->pk)
+            return sx__err(SX_EINVAL, "import: %s field \"%s\" is not a VARCHAR field of %s",
+                           is_dyn ? "the dynamic" : "the constant", name, c->name);
+        if (g->owner[f] == FILLED)
+            return sx__err(SX_EINVAL, "import: field \"%s\" is set twice", name);
+        g->owner[f] = FILLED;
+        if (is_dyn) {
+            g->dyn = f;
+            continue;
+        }
+        const char *v = o->consts[i].value ? o->consts[i].value : "";
+        uint32_t ml = c->fields[f].max_length ? c->fields[f].max_length : SX_MAX_VARCHAR;
+        if (strlen(v) > ml)
+            return sx__err(SX_EINVAL, "import: the value of field \"%s\" is longer than %u", name,
+                           ml);
+        g->cval[f] = v;
+    }
+    return SX_OK;
+}
+
+/* Fills rows [at, at + k) of the fields the group sets itself (JSON rows have their dynamic
+ * field already). */
+static sx_status fill_rows(const sx__imp_group *g, sx__imp_batch *b, size_t at, size_t k)
+{
+    const sx_collection *c = g->c;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        if (g->owner[f] != FILLED || ((int)f == g->dyn && g->json))
+            continue;
+        const char *v = (int)f == g->dyn ? "{}" : g->cval[f];
+        for (size_t i = 0; i < k; i++) {
+            char *s = sx__strdup(v);
+            if (!s)
+                return sx__err(SX_ENOMEM, "import");
+            ((char **)b->col[f])[at + i] = s;
+        }
+    }
+    return SX_OK;
+}
+
+sx_status sx__imp_group_open(sx_collection *c,
+                             const sx_import_group *gi,
+                             const sx_import_opts *opts,
+                             sx__imp_group **out)
 {
     if (!gi || gi->n_paths == 0 || !gi->paths)
         return sx__err(SX_EINVAL, "import: a group of files is empty");
@@ -1147,7 +1257,7 @@ sx_status sx__imp_group_open(sx_collection *c, const sx_import_group *gi, sx__im
     g->c = c;
     for (size_t f = 0; f < SX_MAX_FIELDS; f++)
         g->owner[f] = -1;
-    sx_status st = SX_OK;
+    sx_status st = set_filled(c, g, opts);
     for (size_t i = 0; st == SX_OK && i < gi->n_paths; i++) {
         if (!gi->paths[i] || !*gi->paths[i]) {
             st = sx__err(SX_EINVAL, "import: an empty file name");
@@ -1162,7 +1272,7 @@ sx_status sx__imp_group_open(sx_collection *c, const sx_import_group *gi, sx__im
     }
     g->json = st == SX_OK && g->p[0].kind == P_JSON;
     for (size_t f = 0; st == SX_OK && f < c->n_fields; f++)
-        if (g->owner[f] < 0 && !is_auto_pk(c, f))
+        if (g->owner[f] == -1 && !is_auto_pk(c, f))
             st = sx__err(SX_EINVAL,
                          "import: field \"%s\" (%s) is missing from the group %s%s (give %s.npy "
                          "or a JSON file)",
@@ -1190,8 +1300,12 @@ sx_status sx__imp_group_read(sx__imp_group *g, sx__imp_batch *b, size_t *got)
 {
     sx_collection *c = g->c;
     *got = 0;
-    if (g->json)
-        return json_read(c, &g->p[0], b, got);
+    if (g->json) {
+        sx_status st = json_read(c, g->owner, g->dyn, &g->p[0], b, got);
+        if (st == SX_OK)
+            st = fill_rows(g, b, b->n, *got);
+        return st;
+    }
     uint64_t left = g->rows - g->p[0].row;
     size_t k = b->cap - b->n;
     if (left < k)
@@ -1212,6 +1326,9 @@ sx_status sx__imp_group_read(sx__imp_group *g, sx__imp_batch *b, size_t *got)
         if (st != SX_OK)
             return st;
     }
+    sx_status st = fill_rows(g, b, b->n, k);
+    if (st != SX_OK)
+        return st;
     *got = k;
     return SX_OK;
 }

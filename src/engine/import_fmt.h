@@ -26,8 +26,11 @@ typedef struct sx__imp_group sx__imp_group;
 
 /* Opens the group's files and checks them against c's schema. Errors (SX_EINVAL naming file and
  * field, SX_ENOTFOUND for a missing file, SX_EREMOTE, SX_EIO, SX_ENOMEM): nothing is left open. */
+/* opts (may be NULL): its dynamic_field and consts name fields the group fills itself (checked
+ * here: VARCHAR fields of the schema, not the key); borrowed until sx__imp_group_close. */
 SX_NODISCARD sx_status sx__imp_group_open(sx_collection *c,
                                           const sx_import_group *g,
+                                          const sx_import_opts *opts,
                                           sx__imp_group **out);
 /* Reads up to b->cap - b->n rows into b at b->n; *got = 0 at the end of the group. On error the
  * rows of this call are not counted in b->n (their strings are freed by sx__imp_batch_clear). */

@@ -685,7 +685,7 @@ static pthread_once_t routes_once = PTHREAD_ONCE_INIT;
 static void routes_build(void)
 {
     const sx__route *tables[] = { sx__routes_collections, sx__routes_indexes, sx__routes_admin,
-                                  sx__routes_entities };
+                                  sx__routes_entities, sx__routes_import };
     size_t n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         for (const sx__route *r = tables[t]; r && r->path; r++) {
