@@ -849,8 +849,8 @@ static sx_status vecs_open(const sx_collection *c, prov *p)
             return st;
     }
     uint32_t dim = 0;
-    sx_status st =
-        sx__vecs_shape(p->src.name, first, p->src.size, p->elem, SX_MAX_DIM, &dim, &p->n_rows);
+    sx_status st = sx__vecs_shape(p->src.name, p->elem == 1 ? "bvecs" : "fvecs", first, p->src.size,
+                                  p->elem, SX_MAX_DIM, &dim, &p->n_rows);
     if (st != SX_OK) {
         char msg[768];
         last_msg(msg, sizeof msg);

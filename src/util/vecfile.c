@@ -187,6 +187,7 @@ sx_status sx__npy_parse(
 }
 
 sx_status sx__vecs_shape(const char *name,
+                         const char *kind,
                          const unsigned char first4[4],
                          uint64_t file_size,
                          size_t elem,
@@ -194,7 +195,6 @@ sx_status sx__vecs_shape(const char *name,
                          uint32_t *dim,
                          uint64_t *n)
 {
-    const char *kind = elem == 1 ? "bvecs" : "fvecs/ivecs";
     if (file_size < 4)
         return sx__err(SX_EINVAL, "%s: file is %s (%llu bytes): not a .%s file", name,
                        file_size == 0 ? "empty" : "truncated", (unsigned long long)file_size, kind);

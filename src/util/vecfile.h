@@ -44,10 +44,12 @@ typedef struct sx__npy {
 SX_NODISCARD sx_status sx__npy_parse(
     const char *name, const unsigned char *buf, size_t len, uint64_t file_size, sx__npy *out);
 
-/* TEXMEX: from the first record's 4-byte dimension and the file size, the dimension and the
- * record count (every record has the same size: 4 + d x elem). Refuses an empty or truncated
- * file, a dimension outside 1..max_dim, and a size that is not a whole number of records. */
+/* TEXMEX (kind: "fvecs", "bvecs", "ivecs", for messages): from the first record's 4-byte
+ * dimension and the file size, the dimension and the record count (every record has the same size:
+ * 4 + d x elem). Refuses an empty or truncated file, a dimension outside 1..max_dim, and a size
+ * that is not a whole number of records. */
 SX_NODISCARD sx_status sx__vecs_shape(const char *name,
+                                      const char *kind,
                                       const unsigned char first4[4],
                                       uint64_t file_size,
                                       size_t elem,
