@@ -18,11 +18,15 @@
  *   crash         a child process SIGKILLed in the middle of a 60,000-row import (after 3 of
  *                 its batches are written): after reopen nothing of it is visible and its
  *                 segment files are gone
+ *   index_budget  an HNSW index created before the import is built on the imported segments;
+ *                 the batch is charged to the memory budget while the import runs (and given
+ *                 back); a 2 MiB budget refuses a 16 KiB-a-row import with SX_ENOMEM, nothing
  *   jobs          sx_import_submit / get / list / wait: a completed and a failed job with its
  *                 reason, both listed afterwards
  *   rest          POST /v2/vectordb/jobs/import/create, get_progress, describe, list through an
  *                 in-process server: Completed with importedRows and progress 100, a failing
- *                 job Failed with its reason, an unknown job id refused
+ *                 job Failed with its reason, an unknown job id refused; a JSON row's keys
+ *                 outside the schema land in the dynamic field's hidden column
  */
 #include <dirent.h>
 #include <errno.h>
@@ -919,6 +923,88 @@ static void crash(void)
     sx_db_close(db);
 }
 
+/* An HNSW index created before the import: the imported segments get it built; and the budget:
+ * the batch is charged (SX__MEM_IMPORT) while the import runs and given back after it; under a
+ * budget too small for the smallest batch the import is refused naming it. */
+typedef struct mem_ctx {
+    sx_db *db;
+    uint64_t seen;
+} mem_ctx;
+
+static bool mem_progress(void *ctx, const sx_import_progress *p)
+{
+    mem_ctx *m = ctx;
+    (void)p;
+    sx_memory_stats ms;
+    sx_db_memory_stats(m->db, &ms);
+    if (ms.import_bytes > m->seen)
+        m->seen = ms.import_bytes;
+    return true;
+}
+
+static void index_budget(void)
+{
+    char dir[600], data[700], p[5][1024];
+    const char *ptrs[5];
+    snprintf(dir, sizeof dir, "%s/idx", g_dir);
+    snprintf(data, sizeof data, "%s.data", dir);
+    write_npy_folder(data, 3000, DIM);
+    npy_paths(data, p, ptrs);
+    sx_db *db = open_db(dir);
+    create_full(db, "c");
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    sx_param hp[2] = { { "M", "8" }, { "efConstruction", "64" } };
+    ASSERT_OK(sx_index_create(c, "HNSW", hp, 2));
+    mem_ctx m = { db, 0 };
+    sx_import_group g = { ptrs, 5 };
+    sx_import_opts o = { mem_progress, &m, 1000, NULL, NULL, 0 };
+    ASSERT_OK(sx_import_run(c, &g, 1, &o, NULL));
+    ASSERT(m.seen >= 1000 * (DIM * 4 + 8 + 8 + 1 + 8));
+    sx_memory_stats ms;
+    sx_db_memory_stats(db, &ms);
+    ASSERT_EQ(ms.import_bytes, 0);
+    ASSERT_OK(sx_index_wait(c, 60000));
+    sx_index_info ii;
+    ASSERT_OK(sx_index_describe(c, &ii));
+    ASSERT_EQ(ii.state, SX_INDEX_FINISHED);
+    ASSERT_EQ(ii.indexed_rows, 3000);
+    check_full(c, 3000);
+    sx_collection_release(c);
+    sx_db_close(db);
+    fprintf(stderr, "     import buffers charged: %llu bytes\n", (unsigned long long)m.seen);
+
+    /* a 2 MiB budget and 16 KiB rows: not even 256 rows fit */
+    snprintf(dir, sizeof dir, "%s/budget", g_dir);
+    sx_db_options bo = { 0 };
+    bo.sync_mode = SX_SYNC_NONE;
+    bo.memory_limit_bytes = 2u << 20;
+    ASSERT_OK(sx_db_open(dir, &bo, &db));
+    create_auto(db, "w", 4096);
+    ASSERT_OK(sx_collection_open(db, "w", &c));
+    char fv[700];
+    snprintf(fv, sizeof fv, "%s.fvecs", dir);
+    size_t rec = 4 + 4096 * 4;
+    unsigned char *buf = calloc(300, rec);
+    ASSERT(buf != NULL);
+    for (size_t i = 0; i < 300; i++) {
+        uint32_t d = 4096;
+        memcpy(buf + i * rec, &d, 4);
+    }
+    write_file(fv, buf, 300 * rec);
+    free(buf);
+    const char *fp[] = { fv };
+    sx_import_group fg = { fp, 1 };
+    ASSERT_STATUS(sx_import_run(c, &fg, 1, NULL, NULL), SX_ENOMEM);
+    fprintf(stderr, "     2 MiB budget: %s\n", sx_errmsg());
+    ASSERT(strstr(sx_errmsg(), "bulk import") != NULL);
+    ASSERT_EQ(count_of(c), 0);
+    sx_db_memory_stats(db, &ms);
+    ASSERT_EQ(ms.import_bytes, 0);
+    sx_collection_release(c);
+    sx_db_close(db);
+}
+
 /* ---- jobs */
 
 static void jobs(void)
@@ -1074,6 +1160,27 @@ static void rest(void)
     ASSERT_EQ(json_array_size(recs), 2);
     ASSERT(strcmp(json_string_value(json_object_get(json_array_get(recs, 1), "state")), "Failed") ==
            0);
+    /* a collection with a dynamic field: JSON keys outside the schema go into it */
+    post_json("/v2/vectordb/collections/create",
+              "{\"collectionName\": \"dyn\", \"schema\": {\"enableDynamicField\": true, "
+              "\"fields\": ["
+              "{\"fieldName\": \"id\", \"dataType\": \"Int64\", \"isPrimary\": true},"
+              "{\"fieldName\": \"vec\", \"dataType\": \"FloatVector\", \"elementTypeParams\": "
+              "{\"dim\": 2}}]}}");
+    ASSERT_EQ(th_code(), 0);
+    char jpath[700];
+    snprintf(jpath, sizeof jpath, "%s.dyn.json", dir);
+    const char *dj = "{\"rows\": [{\"id\": 1, \"vec\": [1, 2], \"color\": \"red\"}, "
+                     "{\"id\": 2, \"vec\": [3, 4]}]}";
+    write_file(jpath, dj, strlen(dj));
+    snprintf(body, sizeof body, "{\"collectionName\": \"dyn\", \"files\": [[\"%s\"]]}", jpath);
+    j = post_json("/v2/vectordb/jobs/import/create", body);
+    ASSERT_EQ(th_code(), 0);
+    snprintf(job, sizeof job, "%s",
+             json_string_value(json_object_get(json_object_get(j, "data"), "jobId")));
+    d = wait_done(job);
+    if (strcmp(json_string_value(json_object_get(d, "state")), "Completed") != 0)
+        FAILF("dynamic-field import: %s", json_string_value(json_object_get(d, "reason")));
     /* refused requests */
     post_json("/v2/vectordb/jobs/import/get_progress", "{\"jobId\": \"42\"}");
     ASSERT(th_code() != 0);
@@ -1086,6 +1193,17 @@ static void rest(void)
               "{\"collectionName\": \"c\", \"partitionName\": \"p1\", \"files\": [[\"a.json\"]]}");
     ASSERT(th_code() != 0);
     ASSERT_OK(sx_server_stop(srv));
+    /* the dynamic field's column holds the extra key (the server's hidden column) */
+    sx_db *db = open_db(dir);
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_collection_open(db, "dyn", &c));
+    uint64_t k = 0;
+    ASSERT_OK(sx_count(c, "sx_meta_ like \"%red%\"", &k));
+    ASSERT_EQ(k, 1);
+    ASSERT_OK(sx_count(c, "sx_meta_ == \"{}\"", &k));
+    ASSERT_EQ(k, 1);
+    sx_collection_release(c);
+    sx_db_close(db);
 }
 
 int main(void)
@@ -1100,6 +1218,7 @@ int main(void)
     RUN(malformed);
     RUN(dead_s3);
     RUN(crash);
+    RUN(index_budget);
     RUN(jobs);
     RUN(rest);
     return TEST_DONE();
