@@ -56,6 +56,9 @@ typedef struct written {
     uint64_t *ids;
     uint64_t *rows;
     size_t n, cap;
+    /* the manifest write failed: it may still have reached the disk (a failed directory fsync
+     * after the rename), so the files stay; the next open removes them if it did not */
+    bool keep;
 } written;
 
 static sx_status check_coll(sx_collection *c)
@@ -178,6 +181,8 @@ static bool key_stored(const sx_collection *c, const void *keys, size_t i)
 static void unlink_written(sx_collection *c, const written *w)
 {
     char path[4096];
+    if (w->keep)
+        return;
     for (size_t i = 0; i < w->n; i++) {
         sx__coll_path(c, path, sizeof path, "sxs", w->ids[i]);
         sx__ignore(sx__fs_unlink(path));
@@ -352,8 +357,8 @@ static sx_status put_keys(sx_collection *c, sx__segment **segs, size_t n_segs)
     return SX_OK;
 }
 
-/* Step 4. On error nothing is visible (the caller removes the files). */
-static sx_status commit(sx_collection *c, const written *w)
+/* Step 4. On error nothing is visible (the caller removes the files unless w->keep). */
+static sx_status commit(sx_collection *c, written *w)
 {
     if (w->n == 0)
         return SX_OK;
@@ -373,6 +378,16 @@ static sx_status commit(sx_collection *c, const written *w)
     st = check_coll(c);
     if (st == SX_OK)
         st = sx__pkmap_reserve(c->pkmap, (size_t)total);
+    /* room in the segment list too: nothing may fail once the manifest names the segments */
+    if (st == SX_OK) {
+        sx__rwlock_wrlock(&c->seg_lock);
+        sx__segment **ns = sx__realloc(c->segs, (c->n_segs + w->n + 1) * sizeof *ns);
+        if (ns)
+            c->segs = ns;
+        else
+            st = sx__err(SX_ENOMEM, "import: the segment list");
+        sx__rwlock_unlock(&c->seg_lock);
+    }
     if (st == SX_OK)
         st = put_keys(c, segs, w->n);
     if (st != SX_OK) {
@@ -381,27 +396,17 @@ static sx_status commit(sx_collection *c, const written *w)
         goto out;
     }
     st = sx__write_manifest_extra(c, NULL, w->ids, w->rows, w->n);
-    sx__segment **ns = NULL;
     if (st == SX_OK) {
         sx__rwlock_wrlock(&c->seg_lock);
-        ns = sx__realloc(c->segs, (c->n_segs + w->n + 1) * sizeof *ns);
-        if (ns) {
-            c->segs = ns;
-            for (size_t i = 0; i < w->n; i++)
-                c->segs[c->n_segs++] = segs[i];
-        }
+        for (size_t i = 0; i < w->n; i++)
+            c->segs[c->n_segs++] = segs[i];
         sx__rwlock_unlock(&c->seg_lock);
-        if (!ns) {
-            /* the manifest names them: the rows are durable and come back at the next open,
-             * but this process cannot show them (out of memory for the segment list) */
-            st = sx__err(SX_ENOMEM, "import: committed, but the segment list could not grow: "
-                                    "reopen the database to see the rows");
-        }
     } else {
         unput_keys(c, segs, w->n, (size_t)atomic_load(&segs[w->n - 1]->n_rows));
+        w->keep = st != SX_ENOMEM; /* an allocation fails before anything is written */
     }
     sx__mutex_unlock(&c->write_mu);
-    if (ns) {
+    if (st == SX_OK) {
         for (size_t i = 0; i < w->n; i++) {
             sx__seg_attach_index(c, segs[i]);
             segs[i] = NULL; /* owned by c->segs now */
@@ -413,9 +418,9 @@ static sx_status commit(sx_collection *c, const written *w)
         }
     }
     sx__mutex_unlock(&c->flush_mu);
-    if (st == SX_OK || ns) {
+    if (st == SX_OK) {
         sx__free(segs);
-        return st;
+        return SX_OK;
     }
 out:
     for (size_t i = 0; i < w->n; i++)

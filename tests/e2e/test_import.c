@@ -21,6 +21,8 @@
  *   index_budget  an HNSW index created before the import is built on the imported segments;
  *                 the batch is charged to the memory budget while the import runs (and given
  *                 back); a 2 MiB budget refuses a 16 KiB-a-row import with SX_ENOMEM, nothing
+ *   oom           every allocation of an NPY and a JSON import failed in turn: SX_ENOMEM, nothing
+ *                 visible and no file left each time, until it goes through
  *   jobs          sx_import_submit / get / list / wait: a completed and a failed job with its
  *                 reason, both listed afterwards
  *   rest          POST /v2/vectordb/jobs/import/create, get_progress, describe, list through an
@@ -42,6 +44,7 @@
 
 #include "harness.h"
 #include "http.h"
+#include "util/alloc.h"
 
 #define DIM 8
 
@@ -1005,6 +1008,52 @@ static void index_budget(void)
     sx_db_close(db);
 }
 
+/* Every allocation of an import failed in turn (the allocator's countdown): each failure is
+ * SX_ENOMEM with nothing visible and no file left, until the import goes through. */
+static void oom(void)
+{
+    char dir[600], data[700], jpath[700], p[5][1024], cdir[800];
+    const char *ptrs[5];
+    snprintf(dir, sizeof dir, "%s/oom", g_dir);
+    snprintf(data, sizeof data, "%s.data", dir);
+    snprintf(jpath, sizeof jpath, "%s.json", dir);
+    write_npy_folder(data, 50, DIM);
+    write_json(jpath, 30, true);
+    npy_paths(data, p, ptrs);
+    sx_db *db = open_db(dir);
+    const char *names[2] = { "n", "j" };
+    const char *jp[] = { jpath };
+    sx_import_group groups[2] = { { ptrs, 5 }, { jp, 1 } };
+    long failures = 0;
+    for (int k = 0; k < 2; k++) {
+        create_full(db, names[k]);
+        sx_collection *c = NULL;
+        ASSERT_OK(sx_collection_open(db, names[k], &c));
+        snprintf(cdir, sizeof cdir, "%s/collections/%s", dir, names[k]);
+        sx_import_opts o = { NULL, NULL, 16, NULL, NULL, 0 };
+        sx_status st = SX_ENOMEM;
+        long nth;
+        for (nth = 1; nth < 5000 && st != SX_OK; nth++) {
+            sx__alloc_fail_after(nth);
+            st = sx_import_run(c, &groups[k], 1, &o, NULL);
+            sx__alloc_fail_after(0);
+            if (st == SX_OK)
+                break;
+            if (st != SX_ENOMEM)
+                FAILF("allocation %ld: %s (%s)", nth, sx_status_str(st), sx_errmsg());
+            failures++;
+            ASSERT_EQ(count_of(c), 0);
+            ASSERT_EQ(seg_files(cdir), 0);
+        }
+        ASSERT_OK(st);
+        ASSERT_EQ(count_of(c), k == 0 ? 50 : 30);
+        sx_collection_release(c);
+    }
+    fprintf(stderr, "     allocation failures injected and handled: %ld\n", failures);
+    ASSERT(failures > 20);
+    sx_db_close(db);
+}
+
 /* ---- jobs */
 
 static void jobs(void)
@@ -1219,6 +1268,7 @@ int main(void)
     RUN(dead_s3);
     RUN(crash);
     RUN(index_budget);
+    RUN(oom);
     RUN(jobs);
     RUN(rest);
     return TEST_DONE();
