@@ -5,12 +5,12 @@
  *                store) and "s3://imp/raw/base.fvecs" (any key of the endpoint): both collections
  *                hold every row, a search finds each probe at distance 0, and a fresh directory
  *                opened from the store alone has the imported rows (the commit synced them)
- *   rates        the same 40,000 x 128 rows (20 MB) imported from a local file, from s3rver, and
- *                inserted through sx_insert in batches of 10,000 + a flush: rows/s and MB/s of
- *                each are printed (the figures of docs/internals/IMPORT.md)
- *   fault_mid    every GET through a fault proxy fails (HTTP 500) from the third batch on:
- *                the import fails with SX_EREMOTE naming the file, nothing is visible, no segment
- *                file is left; with the proxy healthy again it succeeds
+ *   rates        the same 40,000 x 128 rows (20 MB; SX_IMPORT_ROWS=N for more) imported from a
+ * local file, from s3rver, and inserted through sx_insert in batches of 10,000 + a flush: rows/s
+ * and MB/s of each are printed (the figures of docs/internals/IMPORT.md) fault_mid    every GET
+ * through a fault proxy fails (HTTP 500) from the third batch on: the import fails with SX_EREMOTE
+ * naming the file, nothing is visible, no segment file is left; with the proxy healthy again it
+ * succeeds
  */
 #include <dirent.h>
 #include <sextant.h>
@@ -23,7 +23,6 @@
 #include "storage/s3.h"
 
 #define BUCKET "imp"
-#define N      40000u
 #define DIM    128u
 
 static th_s3rver srv;
@@ -31,6 +30,7 @@ static faultproxy fp;
 static const char *tmp;
 static char fvecs[600];
 static float *vecs;
+static size_t N = 40000; /* SX_IMPORT_ROWS overrides (bench/import_rate.sh) */
 
 static double now_s(void)
 {
@@ -162,7 +162,7 @@ static void rates(void)
     sx_collection_release(c);
     sx_db_close(db);
     fprintf(stderr,
-            "     %u x %u (%.1f MB of fvecs)\n"
+            "     %zu x %u (%.1f MB of fvecs)\n"
             "     import, local file : %7.3f s  %9.0f rows/s  %7.1f MB/s\n"
             "     import, s3rver     : %7.3f s  %9.0f rows/s  %7.1f MB/s\n"
             "     sx_insert + flush  : %7.3f s  %9.0f rows/s  %7.1f MB/s (sync_mode FULL)\n",
@@ -213,6 +213,9 @@ static void fault_mid(void)
 int main(void)
 {
     tmp = test_tmpdir("import_s3");
+    const char *er = getenv("SX_IMPORT_ROWS");
+    if (er && strtoull(er, NULL, 10) >= 10000)
+        N = (size_t)strtoull(er, NULL, 10) / 10000 * 10000; /* whole insert batches */
     int rc = th_s3rver_start(tmp, &srv);
     if (rc)
         return rc;
