@@ -4,6 +4,8 @@
  *   json_rows / json_toplevel  row-based JSON ({"rows": [...]} and a top-level array) of every
  *                 field type: count, every value by sx_get, and an exact search hit per probe
  *   npy_folder    one .npy per field (<i8, <f4 2-D, <f8, |b1, <U8): same checks
+ *   varchar_pk    a VARCHAR key from JSON (with \u escapes) and from <U .npy: get by key, the same
+ *                 keys again refused, deletes find them
  *   fvecs_bvecs   auto-id collections from .fvecs and .bvecs (bytes become floats), consecutive
  *                 ids in file order, search hits at distance 0
  *   hdf5          "train" dataset (auto id) and a dataset per scalar field
@@ -315,6 +317,68 @@ static void json_toplevel(void)
     const char *p[] = { path };
     ASSERT_OK(import1(c, p, 1));
     check_full(c, 300);
+    sx_collection_release(c);
+    sx_db_close(db);
+}
+
+/* A VARCHAR primary key from JSON and from <U .npy: get by key, a duplicate refused, a delete. */
+static void varchar_pk(void)
+{
+    char dir[600], jpath[700], ndir[700], p1[800], p2[800];
+    snprintf(dir, sizeof dir, "%s/vpk", g_dir);
+    snprintf(jpath, sizeof jpath, "%s.json", dir);
+    snprintf(ndir, sizeof ndir, "%s.npy", dir);
+    FILE *f = fopen(jpath, "w");
+    ASSERT(f != NULL);
+    fprintf(f, "[");
+    for (int i = 0; i < 100; i++)
+        fprintf(f, "%s{\"name\": \"k\\u00e9%d\", \"vec\": [%d, 1]}", i ? "," : "", i, i);
+    fprintf(f, "]");
+    ASSERT(fclose(f) == 0);
+    ASSERT(mkdir(ndir, 0755) == 0);
+    uint32_t names[50 * 6];
+    float v[50 * 2];
+    memset(names, 0, sizeof names);
+    for (int i = 0; i < 50; i++) {
+        char t[8];
+        snprintf(t, sizeof t, "n%d", i);
+        for (size_t k = 0; t[k]; k++)
+            names[i * 6 + (int)k] = (uint32_t)(unsigned char)t[k];
+        v[i * 2] = (float)i;
+        v[i * 2 + 1] = 2;
+    }
+    snprintf(p1, sizeof p1, "%s/name.npy", ndir);
+    write_npy(p1, "<U6", "(50,)", names, sizeof names);
+    snprintf(p2, sizeof p2, "%s/vec.npy", ndir);
+    write_npy(p2, "<f4", "(50, 2)", v, sizeof v);
+    sx_db *db = open_db(dir);
+    sx_field_def fd[2] = {
+        { "name", SX_FIELD_VARCHAR, true, false, 0, 16 },
+        { "vec", SX_FIELD_FLOAT_VECTOR, false, false, 2, 0 },
+    };
+    sx_collection_def d = { "s", fd, 2, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &d));
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_collection_open(db, "s", &c));
+    const char *jp[] = { jpath };
+    ASSERT_OK(import1(c, jp, 1));
+    const char *np[] = { p1, p2 };
+    ASSERT_OK(import1(c, np, 2));
+    ASSERT_EQ(count_of(c), 150);
+    const char *keys[3] = { "k\xc3\xa9"
+                            "7",
+                            "n49", "nope" };
+    sx_keys k = { 3, NULL, keys };
+    sx_rowset *rs = NULL;
+    ASSERT_OK(sx_get(c, &k, NULL, 0, &rs));
+    ASSERT_EQ(rs->n_rows, 2);
+    sx_rowset_free(rs);
+    ASSERT_STATUS(import1(c, np, 2), SX_EEXIST); /* the same keys again */
+    ASSERT(strstr(sx_errmsg(), "\"n0\" already exists") != NULL);
+    uint64_t nd = 0;
+    ASSERT_OK(sx_delete(c, &k, &nd));
+    ASSERT_EQ(nd, 2);
+    ASSERT_EQ(count_of(c), 148);
     sx_collection_release(c);
     sx_db_close(db);
 }
@@ -1261,6 +1325,7 @@ int main(void)
     RUN(json_rows);
     RUN(json_toplevel);
     RUN(npy_folder);
+    RUN(varchar_pk);
     RUN(fvecs_bvecs);
     RUN(hdf5);
     RUN(batches);
