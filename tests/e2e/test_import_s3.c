@@ -5,6 +5,8 @@
  *                store) and "s3://imp/raw/base.fvecs" (any key of the endpoint): both collections
  *                hold every row, a search finds each probe at distance 0, and a fresh directory
  *                opened from the store alone has the imported rows (the commit synced them)
+ *   json_hdf5    row-based JSON streamed through ranged GETs (3,000 rows over several read
+ *                windows) and an HDF5 object (downloaded to a temporary file, removed after)
  *   rates        the same 40,000 x 128 rows (20 MB; SX_IMPORT_ROWS=N for more) imported from a
  * local file, from s3rver, and inserted through sx_insert in batches of 10,000 + a flush: rows/s
  * and MB/s of each are printed (the figures of docs/internals/IMPORT.md) fault_mid    every GET
@@ -16,6 +18,9 @@
 #include <sextant.h>
 #include <stdlib.h>
 #include <time.h>
+#ifdef SX_HAVE_HDF5
+# include <hdf5.h>
+#endif
 
 #include "faultproxy.h"
 #include "harness.h"
@@ -127,6 +132,78 @@ static void from_store(void)
     ASSERT_OK(sx_collection_open(db, "rel", &c));
     check_rows(c);
     sx_collection_release(c);
+    sx_db_close(db);
+}
+
+/* JSON (3,000 rows, 2.4 MB: the 1 MiB read window refills across row boundaries) and HDF5
+ * (downloaded to a temporary file first, removed after) from the bucket. */
+static void json_hdf5(void)
+{
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/jh", tmp);
+    snprintf(path, sizeof path, "%s/rows.json", tmp);
+    FILE *f = fopen(path, "w");
+    ASSERT(f != NULL);
+    fprintf(f, "{\"rows\": [");
+    for (size_t i = 0; i < 3000; i++) {
+        fprintf(f, "%s\n{\"vec\": [", i ? "," : "");
+        for (size_t j = 0; j < DIM; j++)
+            fprintf(f, "%s%.9g", j ? "," : "", (double)vecs[i * DIM + j]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "]}");
+    ASSERT(fclose(f) == 0);
+    sx__s3_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.endpoint = srv.endpoint;
+    cfg.bucket = BUCKET;
+    sx__s3 *S = NULL;
+    ASSERT_OK(sx__s3_new(&cfg, &S));
+    ASSERT_OK(sx__s3_put_file(S, "raw/rows.json", path));
+#ifdef SX_HAVE_HDF5
+    char h5[700];
+    snprintf(h5, sizeof h5, "%s/base.h5", tmp);
+    hid_t hf = H5Fcreate(h5, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT(hf >= 0);
+    hsize_t dims[2] = { N, DIM };
+    hid_t sp = H5Screate_simple(2, dims, NULL);
+    hid_t ds = H5Dcreate2(hf, "train", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vecs) >= 0);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Fclose(hf);
+    ASSERT_OK(sx__s3_put_file(S, "raw/base.h5", h5));
+#endif
+    sx__s3_free(S);
+    sx_db *db = open_db(dir, srv.endpoint, false);
+    create_auto(db, "j");
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_collection_open(db, "j", &c));
+    sx_import_result res;
+    (void)import_one(c, "s3://" BUCKET "/raw/rows.json", &res);
+    ASSERT_EQ(res.rows, 3000);
+    for (size_t i = 0; i < 3000; i += 101) {
+        sx_search_req req = { vecs + i * DIM, 1, 1, 0, NULL, NULL, 0, NULL, 0, -1 };
+        sx_rowset *rs = NULL;
+        ASSERT_OK(sx_search(c, &req, &rs));
+        ASSERT(rs->n_rows == 1 && rs->distances[0] == 0.0f);
+        sx_rowset_free(rs);
+    }
+    sx_collection_release(c);
+#ifdef SX_HAVE_HDF5
+    create_auto(db, "h");
+    ASSERT_OK(sx_collection_open(db, "h", &c));
+    (void)import_one(c, "s3://" BUCKET "/raw/base.h5", &res);
+    check_rows(c);
+    sx_collection_release(c);
+    DIR *d = opendir(dir);
+    ASSERT(d != NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, ".h5.tmp"))
+            FAILF("temporary download %s left behind", e->d_name);
+    closedir(d);
+#endif
     sx_db_close(db);
 }
 
@@ -260,6 +337,7 @@ int main(void)
     }
     sx__s3_free(S);
     RUN(from_store);
+    RUN(json_hdf5);
     RUN(rates);
     RUN(fault_mid);
     free(vecs);
