@@ -15,11 +15,14 @@
  *                 reason, completeTime, details: one per group of files {fileName, fileSize,
  *                 state, progress, importedRows, totalRows, completeTime}}
  * File names are the engine's: a local path, a key of the server's object store (relative,
- * with --storage), or s3://BUCKET/KEY. Messages of failed jobs keep the file names the client
- * gave (they are the client's own).
- * Thread-safety: handlers keep no state; the jobs are the engine's (its import thread).
+ * with --storage), or s3://BUCKET/KEY. With --import-root (sx_server_options.import_root) local
+ * paths must lie under that directory, links resolved (path_allowed). Messages of failed jobs keep
+ * the file names the client gave (they are the client's own). Thread-safety: handlers keep no
+ * state; the jobs are the engine's (its import thread).
  */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,6 +31,44 @@
 #include "util/err.h"
 
 #define MAX_GROUPS 1024u
+
+static bool has_prefix(const char *s, const char *p)
+{
+    return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* With --import-root: a local path (not an object-store key) must lie under the root once its
+ * directory's links are resolved (the file itself may not exist yet: the job then fails with
+ * "does not exist"). True when allowed. */
+static bool path_allowed(const sx__req *rq, const char *path)
+{
+    const char *root = rq->opts ? rq->opts->import_root : NULL;
+    if (!root || !*root || has_prefix(path, "s3://"))
+        return true;
+    bool store = rq->opts->db.storage_url && *rq->opts->db.storage_url;
+    if (!has_prefix(path, "file://") && path[0] != '/' && store)
+        return true; /* a key of the server's store */
+    const char *p = has_prefix(path, "file://") ? path + 7 : path;
+    char rroot[PATH_MAX], dir[PATH_MAX], rdir[PATH_MAX];
+    if (!realpath(root, rroot))
+        return false;
+    const char *slash = strrchr(p, '/');
+    const char *base = slash ? slash + 1 : p;
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return false;
+    if (!slash)
+        (void)snprintf(dir, sizeof dir, ".");
+    else if (slash == p)
+        (void)snprintf(dir, sizeof dir, "/");
+    else
+        (void)snprintf(dir, sizeof dir, "%.*s", (int)(slash - p), p);
+    if (!realpath(dir, rdir))
+        return false;
+    size_t rl = strlen(rroot);
+    if (rl == 1) /* the root is "/" */
+        return true;
+    return strncmp(rdir, rroot, rl) == 0 && (rdir[rl] == '\0' || rdir[rl] == '/');
+}
 
 static void iso_time(int64_t ms, char *buf, size_t n)
 {
@@ -115,6 +156,13 @@ static void h_create(sx__req *rq, sx__resp *rs)
             const char *s = json_string_value(json_array_get(arr, i));
             if (!s || !*s) {
                 sx__fail(rs, SX__MC_INVALID_PARAM, "files[%zu][%zu] must be a file name", g, i);
+                ok = false;
+                break;
+            }
+            if (!path_allowed(rq, s)) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "files[%zu][%zu] is outside the server's import root (--import-root)", g,
+                         i);
                 ok = false;
                 break;
             }

@@ -31,6 +31,8 @@
  *                 in-process server: Completed with importedRows and progress 100, a failing
  *                 job Failed with its reason, an unknown job id refused; a JSON row's keys
  *                 outside the schema land in the dynamic field's hidden column
+ *   rest_root     with import_root, local files outside it (directly, by "..", through a link)
+ *                 are refused at create (1100); a file under it imports
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1319,6 +1321,53 @@ static void rest(void)
     sx_db_close(db);
 }
 
+/* --import-root: local files outside it (directly, through "..", or through a symbolic link) are
+ * refused at create (1100); a file under it imports. */
+static void rest_root(void)
+{
+    char dir[600], root[700], inside[800], outside[800], link[800], dotdot[900], body[2048];
+    snprintf(dir, sizeof dir, "%s/rroot", g_dir);
+    snprintf(root, sizeof root, "%s.files", dir);
+    ASSERT(mkdir(root, 0755) == 0);
+    snprintf(inside, sizeof inside, "%s/in.json", root);
+    snprintf(outside, sizeof outside, "%s.out.json", dir);
+    snprintf(link, sizeof link, "%s/sub", root);
+    snprintf(dotdot, sizeof dotdot, "%s/../rroot.out.json", root);
+    const char *rows = "[{\"id\": 1, \"vec\": [1, 2]}]";
+    write_file(inside, rows, strlen(rows));
+    write_file(outside, rows, strlen(rows));
+    ASSERT(symlink(g_dir, link) == 0);
+    sx_server_options so = { 0 };
+    so.import_root = root;
+    sx_server *srv = th_server_start(dir, &so);
+    ASSERT(srv != NULL);
+    post_json("/v2/vectordb/collections/create",
+              "{\"collectionName\": \"c\", \"schema\": {\"fields\": ["
+              "{\"fieldName\": \"id\", \"dataType\": \"Int64\", \"isPrimary\": true},"
+              "{\"fieldName\": \"vec\", \"dataType\": \"FloatVector\", \"elementTypeParams\": "
+              "{\"dim\": 2}}]}}");
+    ASSERT_EQ(th_code(), 0);
+    const char *bad[3] = { outside, dotdot, NULL };
+    char via_link[900];
+    snprintf(via_link, sizeof via_link, "%s/rroot.out.json", link);
+    bad[2] = via_link;
+    for (int i = 0; i < 3; i++) {
+        snprintf(body, sizeof body, "{\"collectionName\": \"c\", \"files\": [[\"%s\"]]}", bad[i]);
+        json_t *j = post_json("/v2/vectordb/jobs/import/create", body);
+        ASSERT_EQ(th_code(), 1100);
+        ASSERT(strstr(json_string_value(json_object_get(j, "message")), "import root") != NULL);
+    }
+    snprintf(body, sizeof body, "{\"collectionName\": \"c\", \"files\": [[\"%s\"]]}", inside);
+    json_t *j = post_json("/v2/vectordb/jobs/import/create", body);
+    ASSERT_EQ(th_code(), 0);
+    char job[64];
+    snprintf(job, sizeof job, "%s",
+             json_string_value(json_object_get(json_object_get(j, "data"), "jobId")));
+    json_t *d = wait_done(job);
+    ASSERT(strcmp(json_string_value(json_object_get(d, "state")), "Completed") == 0);
+    ASSERT_OK(sx_server_stop(srv));
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "%s", test_tmpdir("import"));
@@ -1336,5 +1385,6 @@ int main(void)
     RUN(oom);
     RUN(jobs);
     RUN(rest);
+    RUN(rest_root);
     return TEST_DONE();
 }
