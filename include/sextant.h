@@ -542,6 +542,7 @@ typedef struct sx_import_progress {
     size_t group;                               /* the group being read (0-based) */
     size_t n_groups;                            /* groups in the job */
     uint64_t group_rows_done, group_bytes_done; /* of that group */
+    uint64_t group_bytes_total;                 /* its files' sizes */
     bool committing; /* every row is read; the segments are being committed */
 } sx_import_progress;
 
@@ -607,7 +608,8 @@ typedef struct sx_import_job_info {
      * its state. Owned by the info: free with sx_import_job_info_fini. */
     struct sx_import_group_info {
         char *files;
-        uint64_t bytes, rows;
+        uint64_t bytes, rows; /* read so far */
+        uint64_t total_bytes; /* the files' sizes (0 until the job has opened them) */
         sx_import_state state;
     } * groups;
 } sx_import_job_info;

@@ -463,6 +463,7 @@ static sx_status import_groups(run *r, sx__imp_group **gs, size_t n_groups)
         r->prog.group = g;
         r->prog.group_rows_done = 0;
         r->prog.group_bytes_done = 0;
+        r->prog.group_bytes_total = sx__imp_group_bytes(gs[g]);
         for (;;) {
             size_t got = 0;
             st = sx__imp_group_read(gs[g], &r->b, &got);
@@ -608,7 +609,7 @@ typedef struct ijob {
     /* guarded by the importer's mu */
     sx_import_state state;
     sx_import_progress prog;
-    uint64_t *g_rows, *g_bytes;
+    uint64_t *g_rows, *g_bytes, *g_total;
     char reason[512];
     sx_status status;
     int64_t create_ms, complete_ms;
@@ -653,6 +654,7 @@ static void job_free(ijob *j)
     sx__free(j->dynamic_field);
     sx__free(j->g_rows);
     sx__free(j->g_bytes);
+    sx__free(j->g_total);
     sx__free(j->coll);
     sx__free(j);
 }
@@ -670,6 +672,7 @@ static bool job_progress(void *ctx, const sx_import_progress *p)
     if (p->group < x->j->n_groups) {
         x->j->g_rows[p->group] = p->group_rows_done;
         x->j->g_bytes[p->group] = p->group_bytes_done;
+        x->j->g_total[p->group] = p->group_bytes_total;
     }
     bool go = !x->im->stopping;
     sx__mutex_unlock(&x->im->mu);
@@ -797,7 +800,8 @@ static ijob *job_copy(const char *name,
     j->groups = sx__calloc(n_groups, sizeof *j->groups);
     j->g_rows = sx__calloc(n_groups, sizeof *j->g_rows);
     j->g_bytes = sx__calloc(n_groups, sizeof *j->g_bytes);
-    if (!j->coll || !j->groups || !j->g_rows || !j->g_bytes) {
+    j->g_total = sx__calloc(n_groups, sizeof *j->g_total);
+    if (!j->coll || !j->groups || !j->g_rows || !j->g_bytes || !j->g_total) {
         job_free(j);
         return NULL;
     }
@@ -934,6 +938,7 @@ static sx_status job_info(const ijob *j, sx_import_job_info *out)
         out->groups[g].files = s;
         out->groups[g].rows = j->g_rows[g];
         out->groups[g].bytes = j->g_bytes[g];
+        out->groups[g].total_bytes = j->g_total[g];
         if (j->state == SX_IMPORT_COMPLETED)
             out->groups[g].state = SX_IMPORT_COMPLETED;
         else if (j->state == SX_IMPORT_FAILED)

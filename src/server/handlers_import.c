@@ -209,9 +209,11 @@ static json_t *job_json(const sx_import_job_info *j, bool full)
         const struct sx_import_group_info *gi = &j->groups[g];
         json_t *d = json_object();
         json_object_set_new(d, "fileName", json_string(gi->files));
-        json_object_set_new(d, "fileSize", json_integer((json_int_t)gi->bytes));
+        json_object_set_new(d, "fileSize", json_integer((json_int_t)gi->total_bytes));
         json_object_set_new(d, "state", json_string(sx_import_state_str(gi->state)));
-        int64_t pct = gi->state == SX_IMPORT_COMPLETED ? 100 : 0;
+        int64_t pct = gi->state == SX_IMPORT_COMPLETED ? 100
+                      : gi->total_bytes                ? (int64_t)(gi->bytes * 99 / gi->total_bytes)
+                                                       : 0;
         json_object_set_new(d, "progress", json_integer(pct));
         json_object_set_new(
             d, "importedRows",

@@ -1248,6 +1248,12 @@ static void rest(void)
     ASSERT(json_integer_value(json_object_get(d, "fileSize")) > 600 * DIM * 4);
     ASSERT(json_is_array(json_object_get(d, "details")));
     ASSERT_EQ(json_array_size(json_object_get(d, "details")), 1);
+    json_t *det = json_array_get(json_object_get(d, "details"), 0);
+    ASSERT_EQ(json_integer_value(json_object_get(det, "fileSize")),
+              json_integer_value(json_object_get(d, "fileSize")));
+    ASSERT_EQ(json_integer_value(json_object_get(det, "importedRows")), 600);
+    ASSERT_EQ(json_integer_value(json_object_get(det, "progress")), 100);
+    ASSERT(strstr(json_string_value(json_object_get(det, "fileName")), "vec.npy") != NULL);
     ASSERT(json_is_string(json_object_get(d, "completeTime")));
     /* describe = get_progress */
     snprintf(body, sizeof body, "{\"jobId\": \"%s\"}", job);
