@@ -490,7 +490,11 @@ json_dyn(const prov *p, json_t *o, sx__imp_batch *b, size_t at, int dyn, const s
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
-        if (field_index(c, key, strlen(key)) < 0 && json_object_set(extra, key, v) != 0) {
+        if (field_index(c, key, strlen(key)) >= 0)
+            continue;
+        /* Milvus's explicit form: "$meta": {...} holds the dynamic fields */
+        bool meta = strcmp(key, "$meta") == 0 && json_is_object(v);
+        if ((meta ? json_object_update(extra, v) : json_object_set(extra, key, v)) != 0) {
             json_decref(extra);
             return sx__err(SX_ENOMEM, "import");
         }

@@ -1292,7 +1292,8 @@ static void rest(void)
     char jpath[700];
     snprintf(jpath, sizeof jpath, "%s.dyn.json", dir);
     const char *dj = "{\"rows\": [{\"id\": 1, \"vec\": [1, 2], \"color\": \"red\"}, "
-                     "{\"id\": 2, \"vec\": [3, 4]}]}";
+                     "{\"id\": 2, \"vec\": [3, 4]}, "
+                     "{\"id\": 3, \"vec\": [5, 6], \"$meta\": {\"size\": 9}}]}";
     write_file(jpath, dj, strlen(dj));
     snprintf(body, sizeof body, "{\"collectionName\": \"dyn\", \"files\": [[\"%s\"]]}", jpath);
     j = post_json("/v2/vectordb/jobs/import/create", body);
@@ -1322,6 +1323,8 @@ static void rest(void)
     ASSERT_OK(sx_count(c, "sx_meta_ like \"%red%\"", &k));
     ASSERT_EQ(k, 1);
     ASSERT_OK(sx_count(c, "sx_meta_ == \"{}\"", &k));
+    ASSERT_EQ(k, 1);
+    ASSERT_OK(sx_count(c, "sx_meta_ == \"{\\\"size\\\":9}\"", &k));
     ASSERT_EQ(k, 1);
     sx_collection_release(c);
     sx_db_close(db);
