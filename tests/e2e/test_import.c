@@ -31,8 +31,10 @@
  *                 in-process server: Completed with importedRows and progress 100, a failing
  *                 job Failed with its reason, an unknown job id refused; a JSON row's keys
  *                 outside the schema land in the dynamic field's hidden column
- *   rest_root     with import_root, local files outside it (directly, by "..", through a link)
- *                 are refused at create (1100); a file under it imports
+ *   cli_job       `sextant import --job` creates a collection from .fvecs and imports it in
+ * batches; a Parquet file exits 1 naming the reason, nothing imported rest_root     with
+ * import_root, local files outside it (directly, by "..", through a link) are refused at create
+ * (1100); a file under it imports
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1377,6 +1379,63 @@ static void rest_root(void)
     ASSERT_OK(sx_server_stop(srv));
 }
 
+/* `sextant import --job` ($SX_SEXTANT_BIN): creates the collection from a .fvecs file, imports it
+ * in batches, prints the rate; a bad file exits 1 naming it, nothing imported. */
+static void cli_job(void)
+{
+    const char *bin = getenv("SX_SEXTANT_BIN");
+    if (!bin || !*bin)
+        SKIPF("SX_SEXTANT_BIN not set (run through ctest)");
+    char dir[600], fv[700], out[800], cmd[4096];
+    snprintf(dir, sizeof dir, "%s/cli", g_dir);
+    snprintf(fv, sizeof fv, "%s.fvecs", dir);
+    snprintf(out, sizeof out, "%s.out", dir);
+    size_t rec = 4 + 16 * 4;
+    unsigned char *buf = malloc(2500 * rec);
+    ASSERT(buf != NULL);
+    uint64_t sd = 3;
+    for (size_t i = 0; i < 2500; i++) {
+        uint32_t d = 16;
+        memcpy(buf + i * rec, &d, 4);
+        for (size_t j = 0; j < 16; j++) {
+            float x = test_randf(&sd);
+            memcpy(buf + i * rec + 4 + j * 4, &x, 4);
+        }
+    }
+    write_file(fv, buf, 2500 * rec);
+    free(buf);
+    snprintf(cmd, sizeof cmd,
+             "'%s' import --job --data '%s' --collection v --file '%s' --batch-rows 1000 >'%s' "
+             "2>&1",
+             bin, dir, fv, out);
+    ASSERT_EQ(system(cmd), 0);
+    char text[2048] = "";
+    FILE *f = fopen(out, "r");
+    ASSERT(f != NULL);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    ASSERT(fclose(f) == 0);
+    fprintf(stderr, "     %s", text);
+    ASSERT(strstr(text, "imported 2500 rows into v in 3 sealed segment(s)") != NULL);
+    snprintf(cmd, sizeof cmd,
+             "'%s' import --job --data '%s' --collection v --file '%s/x.parquet' >'%s' 2>&1", bin,
+             dir, dir, out);
+    int rc = system(cmd);
+    ASSERT(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    f = fopen(out, "r");
+    ASSERT(f != NULL);
+    n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    ASSERT(fclose(f) == 0);
+    ASSERT(strstr(text, "Parquet") != NULL);
+    sx_db *db = open_db(dir);
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_collection_open(db, "v", &c));
+    ASSERT_EQ(count_of(c), 2500);
+    sx_collection_release(c);
+    sx_db_close(db);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "%s", test_tmpdir("import"));
@@ -1395,5 +1454,6 @@ int main(void)
     RUN(jobs);
     RUN(rest);
     RUN(rest_root);
+    RUN(cli_job);
     return TEST_DONE();
 }
