@@ -564,6 +564,10 @@ sx_status sx_import_run(sx_collection *c,
     /* 3. the rows */
     if (st == SX_OK)
         st = import_groups(&r, gs, n_groups);
+    /* the batch goes before the commit loads the segments (a lower peak) */
+    batch_free(c, &r.b);
+    sx__mem_give(c->db->budget, SX__MEM_IMPORT, charged);
+    charged = 0;
     if (st == SX_OK) {
         r.prog.committing = true;
         r.prog.rows_total = r.prog.rows_done;
