@@ -63,6 +63,15 @@ sx__segment *sx__find_seg(sx_collection *c, uint64_t id)
  * when non-NULL. Caller holds flush_mu. */
 sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
 {
+    return sx__write_manifest_extra(c, del_gens, NULL, NULL, 0);
+}
+
+sx_status sx__write_manifest_extra(sx_collection *c,
+                                   const uint64_t *del_gens,
+                                   const uint64_t *extra_ids,
+                                   const uint64_t *extra_rows,
+                                   size_t n_extra)
+{
     sx__manifest m;
     memset(&m, 0, sizeof m);
     m.generation = c->manifest_gen + 1;
@@ -77,7 +86,7 @@ sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
     m.checkpoint_lsn = c->checkpoint_lsn;
     m.next_auto_id = c->next_auto_id;
     m.next_seg_id = c->next_seg_id;
-    m.segs = sx__calloc(c->n_segs + 1, sizeof(sx__mseg));
+    m.segs = sx__calloc(c->n_segs + n_extra + 1, sizeof(sx__mseg));
     sx_status st = SX_OK;
     if (!m.segs) {
         sx__rwlock_unlock(&c->seg_lock);
@@ -90,6 +99,12 @@ sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
         m.segs[m.n_segs].id = s->id;
         m.segs[m.n_segs].n_rows = atomic_load(&s->n_rows);
         m.segs[m.n_segs].del_gen = del_gens ? del_gens[i] : s->del_gen;
+        m.n_segs++;
+    }
+    for (size_t i = 0; i < n_extra; i++) {
+        m.segs[m.n_segs].id = extra_ids[i];
+        m.segs[m.n_segs].n_rows = extra_rows[i];
+        m.segs[m.n_segs].del_gen = 0;
         m.n_segs++;
     }
     sx__rwlock_unlock(&c->seg_lock);

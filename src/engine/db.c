@@ -203,6 +203,7 @@ void sx_db_close(sx_db *db)
 {
     if (!db)
         return;
+    sx__import_stop(db);
     sx__builder_stop(db);
     /* best effort: index files built since the last sync, or a sync that failed */
     for (size_t i = 0; db->store && !db->opts.read_only && i < db->n_colls; i++)

@@ -160,6 +160,9 @@ struct sx_db {
      * too); freed by sx__db_unref, after every handle that may still give memory back */
     struct sx__membudget *budget;
     bool budget_shared; /* opts.memory_budget: borrowed, not freed here */
+    /* import.c: the import jobs and their thread (NULL until the first job); stopped by
+     * sx_db_close before the builder */
+    struct sx__importer *importer;
 };
 
 /* A consistent set of segments for one read (search/query/count/get). */
@@ -242,6 +245,13 @@ SX_NODISCARD sx_status sx__coll_check(sx_collection *c);
  * writes race with the copy deterministically. */
 extern void (*sx__compact_hook)(sx_collection *c, uint64_t seg_id);
 SX_NODISCARD sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens);
+/* sx__write_manifest naming also n_extra segments not in c->segs (a bulk import's, committed
+ * in the same write; no delete files). Caller holds flush_mu. */
+SX_NODISCARD sx_status sx__write_manifest_extra(sx_collection *c,
+                                                const uint64_t *del_gens,
+                                                const uint64_t *extra_ids,
+                                                const uint64_t *extra_rows,
+                                                size_t n_extra);
 /* <dir>/seg-<id>.<ext> */
 void sx__coll_path(const sx_collection *c, char *buf, size_t n, const char *ext, uint64_t id);
 
@@ -308,6 +318,9 @@ SX_NODISCARD sx_status sx__store_load_files(sx_collection *c,
                                             sx__index **out);
 /* store.c: records that <name> of c was used now (LRU order of local copies). */
 void sx__store_touch(sx_collection *c, const char *name);
+
+/* import.c: cancels the running import job, joins the import thread, frees the jobs. */
+void sx__import_stop(sx_db *db);
 
 /* WAL record types */
 enum { SX__REC_INSERT = 1, SX__REC_UPSERT = 2, SX__REC_DELETE = 3 };
