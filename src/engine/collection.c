@@ -155,60 +155,15 @@ static sx_status index_params_str(sx_collection *c)
 
 static sx_status load_segments(sx_collection *c, const sx__manifest *m)
 {
-    sx__segcol *expect = sx__calloc(c->n_fields, sizeof *expect);
-    if (!expect)
-        return sx__err(SX_ENOMEM, "open");
-    for (size_t f = 0; f < c->n_fields; f++) {
-        expect[f].name = (char *)c->names[f];
-        expect[f].type = c->types[f];
-        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
-    }
     c->segs = sx__calloc(m->n_segs + 1, sizeof(sx__segment *));
     sx_status st = c->segs ? SX_OK : sx__err(SX_ENOMEM, "open");
     for (size_t i = 0; st == SX_OK && i < m->n_segs; i++) {
         char path[4096];
-        uint64_t n = 0;
-        sx__segcol *cols = NULL;
-        sx__segmap map = { NULL, 0 };
-        sx__coll_path(c, path, sizeof path, "sxs", m->segs[i].id);
-        st = sx__segfile_read(path, m->segs[i].id, expect, c->n_fields, &n, &cols, &map);
+        sx__segment *s = NULL;
+        st = sx__seg_open_file(c, m->segs[i].id, m->segs[i].n_rows, &s);
         if (st != SX_OK)
             break;
-        if (n != m->segs[i].n_rows) {
-            sx__segcols_free(cols, c->n_fields, n);
-            sx__fs_unmap(map.addr, map.len);
-            st = sx__err(SX_ECORRUPT, "%s: row count differs from the manifest", path);
-            break;
-        }
-        void **data = sx__calloc(c->n_fields, sizeof(void *));
-        sx__segment *s = NULL;
-        if (!data) {
-            sx__segcols_free(cols, c->n_fields, n);
-            sx__fs_unmap(map.addr, map.len);
-            st = sx__err(SX_ENOMEM, "open");
-            break;
-        }
-        bool borrowed = cols[c->vf].borrowed;
-        for (size_t f = 0; f < c->n_fields; f++) {
-            data[f] = cols[f].data;
-            cols[f].data = NULL;
-        }
-        sx__segcols_free(cols, c->n_fields, n);
-        st = sx__seg_new_sealed(c, m->segs[i].id, n, data, &s);
-        if (st != SX_OK) {
-            /* XXX: the columns' memory leaks on this ENOMEM path */
-            sx__fs_unmap(map.addr, map.len);
-            sx__free(data);
-            break;
-        }
-        sx__free(data);
-        if (borrowed) {
-            s->map = map.addr;
-            s->map_len = map.len;
-            s->mapped_field = c->vf;
-        } else {
-            sx__fs_unmap(map.addr, map.len);
-        }
+        size_t n = atomic_load(&s->n_rows);
         s->persisted = true;
         c->segs[c->n_segs++] = s;
         if (m->segs[i].del_gen) {
@@ -221,19 +176,8 @@ static sx_status load_segments(sx_collection *c, const sx__manifest *m)
             atomic_store(&s->n_deleted, nd);
             s->persisted_deleted = nd;
         }
-        /* primary keys of live rows */
-        for (size_t r = 0; st == SX_OK && r < n; r++) {
-            if (sx__bits_test(s->deleted, r))
-                continue;
-            if (c->types[c->pk] == SX_FIELD_INT64)
-                st = sx__pkmap_put_i(c->pkmap, ((int64_t *)s->chunks[c->pk][0])[r], s->id,
-                                     (uint32_t)r);
-            else
-                st = sx__pkmap_put_s(c->pkmap, ((char **)s->chunks[c->pk][0])[r], s->id,
-                                     (uint32_t)r);
-        }
+        /* primary keys: the segment's key index answers for them (pkmap.c) */
     }
-    sx__free(expect);
     return st;
 }
 
@@ -394,6 +338,7 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
     st = sx__pkmap_new(c->types[c->pk] == SX_FIELD_VARCHAR, &c->pkmap);
     if (st != SX_OK)
         goto fail;
+    sx__pkmap_set_budget(c->pkmap, db->budget);
     st = load_segments(c, &m);
     if (st != SX_OK)
         goto fail;
@@ -456,6 +401,7 @@ static sx_status write_flush_files(sx_collection *c,
             cols[f].type = c->types[f];
             cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
             cols[f].data = ws->chunks[f][0];
+            cols[f].is_primary = f == c->pk;
         }
         sx__coll_path(c, path, sizeof path, "sxs", ws->id);
         sx_status st = sx__segfile_write(path, ws->id, atomic_load(&ws->n_rows), cols, c->n_fields);
@@ -473,6 +419,51 @@ static sx_status write_flush_files(sx_collection *c,
             return st;
     }
     return SX_OK;
+}
+
+/* Replaces s, a segment sealed in memory whose file the manifest now names, by the same segment
+ * opened from that file (mapped columns and key index), so the heap copy goes as soon as the
+ * views using it are released. The delete bits and their persistence state are carried over
+ * under write_mu (deletes set bits under it), the swap is made under seg_lock, and the hash
+ * map's entries for s go (the key index answers now). Returns the segment now in the list (s
+ * when the file cannot be mapped, or an index job already holds s: best effort, s keeps
+ * working). Caller holds flush_mu, not write_mu. */
+static sx__segment *map_sealed(sx_collection *c, sx__segment *s)
+{
+    sx__mutex_lock(&s->idx_mu);
+    bool busy = s->index != NULL || s->build_pending;
+    sx__mutex_unlock(&s->idx_mu);
+    if (busy)
+        return s;
+    sx__segment *ms = NULL;
+    if (sx__seg_open_file(c, s->id, atomic_load(&s->n_rows), &ms) != SX_OK) {
+        sx__err_clear();
+        return s;
+    }
+    sx__mutex_lock(&c->write_mu);
+    size_t pos = c->n_segs;
+    for (size_t i = 0; i < c->n_segs; i++)
+        if (c->segs[i] == s)
+            pos = i;
+    if (pos == c->n_segs) {
+        sx__mutex_unlock(&c->write_mu);
+        sx__seg_unref(ms);
+        return s;
+    }
+    size_t words = sx__bits_words(atomic_load(&s->n_rows));
+    for (size_t w = 0; w < words; w++)
+        ms->deleted[w] = __atomic_load_n(&s->deleted[w], __ATOMIC_RELAXED);
+    atomic_store(&ms->n_deleted, atomic_load(&s->n_deleted));
+    ms->del_gen = s->del_gen;
+    ms->persisted_deleted = s->persisted_deleted;
+    ms->persisted = s->persisted;
+    sx__rwlock_wrlock(&c->seg_lock);
+    c->segs[pos] = ms;
+    sx__rwlock_unlock(&c->seg_lock);
+    sx__pkmap_drop_seg(c->pkmap, s->id);
+    sx__mutex_unlock(&c->write_mu);
+    sx__seg_unref(s); /* the list's reference; views may still hold theirs */
+    return ms;
 }
 
 sx_status sx__coll_flush(sx_collection *c, bool from_insert)
@@ -631,8 +622,11 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     if (st != SX_OK)
         goto unlock_flush;
     st = sx__wal_truncate_before(c->wal, c->checkpoint_lsn + 1);
-    for (size_t w = 0; w < n_to_write; w++)
+    for (size_t w = 0; w < n_to_write; w++) {
+        to_write[w] = map_sealed(c, to_write[w]);
         sx__seg_attach_index(c, to_write[w]);
+        sx__seg_charge_index(c->db, to_write[w]);
+    }
     if (st == SX_OK && c->cs) {
         /* after the local commit: a store failure loses nothing (local MANIFEST + WAL). A seal
          * forced by an insert does not fail the insert: the next flush or sync retries. */
@@ -677,6 +671,7 @@ sx_status sx__coll_check(sx_collection *c)
         expect[f].name = (char *)c->names[f];
         expect[f].type = c->types[f];
         expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        expect[f].is_primary = f == c->pk;
     }
     for (size_t i = 0; st == SX_OK && i < m.n_segs; i++) {
         uint64_t n = 0;
@@ -794,6 +789,7 @@ static sx_status compact_copy(sx_collection *c,
         sc[f].type = c->types[f];
         sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
         sc[f].data = ns->chunks[f][0];
+        sc[f].is_primary = f == c->pk;
     }
     char path[4096];
     sx__coll_path(c, path, sizeof path, "sxs", ns->id);
@@ -803,6 +799,15 @@ static sx_status compact_copy(sx_collection *c,
         sx__ignore(sx__fs_unlink(path));
         sx__seg_unref(ns);
         return st;
+    }
+    /* the rows were written: serve them from the file, not from the heap copy (best effort: a
+     * failure to map keeps the copy, whose keys the caller then puts into the hash map) */
+    sx__segment *ms = NULL;
+    if (sx__seg_open_file(c, ns->id, live, &ms) == SX_OK) {
+        sx__seg_unref(ns);
+        ns = ms;
+    } else {
+        sx__err_clear();
     }
     ns->persisted = true;
     *out_new = ns;
@@ -894,7 +899,7 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
         if (sx__bits_test_atomic(old->deleted, r)) {
             sx__bits_set_atomic(ns->deleted, k); /* deleted during the copy */
             raced++;
-        } else {
+        } else if (ns->pk.col == UINT32_MAX) { /* else ns's key index answers */
             const void *pk = sx__seg_cell(old, c->pk, r, pkw);
             sx_status pst =
                 c->types[c->pk] == SX_FIELD_INT64
@@ -906,6 +911,8 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
         k++;
     }
     if (pos < c->n_segs) {
+        if (ns->pk.col != UINT32_MAX)
+            sx__pkmap_drop_seg(c->pkmap, old->id);
         atomic_store(&ns->n_deleted, raced);
         ns->persisted_deleted = 0; /* the next flush writes its delete file */
         sx__rwlock_wrlock(&c->seg_lock);
@@ -929,8 +936,10 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
         remove_seg_files(c, old);
     sx__seg_unref(old); /* the list's reference; views may still hold theirs */
     sx__seg_unref(old); /* ours */
-    if (c->iops)
+    if (c->iops) {
         sx__seg_attach_index(c, ns);
+        sx__seg_charge_index(c->db, ns);
+    }
     *done = true;
     return st;
 }
@@ -1004,6 +1013,10 @@ static sx_status repoint_keys(sx_collection *c, const sx__segment *old, const sx
     sx_status st = SX_OK;
     size_t n = atomic_load(&old->n_rows), k = 0;
     size_t w = sx__field_width(c, c->pk);
+    if (ns->pk.col != UINT32_MAX) { /* ns's key index answers for its keys */
+        sx__pkmap_drop_seg(c->pkmap, old->id);
+        return SX_OK;
+    }
     for (size_t r = 0; r < n; r++) {
         if (sx__bits_test(old->deleted, r))
             continue;
