@@ -4,8 +4,10 @@
  *
  * Recovery (sx__coll_open), in order:
  *   1. read MANIFEST (SX_ECORRUPT if it fails its checksum: never guess);
- *   2. load every segment file it names and its delete file (checksums verified);
- *   3. rebuild the primary-key map from the live rows;
+ *   2. open every segment file it names (mapped; checksums verified by streaming reads,
+ *      sx__seg_open_file) and its delete file;
+ *   3. nothing to rebuild for primary keys: each sealed segment's key index (the file's key
+ *      block) answers lookups; the hash map starts empty and gets the replayed rows' keys;
  *   4. open the WAL, replaying records with LSN > checkpoint_lsn into a fresh growing segment
  *      (a torn tail is truncated by the WAL);
  *   5. delete files the manifest does not name (left by a crash between a file write and the
@@ -13,7 +15,9 @@
  * Flush (sx__coll_flush): under write_mu, rotate the WAL (checkpoint = last LSN), copy the growing
  * segment into a contiguous sealed segment with the same id, snapshot dirty delete bitmaps and
  * install a new growing segment; then, outside write_mu, write the segment and delete files, the
- * manifest (checkpoint), and drop WAL files before the checkpoint. A failure before the manifest
+ * manifest (checkpoint), and drop WAL files before the checkpoint; then replace each segment just
+ * written by the same segment opened from its file (map_sealed: columns mapped, key index from
+ * the file, the hash map's entries for it dropped) and attach or queue its index. A failure before the manifest
  * commit leaves the old manifest + old WAL files, which still recover everything.
  * Metric change (sx_collection_set_metric, no index): the metric lives in the manifest and is
  * changed under flush_mu + write_mu (+ seg_lock for the store). WAL records hold raw vectors and
@@ -840,12 +844,12 @@ void (*sx__compact_hook)(sx_collection *c, uint64_t seg_id);
  *   1. under write_mu: snapshot the segment's delete bits, take a new segment id;
  *   2. no lock but flush_mu: copy the rows live in the snapshot into a new segment and write its
  *      file (compact_copy): inserts, upserts and deletes go on meanwhile, deletes and upserts of
- *      its rows still mark the old segment (the pk map points there);
+ *      its rows still mark the old segment (lookups find them there);
  *   3. under write_mu: replay onto the new segment the deletes that arrived during step 2 (rows
  *      live in the snapshot and deleted now), re-point the primary keys of the rows still live,
  *      swap the segment in (under seg_lock). The new segment's delete bits are persisted by the
  *      next flush; until then those deletes are in the WAL after the checkpoint, and recovery
- *      replays them against the new segment (the pk map is rebuilt from its live rows).
+ *      replays them against the new segment (its key index finds them).
  * Then the manifest names the new segment and the old one's files go. *done = true when the
  * segment was rewritten. Caller holds flush_mu. */
 static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
