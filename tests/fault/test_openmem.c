@@ -23,15 +23,22 @@
  * A sealed segment is also served from its file right after the flush that wrote it: the
  * parent's own sealed heap (sealed_bytes) after sx_flush is checked to be a small fraction of
  * the raw bytes.
+ *  3. format versions: a collection whose segment file is rewritten as format version 1 (no key
+ *     block) opens, answers gets, deletes and upserts (its key index built in the heap, counted
+ *     as pkmap bytes), passes sx_db_check, and is rewritten as version 2 by compaction; a key
+ *     block damaged with valid CRCs (two rows swapped) opens (the open checks CRCs and sizes)
+ *     but fails sx_db_check with SX_ECORRUPT; a Bloom filter byte flipped fails the open.
  * Under sanitizers (RSS says nothing) only the outcomes are asserted; figures are printed.
  * Skipped (77) when /proc/self/clear_refs is not writable.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <sextant.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "util/buf.h"
+#include "util/crc32c.h"
 
 #define DIM 64
 
@@ -361,6 +368,170 @@ static void test_pkmap_does_not_grow_with_rows(void)
         fprintf(stderr, "note: could not remove the test directories\n");
 }
 
+/* ------------------------------------------------------------------ format versions */
+
+typedef struct segbuf {
+    char path[1024];
+    uint8_t *p;
+    size_t n;
+    size_t cols_end; /* just past the last column */
+    size_t meta;     /* the key block's meta (version 2), 0 if none */
+} segbuf;
+
+/* Reads the only seg-*.sxs of the collection and finds its parts (FORMAT-SEGMENT.md). */
+static void seg_load(const char *dir, segbuf *b)
+{
+    memset(b, 0, sizeof *b);
+    char cdir[800];
+    snprintf(cdir, sizeof cdir, "%s/collections/m", dir);
+    DIR *d = opendir(cdir);
+    ASSERT(d != NULL);
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "seg-", 4) == 0 && l > 4 && strcmp(e->d_name + l - 4, ".sxs") == 0) {
+            snprintf(b->path, sizeof b->path, "%s/%s", cdir, e->d_name);
+            found++;
+        }
+    }
+    closedir(d);
+    ASSERT_EQ(found, 1);
+    FILE *f = fopen(b->path, "rb");
+    ASSERT(f != NULL);
+    ASSERT(fseek(f, 0, SEEK_END) == 0);
+    long sz = ftell(f);
+    ASSERT(sz > 36 && fseek(f, 0, SEEK_SET) == 0);
+    b->n = (size_t)sz;
+    b->p = malloc(b->n);
+    ASSERT(b->p && fread(b->p, 1, b->n, f) == b->n);
+    (void)fclose(f);
+    uint32_t nc = sx__le32(b->p + 12);
+    size_t off = 36;
+    for (uint32_t i = 0; i < nc; i++) {
+        uint32_t nl = sx__le32(b->p + off);
+        uint64_t dlen = sx__le64(b->p + off + 4 + nl + 5);
+        off += 4 + nl + 17;
+        off += (64 - off % 64) % 64;
+        off += (size_t)dlen;
+        ASSERT(off <= b->n);
+    }
+    b->cols_end = off;
+    if (sx__le32(b->p + 8) >= 2) {
+        b->meta = off + (64 - off % 64) % 64;
+        ASSERT(b->meta + 64 <= b->n && memcmp(b->p + b->meta, "SXPK", 4) == 0);
+    }
+}
+
+static void seg_store(const segbuf *b, size_t n)
+{
+    FILE *f = fopen(b->path, "wb");
+    ASSERT(f != NULL);
+    ASSERT(fwrite(b->p, 1, n, f) == n);
+    ASSERT(fclose(f) == 0);
+}
+
+static void open_db(const char *dir, sx_db **db, sx_collection **c)
+{
+    sx_db_options o = { 0 };
+    o.sync_mode = SX_SYNC_NONE;
+    ASSERT_OK(sx_db_open(dir, &o, db));
+    ASSERT_OK(sx_collection_open(*db, "m", c));
+}
+
+static void test_format_versions(void)
+{
+    enum { N = 5000 };
+
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir("openmem_versions"));
+    create(dir, N, false);
+    segbuf b;
+    seg_load(dir, &b);
+    ASSERT_EQ(sx__le32(b.p + 8), 2);
+    ASSERT(b.meta != 0);
+    uint8_t *v2 = malloc(b.n);
+    ASSERT(v2 != NULL);
+    memcpy(v2, b.p, b.n);
+    size_t v2n = b.n;
+
+    /* version 1: the file ends after the columns; header CRC recomputed */
+    sx__put_le32(b.p + 8, 1);
+    sx__put_le32(b.p + 32, sx__crc32c(0, b.p, 32));
+    seg_store(&b, b.cols_end);
+    sx_db *db;
+    sx_collection *c;
+    open_db(dir, &db, &c);
+    sx_memory_stats ms;
+    sx_db_memory_stats(db, &ms);
+    printf("# version 1 segment of %d rows: pkmap %llu bytes (its key index in the heap)\n", N,
+           (unsigned long long)ms.pkmap_bytes);
+    ASSERT(ms.pkmap_bytes >= (uint64_t)N * 12); /* rows + keys arrays of the heap index */
+    uint64_t v1_pkmap = ms.pkmap_bytes;
+    int64_t keys[4] = { id_of(3), id_of(N - 1), id_of(N), -1 };
+    sx_keys k = { 4, keys, NULL };
+    const char *outf[] = { "id" };
+    sx_rowset *out;
+    ASSERT_OK(sx_get(c, &k, outf, 1, &out));
+    ASSERT_EQ(out->n_rows, 2);
+    sx_rowset_free(out);
+    int64_t del[2] = { id_of(10), id_of(11) };
+    sx_keys dk = { 2, del, NULL };
+    uint64_t nd = 0;
+    ASSERT_OK(sx_delete(c, &dk, &nd));
+    ASSERT_EQ(nd, 2);
+    ASSERT_OK(sx_db_check(db));
+    /* compaction rewrites it as version 2: the heap index goes */
+    ASSERT_OK(sx_compact(c));
+    uint64_t cnt = 0;
+    ASSERT_OK(sx_count(c, NULL, &cnt));
+    ASSERT_EQ(cnt, N - 2);
+    sx_db_memory_stats(db, &ms);
+    printf("# after compaction: pkmap %llu bytes\n", (unsigned long long)ms.pkmap_bytes);
+    ASSERT(ms.pkmap_bytes + (uint64_t)N * 12 <= v1_pkmap); /* the hash map's table only */
+    ASSERT_OK(sx_delete(c, &dk, &nd));
+    ASSERT_EQ(nd, 0);
+    sx_collection_release(c);
+    sx_db_close(db);
+    free(b.p);
+    seg_load(dir, &b);
+    ASSERT_EQ(sx__le32(b.p + 8), 2);
+    free(b.p);
+
+    /* a key block damaged with valid CRCs: the open accepts it, the check does not */
+    char dir2[600];
+    snprintf(dir2, sizeof dir2, "%s", test_tmpdir("openmem_damaged"));
+    create(dir2, N, false);
+    seg_load(dir2, &b);
+    ASSERT_EQ(b.n, v2n);
+    ASSERT(memcmp(b.p, v2, 8) == 0);
+    ASSERT((sx__le32(b.p + b.meta + 8) & 1) == 0); /* not sorted: a rows array follows */
+    size_t rows = b.meta + 64;
+    uint32_t r0 = sx__le32(b.p + rows), r1 = sx__le32(b.p + rows + 4);
+    sx__put_le32(b.p + rows, r1);
+    sx__put_le32(b.p + rows + 4, r0);
+    sx__put_le32(b.p + b.meta + 48, sx__crc32c(0, b.p + rows, (size_t)N * 4));
+    sx__put_le32(b.p + b.meta + 60, sx__crc32c(0, b.p + b.meta, 60));
+    seg_store(&b, b.n);
+    open_db(dir2, &db, &c);
+    ASSERT_STATUS(sx_db_check(db), SX_ECORRUPT);
+    printf("# damaged key block: sx_db_check says: %s\n", sx_errmsg());
+    sx_collection_release(c);
+    sx_db_close(db);
+    /* a Bloom filter byte flipped (CRC not fixed): the open refuses the segment */
+    b.p[b.n - 3] ^= 0x10;
+    seg_store(&b, b.n);
+    sx_db_options o = { 0 };
+    ASSERT_STATUS(sx_db_open(dir2, &o, &db), SX_ECORRUPT);
+    printf("# flipped Bloom byte: sx_db_open says: %s\n", sx_errmsg());
+    free(b.p);
+    free(v2);
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, dir2);
+    if (system(cmd) != 0)
+        fprintf(stderr, "note: could not remove the test directories\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 6 && strcmp(argv[1], "--child") == 0)
@@ -372,5 +543,6 @@ int main(int argc, char **argv)
         g_n = 20000;
     RUN(test_diskann_open_peak);
     RUN(test_pkmap_does_not_grow_with_rows);
+    RUN(test_format_versions);
     return TEST_DONE();
 }
