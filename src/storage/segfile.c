@@ -22,11 +22,14 @@
  * mapped read checks CRCs and sizes, and lookups bound every row number they use).
  * Bloom filter: bit b of word b/64; key hash h (mix64 of the INT64, or of FNV-1a 64 of the
  * string bytes), h2 = mix64(h ^ 0x9e3779b97f4a7c15) | 1, probe i sets bit (h + i*h2) mod bits.
+ * Writing streams (swriter): a bounded buffer, each column's length and CRC patched into its
+ * header after its data; tmp file fsynced, renamed, directory fsynced (as sx__fs_write_atomic).
  * Rejected: a separate key file per segment (one more object to upload, GC and keep consistent
  * with the segment; the key block is written and renamed with the segment atomically).
  */
 #include "storage/segfile.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "platform/fs.h"
@@ -376,6 +379,119 @@ static void put_keyblock(sx__wbuf *w, const sx__segpk *pk)
 
 /* ---------------------------------------------------------------- segment files */
 
+/* A streaming writer of `<path>.tmp`: bytes gather in a bounded buffer (WCHUNK) and are appended
+ * to the file, so a segment is never encoded whole in the heap; a column's length and CRC, known
+ * only after its data, are patched into its header (in the buffer, or with pwrite when that part
+ * is already written). The first error sticks. */
+#define WCHUNK ((size_t)1 << 20)
+
+typedef struct swriter {
+    sx__file *f;
+    sx__wbuf w;
+    uint64_t off; /* file offset of w.data[0] */
+    sx_status st;
+    const char *path;
+} swriter;
+
+static uint64_t sw_pos(const swriter *s)
+{
+    return s->off + s->w.len;
+}
+
+static void sw_flush(swriter *s)
+{
+    if (s->st != SX_OK)
+        return;
+    if (!sx__wbuf_ok(&s->w)) {
+        s->st = sx__err(SX_ENOMEM, "encoding segment %s", s->path);
+        return;
+    }
+    if (s->w.len == 0)
+        return;
+    s->st = sx__file_append(s->f, s->w.data, s->w.len);
+    s->off += s->w.len;
+    sx__wbuf_reset(&s->w);
+}
+
+/* Appends n bytes, folding them into *crc when crc != NULL. */
+static void sw_put(swriter *s, const void *p, size_t n, uint32_t *crc)
+{
+    const uint8_t *b = p;
+    while (n > 0 && s->st == SX_OK) {
+        size_t room = WCHUNK - (s->w.len < WCHUNK ? s->w.len : WCHUNK);
+        size_t k = n < room ? n : room;
+        if (crc)
+            *crc = sx__crc32c(*crc, b, k);
+        sx__wbuf_put(&s->w, b, k);
+        b += k;
+        n -= k;
+        if (s->w.len >= WCHUNK)
+            sw_flush(s);
+    }
+}
+
+static void sw_pad(swriter *s)
+{
+    static const uint8_t zeros[64];
+    sw_put(s, zeros, (size_t)((64 - sw_pos(s) % 64) % 64), NULL);
+}
+
+/* Writes 12 bytes (u64 len, u32 crc) at file offset at, which may still be in the buffer. */
+static void sw_patch(swriter *s, uint64_t at, uint64_t len, uint32_t crc)
+{
+    uint8_t b[12];
+    sx__put_le64(b, len);
+    sx__put_le32(b + 8, crc);
+    if (s->st != SX_OK)
+        return;
+    if (at >= s->off && sx__wbuf_ok(&s->w)) {
+        memcpy(s->w.data + (at - s->off), b, 12);
+        return;
+    }
+    sw_flush(s); /* the field may straddle the buffer's start: all of it in the file first */
+    if (s->st == SX_OK)
+        s->st = sx__file_pwrite(s->f, b, 12, at);
+}
+
+/* One column's data, encoded as FORMAT-SEGMENT.md says, in bounded pieces. */
+static void sw_column(swriter *s, const sx__segcol *c, uint64_t n_rows, uint32_t *crc)
+{
+    uint8_t tmp[4096];
+    size_t k = 0;
+    if (c->type == SX_FIELD_VARCHAR) {
+        char *const *str = c->data;
+        uint64_t off = 0;
+        sx__put_le64(tmp, 0);
+        k = 8;
+        for (uint64_t r = 0; r < n_rows; r++) {
+            off += strlen(str[r]);
+            sx__put_le64(tmp + k, off);
+            k += 8;
+            if (k == sizeof tmp) {
+                sw_put(s, tmp, k, crc);
+                k = 0;
+            }
+        }
+        sw_put(s, tmp, k, crc);
+        for (uint64_t r = 0; r < n_rows; r++)
+            sw_put(s, str[r], strlen(str[r]), crc);
+    } else if (c->type == SX_FIELD_BOOL) {
+        const bool *bo = c->data;
+        for (uint64_t r = 0; r < n_rows; r++) {
+            tmp[k++] = bo[r] ? 1 : 0;
+            if (k == sizeof tmp) {
+                sw_put(s, tmp, k, crc);
+                k = 0;
+            }
+        }
+        sw_put(s, tmp, k, crc);
+    } else {
+        /* INT64, DOUBLE, FLOAT_VECTOR: the host is little-endian (buf.c checks), so the arrays'
+         * bytes are their encoding */
+        sw_put(s, c->data, (size_t)n_rows * fixed_width(c->type, c->dim), crc);
+    }
+}
+
 sx_status sx__segfile_write(
     const char *path, uint64_t seg_id, uint64_t n_rows, const sx__segcol *cols, size_t n_cols)
 {
@@ -390,60 +506,76 @@ sx_status sx__segfile_write(
             return st;
         has_pk = true;
     }
-    sx__wbuf w;
-    sx__wbuf_init(&w);
-    put_header_v(&w, SEG_MAGIC, SEG_VERSION, seg_id, n_rows, (uint32_t)n_cols);
-    for (size_t i = 0; i < n_cols; i++) {
-        const sx__segcol *c = &cols[i];
-        sx__wbuf_str(&w, c->name);
-        sx__wbuf_u8(&w, (uint8_t)c->type);
-        sx__wbuf_u32(&w, c->dim);
-        size_t len_off = w.len;
-        sx__wbuf_u64(&w, 0);
-        sx__wbuf_u32(&w, 0);
-        put_pad(&w);
-        size_t data_off = w.len;
-        if (c->type == SX_FIELD_VARCHAR) {
-            char *const *s = c->data;
-            uint64_t off = 0;
-            sx__wbuf_u64(&w, 0);
-            for (uint64_t r = 0; r < n_rows; r++) {
-                off += strlen(s[r]);
-                sx__wbuf_u64(&w, off);
-            }
-            for (uint64_t r = 0; r < n_rows; r++)
-                sx__wbuf_put(&w, s[r], strlen(s[r]));
-        } else if (c->type == SX_FIELD_BOOL) {
-            const bool *b = c->data;
-            for (uint64_t r = 0; r < n_rows; r++)
-                sx__wbuf_u8(&w, b[r] ? 1 : 0);
-        } else if (c->type == SX_FIELD_INT64) {
-            const int64_t *v = c->data;
-            for (uint64_t r = 0; r < n_rows; r++)
-                sx__wbuf_i64(&w, v[r]);
-        } else if (c->type == SX_FIELD_DOUBLE) {
-            const double *v = c->data;
-            for (uint64_t r = 0; r < n_rows; r++)
-                sx__wbuf_f64(&w, v[r]);
-        } else {
-            sx__wbuf_f32s(&w, c->data, n_rows * c->dim);
-        }
-        if (!sx__wbuf_ok(&w))
-            break;
-        uint64_t dlen = w.len - data_off;
-        sx__put_le64(w.data + len_off, dlen);
-        sx__put_le32(w.data + len_off + 8, sx__crc32c(0, w.data + data_off, dlen));
+    size_t plen = strlen(path);
+    char *tmp = sx__malloc(plen + sizeof ".tmp"), *dir = sx__strdup(path);
+    swriter s = { NULL, { 0 }, 0, SX_OK, path };
+    sx__wbuf_init(&s.w);
+    bool made_tmp = false;
+    if (!tmp || !dir) {
+        s.st = sx__err(SX_ENOMEM, "write %s: out of memory", path);
+        goto out;
     }
-    if (sx__wbuf_ok(&w))
-        put_keyblock(&w, has_pk ? &pk : NULL);
-    sx__segpk_fini(&pk);
-    sx_status st;
-    if (!sx__wbuf_ok(&w))
-        st = sx__err(SX_ENOMEM, "encoding segment %s", path);
+    (void)snprintf(tmp, plen + sizeof ".tmp", "%s.tmp", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir)
+        *slash = '\0';
     else
-        st = sx__fs_write_atomic(path, w.data, w.len);
-    sx__wbuf_fini(&w);
-    return st;
+        (void)snprintf(dir, plen + 1, "%s", slash ? "/" : ".");
+    s.st = sx__file_open(tmp, SX__F_WRITE | SX__F_CREATE | SX__F_TRUNC, &s.f);
+    if (s.st != SX_OK)
+        goto out;
+    made_tmp = true;
+    put_header_v(&s.w, SEG_MAGIC, SEG_VERSION, seg_id, n_rows, (uint32_t)n_cols);
+    for (size_t i = 0; i < n_cols && s.st == SX_OK; i++) {
+        const sx__segcol *c = &cols[i];
+        sx__wbuf_str(&s.w, c->name);
+        sx__wbuf_u8(&s.w, (uint8_t)c->type);
+        sx__wbuf_u32(&s.w, c->dim);
+        uint64_t len_at = sw_pos(&s);
+        static const uint8_t zeros[12];
+        sw_put(&s, zeros, 12, NULL);
+        sw_pad(&s);
+        uint64_t data_at = sw_pos(&s);
+        uint32_t crc = 0;
+        sw_column(&s, c, n_rows, &crc);
+        sw_patch(&s, len_at, sw_pos(&s) - data_at, crc);
+    }
+    if (s.st == SX_OK) {
+        sw_pad(&s); /* the key block's own padding is then relative to an aligned start */
+        sx__wbuf kb;
+        sx__wbuf_init(&kb);
+        put_keyblock(&kb, has_pk ? &pk : NULL);
+        if (!sx__wbuf_ok(&kb))
+            s.st = sx__err(SX_ENOMEM, "encoding segment %s", path);
+        else
+            sw_put(&s, kb.data, kb.len, NULL);
+        sx__wbuf_fini(&kb);
+    }
+    sw_flush(&s);
+    if (s.st == SX_OK)
+        s.st = sx__file_sync(s.f);
+    sx_status cst = sx__file_close(s.f);
+    s.f = NULL;
+    if (s.st == SX_OK)
+        s.st = cst;
+    if (s.st != SX_OK)
+        goto out;
+    s.st = sx__fs_rename(tmp, path);
+    if (s.st != SX_OK)
+        goto out;
+    made_tmp = false;
+    /* The rename is done; a failed directory fsync means it may not survive a crash. */
+    s.st = sx__fs_sync_dir(dir);
+out:
+    if (s.f)
+        sx__ignore(sx__file_close(s.f));
+    if (made_tmp)
+        sx__ignore(sx__fs_unlink(tmp)); /* best effort: a stale tmp is truncated next time */
+    sx__wbuf_fini(&s.w);
+    sx__segpk_fini(&pk);
+    sx__free(tmp);
+    sx__free(dir);
+    return s.st;
 }
 
 void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows)
