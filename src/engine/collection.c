@@ -12,13 +12,14 @@
  *      (a torn tail is truncated by the WAL);
  *   5. delete files the manifest does not name (left by a crash between a file write and the
  *      manifest commit), then load or queue index builds.
- * Flush (sx__coll_flush): under write_mu, rotate the WAL (checkpoint = last LSN), copy the growing
- * segment into a contiguous sealed segment with the same id, snapshot dirty delete bitmaps and
- * install a new growing segment; then, outside write_mu, write the segment and delete files, the
- * manifest (checkpoint), and drop WAL files before the checkpoint; then replace each segment just
- * written by the same segment opened from its file (map_sealed: columns mapped, key index from
- * the file, the hash map's entries for it dropped) and attach or queue its index. A failure before the manifest
- * commit leaves the old manifest + old WAL files, which still recover everything.
+ * Flush (sx__coll_flush): under write_mu, rotate the WAL (checkpoint = last LSN), move the growing
+ * segment into the sealed list as it is (sealed in place: no row is copied), snapshot dirty
+ * delete bitmaps and install a new growing segment; then, outside write_mu, write the segment
+ * files (from the chunks) and delete files, open each segment just written from its file
+ * (prepare_mapped: columns mapped, key index from the file), write the manifest (checkpoint),
+ * swap the mapped segments in (swap_seg: the hash map's entries for them dropped), drop WAL files
+ * before the checkpoint, and attach or queue the indexes. A failure before the manifest commit
+ * leaves the old manifest + old WAL files, which still recover everything.
  * Metric change (sx_collection_set_metric, no index): the metric lives in the manifest and is
  * changed under flush_mu + write_mu (+ seg_lock for the store). WAL records hold raw vectors and
  * replay normalises them when the manifest says COSINE, so a change to COSINE with rows first
@@ -400,11 +401,14 @@ static sx_status write_flush_files(sx_collection *c,
         sx__segcol *cols = sx__calloc(c->n_fields, sizeof *cols);
         if (!cols)
             return sx__err(SX_ENOMEM, "flush");
+        /* a segment sealed in place keeps the growing segment's chunks */
+        bool chunked = ws->chunk_rows < atomic_load(&ws->n_rows);
         for (size_t f = 0; f < c->n_fields; f++) {
             cols[f].name = (char *)c->names[f];
             cols[f].type = c->types[f];
             cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
-            cols[f].data = ws->chunks[f][0];
+            cols[f].data = chunked ? (void *)ws->chunks[f] : ws->chunks[f][0];
+            cols[f].chunk_rows = chunked ? ws->chunk_rows : 0;
             cols[f].is_primary = f == c->pk;
         }
         sx__coll_path(c, path, sizeof path, "sxs", ws->id);
@@ -425,25 +429,12 @@ static sx_status write_flush_files(sx_collection *c,
     return SX_OK;
 }
 
-/* Replaces s, a segment sealed in memory whose file the manifest now names, by the same segment
- * opened from that file (mapped columns and key index), so the heap copy goes as soon as the
- * views using it are released. The delete bits and their persistence state are carried over
- * under write_mu (deletes set bits under it), the swap is made under seg_lock, and the hash
- * map's entries for s go (the key index answers now). Returns the segment now in the list (s
- * when the file cannot be mapped, or an index job already holds s: best effort, s keeps
- * working). Caller holds flush_mu, not write_mu. */
-static sx__segment *map_sealed(sx_collection *c, sx__segment *s)
+/* Puts ns in the place of s in the sealed list: the delete bits and their persistence state are
+ * carried over under write_mu (deletes set bits under it), the swap is made under seg_lock, and
+ * the hash map's entries for s go when ns has a key index. False (ns dropped) when s is no
+ * longer listed. Caller holds flush_mu, not write_mu. */
+static bool swap_seg(sx_collection *c, sx__segment *s, sx__segment *ns)
 {
-    sx__mutex_lock(&s->idx_mu);
-    bool busy = s->index != NULL || s->build_pending;
-    sx__mutex_unlock(&s->idx_mu);
-    if (busy)
-        return s;
-    sx__segment *ms = NULL;
-    if (sx__seg_open_file(c, s->id, atomic_load(&s->n_rows), &ms) != SX_OK) {
-        sx__err_clear();
-        return s;
-    }
     sx__mutex_lock(&c->write_mu);
     size_t pos = c->n_segs;
     for (size_t i = 0; i < c->n_segs; i++)
@@ -451,23 +442,68 @@ static sx__segment *map_sealed(sx_collection *c, sx__segment *s)
             pos = i;
     if (pos == c->n_segs) {
         sx__mutex_unlock(&c->write_mu);
-        sx__seg_unref(ms);
-        return s;
+        sx__seg_unref(ns);
+        return false;
     }
     size_t words = sx__bits_words(atomic_load(&s->n_rows));
     for (size_t w = 0; w < words; w++)
-        ms->deleted[w] = __atomic_load_n(&s->deleted[w], __ATOMIC_RELAXED);
-    atomic_store(&ms->n_deleted, atomic_load(&s->n_deleted));
-    ms->del_gen = s->del_gen;
-    ms->persisted_deleted = s->persisted_deleted;
-    ms->persisted = s->persisted;
+        ns->deleted[w] = __atomic_load_n(&s->deleted[w], __ATOMIC_RELAXED);
+    atomic_store(&ns->n_deleted, atomic_load(&s->n_deleted));
+    ns->del_gen = s->del_gen;
+    ns->persisted_deleted = s->persisted_deleted;
+    ns->persisted = s->persisted;
     sx__rwlock_wrlock(&c->seg_lock);
-    c->segs[pos] = ms;
+    c->segs[pos] = ns;
     sx__rwlock_unlock(&c->seg_lock);
-    sx__pkmap_drop_seg(c->pkmap, s->id);
+    if (ns->pk.col != UINT32_MAX)
+        sx__pkmap_drop_seg(c->pkmap, s->id);
     sx__mutex_unlock(&c->write_mu);
     sx__seg_unref(s); /* the list's reference; views may still hold theirs */
-    return ms;
+    return true;
+}
+
+/* The replacement of s, a segment sealed in memory whose file was just written: the same segment
+ * opened from that file (mapped columns and key index), so its heap (the growing segment's
+ * chunks, for a segment sealed in place) goes once swap_seg has put it in the list and the views
+ * using s are released. NULL when an index job already holds s, or when the file cannot be
+ * mapped and s is contiguous (best effort: s keeps working). A segment sealed in place that
+ * cannot be mapped gets a contiguous heap copy (an index build needs one); when that fails too,
+ * *st is the error and the flush must fail before its commit (the next flush retries). Caller
+ * holds flush_mu, not write_mu. */
+static sx__segment *prepare_mapped(sx_collection *c, sx__segment *s, sx_status *st)
+{
+    *st = SX_OK;
+    bool chunked = s->chunk_rows < atomic_load(&s->n_rows);
+    sx__mutex_lock(&s->idx_mu);
+    bool busy = s->index != NULL || s->build_pending;
+    sx__mutex_unlock(&s->idx_mu);
+    if (busy && !chunked)
+        return NULL;
+    sx__segment *ms = NULL;
+    if (sx__seg_open_file(c, s->id, atomic_load(&s->n_rows), &ms) == SX_OK)
+        return ms;
+    if (!chunked) {
+        sx__err_clear();
+        return NULL;
+    }
+    /* the rows of a segment sealed in place no longer change: copying needs no write_mu (its
+     * delete bits are copied again by swap_seg, under it) */
+    *st = sx__seg_seal_copy(c, s, &ms);
+    return *st == SX_OK ? ms : NULL;
+}
+
+/* prepare_mapped for each of to_write[n]: *repl (owned; NULL entries: none) is set even on
+ * failure, for the caller to release. */
+static sx_status
+prepare_all(sx_collection *c, sx__segment *const *to_write, size_t n, sx__segment ***repl)
+{
+    *repl = sx__calloc(n + 1, sizeof **repl);
+    if (!*repl)
+        return sx__err(SX_ENOMEM, "flush");
+    sx_status st = SX_OK;
+    for (size_t w = 0; w < n && st == SX_OK; w++)
+        (*repl)[w] = prepare_mapped(c, to_write[w], &st);
+    return st;
 }
 
 sx_status sx__coll_flush(sx_collection *c, bool from_insert)
@@ -477,7 +513,7 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     size_t n_snaps = 0;
     sx__segment *sealed = NULL, *old_growing = NULL;
     uint64_t *gens = NULL;
-    sx__segment **to_write = NULL;
+    sx__segment **to_write = NULL, **repl = NULL;
     size_t n_to_write = 0;
     atomic_fetch_add_explicit(&c->flush_waiters, 1, memory_order_relaxed);
     sx__mutex_lock(&c->flush_mu);
@@ -508,9 +544,13 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     }
     sx__segment *ng = NULL;
     if (grows > 0) {
-        st = sx__seg_seal_copy(c, c->growing, &sealed);
-        if (st == SX_OK)
-            st = sx__seg_new_growing(c, c->next_seg_id++, c->max_growing_rows, &ng);
+        /* sealed in place: the growing segment itself joins the sealed list (its rows no longer
+         * change; readers already handle its chunks), written from its chunks and replaced by
+         * its mapped file after the commit, so a seal copies no row. The reference taken here
+         * is the list's; c->growing's goes with old_growing. */
+        sealed = c->growing;
+        sx__seg_ref(sealed);
+        st = sx__seg_new_growing(c, c->next_seg_id++, c->max_growing_rows, &ng);
         if (st != SX_OK) {
             sx__seg_unref(sealed);
             sealed = NULL;
@@ -574,6 +614,11 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     st = write_flush_files(c, to_write, n_to_write, snaps, n_snaps);
     if (st != SX_OK)
         goto unlock_flush;
+    /* their replacements (mapped from the files just written), before the commit: a segment
+     * sealed in place must not be committed without one */
+    st = prepare_all(c, to_write, n_to_write, &repl);
+    if (st != SX_OK)
+        goto unlock_flush;
     char path[4096];
     /* commit: manifest names the new segment and delete generations */
     sx__mutex_lock(&c->write_mu);
@@ -627,7 +672,9 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         goto unlock_flush;
     st = sx__wal_truncate_before(c->wal, c->checkpoint_lsn + 1);
     for (size_t w = 0; w < n_to_write; w++) {
-        to_write[w] = map_sealed(c, to_write[w]);
+        if (repl[w] && swap_seg(c, to_write[w], repl[w]))
+            to_write[w] = repl[w];
+        repl[w] = NULL;
         sx__seg_attach_index(c, to_write[w]);
         sx__seg_charge_index(c->db, to_write[w]);
     }
@@ -650,6 +697,9 @@ unlock_flush:
         sx__free(snaps[i].bits);
     sx__free(snaps);
     sx__free(gens);
+    for (size_t w = 0; repl && w < n_to_write; w++)
+        sx__seg_unref(repl[w]); /* not swapped in (a failure before or at the commit) */
+    sx__free(repl);
     sx__free(to_write);
     sx__seg_unref(old_growing);
     return st;

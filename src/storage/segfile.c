@@ -453,42 +453,70 @@ static void sw_patch(swriter *s, uint64_t at, uint64_t len, uint32_t crc)
         s->st = sx__file_pwrite(s->f, b, 12, at);
 }
 
+/* Rows [r, r + *m) of column c are contiguous at the returned address (*m: up to the end of the
+ * chunk holding row r). */
+static const char *col_rows(const sx__segcol *c, uint64_t r, uint64_t n_rows, size_t w, uint64_t *m)
+{
+    if (!c->chunk_rows) {
+        *m = n_rows - r;
+        return (const char *)c->data + r * w;
+    }
+    void *const *ch = c->data;
+    uint64_t in = r % c->chunk_rows;
+    *m = c->chunk_rows - in < n_rows - r ? c->chunk_rows - in : n_rows - r;
+    return (const char *)ch[r / c->chunk_rows] + in * w;
+}
+
 /* One column's data, encoded as FORMAT-SEGMENT.md says, in bounded pieces. */
 static void sw_column(swriter *s, const sx__segcol *c, uint64_t n_rows, uint32_t *crc)
 {
     uint8_t tmp[4096];
     size_t k = 0;
+    uint64_t m = 0;
     if (c->type == SX_FIELD_VARCHAR) {
-        char *const *str = c->data;
         uint64_t off = 0;
         sx__put_le64(tmp, 0);
         k = 8;
-        for (uint64_t r = 0; r < n_rows; r++) {
-            off += strlen(str[r]);
-            sx__put_le64(tmp + k, off);
-            k += 8;
-            if (k == sizeof tmp) {
-                sw_put(s, tmp, k, crc);
-                k = 0;
+        for (uint64_t r = 0; r < n_rows; r += m) {
+            char *const *str =
+                (char *const *)(const void *)col_rows(c, r, n_rows, sizeof(char *), &m);
+            for (uint64_t j = 0; j < m; j++) {
+                off += strlen(str[j]);
+                sx__put_le64(tmp + k, off);
+                k += 8;
+                if (k == sizeof tmp) {
+                    sw_put(s, tmp, k, crc);
+                    k = 0;
+                }
             }
         }
         sw_put(s, tmp, k, crc);
-        for (uint64_t r = 0; r < n_rows; r++)
-            sw_put(s, str[r], strlen(str[r]), crc);
+        for (uint64_t r = 0; r < n_rows; r += m) {
+            char *const *str =
+                (char *const *)(const void *)col_rows(c, r, n_rows, sizeof(char *), &m);
+            for (uint64_t j = 0; j < m; j++)
+                sw_put(s, str[j], strlen(str[j]), crc);
+        }
     } else if (c->type == SX_FIELD_BOOL) {
-        const bool *bo = c->data;
-        for (uint64_t r = 0; r < n_rows; r++) {
-            tmp[k++] = bo[r] ? 1 : 0;
-            if (k == sizeof tmp) {
-                sw_put(s, tmp, k, crc);
-                k = 0;
+        for (uint64_t r = 0; r < n_rows; r += m) {
+            const bool *bo = (const bool *)(const void *)col_rows(c, r, n_rows, sizeof(bool), &m);
+            for (uint64_t j = 0; j < m; j++) {
+                tmp[k++] = bo[j] ? 1 : 0;
+                if (k == sizeof tmp) {
+                    sw_put(s, tmp, k, crc);
+                    k = 0;
+                }
             }
         }
         sw_put(s, tmp, k, crc);
     } else {
         /* INT64, DOUBLE, FLOAT_VECTOR: the host is little-endian (buf.c checks), so the arrays'
          * bytes are their encoding */
-        sw_put(s, c->data, (size_t)n_rows * fixed_width(c->type, c->dim), crc);
+        size_t w = fixed_width(c->type, c->dim);
+        for (uint64_t r = 0; r < n_rows; r += m) {
+            const char *p = col_rows(c, r, n_rows, w, &m);
+            sw_put(s, p, (size_t)m * w, crc);
+        }
     }
 }
 
@@ -501,7 +529,22 @@ sx_status sx__segfile_write(
     for (size_t i = 0; i < n_cols && !has_pk; i++) {
         if (!cols[i].is_primary)
             continue;
-        sx_status st = sx__segpk_build(cols[i].type, (uint32_t)i, cols[i].data, n_rows, &pk);
+        const void *keys = cols[i].data;
+        void *gathered = NULL; /* a chunked key column, made contiguous for the sort */
+        if (cols[i].chunk_rows) {
+            size_t w = cols[i].type == SX_FIELD_INT64 ? sizeof(int64_t) : sizeof(char *);
+            gathered = sx__malloc(n_rows ? (size_t)n_rows * w : 1);
+            if (!gathered)
+                return sx__err(SX_ENOMEM, "encoding segment %s", path);
+            uint64_t m = 0;
+            for (uint64_t r = 0; r < n_rows; r += m) {
+                const char *p = col_rows(&cols[i], r, n_rows, w, &m);
+                memcpy((char *)gathered + r * w, p, (size_t)m * w);
+            }
+            keys = gathered;
+        }
+        sx_status st = sx__segpk_build(cols[i].type, (uint32_t)i, keys, n_rows, &pk);
+        sx__free(gathered);
         if (st != SX_OK)
             return st;
         has_pk = true;

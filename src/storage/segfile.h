@@ -31,9 +31,11 @@ typedef struct sx__segcol {
     uint32_t dim; /* vectors only */
     /* Data, n rows: int64_t*, double*, bool*, float* (n*dim, 64-byte aligned on read), char ** */
     void *data;
-    bool borrowed;   /* data points into a file mapping (not freed with the column) */
-    bool is_primary; /* the primary key (INT64 or VARCHAR): the writer adds its key block; the
-                      * reader checks the file's key block names this column */
+    bool borrowed;     /* data points into a file mapping (not freed with the column) */
+    bool is_primary;   /* the primary key (INT64 or VARCHAR): the writer adds its key block; the
+                        * reader checks the file's key block names this column */
+    size_t chunk_rows; /* writer only: 0 = data is one array of n rows; else data is a void *[]
+                        * of chunks of chunk_rows rows each (a growing segment's layout) */
 } sx__segcol;
 
 /* Key block of a segment (version 2) or the same structure built in the heap (sx__segpk_build).
