@@ -191,8 +191,10 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
         sx_collection *c = db->colls[i];
         sx__mutex_lock(&c->flush_mu);
         for (size_t s = 0; s < c->n_segs; s++)
-            if (c->segs[s]->persisted || db->opts.read_only)
+            if (c->segs[s]->persisted || db->opts.read_only) {
                 sx__seg_attach_index(c, c->segs[s]);
+                sx__seg_charge_index(db, c->segs[s]);
+            }
         sx__mutex_unlock(&c->flush_mu);
     }
     *out = db;
@@ -586,7 +588,7 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
     sx__view_release(&v);
     sx__mutex_lock(&c->write_mu);
     out->wal_bytes = sx__wal_bytes(c->wal);
-    out->memory_bytes += sx__pkmap_memory(c->pkmap);
+    out->memory_bytes += sx__pk_memory(c);
     sx__mutex_unlock(&c->write_mu);
     return SX_OK;
 }

@@ -23,6 +23,7 @@
 #include "engine/expr.h"
 #include "index/index.h"
 #include "platform/fs.h"
+#include "storage/segfile.h"
 #include "storage/wal.h"
 #include "util/lock.h"
 
@@ -34,10 +35,13 @@ typedef struct sx__idxref {
     atomic_int refs; /* acq_rel on decrement: the last owner frees */
     const sx__index_ops *ops;
     sx__index *idx;
-    /* the index's in-RAM part (ops->memory_bytes) charged to the database's budget as
-     * SX__MEM_INDEX when published on a segment, given back by the last unref */
-    struct sx__membudget *budget;
+    /* SX__MEM_INDEX charge (sx__idxref_charge: the first time a view, the stats or the engine
+     * after an attach sees the index), given back when the last reference goes. The flag is
+     * claimed with a CAS (acq_rel), so one caller charges; `charged` is written before the flag
+     * is published and read only by the last owner. */
+    atomic_bool is_charged;
     uint64_t charged;
+    struct sx__membudget *budget;
 } sx__idxref;
 
 typedef struct sx__segment {
@@ -53,8 +57,15 @@ typedef struct sx__segment {
     bool *types_is_str; /* per field: VARCHAR (strings owned by the segment) */
     void *map;          /* sealed from a file: read-only mapping of the segment file */
     size_t map_len;
-    size_t mapped_field; /* the field whose chunk points into `map` (the vectors) */
-    uint64_t *deleted;   /* cap_rows bits, atomic bit ops (bitset.h) */
+    size_t mapped_field;  /* the vector field when its chunk points into `map`, else SIZE_MAX */
+    uint64_t mapped_mask; /* bit f: field f's chunk points into `map` (not freed with s) */
+    /* Key index of a sealed segment opened from its file (the file's key block, mapped, or
+     * built in the heap for a version 1 file: pk.owned, charged as SX__MEM_PKMAP). pk.col ==
+     * UINT32_MAX: none; the segment's live keys are then in the collection's hash map (a
+     * segment sealed in memory and not yet replaced by its mapped file). Immutable. */
+    sx__segpk pk;
+    uint64_t pk_charged;
+    uint64_t *deleted; /* cap_rows bits, atomic bit ops (bitset.h) */
     atomic_size_t n_deleted;
     /* guarded by the collection's write_mu */
     uint64_t del_gen;         /* generation of the persisted delete file (0 none) */
@@ -178,9 +189,21 @@ SX_NODISCARD sx_status sx__seg_new_growing(const sx_collection *c,
                                            uint64_t id,
                                            size_t cap,
                                            sx__segment **out);
-/* A sealed segment taking ownership of contiguous column arrays (cols[f], n rows). */
+/* A sealed segment taking ownership of contiguous column arrays (cols[f], n rows); its heap is
+ * charged to the budget as SX__MEM_SEALED (forced: the rows must be held). */
 SX_NODISCARD sx_status
 sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols, sx__segment **out);
+/* Opens the sealed segment file seg-<id>.sxs of c: fixed-width columns and the key block stay in
+ * the mapping (no heap copy; CRCs verified by streaming reads), VARCHAR columns are decoded into
+ * the heap; a version 1 file gets its key index built in the heap. n_expect: the manifest's row
+ * count (a mismatch is SX_ECORRUPT). The delete bits are all clear. Heap charged as
+ * SX__MEM_SEALED (bitset, strings) and SX__MEM_PKMAP (a heap key index). Owned: sx__seg_unref.
+ * Errors: those of sx__segfile_read, SX_ECORRUPT, SX_ENOMEM. Thread-safety: reads c's immutable
+ * schema only. */
+SX_NODISCARD sx_status sx__seg_open_file(const sx_collection *c,
+                                         uint64_t id,
+                                         uint64_t n_expect,
+                                         sx__segment **out);
 void sx__seg_ref(sx__segment *s);
 void sx__seg_unref(sx__segment *s);
 
@@ -197,9 +220,29 @@ SX_NODISCARD sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g,
 void sx__seg_colrefs(const sx_collection *c, const sx__segment *s, size_t ch, sx__colref *out);
 size_t sx__seg_memory(const sx_collection *c, const sx__segment *s);
 void sx__idxref_unref(sx__idxref *r);
-
-/* pkmap.c: primary key -> (segment id, row). Guarded by write_mu. */
+/* Charges r's in-RAM part (ops->memory_bytes) to db's budget as SX__MEM_INDEX, once per index
+ * (later calls do nothing); given back by the last sx__idxref_unref. NULL r: nothing.
+ * Thread-safety: any thread holding a reference to r. */
+void sx__idxref_charge(sx_db *db, sx__idxref *r);
+/* Charges the index attached to s, if any (takes s->idx_mu). */
+void sx__seg_charge_index(sx_db *db, sx__segment *s);
+/* pkmap.c: primary key -> (segment id, row) hash map for the keys of segments without a key
+ * index (the growing segment, a segment sealed in memory until its mapped file replaces it);
+ * sealed segments opened from their files answer from their key index (sx__pk_get_*).
+ * Guarded by write_mu. */
 SX_NODISCARD sx_status sx__pkmap_new(bool str, sx__pkmap **out);
+/* Charges the map's table to b as SX__MEM_PKMAP from now on (forced: the map must hold every
+ * key); sx__pkmap_free gives it back. */
+void sx__pkmap_set_budget(sx__pkmap *m, struct sx__membudget *b);
+/* Removes every entry pointing into segment `seg` (its key index now answers for it) and
+ * shrinks the table to what the remaining keys need. */
+void sx__pkmap_drop_seg(sx__pkmap *m, uint64_t seg);
+/* The live location of key k in c: the hash map, then the key index of each sealed segment
+ * (Bloom filter, binary search over the mapped sorted keys, delete bit). Caller holds write_mu. */
+bool sx__pk_get_i(const sx_collection *c, int64_t k, uint64_t *seg, uint32_t *row);
+bool sx__pk_get_s(const sx_collection *c, const char *k, uint64_t *seg, uint32_t *row);
+/* Heap bytes of c's key lookup structures (hash map + heap key indexes). Caller holds write_mu. */
+size_t sx__pk_memory(const sx_collection *c);
 void sx__pkmap_free(sx__pkmap *m);
 /* Returns true and the location if present. */
 bool sx__pkmap_get_i(const sx__pkmap *m, int64_t k, uint64_t *seg, uint32_t *row);
