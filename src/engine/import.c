@@ -174,8 +174,8 @@ static bool key_stored(const sx_collection *c, const void *keys, size_t i)
     uint64_t sg;
     uint32_t rw;
     if (c->types[c->pk] == SX_FIELD_INT64)
-        return sx__pkmap_get_i(c->pkmap, ((const int64_t *)keys)[i], &sg, &rw);
-    return sx__pkmap_get_s(c->pkmap, ((char *const *)keys)[i], &sg, &rw);
+        return sx__pk_get_i(c, ((const int64_t *)keys)[i], &sg, &rw);
+    return sx__pk_get_s(c, ((char *const *)keys)[i], &sg, &rw);
 }
 
 static void unlink_written(sx_collection *c, const written *w)
@@ -236,6 +236,7 @@ static sx_status write_batch(sx_collection *c, sx__imp_batch *b, uint64_t first_
         cols[f].type = c->types[f];
         cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
         cols[f].data = b->col[f];
+        cols[f].is_primary = f == c->pk; /* the key block (segment format 2) */
     }
     char path[4096];
     sx__coll_path(c, path, sizeof path, "sxs", id);
@@ -245,62 +246,14 @@ static sx_status write_batch(sx_collection *c, sx__imp_batch *b, uint64_t first_
     return sx__segfile_write(path, id, b->n, cols, c->n_fields);
 }
 
-/* Loads a written segment file as a sealed segment (as collection.c load_segments does). */
+/* Loads a written segment file as a sealed segment, as a reopen does (sx__seg_open_file: the
+ * columns and the key block stay in the mapping). */
 static sx_status load_written(sx_collection *c, uint64_t id, uint64_t rows, sx__segment **out)
 {
-    sx__segcol expect[SX_MAX_FIELDS];
-    for (size_t f = 0; f < c->n_fields; f++) {
-        expect[f].name = (char *)c->names[f];
-        expect[f].type = c->types[f];
-        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
-        expect[f].data = NULL;
-        expect[f].borrowed = false;
-    }
-    char path[4096];
-    sx__coll_path(c, path, sizeof path, "sxs", id);
-    uint64_t n = 0;
-    sx__segcol *cols = NULL;
-    sx__segmap map = { NULL, 0 };
-    sx_status st = sx__segfile_read(path, id, expect, c->n_fields, &n, &cols, &map);
+    sx__segment *s = NULL;
+    sx_status st = sx__seg_open_file(c, id, rows, &s);
     if (st != SX_OK)
         return st;
-    if (n != rows) {
-        sx__segcols_free(cols, c->n_fields, n);
-        sx__fs_unmap(map.addr, map.len);
-        return sx__err(SX_ECORRUPT, "%s: %llu rows written, %llu read back", path,
-                       (unsigned long long)rows, (unsigned long long)n);
-    }
-    void *data[SX_MAX_FIELDS];
-    bool borrowed = cols[c->vf].borrowed;
-    for (size_t f = 0; f < c->n_fields; f++) {
-        data[f] = cols[f].data;
-        cols[f].data = NULL;
-    }
-    sx__segcols_free(cols, c->n_fields, n);
-    sx__segment *s = NULL;
-    st = sx__seg_new_sealed(c, id, (size_t)n, data, &s);
-    if (st != SX_OK) {
-        for (size_t f = 0; f < c->n_fields; f++) {
-            if (c->types[f] == SX_FIELD_VARCHAR && data[f])
-                for (uint64_t r = 0; r < n; r++)
-                    sx__free(((char **)data[f])[r]);
-            if (f == c->vf && borrowed)
-                continue;
-            if (c->types[f] == SX_FIELD_FLOAT_VECTOR)
-                sx__free_aligned(data[f]);
-            else
-                sx__free(data[f]);
-        }
-        sx__fs_unmap(map.addr, map.len);
-        return st;
-    }
-    if (borrowed) {
-        s->map = map.addr;
-        s->map_len = map.len;
-        s->mapped_field = c->vf;
-    } else {
-        sx__fs_unmap(map.addr, map.len);
-    }
     s->persisted = true;
     *out = s;
     return SX_OK;
@@ -311,50 +264,37 @@ static const void *seg_keys(const sx_collection *c, const sx__segment *s)
     return s->chunks[c->pk][0];
 }
 
-/* Removes the keys of segs[0..n_done) rows [0, rows) put by a failed commit. */
-static void unput_keys(sx_collection *c, sx__segment **segs, size_t n_segs, size_t last_rows)
+/* Checks every key of segs against the collection (its growing hash map and the sealed
+ * segments' key indexes, sx__pk_get_*) and against the job's own earlier keys (a job-local map,
+ * freed on return). The segments' keys need no map entry of their own: once they are in the
+ * segment list their key blocks answer lookups. Caller holds write_mu. */
+static sx_status check_keys(sx_collection *c, sx__segment **segs, size_t n_segs, uint64_t total)
 {
-    for (size_t k = 0; k < n_segs; k++) {
-        size_t rows = k + 1 == n_segs ? last_rows : atomic_load(&segs[k]->n_rows);
-        const void *keys = seg_keys(c, segs[k]);
-        for (size_t i = 0; i < rows; i++) {
-            if (c->types[c->pk] == SX_FIELD_INT64)
-                sx__pkmap_del_i(c->pkmap, ((const int64_t *)keys)[i]);
-            else
-                sx__pkmap_del_s(c->pkmap, ((char *const *)keys)[i]);
-        }
-    }
-}
-
-/* Puts every key of segs in the pk map (caller holds write_mu and reserved room); on a key
- * that is there already (stored, or earlier in the job) undoes its own puts. */
-static sx_status put_keys(sx_collection *c, sx__segment **segs, size_t n_segs)
-{
-    for (size_t k = 0; k < n_segs; k++) {
+    bool str = c->types[c->pk] != SX_FIELD_INT64;
+    sx__pkmap *jm = NULL;
+    sx_status st = sx__pkmap_new(str, &jm);
+    if (st == SX_OK)
+        st = sx__pkmap_reserve(jm, (size_t)total);
+    for (size_t k = 0; st == SX_OK && k < n_segs; k++) {
         sx__segment *s = segs[k];
         size_t rows = atomic_load(&s->n_rows);
         const void *keys = seg_keys(c, s);
-        for (size_t i = 0; i < rows; i++) {
-            sx_status st;
-            if (key_stored(c, keys, i)) {
+        for (size_t i = 0; st == SX_OK && i < rows; i++) {
+            uint64_t sg;
+            uint32_t rw;
+            bool dup = key_stored(c, keys, i) ||
+                       (str ? sx__pkmap_get_s(jm, ((char *const *)keys)[i], &sg, &rw)
+                            : sx__pkmap_get_i(jm, ((const int64_t *)keys)[i], &sg, &rw));
+            if (dup)
                 st = key_exists_err(c, keys, i);
-                unput_keys(c, segs, k + 1, i);
-                return st;
-            }
-            if (c->types[c->pk] == SX_FIELD_INT64) {
-                st = sx__pkmap_put_i(c->pkmap, ((const int64_t *)keys)[i], s->id, (uint32_t)i);
-            } else {
-                char *dup = sx__strdup(((char *const *)keys)[i]);
-                st = dup ? sx__pkmap_put_s_take(c->pkmap, dup, s->id, (uint32_t)i)
-                         : sx__err(SX_ENOMEM, "import");
-            }
-            if (st != SX_OK) {
-                unput_keys(c, segs, k + 1, i);
-                return st;
-            }
+            else if (str)
+                st = sx__pkmap_put_s(jm, ((char *const *)keys)[i], s->id, (uint32_t)i);
+            else
+                st = sx__pkmap_put_i(jm, ((const int64_t *)keys)[i], s->id, (uint32_t)i);
         }
     }
-    return SX_OK;
+    sx__pkmap_free(jm);
+    return st;
 }
 
 /* Step 4. On error nothing is visible (the caller removes the files unless w->keep). */
@@ -376,8 +316,6 @@ static sx_status commit(sx_collection *c, written *w)
     sx__mutex_lock(&c->flush_mu);
     sx__mutex_lock(&c->write_mu);
     st = check_coll(c);
-    if (st == SX_OK)
-        st = sx__pkmap_reserve(c->pkmap, (size_t)total);
     /* room in the segment list too: nothing may fail once the manifest names the segments */
     if (st == SX_OK) {
         sx__rwlock_wrlock(&c->seg_lock);
@@ -389,7 +327,7 @@ static sx_status commit(sx_collection *c, written *w)
         sx__rwlock_unlock(&c->seg_lock);
     }
     if (st == SX_OK)
-        st = put_keys(c, segs, w->n);
+        st = check_keys(c, segs, w->n, total);
     if (st != SX_OK) {
         sx__mutex_unlock(&c->write_mu);
         sx__mutex_unlock(&c->flush_mu);
@@ -402,7 +340,6 @@ static sx_status commit(sx_collection *c, written *w)
             c->segs[c->n_segs++] = segs[i];
         sx__rwlock_unlock(&c->seg_lock);
     } else {
-        unput_keys(c, segs, w->n, (size_t)atomic_load(&segs[w->n - 1]->n_rows));
         w->keep = st != SX_ENOMEM; /* an allocation fails before anything is written */
     }
     sx__mutex_unlock(&c->write_mu);
