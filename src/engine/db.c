@@ -72,6 +72,7 @@ static sx_status budget_make(uint64_t want, const char *what, sx__membudget **ou
 
 static sx_status budget_open(sx_db *db)
 {
+    sx__mem_tune_malloc();
     if (db->opts.memory_budget) {
         db->budget = (sx__membudget *)db->opts.memory_budget;
         db->budget_shared = true;
