@@ -26,8 +26,9 @@
  * Atomicity: nothing names an import's segment files until the one manifest write, so a crash
  * (or an error, or a cancel) before it leaves files no manifest names, which the next open
  * deletes (collection.c collect_garbage) and which this code deletes on its own failures.
- * Locks: write_mu is held for short checks per batch and across the commit (the pk puts and the
- * manifest write: a few ms plus the keys), so inserts and searches continue during an import.
+ * Locks: write_mu is held for short checks per batch; the commit is a flush (flush_mu throughout,
+ * write_mu for the key puts, the WAL rotation and the seal, as any flush), so inserts and
+ * searches continue during an import.
  * Rejected: inserting through sx_insert (a WAL record per row doubles the bytes written and the
  * rows become visible batch by batch), and committing a manifest per segment (not atomic).
  *
