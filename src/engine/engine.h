@@ -34,6 +34,10 @@ typedef struct sx__idxref {
     atomic_int refs; /* acq_rel on decrement: the last owner frees */
     const sx__index_ops *ops;
     sx__index *idx;
+    /* the index's in-RAM part (ops->memory_bytes) charged to the database's budget as
+     * SX__MEM_INDEX when published on a segment, given back by the last unref */
+    struct sx__membudget *budget;
+    uint64_t charged;
 } sx__idxref;
 
 typedef struct sx__segment {
@@ -155,6 +159,7 @@ struct sx_db {
     /* the memory budget (platform/membudget.h): never NULL while open (unlimited budgets count
      * too); freed by sx__db_unref, after every handle that may still give memory back */
     struct sx__membudget *budget;
+    bool budget_shared; /* opts.memory_budget: borrowed, not freed here */
     /* import.c: the import jobs and their thread (NULL until the first job); stopped by
      * sx_db_close before the builder */
     struct sx__importer *importer;

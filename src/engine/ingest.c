@@ -397,11 +397,14 @@ static uint64_t grow_need(const sx_collection *c, const sx__segment *g, const ro
 }
 
 /* Charges r's rows to the budget (SX__MEM_GROWING). Replayed rows must be held (they are
- * acknowledged writes): forced. Caller holds write_mu. */
+ * acknowledged writes): forced. Caller holds write_mu. The rows are charged twice: sealing
+ * copies the growing segment (sx__seg_seal_copy) before the copy is written and replaced by its
+ * mapped file, so at that moment both are in the heap; a growing segment therefore fills at
+ * most half of what is free, and the seal stays within the budget. */
 static sx_status grow_charge(sx_collection *c, const rows *r, bool must)
 {
     sx__segment *g = c->growing;
-    uint64_t need = grow_need(c, g, r);
+    uint64_t need = 2 * grow_need(c, g, r);
     if (must) {
         sx__mem_force(g->budget, SX__MEM_GROWING, need);
     } else {
