@@ -6,8 +6,9 @@
  *   1. open every group (import_fmt.c checks each header against the schema): a bad file fails
  *      the job before a row is written;
  *   2. read rows into one batch of at most a segment's rows (the collection's growing-segment
- *      size, or opts.batch_rows), charged to the memory budget (SX__MEM_IMPORT; halved while the
- *      budget refuses, down to IMP_MIN_ROWS); a batch may span groups;
+ *      size, or opts.batch_rows), charged to the memory budget twice over (the segment writer
+ *      encodes a copy) as SX__MEM_IMPORT, halved while the budget refuses, down to
+ *      IMP_MIN_ROWS; a batch may span groups;
  *   3. per full batch: check the values as an insert would (finite floats, norms under
  *      SX_MAX_SQNORM for L2/IP, no NaN doubles, string lengths), then under write_mu only long
  *      enough to see the pk map and take ids: refuse keys already stored, reserve a segment id
@@ -580,10 +581,12 @@ sx_status sx_import_run(sx_collection *c,
         rows = bound;
     if (rows == 0)
         rows = 1;
+    /* charged: the batch and the segment writer's encoded copy of it (segfile.c builds the
+     * whole file in memory before it writes it) */
     while (st == SX_OK) {
-        st = sx__mem_take(c->db->budget, SX__MEM_IMPORT, batch_bytes(c, rows), "bulk import");
+        st = sx__mem_take(c->db->budget, SX__MEM_IMPORT, 2 * batch_bytes(c, rows), "bulk import");
         if (st == SX_OK) {
-            charged = batch_bytes(c, rows);
+            charged = 2 * batch_bytes(c, rows);
             break;
         }
         if (rows / 2 < IMP_MIN_ROWS)
