@@ -20,6 +20,9 @@
  * swap the mapped segments in (swap_seg: the hash map's entries for them dropped), drop WAL files
  * before the checkpoint, and attach or queue the indexes. A failure before the manifest commit
  * leaves the old manifest + old WAL files, which still recover everything.
+ * sx__coll_flush_extra: the same flush also publishing segments written elsewhere (a bulk
+ * import's, import.c) at its checkpoint, so that no WAL record before their commit is replayed
+ * after them.
  * Metric change (sx_collection_set_metric, no index): the metric lives in the manifest and is
  * changed under flush_mu + write_mu (+ seg_lock for the store). WAL records hold raw vectors and
  * replay normalises them when the manifest says COSINE, so a change to COSINE with rows first
@@ -68,15 +71,6 @@ sx__segment *sx__find_seg(sx_collection *c, uint64_t id)
  * when non-NULL. Caller holds flush_mu. */
 sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
 {
-    return sx__write_manifest_extra(c, del_gens, NULL, NULL, 0);
-}
-
-sx_status sx__write_manifest_extra(sx_collection *c,
-                                   const uint64_t *del_gens,
-                                   const uint64_t *extra_ids,
-                                   const uint64_t *extra_rows,
-                                   size_t n_extra)
-{
     sx__manifest m;
     memset(&m, 0, sizeof m);
     m.generation = c->manifest_gen + 1;
@@ -91,7 +85,7 @@ sx_status sx__write_manifest_extra(sx_collection *c,
     m.checkpoint_lsn = c->checkpoint_lsn;
     m.next_auto_id = c->next_auto_id;
     m.next_seg_id = c->next_seg_id;
-    m.segs = sx__calloc(c->n_segs + n_extra + 1, sizeof(sx__mseg));
+    m.segs = sx__calloc(c->n_segs + 1, sizeof(sx__mseg));
     sx_status st = SX_OK;
     if (!m.segs) {
         sx__rwlock_unlock(&c->seg_lock);
@@ -104,12 +98,6 @@ sx_status sx__write_manifest_extra(sx_collection *c,
         m.segs[m.n_segs].id = s->id;
         m.segs[m.n_segs].n_rows = atomic_load(&s->n_rows);
         m.segs[m.n_segs].del_gen = del_gens ? del_gens[i] : s->del_gen;
-        m.n_segs++;
-    }
-    for (size_t i = 0; i < n_extra; i++) {
-        m.segs[m.n_segs].id = extra_ids[i];
-        m.segs[m.n_segs].n_rows = extra_rows[i];
-        m.segs[m.n_segs].del_gen = 0;
         m.n_segs++;
     }
     sx__rwlock_unlock(&c->seg_lock);
@@ -523,6 +511,11 @@ prepare_all(sx_collection *c, sx__segment *const *to_write, size_t n, sx__segmen
 
 sx_status sx__coll_flush(sx_collection *c, bool from_insert)
 {
+    return sx__coll_flush_extra(c, from_insert, NULL);
+}
+
+sx_status sx__coll_flush_extra(sx_collection *c, bool from_insert, const sx__flush_extra *x)
+{
     sx_status st = SX_OK;
     delsnap *snaps = NULL;
     size_t n_snaps = 0;
@@ -542,11 +535,16 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         st = sx__err(SX_EINVAL, "database is open read-only");
         goto unlock_write;
     }
+    if (x) {
+        st = x->prepare(x->ctx, c); /* nothing changed yet: an error ends the flush here */
+        if (st != SX_OK)
+            goto unlock_write;
+    }
     size_t grows = atomic_load(&c->growing->n_rows);
     /* Sealed by someone else already (the growing segment is new and empty). Sealing whenever
      * rows are there guarantees progress to an insert whose batch does not fit the room left:
      * comparing with max_growing_rows spun forever on a batch that did not divide it. */
-    if (from_insert && grows == 0)
+    if (from_insert && grows == 0 && !x)
         goto unlock_write;
     uint64_t next_lsn = 0;
     st = sx__wal_rotate(c->wal, &next_lsn);
@@ -598,7 +596,7 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     }
     if (sealed) {
         sx__rwlock_wrlock(&c->seg_lock);
-        sx__segment **ns = sx__realloc(c->segs, (c->n_segs + 2) * sizeof *ns);
+        sx__segment **ns = sx__realloc(c->segs, (c->n_segs + 2 + (x ? x->n_segs : 0)) * sizeof *ns);
         if (!ns) {
             sx__rwlock_unlock(&c->seg_lock);
             st = sx__err(SX_ENOMEM, "flush");
@@ -611,6 +609,13 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         c->segs[c->n_segs++] = sealed;
         old_growing = c->growing;
         c->growing = ng;
+        sx__rwlock_unlock(&c->seg_lock);
+    }
+    if (x) {
+        /* the extra segments become visible at the checkpoint: every WAL record before it is
+         * in the files this flush writes, every record after it follows them */
+        sx__rwlock_wrlock(&c->seg_lock);
+        x->publish(x->ctx, c);
         sx__rwlock_unlock(&c->seg_lock);
     }
     /* every sealed segment not yet durable (this one, or one a failed flush left behind) */
@@ -693,6 +698,8 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         sx__seg_attach_index(c, to_write[w]);
         sx__seg_charge_index(c->db, to_write[w]);
     }
+    if (x)
+        x->committed(x->ctx, c);
     if (st == SX_OK && c->cs) {
         /* after the local commit: a store failure loses nothing (local MANIFEST + WAL). A seal
          * forced by an insert does not fail the insert: the next flush or sync retries. */

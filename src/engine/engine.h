@@ -282,19 +282,31 @@ void sx__coll_unref(sx_collection *c);
 /* db.c: drops one reference of db->refs; frees the struct at 0. */
 void sx__db_unref(sx_db *db);
 SX_NODISCARD sx_status sx__coll_flush(sx_collection *c, bool from_insert);
+
+/* A flush that also commits segments written elsewhere (a bulk import, import.c). prepare runs
+ * first under write_mu, before anything changes (checks, reservations; an error ends the flush
+ * with nothing done); publish runs under write_mu and seg_lock (write) right after the WAL
+ * rotation and the seal, so the segments become visible exactly at the new checkpoint, and must
+ * not fail (it appends them to c->segs with persisted = true: their files are durable, so the
+ * flush's manifest names them); committed runs under flush_mu after that manifest is durable.
+ * from_insert: as sx__coll_flush (store errors are not returned). */
+typedef struct sx__flush_extra {
+    sx_status (*prepare)(void *ctx, sx_collection *c);
+    void (*publish)(void *ctx, sx_collection *c);
+    void (*committed)(void *ctx, sx_collection *c);
+    void *ctx;
+    size_t n_segs; /* segments publish appends (room the flush keeps in c->segs) */
+} sx__flush_extra;
+
+SX_NODISCARD sx_status sx__coll_flush_extra(sx_collection *c,
+                                            bool from_insert,
+                                            const sx__flush_extra *x);
 SX_NODISCARD sx_status sx__coll_check(sx_collection *c);
 /* Tests only (NULL otherwise): called by compaction between the delete-bit snapshot of a
  * segment and its rewrite, on the compacting thread with only flush_mu held, so a test can make
  * writes race with the copy deterministically. */
 extern void (*sx__compact_hook)(sx_collection *c, uint64_t seg_id);
 SX_NODISCARD sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens);
-/* sx__write_manifest naming also n_extra segments not in c->segs (a bulk import's, committed
- * in the same write; no delete files). Caller holds flush_mu. */
-SX_NODISCARD sx_status sx__write_manifest_extra(sx_collection *c,
-                                                const uint64_t *del_gens,
-                                                const uint64_t *extra_ids,
-                                                const uint64_t *extra_rows,
-                                                size_t n_extra);
 /* <dir>/seg-<id>.<ext> */
 void sx__coll_path(const sx_collection *c, char *buf, size_t n, const char *ext, uint64_t id);
 

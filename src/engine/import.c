@@ -6,26 +6,30 @@
  *   1. open every group (import_fmt.c checks each header against the schema): a bad file fails
  *      the job before a row is written;
  *   2. read rows into one batch of at most a segment's rows (the collection's growing-segment
- *      size, or opts.batch_rows), charged to the memory budget (SX__MEM_IMPORT; halved while the
- *      budget refuses, down to IMP_MIN_ROWS); a batch may span groups;
+ *      size, or opts.batch_rows), charged to the memory budget twice over (the segment writer
+ *      encodes a copy) as SX__MEM_IMPORT, halved while the budget refuses, down to
+ *      IMP_MIN_ROWS; a batch may span groups;
  *   3. per full batch: check the values as an insert would (finite floats, norms under
  *      SX_MAX_SQNORM for L2/IP, no NaN doubles, string lengths), then under write_mu only long
  *      enough to see the pk map and take ids: refuse keys already stored, reserve a segment id
  *      and (auto_id) a run of row ids; then, with no lock, normalise (COSINE) and write the
  *      sealed segment file seg-<id>.sxs with the flush path's writer (sx__segfile_write). No
  *      WAL record is written: the segment file is the only copy;
- *   4. commit, once: load the new files as sealed segments (vectors mapped, as at open), take
- *      flush_mu then write_mu, check every key again (rows inserted meanwhile, and duplicates
- *      within the job), put the keys in the pk map, write ONE manifest naming the old segments
- *      and all new ones (sx__write_manifest_extra), then publish the segments under seg_lock.
- *      A failure before the manifest write undoes the pk-map puts (write_mu was held, so nobody
- *      saw them) and deletes the files; after it, the rows are durable and visible together.
- *      Then the index builds are queued and, with an object store, the collection is synced.
+ *   4. commit, once, inside a flush (sx__coll_flush_extra): load the new files as sealed
+ *      segments (vectors mapped, as at open); under write_mu check every key again (rows
+ *      inserted meanwhile, duplicates within the job) and put them in the pk map; the flush
+ *      rotates the WAL and seals the growing rows, the segments are published at that
+ *      checkpoint, and the flush's ONE manifest names the old segments, the sealed growing rows
+ *      and all new ones. Then the index builds are queued and, with an object store, the
+ *      collection is synced. Why inside a flush: WAL records past the manifest's checkpoint are
+ *      replayed after its segments load, so a delete of a key logged before the commit (a no-op
+ *      then) would otherwise hit the imported row after a crash.
  * Atomicity: nothing names an import's segment files until the one manifest write, so a crash
  * (or an error, or a cancel) before it leaves files no manifest names, which the next open
  * deletes (collection.c collect_garbage) and which this code deletes on its own failures.
- * Locks: write_mu is held for short checks per batch and across the commit (the pk puts and the
- * manifest write: a few ms plus the keys), so inserts and searches continue during an import.
+ * Locks: write_mu is held for short checks per batch; the commit is a flush (flush_mu throughout,
+ * write_mu for the key puts, the WAL rotation and the seal, as any flush), so inserts and
+ * searches continue during an import.
  * Rejected: inserting through sx_insert (a WAL record per row doubles the bytes written and the
  * rows become visible batch by batch), and committing a manifest per segment (not atomic).
  *
@@ -297,29 +301,28 @@ static sx_status check_keys(sx_collection *c, sx__segment **segs, size_t n_segs,
     return st;
 }
 
-/* Step 4. On error nothing is visible (the caller removes the files unless w->keep). */
-static sx_status commit(sx_collection *c, written *w)
+/* Step 4 runs inside a flush (sx__coll_flush_extra): the WAL records past the checkpoint are
+ * replayed after the manifest's segments load, so the imported segments must become visible
+ * exactly at a checkpoint, or a delete logged before the commit (a no-op then: the key was not
+ * there) would hit an imported row at replay. */
+typedef struct commit_ctx {
+    written *w;
+    sx__segment **segs; /* loaded; owned until published */
+    uint64_t total;     /* rows */
+    bool published;     /* the segments are in c->segs (owned there) */
+    bool committed;     /* the manifest naming them is durable */
+} commit_ctx;
+
+/* Under write_mu, before the flush changes anything: room in the segment list, and every key
+ * checked (check_keys: none may be stored already or appear twice in the job; once published,
+ * the segments' key blocks answer lookups, so nothing enters the hash map). */
+static sx_status cx_prepare(void *ctx, sx_collection *c)
 {
-    if (w->n == 0)
-        return SX_OK;
-    sx__segment **segs = sx__calloc(w->n, sizeof *segs);
-    if (!segs)
-        return sx__err(SX_ENOMEM, "import");
-    sx_status st = SX_OK;
-    uint64_t total = 0;
-    for (size_t i = 0; st == SX_OK && i < w->n; i++) {
-        st = load_written(c, w->ids[i], w->rows[i], &segs[i]);
-        total += w->rows[i];
-    }
-    if (st != SX_OK)
-        goto out;
-    sx__mutex_lock(&c->flush_mu);
-    sx__mutex_lock(&c->write_mu);
-    st = check_coll(c);
-    /* room in the segment list too: nothing may fail once the manifest names the segments */
+    commit_ctx *x = ctx;
+    sx_status st = check_coll(c);
     if (st == SX_OK) {
         sx__rwlock_wrlock(&c->seg_lock);
-        sx__segment **ns = sx__realloc(c->segs, (c->n_segs + w->n + 1) * sizeof *ns);
+        sx__segment **ns = sx__realloc(c->segs, (c->n_segs + x->w->n + 2) * sizeof *ns);
         if (ns)
             c->segs = ns;
         else
@@ -327,42 +330,66 @@ static sx_status commit(sx_collection *c, written *w)
         sx__rwlock_unlock(&c->seg_lock);
     }
     if (st == SX_OK)
-        st = check_keys(c, segs, w->n, total);
-    if (st != SX_OK) {
-        sx__mutex_unlock(&c->write_mu);
-        sx__mutex_unlock(&c->flush_mu);
-        goto out;
-    }
-    st = sx__write_manifest_extra(c, NULL, w->ids, w->rows, w->n);
-    if (st == SX_OK) {
-        sx__rwlock_wrlock(&c->seg_lock);
-        for (size_t i = 0; i < w->n; i++)
-            c->segs[c->n_segs++] = segs[i];
-        sx__rwlock_unlock(&c->seg_lock);
-    } else {
-        w->keep = st != SX_ENOMEM; /* an allocation fails before anything is written */
-    }
-    sx__mutex_unlock(&c->write_mu);
-    if (st == SX_OK) {
-        for (size_t i = 0; i < w->n; i++) {
-            sx__seg_attach_index(c, segs[i]);
-            segs[i] = NULL; /* owned by c->segs now */
-        }
-        if (c->cs) {
-            /* after the local commit: a store failure loses nothing; the next sync retries */
-            if (sx__store_sync_locked(c) != SX_OK)
-                sx__err_clear();
-        }
-    }
-    sx__mutex_unlock(&c->flush_mu);
-    if (st == SX_OK) {
-        sx__free(segs);
+        st = check_keys(c, x->segs, x->w->n, x->total);
+    return st;
+}
+
+/* Under write_mu and seg_lock, at the checkpoint: cannot fail (room reserved). */
+static void cx_publish(void *ctx, sx_collection *c)
+{
+    commit_ctx *x = ctx;
+    for (size_t i = 0; i < x->w->n; i++)
+        c->segs[c->n_segs++] = x->segs[i];
+    x->published = true;
+}
+
+static void cx_committed(void *ctx, sx_collection *c)
+{
+    commit_ctx *x = ctx;
+    for (size_t i = 0; i < x->w->n; i++)
+        sx__seg_attach_index(c, x->segs[i]);
+    x->committed = true;
+}
+
+/* Step 4. On error nothing is visible (the caller removes the files unless w->keep), except
+ * after a failed manifest write of the flush (the rows are then visible and become durable
+ * with the next flush: w->keep, and the message says so). */
+static sx_status commit(sx_collection *c, written *w)
+{
+    if (w->n == 0)
         return SX_OK;
+    commit_ctx x;
+    memset(&x, 0, sizeof x);
+    x.w = w;
+    x.segs = sx__calloc(w->n, sizeof *x.segs);
+    if (!x.segs)
+        return sx__err(SX_ENOMEM, "import");
+    sx_status st = SX_OK;
+    for (size_t i = 0; st == SX_OK && i < w->n; i++) {
+        st = load_written(c, w->ids[i], w->rows[i], &x.segs[i]);
+        x.total += w->rows[i];
     }
-out:
-    for (size_t i = 0; i < w->n; i++)
-        sx__seg_unref(segs[i]);
-    sx__free(segs);
+    if (st == SX_OK) {
+        sx__flush_extra fx = { cx_prepare, cx_publish, cx_committed, &x, w->n };
+        /* from_insert: a store failure after the local commit is not the import's (the next
+         * sync retries) */
+        st = sx__coll_flush_extra(c, true, &fx);
+    }
+    if (x.committed) {
+        sx__err_clear();
+        st = SX_OK; /* durable and visible; a later step's error (WAL truncation) is not ours */
+    } else if (x.published) {
+        char msg[512];
+        (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+        w->keep = true;
+        st = sx__err(st,
+                     "import: the rows are visible but the manifest write failed (%s): they "
+                     "become durable with the next successful flush",
+                     msg);
+    }
+    for (size_t i = 0; !x.published && i < w->n; i++)
+        sx__seg_unref(x.segs[i]);
+    sx__free(x.segs);
     return st;
 }
 
@@ -484,10 +511,12 @@ sx_status sx_import_run(sx_collection *c,
         rows = bound;
     if (rows == 0)
         rows = 1;
+    /* charged: the batch and the segment writer's encoded copy of it (segfile.c builds the
+     * whole file in memory before it writes it) */
     while (st == SX_OK) {
-        st = sx__mem_take(c->db->budget, SX__MEM_IMPORT, batch_bytes(c, rows), "bulk import");
+        st = sx__mem_take(c->db->budget, SX__MEM_IMPORT, 2 * batch_bytes(c, rows), "bulk import");
         if (st == SX_OK) {
-            charged = batch_bytes(c, rows);
+            charged = 2 * batch_bytes(c, rows);
             break;
         }
         if (rows / 2 < IMP_MIN_ROWS)

@@ -800,27 +800,20 @@ int ds_open_float(const char *path, size_t limit, ds_matrix *out, char *err, siz
         goto fail;
     }
     uint64_t size = (uint64_t)stbuf.st_size;
-    if (size < 4 || pread(m.fd, hdr, 4, 0) != 4) {
-        set_err(err, err_len, "%s: file is %s (%llu bytes): not a .%s file", path,
-                size == 0 ? "empty" : "truncated", (unsigned long long)size, kind);
+    memset(hdr, 0, sizeof hdr);
+    if (size >= 4 && pread(m.fd, hdr, 4, 0) != 4) {
+        set_err(err, err_len, "%s: read error: %s", path, strerror(errno));
         goto fail;
     }
-    int32_t d = (int32_t)le32(hdr);
-    if (d <= 0 || (uint32_t)d > DS_MAX_DIM) {
-        set_err(err, err_len, "%s: first record has dimension %d (want 1..%u): not a .%s file",
-                path, (int)d, DS_MAX_DIM, kind);
+    uint32_t d = 0;
+    uint64_t n_recs = 0;
+    /* the shape checks are the bulk import's too (src/util/vecfile.c) */
+    if (sx__vecs_shape(path, kind, hdr, size, bv ? 1 : 4, DS_MAX_DIM, &d, &n_recs) != SX_OK) {
+        set_err(err, err_len, "%s", sx_errmsg());
         goto fail;
     }
     m.rec = 4 + (uint64_t)d * (bv ? 1 : 4);
-    if (size % m.rec != 0) {
-        set_err(err, err_len,
-                "%s: size %llu is not a multiple of the record size %llu: the file is truncated "
-                "or not a .%s file (%llu whole records, %llu bytes left over)",
-                path, (unsigned long long)size, (unsigned long long)m.rec, kind,
-                (unsigned long long)(size / m.rec), (unsigned long long)(size % m.rec));
-        goto fail;
-    }
-    m.n = (size_t)(size / m.rec);
+    m.n = (size_t)n_recs;
     if (limit > 0 && limit < m.n)
         m.n = limit;
     m.dim = (size_t)d;
