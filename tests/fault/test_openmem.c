@@ -20,9 +20,9 @@
  *     pkmap bytes of the memory budget (sx_db_memory_stats) and the anonymous memory (RssAnon)
  *     the open adds must not grow with the rows: BIG's pkmap bytes at most SMALL's + 64 KiB, and
  *     the extra anonymous memory of BIG over SMALL under 4 bytes a row (one hash slot was 40).
- * A sealed segment is also served from its file right after the flush that wrote it: the
- * parent's own sealed heap (sealed_bytes) after sx_flush is checked to be a small fraction of
- * the raw bytes.
+ * A sealed segment is also served from its file right after the flush that wrote it: after
+ * sx_flush the parent's sealed heap, growing heap (the chunks of the segment sealed in place) and
+ * pk map bytes are checked to be a small fraction of the raw bytes.
  *  3. format versions: a collection whose segment file is rewritten as format version 1 (no key
  *     block) opens, answers gets, deletes and upserts (its key index built in the heap, counted
  *     as pkmap bytes), passes sx_db_check, and is rewritten as version 2 by compaction; a key
@@ -134,10 +134,13 @@ static void create(const char *dir, size_t n, bool diskann)
     sx_memory_stats ms;
     sx_db_memory_stats(db, &ms);
     uint64_t raw = (uint64_t)n * DIM * sizeof(float);
-    printf("# %zu rows flushed: sealed heap %llu bytes (raw %llu), pkmap %llu\n", n,
-           (unsigned long long)ms.sealed_bytes, (unsigned long long)raw,
-           (unsigned long long)ms.pkmap_bytes);
+    printf("# %zu rows flushed: sealed heap %llu bytes, growing %llu bytes (raw %llu), pkmap "
+           "%llu\n",
+           n, (unsigned long long)ms.sealed_bytes, (unsigned long long)ms.growing_bytes,
+           (unsigned long long)raw, (unsigned long long)ms.pkmap_bytes);
     ASSERT(ms.sealed_bytes < raw / 20);
+    ASSERT(ms.growing_bytes < raw / 20); /* the sealed-in-place chunks went with the swap */
+    ASSERT(ms.pkmap_bytes < raw / 20);   /* the hash map shrank to the empty growing segment */
     if (diskann)
         ASSERT_OK(sx_index_wait(c, 0));
     sx_collection_release(c);
