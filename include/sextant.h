@@ -159,9 +159,20 @@ typedef struct sx_db_options {
      * memory.limit_in_bytes) less a headroom of max(32 MiB, 1/8), or unlimited when there is no
      * such limit. SX_MEMORY_UNLIMITED: no budget even inside a limited cgroup. */
     uint64_t memory_limit_bytes;
+    /* A budget shared by several databases of one process (a server's Milvus databases): when
+     * set, memory_limit_bytes is ignored and this database charges the shared budget. Borrowed:
+     * it must outlive every database using it. NULL (default): the database has its own. */
+    struct sx_memory_budget *memory_budget;
 } sx_db_options;
 
 #define SX_MEMORY_UNLIMITED UINT64_MAX
+
+/* A memory budget that several databases share (sx_db_options.memory_budget). limit_bytes as
+ * sx_db_options.memory_limit_bytes: 0 = the cgroup's limit less the headroom, else unlimited;
+ * SX_MEMORY_UNLIMITED = none. Errors: SX_ENOMEM. Free after the last database using it closed. */
+typedef struct sx_memory_budget sx_memory_budget;
+SX_API SX_NODISCARD sx_status sx_memory_budget_new(uint64_t limit_bytes, sx_memory_budget **out);
+SX_API void sx_memory_budget_free(sx_memory_budget *b);
 
 /* Opens (creating if needed) the database in directory `dir`, recovering every collection from
  * its manifest and WAL. `opts` may be NULL for defaults.
@@ -476,6 +487,7 @@ typedef struct sx_memory_stats {
 } sx_memory_stats;
 
 SX_API void sx_db_memory_stats(sx_db *db, sx_memory_stats *out);
+SX_API void sx_memory_budget_stats(const sx_memory_budget *b, sx_memory_stats *out);
 
 /* I/O profile, per phase and backend, for sizing storage (issue 5). The engine tags its threads:
  * inserts, deletes and flushes are INSERT, background index builds BUILD, searches / queries /

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "platform/membudget.h"
 #include "storage/segfile.h"
 #include "util/alloc.h"
 #include "util/err.h"
@@ -59,6 +60,10 @@ void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
 
 static void publish(sx__segment *s, sx__idxref *r)
 {
+    /* the in-RAM part is held for as long as the index serves: forced, not refusable */
+    r->budget = s->budget;
+    r->charged = r->ops->memory_bytes ? r->ops->memory_bytes(r->idx) : 0;
+    sx__mem_force(r->budget, SX__MEM_INDEX, r->charged);
     sx__mutex_lock(&s->idx_mu);
     sx__idxref *old = s->index;
     s->index = r;
@@ -122,25 +127,35 @@ static void run_job(sx_db *db, sx__job *j)
     char prefix[4096];
     sx__idx_prefix(c, prefix, sizeof prefix, s->id);
     atomic_store(&db->build_progress, 0);
+    /* The build's limit: index_build_memory_limit, and within the memory budget what is free
+     * when the build starts (a partitioning build such as DISKANN's plans within it; the others
+     * are refused when their estimate is over it). The build is charged as SX__MEM_BUILD for its
+     * duration: its estimate, capped by the limit (the limit itself without an estimate). */
+    uint64_t blimit = db->opts.index_build_memory_limit;
+    const char *bsrc = "index_build_memory_limit";
+    uint64_t avail = sx__mem_avail(db->budget);
+    if (avail != UINT64_MAX && (blimit == 0 || avail < blimit)) {
+        blimit = avail ? avail : 1;
+        bsrc = "the memory budget's free part";
+    }
+    uint64_t need =
+        ops->estimate_build_bytes ? ops->estimate_build_bytes(params, np, n, c->dim) : 0;
+    uint64_t bcharge = need && (blimit == 0 || need < blimit) ? need : blimit;
     sx__build_ctx ctx = { db->opts.build_threads ? db->opts.build_threads
                                                  : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN),
                           &db->build_progress,
                           &db->cancel_build,
-                          db->opts.index_build_memory_limit,
+                          blimit,
                           prefix,
                           s->id };
-    if (st == SX_OK && db->opts.index_build_memory_limit && ops->estimate_build_bytes &&
-        !ops->reads_own_vectors) {
-        uint64_t need = ops->estimate_build_bytes(params, np, n, c->dim);
-        if (need > db->opts.index_build_memory_limit)
-            st = sx__err(SX_ENOMEM,
-                         "building %s on %zu rows needs about %llu bytes, over "
-                         "index_build_memory_limit=%llu",
-                         ops->name, n, (unsigned long long)need,
-                         (unsigned long long)db->opts.index_build_memory_limit);
-    }
-    if (st == SX_OK)
+    if (st == SX_OK && blimit && need && !ops->reads_own_vectors && need > blimit)
+        st = sx__err(SX_ENOMEM, "building %s on %zu rows needs about %llu bytes, over %s=%llu",
+                     ops->name, n, (unsigned long long)need, bsrc, (unsigned long long)blimit);
+    if (st == SX_OK) {
+        sx__mem_force(db->budget, SX__MEM_BUILD, bcharge);
         st = ops->build(params, np, s->chunks[c->vf][0], n, c->dim, c->metric, &ctx, &r->idx);
+        sx__mem_give(db->budget, SX__MEM_BUILD, bcharge);
+    }
     if (st == SX_OK) {
         r->ops = ops;
         atomic_init(&r->refs, 1);

@@ -112,11 +112,17 @@ sx_status sx__cache_open(sx_db *db)
 {
     if (!db->store || db->opts.cache_limit_bytes == 0)
         return SX_OK;
-    return sx__blockcache_new(db->store, db->opts.cache_limit_bytes, 0, &db->bcache);
+    sx_status st = sx__blockcache_new(db->store, db->opts.cache_limit_bytes, 0, &db->bcache);
+    if (st == SX_OK)
+        sx__blockcache_set_budget(db->bcache, db->budget);
+    return st;
 }
 
 void sx__cache_close(sx_db *db)
 {
+    /* a leaked index handle may keep the cache alive past the budget: detach it first */
+    if (db->bcache)
+        sx__blockcache_set_budget(db->bcache, NULL);
     sx__blockcache_release(db->bcache);
     db->bcache = NULL;
 }

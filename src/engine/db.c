@@ -40,18 +40,18 @@ static bool valid_name(const char *s)
     return true;
 }
 
-/* The budget: the option, else the cgroup's limit less the headroom, else unlimited (counted).
- * $SX_CGROUP_ROOT (tests) points the probe at a fake /proc + /sys tree. */
-static sx_status budget_open(sx_db *db)
+/* A budget: the limit given, else the cgroup's limit less the headroom, else unlimited
+ * (counted). $SX_CGROUP_ROOT (tests) points the probe at a fake /proc + /sys tree. The public
+ * sx_memory_budget is the platform layer's sx__membudget. */
+static sx_status budget_make(uint64_t want, const char *what, sx__membudget **out)
 {
-    uint64_t want = db->opts.memory_limit_bytes;
     char src[160] = "";
     uint64_t limit = 0;
     if (want == SX_MEMORY_UNLIMITED) {
         (void)snprintf(src, sizeof src, "unlimited (SX_MEMORY_UNLIMITED)");
     } else if (want) {
         limit = want;
-        (void)snprintf(src, sizeof src, "memory_limit_bytes");
+        (void)snprintf(src, sizeof src, "%s", what);
     } else {
         uint64_t cg = 0;
         char cgsrc[128];
@@ -67,7 +67,37 @@ static sx_status budget_open(sx_db *db)
         else
             (void)snprintf(src, sizeof src, "unlimited (no cgroup memory limit)");
     }
-    return sx__membudget_new(limit, src, &db->budget);
+    return sx__membudget_new(limit, src, out);
+}
+
+static sx_status budget_open(sx_db *db)
+{
+    sx__mem_tune_malloc();
+    if (db->opts.memory_budget) {
+        db->budget = (sx__membudget *)db->opts.memory_budget;
+        db->budget_shared = true;
+        return SX_OK;
+    }
+    return budget_make(db->opts.memory_limit_bytes, "memory_limit_bytes", &db->budget);
+}
+
+sx_status sx_memory_budget_new(uint64_t limit_bytes, sx_memory_budget **out)
+{
+    sx__err_clear();
+    sx__membudget *b = NULL;
+    sx_status st = budget_make(limit_bytes, "memory_limit_bytes", &b);
+    *out = (sx_memory_budget *)b;
+    return st;
+}
+
+void sx_memory_budget_free(sx_memory_budget *b)
+{
+    sx__membudget_free((sx__membudget *)b);
+}
+
+void sx_memory_budget_stats(const sx_memory_budget *b, sx_memory_stats *out)
+{
+    sx__mem_stats((const sx__membudget *)b, out);
 }
 
 void sx_db_memory_stats(sx_db *db, sx_memory_stats *out)
@@ -162,10 +192,8 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
         sx_collection *c = db->colls[i];
         sx__mutex_lock(&c->flush_mu);
         for (size_t s = 0; s < c->n_segs; s++)
-            if (c->segs[s]->persisted || db->opts.read_only) {
+            if (c->segs[s]->persisted || db->opts.read_only)
                 sx__seg_attach_index(c, c->segs[s]);
-                sx__seg_charge_index(db, c->segs[s]);
-            }
         sx__mutex_unlock(&c->flush_mu);
     }
     *out = db;
@@ -206,7 +234,8 @@ void sx__db_unref(sx_db *db)
     sx__free((char *)db->opts.storage_url);
     sx__free((char *)db->opts.s3_endpoint);
     sx__free((char *)db->opts.s3_region);
-    sx__membudget_free(db->budget);
+    if (!db->budget_shared)
+        sx__membudget_free(db->budget);
     sx__mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->job_cv);
     sx__free(db->dir);

@@ -397,7 +397,10 @@ static uint64_t grow_need(const sx_collection *c, const sx__segment *g, const ro
 }
 
 /* Charges r's rows to the budget (SX__MEM_GROWING). Replayed rows must be held (they are
- * acknowledged writes): forced. Caller holds write_mu. */
+ * acknowledged writes): forced. Caller holds write_mu. Charged once: a flush seals the growing
+ * segment in place (no copy; its file is written from the chunks and mapped, collection.c), so
+ * the rows are never in the heap twice. (Only a segment whose file cannot be mapped, and a
+ * replay that outgrows one segment, get a heap copy, charged as SX__MEM_SEALED when made.) */
 static sx_status grow_charge(sx_collection *c, const rows *r, bool must)
 {
     sx__segment *g = c->growing;

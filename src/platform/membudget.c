@@ -13,11 +13,15 @@
  */
 #include "platform/membudget.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+# include <malloc.h>
+#endif
 
 #include "util/alloc.h"
 #include "util/err.h"
@@ -201,6 +205,20 @@ void sx__mem_describe(const sx__membudget *b, char *buf, size_t len)
     }
     if (!at)
         snprintf(buf, len, "nothing charged");
+}
+
+static void tune_once(void)
+{
+#if defined(__GLIBC__)
+    if (!getenv("MALLOC_MMAP_THRESHOLD_"))
+        (void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+}
+
+void sx__mem_tune_malloc(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    (void)pthread_once(&once, tune_once);
 }
 
 uint64_t sx__mem_default_budget(uint64_t cgroup_limit)

@@ -96,7 +96,11 @@ struct sx__catalog {
     char *root;
     sx_db_options opts;
     char *storage_url, *s3_endpoint, *s3_region; /* owned copies behind opts' pointers */
-    cdb **dbs;                                   /* guarded by: mu; [0] is "default" */
+    /* The process's memory budget, shared by every database (opts.memory_budget points at it):
+     * made from opts.memory_limit_bytes unless the caller passed one; freed after the last
+     * database closed (sx__cat_close). */
+    sx_memory_budget *budget_owned;
+    cdb **dbs; /* guarded by: mu; [0] is "default" */
     size_t n_dbs;
     int64_t last_id; /* guarded by: mu */
 };
@@ -805,6 +809,14 @@ sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog *
     if (cat->opts.s3_region)
         cat->opts.s3_region = cat->s3_region = sx__strdup(cat->opts.s3_region);
     cat->root = sx__strdup(dir);
+    if (!cat->opts.memory_budget) {
+        sx_status bst = sx_memory_budget_new(cat->opts.memory_limit_bytes, &cat->budget_owned);
+        if (bst != SX_OK) {
+            sx__ignore(sx__cat_close(cat));
+            return bst;
+        }
+        cat->opts.memory_budget = cat->budget_owned;
+    }
     char **names = NULL;
     size_t n = 0;
     char path[4096];
@@ -870,10 +882,16 @@ sx_status sx__cat_close(sx__catalog *cat)
     sx__free(cat->storage_url);
     sx__free(cat->s3_endpoint);
     sx__free(cat->s3_region);
+    sx_memory_budget_free(cat->budget_owned);
     sx__mutex_destroy(&cat->mu);
     sx__mutex_destroy(&cat->ddl_mu);
     sx__free(cat);
     return first;
+}
+
+void sx__cat_memory_stats(sx__catalog *cat, sx_memory_stats *out)
+{
+    sx_memory_budget_stats(cat->opts.memory_budget, out);
 }
 
 sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n)

@@ -13,6 +13,8 @@
  *   sextant_io_profile_op_size_bytes{phase,backend,dir}  histogram (sx_io_profile_get)
  *   sextant_collection_{rows,segments,growing_rows,memory_bytes}{db,collection} gauges
  *   sextant_index_{indexed_rows,total_rows,progress_ratio,state}{db,collection,index_type} gauges
+ *   sextant_memory_budget_{limit,used,peak}_bytes, sextant_memory_budget_refusals_total,
+ *   sextant_memory_budget_bytes{kind}   the process's budget, shared by every database
  *
  * Cardinality. `route` is a path from the route table, a health path or "other" (http.c never
  * passes a raw URL), status and code come from small fixed sets, so the request table is
@@ -304,6 +306,37 @@ coll_family(out *o, const coll_list *l, const char *name, const char *help, coll
  * rate() has a series from the start). The histogram's buckets are the profile's power-of-two
  * size buckets made cumulative; its _count is the bucket total (not read_ops, which a relaxed
  * snapshot may show one operation ahead) so +Inf always equals _count, and _sum is the bytes. */
+/* The process's memory budget (docs/internals/MEMORY.md): limit 0 means unlimited. */
+static void memory_budget(out *o, sx__catalog *cat)
+{
+    sx_memory_stats m;
+    sx__cat_memory_stats(cat, &m);
+    scalar(o, "sextant_memory_budget_limit_bytes", "gauge",
+           "The memory budget of the process (0: unlimited, counted only).", m.limit_bytes);
+    scalar(o, "sextant_memory_budget_used_bytes", "gauge", "Bytes charged to the memory budget.",
+           m.used_bytes);
+    scalar(o, "sextant_memory_budget_peak_bytes", "gauge",
+           "Highest bytes charged to the memory budget since start.", m.peak_bytes);
+    scalar(o, "sextant_memory_budget_refusals_total", "counter",
+           "Charges the memory budget refused (the request got an out-of-memory error, a write "
+           "sealed its growing segment first).",
+           m.refusals);
+
+    const struct {
+        const char *kind;
+        uint64_t v;
+    } k[] = { { "growing", m.growing_bytes }, { "sealed", m.sealed_bytes },
+              { "pkmap", m.pkmap_bytes },     { "index", m.index_bytes },
+              { "build", m.build_bytes },     { "cache", m.cache_bytes },
+              { "import", m.import_bytes },   { "scratch", m.scratch_bytes } };
+
+    family(o, "sextant_memory_budget_bytes", "gauge",
+           "Bytes charged to the memory budget, by kind.");
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        put(o, "sextant_memory_budget_bytes{kind=\"%s\"} %llu\n", k[i].kind,
+            (unsigned long long)k[i].v);
+}
+
 static void io_profile(out *o)
 {
     static const char *const phase[SX_IO_PHASES] = { "other", "insert", "build", "query" };
@@ -446,6 +479,8 @@ sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, char **text
     scalar(&o, "sextant_io_fsyncs_total", "counter", "fsync/fdatasync calls made by the engine.",
            io.fsyncs);
     io_profile(&o);
+    if (cat)
+        memory_budget(&o, cat);
 
     coll_list l;
     memset(&l, 0, sizeof l);

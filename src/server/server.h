@@ -220,6 +220,8 @@ typedef struct sx__coll_meta {
 SX_NODISCARD sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog **out);
 /* Flushes every collection of every database (returns the first error), closes them. */
 SX_NODISCARD sx_status sx__cat_close(sx__catalog *cat);
+/* The process's memory budget, shared by the catalog's databases (sx_db_options.memory_budget). */
+void sx__cat_memory_stats(sx__catalog *cat, sx_memory_stats *out);
 
 /* Name lists (db_list: "default" first, then the others sorted; coll_list: client names sorted)
  * are owned by the caller: free with sx_strings_free(names, n). Thread-safety: every sx__cat_*

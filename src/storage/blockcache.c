@@ -20,6 +20,12 @@
  * the run with one get_range into a temporary buffer, relocks, copies the caller's part from
  * that buffer (so the caller is served even if the limit evicts the run at once), publishes the
  * blocks and evicts down to the limit.
+ *
+ * The memory budget (platform/membudget.h; sx__blockcache_set_budget): resident_bytes is charged
+ * to the database's budget as SX__MEM_CACHE, kept equal by charge_sync after every change, under
+ * mu. Blocks being fetched are charged with sx__mem_force (the reader needs them), and eviction
+ * runs down to the cache's own limit and, while the budget is over its limit, further (the cache
+ * is the first optional holder to give memory back; pinned blocks stay).
  */
 #include "storage/blockcache.h"
 
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "platform/membudget.h"
 #include "util/alloc.h"
 #include "util/err.h"
 #include "util/lock.h"
@@ -70,6 +77,8 @@ struct sx__blockcache {
     size_t nblocks;  /* blocks in the table (LOADING + READY) */
     blk *head, *tail;
     sx__blockcache_stats st;
+    sx__membudget *budget; /* NULL: none; not owned */
+    uint64_t charged;      /* bytes charged to budget (SX__MEM_CACHE) */
 };
 
 /* ---------------------------------------------------------------- hash table and LRU */
@@ -163,6 +172,17 @@ static void blk_free(blk *b)
     sx__free(b);
 }
 
+/* Brings the budget's SX__MEM_CACHE charge to resident_bytes. Caller holds mu. */
+static void charge_sync(sx__blockcache *bc)
+{
+    uint64_t r = bc->st.resident_bytes;
+    if (r > bc->charged)
+        sx__mem_force(bc->budget, SX__MEM_CACHE, r - bc->charged);
+    else if (r < bc->charged)
+        sx__mem_give(bc->budget, SX__MEM_CACHE, bc->charged - r);
+    bc->charged = r;
+}
+
 /* Removes a READY block from the table and the LRU; frees it unless pinned (the last waiter
  * frees a pinned one: it is marked FAILED with err SX_OK, "gone, look again"). */
 static void drop_ready(sx__blockcache *bc, blk *b)
@@ -170,6 +190,7 @@ static void drop_ready(sx__blockcache *bc, blk *b)
     table_del(bc, b);
     lru_unlink(bc, b);
     bc->st.resident_bytes -= b->len;
+    charge_sync(bc);
     if (b->pins == 0) {
         blk_free(b);
     } else {
@@ -178,11 +199,20 @@ static void drop_ready(sx__blockcache *bc, blk *b)
     }
 }
 
-/* Evicts least recently used unpinned blocks until resident <= limit. */
+/* True while the budget is over its limit (the cache then gives back what it can). */
+static bool budget_over(const sx__blockcache *bc)
+{
+    uint64_t lim = sx__mem_limit(bc->budget);
+    return lim != 0 && sx__mem_used(bc->budget) > lim;
+}
+
+/* Evicts least recently used unpinned blocks until resident <= limit and the budget is not over
+ * its limit. Caller holds mu. */
 static void evict(sx__blockcache *bc)
 {
     blk *b = bc->tail;
-    while (b && bc->st.resident_bytes > bc->limit) {
+    charge_sync(bc);
+    while (b && (bc->st.resident_bytes > bc->limit || budget_over(bc))) {
         blk *prev = b->prev;
         if (b->pins == 0) {
             drop_ready(bc, b);
@@ -240,9 +270,20 @@ static void cache_destroy(sx__blockcache *bc)
         }
     }
     sx__free(bc->buckets);
+    sx__mem_give(bc->budget, SX__MEM_CACHE, bc->charged);
     sx__mutex_destroy(&bc->mu);
     pthread_cond_destroy(&bc->cv);
     sx__free(bc);
+}
+
+void sx__blockcache_set_budget(sx__blockcache *bc, sx__membudget *budget)
+{
+    sx__mutex_lock(&bc->mu);
+    sx__mem_give(bc->budget, SX__MEM_CACHE, bc->charged);
+    bc->charged = 0;
+    bc->budget = budget;
+    charge_sync(bc);
+    sx__mutex_unlock(&bc->mu);
 }
 
 void sx__blockcache_release(sx__blockcache *bc)
@@ -388,6 +429,7 @@ static sx_status fetch_run(sx__bc_object *ob,
         b->state = B_LOADING;
         table_add(bc, b);
         bc->st.resident_bytes += blen;
+        charge_sync(bc);
         run[nrun++] = b;
         j++;
     }
@@ -425,6 +467,7 @@ static sx_status fetch_run(sx__bc_object *ob,
             blk *b = run[i];
             table_del(bc, b);
             bc->st.resident_bytes -= b->len;
+            charge_sync(bc);
             b->state = B_FAILED;
             b->err = st;
             if (b->pins == 0) {

@@ -70,6 +70,10 @@ SX_NODISCARD sx_status sx__blockcache_new(sx__objstore *store,
                                           uint64_t limit_bytes,
                                           uint32_t block_bytes,
                                           sx__blockcache **out);
+/* Charges the cache's resident bytes to `budget` (SX__MEM_CACHE; NULL: none) from now on, and
+ * evicts while the budget is over its limit. The budget must outlive the cache. */
+struct sx__membudget;
+void sx__blockcache_set_budget(sx__blockcache *bc, struct sx__membudget *budget);
 /* Drops the caller's reference (the cache goes when no object is open either). NULL: no-op. */
 void sx__blockcache_release(sx__blockcache *bc);
 

@@ -319,6 +319,62 @@ static void test_io_paths_identical(void)
     free(d2);
 }
 
+/* The node cache (search_cache_budget_gb_ratio): the slots nearest the medoid stay in RAM, so
+ * the same answers (byte-identical slots) come with fewer reads; the ratio survives the RAM
+ * part's round trip, the bytes count in memory_bytes; a ratio out of range is refused. */
+static void test_node_cache(void)
+{
+    need_shared_idx();
+    char pre[700];
+    prefix_of(pre, sizeof pre, "bigann");
+    size_t nq = bg.nq;
+    uint32_t *id0 = malloc(nq * K * 4), *id1 = malloc(nq * K * 4);
+    float *d0 = malloc(nq * K * 4), *d1 = malloc(nq * K * 4);
+    ASSERT(id0 && id1 && d0 && d1);
+    sx__index *plain = reload(shared_idx, pre);
+    sx__diskann *sd = (sx__diskann *)shared_idx;
+    float saved = sd->cache_ratio;
+    sd->cache_ratio = 0.1f; /* serialized with the RAM part, as a build with the param does */
+    sx__index *cached = reload(shared_idx, pre);
+    sd->cache_ratio = saved;
+    ASSERT(plain && cached);
+    const sx__diskann *cd = (const sx__diskann *)cached;
+    ASSERT_EQ(((const sx__diskann *)plain)->cache_n, 0);
+    ASSERT(cd->cache_n > 0);
+    ASSERT_NEAR(cd->cache_ratio, 0.1, 1e-6);
+    /* 10% of the raw bytes in whole slots */
+    size_t want = (size_t)(0.1 * (double)bg.n * (double)bg.dim * 4.0 / cd->lay.slot_bytes);
+    ASSERT_EQ(cd->cache_n, want);
+    ASSERT(cd->cache_slots[0] < cd->cache_slots[cd->cache_n - 1]);
+    ASSERT(sx__diskann_cache_get(cd, sx__diskann_slot_of(&cd->lay, cd->medoid)) != NULL);
+    ASSERT(ops->memory_bytes(cached) >=
+           ops->memory_bytes(plain) + cd->cache_n * (size_t)cd->lay.slot_bytes);
+    uint64_t io_p0, io_c0, io_p1, io_c1;
+    ops->io_stats(plain, &io_p0, NULL);
+    ops->io_stats(cached, &io_c0, NULL);
+    ASSERT_OK(run_queries(plain, bg.q, nq, bg.dim, RECALL_SL, NULL, id0, d0));
+    ASSERT_OK(run_queries(cached, bg.q, nq, bg.dim, RECALL_SL, NULL, id1, d1));
+    ASSERT(memcmp(id0, id1, nq * K * 4) == 0 && memcmp(d0, d1, nq * K * 4) == 0);
+    ops->io_stats(plain, &io_p1, NULL);
+    ops->io_stats(cached, &io_c1, NULL);
+    uint64_t hits = atomic_load(&cd->cache_hits);
+    fprintf(
+        stderr,
+        "  node cache 10%% (%zu slots): %.2f reads/query against %.2f without, %.2f hits/query\n",
+        cd->cache_n, (double)(io_c1 - io_c0) / (double)nq, (double)(io_p1 - io_p0) / (double)nq,
+        (double)hits / (double)nq);
+    ASSERT(hits > 0);
+    ASSERT_EQ((io_c1 - io_c0) + hits, io_p1 - io_p0); /* every hit is a read saved */
+    ops->free(plain);
+    ops->free(cached);
+    sx_param bad[] = { { "search_cache_budget_gb_ratio", "0.5" } };
+    ASSERT_STATUS(ops->check_build_params(bad, 1), SX_EINVAL);
+    free(id0);
+    free(id1);
+    free(d0);
+    free(d1);
+}
+
 static void copy_file(const char *from, const char *to)
 {
     FILE *f = fopen(from, "rb"), *g = fopen(to, "wb");
@@ -862,6 +918,7 @@ int main(void)
     RUN(test_no_prefix);
     RUN(test_recall_bigann);
     RUN(test_io_paths_identical);
+    RUN(test_node_cache);
     RUN(test_corruption);
     RUN(test_filter);
     RUN(test_memory_limited);

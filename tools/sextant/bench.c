@@ -378,7 +378,8 @@ typedef struct bench {
     int peers;                   /* -1 auto, 0 off, 1 on */
     const char *storage_url;     /* --storage s3://BUCKET/PREFIX (NULL: local files) */
     const char *s3_endpoint, *s3_region;
-    uint64_t cache_mb; /* --cache-mb: cache_limit_bytes in MiB (0: none) */
+    uint64_t cache_mb;     /* --cache-mb: cache_limit_bytes in MiB (0: none) */
+    uint64_t memory_limit; /* --memory-limit: memory_limit_bytes (0: the cgroup default) */
 
     /* cases (schema 2) */
     const case_preset *preset; /* --case, NULL = custom */
@@ -538,6 +539,8 @@ static void bench_usage(FILE *out)
         "  --segment-bytes N      seal segments at N vector bytes (default: one segment for all\n"
         "                         rows, so the index compares with one library index)\n"
         "  --build-memory-limit N bytes one index build may allocate (index_build_memory_limit)\n"
+        "  --memory-limit SIZE    memory budget of the database (memory_limit_bytes): 3G, 512M,\n"
+        "                         bytes or 'unlimited' (default: the cgroup's limit less 1/8)\n"
         "  --data DIR             database directory (default: a temporary one, removed)\n"
         "  --storage URL          keep sealed segments and index files in an object store:\n"
         "                         s3://BUCKET/PREFIX (default: local files in --data);\n"
@@ -898,6 +901,12 @@ static int parse_args(bench *b, int argc, char **argv)
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--synthetic", &v)) != 0) {
             if (r < 0 || parse_synthetic(b, cmd, v) != 0)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+
+        if ((r = cli_take(argc, argv, &i, cmd, "--memory-limit", &v)) != 0) {
+            if (r < 0 || cli_parse_size(cmd, "--memory-limit", v, 16u << 20, &b->memory_limit) != 0)
                 return CLI_EXIT_USAGE;
             continue;
         }
@@ -1893,6 +1902,7 @@ static int setup_db(bench *b)
     opts.s3_endpoint = b->s3_endpoint;
     opts.s3_region = b->s3_region;
     opts.cache_limit_bytes = b->cache_mb << 20;
+    opts.memory_limit_bytes = b->memory_limit;
     st = sx_db_open(b->data_dir, &opts, &b->db);
     if (st != SX_OK)
         return cli_sx_fail(cmd, b->data_dir, st);
@@ -2053,6 +2063,7 @@ static int reopen_from_store(bench *b)
     opts.s3_endpoint = b->s3_endpoint;
     opts.s3_region = b->s3_region;
     opts.cache_limit_bytes = b->cache_mb << 20;
+    opts.memory_limit_bytes = b->memory_limit;
     double t0 = cli_now();
     st = sx_db_open(b->data_dir, &opts, &b->db);
     if (st != SX_OK)

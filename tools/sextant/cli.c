@@ -306,21 +306,33 @@ static int import_check_append(
                     ci->name, ci->n_rows, file, file_rows);
 }
 
-/* Inserts every row of m in batches; keys continue after `first_id`. */
+/* Inserts every row of m in batches (a streamed file is read batch by batch, so an import of a
+ * file larger than memory holds one batch); keys continue after `first_id`. */
 static int import_rows(const char *cmd,
                        sx_collection *c,
                        const import_target *t,
-                       const ds_matrix *m,
+                       ds_matrix *m,
                        size_t batch,
                        uint64_t first_id)
 {
     size_t bs = batch < m->n ? batch : m->n;
-    int64_t *ids = malloc(bs * sizeof *ids);
-    if (ids == NULL)
+    int64_t *ids = malloc((bs ? bs : 1) * sizeof *ids);
+    float *vbuf = m->streamed ? malloc((bs ? bs : 1) * m->dim * sizeof *vbuf) : NULL;
+    if (ids == NULL || (m->streamed && vbuf == NULL)) {
+        free(ids);
+        free(vbuf);
         return cli_fail(cmd, "out of memory");
+    }
     double t_report = cli_now();
+    int rc = 0;
     for (size_t r = 0; r < m->n; r += bs) {
         size_t rows = m->n - r < bs ? m->n - r : bs;
+        char err[512];
+        const float *v = ds_rows(m, r, rows, vbuf, err, sizeof err);
+        if (v == NULL) {
+            rc = cli_fail(cmd, "%s", err);
+            break;
+        }
         sx_column cols[2];
         size_t nc = 0;
         if (!t->pk_auto) {
@@ -328,16 +340,14 @@ static int import_rows(const char *cmd,
                 ids[j] = (int64_t)(first_id + r + j);
             cols[nc++] = (sx_column){ .name = t->pk_name, .type = SX_FIELD_INT64, .data = ids };
         }
-        cols[nc++] = (sx_column){ .name = t->vec_name,
-                                  .type = SX_FIELD_FLOAT_VECTOR,
-                                  .data = m->f + r * m->dim };
+        cols[nc++] = (sx_column){ .name = t->vec_name, .type = SX_FIELD_FLOAT_VECTOR, .data = v };
         sx_batch b = { .n_rows = rows, .cols = cols, .n_cols = nc };
         sx_status st = sx_insert(c, &b, NULL);
         if (st != SX_OK) {
             char what[96];
             snprintf(what, sizeof what, "insert of rows %zu..%zu", r, r + rows - 1);
-            free(ids);
-            return cli_sx_fail(cmd, what, st);
+            rc = cli_sx_fail(cmd, what, st);
+            break;
         }
         double now = cli_now();
         if (now - t_report >= 5.0) {
@@ -346,7 +356,8 @@ static int import_rows(const char *cmd,
         }
     }
     free(ids);
-    return 0;
+    free(vbuf);
+    return rc;
 }
 
 static int
@@ -458,12 +469,12 @@ int cli_import(int argc, char **argv)
     }
 
     double t0 = cli_now();
-    if (ds_load_float(file, (size_t)limit, &m, err, sizeof err) != 0) {
+    if (ds_open_float(file, (size_t)limit, &m, err, sizeof err) != 0) {
         rc = cli_fail(cmd, "%s", err);
         goto out;
     }
-    fprintf(stderr, "sextant import: read %zu x %zu vectors from %s in %.2f s\n", m.n, m.dim, file,
-            cli_now() - t0);
+    fprintf(stderr, "sextant import: %s %zu x %zu vectors from %s in %.2f s\n",
+            m.streamed ? "opened" : "read", m.n, m.dim, file, cli_now() - t0);
     if (m.dim > SX_MAX_DIM) {
         rc = cli_fail(cmd, "%s: dimension %zu exceeds SX_MAX_DIM (%u)", file, m.dim, SX_MAX_DIM);
         goto out;
@@ -521,6 +532,7 @@ int cli_import(int argc, char **argv)
         }
         printf("synced to %s in %.3f s\n", sto.url, cli_now() - t_sync);
     }
+    cli_print_memory(stdout, "", db);
     rc = CLI_EXIT_OK;
     goto out;
 usage:
@@ -718,6 +730,7 @@ int cli_search(int argc, char **argv)
     }
     fprintf(stderr, "sextant search: %zu queries, k=%" PRIu64 ", %.3f ms (%.0f QPS batched)\n", q.n,
             k, dt * 1e3, dt > 0 ? (double)q.n / dt : 0.0);
+    cli_print_memory(stderr, "sextant search: ", db);
     rc = CLI_EXIT_OK;
     goto out;
 usage:
@@ -858,6 +871,7 @@ int cli_info(int argc, char **argv)
         for (size_t j = 0; j < n_names; j++)
             bad |= info_collection(cmd, db, names[j]);
     }
+    cli_print_memory(stdout, "", db);
     st = sx_db_check(db);
     if (st != SX_OK) {
         const char *msg = sx_errmsg();

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CLI_EXIT_OK    0
 #define CLI_EXIT_FAIL  1
@@ -54,6 +55,11 @@ bool cli_flag(char **argv, int *i, const char *name);
 /* Parses a decimal unsigned integer in [lo, hi]. Returns 0, or -1 with a message naming `what`. */
 int cli_parse_u64(
     const char *cmd, const char *what, const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+
+/* Parses a byte size: a decimal number with an optional suffix K, M, G, T (powers of 1024;
+ * "KiB", "MB", "GiB"... and lower case accepted), or "unlimited"/"none" (SX_MEMORY_UNLIMITED).
+ * Must be at least `lo` bytes. Returns 0, or -1 with a message naming `what`. */
+int cli_parse_size(const char *cmd, const char *what, const char *s, uint64_t lo, uint64_t *out);
 
 /* Parses "l2", "ip" or "cosine" (case-insensitive). Returns 0 or -1 with a message. */
 int cli_parse_metric(const char *cmd, const char *s, sx_metric *out);
@@ -94,21 +100,25 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* Object-store options shared by import, search, info and serve (sx_db_options.storage_url
  * etc.). Strings are borrowed from argv. */
 typedef struct cli_storage {
-    const char *url;      /* --storage s3://BUCKET/PREFIX | file:///abs/dir */
-    const char *endpoint; /* --s3-endpoint URL */
-    const char *region;   /* --s3-region R */
-    uint64_t cache_mb;    /* --cache-mb N */
+    const char *url;       /* --storage s3://BUCKET/PREFIX | file:///abs/dir */
+    const char *endpoint;  /* --s3-endpoint URL */
+    const char *region;    /* --s3-region R */
+    uint64_t cache_mb;     /* --cache-mb N */
+    uint64_t memory_limit; /* --memory-limit SIZE: sx_db_options.memory_limit_bytes (0: unset,
+                            * the cgroup default; SX_MEMORY_UNLIMITED for "unlimited") */
 } cli_storage;
 
 /* Usage lines for the options above (ends with a newline). */
-#define CLI_STORAGE_USAGE                                                                   \
- "  --storage URL       object store for segments, index files and manifests:\n"            \
- "                      s3://BUCKET[/PREFIX] or file:///abs/dir (the WAL stays local;\n"    \
- "                      collections missing in --data are downloaded from it)\n"            \
- "  --s3-endpoint URL   S3 endpoint (http://127.0.0.1:9000; default: AWS for the region)\n" \
- "  --s3-region R       S3 region (default us-east-1); credentials: AWS_ACCESS_KEY_ID /\n"  \
- "                      AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials\n"                   \
- "  --cache-mb N        local disk for files also in the store, MiB (0: unlimited)\n"
+#define CLI_STORAGE_USAGE                                                                      \
+ "  --storage URL       object store for segments, index files and manifests:\n"               \
+ "                      s3://BUCKET[/PREFIX] or file:///abs/dir (the WAL stays local;\n"       \
+ "                      collections missing in --data are downloaded from it)\n"               \
+ "  --s3-endpoint URL   S3 endpoint (http://127.0.0.1:9000; default: AWS for the region)\n"    \
+ "  --s3-region R       S3 region (default us-east-1); credentials: AWS_ACCESS_KEY_ID /\n"     \
+ "                      AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials\n"                      \
+ "  --cache-mb N        local disk for files also in the store, MiB (0: unlimited)\n"          \
+ "  --memory-limit SIZE memory budget of the database: 3G, 512M, 100MiB, bytes, 'unlimited'\n" \
+ "                      (default: the cgroup's memory limit less 1/8, else unlimited)\n"
 
 /* Matches one of the storage options at argv[*i]. Returns 1 (taken, *i advanced), 0 (not a
  * storage option) or -1 (bad or missing value; message printed naming cmd). */
@@ -123,6 +133,9 @@ double cli_now(void);
 
 /* Formats a byte count as "12.3 MiB" into buf. Returns buf. */
 const char *cli_human_bytes(uint64_t bytes, char *buf, size_t len);
+/* Prints the database's memory budget (sx_db_memory_stats) to out: the limit and its source,
+ * used and peak, then each kind holding memory, every line prefixed with `indent`. */
+void cli_print_memory(FILE *out, const char *indent, sx_db *db);
 
 /* Splits a comma-separated list into at most max_items NUL-terminated items stored in the
  * caller's storage (the string is copied into `store`, store_len bytes). Empty items are an

@@ -10,6 +10,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,88 @@ int cli_split_list(const char *cmd,
     return (int)n;
 }
 
+void cli_print_memory(FILE *out, const char *indent, sx_db *db)
+{
+    sx_memory_stats m;
+    char a[32], b[32], c[32];
+    sx_db_memory_stats(db, &m);
+    if (m.limit_bytes)
+        fprintf(out, "%smemory budget: %s (%s)\n", indent,
+                cli_human_bytes(m.limit_bytes, a, sizeof a), m.source);
+    else
+        fprintf(out, "%smemory budget: unlimited (%s)\n", indent, m.source);
+    fprintf(out, "%s  used %s, peak %s, refused %" PRIu64 " charges\n", indent,
+            cli_human_bytes(m.used_bytes, b, sizeof b), cli_human_bytes(m.peak_bytes, c, sizeof c),
+            m.refusals);
+
+    const struct {
+        const char *name;
+        uint64_t v;
+    } kinds[] = { { "growing segments", m.growing_bytes }, { "sealed heap", m.sealed_bytes },
+                  { "primary-key map", m.pkmap_bytes },    { "indexes", m.index_bytes },
+                  { "index builds", m.build_bytes },       { "block cache", m.cache_bytes },
+                  { "bulk import", m.import_bytes },       { "search scratch", m.scratch_bytes } };
+
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        if (kinds[k].v)
+            fprintf(out, "%s  %-17s %s (%" PRIu64 " bytes)\n", indent, kinds[k].name,
+                    cli_human_bytes(kinds[k].v, a, sizeof a), kinds[k].v);
+}
+
+/* ------------------------------------------------------------------ sizes */
+
+int cli_parse_size(const char *cmd, const char *what, const char *s, uint64_t lo, uint64_t *out)
+{
+    if (strcasecmp(s, "unlimited") == 0 || strcasecmp(s, "none") == 0) {
+        *out = SX_MEMORY_UNLIMITED;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno != 0 || !(v >= 0) || v > 1.8e19) {
+        fprintf(stderr, "sextant %s: %s: '%s' is not a size (3G, 512M, 100MiB, bytes)\n", cmd, what,
+                s);
+        return -1;
+    }
+
+    static const struct {
+        const char *suffix;
+        double mul;
+    } units[] = { { "", 1.0 },
+                  { "b", 1.0 },
+                  { "k", 1024.0 },
+                  { "kb", 1024.0 },
+                  { "kib", 1024.0 },
+                  { "m", 1048576.0 },
+                  { "mb", 1048576.0 },
+                  { "mib", 1048576.0 },
+                  { "g", 1073741824.0 },
+                  { "gb", 1073741824.0 },
+                  { "gib", 1073741824.0 },
+                  { "t", 1099511627776.0 },
+                  { "tb", 1099511627776.0 },
+                  { "tib", 1099511627776.0 } };
+
+    double mul = 0;
+    for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+        if (strcasecmp(end, units[k].suffix) == 0)
+            mul = units[k].mul;
+    if (mul == 0 || v * mul > 1.8e19) {
+        fprintf(stderr, "sextant %s: %s: '%s' is not a size (3G, 512M, 100MiB, bytes)\n", cmd, what,
+                s);
+        return -1;
+    }
+    uint64_t b = (uint64_t)(v * mul);
+    if (b < lo) {
+        fprintf(stderr, "sextant %s: %s: %s is below the minimum of %llu bytes\n", cmd, what, s,
+                (unsigned long long)lo);
+        return -1;
+    }
+    *out = b;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ object storage */
 
 int cli_take_storage(int argc, char **argv, int *i, const char *cmd, cli_storage *s)
@@ -262,6 +345,11 @@ int cli_take_storage(int argc, char **argv, int *i, const char *cmd, cli_storage
         (r = cli_take(argc, argv, i, cmd, "--s3-endpoint", &s->endpoint)) != 0 ||
         (r = cli_take(argc, argv, i, cmd, "--s3-region", &s->region)) != 0)
         return r;
+    if ((r = cli_take(argc, argv, i, cmd, "--memory-limit", &v)) != 0) {
+        if (r < 0 || cli_parse_size(cmd, "--memory-limit", v, 16u << 20, &s->memory_limit) != 0)
+            return -1;
+        return 1;
+    }
     if ((r = cli_take(argc, argv, i, cmd, "--cache-mb", &v)) != 0) {
         if (r < 0 || cli_parse_u64(cmd, "--cache-mb", v, 0, UINT64_MAX >> 20, &s->cache_mb) != 0)
             return -1;
@@ -293,4 +381,6 @@ void cli_storage_apply(const cli_storage *s, sx_db_options *o)
     o->s3_endpoint = s->endpoint;
     o->s3_region = s->region;
     o->cache_limit_bytes = s->cache_mb << 20;
+    if (s->memory_limit)
+        o->memory_limit_bytes = s->memory_limit;
 }

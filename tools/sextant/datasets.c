@@ -35,6 +35,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -151,6 +152,8 @@ void ds_free(ds_matrix *m)
         return;
     free(m->f);
     free(m->i);
+    if (m->streamed && m->fd >= 0)
+        (void)close(m->fd);
     memset(m, 0, sizeof *m);
 }
 
@@ -892,6 +895,120 @@ int ds_load_float(const char *path, size_t limit, ds_matrix *out, char *err, siz
     }
     *out = m;
     return 0;
+}
+
+/* ------------------------------------------------------------------ streamed TEXMEX */
+
+int ds_open_float(const char *path, size_t limit, ds_matrix *out, char *err, size_t err_len)
+{
+    bool fv = ends_with(path, ".fvecs"), bv = ends_with(path, ".bvecs");
+    if (!fv && !bv)
+        return ds_load_float(path, limit, out, err, err_len);
+    const char *kind = bv ? "bvecs" : "fvecs";
+    ds_matrix m = { 0 };
+    m.fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (m.fd < 0)
+        return fail(err, err_len, "cannot open %s: %s", path, strerror(errno));
+    m.streamed = true;
+    m.byte_src = bv;
+    m.type = DS_F32;
+    struct stat stbuf;
+    unsigned char hdr[4];
+    if (fstat(m.fd, &stbuf) != 0) {
+        set_err(err, err_len, "cannot stat %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    uint64_t size = (uint64_t)stbuf.st_size;
+    if (size < 4 || pread(m.fd, hdr, 4, 0) != 4) {
+        set_err(err, err_len, "%s: file is %s (%llu bytes): not a .%s file", path,
+                size == 0 ? "empty" : "truncated", (unsigned long long)size, kind);
+        goto fail;
+    }
+    int32_t d = (int32_t)le32(hdr);
+    if (d <= 0 || (uint32_t)d > DS_MAX_DIM) {
+        set_err(err, err_len, "%s: first record has dimension %d (want 1..%u): not a .%s file",
+                path, (int)d, DS_MAX_DIM, kind);
+        goto fail;
+    }
+    m.rec = 4 + (uint64_t)d * (bv ? 1 : 4);
+    if (size % m.rec != 0) {
+        set_err(err, err_len,
+                "%s: size %llu is not a multiple of the record size %llu: the file is truncated "
+                "or not a .%s file (%llu whole records, %llu bytes left over)",
+                path, (unsigned long long)size, (unsigned long long)m.rec, kind,
+                (unsigned long long)(size / m.rec), (unsigned long long)(size % m.rec));
+        goto fail;
+    }
+    m.n = (size_t)(size / m.rec);
+    if (limit > 0 && limit < m.n)
+        m.n = limit;
+    m.dim = (size_t)d;
+    *out = m;
+    return 0;
+fail:
+    ds_free(&m);
+    return -1;
+}
+
+const float *
+ds_rows(ds_matrix *m, size_t first, size_t count, float *buf, char *err, size_t err_len)
+{
+    if (first > m->n || count > m->n - first) {
+        set_err(err, err_len, "rows %zu..%zu past the %zu rows", first, first + count, m->n);
+        return NULL;
+    }
+    if (!m->streamed)
+        return m->f + first * m->dim;
+    /* read in pieces of at most 1 MiB of records */
+    size_t per = (size_t)((1u << 20) / m->rec);
+    if (per == 0)
+        per = 1;
+    unsigned char *rb = calloc(per, (size_t)m->rec);
+    if (!rb) {
+        set_err(err, err_len, "out of memory");
+        return NULL;
+    }
+    for (size_t done = 0; done < count;) {
+        size_t c = count - done < per ? count - done : per;
+        size_t bytes = (size_t)m->rec * c;
+        off_t off = (off_t)((first + done) * m->rec);
+        size_t got = 0;
+        while (got < bytes) {
+            ssize_t r = pread(m->fd, rb + got, bytes - got, off + (off_t)got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                set_err(err, err_len, "read of record %zu: %s", first + done,
+                        r < 0 ? strerror(errno) : "file shrank while reading");
+                free(rb);
+                return NULL;
+            }
+            got += (size_t)r;
+        }
+        for (size_t k = 0; k < c; k++) {
+            const unsigned char *row = rb + (size_t)m->rec * k;
+            if ((int32_t)le32(row) != (int32_t)m->dim) {
+                set_err(err, err_len,
+                        "record %zu has dimension %d but the first record has %zu: corrupt file",
+                        first + done + k, (int)(int32_t)le32(row), m->dim);
+                free(rb);
+                return NULL;
+            }
+            float *o = buf + (done + k) * m->dim;
+            if (m->byte_src) {
+                for (size_t j = 0; j < m->dim; j++)
+                    o[j] = (float)row[4 + j];
+            } else {
+                for (size_t j = 0; j < m->dim; j++) {
+                    uint32_t u = le32(row + 4 + 4 * j);
+                    memcpy(&o[j], &u, 4);
+                }
+            }
+        }
+        done += c;
+    }
+    free(rb);
+    return buf;
 }
 
 /* ------------------------------------------------------------------ writer */

@@ -48,6 +48,12 @@ typedef struct ds_matrix {
     ds_type type;
     float *f;   /* n*dim values, row-major, when type == DS_F32 (else NULL) */
     int32_t *i; /* n*dim values, row-major, when type == DS_I32 (else NULL) */
+    /* ds_open_float of a .fvecs/.bvecs file: f is NULL, rows are read on demand (ds_rows) */
+    bool streamed;
+    int fd;
+    bool byte_src; /* .bvecs */
+    uint64_t rec;  /* bytes per record */
+    unsigned char *rowbuf;
 } ds_matrix;
 
 /* Loads `path` (format from its name, table above), keeping at most `limit` rows (0 = all).
@@ -57,7 +63,18 @@ int ds_load(const char *path, size_t limit, ds_matrix *out, char *err, size_t er
 /* Like ds_load, and converts int32 data to float so the result is always DS_F32. */
 int ds_load_float(const char *path, size_t limit, ds_matrix *out, char *err, size_t err_len);
 
-/* Frees the buffer; the matrix is zeroed. NULL is a no-op. */
+/* Like ds_load_float, but a .fvecs or .bvecs file is not read into memory: its size and first
+ * record are checked here, every record's dimension when ds_rows reads it (an import of a file
+ * larger than memory). Other formats are loaded whole. */
+int ds_open_float(const char *path, size_t limit, ds_matrix *out, char *err, size_t err_len);
+
+/* Rows [first, first + count) as count*dim floats: a pointer into the matrix, or, for a
+ * streamed one, into buf (count*dim floats, the caller's). NULL with a message on a read error
+ * or a record of another dimension. */
+const float *
+ds_rows(ds_matrix *m, size_t first, size_t count, float *buf, char *err, size_t err_len);
+
+/* Frees the buffer (closes a streamed file); the matrix is zeroed. NULL is a no-op. */
 void ds_free(ds_matrix *m);
 
 /* Writes n rows of dim values as TEXMEX: `.ivecs` from ints, `.fvecs` from floats (exactly one

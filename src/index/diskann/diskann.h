@@ -57,27 +57,29 @@
 #include "vector/dist.h"
 #include "vector/quant_pq.h"
 
-#define SX__DISKANN_MAGIC        0x41445853u /* "SXDA": the file header */
-#define SX__DISKANN_RAM_MAGIC    0x52445853u /* "SXDR": the serialized in-RAM part */
-#define SX__DISKANN_VERSION      1u
-#define SX__DISKANN_SECTOR       4096u
-#define SX__DISKANN_EXT          ".diskann"
-#define SX__DISKANN_R_MAX        512
-#define SX__DISKANN_R_DEF        56
-#define SX__DISKANN_L_MAX        65536
-#define SX__DISKANN_L_DEF        100
-#define SX__DISKANN_ALPHA_DEF    1.2
-#define SX__DISKANN_ALPHA_MIN    1.0
-#define SX__DISKANN_ALPHA_MAX    2.0
-#define SX__DISKANN_PQ_RATIO_DEF 0.125
-#define SX__DISKANN_PQ_RATIO_MAX 0.25
-#define SX__DISKANN_SL_MIN_DEF   16 /* search_list default: max(k, 16), as Milvus */
-#define SX__DISKANN_SL_MAX       65536
-#define SX__DISKANN_W_DEF        4
-#define SX__DISKANN_W_MAX        128
-#define SX__DISKANN_NONE         UINT32_MAX
+#define SX__DISKANN_MAGIC           0x41445853u /* "SXDA": the file header */
+#define SX__DISKANN_RAM_MAGIC       0x52445853u /* "SXDR": the serialized in-RAM part */
+#define SX__DISKANN_VERSION         1u
+#define SX__DISKANN_SECTOR          4096u
+#define SX__DISKANN_EXT             ".diskann"
+#define SX__DISKANN_R_MAX           512
+#define SX__DISKANN_R_DEF           56
+#define SX__DISKANN_L_MAX           65536
+#define SX__DISKANN_L_DEF           100
+#define SX__DISKANN_ALPHA_DEF       1.2
+#define SX__DISKANN_ALPHA_MIN       1.0
+#define SX__DISKANN_ALPHA_MAX       2.0
+#define SX__DISKANN_PQ_RATIO_DEF    0.125
+#define SX__DISKANN_PQ_RATIO_MAX    0.25
+#define SX__DISKANN_CACHE_RATIO_MAX 0.3
+#define SX__DISKANN_RAM_VERSION     2u /* the serialized RAM part: 2 adds the cache ratio */
+#define SX__DISKANN_SL_MIN_DEF      16 /* search_list default: max(k, 16), as Milvus */
+#define SX__DISKANN_SL_MAX          65536
+#define SX__DISKANN_W_DEF           4
+#define SX__DISKANN_W_MAX           128
+#define SX__DISKANN_NONE            UINT32_MAX
 /* Node ids use 31 bits: the top bit marks "expanded" in search pools (graph.h). */
-#define SX__DISKANN_MAX_N        ((size_t)0x7FFFFFFF)
+#define SX__DISKANN_MAX_N           ((size_t)0x7FFFFFFF)
 
 /* How slots are read. */
 typedef enum sx__diskann_io_mode {
@@ -154,6 +156,18 @@ typedef struct sx__diskann {
     /* build statistics (0 for a loaded index) */
     uint64_t build_peak_bytes; /* peak bytes the build itself accounted (allocations) */
     uint32_t build_shards;     /* 1: in-memory build; > 1: partitioned */
+    /* The node cache (diskann_cache.c): the slots of the nodes nearest the medoid in hops, read
+     * once when the index is built or loaded, up to cache_ratio x the raw vector bytes
+     * (search_cache_budget_gb_ratio, Milvus's name; 0: none). Immutable after that, so searches
+     * read it without a lock. cache_slots is sorted; cache_data holds cache_n slots, the i-th
+     * sorted slot at cache_data + cache_pos[i] * slot_bytes. */
+    float cache_ratio;
+    size_t cache_n;
+    uint64_t *cache_slots;
+    uint32_t *cache_pos;
+    uint8_t *cache_data;
+    void *cache_raw;                 /* what to free for cache_data (4096-aligned) */
+    atomic_uint_fast64_t cache_hits; /* slot reads answered by the cache (relaxed) */
 } sx__diskann;
 
 /* ---- vamana_build.c */
@@ -280,6 +294,15 @@ sx_status sx__diskann_writer_finish(sx__diskann_writer *w);
 void sx__diskann_writer_abort(sx__diskann_writer *w);
 /* bytes rounded into a 4096-aligned block (for O_DIRECT); *raw is what to sx__free. */
 void *sx__diskann_sector_alloc(size_t bytes, void **raw);
+
+/* ---- diskann_cache.c */
+/* Fills the node cache for d->cache_ratio (breadth-first from the medoid, by slot, each slot's
+ * CRC checked). A failure leaves no cache and is returned (the caller may go on without one). */
+sx_status sx__diskann_cache_warm(sx__diskann *d);
+/* The cached copy of `slot`, or NULL. */
+const uint8_t *sx__diskann_cache_get(const sx__diskann *d, uint64_t slot);
+void sx__diskann_cache_free(sx__diskann *d);
+size_t sx__diskann_cache_bytes(const sx__diskann *d);
 
 /* ---- diskann_check.c */
 /* Verifies invariants 1-5 by reading the whole file (sequentially, with its own buffer).

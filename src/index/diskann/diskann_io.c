@@ -6,7 +6,7 @@
  *   header sector, bytes [0, 4096):
  *     offset  size  field
  *     0       4     magic 0x41445853 ("SXDA")
- *     4       4     version (1)
+ *     4       4     version (2; 1 is read too: no cache ratio, 0)
  *     8       8     n, nodes
  *     16      4     dim
  *     20      4     metric: 0 L2, 1 IP, 2 COSINE
@@ -52,7 +52,8 @@
  *     44      4     m, PQ bytes per vector (0 iff n == 0)
  *     48      8     build id
  *     56      8     n_slots
- *     64      ...   PQ codebook record (quant_pq.c; absent iff n == 0)
+ *     64      4     search_cache_budget_gb_ratio, float32 (version 2 only)
+ *     68      ...   PQ codebook record (quant_pq.c; absent iff n == 0)
  *     ...     n*m   PQ codes, row-major
  *     end     4     CRC-32C of every preceding byte
  * load_files checks the CRC, every field against the caller's n/dim/metric, every code byte
@@ -576,6 +577,7 @@ void sx__diskann_free(sx__index *idx)
         sx__ignore(sx__fs_unlink(d->path));
     sx__pq_fini(&d->pq);
     sx__free_aligned(d->codes);
+    sx__diskann_cache_free(d);
     sx__free(d->path);
     sx__free(d);
 }
@@ -584,7 +586,7 @@ size_t sx__diskann_memory_bytes(const sx__index *idx)
 {
     const sx__diskann *d = (const sx__diskann *)idx;
     return sizeof *d + d->n * d->pq.m + sx__pq_memory_bytes(&d->pq) +
-           (d->path ? strlen(d->path) + 1 : 0);
+           (d->path ? strlen(d->path) + 1 : 0) + sx__diskann_cache_bytes(d);
 }
 
 uint64_t sx__diskann_disk_bytes(const sx__index *idx)
@@ -648,7 +650,7 @@ sx_status sx__diskann_serialize(const sx__index *idx, sx__wbuf *w)
     const sx__diskann *d = (const sx__diskann *)idx;
     size_t start = w->len;
     sx__wbuf_u32(w, SX__DISKANN_RAM_MAGIC);
-    sx__wbuf_u32(w, SX__DISKANN_VERSION);
+    sx__wbuf_u32(w, SX__DISKANN_RAM_VERSION);
     sx__wbuf_u64(w, d->n);
     sx__wbuf_u32(w, (uint32_t)d->dim);
     sx__wbuf_u32(w, (uint32_t)d->metric);
@@ -660,6 +662,7 @@ sx_status sx__diskann_serialize(const sx__index *idx, sx__wbuf *w)
     sx__wbuf_u32(w, d->n ? d->pq.m : 0);
     sx__wbuf_u64(w, d->build_id);
     sx__wbuf_u64(w, d->lay.n_slots);
+    sx__wbuf_f32(w, d->cache_ratio);
     if (d->n) {
         sx_status rc = sx__pq_serialize(&d->pq, w);
         if (rc != SX_OK)
@@ -694,8 +697,11 @@ parse_ram(sx__diskann *d, const void *data, size_t len, size_t n, size_t dim, sx
     uint64_t build_id = sx__rbuf_u64(&r), n_slots = sx__rbuf_u64(&r);
     if (magic != SX__DISKANN_RAM_MAGIC)
         return sx__err(SX_ECORRUPT, "DISKANN index: bad magic 0x%08x", magic);
-    if (version != SX__DISKANN_VERSION)
+    if (version != 1 && version != SX__DISKANN_RAM_VERSION)
         return sx__err(SX_ECORRUPT, "DISKANN index: unsupported version %u", version);
+    float cache_ratio = version >= 2 ? sx__rbuf_f32(&r) : 0.0f;
+    if (!(cache_ratio >= 0.0f) || !(cache_ratio <= (float)SX__DISKANN_CACHE_RATIO_MAX))
+        return sx__err(SX_ECORRUPT, "DISKANN index: bad cache ratio");
     if (fn != n || fdim != dim || fmetric != (uint32_t)metric)
         return sx__err(SX_ECORRUPT,
                        "DISKANN index: built for n=%llu dim=%u metric=%u, segment has n=%zu "
@@ -715,6 +721,7 @@ parse_ram(sx__diskann *d, const void *data, size_t len, size_t n, size_t dim, sx
     d->L_build = L;
     d->alpha = alpha;
     d->pq_ratio = ratio;
+    d->cache_ratio = cache_ratio;
     d->medoid = medoid;
     d->build_id = build_id;
     sx_status rc = sx__diskann_layout_init(&d->lay, n, dim, R);
@@ -796,6 +803,9 @@ sx_status sx__diskann_load_files(const void *data,
     if (rc != SX_OK)
         goto fail;
     d->build_shards = 0;
+    rc = sx__diskann_cache_warm(d);
+    if (rc != SX_OK)
+        goto fail;
     *out = (sx__index *)d;
     return SX_OK;
 fail:
@@ -843,6 +853,10 @@ sx_status sx__diskann_load_reader(const void *data,
     d->rd.name = d->path;
     d->io_mode = SX__DISKANN_IO_READER;
     note(d, "remote file: slots read through the object-store block cache", 0);
+    /* d owns rd now: a cache that cannot be filled (a GET failing) is left empty, and the
+     * searches read those slots through the block cache as any other */
+    if (sx__diskann_cache_warm(d) != SX_OK)
+        sx__err_clear();
     *out = (sx__index *)d;
     return SX_OK;
 fail:

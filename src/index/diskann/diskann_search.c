@@ -16,7 +16,8 @@
  *      the expanded nodes: every expanded node was read from disk anyway, so the re-rank costs
  *      no I/O (the paper's "implicit re-ranking").
  * I/Os per query ~ expanded nodes ~ L + (hops * W overshoot); W trades latency (fewer round
- * trips) for a few extra reads. Two picked nodes in the same slot cost one read.
+ * trips) for a few extra reads. Two picked nodes in the same slot cost one read, and a slot in
+ * the node cache (diskann_cache.c: the medoid's neighbourhood) costs none.
  *
  * Filters. A row not in `allow` is traversed (it keeps the graph connected) but never returned.
  * With a fraction f of the rows allowed, the pool is widened to L/f (capped at 65536 and n) so
@@ -108,6 +109,8 @@ typedef struct scratch {
     size_t buf_bytes;
     uint8_t *bufp[SX__DISKANN_W_MAX];
     uint64_t slots[SX__DISKANN_W_MAX];
+    uint64_t miss[SX__DISKANN_W_MAX]; /* the slots of a step not in the node cache */
+    uint8_t *missp[SX__DISKANN_W_MAX];
     uint32_t picked[SX__DISKANN_W_MAX];
     uint32_t picked_slot[SX__DISKANN_W_MAX];
 #if defined(SX_HAVE_URING) && SX_HAVE_URING
@@ -477,7 +480,21 @@ sx_status sx__diskann_search(const sx__index *idx,
             }
             s->picked_slot[i] = (uint32_t)j;
         }
-        rc = read_slots(d, s, s->slots, nslots, s->bufp);
+        /* slots in the node cache are used in place (read-only), the rest read in one batch */
+        size_t nmiss = 0;
+        for (size_t j = 0; j < nslots; j++) {
+            const uint8_t *hit = d->cache_n ? sx__diskann_cache_get(d, s->slots[j]) : NULL;
+            if (hit) {
+                s->bufp[j] = (uint8_t *)hit; /* only read below */
+                continue;
+            }
+            s->miss[nmiss] = s->slots[j];
+            s->missp[nmiss++] = s->bufp[j];
+        }
+        if (nmiss < nslots) /* relaxed: statistics only */
+            atomic_fetch_add_explicit((atomic_uint_fast64_t *)&d->cache_hits, nslots - nmiss,
+                                      memory_order_relaxed);
+        rc = read_slots(d, s, s->miss, nmiss, s->missp);
         if (rc != SX_OK)
             return rc;
 

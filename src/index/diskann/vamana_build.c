@@ -101,7 +101,7 @@
 
 typedef struct params {
     long R, L;
-    double alpha, ratio;
+    double alpha, ratio, cache_ratio;
 } params;
 
 static bool is_key(const char *k, const char *const *list, size_t n)
@@ -156,7 +156,8 @@ static sx_status parse_build(const sx_param *p, size_t np, params *pp)
         if (!is_key(p[i].key, known, sizeof known / sizeof known[0]))
             return sx__err(SX_EINVAL,
                            "unknown DISKANN build parameter \"%s\" (allowed: "
-                           "max_degree, search_list_size, alpha, pq_code_budget_gb_ratio)",
+                           "max_degree, search_list_size, alpha, pq_code_budget_gb_ratio, "
+                           "search_cache_budget_gb_ratio)",
                            p[i].key);
     }
     sx_status rc =
@@ -170,10 +171,10 @@ static sx_status parse_build(const sx_param *p, size_t np, params *pp)
     if (rc == SX_OK)
         rc = param_double(p, np, "pq_code_budget_gb_ratio", 0.0, true, SX__DISKANN_PQ_RATIO_MAX,
                           SX__DISKANN_PQ_RATIO_DEF, &pp->ratio);
-    double unused;
-    /* Milvus's node-cache budget: accepted for compatibility; this build caches nothing. */
+    /* Milvus's node-cache budget: the cached slots' bytes over the raw vector bytes */
     if (rc == SX_OK)
-        rc = param_double(p, np, "search_cache_budget_gb_ratio", 0.0, false, 0.3, 0.0, &unused);
+        rc = param_double(p, np, "search_cache_budget_gb_ratio", 0.0, false,
+                          SX__DISKANN_CACHE_RATIO_MAX, 0.0, &pp->cache_ratio);
     return rc;
 }
 
@@ -1471,6 +1472,7 @@ sx_status sx__diskann_build(const sx_param *p,
     d->L_build = (uint32_t)pp.L;
     d->alpha = (float)pp.alpha;
     d->pq_ratio = (float)pp.ratio;
+    d->cache_ratio = (float)pp.cache_ratio;
     d->build_id = new_build_id(seed);
     d->build_shards = pl.shards;
     const char *prefix = ctx ? ctx->file_prefix : NULL;
@@ -1588,6 +1590,8 @@ sx_status sx__diskann_build(const sx_param *p,
     }
     d->build_peak_bytes = bd.peak;
     rc = sx__diskann_open_file(d);
+    if (rc == SX_OK)
+        rc = sx__diskann_cache_warm(d);
     if (rc != SX_OK)
         goto fail;
     if (ctx && ctx->progress)
