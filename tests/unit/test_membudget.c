@@ -321,15 +321,14 @@ static void test_engine_small_budget(void)
         sx_db_memory_stats(db, &m);
         if (m.growing_bytes > max_growing)
             max_growing = m.growing_bytes;
-        ASSERT(m.growing_bytes <= 4 * MiB);
+        /* growing rows hold at most a quarter of it (or the first batch's chunks) */
+        ASSERT(m.growing_bytes <= 2 * MiB);
     }
     sx_collection_info ci;
     ASSERT_OK(sx_collection_describe(c, &ci));
     ASSERT_EQ(ci.n_rows, batch * batches);
-    ASSERT(ci.n_segments >= 3); /* sealed because of the budget, not the segment size */
-    sx_db_memory_stats(db, &m);
-    ASSERT(m.refusals >= 3);
-    ASSERT(max_growing > 0);
+    ASSERT(ci.n_segments >= 3);    /* sealed because of the budget, not the segment size */
+    ASSERT(max_growing > MiB / 2); /* and they did fill it */
     uint64_t n = 0;
     ASSERT_OK(sx_count(c, NULL, &n));
     ASSERT_EQ(n, batch * batches);
