@@ -60,6 +60,10 @@ void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
 
 static void publish(sx__segment *s, sx__idxref *r)
 {
+    /* the in-RAM part is held for as long as the index serves: forced, not refusable */
+    r->budget = s->budget;
+    r->charged = r->ops->memory_bytes ? r->ops->memory_bytes(r->idx) : 0;
+    sx__mem_force(r->budget, SX__MEM_INDEX, r->charged);
     sx__mutex_lock(&s->idx_mu);
     sx__idxref *old = s->index;
     s->index = r;

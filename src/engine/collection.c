@@ -696,7 +696,6 @@ sx_status sx__coll_flush_extra(sx_collection *c, bool from_insert, const sx__flu
             to_write[w] = repl[w];
         repl[w] = NULL;
         sx__seg_attach_index(c, to_write[w]);
-        sx__seg_charge_index(c->db, to_write[w]);
     }
     if (x)
         x->committed(x->ctx, c);
@@ -1012,10 +1011,8 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
         remove_seg_files(c, old);
     sx__seg_unref(old); /* the list's reference; views may still hold theirs */
     sx__seg_unref(old); /* ours */
-    if (c->iops) {
+    if (c->iops)
         sx__seg_attach_index(c, ns);
-        sx__seg_charge_index(c->db, ns);
-    }
     *done = true;
     return st;
 }

@@ -192,10 +192,8 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
         sx_collection *c = db->colls[i];
         sx__mutex_lock(&c->flush_mu);
         for (size_t s = 0; s < c->n_segs; s++)
-            if (c->segs[s]->persisted || db->opts.read_only) {
+            if (c->segs[s]->persisted || db->opts.read_only)
                 sx__seg_attach_index(c, c->segs[s]);
-                sx__seg_charge_index(db, c->segs[s]);
-            }
         sx__mutex_unlock(&c->flush_mu);
     }
     *out = db;

@@ -35,13 +35,10 @@ typedef struct sx__idxref {
     atomic_int refs; /* acq_rel on decrement: the last owner frees */
     const sx__index_ops *ops;
     sx__index *idx;
-    /* SX__MEM_INDEX charge (sx__idxref_charge: the first time a view, the stats or the engine
-     * after an attach sees the index), given back when the last reference goes. The flag is
-     * claimed with a CAS (acq_rel), so one caller charges; `charged` is written before the flag
-     * is published and read only by the last owner. */
-    atomic_bool is_charged;
-    uint64_t charged;
+    /* the index's in-RAM part (ops->memory_bytes) charged to the database's budget as
+     * SX__MEM_INDEX when published on a segment, given back by the last unref */
     struct sx__membudget *budget;
+    uint64_t charged;
 } sx__idxref;
 
 typedef struct sx__segment {
@@ -220,12 +217,7 @@ SX_NODISCARD sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g,
 void sx__seg_colrefs(const sx_collection *c, const sx__segment *s, size_t ch, sx__colref *out);
 size_t sx__seg_memory(const sx_collection *c, const sx__segment *s);
 void sx__idxref_unref(sx__idxref *r);
-/* Charges r's in-RAM part (ops->memory_bytes) to db's budget as SX__MEM_INDEX, once per index
- * (later calls do nothing); given back by the last sx__idxref_unref. NULL r: nothing.
- * Thread-safety: any thread holding a reference to r. */
-void sx__idxref_charge(sx_db *db, sx__idxref *r);
-/* Charges the index attached to s, if any (takes s->idx_mu). */
-void sx__seg_charge_index(sx_db *db, sx__segment *s);
+
 /* pkmap.c: primary key -> (segment id, row) hash map for the keys of segments without a key
  * index (the growing segment, a segment sealed in memory until its mapped file replaces it);
  * sealed segments opened from their files answer from their key index (sx__pk_get_*).

@@ -224,37 +224,10 @@ void sx__idxref_unref(sx__idxref *r)
     if (!r)
         return;
     if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
-        if (atomic_load_explicit(&r->is_charged, memory_order_acquire))
-            sx__mem_give(r->budget, SX__MEM_INDEX, r->charged);
+        sx__mem_give(r->budget, SX__MEM_INDEX, r->charged);
         r->ops->free(r->idx);
         sx__free(r);
     }
-}
-
-void sx__idxref_charge(sx_db *db, sx__idxref *r)
-{
-    if (!r || !db || atomic_load_explicit(&r->is_charged, memory_order_acquire))
-        return;
-    /* claim first (a racing caller sees true and leaves), then publish the amount: the giver
-     * is the last owner, which every charger's reference precedes (acq_rel on refs) */
-    bool expected = false;
-    if (!atomic_compare_exchange_strong_explicit(&r->is_charged, &expected, true,
-                                                 memory_order_acq_rel, memory_order_acquire))
-        return;
-    r->budget = db->budget;
-    r->charged = r->ops->memory_bytes ? r->ops->memory_bytes(r->idx) : 0;
-    sx__mem_force(r->budget, SX__MEM_INDEX, r->charged);
-}
-
-void sx__seg_charge_index(sx_db *db, sx__segment *s)
-{
-    sx__mutex_lock(&s->idx_mu);
-    sx__idxref *r = s->index;
-    if (r)
-        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
-    sx__mutex_unlock(&s->idx_mu);
-    sx__idxref_charge(db, r);
-    sx__idxref_unref(r);
 }
 
 sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g, sx__segment **out)

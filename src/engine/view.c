@@ -2,8 +2,6 @@
  * view.c: read views. A view is the list of segments (sealed + growing) with their visible row
  * counts and attached indexes at one instant, each refcounted, so a search runs without holding
  * any collection lock while flushes, compactions and index builds swap segments underneath.
- * A view is also where an index the builder published is first seen by the engine: it is charged
- * to the budget there (SX__MEM_INDEX, once per index, sx__idxref_charge), after seg_lock.
  */
 #include <string.h>
 
@@ -39,8 +37,6 @@ sx_status sx__view_get(sx_collection *c, sx__view *v)
     }
     v->n = n;
     sx__rwlock_unlock(&c->seg_lock);
-    for (size_t i = 0; i < n; i++)
-        sx__idxref_charge(c->db, v->idx[i]);
     return SX_OK;
 }
 

@@ -814,8 +814,8 @@ static sx_status read_keyblock(cursor *cur,
     for (size_t i = 0; i < n_cols; i++)
         if (expect[i].is_primary)
             want_pk = i;
-    if (col == NO_PK) {
-        if (n || words || flags || want_pk != NO_PK)
+    if (col == NO_PK) { /* written without a key column flagged: the caller builds one */
+        if (n || words || flags)
             return sx__err(SX_ECORRUPT, "%s: key block does not match the schema", path);
         pk->col = NO_PK;
         return SX_OK;

@@ -69,7 +69,9 @@ SX_NODISCARD sx_status sx__segfile_write(
  * types and dims must equal `expect` (same order). The file is mapped; with map != NULL the
  * fixed-width columns (INT64, DOUBLE, BOOL, FLOAT_VECTOR) are left in the mapping (borrowed,
  * 64-byte aligned, zero copy), map->pk describes the key block, and *map must be unmapped by the
- * caller after the columns are freed; every CRC is verified by streaming reads (bounded heap).
+ * caller after the columns are freed; every CRC is verified by streaming reads (bounded heap);
+ * map->pk.col is UINT32_MAX for a version 1 file and for one written with no column flagged
+ * is_primary (the caller then builds the key index itself, as sx__seg_open_file does).
  * With map == NULL everything is copied (vectors with sx__malloc_aligned), the key block is
  * verified in full (order, permutation, keys, Bloom filter: the offline check) and the mapping is
  * released. */

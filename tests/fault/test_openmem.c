@@ -20,12 +20,13 @@
  *     pkmap bytes of the memory budget (sx_db_memory_stats) and the anonymous memory (RssAnon)
  *     the open adds must not grow with the rows: BIG's pkmap bytes at most SMALL's + 64 KiB, and
  *     the extra anonymous memory of BIG over SMALL under 4 bytes a row (one hash slot was 40).
- * A sealed segment is also served from its file right after the flush that wrote it: the
- * parent's own sealed heap (sealed_bytes) after sx_flush is checked to be a small fraction of
- * the raw bytes.
+ * A sealed segment is also served from its file right after the flush that wrote it: after
+ * sx_flush the parent's sealed heap, growing heap (the chunks of the segment sealed in place) and
+ * pk map bytes are checked to be a small fraction of the raw bytes.
  *  3. format versions: a collection whose segment file is rewritten as format version 1 (no key
  *     block) opens, answers gets, deletes and upserts (its key index built in the heap, counted
- *     as pkmap bytes), passes sx_db_check, and is rewritten as version 2 by compaction; a key
+ *     as pkmap bytes), passes sx_db_check, and is rewritten as version 2 by compaction; so does
+ *     a version 2 file written with no column flagged as the primary key; a key
  *     block damaged with valid CRCs (two rows swapped) opens (the open checks CRCs and sizes)
  *     but fails sx_db_check with SX_ECORRUPT; a Bloom filter byte flipped fails the open.
  * Under sanitizers (RSS says nothing) only the outcomes are asserted; figures are printed.
@@ -37,6 +38,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "storage/segfile.h"
 #include "util/buf.h"
 #include "util/crc32c.h"
 
@@ -134,10 +136,13 @@ static void create(const char *dir, size_t n, bool diskann)
     sx_memory_stats ms;
     sx_db_memory_stats(db, &ms);
     uint64_t raw = (uint64_t)n * DIM * sizeof(float);
-    printf("# %zu rows flushed: sealed heap %llu bytes (raw %llu), pkmap %llu\n", n,
-           (unsigned long long)ms.sealed_bytes, (unsigned long long)raw,
-           (unsigned long long)ms.pkmap_bytes);
+    printf("# %zu rows flushed: sealed heap %llu bytes, growing %llu bytes (raw %llu), pkmap "
+           "%llu\n",
+           n, (unsigned long long)ms.sealed_bytes, (unsigned long long)ms.growing_bytes,
+           (unsigned long long)raw, (unsigned long long)ms.pkmap_bytes);
     ASSERT(ms.sealed_bytes < raw / 20);
+    ASSERT(ms.growing_bytes < raw / 20); /* the sealed-in-place chunks went with the swap */
+    ASSERT(ms.pkmap_bytes <= 64 * 1024); /* the hash map shrank to its empty table */
     if (diskann)
         ASSERT_OK(sx_index_wait(c, 0));
     sx_collection_release(c);
@@ -498,6 +503,31 @@ static void test_format_versions(void)
     ASSERT_EQ(sx__le32(b.p + 8), 2);
     free(b.p);
 
+    /* a version 2 file written with no key column flagged (a writer that does not set
+     * is_primary): opens with a heap key index, like version 1 */
+    char dir3[600];
+    snprintf(dir3, sizeof dir3, "%s", test_tmpdir("openmem_nokey"));
+    create(dir3, N, false);
+    seg_load(dir3, &b);
+    sx__segcol expect[2] = { { .name = "id", .type = SX_FIELD_INT64 },
+                             { .name = "v", .type = SX_FIELD_FLOAT_VECTOR, .dim = DIM } };
+    uint64_t rows_read = 0, seg_id = sx__le64(b.p + 16);
+    sx__segcol *cols = NULL;
+    ASSERT_OK(sx__segfile_read(b.path, seg_id, expect, 2, &rows_read, &cols, NULL));
+    ASSERT_EQ(rows_read, N);
+    ASSERT_OK(sx__segfile_write(b.path, seg_id, rows_read, cols, 2)); /* is_primary unset */
+    sx__segcols_free(cols, 2, rows_read);
+    free(b.p);
+    open_db(dir3, &db, &c);
+    sx_db_memory_stats(db, &ms);
+    ASSERT(ms.pkmap_bytes >= (uint64_t)N * 12);
+    ASSERT_OK(sx_get(c, &k, outf, 1, &out));
+    ASSERT_EQ(out->n_rows, 2);
+    sx_rowset_free(out);
+    ASSERT_OK(sx_db_check(db));
+    sx_collection_release(c);
+    sx_db_close(db);
+
     /* a key block damaged with valid CRCs: the open accepts it, the check does not */
     char dir2[600];
     snprintf(dir2, sizeof dir2, "%s", test_tmpdir("openmem_damaged"));
@@ -526,8 +556,8 @@ static void test_format_versions(void)
     printf("# flipped Bloom byte: sx_db_open says: %s\n", sx_errmsg());
     free(b.p);
     free(v2);
-    char cmd[1300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, dir2);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s'", dir, dir2, dir3);
     if (system(cmd) != 0)
         fprintf(stderr, "note: could not remove the test directories\n");
 }
