@@ -520,6 +520,139 @@ SX_API void sx_io_profile_get(sx_io_profile *out);
 /* Sets the calling thread's phase; returns the previous one. */
 SX_API sx_io_phase sx_io_phase_set(sx_io_phase p);
 
+/* ---------------------------------------------------------------- bulk import
+ *
+ * Milvus's bulk import (docs/internals/IMPORT.md): files are read in groups ("batches" in
+ * Milvus's words), each group one of
+ *   - one row-based JSON file: {"rows": [{field: value, ...}, ...]} or a top-level array of rows;
+ *   - one NumPy file per field, named <field>.npy (float vectors '<f4' shape (n, dim); INT64 '<i8'
+ *     or '<i4'; DOUBLE '<f8' or '<f4'; BOOL '|b1'; VARCHAR '<U<k>'; all shape (n,));
+ *   - a .fvecs or .bvecs file for the vector field (with .npy files for the other fields);
+ *   - an HDF5 file (.hdf5/.h5): dataset named like the vector field or "train", and a dataset
+ *     per scalar field named like it (or .npy files for them).
+ * Parquet is refused (SX_EINVAL): it needs an Arrow library, and Debian has none.
+ * A path is local ("/abs", "file:///abs", or relative to the working directory when the
+ * database has no store), in the database's object store (a relative key when storage_url is
+ * set), or "s3://BUCKET/KEY" (the database's S3 endpoint and credentials).
+ * Rows go straight into sealed segments (no WAL record per row); the job is atomic: all its
+ * segments enter the manifest in one commit at the end, so a failure or a crash before it
+ * leaves nothing visible (the segment files are removed). Every header is checked against the
+ * schema before a row is written (each non-auto-id field present once, dims, dtypes); auto ids
+ * are assigned; duplicate primary keys (in the job or with stored rows) fail the job. */
+typedef enum sx_import_state {
+    SX_IMPORT_PENDING = 0,
+    SX_IMPORT_IMPORTING = 1,
+    SX_IMPORT_COMPLETED = 2,
+    SX_IMPORT_FAILED = 3
+} sx_import_state;
+
+/* Progress of a running import: rows and bytes read so far and the totals (rows_total is 0
+ * when not known before reading, as for JSON; bytes_total is the files' sizes). */
+typedef struct sx_import_progress {
+    uint64_t rows_done, rows_total;
+    uint64_t bytes_done, bytes_total;
+    size_t group;                               /* the group being read (0-based) */
+    size_t n_groups;                            /* groups in the job */
+    uint64_t group_rows_done, group_bytes_done; /* of that group */
+    uint64_t group_bytes_total;                 /* its files' sizes */
+    bool committing; /* every row is read; the segments are being committed */
+} sx_import_progress;
+
+/* Called after each batch (and once at the end) on the importing thread; returning false
+ * cancels the import (SX_ECANCELED, nothing visible). */
+typedef bool (*sx_import_progress_fn)(void *ctx, const sx_import_progress *p);
+
+typedef struct sx_import_group {
+    const char *const *paths;
+    size_t n_paths;
+} sx_import_group;
+
+typedef struct sx_import_opts {
+    sx_import_progress_fn progress; /* optional */
+    void *progress_ctx;
+    uint64_t batch_rows; /* rows per sealed segment (0: the collection's segment size) */
+    /* Milvus's dynamic field: a VARCHAR field (or NULL) that gets, per row, the keys of a JSON
+     * row that are not in the schema as a JSON object text ("{}" for rows of other formats).
+     * Without it such keys fail the import. */
+    const char *dynamic_field;
+    /* VARCHAR fields set to one value in every imported row (key = field, value = text), e.g. a
+     * partition column; the files must not give them. */
+    const sx_param *consts;
+    size_t n_consts;
+} sx_import_opts;
+
+typedef struct sx_import_result {
+    uint64_t rows;     /* rows imported */
+    uint64_t bytes;    /* bytes of the files read */
+    uint32_t segments; /* sealed segments committed */
+} sx_import_result;
+
+/* Imports the groups into c synchronously (see above). opts and out may be NULL. Errors:
+ * SX_EINVAL (a file does not fit the schema or is malformed: the message names file and field),
+ * SX_ENOTFOUND (a file is missing), SX_EEXIST (duplicate key), SX_EREMOTE (the store failed),
+ * SX_ECANCELED, SX_ENOMEM (the memory budget), SX_EIO, SX_ENOSPC. On any error nothing of the
+ * job is visible. Thread-safety: any thread; runs alongside inserts and searches (the commit
+ * takes the collection's flush and write locks briefly). */
+SX_API SX_NODISCARD sx_status sx_import_run(sx_collection *c,
+                                            const sx_import_group *groups,
+                                            size_t n_groups,
+                                            const sx_import_opts *opts,
+                                            sx_import_result *out);
+
+/* Import jobs: sx_import_run on the database's import thread (one job at a time, in order).
+ * Jobs are kept in memory until sx_db_close (listed after they finish; not persisted). */
+#define SX_IMPORT_JOB_ID 32
+
+typedef struct sx_import_job_info {
+    char job_id[SX_IMPORT_JOB_ID];
+    char collection[SX_MAX_NAME + 1];
+    sx_import_state state;
+    sx_import_progress progress;
+    uint32_t percent;         /* 0..100 (100 only when completed) */
+    char reason[512];         /* failed jobs: the error message */
+    sx_status status;         /* failed jobs: the error */
+    int64_t create_time_ms;   /* wall clock, ms since the epoch */
+    int64_t complete_time_ms; /* 0 until completed or failed */
+    uint64_t rows_imported;   /* committed rows (completed jobs) */
+    size_t n_groups;
+
+    /* per group (n_groups entries): its files joined with ",", its bytes and rows read, and
+     * its state. Owned by the info: free with sx_import_job_info_fini. */
+    struct sx_import_group_info {
+        char *files;
+        uint64_t bytes, rows; /* read so far */
+        uint64_t total_bytes; /* the files' sizes (0 until the job has opened them) */
+        sx_import_state state;
+    } * groups;
+} sx_import_job_info;
+
+/* Queues an import job of the groups into collection `name` (names, dynamic_field and consts of
+ * opts are copied; its progress callback is not used; NULL: defaults) and writes its id into
+ * job_id. Errors: SX_ENOTFOUND (no such collection), SX_EINVAL (no files, a
+ * partition other than "_default"), SX_ENOMEM. The files are checked when the job runs; its
+ * state then says FAILED with the reason. */
+SX_API SX_NODISCARD sx_status sx_import_submit(sx_db *db,
+                                               const char *name,
+                                               const sx_import_group *groups,
+                                               size_t n_groups,
+                                               const sx_import_opts *opts,
+                                               char job_id[SX_IMPORT_JOB_ID]);
+/* Fills *out with the job's state. SX_ENOTFOUND for an unknown id. */
+SX_API SX_NODISCARD sx_status sx_import_job_get(sx_db *db,
+                                                const char *job_id,
+                                                sx_import_job_info *out);
+/* Lists jobs (of collection `name`, or all with NULL), oldest first. Owned: free with
+ * sx_import_jobs_free(infos, n). */
+SX_API SX_NODISCARD sx_status sx_import_job_list(sx_db *db,
+                                                 const char *name,
+                                                 sx_import_job_info **infos,
+                                                 size_t *n);
+SX_API void sx_import_job_info_fini(sx_import_job_info *info);
+SX_API void sx_import_jobs_free(sx_import_job_info *infos, size_t n);
+/* Waits until the job is COMPLETED or FAILED, or timeout_ms passes (SX_ETIMEDOUT; <0: forever). */
+SX_API SX_NODISCARD sx_status sx_import_job_wait(sx_db *db, const char *job_id, int64_t timeout_ms);
+SX_API const char *sx_import_state_str(sx_import_state st); /* "Pending", "Importing", ... */
+
 SX_API const char *sx_version(void);
 SX_API const char *sx_simd_level(void); /* "avx512", "avx2" or "scalar": the kernels in use */
 

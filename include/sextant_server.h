@@ -67,7 +67,12 @@ typedef struct sx_server_options {
     uint32_t merge_slots;   /* 0: db.search_threads, else the number of CPUs: searches run at
                                once before later ones queue (and merge) */
     sx_db_options db;       /* passed to sx_db_open for every database */
-    bool quiet;             /* no access log / startup line on stderr */
+    /* Bulk import (/v2/vectordb/jobs/import/create): the directory local files must lie in
+     * (symbolic links resolved); paths outside it are refused (code 1100). NULL: any file the
+     * server process can read, which suits trusted clients only. Object-store keys (relative
+     * with a store, s3://) are not affected. */
+    const char *import_root;
+    bool quiet; /* no access log / startup line on stderr */
 } sx_server_options;
 
 /* Opens the data directory and starts serving. Errors: SX_EINVAL (bad options, e.g. a remote bind

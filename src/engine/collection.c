@@ -4,17 +4,25 @@
  *
  * Recovery (sx__coll_open), in order:
  *   1. read MANIFEST (SX_ECORRUPT if it fails its checksum: never guess);
- *   2. load every segment file it names and its delete file (checksums verified);
- *   3. rebuild the primary-key map from the live rows;
+ *   2. open every segment file it names (mapped; checksums verified by streaming reads,
+ *      sx__seg_open_file) and its delete file;
+ *   3. nothing to rebuild for primary keys: each sealed segment's key index (the file's key
+ *      block) answers lookups; the hash map starts empty and gets the replayed rows' keys;
  *   4. open the WAL, replaying records with LSN > checkpoint_lsn into a fresh growing segment
  *      (a torn tail is truncated by the WAL);
  *   5. delete files the manifest does not name (left by a crash between a file write and the
  *      manifest commit), then load or queue index builds.
- * Flush (sx__coll_flush): under write_mu, rotate the WAL (checkpoint = last LSN), copy the growing
- * segment into a contiguous sealed segment with the same id, snapshot dirty delete bitmaps and
- * install a new growing segment; then, outside write_mu, write the segment and delete files, the
- * manifest (checkpoint), and drop WAL files before the checkpoint. A failure before the manifest
- * commit leaves the old manifest + old WAL files, which still recover everything.
+ * Flush (sx__coll_flush): under write_mu, rotate the WAL (checkpoint = last LSN), move the growing
+ * segment into the sealed list as it is (sealed in place: no row is copied), snapshot dirty
+ * delete bitmaps and install a new growing segment; then, outside write_mu, write the segment
+ * files (from the chunks) and delete files, open each segment just written from its file
+ * (prepare_mapped: columns mapped, key index from the file), write the manifest (checkpoint),
+ * swap the mapped segments in (swap_seg: the hash map's entries for them dropped), drop WAL files
+ * before the checkpoint, and attach or queue the indexes. A failure before the manifest commit
+ * leaves the old manifest + old WAL files, which still recover everything.
+ * sx__coll_flush_extra: the same flush also publishing segments written elsewhere (a bulk
+ * import's, import.c) at its checkpoint, so that no WAL record before their commit is replayed
+ * after them.
  * Metric change (sx_collection_set_metric, no index): the metric lives in the manifest and is
  * changed under flush_mu + write_mu (+ seg_lock for the store). WAL records hold raw vectors and
  * replay normalises them when the manifest says COSINE, so a change to COSINE with rows first
@@ -155,60 +163,15 @@ static sx_status index_params_str(sx_collection *c)
 
 static sx_status load_segments(sx_collection *c, const sx__manifest *m)
 {
-    sx__segcol *expect = sx__calloc(c->n_fields, sizeof *expect);
-    if (!expect)
-        return sx__err(SX_ENOMEM, "open");
-    for (size_t f = 0; f < c->n_fields; f++) {
-        expect[f].name = (char *)c->names[f];
-        expect[f].type = c->types[f];
-        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
-    }
     c->segs = sx__calloc(m->n_segs + 1, sizeof(sx__segment *));
     sx_status st = c->segs ? SX_OK : sx__err(SX_ENOMEM, "open");
     for (size_t i = 0; st == SX_OK && i < m->n_segs; i++) {
         char path[4096];
-        uint64_t n = 0;
-        sx__segcol *cols = NULL;
-        sx__segmap map = { NULL, 0 };
-        sx__coll_path(c, path, sizeof path, "sxs", m->segs[i].id);
-        st = sx__segfile_read(path, m->segs[i].id, expect, c->n_fields, &n, &cols, &map);
+        sx__segment *s = NULL;
+        st = sx__seg_open_file(c, m->segs[i].id, m->segs[i].n_rows, &s);
         if (st != SX_OK)
             break;
-        if (n != m->segs[i].n_rows) {
-            sx__segcols_free(cols, c->n_fields, n);
-            sx__fs_unmap(map.addr, map.len);
-            st = sx__err(SX_ECORRUPT, "%s: row count differs from the manifest", path);
-            break;
-        }
-        void **data = sx__calloc(c->n_fields, sizeof(void *));
-        sx__segment *s = NULL;
-        if (!data) {
-            sx__segcols_free(cols, c->n_fields, n);
-            sx__fs_unmap(map.addr, map.len);
-            st = sx__err(SX_ENOMEM, "open");
-            break;
-        }
-        bool borrowed = cols[c->vf].borrowed;
-        for (size_t f = 0; f < c->n_fields; f++) {
-            data[f] = cols[f].data;
-            cols[f].data = NULL;
-        }
-        sx__segcols_free(cols, c->n_fields, n);
-        st = sx__seg_new_sealed(c, m->segs[i].id, n, data, &s);
-        if (st != SX_OK) {
-            /* XXX: the columns' memory leaks on this ENOMEM path */
-            sx__fs_unmap(map.addr, map.len);
-            sx__free(data);
-            break;
-        }
-        sx__free(data);
-        if (borrowed) {
-            s->map = map.addr;
-            s->map_len = map.len;
-            s->mapped_field = c->vf;
-        } else {
-            sx__fs_unmap(map.addr, map.len);
-        }
+        size_t n = atomic_load(&s->n_rows);
         s->persisted = true;
         c->segs[c->n_segs++] = s;
         if (m->segs[i].del_gen) {
@@ -221,19 +184,8 @@ static sx_status load_segments(sx_collection *c, const sx__manifest *m)
             atomic_store(&s->n_deleted, nd);
             s->persisted_deleted = nd;
         }
-        /* primary keys of live rows */
-        for (size_t r = 0; st == SX_OK && r < n; r++) {
-            if (sx__bits_test(s->deleted, r))
-                continue;
-            if (c->types[c->pk] == SX_FIELD_INT64)
-                st = sx__pkmap_put_i(c->pkmap, ((int64_t *)s->chunks[c->pk][0])[r], s->id,
-                                     (uint32_t)r);
-            else
-                st = sx__pkmap_put_s(c->pkmap, ((char **)s->chunks[c->pk][0])[r], s->id,
-                                     (uint32_t)r);
-        }
+        /* primary keys: the segment's key index answers for them (pkmap.c) */
     }
-    sx__free(expect);
     return st;
 }
 
@@ -394,6 +346,7 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
     st = sx__pkmap_new(c->types[c->pk] == SX_FIELD_VARCHAR, &c->pkmap);
     if (st != SX_OK)
         goto fail;
+    sx__pkmap_set_budget(c->pkmap, db->budget);
     st = load_segments(c, &m);
     if (st != SX_OK)
         goto fail;
@@ -451,11 +404,15 @@ static sx_status write_flush_files(sx_collection *c,
         sx__segcol *cols = sx__calloc(c->n_fields, sizeof *cols);
         if (!cols)
             return sx__err(SX_ENOMEM, "flush");
+        /* a segment sealed in place keeps the growing segment's chunks */
+        bool chunked = ws->chunk_rows < atomic_load(&ws->n_rows);
         for (size_t f = 0; f < c->n_fields; f++) {
             cols[f].name = (char *)c->names[f];
             cols[f].type = c->types[f];
             cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
-            cols[f].data = ws->chunks[f][0];
+            cols[f].data = chunked ? (void *)ws->chunks[f] : ws->chunks[f][0];
+            cols[f].chunk_rows = chunked ? ws->chunk_rows : 0;
+            cols[f].is_primary = f == c->pk;
         }
         sx__coll_path(c, path, sizeof path, "sxs", ws->id);
         sx_status st = sx__segfile_write(path, ws->id, atomic_load(&ws->n_rows), cols, c->n_fields);
@@ -475,14 +432,96 @@ static sx_status write_flush_files(sx_collection *c,
     return SX_OK;
 }
 
+/* Puts ns in the place of s in the sealed list: the delete bits and their persistence state are
+ * carried over under write_mu (deletes set bits under it), the swap is made under seg_lock, and
+ * the hash map's entries for s go when ns has a key index. False (ns dropped) when s is no
+ * longer listed. Caller holds flush_mu, not write_mu. */
+static bool swap_seg(sx_collection *c, sx__segment *s, sx__segment *ns)
+{
+    sx__mutex_lock(&c->write_mu);
+    size_t pos = c->n_segs;
+    for (size_t i = 0; i < c->n_segs; i++)
+        if (c->segs[i] == s)
+            pos = i;
+    if (pos == c->n_segs) {
+        sx__mutex_unlock(&c->write_mu);
+        sx__seg_unref(ns);
+        return false;
+    }
+    size_t words = sx__bits_words(atomic_load(&s->n_rows));
+    for (size_t w = 0; w < words; w++)
+        ns->deleted[w] = __atomic_load_n(&s->deleted[w], __ATOMIC_RELAXED);
+    atomic_store(&ns->n_deleted, atomic_load(&s->n_deleted));
+    ns->del_gen = s->del_gen;
+    ns->persisted_deleted = s->persisted_deleted;
+    ns->persisted = s->persisted;
+    sx__rwlock_wrlock(&c->seg_lock);
+    c->segs[pos] = ns;
+    sx__rwlock_unlock(&c->seg_lock);
+    if (ns->pk.col != UINT32_MAX)
+        sx__pkmap_drop_seg(c->pkmap, s->id);
+    sx__mutex_unlock(&c->write_mu);
+    sx__seg_unref(s); /* the list's reference; views may still hold theirs */
+    return true;
+}
+
+/* The replacement of s, a segment sealed in memory whose file was just written: the same segment
+ * opened from that file (mapped columns and key index), so its heap (the growing segment's
+ * chunks, for a segment sealed in place) goes once swap_seg has put it in the list and the views
+ * using s are released. NULL when an index job already holds s, or when the file cannot be
+ * mapped and s is contiguous (best effort: s keeps working). A segment sealed in place that
+ * cannot be mapped gets a contiguous heap copy (an index build needs one); when that fails too,
+ * *st is the error and the flush must fail before its commit (the next flush retries). Caller
+ * holds flush_mu, not write_mu. */
+static sx__segment *prepare_mapped(sx_collection *c, sx__segment *s, sx_status *st)
+{
+    *st = SX_OK;
+    bool chunked = s->chunk_rows < atomic_load(&s->n_rows);
+    sx__mutex_lock(&s->idx_mu);
+    bool busy = s->index != NULL || s->build_pending;
+    sx__mutex_unlock(&s->idx_mu);
+    if (busy && !chunked)
+        return NULL;
+    sx__segment *ms = NULL;
+    if (sx__seg_open_file(c, s->id, atomic_load(&s->n_rows), &ms) == SX_OK)
+        return ms;
+    if (!chunked) {
+        sx__err_clear();
+        return NULL;
+    }
+    /* the rows of a segment sealed in place no longer change: copying needs no write_mu (its
+     * delete bits are copied again by swap_seg, under it) */
+    *st = sx__seg_seal_copy(c, s, &ms);
+    return *st == SX_OK ? ms : NULL;
+}
+
+/* prepare_mapped for each of to_write[n]: *repl (owned; NULL entries: none) is set even on
+ * failure, for the caller to release. */
+static sx_status
+prepare_all(sx_collection *c, sx__segment *const *to_write, size_t n, sx__segment ***repl)
+{
+    *repl = sx__calloc(n + 1, sizeof **repl);
+    if (!*repl)
+        return sx__err(SX_ENOMEM, "flush");
+    sx_status st = SX_OK;
+    for (size_t w = 0; w < n && st == SX_OK; w++)
+        (*repl)[w] = prepare_mapped(c, to_write[w], &st);
+    return st;
+}
+
 sx_status sx__coll_flush(sx_collection *c, bool from_insert)
+{
+    return sx__coll_flush_extra(c, from_insert, NULL);
+}
+
+sx_status sx__coll_flush_extra(sx_collection *c, bool from_insert, const sx__flush_extra *x)
 {
     sx_status st = SX_OK;
     delsnap *snaps = NULL;
     size_t n_snaps = 0;
     sx__segment *sealed = NULL, *old_growing = NULL;
     uint64_t *gens = NULL;
-    sx__segment **to_write = NULL;
+    sx__segment **to_write = NULL, **repl = NULL;
     size_t n_to_write = 0;
     atomic_fetch_add_explicit(&c->flush_waiters, 1, memory_order_relaxed);
     sx__mutex_lock(&c->flush_mu);
@@ -496,11 +535,16 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         st = sx__err(SX_EINVAL, "database is open read-only");
         goto unlock_write;
     }
+    if (x) {
+        st = x->prepare(x->ctx, c); /* nothing changed yet: an error ends the flush here */
+        if (st != SX_OK)
+            goto unlock_write;
+    }
     size_t grows = atomic_load(&c->growing->n_rows);
     /* Sealed by someone else already (the growing segment is new and empty). Sealing whenever
      * rows are there guarantees progress to an insert whose batch does not fit the room left:
      * comparing with max_growing_rows spun forever on a batch that did not divide it. */
-    if (from_insert && grows == 0)
+    if (from_insert && grows == 0 && !x)
         goto unlock_write;
     uint64_t next_lsn = 0;
     st = sx__wal_rotate(c->wal, &next_lsn);
@@ -513,9 +557,13 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     }
     sx__segment *ng = NULL;
     if (grows > 0) {
-        st = sx__seg_seal_copy(c, c->growing, &sealed);
-        if (st == SX_OK)
-            st = sx__seg_new_growing(c, c->next_seg_id++, c->max_growing_rows, &ng);
+        /* sealed in place: the growing segment itself joins the sealed list (its rows no longer
+         * change; readers already handle its chunks), written from its chunks and replaced by
+         * its mapped file after the commit, so a seal copies no row. The reference taken here
+         * is the list's; c->growing's goes with old_growing. */
+        sealed = c->growing;
+        sx__seg_ref(sealed);
+        st = sx__seg_new_growing(c, c->next_seg_id++, c->max_growing_rows, &ng);
         if (st != SX_OK) {
             sx__seg_unref(sealed);
             sealed = NULL;
@@ -548,7 +596,7 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     }
     if (sealed) {
         sx__rwlock_wrlock(&c->seg_lock);
-        sx__segment **ns = sx__realloc(c->segs, (c->n_segs + 2) * sizeof *ns);
+        sx__segment **ns = sx__realloc(c->segs, (c->n_segs + 2 + (x ? x->n_segs : 0)) * sizeof *ns);
         if (!ns) {
             sx__rwlock_unlock(&c->seg_lock);
             st = sx__err(SX_ENOMEM, "flush");
@@ -561,6 +609,13 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
         c->segs[c->n_segs++] = sealed;
         old_growing = c->growing;
         c->growing = ng;
+        sx__rwlock_unlock(&c->seg_lock);
+    }
+    if (x) {
+        /* the extra segments become visible at the checkpoint: every WAL record before it is
+         * in the files this flush writes, every record after it follows them */
+        sx__rwlock_wrlock(&c->seg_lock);
+        x->publish(x->ctx, c);
         sx__rwlock_unlock(&c->seg_lock);
     }
     /* every sealed segment not yet durable (this one, or one a failed flush left behind) */
@@ -577,6 +632,11 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
 
     /* I/O outside write_mu: inserts continue into the new growing segment. */
     st = write_flush_files(c, to_write, n_to_write, snaps, n_snaps);
+    if (st != SX_OK)
+        goto unlock_flush;
+    /* their replacements (mapped from the files just written), before the commit: a segment
+     * sealed in place must not be committed without one */
+    st = prepare_all(c, to_write, n_to_write, &repl);
     if (st != SX_OK)
         goto unlock_flush;
     char path[4096];
@@ -631,8 +691,14 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     if (st != SX_OK)
         goto unlock_flush;
     st = sx__wal_truncate_before(c->wal, c->checkpoint_lsn + 1);
-    for (size_t w = 0; w < n_to_write; w++)
+    for (size_t w = 0; w < n_to_write; w++) {
+        if (repl[w] && swap_seg(c, to_write[w], repl[w]))
+            to_write[w] = repl[w];
+        repl[w] = NULL;
         sx__seg_attach_index(c, to_write[w]);
+    }
+    if (x)
+        x->committed(x->ctx, c);
     if (st == SX_OK && c->cs) {
         /* after the local commit: a store failure loses nothing (local MANIFEST + WAL). A seal
          * forced by an insert does not fail the insert: the next flush or sync retries. */
@@ -652,6 +718,9 @@ unlock_flush:
         sx__free(snaps[i].bits);
     sx__free(snaps);
     sx__free(gens);
+    for (size_t w = 0; repl && w < n_to_write; w++)
+        sx__seg_unref(repl[w]); /* not swapped in (a failure before or at the commit) */
+    sx__free(repl);
     sx__free(to_write);
     sx__seg_unref(old_growing);
     return st;
@@ -677,6 +746,7 @@ sx_status sx__coll_check(sx_collection *c)
         expect[f].name = (char *)c->names[f];
         expect[f].type = c->types[f];
         expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        expect[f].is_primary = f == c->pk;
     }
     for (size_t i = 0; st == SX_OK && i < m.n_segs; i++) {
         uint64_t n = 0;
@@ -794,6 +864,7 @@ static sx_status compact_copy(sx_collection *c,
         sc[f].type = c->types[f];
         sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
         sc[f].data = ns->chunks[f][0];
+        sc[f].is_primary = f == c->pk;
     }
     char path[4096];
     sx__coll_path(c, path, sizeof path, "sxs", ns->id);
@@ -803,6 +874,15 @@ static sx_status compact_copy(sx_collection *c,
         sx__ignore(sx__fs_unlink(path));
         sx__seg_unref(ns);
         return st;
+    }
+    /* the rows were written: serve them from the file, not from the heap copy (best effort: a
+     * failure to map keeps the copy, whose keys the caller then puts into the hash map) */
+    sx__segment *ms = NULL;
+    if (sx__seg_open_file(c, ns->id, live, &ms) == SX_OK) {
+        sx__seg_unref(ns);
+        ns = ms;
+    } else {
+        sx__err_clear();
     }
     ns->persisted = true;
     *out_new = ns;
@@ -835,12 +915,12 @@ void (*sx__compact_hook)(sx_collection *c, uint64_t seg_id);
  *   1. under write_mu: snapshot the segment's delete bits, take a new segment id;
  *   2. no lock but flush_mu: copy the rows live in the snapshot into a new segment and write its
  *      file (compact_copy): inserts, upserts and deletes go on meanwhile, deletes and upserts of
- *      its rows still mark the old segment (the pk map points there);
+ *      its rows still mark the old segment (lookups find them there);
  *   3. under write_mu: replay onto the new segment the deletes that arrived during step 2 (rows
  *      live in the snapshot and deleted now), re-point the primary keys of the rows still live,
  *      swap the segment in (under seg_lock). The new segment's delete bits are persisted by the
  *      next flush; until then those deletes are in the WAL after the checkpoint, and recovery
- *      replays them against the new segment (the pk map is rebuilt from its live rows).
+ *      replays them against the new segment (its key index finds them).
  * Then the manifest names the new segment and the old one's files go. *done = true when the
  * segment was rewritten. Caller holds flush_mu. */
 static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
@@ -894,7 +974,7 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
         if (sx__bits_test_atomic(old->deleted, r)) {
             sx__bits_set_atomic(ns->deleted, k); /* deleted during the copy */
             raced++;
-        } else {
+        } else if (ns->pk.col == UINT32_MAX) { /* else ns's key index answers */
             const void *pk = sx__seg_cell(old, c->pk, r, pkw);
             sx_status pst =
                 c->types[c->pk] == SX_FIELD_INT64
@@ -906,6 +986,8 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
         k++;
     }
     if (pos < c->n_segs) {
+        if (ns->pk.col != UINT32_MAX)
+            sx__pkmap_drop_seg(c->pkmap, old->id);
         atomic_store(&ns->n_deleted, raced);
         ns->persisted_deleted = 0; /* the next flush writes its delete file */
         sx__rwlock_wrlock(&c->seg_lock);
@@ -1004,6 +1086,10 @@ static sx_status repoint_keys(sx_collection *c, const sx__segment *old, const sx
     sx_status st = SX_OK;
     size_t n = atomic_load(&old->n_rows), k = 0;
     size_t w = sx__field_width(c, c->pk);
+    if (ns->pk.col != UINT32_MAX) { /* ns's key index answers for its keys */
+        sx__pkmap_drop_seg(c->pkmap, old->id);
+        return SX_OK;
+    }
     for (size_t r = 0; r < n; r++) {
         if (sx__bits_test(old->deleted, r))
             continue;

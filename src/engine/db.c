@@ -204,6 +204,7 @@ void sx_db_close(sx_db *db)
 {
     if (!db)
         return;
+    sx__import_stop(db);
     sx__builder_stop(db);
     /* best effort: index files built since the last sync, or a sync that failed */
     for (size_t i = 0; db->store && !db->opts.read_only && i < db->n_colls; i++)
@@ -586,7 +587,7 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
     sx__view_release(&v);
     sx__mutex_lock(&c->write_mu);
     out->wal_bytes = sx__wal_bytes(c->wal);
-    out->memory_bytes += sx__pkmap_memory(c->pkmap);
+    out->memory_bytes += sx__pk_memory(c);
     sx__mutex_unlock(&c->write_mu);
     return SX_OK;
 }

@@ -23,6 +23,7 @@
 #include "engine/expr.h"
 #include "index/index.h"
 #include "platform/fs.h"
+#include "storage/segfile.h"
 #include "storage/wal.h"
 #include "util/lock.h"
 
@@ -53,8 +54,15 @@ typedef struct sx__segment {
     bool *types_is_str; /* per field: VARCHAR (strings owned by the segment) */
     void *map;          /* sealed from a file: read-only mapping of the segment file */
     size_t map_len;
-    size_t mapped_field; /* the field whose chunk points into `map` (the vectors) */
-    uint64_t *deleted;   /* cap_rows bits, atomic bit ops (bitset.h) */
+    size_t mapped_field;  /* the vector field when its chunk points into `map`, else SIZE_MAX */
+    uint64_t mapped_mask; /* bit f: field f's chunk points into `map` (not freed with s) */
+    /* Key index of a sealed segment opened from its file (the file's key block, mapped, or
+     * built in the heap for a version 1 file: pk.owned, charged as SX__MEM_PKMAP). pk.col ==
+     * UINT32_MAX: none; the segment's live keys are then in the collection's hash map (a
+     * segment sealed in memory and not yet replaced by its mapped file). Immutable. */
+    sx__segpk pk;
+    uint64_t pk_charged;
+    uint64_t *deleted; /* cap_rows bits, atomic bit ops (bitset.h) */
     atomic_size_t n_deleted;
     /* guarded by the collection's write_mu */
     uint64_t del_gen;         /* generation of the persisted delete file (0 none) */
@@ -160,6 +168,9 @@ struct sx_db {
      * too); freed by sx__db_unref, after every handle that may still give memory back */
     struct sx__membudget *budget;
     bool budget_shared; /* opts.memory_budget: borrowed, not freed here */
+    /* import.c: the import jobs and their thread (NULL until the first job); stopped by
+     * sx_db_close before the builder */
+    struct sx__importer *importer;
 };
 
 /* A consistent set of segments for one read (search/query/count/get). */
@@ -175,9 +186,21 @@ SX_NODISCARD sx_status sx__seg_new_growing(const sx_collection *c,
                                            uint64_t id,
                                            size_t cap,
                                            sx__segment **out);
-/* A sealed segment taking ownership of contiguous column arrays (cols[f], n rows). */
+/* A sealed segment taking ownership of contiguous column arrays (cols[f], n rows); its heap is
+ * charged to the budget as SX__MEM_SEALED (forced: the rows must be held). */
 SX_NODISCARD sx_status
 sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols, sx__segment **out);
+/* Opens the sealed segment file seg-<id>.sxs of c: fixed-width columns and the key block stay in
+ * the mapping (no heap copy; CRCs verified by streaming reads), VARCHAR columns are decoded into
+ * the heap; a version 1 file gets its key index built in the heap. n_expect: the manifest's row
+ * count (a mismatch is SX_ECORRUPT). The delete bits are all clear. Heap charged as
+ * SX__MEM_SEALED (bitset, strings) and SX__MEM_PKMAP (a heap key index). Owned: sx__seg_unref.
+ * Errors: those of sx__segfile_read, SX_ECORRUPT, SX_ENOMEM. Thread-safety: reads c's immutable
+ * schema only. */
+SX_NODISCARD sx_status sx__seg_open_file(const sx_collection *c,
+                                         uint64_t id,
+                                         uint64_t n_expect,
+                                         sx__segment **out);
 void sx__seg_ref(sx__segment *s);
 void sx__seg_unref(sx__segment *s);
 
@@ -195,8 +218,23 @@ void sx__seg_colrefs(const sx_collection *c, const sx__segment *s, size_t ch, sx
 size_t sx__seg_memory(const sx_collection *c, const sx__segment *s);
 void sx__idxref_unref(sx__idxref *r);
 
-/* pkmap.c: primary key -> (segment id, row). Guarded by write_mu. */
+/* pkmap.c: primary key -> (segment id, row) hash map for the keys of segments without a key
+ * index (the growing segment, a segment sealed in memory until its mapped file replaces it);
+ * sealed segments opened from their files answer from their key index (sx__pk_get_*).
+ * Guarded by write_mu. */
 SX_NODISCARD sx_status sx__pkmap_new(bool str, sx__pkmap **out);
+/* Charges the map's table to b as SX__MEM_PKMAP from now on (forced: the map must hold every
+ * key); sx__pkmap_free gives it back. */
+void sx__pkmap_set_budget(sx__pkmap *m, struct sx__membudget *b);
+/* Removes every entry pointing into segment `seg` (its key index now answers for it) and
+ * shrinks the table to what the remaining keys need. */
+void sx__pkmap_drop_seg(sx__pkmap *m, uint64_t seg);
+/* The live location of key k in c: the hash map, then the key index of each sealed segment
+ * (Bloom filter, binary search over the mapped sorted keys, delete bit). Caller holds write_mu. */
+bool sx__pk_get_i(const sx_collection *c, int64_t k, uint64_t *seg, uint32_t *row);
+bool sx__pk_get_s(const sx_collection *c, const char *k, uint64_t *seg, uint32_t *row);
+/* Heap bytes of c's key lookup structures (hash map + heap key indexes). Caller holds write_mu. */
+size_t sx__pk_memory(const sx_collection *c);
 void sx__pkmap_free(sx__pkmap *m);
 /* Returns true and the location if present. */
 bool sx__pkmap_get_i(const sx__pkmap *m, int64_t k, uint64_t *seg, uint32_t *row);
@@ -236,6 +274,25 @@ void sx__coll_unref(sx_collection *c);
 /* db.c: drops one reference of db->refs; frees the struct at 0. */
 void sx__db_unref(sx_db *db);
 SX_NODISCARD sx_status sx__coll_flush(sx_collection *c, bool from_insert);
+
+/* A flush that also commits segments written elsewhere (a bulk import, import.c). prepare runs
+ * first under write_mu, before anything changes (checks, reservations; an error ends the flush
+ * with nothing done); publish runs under write_mu and seg_lock (write) right after the WAL
+ * rotation and the seal, so the segments become visible exactly at the new checkpoint, and must
+ * not fail (it appends them to c->segs with persisted = true: their files are durable, so the
+ * flush's manifest names them); committed runs under flush_mu after that manifest is durable.
+ * from_insert: as sx__coll_flush (store errors are not returned). */
+typedef struct sx__flush_extra {
+    sx_status (*prepare)(void *ctx, sx_collection *c);
+    void (*publish)(void *ctx, sx_collection *c);
+    void (*committed)(void *ctx, sx_collection *c);
+    void *ctx;
+    size_t n_segs; /* segments publish appends (room the flush keeps in c->segs) */
+} sx__flush_extra;
+
+SX_NODISCARD sx_status sx__coll_flush_extra(sx_collection *c,
+                                            bool from_insert,
+                                            const sx__flush_extra *x);
 SX_NODISCARD sx_status sx__coll_check(sx_collection *c);
 /* Tests only (NULL otherwise): called by compaction between the delete-bit snapshot of a
  * segment and its rewrite, on the compacting thread with only flush_mu held, so a test can make
@@ -308,6 +365,9 @@ SX_NODISCARD sx_status sx__store_load_files(sx_collection *c,
                                             sx__index **out);
 /* store.c: records that <name> of c was used now (LRU order of local copies). */
 void sx__store_touch(sx_collection *c, const char *name);
+
+/* import.c: cancels the running import job, joins the import thread, frees the jobs. */
+void sx__import_stop(sx_db *db);
 
 /* WAL record types */
 enum { SX__REC_INSERT = 1, SX__REC_UPSERT = 2, SX__REC_DELETE = 3 };

@@ -240,8 +240,8 @@ static sx_status decode_rows(sx_collection *c, const void *p, size_t len, rows *
 static bool pk_lookup(sx_collection *c, const rows *r, size_t i, uint64_t *seg, uint32_t *row)
 {
     if (c->types[c->pk] == SX_FIELD_INT64)
-        return sx__pkmap_get_i(c->pkmap, ((const int64_t *)r->col[c->pk])[i], seg, row);
-    return sx__pkmap_get_s(c->pkmap, ((const char *const *)r->col[c->pk])[i], seg, row);
+        return sx__pk_get_i(c, ((const int64_t *)r->col[c->pk])[i], seg, row);
+    return sx__pk_get_s(c, ((const char *const *)r->col[c->pk])[i], seg, row);
 }
 
 static void mark_deleted(sx_collection *c, uint64_t seg_id, uint32_t row)
@@ -506,7 +506,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
                 int64_t k = ((const int64_t *)r.col[c->pk])[i];
                 dup_batch = sx__pkmap_get_i(seen, k, &sg, &rw);
                 if (!upsert)
-                    dup_store = sx__pkmap_get_i(c->pkmap, k, &sg, &rw);
+                    dup_store = sx__pk_get_i(c, k, &sg, &rw);
                 if (dup_batch || dup_store)
                     st = sx__err(SX_EEXIST, "primary key %lld %s", (long long)k,
                                  dup_batch ? "appears twice in the batch" : "already exists");
@@ -516,7 +516,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
                 const char *k = ((const char *const *)r.col[c->pk])[i];
                 dup_batch = sx__pkmap_get_s(seen, k, &sg, &rw);
                 if (!upsert)
-                    dup_store = sx__pkmap_get_s(c->pkmap, k, &sg, &rw);
+                    dup_store = sx__pk_get_s(c, k, &sg, &rw);
                 if (dup_batch || dup_store)
                     st = sx__err(SX_EEXIST, "primary key \"%s\" %s", k,
                                  dup_batch ? "appears twice in the batch" : "already exists");
@@ -606,8 +606,8 @@ static uint64_t apply_delete(sx_collection *c, const sx_keys *k)
     for (size_t i = 0; i < k->n; i++) {
         uint64_t seg;
         uint32_t row;
-        bool hit = k->ints ? sx__pkmap_get_i(c->pkmap, k->ints[i], &seg, &row)
-                           : sx__pkmap_get_s(c->pkmap, k->strs[i], &seg, &row);
+        bool hit = k->ints ? sx__pk_get_i(c, k->ints[i], &seg, &row)
+                           : sx__pk_get_s(c, k->strs[i], &seg, &row);
         if (!hit)
             continue;
         mark_deleted(c, seg, row);

@@ -676,9 +676,8 @@ static sx_status get_impl(sx_collection *c,
     for (size_t i = 0; i < keys->n; i++) {
         uint64_t seg;
         uint32_t row;
-        bool hit = keys->ints
-                       ? sx__pkmap_get_i(c->pkmap, keys->ints[i], &seg, &row)
-                       : keys->strs[i] && sx__pkmap_get_s(c->pkmap, keys->strs[i], &seg, &row);
+        bool hit = keys->ints ? sx__pk_get_i(c, keys->ints[i], &seg, &row)
+                              : keys->strs[i] && sx__pk_get_s(c, keys->strs[i], &seg, &row);
         if (!hit)
             continue;
         for (uint32_t s = 0; s < v.n; s++) {

@@ -6,6 +6,12 @@
  * the collection's write_mu and publishes n_rows with a release store; readers scan [0, n_rows)
  * after an acquire load. A sealed segment has one contiguous chunk per column; the vector column
  * is 64-byte aligned and is borrowed by the segment's index.
+ * A sealed segment opened from its file (sx__seg_open_file: at open, and right after a flush or a
+ * compaction wrote the file) keeps its fixed-width columns and its key index in the file's
+ * read-only mapping: page cache, not heap, so a collection larger than RAM can be opened. Only
+ * the delete bitset, VARCHAR strings (XXX: still decoded into the heap) and the pointer arrays
+ * stay in the heap; they are charged to the budget as SX__MEM_SEALED (a heap key index of a
+ * version 1 file as SX__MEM_PKMAP), given back when the last reference goes.
  * Rejected: a single realloc'd array per column (would need readers to take a lock per scan).
  */
 #include <string.h>
@@ -48,6 +54,8 @@ seg_alloc(const sx_collection *c, uint64_t id, size_t cap, size_t chunk_rows, sx
     if (s->n_chunks == 0)
         s->n_chunks = 1;
     s->n_fields = c->n_fields;
+    s->mapped_field = SIZE_MAX;
+    s->pk.col = UINT32_MAX;
     s->budget = c->db ? c->db->budget : NULL;
     s->charge_kind = SX__MEM_GROWING;
     s->chunks = sx__calloc(c->n_fields, sizeof(void **));
@@ -91,8 +99,77 @@ sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols, s
     for (size_t f = 0; f < c->n_fields; f++)
         s->chunks[f][0] = cols[f];
     atomic_store_explicit(&s->n_rows, n, memory_order_release);
+    s->charge_kind = SX__MEM_SEALED;
+    s->charged = sx__seg_memory(c, s);
+    sx__mem_force(s->budget, SX__MEM_SEALED, s->charged);
     *out = s;
     return SX_OK;
+}
+
+sx_status
+sx__seg_open_file(const sx_collection *c, uint64_t id, uint64_t n_expect, sx__segment **out)
+{
+    char path[4096];
+    sx__coll_path(c, path, sizeof path, "sxs", id);
+    sx__segcol *expect = sx__calloc(c->n_fields, sizeof *expect);
+    if (!expect)
+        return sx__err(SX_ENOMEM, "opening %s", path);
+    for (size_t f = 0; f < c->n_fields; f++) {
+        expect[f].name = (char *)c->names[f];
+        expect[f].type = c->types[f];
+        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        expect[f].is_primary = f == c->pk;
+    }
+    uint64_t n = 0;
+    sx__segcol *cols = NULL;
+    sx__segmap map;
+    memset(&map, 0, sizeof map);
+    sx_status st = sx__segfile_read(path, id, expect, c->n_fields, &n, &cols, &map);
+    sx__free(expect);
+    if (st != SX_OK)
+        return st;
+    sx__segment *s = NULL;
+    if (n != n_expect) {
+        st = sx__err(SX_ECORRUPT, "%s: row count differs from the manifest", path);
+        goto fail;
+    }
+    st = seg_alloc(c, id, n, n ? n : 1, &s);
+    if (st != SX_OK)
+        goto fail;
+    s->sealed = true;
+    s->charge_kind = SX__MEM_SEALED;
+    s->map = map.addr;
+    s->map_len = map.len;
+    map.addr = NULL;
+    for (size_t f = 0; f < c->n_fields; f++) {
+        s->chunks[f][0] = cols[f].data;
+        cols[f].data = NULL;
+        if (cols[f].borrowed)
+            s->mapped_mask |= (uint64_t)1 << f;
+    }
+    if (s->mapped_mask & ((uint64_t)1 << c->vf))
+        s->mapped_field = c->vf;
+    sx__segcols_free(cols, c->n_fields, n);
+    cols = NULL;
+    atomic_store_explicit(&s->n_rows, n, memory_order_release);
+    if (map.pk.col != UINT32_MAX) {
+        s->pk = map.pk;
+    } else { /* a version 1 file: the same index, in the heap */
+        st = sx__segpk_build(c->types[c->pk], (uint32_t)c->pk, s->chunks[c->pk][0], n, &s->pk);
+        if (st != SX_OK)
+            goto fail;
+        s->pk_charged = s->pk.owned_bytes;
+        sx__mem_force(s->budget, SX__MEM_PKMAP, s->pk_charged);
+    }
+    s->charged = sx__seg_memory(c, s);
+    sx__mem_force(s->budget, SX__MEM_SEALED, s->charged);
+    *out = s;
+    return SX_OK;
+fail:
+    sx__segcols_free(cols, c->n_fields, n);
+    sx__fs_unmap(map.addr, map.len);
+    sx__seg_unref(s);
+    return st;
 }
 
 void sx__seg_ref(sx__segment *s)
@@ -103,11 +180,13 @@ void sx__seg_ref(sx__segment *s)
 static void seg_free(sx__segment *s)
 {
     sx__mem_give(s->budget, (sx__memkind)s->charge_kind, s->charged);
+    sx__mem_give(s->budget, SX__MEM_PKMAP, s->pk_charged);
+    sx__segpk_fini(&s->pk);
     size_t n = atomic_load_explicit(&s->n_rows, memory_order_relaxed);
     for (size_t f = 0; f < s->n_fields; f++) {
         for (size_t ch = 0; ch < s->n_chunks; ch++) {
             void *p = s->chunks[f][ch];
-            if (!p || (s->map && f == s->mapped_field))
+            if (!p || (s->mapped_mask & ((uint64_t)1 << f)))
                 continue;
             if (s->types_is_str && s->types_is_str[f]) {
                 char **strs = p;
@@ -231,7 +310,7 @@ size_t sx__seg_memory(const sx_collection *c, const sx__segment *s)
         for (size_t ch = 0; ch < used; ch++)
             if (s->chunks[f][ch])
                 allocated++;
-        if (s->map && f == s->mapped_field)
+        if (s->mapped_mask & ((uint64_t)1 << f))
             continue; /* file-backed pages: reclaimable page cache, not heap */
         bytes += allocated * s->chunk_rows * sx__field_width(c, f);
         if (c->types[f] == SX_FIELD_VARCHAR)

@@ -1589,3 +1589,91 @@ sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx)
     sx__free(items);
     return SX_OK;
 }
+
+/* ---------------------------------------------------------------- import jobs */
+
+/* The import jobs of a database are the engine's (sx_import_submit ... on its sx_db): these take a
+ * reference on the database for the call (a drop meanwhile closes it after the put, cancelling its
+ * jobs) and translate between client and engine collection names. */
+
+static sx_status import_db(sx__catalog *cat, const char *db, cdb **out)
+{
+    sx__mutex_lock(&cat->mu);
+    cdb *d = cdb_ref(find_db(cat, db));
+    sx__mutex_unlock(&cat->mu);
+    if (!d)
+        return db_not_found(db);
+    *out = d;
+    return SX_OK;
+}
+
+/* The client name of engine collection ename (or ename itself when it has no metadata). */
+static void import_client_name(sx__catalog *cat, const cdb *d, char *name, size_t cap)
+{
+    sx__mutex_lock(&cat->mu);
+    const sx__coll_meta *m = find_meta_engine(d, name);
+    if (m)
+        copy_str(name, cap, m->name);
+    sx__mutex_unlock(&cat->mu);
+}
+
+sx_status sx__cat_import_submit(sx__catalog *cat,
+                                const char *db,
+                                const char *name,
+                                const sx_import_group *groups,
+                                size_t n_groups,
+                                const sx_import_opts *opts,
+                                char job_id[SX_IMPORT_JOB_ID])
+{
+    cdb *d = NULL;
+    sx_status st = import_db(cat, db, &d);
+    if (st != SX_OK)
+        return st;
+    char ename[SX_MAX_NAME + 1] = "";
+    sx__mutex_lock(&cat->mu);
+    const sx__coll_meta *m = find_meta(d, name, NULL);
+    if (m)
+        copy_str(ename, sizeof ename, m->engine_name);
+    sx__mutex_unlock(&cat->mu);
+    if (!*ename)
+        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name);
+    else
+        st = sx_import_submit(d->db, ename, groups, n_groups, opts, job_id);
+    cdb_put(cat, d);
+    return st;
+}
+
+sx_status
+sx__cat_import_get(sx__catalog *cat, const char *db, const char *job_id, sx_import_job_info *out)
+{
+    cdb *d = NULL;
+    sx_status st = import_db(cat, db, &d);
+    if (st != SX_OK)
+        return st;
+    st = sx_import_job_get(d->db, job_id, out);
+    if (st == SX_OK)
+        import_client_name(cat, d, out->collection, sizeof out->collection);
+    cdb_put(cat, d);
+    return st;
+}
+
+sx_status sx__cat_import_list(
+    sx__catalog *cat, const char *db, const char *name, sx_import_job_info **infos, size_t *n)
+{
+    cdb *d = NULL;
+    sx_status st = import_db(cat, db, &d);
+    if (st != SX_OK)
+        return st;
+    char ename[SX_MAX_NAME + 1] = "";
+    if (name && *name) {
+        sx__mutex_lock(&cat->mu);
+        const sx__coll_meta *m = find_meta(d, name, NULL);
+        copy_str(ename, sizeof ename, m ? m->engine_name : name);
+        sx__mutex_unlock(&cat->mu);
+    }
+    st = sx_import_job_list(d->db, *ename ? ename : NULL, infos, n);
+    for (size_t i = 0; st == SX_OK && i < *n; i++)
+        import_client_name(cat, d, (*infos)[i].collection, sizeof(*infos)[i].collection);
+    cdb_put(cat, d);
+    return st;
+}

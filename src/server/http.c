@@ -272,6 +272,7 @@ struct sx_server {
     sx_server_options opts; /* copy; strings below are owned copies */
     char *data_dir;
     char *bind_addr;
+    char *import_root; /* owned copy of opts.import_root, or NULL */
     uint64_t max_body;
     uint32_t json_depth;
     bool auth_on;
@@ -685,7 +686,7 @@ static pthread_once_t routes_once = PTHREAD_ONCE_INIT;
 static void routes_build(void)
 {
     const sx__route *tables[] = { sx__routes_collections, sx__routes_indexes, sx__routes_admin,
-                                  sx__routes_entities };
+                                  sx__routes_entities, sx__routes_import };
     size_t n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         for (const sx__route *r = tables[t]; r && r->path; r++) {
@@ -1448,6 +1449,7 @@ static void server_free(sx_server *s)
     sx__free(s->creds);
     sx__free(s->data_dir);
     sx__free(s->bind_addr);
+    sx__free(s->import_root);
     sx__free(s);
 }
 
@@ -1508,6 +1510,14 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
     }
     s->opts.data_dir = s->data_dir;
     s->opts.bind_addr = s->bind_addr;
+    if (opts->import_root) {
+        s->import_root = sx__strdup(opts->import_root);
+        if (!s->import_root) {
+            st = sx__err(SX_ENOMEM, "server: out of memory");
+            goto fail;
+        }
+    }
+    s->opts.import_root = s->import_root;
     s->opts.auth_token = NULL; /* only the digest is kept */
     s->opts.users_file = NULL;
     if (!s->opts.max_body_bytes)

@@ -116,6 +116,7 @@ extern const sx__route sx__routes_collections[];
 extern const sx__route sx__routes_indexes[];
 extern const sx__route sx__routes_admin[];
 extern const sx__route sx__routes_entities[];
+extern const sx__route sx__routes_import[];
 
 /* Every route the server answers, in one NULL-terminated array (http.c). The health and metrics
  * routes (GET /livez, /readyz, /healthz, /metrics) are not in it; they are listed by
@@ -282,6 +283,23 @@ typedef int (*sx__cat_visit_fn)(void *ctx,
                                 const sx__coll_meta *meta,
                                 sx_collection *h);
 SX_NODISCARD sx_status sx__cat_foreach(sx__catalog *cat, sx__cat_visit_fn fn, void *ctx);
+
+/* Import jobs of database db (the engine's, see sextant.h "bulk import"): name is the client
+ * collection name; infos and out carry client names. Errors: SX_ENOTFOUND (database, collection
+ * or job: the message says which), the engine's. */
+SX_NODISCARD sx_status sx__cat_import_submit(sx__catalog *cat,
+                                             const char *db,
+                                             const char *name,
+                                             const sx_import_group *groups,
+                                             size_t n_groups,
+                                             const sx_import_opts *opts,
+                                             char job_id[SX_IMPORT_JOB_ID]);
+SX_NODISCARD sx_status sx__cat_import_get(sx__catalog *cat,
+                                          const char *db,
+                                          const char *job_id,
+                                          sx_import_job_info *out);
+SX_NODISCARD sx_status sx__cat_import_list(
+    sx__catalog *cat, const char *db, const char *name, sx_import_job_info **infos, size_t *n);
 
 /* ------------------------------------------------------------------ request.c */
 

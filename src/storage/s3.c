@@ -2,10 +2,13 @@
  * s3.c: the S3 client (see s3.h) on libcurl easy handles, SigV4 signed by libcurl
  * (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3"), XML parsed with expat, SHA-256 from OpenSSL libcrypto.
  *
- * Request life cycle (perform): build the URL and headers, take an easy handle from the pool, run
- * one attempt, classify the outcome (ok / retryable / final), and either return, or sleep a
- * backoff and run the next attempt, up to 1 + max_retries attempts. Every successful request
- * calls sx__io_record(SX__IO_OBJSTORE, ...) once with its payload bytes and bumps sx__s3_stats.
+ * Request life cycle (perform): build the URL and payload hash (req_prepare); per turn take an
+ * easy handle from the pool, run one attempt and classify the outcome (ok / retryable / final;
+ * req_attempt); either return, or sleep a backoff and run the next attempt, up to
+ * 1 + max_retries attempts; a final failure is counted and described by req_failed.
+ * mp_complete uses the same three pieces with a check between attempts (invariant 5). Every
+ * successful request calls sx__io_record(SX__IO_OBJSTORE, ...) once with its payload bytes and
+ * bumps sx__s3_stats; a request that finally fails bumps `failures` once (not for a 404).
  *
  * Invariants:
  *  1. Every request carries x-amz-content-sha256 = hex SHA-256 of the exact payload (the empty
@@ -25,9 +28,22 @@
  *     Backoff before retry n (0-based): uniform in [0, min(5 s, 100 ms * 2^n)] ("full jitter").
  *  5. A multipart upload is either completed or aborted (best effort) before put_file returns;
  *     CompleteMultipartUpload's "200 with an <Error> body" is a failure (retried when its code
- *     is retryable). A Complete whose outcome is unknown (lost response, then NoSuchUpload, 5xx
- *     or a timeout) is settled with a HEAD: same size, and the AWS multipart ETag when the
- *     server uses that form, means an earlier attempt completed it (completed_by_us).
+ *     is retryable). Complete cannot simply be repeated, so it does not go through perform's
+ *     retry loop: mp_complete runs one attempt per turn, and after an attempt whose
+ *     outcome is unknown (no answer or one cut short, a timeout, a 5xx, or 404 NoSuchUpload;
+ *     complete_unknown) it asks with a HEAD on the key whether the object is now there with
+ *     the upload's size, and the AWS multipart ETag when the server uses that form
+ *     (completed_by_us): then an earlier attempt completed it and the put succeeds; else the
+ *     next attempt follows. Why: once one attempt completed the upload, the upload is gone
+ *     and a further Complete can fail (AWS: 404 NoSuchUpload; s3rver: 500, its upload
+ *     directory is gone), so a plain retry loop burns all 1 + max_retries attempts with
+ *     backoff and counts a failure for a put that succeeded (the test_s3 random-faults
+ *     failure for SX_SEED=1796193625: the first Complete response was truncated, the 12
+ *     retries all failed (s3rver's 500, some faulted again); a HEAD after the last one found
+ *     the object, but the statistics counted a failure).
+ *     Rejected: a HEAD before the first attempt (one more request on every upload, and the
+ *     key is new); settling with a HEAD only after the last attempt (the old way: right
+ *     result, but up to ~30 s of backoff and a failure in the statistics).
  *  6. get_file writes PATH.tmp, fsyncs it, renames it over PATH and fsyncs the directory; a
  *     retried download truncates the tmp file first; on failure the tmp file is removed.
  *
@@ -922,72 +938,93 @@ static void count_ok(sx__s3 *s, const xfer *x)
     sx__io_record(SX__IO_OBJSTORE, is_write, bytes);
 }
 
-/* Runs x with retries (invariant 4). On failure the message names the operation, the object,
- * the HTTP status, the S3 code and message, and the number of attempts. */
-static sx_status perform(sx__s3 *s, xfer *x, outcome *last)
+/* ---------------------------------------------------------------- the request runner
+ *
+ * perform = req_prepare, then req_attempt once per turn while the outcome is retryable and
+ * turns are left, then req_failed. mp_complete drives the same three pieces itself, because
+ * between two attempts it has to ask whether the last one completed the upload (invariant 5). */
+
+/* Builds x's URL (*url owned: free with sx__free) and payload hash (invariant 1), once per
+ * request. Errors: SX_ENOMEM. */
+static sx_status req_prepare(sx__s3 *s, xfer *x, char **url)
 {
-    outcome o;
-    memset(&o, 0, sizeof o);
-    char *url = build_url(s, x->key, x->query);
-    if (!url)
+    *url = build_url(s, x->key, x->query);
+    if (!*url)
         return sx__err(SX_ENOMEM, "s3 %s: out of memory", x->op);
     if (x->body)
         sha256_hex(x->body, x->body_len, x->sha);
     else
         snprintf(x->sha, sizeof x->sha, "%s", EMPTY_SHA256);
-    uint32_t attempts = s->max_retries + 1, a;
-    for (a = 0; a < attempts; a++) {
-        if (a > 0) {
-            atomic_fetch_add_explicit(&s->retries, 1, memory_order_relaxed);
-            backoff_sleep(a - 1);
-            sx_status rs = reset_sink(x);
-            if (rs != SX_OK) {
-                o.st = rs;
-                o.retry = false;
-                snprintf(o.detail, sizeof o.detail, "%s", sx_errmsg());
-                a++;
-                break;
-            }
-        }
-        CURL *h = pool_get(s);
-        if (!h) {
-            o.st = SX_ENOMEM;
-            o.retry = false;
-            snprintf(o.detail, sizeof o.detail, "cannot create a curl handle");
-            a++;
-            break;
-        }
-        attempt(s, h, x, url, &o);
-        pool_put(s, h);
-        if (o.st == SX_OK) {
-            sx__free(url);
-            count_ok(s, x);
-            o.attempts = a + 1;
-            if (last)
-                *last = o;
-            return SX_OK;
-        }
-        if (!o.retry) {
-            a++;
-            break;
+    return SX_OK;
+}
+
+/* Attempt a (0-based) of x. A retry (a > 0) is counted, waits the backoff of retry a-1 and
+ * empties the sink first; a success is counted (count_ok). Fills *o; o->retry false for an
+ * outcome no retry can change (including no handle or a sink that cannot be emptied). */
+static void req_attempt(sx__s3 *s, xfer *x, const char *url, uint32_t a, outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    if (a > 0) {
+        atomic_fetch_add_explicit(&s->retries, 1, memory_order_relaxed);
+        backoff_sleep(a - 1);
+        sx_status rs = reset_sink(x);
+        if (rs != SX_OK) {
+            o->st = rs;
+            snprintf(o->detail, sizeof o->detail, "%s", sx_errmsg());
+            return;
         }
     }
+    CURL *h = pool_get(s);
+    if (!h) {
+        o->st = SX_ENOMEM;
+        snprintf(o->detail, sizeof o->detail, "cannot create a curl handle");
+        return;
+    }
+    attempt(s, h, x, url, o);
+    pool_put(s, h);
+    if (o->st == SX_OK)
+        count_ok(s, x);
+}
+
+/* x failed after `attempts` attempts, the last one *o: counts the failure (not a 404) and sets
+ * the message, which names the operation, the object, the HTTP status, the S3 code and message,
+ * and the number of attempts. Returns o->st. */
+static sx_status req_failed(sx__s3 *s, const xfer *x, const outcome *o, uint32_t attempts)
+{
+    uint32_t a = attempts;
+    if (o->st != SX_ENOTFOUND)
+        atomic_fetch_add_explicit(&s->failures, 1, memory_order_relaxed);
+    const char *k = x->key ? x->key : "";
+    if (o->st == SX_ENOTFOUND)
+        return sx__err(SX_ENOTFOUND, "s3 %s %s/%s: not found (HTTP 404%s%s)", x->op, s->bucket, k,
+                       o->err.code[0] ? " " : "", o->err.code);
+    if (o->status && !(o->status >= 200 && o->status < 300))
+        return sx__err(o->st, "s3 %s %s/%s: HTTP %ld %s%s%s (%u attempt%s)", x->op, s->bucket, k,
+                       o->status, o->err.code[0] ? o->err.code : "(no S3 error code)",
+                       o->err.message[0] ? ": " : "", o->err.message, a, a == 1 ? "" : "s");
+    return sx__err(o->st, "s3 %s %s/%s: %s (%u attempt%s)", x->op, s->bucket, k, o->detail, a,
+                   a == 1 ? "" : "s");
+}
+
+/* Runs x with retries (invariant 4). On failure the message names the operation, the object,
+ * the HTTP status, the S3 code and message, and the number of attempts. *last (optional): the
+ * last attempt's outcome. */
+static sx_status perform(sx__s3 *s, xfer *x, outcome *last)
+{
+    char *url = NULL;
+    sx_status st = req_prepare(s, x, &url);
+    if (st != SX_OK)
+        return st;
+    outcome o;
+    uint32_t attempts = s->max_retries + 1, a = 0;
+    do {
+        req_attempt(s, x, url, a++, &o);
+    } while (o.st != SX_OK && o.retry && a < attempts);
     sx__free(url);
     o.attempts = a;
     if (last)
         *last = o;
-    if (o.st != SX_ENOTFOUND)
-        atomic_fetch_add_explicit(&s->failures, 1, memory_order_relaxed);
-    const char *k = x->key ? x->key : "";
-    if (o.st == SX_ENOTFOUND)
-        return sx__err(SX_ENOTFOUND, "s3 %s %s/%s: not found (HTTP 404%s%s)", x->op, s->bucket, k,
-                       o.err.code[0] ? " " : "", o.err.code);
-    if (o.status && !(o.status >= 200 && o.status < 300))
-        return sx__err(o.st, "s3 %s %s/%s: HTTP %ld %s%s%s (%u attempt%s)", x->op, s->bucket, k,
-                       o.status, o.err.code[0] ? o.err.code : "(no S3 error code)",
-                       o.err.message[0] ? ": " : "", o.err.message, a, a == 1 ? "" : "s");
-    return sx__err(o.st, "s3 %s %s/%s: %s (%u attempt%s)", x->op, s->bucket, k, o.detail, a,
-                   a == 1 ? "" : "s");
+    return o.st == SX_OK ? SX_OK : req_failed(s, x, &o, a);
 }
 
 static void xfer_init(xfer *x, const char *op, const char *method, kind k, const char *key)
@@ -1823,7 +1860,49 @@ static bool completed_by_us(sx__s3 *s, const mp_job *j)
     return true;
 }
 
-/* CompleteMultipartUpload with its own retry around "200 with an <Error> body" (invariant 5). */
+/* Whether a failed Complete attempt may have completed the upload all the same (invariant 5):
+ * no HTTP answer or one cut short (the request may have been delivered and acted on), a 5xx (a
+ * server can fail after acting, and a proxy's 5xx says nothing about the server behind it), or a
+ * 404 (NoSuchUpload: an earlier attempt, or libcurl's own resend on a dead keep-alive connection,
+ * completed it, or it was aborted). A complete 4xx answer other than 404 is a refusal. */
+static bool complete_unknown(const outcome *o)
+{
+    return o->status < 400 || o->status >= 500 || o->st == SX_ENOTFOUND;
+}
+
+/* Turns a 2xx Complete attempt into its real outcome: "200 with an <Error> body" is a failure
+ * the server reports (retried when its code is retryable, known: *unknown false); a body that is
+ * neither that nor a CompleteMultipartUploadResult is a failure of unknown outcome. */
+static void complete_check(const membuf *body, outcome *o, bool *unknown)
+{
+    complete_state c;
+    memset(&c, 0, sizeof c);
+    char root[64] = "";
+    sx_status st = xml_parse(body->p, body->len, complete_end, &c, root);
+    if (st == SX_OK && !strcmp(root, "CompleteMultipartUploadResult"))
+        return;
+    o->st = SX_EREMOTE;
+    if (st == SX_OK && !strcmp(root, "Error")) {
+        o->retry = retryable_code(c.err.code);
+        o->err = c.err;
+        *unknown = false;
+        snprintf(o->detail, sizeof o->detail, "HTTP 200 with error %s: %s", c.err.code,
+                 c.err.message);
+        return;
+    }
+    o->retry = true;
+    *unknown = true;
+    if (st == SX_OK)
+        snprintf(o->detail, sizeof o->detail, "HTTP %ld with unexpected <%s>", o->status, root);
+    else
+        snprintf(o->detail, sizeof o->detail, "HTTP %ld with a malformed body: %s", o->status,
+                 sx_errmsg());
+}
+
+/* CompleteMultipartUpload, one attempt per turn (invariant 5): after an attempt whose outcome
+ * is unknown, a HEAD tells whether the upload completed (then this is a success) before the next
+ * attempt is made; up to 1 + max_retries attempts. Errors: SX_EREMOTE, SX_ETIMEDOUT, SX_ENOMEM
+ * (the message names the last attempt's answer and the number of attempts). */
 static sx_status mp_complete(sx__s3 *s, const mp_job *j)
 {
     membuf xml = { 0 };
@@ -1840,59 +1919,45 @@ static sx_status mp_complete(sx__s3 *s, const mp_job *j)
         mb_free(&xml);
         return sx__err(SX_ENOMEM, "s3: out of memory");
     }
-    sx_status st = SX_OK;
-    uint32_t attempts = s->max_retries + 1;
-    for (uint32_t a = 0; a < attempts; a++) {
-        if (a > 0) {
-            atomic_fetch_add_explicit(&s->retries, 1, memory_order_relaxed);
-            backoff_sleep(a - 1);
+    membuf body = { 0 };
+    xfer x;
+    xfer_init(&x, "CompleteMultipartUpload", "POST", K_PUT, j->key);
+    x.query = query;
+    x.body = xml.p;
+    x.body_len = xml.len;
+    x.content_type = "application/xml";
+    x.sink = SINK_MEM;
+    x.mem = &body;
+    char *url = NULL;
+    sx_status st = req_prepare(s, &x, &url);
+    uint32_t attempts = s->max_retries + 1, a = 0;
+    outcome o;
+    bool unknown = false;
+    while (st == SX_OK) {
+        req_attempt(s, &x, url, a++, &o);
+        unknown = o.st != SX_OK && complete_unknown(&o);
+        if (o.st == SX_OK)
+            complete_check(&body, &o, &unknown);
+        if (o.st == SX_OK)
+            break;
+        if (unknown && completed_by_us(s, j)) {
+            sx__err_clear();
+            break;
         }
-        membuf body = { 0 };
-        xfer x;
-        outcome o;
-        xfer_init(&x, "CompleteMultipartUpload", "POST", K_PUT, j->key);
-        x.query = query;
-        x.body = xml.p;
-        x.body_len = xml.len;
-        x.content_type = "application/xml";
-        x.sink = SINK_MEM;
-        x.mem = &body;
-        st = perform(s, &x, &o);
-        xfer_fini(&x);
-        if (st == SX_OK) {
-            complete_state c;
-            memset(&c, 0, sizeof c);
-            char root[64];
-            st = xml_parse(body.p, body.len, complete_end, &c, root);
-            if (st == SX_OK && !strcmp(root, "Error")) {
-                bool again = retryable_code(c.err.code) && a + 1 < attempts;
-                st = sx__err(
-                    SX_EREMOTE, "s3 CompleteMultipartUpload %s/%s: HTTP 200 with error %s: %s%s",
-                    s->bucket, j->key, c.err.code, c.err.message, again ? " (retrying)" : "");
-                mb_free(&body);
-                if (again)
-                    continue;
-                break;
-            }
-            if (st == SX_OK && strcmp(root, "CompleteMultipartUploadResult") != 0)
-                st = sx__err(SX_EREMOTE, "s3 CompleteMultipartUpload %s/%s: unexpected <%s>",
-                             s->bucket, j->key, root);
-        } else if (st == SX_ENOTFOUND || st == SX_ETIMEDOUT || o.status == 0 || o.status >= 500) {
-            /* Perhaps an attempt (ours, or libcurl's own resend on a dead keep-alive connection)
-             * completed it and only the response was lost: the upload is then gone (AWS:
-             * NoSuchUpload; s3rver: 500) and the object is in place. */
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", sx_errmsg());
-            if (completed_by_us(s, j)) {
-                sx__err_clear();
-                st = SX_OK;
-            } else {
-                st = sx__err(st == SX_ENOTFOUND ? SX_EREMOTE : st, "%s", msg);
+        if (!o.retry || a >= attempts) {
+            if (o.st == SX_ENOTFOUND) /* NoSuchUpload, and the object is not ours */
+                o.st = SX_EREMOTE;
+            st = req_failed(s, &x, &o, a);
+            if (unknown) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", sx_errmsg());
+                st = sx__err(st, "%s; and a HEAD did not find the uploaded object", msg);
             }
         }
-        mb_free(&body);
-        break;
     }
+    sx__free(url);
+    xfer_fini(&x);
+    mb_free(&body);
     sx__free(query);
     mb_free(&xml);
     return st;

@@ -5,7 +5,13 @@
  *
  * Segment file "seg-<id>.sxs": header block + one block per column, each with a CRC32C; columns
  * are stored in schema order; VARCHAR columns as u64 offsets[n+1] + bytes; BOOL as one byte per
- * row; INT64/DOUBLE/FLOAT_VECTOR as little-endian arrays.
+ * row; INT64/DOUBLE/FLOAT_VECTOR as little-endian arrays. Version 2 adds a key block: the rows in
+ * primary-key order (and the INT64 keys in that order) plus a Bloom filter of the keys, so a
+ * sealed segment answers "which row holds key k" from its mapped file, with no per-row entry in
+ * RAM (version 1 files are still read: the caller builds the same structure in the heap).
+ * Opening (mapped mode) verifies every CRC by streaming the file through a bounded buffer with
+ * pread (nothing is read whole into the heap, and no page of the mapping is touched for it); the
+ * fixed-width columns are then used in place from the mapping.
  * Delete file "seg-<id>.del.<gen>": the segment's delete bitmap at a checkpoint.
  * Index file "seg-<id>.idx": type, params string, n, dim, the index's serialized bytes.
  * All are written to a temporary name, fsynced, renamed and the directory fsynced.
@@ -25,13 +31,35 @@ typedef struct sx__segcol {
     uint32_t dim; /* vectors only */
     /* Data, n rows: int64_t*, double*, bool*, float* (n*dim, 64-byte aligned on read), char ** */
     void *data;
-    bool borrowed; /* data points into a file mapping (not freed with the column) */
+    bool borrowed;     /* data points into a file mapping (not freed with the column) */
+    bool is_primary;   /* the primary key (INT64 or VARCHAR): the writer adds its key block; the
+                        * reader checks the file's key block names this column */
+    size_t chunk_rows; /* writer only: 0 = data is one array of n rows; else data is a void *[]
+                        * of chunks of chunk_rows rows each (a growing segment's layout) */
 } sx__segcol;
+
+/* Key block of a segment (version 2) or the same structure built in the heap (sx__segpk_build).
+ * Borrowed from the mapping (sx__segmap.pk) unless `owned` is set. Lookups: sx__segpk_find_*. */
+typedef struct sx__segpk {
+    uint32_t col; /* primary-key column; UINT32_MAX: none (a version 1 file) */
+    sx_field_type type;
+    uint64_t n;
+    bool sorted;           /* the key column itself is non-decreasing: rows and keys are NULL */
+    const uint32_t *rows;  /* rows in key order (equal keys by row) */
+    const int64_t *keys;   /* INT64 and !sorted: keys[i] is the key of rows[i] */
+    const uint64_t *bloom; /* bloom_words words */
+    uint64_t bloom_words;  /* a power of two */
+    uint32_t bloom_k;
+    int64_t min, max; /* INT64 with n > 0 */
+    void *owned;      /* sx__segpk_build's one allocation (freed by sx__segpk_fini) */
+    size_t owned_bytes;
+} sx__segpk;
 
 /* A read-only file mapping that borrowed columns point into. */
 typedef struct sx__segmap {
     void *addr;
     size_t len;
+    sx__segpk pk; /* the key block (col == UINT32_MAX: the file has none) */
 } sx__segmap;
 
 /* Writes the segment file atomically. cols[i].data hold n_rows values. */
@@ -39,9 +67,14 @@ SX_NODISCARD sx_status sx__segfile_write(
     const char *path, uint64_t seg_id, uint64_t n_rows, const sx__segcol *cols, size_t n_cols);
 /* Reads a segment file: *cols (owned; free with sx__segcols_free) gets n_cols columns whose names,
  * types and dims must equal `expect` (same order). The file is mapped; with map != NULL the
- * vector column is left in the mapping (borrowed, 64-byte aligned, zero copy) and *map must be
- * unmapped by the caller after the columns are freed; with map == NULL everything is copied
- * (vectors with sx__malloc_aligned) and the mapping is released. Every CRC is verified. */
+ * fixed-width columns (INT64, DOUBLE, BOOL, FLOAT_VECTOR) are left in the mapping (borrowed,
+ * 64-byte aligned, zero copy), map->pk describes the key block, and *map must be unmapped by the
+ * caller after the columns are freed; every CRC is verified by streaming reads (bounded heap);
+ * map->pk.col is UINT32_MAX for a version 1 file and for one written with no column flagged
+ * is_primary (the caller then builds the key index itself, as sx__seg_open_file does).
+ * With map == NULL everything is copied (vectors with sx__malloc_aligned), the key block is
+ * verified in full (order, permutation, keys, Bloom filter: the offline check) and the mapping is
+ * released. */
 SX_NODISCARD sx_status sx__segfile_read(const char *path,
                                         uint64_t seg_id,
                                         const sx__segcol *expect,
@@ -50,6 +83,23 @@ SX_NODISCARD sx_status sx__segfile_read(const char *path,
                                         sx__segcol **cols,
                                         sx__segmap *map);
 void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows);
+
+/* Builds a key block in the heap for n keys of `type` (data: int64_t* or char**), as the writer
+ * does; out->owned holds it (sx__segpk_fini). Errors: SX_ENOMEM. */
+SX_NODISCARD sx_status
+sx__segpk_build(sx_field_type type, uint32_t col, const void *data, uint64_t n, sx__segpk *out);
+void sx__segpk_fini(sx__segpk *pk);
+/* The positions [*lo, *lo + return) in key order holding key k (0: absent; the Bloom filter
+ * answers most absent keys without touching the keys); the row of position i is
+ * sx__segpk_row(pk, i). col: the segment's key column (int64_t[n] or char *[n]). A row number
+ * out of range (a damaged file) ends the search with 0. */
+size_t sx__segpk_find_i(const sx__segpk *pk, const int64_t *col, int64_t k, size_t *lo);
+size_t sx__segpk_find_s(const sx__segpk *pk, const char *const *col, const char *k, size_t *lo);
+
+static inline uint32_t sx__segpk_row(const sx__segpk *pk, size_t i)
+{
+    return pk->rows ? pk->rows[i] : (uint32_t)i;
+}
 
 SX_NODISCARD sx_status sx__delfile_write(const char *path,
                                          uint64_t seg_id,

@@ -73,12 +73,11 @@ static uint8_t *read_file(const char *path, size_t *n)
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)sz + 1);
-    *n = fread(p, 1, (size_t)sz, f);
-    fclose(f);
+    long sz = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    uint8_t *p = sz >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)sz + 1) : NULL;
+    if (p)
+        *n = fread(p, 1, (size_t)sz, f);
+    (void)fclose(f); /* read only: nothing to lose */
     return p;
 }
 
@@ -494,15 +493,22 @@ static void test_faults_multipart(void)
             FAILF("%s: %" PRIu64 " retries", fp_kind_name[k], a.retries - b.retries);
         check_object(S, key, data, n);
     }
-    /* CreateMultipartUpload and CompleteMultipartUpload (a lost Complete response: the retry
-     * finds the upload gone and the object in place) */
+    /* CreateMultipartUpload and CompleteMultipartUpload. A Complete whose response is lost or
+     * truncated was carried out (the proxy forwarded it): the upload is then gone and s3rver
+     * answers any further Complete with 500, so the client must find the object with a HEAD
+     * instead of retrying. At most 2 Completes go out (libcurl itself may resend a request
+     * that died on a reused connection) and no failure is counted; retrying blindly sent 7
+     * (1 + 6 retries) and counted one. */
     const fp_kind on_post[] = { FP_500, FP_SLOWDOWN, FP_RESET, FP_TRUNCATE, FP_LOST };
     for (size_t i = 0; i < sizeof on_post / sizeof on_post[0]; i++) {
         fp_kind k = on_post[i];
         for (int which = 0; which < 2; which++) {
-            char key[64];
+            char key[64], target[96];
             snprintf(key, sizeof key, "fault/mpc-%s-%d", fp_kind_name[k], which);
-            long f0 = fault_count(k);
+            snprintf(target, sizeof target, "/%s?uploadId=", key);
+            long f0 = fault_count(k), c0 = fp_count(&fp, "POST ", target);
+            sx__s3_stats b, a;
+            sx__s3_stats_get(P, &b);
             fp_clear(&fp);
             fp_filter(&fp, "POST", which ? "uploadId=" : "uploads=");
             fp_push(&fp, k, 1);
@@ -510,6 +516,15 @@ static void test_faults_multipart(void)
             if (st != SX_OK)
                 FAILF("%s on %s: %s", fp_kind_name[k], which ? "Complete" : "Create", sx_errmsg());
             ASSERT_EQ(fault_count(k) - f0, 1);
+            sx__s3_stats_get(P, &a);
+            long completes = fp_count(&fp, "POST ", target) - c0;
+            if (which)
+                fprintf(stderr,
+                        "  %-13s on Complete: %ld Complete request(s), %" PRIu64
+                        " client retries\n",
+                        fp_kind_name[k], completes, a.retries - b.retries);
+            ASSERT(completes >= 1 && completes <= 2);
+            ASSERT_EQ(a.failures - b.failures, 0);
             check_object(S, key, data, n);
         }
     }
@@ -592,6 +607,25 @@ static void test_persistent_faults(void)
     ASSERT_EQ(fp_count(&fp, "DELETE", "uploadId=") - aborts0, 1);
     uint64_t size;
     ASSERT_STATUS(sx__s3_head(S, "fault/mp-fail", &size), SX_ENOTFOUND);
+    /* a persistent 500 on CompleteMultipartUpload (answered by the proxy: s3rver never sees a
+     * Complete): each of the 4 attempts has an unknown outcome and is followed by a HEAD that
+     * finds no object; then put_file fails and aborts the upload */
+    const char *mc = "/fault/mp-complete-fail?uploadId=";
+    fp_clear(&fp);
+    fp_filter(&fp, "POST", mc);
+    fp_set_persistent(&fp, FP_500);
+    long c0 = fp_count(&fp, "POST ", mc), h0 = fp_count(&fp, "HEAD ", "/fault/mp-complete-fail");
+    aborts0 = fp_count(&fp, "DELETE", "uploadId=");
+    ASSERT_STATUS(sx__s3_put_file(q, "fault/mp-complete-fail", src), SX_EREMOTE);
+    fprintf(stderr, "  persistent 500 on Complete: %s\n", sx_errmsg());
+    ASSERT(strstr(sx_errmsg(), "CompleteMultipartUpload") != NULL);
+    ASSERT(strstr(sx_errmsg(), "HTTP 500 InternalError") != NULL);
+    ASSERT(strstr(sx_errmsg(), "(4 attempts)") != NULL);
+    ASSERT(strstr(sx_errmsg(), "a HEAD did not find the uploaded object") != NULL);
+    ASSERT_EQ(fp_count(&fp, "POST ", mc) - c0, 4);
+    ASSERT_EQ(fp_count(&fp, "HEAD ", "/fault/mp-complete-fail") - h0, 4);
+    ASSERT_EQ(fp_count(&fp, "DELETE", "uploadId=") - aborts0, 1);
+    ASSERT_STATUS(sx__s3_head(S, "fault/mp-complete-fail", &size), SX_ENOTFOUND);
     /* not retried: 403 / 404 */
     fp_clear(&fp);
     sx__s3_stats b, a;
@@ -648,6 +682,7 @@ static void test_get_file_atomic(void)
     ASSERT_STATUS(sx__s3_get_file(q, "fault/obj", dst), SX_EREMOTE);
     size_t n = 0;
     uint8_t *p = read_file(dst, &n);
+    ASSERT(p != NULL);
     ASSERT_EQ(n, 3);
     ASSERT(memcmp(p, "old", 3) == 0);
     free(p);
@@ -660,6 +695,7 @@ static void test_get_file_atomic(void)
     size_t wn = 0;
     ASSERT_OK(sx__s3_get(S, "fault/obj", 0, 0, &want, &wn));
     p = read_file(dst, &n);
+    ASSERT(p != NULL);
     ASSERT_EQ(n, wn);
     ASSERT(memcmp(p, want, n) == 0);
     free(p);
@@ -687,7 +723,8 @@ static void test_abort_orphans(void)
     struct tm tm;
     gmtime_r(&now, &tm);
     char recent[64];
-    strftime(recent, sizeof recent, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+    size_t recent_len = strftime(recent, sizeof recent, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+    ASSERT(recent_len > 0);
     snprintf(page1, sizeof page1,
              "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListMultipartUploadsResult "
              "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>sxtest</Bucket>"
@@ -742,8 +779,13 @@ static void test_random_faults(void)
     for (int k = FP_500; k <= FP_TRUNCATE; k++)
         mask |= 1u << k;
     fp_set_random(&fp, 0.2, mask, seed | 1);
-    /* the client tries 4 times: at most 3 random faults in a row per request, so a failure is a
-     * client bug, not the seed's luck (0.2^4 per request made this fail for SX_SEED=1796190298) */
+    /* q makes up to 13 attempts per request (1 + max_retries 12) and the proxy injects at most
+     * 3 random faults in a row per request (method + target; the cap came after
+     * SX_SEED=1796190298, where one request drew 4), so random faults alone cannot exhaust a
+     * request: a failure is a client bug. A Complete whose response is lost has still
+     * completed the upload and every later Complete fails at s3rver (500), so the client
+     * settles it with a HEAD (s3.c, invariant 5); retrying it blindly failed
+     * SX_SEED=1796193625. */
     fp_set_random_max_run(&fp, 3);
     long f0 = fp_faults_total(&fp);
     size_t n = 200000;

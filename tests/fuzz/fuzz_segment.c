@@ -2,13 +2,18 @@
  * fuzz_segment.c: libFuzzer harness for the sealed-segment, delete-bitmap and index-file readers
  * (src/storage/segfile.h). The input is written as one file and given to every reader (each
  * rejects the other formats by magic, so one corpus holds all three):
- *   sx__segfile_read, copying (map == NULL) and zero-copy (mapped vector column), against the
- *     fixed schema of fuzz_common.h and segment id 1; on success every value is read;
+ *   sx__segfile_read, copying (map == NULL: the key block verified in full) and zero-copy (mapped
+ *     columns and key block), against the fixed schema of fuzz_common.h and segment id 1 (no
+ *     primary key expected, so a key block on any INT64 or VARCHAR column is parsed); on success
+ *     every value is read, and in the mapped case keys are looked up through the key block
+ *     (every row's own key, and absent keys);
  *   sx__delfile_read for segment 1 with FZ_N rows and with the row count the header claims
  *     (capped at 1 << 20);
  *   sx__idxfile_read expecting type HNSW, params "M=8,efConstruction=40", FZ_N rows, FZ_DIM.
- * gen_corpus.c writes the seeds with the same constants. Errors are normal outcomes. Each input
- * runs twice: as is, and with every CRC recomputed (fix_crcs), so mutations reach the decoders.
+ * gen_corpus.c writes the seeds with the same constants (segments of format version 2 with key
+ * blocks on the INT64 and on the VARCHAR column; seed-seg-v1* are version 1 files, still read).
+ * Errors are normal outcomes. Each input runs twice: as is, and with every CRC recomputed
+ * (fix_crcs, key block included), so mutations reach the decoders.
  */
 #include "fuzz_common.h"
 #include "platform/fs.h"
@@ -22,6 +27,7 @@
 #define FZ_IDX_PARAMS "M=8,efConstruction=40"
 
 static char g_path[600];
+static volatile uint64_t g_sink;
 static sx__segcol g_expect[FZ_N_FIELDS];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -67,6 +73,32 @@ static void touch_cols(const sx__segcol *cols, uint64_t n)
     (void)sink;
 }
 
+/* Lookups through a mapped key block, for every row's key and a few absent ones. The mapped read
+ * checks the key block's CRCs and sizes only (the copying read checks its content), so on a
+ * crafted block the answers may be wrong; they must only stay in bounds. */
+static void touch_keys(const sx__segcol *cols, uint64_t n, const sx__segpk *pk)
+{
+    if (pk->col == UINT32_MAX || pk->col >= FZ_N_FIELDS)
+        return;
+    const sx__segcol *kc = &cols[pk->col];
+    for (uint64_t r = 0; r < n && r < 256; r++) {
+        size_t lo = 0, cnt;
+        if (kc->type == SX_FIELD_INT64) {
+            const int64_t *col = kc->data;
+            cnt = sx__segpk_find_i(pk, col, col[r], &lo);
+            for (size_t j = 0; j < cnt; j++)
+                g_sink += (uint64_t)col[sx__segpk_row(pk, lo + j)];
+            g_sink += sx__segpk_find_i(pk, col, col[r] + 1, &lo);
+        } else {
+            char *const *col = kc->data;
+            cnt = sx__segpk_find_s(pk, (const char *const *)col, col[r], &lo);
+            for (size_t j = 0; j < cnt; j++)
+                g_sink += strlen(col[sx__segpk_row(pk, lo + j)]);
+            g_sink += sx__segpk_find_s(pk, (const char *const *)col, "~absent", &lo);
+        }
+    }
+}
+
 static void del_read(uint64_t n_rows)
 {
     uint64_t *bits = sx__calloc(sx__bits_words(n_rows) + 1, sizeof *bits);
@@ -103,6 +135,46 @@ static void fix_crcs(uint8_t *p, size_t n)
             fz_fix_crc(p, n, off, off + (size_t)dlen, crc_at);
             off += (size_t)dlen;
         }
+        /* version 2: the key block (64-byte meta, then rows, keys, Bloom words) */
+        off += (64 - off % 64) % 64;
+        if (sx__le32(p + 8) < 2 || off > n || n - off < 64 || memcmp(p + off, "SXPK", 4) != 0)
+            return;
+        size_t meta = off;
+        uint32_t col = sx__le32(p + meta + 4), flags = sx__le32(p + meta + 8);
+        uint64_t keys = sx__le64(p + meta + 16), words = sx__le64(p + meta + 24);
+        bool ints = true; /* the arrays present: rows unless sorted, keys for an INT64 column */
+        if (col < nc && col < 64) {
+            /* the column's type: walk the column headers again */
+            size_t o = 36;
+            for (uint32_t i = 0; i <= col; i++) {
+                if (o > n || n - o < 4)
+                    return;
+                uint32_t nl = sx__le32(p + o);
+                if (nl > n - o - 4 || n - o - 4 - nl < 17)
+                    return;
+                uint8_t type = p[o + 4 + nl];
+                uint64_t dlen = sx__le64(p + o + 4 + nl + 5);
+                o += 4 + nl + 17;
+                o += (64 - o % 64) % 64;
+                if (o > n || dlen > n - o)
+                    return;
+                o += (size_t)dlen;
+                ints = type == SX_FIELD_INT64;
+            }
+        }
+        off += 64;
+        uint64_t len[3] = { flags & 1 ? 0 : keys * 4, (flags & 1) || !ints ? 0 : keys * 8,
+                            words * 8 };
+        for (int i = 0; i < 3; i++) {
+            if (len[i] == 0 && i < 2)
+                continue;
+            off += (64 - off % 64) % 64;
+            if (off > n || len[i] > n - off)
+                return;
+            fz_fix_crc(p, n, off, off + (size_t)len[i], meta + 48 + (size_t)i * 4);
+            off += (size_t)len[i];
+        }
+        fz_fix_crc(p, n, meta, meta + 60, meta + 60);
     } else if (memcmp(p, "SXDEL001", 8) == 0) {
         uint64_t rows = sx__le64(p + 24);
         uint64_t words = rows / 64 + (rows % 64 != 0);
@@ -138,6 +210,7 @@ static void one(const uint8_t *data, size_t size)
     sx__segmap map = { 0 };
     if (sx__segfile_read(g_path, 1, g_expect, FZ_N_FIELDS, &n, &cols, &map) == SX_OK) {
         touch_cols(cols, n);
+        touch_keys(cols, n, &map.pk);
         sx__segcols_free(cols, FZ_N_FIELDS, n);
         if (map.addr)
             sx__fs_unmap(map.addr, map.len);

@@ -373,9 +373,11 @@ static void gen_segment(void)
         cols[i] = (sx__segcol){ .name = (char *)fz_fields[i].name,
                                 .type = fz_fields[i].type,
                                 .dim = fz_fields[i].dim,
-                                .data = data[i] };
+                                .data = data[i],
+                                .is_primary = fz_fields[i].is_primary };
     char path[700];
     snprintf(path, sizeof path, "%s/seg.sxs", g_tmp);
+    /* format version 2: a key block on the (sorted) INT64 primary key */
     sx_status st = sx__segfile_write(path, 1, FZ_N, cols, FZ_N_FIELDS);
     if (st == SX_OK)
         put_file_seed("fuzz_segment", "seg", path, -1);
@@ -385,6 +387,24 @@ static void gen_segment(void)
     st = sx__segfile_write(path, 1, 1, cols, FZ_N_FIELDS);
     if (st == SX_OK)
         put_file_seed("fuzz_segment", "seg-1row", path, -1);
+    /* unsorted keys with duplicates (rows and keys arrays in the key block) */
+    for (size_t i = 0; i < FZ_N; i++)
+        id[i] = (int64_t)((i * 37) % 23) - 5;
+    st = sx__segfile_write(path, 1, FZ_N, cols, FZ_N_FIELDS);
+    if (st == SX_OK)
+        put_file_seed("fuzz_segment", "seg-unsorted", path, -1);
+    /* the key block on the VARCHAR column (rows array only) */
+    for (size_t i = 0; i < FZ_N_FIELDS; i++)
+        cols[i].is_primary = cols[i].type == SX_FIELD_VARCHAR;
+    st = sx__segfile_write(path, 1, FZ_N, cols, FZ_N_FIELDS);
+    if (st == SX_OK)
+        put_file_seed("fuzz_segment", "seg-strkey", path, -1);
+    /* no key block column (a segment writer that flags none) */
+    for (size_t i = 0; i < FZ_N_FIELDS; i++)
+        cols[i].is_primary = false;
+    st = sx__segfile_write(path, 1, FZ_N, cols, FZ_N_FIELDS);
+    if (st == SX_OK)
+        put_file_seed("fuzz_segment", "seg-nokey", path, -1);
 
     uint64_t bits[(FZ_N + 63) / 64] = { 0 };
     sx__bits_set(bits, 0);

@@ -366,6 +366,11 @@ static void test_engine_small_budget(void)
     ASSERT_OK(sx_collection_open(db, "small", &c));
     ASSERT_OK(sx_index_create(c, "HNSW", NULL, 0));
     ASSERT_OK(sx_index_wait(c, 300000));
+    float q[DIM] = { 0 };
+    sx_search_req rq = { .queries = q, .nq = 1, .k = 5, .metric = -1 };
+    sx_rowset *rs = NULL;
+    ASSERT_OK(sx_search(c, &rq, &rs)); /* the index is charged once a search sees it */
+    sx_rowset_free(rs);
     sx_db_memory_stats(db, &m);
     ASSERT(m.index_bytes > 0);
     ASSERT_EQ(m.build_bytes, 0);

@@ -31,6 +31,7 @@
 
 /* Subcommands: each returns one of the CLI_EXIT_* codes. argv[0] is the subcommand name. */
 int cli_import(int argc, char **argv);
+int cli_import_job(int argc, char **argv); /* import --job (import_job.c): the bulk import */
 int cli_search(int argc, char **argv);
 int cli_info(int argc, char **argv);
 int cli_index(int argc, char **argv);

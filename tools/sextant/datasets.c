@@ -21,6 +21,8 @@
  *   2. 1 <= dim <= DS_MAX_DIM and n*dim*4 did not overflow size_t;
  *   3. n >= 1 (an empty data file is an error: nothing useful can be done with it).
  *
+ * The NumPy header and the TEXMEX shape are checked by src/util/vecfile.c, which the bulk import
+ * (src/engine/import_fmt.c) shares, so both refuse the same files with the same messages.
  * Reading is streamed through a bounded row buffer (files are decoded row by row, never mapped
  * and cast), so a malformed header cannot make us read past what the size checks allowed.
  *
@@ -49,10 +51,10 @@
 # include <hdf5.h>
 #endif
 
-/* NumPy headers are small; anything bigger is not a file we wrote or want. */
-#define NPY_MAX_HEADER (1u << 20)
+#include "util/vecfile.h"
+
 /* Rows decoded per chunk for formats without per-record framing. */
-#define CHUNK_BYTES    (4u << 20)
+#define CHUNK_BYTES (4u << 20)
 
 static void set_err(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -205,32 +207,20 @@ static int load_vecs(const char *path,
         goto fail;
     }
     uint64_t size = (uint64_t)stbuf.st_size;
-    if (size < 4) {
-        set_err(err, err_len, "%s: file is %s (%llu bytes): not a .%s file", path,
-                size == 0 ? "empty" : "truncated", (unsigned long long)size, kind);
-        goto fail;
-    }
-    unsigned char hdr[4];
-    if (fread(hdr, 1, 4, f) != 4) {
+    unsigned char hdr[4] = { 0, 0, 0, 0 };
+    if (size >= 4 && fread(hdr, 1, 4, f) != 4) {
         set_err(err, err_len, "%s: read error", path);
         goto fail;
     }
-    int32_t d = (int32_t)le32(hdr);
-    if (d <= 0 || (uint32_t)d > DS_MAX_DIM) {
-        set_err(err, err_len, "%s: first record has dimension %d (want 1..%u): not a .%s file",
-                path, (int)d, DS_MAX_DIM, kind);
+    uint32_t d = 0;
+    uint64_t n_recs = 0;
+    /* the shape checks are the bulk import's too (src/util/vecfile.c) */
+    if (sx__vecs_shape(path, kind, hdr, size, elem, DS_MAX_DIM, &d, &n_recs) != SX_OK) {
+        set_err(err, err_len, "%s", sx_errmsg());
         goto fail;
     }
     uint64_t rec = 4 + (uint64_t)d * elem;
-    if (size % rec != 0) {
-        set_err(err, err_len,
-                "%s: size %llu is not a multiple of the record size %llu (4 + %d x %zu): the file "
-                "is truncated or not a .%s file (%llu whole records, %llu bytes left over)",
-                path, (unsigned long long)size, (unsigned long long)rec, (int)d, elem, kind,
-                (unsigned long long)(size / rec), (unsigned long long)(size % rec));
-        goto fail;
-    }
-    size_t n = (size_t)(size / rec);
+    size_t n = (size_t)n_recs;
     if (limit > 0 && limit < n)
         n = limit;
     if (alloc_matrix(&m, n, (size_t)d, is_int_src ? DS_I32 : DS_F32, path, err, err_len) != 0)
@@ -250,7 +240,7 @@ static int load_vecs(const char *path,
                     path, r);
             goto fail;
         }
-        int32_t rd = (int32_t)le32(row);
+        uint32_t rd = le32(row);
         if (rd != d) {
             set_err(err, err_len,
                     "%s: record %zu has dimension %d but the first record has %d: corrupt .%s file",
@@ -283,93 +273,6 @@ fail:
 
 /* ------------------------------------------------------------------ NumPy */
 
-/* Finds the value text after 'key': in a NumPy header dict; NULL if absent. */
-static const char *npy_value(const char *hdr, const char *key)
-{
-    char pat[64];
-    const char *quotes = "'\"";
-    for (const char *q = quotes; *q != '\0'; q++) {
-        snprintf(pat, sizeof pat, "%c%s%c", *q, key, *q);
-        const char *p = strstr(hdr, pat);
-        if (p == NULL)
-            continue;
-        p += strlen(pat);
-        while (*p == ' ')
-            p++;
-        if (*p != ':')
-            return NULL;
-        p++;
-        while (*p == ' ')
-            p++;
-        return p;
-    }
-    return NULL;
-}
-
-static int npy_parse_header(const char *path,
-                            const char *hdr,
-                            char descr[16],
-                            bool *fortran,
-                            uint64_t shape[2],
-                            char *err,
-                            size_t err_len)
-{
-    const char *p = npy_value(hdr, "descr");
-    if (p == NULL || (*p != '\'' && *p != '"'))
-        return fail(err, err_len, "%s: NumPy header has no 'descr'", path);
-    char quote = *p++;
-    size_t len = 0;
-    while (p[len] != '\0' && p[len] != quote && len < 15)
-        len++;
-    if (p[len] != quote)
-        return fail(err, err_len, "%s: NumPy 'descr' is malformed or not a simple dtype", path);
-    memcpy(descr, p, len);
-    descr[len] = '\0';
-
-    p = npy_value(hdr, "fortran_order");
-    if (p == NULL)
-        return fail(err, err_len, "%s: NumPy header has no 'fortran_order'", path);
-    if (strncmp(p, "True", 4) == 0)
-        *fortran = true;
-    else if (strncmp(p, "False", 5) == 0)
-        *fortran = false;
-    else
-        return fail(err, err_len, "%s: NumPy 'fortran_order' is neither True nor False", path);
-
-    p = npy_value(hdr, "shape");
-    if (p == NULL || *p != '(')
-        return fail(err, err_len, "%s: NumPy header has no 'shape' tuple", path);
-    p++;
-    size_t nd = 0;
-    for (;;) {
-        while (*p == ' ')
-            p++;
-        if (*p == ')')
-            break;
-        if (*p < '0' || *p > '9')
-            return fail(err, err_len, "%s: NumPy 'shape' is malformed", path);
-        errno = 0;
-        char *end = NULL;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (errno != 0)
-            return fail(err, err_len, "%s: NumPy 'shape' value overflows", path);
-        if (nd < 2)
-            shape[nd] = (uint64_t)v;
-        nd++;
-        p = end;
-        while (*p == ' ')
-            p++;
-        if (*p == ',')
-            p++;
-        else if (*p != ')')
-            return fail(err, err_len, "%s: NumPy 'shape' is malformed", path);
-    }
-    if (nd != 2)
-        return fail(err, err_len,
-                    "%s: NumPy array has %zu dimensions; want a 2-D (rows, dim) array", path, nd);
-    return 0;
-}
-
 static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, size_t err_len)
 {
     char *hdr = NULL;
@@ -384,48 +287,31 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
         goto fail;
     }
     uint64_t size = (uint64_t)stbuf.st_size;
-    unsigned char pre[12];
-    if (size < 10 || fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        set_err(err, err_len, "%s: not a NumPy file (bad magic)", path);
-        goto fail;
-    }
-    unsigned major = pre[6];
-    uint64_t hlen, data_off;
-    if (major == 1) {
-        hlen = (uint64_t)pre[8] | (uint64_t)pre[9] << 8;
-        data_off = 10 + hlen;
-    } else if (major == 2 || major == 3) {
-        if (fread(pre + 10, 1, 2, f) != 2) {
-            set_err(err, err_len, "%s: truncated NumPy header", path);
-            goto fail;
-        }
-        hlen = le32(pre + 8);
-        data_off = 12 + hlen;
-    } else {
-        set_err(err, err_len, "%s: unsupported NumPy format version %u", path, major);
-        goto fail;
-    }
-    if (hlen == 0 || hlen > NPY_MAX_HEADER || data_off > size) {
-        set_err(err, err_len, "%s: NumPy header length %llu is invalid for a %llu-byte file", path,
-                (unsigned long long)hlen, (unsigned long long)size);
-        goto fail;
-    }
-    hdr = malloc((size_t)hlen + 1);
-    if (hdr == NULL || fread(hdr, 1, (size_t)hlen, f) != (size_t)hlen) {
+    /* the header checks are the bulk import's too (src/util/vecfile.c): magic, version, dict,
+     * shape, and a data size equal to what the file holds */
+    size_t plen = size < SX__NPY_PREFIX ? (size_t)size : SX__NPY_PREFIX;
+    hdr = malloc(plen ? plen : 1);
+    if (hdr == NULL || fread(hdr, 1, plen, f) != plen) {
         set_err(err, err_len, "%s: cannot read the NumPy header", path);
         goto fail;
     }
-    hdr[hlen] = '\0';
-    char descr[16];
-    bool fortran = false;
-    uint64_t shape[2] = { 0, 0 };
-    if (npy_parse_header(path, hdr, descr, &fortran, shape, err, err_len) != 0)
+    sx__npy h;
+    if (sx__npy_parse(path, (const unsigned char *)hdr, plen, size, &h) != SX_OK) {
+        set_err(err, err_len, "%s", sx_errmsg());
         goto fail;
-    if (fortran) {
+    }
+    if (h.ndim != 2) {
+        set_err(err, err_len, "%s: NumPy array has %zu dimensions; want a 2-D (rows, dim) array",
+                path, h.ndim);
+        goto fail;
+    }
+    if (h.fortran) {
         set_err(err, err_len, "%s: Fortran-order arrays are not supported (save with C order)",
                 path);
         goto fail;
     }
+    const char *descr = h.descr;
+    uint64_t shape[2] = { h.shape[0], h.shape[1] };
     size_t elem;
 
     enum { SRC_F4, SRC_U1, SRC_I4 } src;
@@ -433,7 +319,7 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
     if (strcmp(descr, "<f4") == 0) {
         src = SRC_F4;
         elem = 4;
-    } else if (strcmp(descr, "|u1") == 0 || strcmp(descr, "<u1") == 0 || strcmp(descr, "u1") == 0) {
+    } else if (strcmp(descr, "|u1") == 0 || strcmp(descr, "<u1") == 0) {
         src = SRC_U1;
         elem = 1;
     } else if (strcmp(descr, "<i4") == 0) {
@@ -450,13 +336,8 @@ static int load_npy(const char *path, size_t limit, ds_matrix *out, char *err, s
         goto fail;
     }
     uint64_t row_bytes = shape[1] * elem;
-    if (shape[0] > (UINT64_MAX - data_off) / row_bytes || data_off + shape[0] * row_bytes != size) {
-        set_err(err, err_len,
-                "%s: NumPy shape (%llu, %llu) of %s needs %llu data bytes but the file has %llu: "
-                "truncated or corrupt",
-                path, (unsigned long long)shape[0], (unsigned long long)shape[1], descr,
-                (unsigned long long)shape[0] * (unsigned long long)row_bytes,
-                (unsigned long long)(size - data_off));
+    if (fseek(f, (long)h.data_off, SEEK_SET) != 0) {
+        set_err(err, err_len, "%s: seek failed: %s", path, strerror(errno));
         goto fail;
     }
     size_t n = (size_t)shape[0], dim = (size_t)shape[1];
@@ -919,27 +800,20 @@ int ds_open_float(const char *path, size_t limit, ds_matrix *out, char *err, siz
         goto fail;
     }
     uint64_t size = (uint64_t)stbuf.st_size;
-    if (size < 4 || pread(m.fd, hdr, 4, 0) != 4) {
-        set_err(err, err_len, "%s: file is %s (%llu bytes): not a .%s file", path,
-                size == 0 ? "empty" : "truncated", (unsigned long long)size, kind);
+    memset(hdr, 0, sizeof hdr);
+    if (size >= 4 && pread(m.fd, hdr, 4, 0) != 4) {
+        set_err(err, err_len, "%s: read error: %s", path, strerror(errno));
         goto fail;
     }
-    int32_t d = (int32_t)le32(hdr);
-    if (d <= 0 || (uint32_t)d > DS_MAX_DIM) {
-        set_err(err, err_len, "%s: first record has dimension %d (want 1..%u): not a .%s file",
-                path, (int)d, DS_MAX_DIM, kind);
+    uint32_t d = 0;
+    uint64_t n_recs = 0;
+    /* the shape checks are the bulk import's too (src/util/vecfile.c) */
+    if (sx__vecs_shape(path, kind, hdr, size, bv ? 1 : 4, DS_MAX_DIM, &d, &n_recs) != SX_OK) {
+        set_err(err, err_len, "%s", sx_errmsg());
         goto fail;
     }
     m.rec = 4 + (uint64_t)d * (bv ? 1 : 4);
-    if (size % m.rec != 0) {
-        set_err(err, err_len,
-                "%s: size %llu is not a multiple of the record size %llu: the file is truncated "
-                "or not a .%s file (%llu whole records, %llu bytes left over)",
-                path, (unsigned long long)size, (unsigned long long)m.rec, kind,
-                (unsigned long long)(size / m.rec), (unsigned long long)(size % m.rec));
-        goto fail;
-    }
-    m.n = (size_t)(size / m.rec);
+    m.n = (size_t)n_recs;
     if (limit > 0 && limit < m.n)
         m.n = limit;
     m.dim = (size_t)d;

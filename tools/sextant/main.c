@@ -41,8 +41,12 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "import") == 0)
+    if (strcmp(cmd, "import") == 0) {
+        for (int i = 2; i < argc; i++)
+            if (strcmp(argv[i], "--job") == 0)
+                return cli_import_job(argc - 1, argv + 1);
         return cli_import(argc - 1, argv + 1);
+    }
     if (strcmp(cmd, "index") == 0)
         return cli_index(argc - 1, argv + 1);
     if (strcmp(cmd, "search") == 0)

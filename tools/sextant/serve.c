@@ -75,6 +75,8 @@ static void serve_usage(FILE *out)
         "  --merge-max-nq N       query vectors per merged batch (256)\n"
         "  --merge-slots N        searches that run at once before later ones queue and merge\n"
         "                         (default: the number of CPUs)\n"
+        "  --import-root DIR      bulk import reads local files under DIR only (default:\n"
+        "                         any file the server can read)\n"
         "  --sync full|none       WAL durability (default full; none: tests only)\n"
         "  --quiet                no access log\n" CLI_STORAGE_USAGE "\n"
         "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n");
@@ -84,6 +86,7 @@ int cli_serve(int argc, char **argv)
 {
     const char *cmd = "serve";
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
+    const char *import_root = NULL;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0, resp_mb = 0, req_timeout = 0;
     uint64_t per_ip = 0, header_s = 0, min_rate = 0, grace_s = 0, json_mb = 0, json_total_mb = 0;
@@ -113,7 +116,8 @@ int cli_serve(int argc, char **argv)
         if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--bind", &bind)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--auth-token", &token)) != 0 ||
-            (r = cli_take(argc, argv, &i, cmd, "--users", &users)) != 0) {
+            (r = cli_take(argc, argv, &i, cmd, "--users", &users)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--import-root", &import_root)) != 0) {
             if (r < 0)
                 return cli_usage_error(cmd, "missing value");
             continue;
@@ -184,6 +188,7 @@ int cli_serve(int argc, char **argv)
     o.port = (uint16_t)port;
     o.auth_token = token;
     o.users_file = users;
+    o.import_root = import_root;
     o.max_body_bytes = body_mb << 20;
     o.http_threads = (uint32_t)threads;
     o.max_connections = (uint32_t)max_conn;

@@ -295,6 +295,49 @@ const steps = [
     }
   }],
 
+  ['bulk import: createImportJobs, getImportJobProgress, listImportJobs', async () => {
+    const fs = require('node:fs');
+    const os = require('node:os');
+    const path = require('node:path');
+    const before = await count('');
+    const file = path.join(process.env.SX_TMPDIR || os.tmpdir(), `sdk_import_${process.pid}.json`);
+    const imp = [];
+    for (let i = 0; i < 25; i++) {
+      imp.push({ id: 5000 + i, vector: vec(5000 + i), color: 'teal', price: 7.5, in_stock: true });
+    }
+    fs.writeFileSync(file, JSON.stringify({ rows: imp }));
+    try {
+      const cr = ok('create import', await client.createImportJobs({ collectionName: COLL, files: [[file]] }));
+      const jobId = cr.data.jobId;
+      assert.equal(typeof jobId, 'string');
+      let p;
+      for (let t = 0; t < 200; t++) {
+        p = ok('progress', await client.getImportJobProgress({ jobId }));
+        if (p.data.state === 'Completed' || p.data.state === 'Failed') break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(p.data.state, 'Completed', `import job: ${JSON.stringify(p.data)}`);
+      assert.equal(p.data.progress, 100);
+      assert.equal(p.data.importedRows, 25);
+      assert.equal(p.data.collectionName, COLL);
+      const list = ok('list imports', await client.listImportJobs({ collectionName: COLL }));
+      assert.ok(list.data.records.some((r) => r.jobId === jobId && r.state === 'Completed'));
+      assert.equal(await count(''), before + 25);
+      assert.equal(await count('color == "teal"'), 25);
+      // a failing job reports its reason
+      const bad = ok('create bad import', await client.createImportJobs({ collectionName: COLL, files: [['/nonexistent/x.json']] }));
+      for (let t = 0; t < 200; t++) {
+        p = ok('progress', await client.getImportJobProgress({ jobId: bad.data.jobId }));
+        if (p.data.state === 'Completed' || p.data.state === 'Failed') break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(p.data.state, 'Failed');
+      assert.match(p.data.reason, /does not exist/);
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+  }],
+
   ['dropCollection', async () => {
     ok('drop', await client.dropCollection({ collectionName: COLL }));
     ok('drop quick', await client.dropCollection({ collectionName: QUICK }));
