@@ -509,6 +509,65 @@ prepare_all(sx_collection *c, sx__segment *const *to_write, size_t n, sx__segmen
     return st;
 }
 
+/* The flush's commit: the manifest naming the segments just written (to_write) and the delete
+ * generations of the snapshots, each segment's persistence state set for it tentatively and
+ * restored when the write fails; on success the delete generations advance and superseded delete
+ * files go. Caller holds flush_mu, not write_mu. */
+static sx_status commit_manifest(sx_collection *c,
+                                 sx__segment *const *to_write,
+                                 size_t n_to_write,
+                                 const delsnap *snaps,
+                                 size_t n_snaps)
+{
+    sx_status st;
+    char path[4096];
+    sx__mutex_lock(&c->write_mu);
+    uint64_t *gens = sx__calloc(c->n_segs + 1, sizeof *gens);
+    bool *was_persisted = sx__calloc(c->n_segs + 1, sizeof(bool));
+    if (!gens || !was_persisted) {
+        sx__mutex_unlock(&c->write_mu);
+        sx__free(gens);
+        sx__free(was_persisted);
+        return sx__err(SX_ENOMEM, "flush");
+    }
+    for (size_t i = 0; i < c->n_segs; i++) {
+        sx__segment *s = c->segs[i];
+        gens[i] = s->del_gen;
+        was_persisted[i] = s->persisted;
+        for (size_t j = 0; j < n_snaps; j++)
+            if (snaps[j].s == s)
+                gens[i] = snaps[j].n_deleted ? snaps[j].gen : 0;
+        for (size_t w = 0; w < n_to_write; w++)
+            if (to_write[w] == s)
+                s->persisted = true; /* tentatively, for the manifest */
+    }
+    sx__mutex_unlock(&c->write_mu);
+    st = sx__write_manifest(c, gens);
+    sx__mutex_lock(&c->write_mu);
+    for (size_t i = 0; i < c->n_segs; i++) {
+        sx__segment *s = c->segs[i];
+        if (st != SX_OK) {
+            s->persisted = was_persisted[i];
+            continue;
+        }
+        for (size_t j = 0; j < n_snaps; j++) {
+            if (snaps[j].s != s)
+                continue;
+            uint64_t old = s->del_gen;
+            s->del_gen = gens[i];
+            s->persisted_deleted = snaps[j].n_deleted;
+            if (old && old != s->del_gen) {
+                del_path(c, path, sizeof path, s->id, old);
+                sx__ignore(sx__fs_unlink(path));
+            }
+        }
+    }
+    sx__mutex_unlock(&c->write_mu);
+    sx__free(was_persisted);
+    sx__free(gens);
+    return st;
+}
+
 sx_status sx__coll_flush(sx_collection *c, bool from_insert)
 {
     return sx__coll_flush_extra(c, from_insert, NULL);
@@ -520,7 +579,6 @@ sx_status sx__coll_flush_extra(sx_collection *c, bool from_insert, const sx__flu
     delsnap *snaps = NULL;
     size_t n_snaps = 0;
     sx__segment *sealed = NULL, *old_growing = NULL;
-    uint64_t *gens = NULL;
     sx__segment **to_write = NULL, **repl = NULL;
     size_t n_to_write = 0;
     atomic_fetch_add_explicit(&c->flush_waiters, 1, memory_order_relaxed);
@@ -639,55 +697,7 @@ sx_status sx__coll_flush_extra(sx_collection *c, bool from_insert, const sx__flu
     st = prepare_all(c, to_write, n_to_write, &repl);
     if (st != SX_OK)
         goto unlock_flush;
-    char path[4096];
-    /* commit: manifest names the new segment and delete generations */
-    sx__mutex_lock(&c->write_mu);
-    gens = sx__calloc(c->n_segs + 1, sizeof *gens);
-    if (!gens) {
-        sx__mutex_unlock(&c->write_mu);
-        st = sx__err(SX_ENOMEM, "flush");
-        goto unlock_flush;
-    }
-    bool *was_persisted = sx__calloc(c->n_segs + 1, sizeof(bool));
-    if (!was_persisted) {
-        sx__mutex_unlock(&c->write_mu);
-        st = sx__err(SX_ENOMEM, "flush");
-        goto unlock_flush;
-    }
-    for (size_t i = 0; i < c->n_segs; i++) {
-        sx__segment *s = c->segs[i];
-        gens[i] = s->del_gen;
-        was_persisted[i] = s->persisted;
-        for (size_t j = 0; j < n_snaps; j++)
-            if (snaps[j].s == s)
-                gens[i] = snaps[j].n_deleted ? snaps[j].gen : 0;
-        for (size_t w = 0; w < n_to_write; w++)
-            if (to_write[w] == s)
-                s->persisted = true; /* tentatively, for the manifest */
-    }
-    sx__mutex_unlock(&c->write_mu);
-    st = sx__write_manifest(c, gens);
-    sx__mutex_lock(&c->write_mu);
-    for (size_t i = 0; i < c->n_segs; i++) {
-        sx__segment *s = c->segs[i];
-        if (st != SX_OK) {
-            s->persisted = was_persisted[i];
-            continue;
-        }
-        for (size_t j = 0; j < n_snaps; j++) {
-            if (snaps[j].s != s)
-                continue;
-            uint64_t old = s->del_gen;
-            s->del_gen = gens[i];
-            s->persisted_deleted = snaps[j].n_deleted;
-            if (old && old != s->del_gen) {
-                del_path(c, path, sizeof path, s->id, old);
-                sx__ignore(sx__fs_unlink(path));
-            }
-        }
-    }
-    sx__mutex_unlock(&c->write_mu);
-    sx__free(was_persisted);
+    st = commit_manifest(c, to_write, n_to_write, snaps, n_snaps);
     if (st != SX_OK)
         goto unlock_flush;
     st = sx__wal_truncate_before(c->wal, c->checkpoint_lsn + 1);
@@ -717,7 +727,6 @@ unlock_flush:
     for (size_t i = 0; i < n_snaps; i++)
         sx__free(snaps[i].bits);
     sx__free(snaps);
-    sx__free(gens);
     for (size_t w = 0; repl && w < n_to_write; w++)
         sx__seg_unref(repl[w]); /* not swapped in (a failure before or at the commit) */
     sx__free(repl);
