@@ -405,10 +405,12 @@ static uint64_t grow_need(const sx_collection *c, const sx__segment *g, const ro
  * that its graph loses recall (test_beyond_ram_slow, 330k x 256 in 64 MiB: recall@10 0.64 with
  * no cap, 0.93 at a half, 1.0 at a quarter). Over the cap the write seals its growing segment
  * and retries, as on a refusal. */
-static sx_status grow_charge(sx_collection *c, const rows *r, bool must)
+static sx_status grow_charge(sx_collection *c, const rows *r, bool must, uint64_t *took)
 {
     sx__segment *g = c->growing;
     uint64_t need = grow_need(c, g, r);
+    if (took)
+        *took = 0;
     if (must) {
         sx__mem_force(g->budget, SX__MEM_GROWING, need);
     } else {
@@ -426,12 +428,25 @@ static sx_status grow_charge(sx_collection *c, const rows *r, bool must)
             return st;
     }
     g->charged += need;
+    if (took)
+        *took = need;
     return SX_OK;
+}
+
+/* Gives back a charge grow_charge took for a write that failed before its rows were prepared
+ * (nothing allocated for them). Caller holds write_mu. */
+static void grow_uncharge(sx_collection *c, uint64_t took)
+{
+    sx__segment *g = c->growing;
+    if (!took || took > g->charged)
+        return;
+    g->charged -= took;
+    sx__mem_give(g->budget, SX__MEM_GROWING, took);
 }
 
 static sx_status apply_rows(sx_collection *c, const rows *r, bool upsert)
 {
-    sx__ignore(grow_charge(c, r, true));
+    sx__ignore(grow_charge(c, r, true, NULL));
     prepared p;
     sx_status st = prepare_rows(c, r, &p);
     if (st == SX_OK)
@@ -456,6 +471,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
 {
     rows r;
     int64_t *auto_ids = NULL;
+    uint64_t took = 0; /* charged to the budget for this batch, until its rows are prepared */
     sx__wbuf w;
     sx__wbuf_init(&w);
     sx_status st = map_batch(c, b, &r);
@@ -474,7 +490,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
         if (atomic_load(&c->growing->n_rows) + r.n <= c->max_growing_rows) {
             /* the memory budget: over it, seal the growing segment (its rows leave the heap) and
              * try again; with nothing to seal the batch is refused (SX_ENOMEM naming it) */
-            st = grow_charge(c, &r, false);
+            st = grow_charge(c, &r, false, &took);
             if (st == SX_OK)
                 break;
             if (atomic_load(&c->growing->n_rows) == 0)
@@ -542,6 +558,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
     st = prepare_rows(c, &r, &prep);
     if (st != SX_OK)
         goto unlock;
+    took = 0; /* the chunks are allocated now: the charge stays with the segment */
     uint64_t lsn;
     st = sx__wal_append(c->wal, upsert ? SX__REC_UPSERT : SX__REC_INSERT, w.data, w.len, &lsn);
     if (st != SX_OK) {
@@ -560,6 +577,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
     sx__free(auto_ids);
     return st;
 unlock:
+    grow_uncharge(c, took);
     sx__mutex_unlock(&c->write_mu);
     sx__wbuf_fini(&w);
     sx__free(auto_ids);

@@ -344,6 +344,10 @@ static void test_engine_small_budget(void)
     ASSERT_OK(sx_flush(c));
     sx_db_memory_stats(db, &m);
     ASSERT_EQ(m.growing_bytes, 0);
+    /* a write refused after its charge (a key that exists) gives the charge back */
+    ASSERT_STATUS(insert_rows(c, 0, 10, &seed), SX_EEXIST);
+    sx_db_memory_stats(db, &m);
+    ASSERT_EQ(m.growing_bytes, 0);
 
     /* HNSW of a segment needs more than the budget has left (another holder took all but
      * 100 KiB of it): the build fails cleanly, naming the budget (it is not OOM-killed, nothing
