@@ -290,6 +290,9 @@ typedef struct sx__flush_extra {
     size_t n_segs; /* segments publish appends (room the flush keeps in c->segs) */
 } sx__flush_extra;
 
+/* ingest.c: SX_OK when c takes writes (not dropped, not read-only, WAL not fatal), else the
+ * error naming why. Caller holds write_mu. */
+SX_NODISCARD sx_status sx__coll_check_writable(sx_collection *c);
 SX_NODISCARD sx_status sx__coll_flush_extra(sx_collection *c,
                                             bool from_insert,
                                             const sx__flush_extra *x);

@@ -65,17 +65,6 @@ typedef struct written {
     bool keep;
 } written;
 
-static sx_status check_coll(sx_collection *c)
-{
-    if (atomic_load(&c->dropped))
-        return sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
-    if (c->db->opts.read_only)
-        return sx__err(SX_EINVAL, "database is open read-only");
-    if (sx__wal_is_fatal(c->wal))
-        return sx__err(SX_EFATAL, "database is in the error state after a failed write; reopen");
-    return SX_OK;
-}
-
 /* Heap bytes of a batch of `rows` (VARCHAR: the pointers and an estimate of the strings). */
 static uint64_t batch_bytes(const sx_collection *c, uint64_t rows)
 {
@@ -213,7 +202,7 @@ static sx_status write_batch(sx_collection *c, sx__imp_batch *b, uint64_t first_
     bool auto_id = c->fields[c->pk].auto_id;
     uint64_t id = 0, base = 0;
     sx__mutex_lock(&c->write_mu);
-    st = check_coll(c);
+    st = sx__coll_check_writable(c);
     for (size_t i = 0; st == SX_OK && !auto_id && i < b->n; i++)
         if (key_stored(c, b->col[c->pk], i))
             st = key_exists_err(c, b->col[c->pk], i);
@@ -319,7 +308,7 @@ typedef struct commit_ctx {
 static sx_status cx_prepare(void *ctx, sx_collection *c)
 {
     commit_ctx *x = ctx;
-    sx_status st = check_coll(c);
+    sx_status st = sx__coll_check_writable(c);
     if (st == SX_OK) {
         sx__rwlock_wrlock(&c->seg_lock);
         sx__segment **ns = sx__realloc(c->segs, (c->n_segs + x->w->n + 2) * sizeof *ns);
@@ -469,7 +458,7 @@ sx_status sx_import_run(sx_collection *c,
         return sx__err(SX_EINVAL, "import: no collection or no groups");
     if (n_groups == 0)
         return sx__err(SX_EINVAL, "import: no files");
-    sx_status st = check_coll(c);
+    sx_status st = sx__coll_check_writable(c);
     if (st != SX_OK)
         return st;
     run r;

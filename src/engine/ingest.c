@@ -52,7 +52,7 @@ static void rows_fini(rows *r, size_t n_fields)
     }
 }
 
-static sx_status check_writable(sx_collection *c)
+sx_status sx__coll_check_writable(sx_collection *c)
 {
     if (atomic_load(&c->dropped))
         return sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
@@ -482,7 +482,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
                        c->max_growing_rows);
     for (;;) {
         sx__mutex_lock(&c->write_mu);
-        st = check_writable(c);
+        st = sx__coll_check_writable(c);
         if (st == SX_OK)
             st = check_sqnorm(c, &r);
         if (st != SX_OK)
@@ -661,7 +661,7 @@ static sx_status delete_keys(sx_collection *c, const sx_keys *keys, uint64_t *n_
     if (!sx__wbuf_ok(&w))
         return sx__err(SX_ENOMEM, "delete");
     sx__mutex_lock(&c->write_mu);
-    sx_status st = check_writable(c);
+    sx_status st = sx__coll_check_writable(c);
     uint64_t lsn = 0, n = 0;
     if (st == SX_OK)
         st = check_space(c, w.len);

@@ -29,6 +29,7 @@
 #include "util/assert.h"
 #include "util/bitset.h"
 #include "util/err.h"
+#include "util/hash.h"
 
 enum { EMPTY = 0, FULL = 1, TOMB = 2 };
 
@@ -69,27 +70,6 @@ void sx__pkmap_set_budget(sx__pkmap *m, sx__membudget *b)
     recharge(m);
 }
 
-static uint64_t hash_i(int64_t k)
-{
-    uint64_t x = (uint64_t)k;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
-static uint64_t hash_s(const char *k)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *k; k++) {
-        h ^= (uint8_t)*k;
-        h *= 1099511628211ull;
-    }
-    return hash_i((int64_t)h);
-}
-
 sx_status sx__pkmap_new(bool str, sx__pkmap **out)
 {
     sx__pkmap *m = sx__calloc(1, sizeof *m);
@@ -121,7 +101,7 @@ void sx__pkmap_free(sx__pkmap *m)
 static slot *find(const sx__pkmap *m, int64_t ik, const char *sk)
 {
     size_t mask = m->cap - 1;
-    size_t i = (size_t)(m->str ? hash_s(sk) : hash_i(ik)) & mask;
+    size_t i = (size_t)(m->str ? sx__hash_str(sk) : sx__mix64((uint64_t)ik)) & mask;
     for (;;) {
         slot *s = &m->s[i];
         if (s->state == EMPTY)
@@ -146,7 +126,7 @@ static sx_status rehash(sx__pkmap *m, size_t ncap)
                 sx__free(o->sk);
             continue;
         }
-        size_t j = (size_t)(m->str ? hash_s(o->sk) : hash_i(o->ik)) & (ncap - 1);
+        size_t j = (size_t)(m->str ? sx__hash_str(o->sk) : sx__mix64((uint64_t)o->ik)) & (ncap - 1);
         while (ns[j].state != EMPTY)
             j = (j + 1) & (ncap - 1);
         ns[j] = *o;
@@ -226,7 +206,7 @@ put(sx__pkmap *m, int64_t ik, const char *sk, char *owned, uint64_t seg, uint32_
             return sx__err(SX_ENOMEM, "pk map");
     }
     size_t mask = m->cap - 1;
-    size_t i = (size_t)(m->str ? hash_s(sk) : hash_i(ik)) & mask;
+    size_t i = (size_t)(m->str ? sx__hash_str(sk) : sx__mix64((uint64_t)ik)) & mask;
     while (m->s[i].state == FULL)
         i = (i + 1) & mask;
     slot *d = &m->s[i];

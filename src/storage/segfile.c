@@ -21,7 +21,7 @@
  * key is in the Bloom filter (checked in full by the copying read, i.e. `sextant check`; the
  * mapped read checks CRCs and sizes, and lookups bound every row number they use).
  * Bloom filter: bit b of word b/64; key hash h (mix64 of the INT64, or of FNV-1a 64 of the
- * string bytes), h2 = mix64(h ^ 0x9e3779b97f4a7c15) | 1, probe i sets bit (h + i*h2) mod bits.
+ * string bytes), h2 = sx__mix64(h ^ 0x9e3779b97f4a7c15) | 1, probe i sets bit (h + i*h2) mod bits.
  * Writing streams (swriter): a bounded buffer, each column's length and CRC patched into its
  * header after its data; tmp file fsynced, renamed, directory fsynced (as sx__fs_write_atomic).
  * Rejected: a separate key file per segment (one more object to upload, GC and keep consistent
@@ -38,6 +38,7 @@
 #include "util/buf.h"
 #include "util/crc32c.h"
 #include "util/err.h"
+#include "util/hash.h"
 
 #define SEG_MAGIC   "SXSEG001"
 #define DEL_MAGIC   "SXDEL001"
@@ -120,29 +121,9 @@ get_header(sx__rbuf *r, const char *path, const char *magic, uint64_t *a, uint64
 
 /* ---------------------------------------------------------------- key block */
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
-static uint64_t hash_s(const char *k)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *k; k++) {
-        h ^= (uint8_t)*k;
-        h *= 1099511628211ull;
-    }
-    return mix64(h);
-}
-
 static void bloom_add(uint64_t *bits, uint64_t words, uint32_t k, uint64_t h)
 {
-    uint64_t h2 = mix64(h ^ 0x9e3779b97f4a7c15ull) | 1, mask = words * 64 - 1;
+    uint64_t h2 = sx__mix64(h ^ 0x9e3779b97f4a7c15ull) | 1, mask = words * 64 - 1;
     for (uint32_t i = 0; i < k; i++) {
         uint64_t b = (h + i * h2) & mask;
         bits[b / 64] |= (uint64_t)1 << (b % 64);
@@ -153,7 +134,7 @@ static bool bloom_has(const sx__segpk *pk, uint64_t h)
 {
     if (!pk->bloom || pk->bloom_words == 0)
         return true;
-    uint64_t h2 = mix64(h ^ 0x9e3779b97f4a7c15ull) | 1, mask = pk->bloom_words * 64 - 1;
+    uint64_t h2 = sx__mix64(h ^ 0x9e3779b97f4a7c15ull) | 1, mask = pk->bloom_words * 64 - 1;
     for (uint32_t i = 0; i < pk->bloom_k; i++) {
         uint64_t b = (h + i * h2) & mask;
         if (!(pk->bloom[b / 64] & ((uint64_t)1 << (b % 64))))
@@ -227,8 +208,8 @@ sx__segpk_build(sx_field_type type, uint32_t col, const void *data, uint64_t n, 
     uint64_t *bloom = (uint64_t *)(void *)(mem + bloom_at);
     for (uint64_t r = 0; r < n; r++)
         bloom_add(bloom, words, BLOOM_K,
-                  ints   ? mix64((uint64_t)ints[r])
-                  : strs ? hash_s(strs[r])
+                  ints   ? sx__mix64((uint64_t)ints[r])
+                  : strs ? sx__hash_str(strs[r])
                          : 0);
     if (!sorted) {
         uint32_t *rows = (uint32_t *)(void *)(mem + rows_at);
@@ -277,7 +258,7 @@ void sx__segpk_fini(sx__segpk *pk)
 size_t sx__segpk_find_i(const sx__segpk *pk, const int64_t *col, int64_t k, size_t *lo_out)
 {
     if (pk->col == NO_PK || pk->n == 0 || k < pk->min || k > pk->max ||
-        !bloom_has(pk, mix64((uint64_t)k)))
+        !bloom_has(pk, sx__mix64((uint64_t)k)))
         return 0;
     const int64_t *keys = pk->sorted ? col : pk->keys;
     size_t lo = 0, hi = (size_t)pk->n;
@@ -300,7 +281,7 @@ size_t sx__segpk_find_i(const sx__segpk *pk, const int64_t *col, int64_t k, size
 
 size_t sx__segpk_find_s(const sx__segpk *pk, const char *const *col, const char *k, size_t *lo_out)
 {
-    if (pk->col == NO_PK || pk->n == 0 || !bloom_has(pk, hash_s(k)))
+    if (pk->col == NO_PK || pk->n == 0 || !bloom_has(pk, sx__hash_str(k)))
         return 0;
     size_t lo = 0, hi = (size_t)pk->n;
     while (lo < hi) {
@@ -883,7 +864,9 @@ static sx_status verify_keyblock(const char *path, const sx__segpk *pk, const vo
             st = sx__err(SX_ECORRUPT, "%s: key block keys differ from the key column", path);
         else if (ints && (ints[r] < pk->min || ints[r] > pk->max))
             st = sx__err(SX_ECORRUPT, "%s: key block key range is wrong", path);
-        else if (!bloom_has(pk, ints ? mix64((uint64_t)ints[r]) : strs ? hash_s(strs[r]) : 0))
+        else if (!bloom_has(pk, ints   ? sx__mix64((uint64_t)ints[r])
+                                : strs ? sx__hash_str(strs[r])
+                                       : 0))
             st = sx__err(SX_ECORRUPT, "%s: key block Bloom filter misses a key", path);
         if (st == SX_OK && i > 0) {
             uint32_t p = sx__segpk_row(pk, i - 1);
