@@ -116,6 +116,7 @@
 
 #include "../../bench/peers/peer.h"
 #include "bench_cases.h"
+#include "bench_generate.h"
 #include "bench_metrics.h"
 #include "cli.h"
 #include "datasets.h"
@@ -497,6 +498,10 @@ static void bench_usage(FILE *out)
         out,
         "usage: sextant bench (--base FILE --query FILE | --synthetic N,DIM[,SEED] | --case NAME)\n"
         "                     [options]\n"
+        "       sextant bench generate --synthetic N,DIM[,SEED] --out DIR  (the generated data "
+        "and\n"
+        "                     its exact ground truth as files, in bounded memory; --help there)\n"
+        "       sextant bench report|compare RESULT.json...  (HTML report, comparison table)\n"
         "\n"
         "  --base FILE            base vectors (.fvecs .bvecs .npy IDX .gz, or .hdf5 in the\n"
         "                         ann-benchmarks layout: FILE.hdf5 = train; --query, --gt and\n"
@@ -4173,11 +4178,14 @@ static void bench_fini(bench *b)
 
 int cli_bench(int argc, char **argv)
 {
-    /* `sextant bench report|compare FILE...`: reports over result files (report.c) */
+    /* `sextant bench report|compare FILE...`: reports over result files (report.c); `sextant
+     * bench generate`: a generated dataset written to files (bench_generate.c) */
     if (argc > 1 && strcmp(argv[1], "report") == 0)
         return cli_bench_report(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "compare") == 0)
         return cli_bench_compare(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "generate") == 0)
+        return cli_bench_generate(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--target") == 0 || strncmp(argv[i], "--target=", 9) == 0)
             return cli_bench_remote(argc, argv);

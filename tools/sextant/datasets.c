@@ -1009,6 +1009,7 @@ static int gen_gmm1(size_t n_base,
                     size_t dim,
                     uint64_t seed,
                     unsigned stream,
+                    size_t first_row,
                     size_t n_rows,
                     ds_matrix *out,
                     char *err,
@@ -1064,7 +1065,8 @@ static int gen_gmm1(size_t n_base,
     uint64_t base_state =
         seed * 0x9e3779b97f4a7c15ULL + ((uint64_t)stream + 1) * 0xd1b54a32d192ed03ULL;
     for (size_t r = 0; r < n_rows; r++) {
-        normal_gen rg = { .state = base_state ^ ((uint64_t)r * 0xa24baed4963ee407ULL) };
+        normal_gen rg = { .state =
+                              base_state ^ ((uint64_t)(first_row + r) * 0xa24baed4963ee407ULL) };
         (void)splitmix64(&rg.state);
         double u = unit_open0(&rg.state) * total;
         size_t lo = 0, hi = c_n - 1;
@@ -1125,6 +1127,7 @@ static int gen_rot(bool unit,
                    size_t dim,
                    uint64_t seed,
                    unsigned stream,
+                   size_t first_row,
                    size_t n_rows,
                    ds_matrix *out,
                    char *err,
@@ -1184,7 +1187,8 @@ static int gen_rot(bool unit,
     uint64_t base_state =
         seed * 0x9e3779b97f4a7c15ULL + ((uint64_t)stream + 1) * 0xd1b54a32d192ed03ULL;
     for (size_t r = 0; r < n_rows; r++) {
-        normal_gen rg = { .state = base_state ^ ((uint64_t)r * 0xa24baed4963ee407ULL) };
+        normal_gen rg = { .state =
+                              base_state ^ ((uint64_t)(first_row + r) * 0xa24baed4963ee407ULL) };
         (void)splitmix64(&rg.state);
         double u = unit_open0(&rg.state) * total;
         size_t lo = 0, hi = c_n - 1;
@@ -1259,13 +1263,27 @@ int ds_generate(ds_gen gen,
                 char *err,
                 size_t err_len)
 {
+    return ds_generate_rows(gen, n_base, dim, seed, stream, 0, n_rows, out, err, err_len);
+}
+
+int ds_generate_rows(ds_gen gen,
+                     size_t n_base,
+                     size_t dim,
+                     uint64_t seed,
+                     unsigned stream,
+                     size_t first_row,
+                     size_t n_rows,
+                     ds_matrix *out,
+                     char *err,
+                     size_t err_len)
+{
     switch (gen) {
     case DS_GEN_CLUSTERED:
-        return gen_gmm1(n_base, dim, seed, stream, n_rows, out, err, err_len);
+        return gen_gmm1(n_base, dim, seed, stream, first_row, n_rows, out, err, err_len);
     case DS_GEN_ANISOTROPIC:
-        return gen_rot(false, n_base, dim, seed, stream, n_rows, out, err, err_len);
+        return gen_rot(false, n_base, dim, seed, stream, first_row, n_rows, out, err, err_len);
     case DS_GEN_COSINE:
-        return gen_rot(true, n_base, dim, seed, stream, n_rows, out, err, err_len);
+        return gen_rot(true, n_base, dim, seed, stream, first_row, n_rows, out, err, err_len);
     }
     return fail(err, err_len, "unknown generator %d", (int)gen);
 }

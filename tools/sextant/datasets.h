@@ -152,6 +152,19 @@ int ds_generate(ds_gen gen,
                 ds_matrix *out,
                 char *err,
                 size_t err_len);
+/* Rows first_row .. first_row + n_rows - 1 of the same model and stream: what ds_generate gives
+ * for those rows, so a large dataset can be generated in pieces of bounded memory (each call
+ * rebuilds the model: O(C * dim) normals). */
+int ds_generate_rows(ds_gen gen,
+                     size_t n_base,
+                     size_t dim,
+                     uint64_t seed,
+                     unsigned stream,
+                     size_t first_row,
+                     size_t n_rows,
+                     ds_matrix *out,
+                     char *err,
+                     size_t err_len);
 /* "sx-gmm-1", "sx-gmm-rot-1", "sx-gmm-rot-unit-1" (the name caches are keyed by). */
 const char *ds_gen_name(ds_gen gen);
 /* "clustered", "anisotropic", "cosine" (the --generate value). */
