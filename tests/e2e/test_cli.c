@@ -878,6 +878,118 @@ static void test_faiss_peer(void)
         FAILF("faiss recall %.4f at the highest setting\n%s", r, json);
 }
 
+/* Reads a whole TEXMEX file of n records of dim 4-byte values into dst (exactly that size). */
+static void read_vecs(const char *path, void *dst, size_t n, size_t dim)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        FAILF("cannot open %s", path);
+    unsigned char *d = dst;
+    for (size_t r = 0; r < n; r++) {
+        uint32_t hdr = 0;
+        if (fread(&hdr, 4, 1, f) != 1 || hdr != dim || fread(d + r * dim * 4, 4, dim, f) != dim) {
+            (void)fclose(f);
+            FAILF("%s: record %zu is not %zu values", path, r, dim);
+        }
+    }
+    int extra = fgetc(f);
+    (void)fclose(f);
+    if (extra != EOF)
+        FAILF("%s: more than %zu records", path, n);
+}
+
+/* The recall printed on the line of `setting` by `search --gt`; NAN if absent. */
+static double eval_recall(const char *setting)
+{
+    const char *p = strstr(out_buf, setting);
+    return p ? strtod(p + strlen(setting), NULL) : (double)NAN;
+}
+
+/* `bench generate` writes the generator's rows and their exact ground truth (checked here by
+ * brute force in double), keeps a matching dataset, and `search --gt` measures a collection
+ * against it: recall 1 on FLAT, lower at a small HNSW ef than at a large one, 0 when the key
+ * offset is wrong; inconsistent options and ground truth are refused. */
+static void test_generate_and_eval(void)
+{
+    enum { GN = 3000, GD = 16, GQ = 40, GK = 20 };
+
+    RUN_EXPECT(0, NULL, "bench generate --synthetic %d,%d,5 --nq %d --k %d --out '%s/gen'", GN, GD,
+               GQ, GK, dir);
+    char p[600];
+    static float gb[GN * GD], gq[GQ * GD], gdist[GQ * GK];
+    static int32_t gid[GQ * GK];
+    snprintf(p, sizeof p, "%s/gen/base.fvecs", dir);
+    read_vecs(p, gb, GN, GD);
+    snprintf(p, sizeof p, "%s/gen/query.fvecs", dir);
+    read_vecs(p, gq, GQ, GD);
+    snprintf(p, sizeof p, "%s/gen/gt.ivecs", dir);
+    read_vecs(p, gid, GQ, GK);
+    snprintf(p, sizeof p, "%s/gen/gt-dist.fvecs", dir);
+    read_vecs(p, gdist, GQ, GK);
+    static double d[GN];
+    for (size_t q = 0; q < GQ; q++) {
+        for (size_t r = 0; r < GN; r++) {
+            double s = 0;
+            for (size_t j = 0; j < GD; j++) {
+                double t = (double)gb[r * GD + j] - (double)gq[q * GD + j];
+                s += t * t;
+            }
+            d[r] = s;
+        }
+        for (size_t j = 0; j < GK; j++) {
+            int32_t id = gid[q * GK + j];
+            ASSERT(id >= 0 && id < GN);
+            /* the j-th listed row has exactly j rows strictly closer */
+            size_t closer = 0;
+            for (size_t r = 0; r < GN; r++)
+                closer += d[r] < d[id];
+            if (closer != j)
+                FAILF("query %zu: gt[%zu] = %d has %zu closer rows", q, j, id, closer);
+            ASSERT(fabs(sqrt(d[id]) - (double)gdist[q * GK + j]) < 1e-4 * (1 + sqrt(d[id])));
+        }
+    }
+    RUN_EXPECT(0, NULL, "bench generate --synthetic %d,%d,5 --nq %d --k %d --out '%s/gen'", GN, GD,
+               GQ, GK, dir);
+    ASSERT(strstr(out_buf, "already there") != NULL);
+
+    RUN_EXPECT(0, NULL,
+               "import --data '%s/gdb' --collection f --file '%s/gen/base.fvecs' --index flat", dir,
+               dir);
+    RUN_EXPECT(0, NULL,
+               "search --data '%s/gdb' --collection f --query '%s/gen/query.fvecs' --gt "
+               "'%s/gen/gt.ivecs' --gt-dist '%s/gen/gt-dist.fvecs' --k 10",
+               dir, dir, dir, dir);
+    ASSERT(eval_recall("(defaults)") == 1.0);
+    ASSERT(strstr(err_buf, "VmHWM") != NULL);
+    RUN_EXPECT(0, NULL,
+               "search --data '%s/gdb' --collection f --query '%s/gen/query.fvecs' --gt "
+               "'%s/gen/gt.ivecs' --gt-id-offset 1 --k 10 --threads 3",
+               dir, dir, dir);
+    ASSERT(eval_recall("(defaults)") < 0.2);
+
+    RUN_EXPECT(0, NULL,
+               "import --data '%s/gdb' --collection h --file '%s/gen/base.fvecs' --index hnsw "
+               "--param M=4 --param efConstruction=16",
+               dir, dir);
+    RUN_EXPECT(0, NULL,
+               "search --data '%s/gdb' --collection h --query '%s/gen/query.fvecs' --gt "
+               "'%s/gen/gt.ivecs' --sweep ef=10,300 --k 10",
+               dir, dir, dir);
+    double lo = eval_recall("ef=10 "), hi = eval_recall("ef=300 ");
+    if (!(hi >= 0.9 && lo < hi))
+        FAILF("HNSW recall %.4f at ef=10, %.4f at ef=300\n%s", lo, hi, out_buf);
+
+    RUN_EXPECT(1, NULL,
+               "search --data '%s/gdb' --collection f --query '%s/gen/query.fvecs' --gt "
+               "'%s/gen/gt.ivecs' --k 50",
+               dir, dir, dir);
+    ASSERT(strstr(err_buf, "at least 50 ids") != NULL);
+    RUN_EXPECT(2, NULL,
+               "search --data '%s/gdb' --collection f --query '%s/gen/query.fvecs' --sweep ef=1",
+               dir, dir);
+    RUN_EXPECT(2, NULL, "bench generate --synthetic 10 --out '%s/gen2'", dir);
+}
+
 int main(void)
 {
     bin = getenv("SX_SEXTANT_BIN");
@@ -902,6 +1014,7 @@ int main(void)
     RUN(test_bench_ivf_flat);
     RUN(test_bench_quantized_kinds);
     RUN(test_faiss_peer);
+    RUN(test_generate_and_eval);
     if (h_fail == 0) {
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

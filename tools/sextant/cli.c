@@ -9,7 +9,9 @@
  *           vector  FLOAT_VECTOR of the file's dimension, with --metric (default l2)
  *         An existing collection is accepted when it has exactly an int64 primary key and one
  *         vector field of the right dimension (an auto-id key is then left to the engine).
- *         Then sx_flush, and with --index: sx_index_create + sx_index_wait. Prints rows/s.
+ *         Then sx_flush, sx_compact when there are several sealed segments (a small memory
+ *         budget seals them small; compaction merges them), and with --index: sx_index_create +
+ *         sx_index_wait. Prints rows/s.
  *
  *         Nothing is written until everything that can be checked has been (a failed import
  *         must leave nothing a re-run would duplicate):
@@ -43,6 +45,7 @@
 #include <unistd.h>
 
 #include "datasets.h"
+#include "search_eval.h"
 
 #define ERR_LEN 1024
 
@@ -306,6 +309,30 @@ static int import_check_append(
                     ci->name, ci->n_rows, file, file_rows);
 }
 
+/* A memory budget seals growing segments small: sx_compact merges runs of them into segments of
+ * up to segment_max_bytes (streaming, from the mapped files) before the index is built, so the
+ * collection is indexed and searched as a few large segments. */
+static int merge_segments(const char *cmd, sx_collection *c)
+{
+    sx_collection_info ci;
+    sx_status st = sx_collection_describe(c, &ci);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "describe", st);
+    if (ci.n_segments < 2)
+        return 0;
+    double t0 = cli_now();
+    uint32_t before = ci.n_segments;
+    st = sx_compact(c);
+    if (st == SX_OK)
+        st = sx_collection_describe(c, &ci);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "merging segments (sx_compact)", st);
+    if (ci.n_segments < before)
+        printf("merged %u sealed segments into %u in %.3f s\n", before, ci.n_segments,
+               cli_now() - t0);
+    return 0;
+}
+
 /* Inserts every row of m in batches (a streamed file is read batch by batch, so an import of a
  * file larger than memory holds one batch); keys continue after `first_id`. */
 static int import_rows(const char *cmd,
@@ -520,6 +547,8 @@ int cli_import(int argc, char **argv)
     double load_s = cli_now() - t_ins;
     printf("imported %zu rows into '%s' in %.3f s (%.0f rows/s; insert %.3f s, flush %.3f s)\n",
            m.n, name, load_s, load_s > 0 ? (double)m.n / load_s : 0.0, insert_s, load_s - insert_s);
+    if (merge_segments(cmd, c) != 0)
+        goto out;
     if (index != NULL && import_index(cmd, c, itype, &params) != 0)
         goto out;
     if (sto.url) {
@@ -557,7 +586,36 @@ static void search_usage(FILE *out)
             "  --nq N            use only the first N queries\n"
             "  --filter EXPR     boolean filter expression, e.g. \"id < 100\"\n"
             "  --param K=V       search parameter, repeatable (ef=64)\n"
-            "  --output F1,F2    fields to print with each hit (\"*\" = all)\n" CLI_STORAGE_USAGE);
+            "  --output F1,F2    fields to print with each hit (\"*\" = all)\n"
+            "\n"
+            "Measuring instead of printing hits (query vectors sent one per call):\n"
+            "  --gt FILE         ground-truth ids (.ivecs, row numbers = the `id` key that\n"
+            "                    `sextant import` assigns): print recall@k, QPS, p50/p99 and\n"
+            "                    I/Os per query (DISKANN) instead of the hits\n"
+            "  --gt-dist FILE    their distances (.fvecs; Euclidean for l2, similarity for\n"
+            "                    ip/cosine): distance-threshold recall, as `sextant bench`\n"
+            "  --gt-id-offset N  ground-truth row r is key r + N (1 for the auto_id keys of\n"
+            "                    `sextant import --job`; default 0)\n"
+            "  --sweep K=V1,V2   one run per value of search parameter K (search_list=50,100)\n"
+            "  --threads N       searching threads (default 1)\n" CLI_STORAGE_USAGE);
+}
+
+/* Peak resident memory of this process (VmHWM), bytes, or 0 when /proc has no answer. */
+static uint64_t peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    uint64_t kb = 0;
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kb = strtoull(line + 6, NULL, 10);
+            break;
+        }
+    }
+    (void)fclose(f);
+    return kb * 1024;
 }
 
 static void print_value(const sx_column *col, uint32_t dim, size_t row)
@@ -603,6 +661,7 @@ int cli_search(int argc, char **argv)
     sx_db *db = NULL;
     sx_collection *c = NULL;
     sx_rowset *rs = NULL;
+    search_eval_opts ev = { .threads = 1 };
     int rc = CLI_EXIT_FAIL;
     char err[ERR_LEN];
     char out_store[4096];
@@ -626,7 +685,10 @@ int cli_search(int argc, char **argv)
             (r = cli_take(argc, argv, &i, cmd, "--collection", &name)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--query", &qfile)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--filter", &filter)) != 0 ||
-            (r = cli_take(argc, argv, &i, cmd, "--output", &output)) != 0) {
+            (r = cli_take(argc, argv, &i, cmd, "--output", &output)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--gt", &ev.gt)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--gt-dist", &ev.gt_dist)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--sweep", &ev.sweep)) != 0) {
             if (r < 0)
                 goto usage;
             continue;
@@ -634,6 +696,20 @@ int cli_search(int argc, char **argv)
         if ((r = cli_take(argc, argv, &i, cmd, "--k", &v)) != 0) {
             if (r < 0 || cli_parse_u64(cmd, "--k", v, 1, SX_MAX_TOPK, &k) != 0)
                 goto usage;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--gt-id-offset", &v)) != 0) {
+            uint64_t off;
+            if (r < 0 || cli_parse_u64(cmd, "--gt-id-offset", v, 0, INT32_MAX, &off) != 0)
+                goto usage;
+            ev.id_offset = (int64_t)off;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--threads", &v)) != 0) {
+            uint64_t t;
+            if (r < 0 || cli_parse_u64(cmd, "--threads", v, 1, 256, &t) != 0)
+                goto usage;
+            ev.threads = (unsigned)t;
             continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--nq", &v)) != 0) {
@@ -651,6 +727,14 @@ int cli_search(int argc, char **argv)
     }
     if (data == NULL || name == NULL || qfile == NULL) {
         rc = cli_usage_error(cmd, "--data, --collection and --query are required");
+        goto out;
+    }
+    if (ev.gt == NULL && (ev.gt_dist != NULL || ev.sweep != NULL || ev.threads != 1)) {
+        rc = cli_usage_error(cmd, "--gt-dist, --sweep and --threads measure: they need --gt");
+        goto out;
+    }
+    if (ev.gt != NULL && (filter != NULL || output != NULL)) {
+        rc = cli_usage_error(cmd, "--gt measures unfiltered searches: drop --filter / --output");
         goto out;
     }
     if (output != NULL) {
@@ -673,6 +757,7 @@ int cli_search(int argc, char **argv)
     sx_db_options opts = { 0 };
     opts.read_only = true;
     cli_storage_apply(&sto, &opts);
+    double t_open = cli_now();
     st = sx_db_open(data, &opts, &db);
     if (st != SX_OK) {
         rc = cli_sx_fail(cmd, data, st);
@@ -695,6 +780,16 @@ int cli_search(int argc, char **argv)
                           q.dim, name, ci.fields[j].name, ci.fields[j].dim);
             goto out;
         }
+    }
+    if (ev.gt != NULL) {
+        fprintf(stderr, "sextant search: opened '%s' (%" PRIu64 " rows) in %.2f s\n", name,
+                ci.n_rows, cli_now() - t_open);
+        ev.k = (uint32_t)k;
+        rc = search_eval(&ev, c, &q, params.p, params.n);
+        cli_print_memory(stderr, "sextant search: ", db);
+        fprintf(stderr, "sextant search: peak RSS of the process %.1f MiB (VmHWM)\n",
+                (double)peak_rss() / 1048576.0);
+        goto out;
     }
     sx_search_req req = {
         .queries = q.f,
