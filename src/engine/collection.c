@@ -1026,7 +1026,170 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
     return st;
 }
 
-/* Compaction: rewrites every sealed segment that has deleted rows (compact_seg), one at a time.
+/* Merges the sealed segments segs[at .. at + n - 1] (consecutive, persisted, no deleted rows at
+ * the start) into one new segment, streaming: the new file is written from the old segments'
+ * columns as they are (their vectors and keys are file mappings, so the rows pass through the
+ * page cache, not the heap; the writer's only heap is its key block, O(rows) keys). Steps as
+ * compact_seg: (1) under write_mu take references and a new id; (2) with no lock but flush_mu
+ * write and open the new file; (3) under write_mu replay the deletes that arrived meanwhile onto
+ * the new segment (old segment i's row r is row base_i + r), drop the old segments' entries from
+ * the key map (the new file's key block answers for them) and swap the new segment in at the
+ * place of the first. Then the manifest, the old files go, and the new segment gets its index
+ * (a build when the collection has one). *done = true when merged. Caller holds flush_mu. */
+static sx_status merge_run(sx_collection *c, size_t at, size_t n, bool *done)
+{
+    *done = false;
+    sx__segment **old = sx__calloc(n, sizeof *old);
+    uint64_t *ends = sx__calloc(n, sizeof *ends);
+    void **ptrs = sx__calloc(n * c->n_fields, sizeof *ptrs);
+    sx__segcol *sc = sx__calloc(c->n_fields, sizeof *sc);
+    sx_status st = SX_OK;
+    if (!old || !ends || !ptrs || !sc) {
+        st = sx__err(SX_ENOMEM, "merging segments");
+        goto out;
+    }
+    sx__mutex_lock(&c->write_mu);
+    bool ok = at + n <= c->n_segs && !sx__wal_is_fatal(c->wal);
+    uint64_t rows = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        old[i] = c->segs[at + i];
+        ok = old[i]->persisted && atomic_load(&old[i]->n_deleted) == 0;
+        rows += atomic_load(&old[i]->n_rows);
+        ends[i] = rows;
+    }
+    uint64_t new_id = ok ? c->next_seg_id++ : 0;
+    for (size_t i = 0; ok && i < n; i++)
+        sx__seg_ref(old[i]);
+    sx__mutex_unlock(&c->write_mu);
+    if (!ok) {
+        sx__free(old);
+        old = NULL; /* no references taken */
+        goto out;
+    }
+    for (size_t f = 0; f < c->n_fields; f++) {
+        for (size_t i = 0; i < n; i++)
+            ptrs[f * n + i] = old[i]->chunks[f][0];
+        sc[f].name = (char *)c->names[f];
+        sc[f].type = c->types[f];
+        sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        sc[f].data = &ptrs[f * n];
+        sc[f].chunk_ends = ends;
+        sc[f].is_primary = f == c->pk;
+    }
+    char path[4096];
+    sx__coll_path(c, path, sizeof path, "sxs", new_id);
+    st = sx__segfile_write(path, new_id, rows, sc, c->n_fields);
+    sx__segment *ns = NULL;
+    if (st == SX_OK)
+        st = sx__seg_open_file(c, new_id, (size_t)rows, &ns);
+    if (st != SX_OK) {
+        sx__ignore(sx__fs_unlink(path));
+        goto out;
+    }
+    ns->persisted = true;
+
+    sx__mutex_lock(&c->write_mu);
+    size_t pos = c->n_segs;
+    for (size_t i = 0; i < c->n_segs; i++)
+        if (c->segs[i] == old[0])
+            pos = i;
+    for (size_t i = 0; pos < c->n_segs && i < n; i++)
+        if (pos + i >= c->n_segs || c->segs[pos + i] != old[i])
+            pos = c->n_segs; /* the run changed: cannot happen under flush_mu */
+    if (pos < c->n_segs) {
+        size_t raced = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t base = i ? ends[i - 1] : 0, nr = ends[i] - base;
+            for (uint64_t r = 0; atomic_load(&old[i]->n_deleted) > 0 && r < nr; r++) {
+                if (sx__bits_test_atomic(old[i]->deleted, r)) {
+                    sx__bits_set_atomic(ns->deleted, base + r); /* deleted during the copy */
+                    raced++;
+                }
+            }
+            sx__pkmap_drop_seg(c->pkmap, old[i]->id);
+        }
+        atomic_store(&ns->n_deleted, raced);
+        ns->persisted_deleted = 0;
+        sx__rwlock_wrlock(&c->seg_lock);
+        c->segs[pos] = ns;
+        memmove(&c->segs[pos + 1], &c->segs[pos + n], (c->n_segs - pos - n) * sizeof *c->segs);
+        c->n_segs -= n - 1;
+        sx__rwlock_unlock(&c->seg_lock);
+    }
+    sx__mutex_unlock(&c->write_mu);
+    if (pos == c->n_segs) {
+        sx__ignore(sx__fs_unlink(path));
+        sx__seg_unref(ns);
+        st = sx__err(SX_EIO, "merging segments: the run of %zu segments changed", n);
+        goto out;
+    }
+    st = sx__write_manifest(c, NULL);
+    for (size_t i = 0; i < n; i++) {
+        if (st == SX_OK)
+            remove_seg_files(c, old[i]);
+        sx__seg_unref(old[i]); /* the list's reference; views may still hold theirs */
+    }
+    if (c->iops)
+        sx__seg_attach_index(c, ns);
+    *done = true;
+out:
+    for (size_t i = 0; old && i < n; i++)
+        sx__seg_unref(old[i]); /* ours */
+    sx__free(old);
+    sx__free(ends);
+    sx__free(ptrs);
+    sx__free(sc);
+    return st;
+}
+
+/* Merges runs of small sealed segments (vectors under half of segment_max_bytes, no deleted
+ * rows: compaction has just rewritten those that had some) into segments of up to
+ * segment_max_bytes, one run at a time (merge_run), so that a collection filled under a small
+ * memory budget, whose growing segments were sealed small, is searched and indexed as a few
+ * large segments. Runs are consecutive in the segment list (the order queries return rows in).
+ * Caller holds flush_mu. *any |= a run was merged. */
+static sx_status merge_small(sx_collection *c, bool *any)
+{
+    uint64_t max_bytes = c->db->opts.segment_max_bytes ? c->db->opts.segment_max_bytes : 256u << 20;
+    uint64_t row_bytes = (uint64_t)c->dim * sizeof(float);
+    sx_status st = SX_OK;
+    for (size_t at = 0; st == SX_OK;) {
+        sx__mutex_lock(&c->write_mu);
+        size_t n_segs = c->n_segs, n = 0;
+        uint64_t bytes = 0;
+        while (at < n_segs) { /* the next run starts at the first small segment from `at` */
+            sx__segment *s = c->segs[at];
+            uint64_t b = (uint64_t)atomic_load(&s->n_rows) * row_bytes;
+            if (s->persisted && atomic_load(&s->n_deleted) == 0 && b < max_bytes / 2)
+                break;
+            at++;
+        }
+        while (at + n < n_segs) {
+            sx__segment *s = c->segs[at + n];
+            uint64_t b = (uint64_t)atomic_load(&s->n_rows) * row_bytes;
+            if (!s->persisted || atomic_load(&s->n_deleted) != 0 || b >= max_bytes / 2 ||
+                (n > 0 && bytes + b > max_bytes))
+                break;
+            bytes += b;
+            n++;
+        }
+        sx__mutex_unlock(&c->write_mu);
+        if (at >= n_segs)
+            break;
+        if (n < 2) {
+            at += n ? n : 1;
+            continue;
+        }
+        bool done = false;
+        st = merge_run(c, at, n, &done);
+        *any |= done;
+        at++; /* the merged segment (or the first of an unchanged run) */
+    }
+    return st;
+}
+
+/* Compaction: rewrites every sealed segment that has deleted rows (compact_seg), one at a time,
+ * then merges runs of small segments (merge_small).
  * Holds flush_mu for each segment's rewrite and releases it between segments, waiting there
  * until the flushes waiting for it (flush_waiters) have taken it, so a flush (an insert that has
  * filled the growing segment seals it) waits for one segment's rewrite, not the whole compaction;
@@ -1080,6 +1243,8 @@ sx_status sx_compact(sx_collection *c)
         any |= done;
     }
     sx__free(ids);
+    if (st == SX_OK)
+        st = merge_small(c, &any);
     if (st == SX_OK && any)
         st = sx__store_sync_locked(c); /* the compacted segments, then GC of the old ones */
     sx__mutex_unlock(&c->flush_mu);

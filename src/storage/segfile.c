@@ -438,6 +438,16 @@ static void sw_patch(swriter *s, uint64_t at, uint64_t len, uint32_t crc)
  * chunk holding row r). */
 static const char *col_rows(const sx__segcol *c, uint64_t r, uint64_t n_rows, size_t w, uint64_t *m)
 {
+    if (c->chunk_ends) {
+        void *const *ch = c->data;
+        size_t j = 0;
+        while (c->chunk_ends[j] <= r) /* few chunks: a linear scan */
+            j++;
+        uint64_t first = j ? c->chunk_ends[j - 1] : 0;
+        uint64_t end = c->chunk_ends[j] < n_rows ? c->chunk_ends[j] : n_rows;
+        *m = end - r;
+        return (const char *)ch[j] + (r - first) * w;
+    }
     if (!c->chunk_rows) {
         *m = n_rows - r;
         return (const char *)c->data + r * w;
@@ -512,7 +522,7 @@ sx_status sx__segfile_write(
             continue;
         const void *keys = cols[i].data;
         void *gathered = NULL; /* a chunked key column, made contiguous for the sort */
-        if (cols[i].chunk_rows) {
+        if (cols[i].chunk_rows || cols[i].chunk_ends) {
             size_t w = cols[i].type == SX_FIELD_INT64 ? sizeof(int64_t) : sizeof(char *);
             gathered = sx__malloc(n_rows ? (size_t)n_rows * w : 1);
             if (!gathered)

@@ -36,6 +36,9 @@ typedef struct sx__segcol {
                         * reader checks the file's key block names this column */
     size_t chunk_rows; /* writer only: 0 = data is one array of n rows; else data is a void *[]
                         * of chunks of chunk_rows rows each (a growing segment's layout) */
+    const uint64_t *chunk_ends; /* writer only, with chunk_rows 0: data is a void *[] of chunks
+                                 * of unequal sizes, chunk j ending before row chunk_ends[j]
+                                 * (ascending; the last >= n): sealed segments being merged */
 } sx__segcol;
 
 /* Key block of a segment (version 2) or the same structure built in the heap (sx__segpk_build).
