@@ -1036,6 +1036,8 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
  * the key map (the new file's key block answers for them) and swap the new segment in at the
  * place of the first. Then the manifest, the old files go, and the new segment gets its index
  * (a build when the collection has one). *done = true when merged. Caller holds flush_mu. */
+void (*sx__merge_hook)(sx_collection *c, uint64_t first_seg_id, size_t n);
+
 static sx_status merge_run(sx_collection *c, size_t at, size_t n, bool *done)
 {
     *done = false;
@@ -1066,6 +1068,8 @@ static sx_status merge_run(sx_collection *c, size_t at, size_t n, bool *done)
         old = NULL; /* no references taken */
         goto out;
     }
+    if (sx__merge_hook)
+        sx__merge_hook(c, old[0]->id, n); /* tests: writes that race with the merge */
     for (size_t f = 0; f < c->n_fields; f++) {
         for (size_t i = 0; i < n; i++)
             ptrs[f * n + i] = old[i]->chunks[f][0];

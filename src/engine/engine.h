@@ -301,6 +301,9 @@ SX_NODISCARD sx_status sx__coll_check(sx_collection *c);
  * segment and its rewrite, on the compacting thread with only flush_mu held, so a test can make
  * writes race with the copy deterministically. */
 extern void (*sx__compact_hook)(sx_collection *c, uint64_t seg_id);
+/* Tests: called by a merge of small segments (sx_compact) before it writes the merged file, with
+ * the id of the run's first segment and the run's length; writes may race from it. */
+extern void (*sx__merge_hook)(sx_collection *c, uint64_t first_seg_id, size_t n);
 SX_NODISCARD sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens);
 /* <dir>/seg-<id>.<ext> */
 void sx__coll_path(const sx_collection *c, char *buf, size_t n, const char *ext, uint64_t id);
