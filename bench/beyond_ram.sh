@@ -146,18 +146,20 @@ else
             -- -d "$s3dir" -a 127.0.0.1 -p "$port" --silent &
         s3pid=$!
         export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
-        s3=(curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER)
+        s3=(curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER
+            -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
         for _ in $(seq 50); do "${s3[@]}" -X PUT "http://127.0.0.1:$port/raw" && break; sleep 0.2; done
         t0=$(date +%s.%N)
         "${s3[@]}" -T "$data/base.fvecs" "http://127.0.0.1:$port/raw/base.fvecs" ||
             { echo "beyond_ram: upload to s3rver failed"; exit 1; }
         echo "beyond_ram: uploaded base.fvecs to s3rver in" \
             "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
-        phase import "$bin" import --job --data "$db" --collection c \
-            --file "s3://raw/base.fvecs" --s3-endpoint "http://127.0.0.1:$port"
+        SEXTANT_S3_ENDPOINT="http://127.0.0.1:$port" phase import "$bin" import --job \
+            --data "$db" --collection c --file "s3://raw/base.fvecs" --dim "$dim"
         id_offset=1 # the job's collection has auto_id keys, starting at 1
     else
-        phase import "$bin" import --data "$db" --collection c --file "$data/base.fvecs"
+        phase import "$bin" import --data "$db" --collection c --file "$data/base.fvecs" \
+            --segment-max "${SEGMENT_MAX:-2G}"
     fi
     extra=()
     for p in ${PARAMS:-}; do extra+=(--param "$p"); done

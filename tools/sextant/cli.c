@@ -119,7 +119,12 @@ static void import_usage(FILE *out)
             "  --append            add the rows to a collection that already holds rows (ids\n"
             "                      continue after them); without it such an import is refused\n"
             "  --batch N           rows per sx_insert call (default 1000)\n"
-            "  --limit N           import only the first N rows of the file\n" CLI_STORAGE_USAGE);
+            "  --limit N           import only the first N rows of the file\n"
+            "  --segment-max SIZE  seal and merge segments at SIZE of vectors (segment_max_bytes;\n"
+            "                      default 256M, 2G with --index diskann as Milvus's\n"
+            "                      diskSegmentMaxSize); a small --memory-limit seals smaller\n"
+            "                      segments, merged up to SIZE after the load "
+            "(sx_compact)\n" CLI_STORAGE_USAGE);
 }
 
 typedef struct import_target {
@@ -413,7 +418,7 @@ int cli_import(int argc, char **argv)
     const char *data = NULL, *name = NULL, *file = NULL, *index = NULL, *v = NULL;
     sx_metric metric = SX_METRIC_L2;
     bool metric_given = false, append = false;
-    uint64_t batch = 1000, limit = 0;
+    uint64_t batch = 1000, limit = 0, seg_max = 0;
     cli_params params = { 0 };
     ds_matrix m = { 0 };
     sx_db *db = NULL;
@@ -469,6 +474,11 @@ int cli_import(int argc, char **argv)
                 goto usage;
             continue;
         }
+        if ((r = cli_take(argc, argv, &i, cmd, "--segment-max", &v)) != 0) {
+            if (r < 0 || cli_parse_size(cmd, "--segment-max", v, 1u << 20, &seg_max) != 0)
+                goto usage;
+            continue;
+        }
         rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
         goto out;
     }
@@ -508,6 +518,9 @@ int cli_import(int argc, char **argv)
     }
     sx_db_options iopts = { 0 };
     cli_storage_apply(&sto, &iopts);
+    /* Milvus seals DISKANN collections' segments at dataCoord.segment.diskSegmentMaxSize (2 GB):
+     * a disk graph per 256 MiB would multiply a query's I/Os by the segment count */
+    iopts.segment_max_bytes = seg_max ? seg_max : strcmp(itype, "DISKANN") == 0 ? 2ull << 30 : 0;
     st = sx_db_open(data, &iopts, &db);
     if (st != SX_OK) {
         rc = cli_sx_fail(cmd, data, st);
@@ -1004,7 +1017,9 @@ static void index_usage(FILE *out)
         "  --param K=V         index build parameter, repeatable (M=16, efConstruction=200)\n"
         "  --drop              drop the collection's index instead\n"
         "  --no-wait           return once the build is queued (default: wait and report)\n"
-        "Growing rows are sealed first (sx_flush) so that every row gets the index.\n"
+        "Growing rows are sealed first (sx_flush) so that every row gets the index, and runs\n"
+        "of small sealed segments are merged (sx_compact; up to 2 GiB of vectors for\n"
+        "diskann, as with import).\n"
         "Exit status: 0 ok, 1 failure (the build failed: its reason), 2 usage error.\n"
         "%s",
         CLI_STORAGE_USAGE);
@@ -1077,6 +1092,8 @@ int cli_index(int argc, char **argv)
     }
     sx_db_options o = { 0 };
     cli_storage_apply(&sto, &o);
+    if (index != NULL && strcasecmp(index, "diskann") == 0)
+        o.segment_max_bytes = 2ull << 30; /* merged up to Milvus's diskSegmentMaxSize (import) */
     sx_status st = sx_db_open(data, &o, &db);
     if (st != SX_OK) {
         rc = cli_sx_fail(cmd, "open", st);
@@ -1117,6 +1134,8 @@ int cli_index(int argc, char **argv)
         rc = cli_sx_fail(cmd, "flush", st);
         goto out;
     }
+    if (merge_segments(cmd, c) != 0)
+        goto out;
     if (no_wait) {
         st = sx_index_create(c, index, params.p, params.n);
         if (st != SX_OK) {

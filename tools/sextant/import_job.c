@@ -63,6 +63,8 @@ static void usage(FILE *out)
             "                     or F1,F2,... (one .npy per field); repeat for more groups\n"
             "  --metric M         l2, ip or cosine, for a collection created from a .fvecs/.bvecs\n"
             "                     file (default l2)\n"
+            "  --dim N            the dim of that collection when the first file is not local\n"
+            "                     (s3://..., a store key); the job checks it against the file\n"
             "  --batch-rows N     rows per sealed segment (default: the segment "
             "size)\n" CLI_STORAGE_USAGE "\n"
             "Writes sealed segments directly (no WAL), all of them visible at once at the end.\n");
@@ -74,7 +76,7 @@ int cli_import_job(int argc, char **argv)
     const char *data = NULL, *name = NULL, *metric_s = NULL, *v = NULL;
     const char *files[MAX_GROUPS];
     size_t n_files = 0;
-    uint64_t batch = 0;
+    uint64_t batch = 0, dim_opt = 0;
     cli_storage sto = { 0 };
     for (int i = 1; i < argc;) {
         int r;
@@ -100,6 +102,11 @@ int cli_import_job(int argc, char **argv)
             if (r < 0 || n_files == MAX_GROUPS)
                 return cli_usage_error(cmd, "--file: missing value or more than %d", MAX_GROUPS);
             files[n_files++] = v;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--dim", &v)) != 0) {
+            if (r < 0 || cli_parse_u64(cmd, "--dim", v, 1, SX_MAX_DIM, &dim_opt) != 0)
+                return cli_usage_error(cmd, "bad value for --dim");
             continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--batch-rows", &v)) != 0) {
@@ -159,11 +166,11 @@ int cli_import_job(int argc, char **argv)
             rc = cli_sx_fail(cmd, "open", st);
     }
     if (rc == CLI_EXIT_OK && sx_collection_open(db, name, &c) != SX_OK) {
-        uint32_t dim = vecs_dim(groups[0].paths[0]);
+        uint32_t dim = dim_opt ? (uint32_t)dim_opt : vecs_dim(groups[0].paths[0]);
         if (dim == 0) {
             rc = cli_fail(cmd,
-                          "collection '%s' does not exist; create it first, or give a .fvecs / "
-                          ".bvecs file first (its dim makes the schema)",
+                          "collection '%s' does not exist; create it first, or give a local "
+                          ".fvecs / .bvecs file first (its dim makes the schema), or --dim",
                           name);
         } else {
             sx_field_def f[2];
