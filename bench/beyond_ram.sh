@@ -163,6 +163,10 @@ else
     fi
     extra=()
     for p in ${PARAMS:-}; do extra+=(--param "$p"); done
+    # pages cached by an earlier phase stay charged to its (removed) group: drop them, so each
+    # phase's reads are charged to its own group
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
     phase build "$bin" index --data "$db" --collection c --index diskann "${extra[@]}"
 fi
 sync

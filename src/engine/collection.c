@@ -1188,6 +1188,15 @@ static sx_status merge_small(sx_collection *c, bool *any)
         st = merge_run(c, at, n, &done);
         *any |= done;
         at++; /* the merged segment (or the first of an unchanged run) */
+        /* let a waiting flush in between two runs, as sx_compact does between segments */
+        sx__mutex_unlock(&c->flush_mu);
+        for (int spin = 0;
+             spin < 20000 && atomic_load_explicit(&c->flush_waiters, memory_order_relaxed) > 0;
+             spin++)
+            sched_yield();
+        sx__mutex_lock(&c->flush_mu);
+        if (st == SX_OK && atomic_load(&c->dropped))
+            st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
     }
     return st;
 }

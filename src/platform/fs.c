@@ -1000,6 +1000,16 @@ void sx__fs_unmap(void *addr, size_t len)
         munmap(addr, len);
 }
 
+void sx__fs_advise_random(void *addr, size_t len, bool random)
+{
+    if (!addr || !len)
+        return;
+    uintptr_t start = (uintptr_t)addr & ~(uintptr_t)4095; /* madvise wants a page start */
+    uintptr_t end = (uintptr_t)addr + len;
+    (void)madvise((char *)addr - ((uintptr_t)addr - start), end - start,
+                  random ? MADV_RANDOM : MADV_NORMAL);
+}
+
 void sx__fs_unneeded(void *addr, size_t len)
 {
     if (!addr || !len)

@@ -65,6 +65,10 @@ void sx__fs_unmap(void *addr, size_t len);
 /* Tells the kernel the range will not be needed soon (drops it from this process's RSS; the
  * pages stay in the page cache). */
 void sx__fs_unneeded(void *addr, size_t len);
+/* Access pattern of a mapped range: random (no read-around on a fault: a build touching
+ * scattered rows of a file larger than the memory left for the page cache reads only the pages
+ * it uses, not 128 KiB around each) or back to the default. Best effort. */
+void sx__fs_advise_random(void *addr, size_t len, bool random);
 
 /* ---- fault injection (tests) ---- */
 typedef enum sx__fault_op {

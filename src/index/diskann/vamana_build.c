@@ -300,6 +300,8 @@ typedef struct vgraph {
     size_t n;            /* nodes (local ids 0..n-1) */
     const uint32_t *gid; /* local -> global id; NULL = identity */
     const geom *g;
+    const geom *lg; /* a shard's vectors gathered in local order (build_partitioned), or NULL:
+                     * distances read g at gid[] */
     uint32_t R, cap, stride; /* cap = slack capacity, stride = cap + 1 */
     uint32_t L;
     uint32_t *adj; /* n * stride: count, then ids (local) */
@@ -319,7 +321,12 @@ static inline uint32_t gl(const vgraph *v, uint32_t local)
 
 static inline float vdist(const vgraph *v, uint32_t a, uint32_t b)
 {
-    return gdist(v->g, gl(v, a), gl(v, b));
+    return v->lg ? gdist(v->lg, a, b) : gdist(v->g, gl(v, a), gl(v, b));
+}
+
+static inline const float *vvec(const vgraph *v, uint32_t local)
+{
+    return v->lg ? gvec(v->lg, local) : gvec(v->g, gl(v, local));
 }
 
 typedef struct vbuild vbuild;
@@ -434,7 +441,7 @@ static size_t expand(void *vx, uint32_t c, float cd, size_t *size)
         if (sx__visited_test_set(&w->vis, nb))
             continue;
         if (j + 1 < cnt)
-            __builtin_prefetch(gvec(v->g, gl(v, w->list[j + 1])), 0, 3);
+            __builtin_prefetch(vvec(v, w->list[j + 1]), 0, 3);
         size_t pos = sx__pool_insert(w->pool, size, x->L, vdist(v, x->p, nb), nb);
         if (pos < lowest)
             lowest = pos;
@@ -833,8 +840,9 @@ static size_t rec_bytes(const params *pp)
 static uint64_t pq_train_bytes(size_t n, size_t dim, uint32_t m)
 {
     size_t ksub = n < 256 ? n : 256;
-    return sx__kmeans_train_bytes(n, dim / m, ksub, ksub * SX__PQ_TRAIN_PER_CENTROID) +
-           2 * (uint64_t)ksub * dim * 4;
+    size_t ns = ksub * SX__PQ_TRAIN_PER_CENTROID; /* sx__pq_train's gathered sample */
+    return sx__kmeans_train_bytes(n, dim / m, ksub, ns) + 2 * (uint64_t)ksub * dim * 4 +
+           (n > ns ? (uint64_t)ns * dim * 4 : 0);
 }
 
 /* Bytes repair_file allocates besides sx__graph_repair's. */
@@ -873,8 +881,11 @@ static sx_status make_plan(size_t n,
     uint64_t fixed = codebook + (metric == SX_METRIC_IP ? (uint64_t)n * 4 : 0) + dim * 12 + 4096;
     uint64_t codes = (uint64_t)n * m + codebook + 4096;
     uint64_t pqb = pq_train_bytes(n, dim, m);
+    /* the in-memory graph reads the vectors in a random order: under a limit they must be
+     * resident too (page cache or not, a cgroup counts them), so they are in its peak */
     pl->inmem_peak = umax(umax(pqb, codes), fixed + vamana_bytes(n, pp, threads) +
-                                                sx__diskann_writer_bytes(&lay, WRITE_BATCH));
+                                                sx__diskann_writer_bytes(&lay, WRITE_BATCH) +
+                                                (limit ? (uint64_t)n * dim * 4 : 0));
     pl->shards = 1;
     pl->write_batch = WRITE_BATCH;
     pl->peak = pl->inmem_peak;
@@ -910,8 +921,10 @@ static sx_status make_plan(size_t n,
         if (sample < S || cent + sx__kmeans_train_bytes(n, dim, S, sample) > limit)
             continue;
         uint64_t fixed_p = fixed + cent + (uint64_t)n * 8 + (uint64_t)S * 8;
+        /* + the shard's vectors (and IP coordinates), gathered into RAM: the shard's Vamana
+         * then touches no page of the segment (build_partitioned) */
         uint64_t shard = fixed_p + (uint64_t)C * 4 + vamana_bytes(C, pp, threads) + STREAM_BUF_MAX +
-                         rec + dim * 12;
+                         rec + dim * 12 + (uint64_t)C * (dim + 1) * 4;
         if (shard > limit)
             continue;
         /* merge: the write batch and the read buffer per shard shrink to fit */
@@ -1243,12 +1256,20 @@ static sx_status merge_shards(bstate *st, char **spaths, const uint32_t *pairs)
         uint32_t deg = (uint32_t)cnt;
         const uint32_t *out = list;
         if (cnt > (size_t)pp->R) {
-            for (size_t t = 0; t < cnt; t++) {
-                mg->w.cand[t].id = list[t];
-                mg->w.cand[t].dist = gdist(&st->g, (uint32_t)i, list[t]);
+            /* as DiskANN's merge_shards: shuffle the union, keep R. A RobustPrune here needs
+             * the distances between the candidates, i.e. ~2R random rows of a segment that a
+             * limited build cannot keep in memory (a 1M x 192 merge in 146 MiB read the
+             * segment's pages one fault at a time: over an hour); each list is already
+             * RobustPruned within its shard, and a random half keeps their long edges. */
+            uint64_t h = 0x5EED5EEDull ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull);
+            for (size_t t = cnt - 1; t > 0; t--) {
+                h = h * 6364136223846793005ull + 1442695040888963407ull;
+                size_t u = (size_t)((h >> 33) % (t + 1));
+                uint32_t tmp = list[t];
+                list[t] = list[u];
+                list[u] = tmp;
             }
-            deg = robust_prune(&mg->v, &mg->w, mg->w.cand, cnt, st->jb->alpha, mg->w.sel2);
-            out = mg->w.sel2;
+            deg = (uint32_t)pp->R;
         }
         rc = sx__diskann_writer_put(w, (uint32_t)i, gvec(&st->g, (uint32_t)i), out, deg);
         if (rc == SX_OK && st->jb->ctx && st->jb->ctx->cancel &&
@@ -1328,6 +1349,8 @@ static sx_status build_partitioned(bstate *st, const float *cent)
         float *mean = b_alloc(bd, dim * 4);
         vgraph v;
         memset(&v, 0, sizeof v);
+        float *lvec = NULL, *lext = NULL;
+        geom lgeom;
         if (!gid || !acc || !mean) {
             rc = sx__err(SX_ENOMEM, "DISKANN: out of memory");
         } else {
@@ -1337,15 +1360,31 @@ static sx_status build_partitioned(bstate *st, const float *cent)
                     gid[k++] = (uint32_t)i;
             v.gid = gid;
             v.g = &st->g;
+            /* the shard's vectors, copied in ascending global id order (one forward pass over
+             * the mapping) so its build reads RAM, not scattered pages of the segment file */
+            lvec = b_alloc(bd, ns * dim * 4 + 4);
+            lext = st->g.ext ? b_alloc(bd, ns * 4 + 4) : NULL;
+            if (lvec && (lext || !st->g.ext)) {
+                for (size_t j = 0; j < ns; j++) {
+                    memcpy(lvec + j * dim, gvec(&st->g, gid[j]), dim * 4);
+                    if (lext)
+                        lext[j] = st->g.ext[gid[j]];
+                }
+                lgeom = (geom){ lvec, dim, st->g.l2, lext };
+                v.lg = &lgeom;
+            }
             rc = vgraph_alloc(&v, bd, ns, st->pp);
             if (rc == SX_OK && ns > 0) {
-                v.medoid = medoid_of(&st->g, gid, ns, acc, mean);
+                v.medoid = v.lg ? medoid_of(v.lg, NULL, ns, acc, mean)
+                                : medoid_of(&st->g, gid, ns, acc, mean);
                 rc = vamana(&v, st->jb);
             }
             if (rc == SX_OK)
                 rc = write_shard(&v, spaths[s], bd);
         }
         vgraph_free(&v, bd);
+        b_free(bd, lvec, lvec ? ns * dim * 4 + 4 : 0);
+        b_free(bd, lext, lext ? ns * 4 + 4 : 0);
         b_free(bd, mean, mean ? dim * 4 : 0);
         b_free(bd, acc, acc ? dim * 8 : 0);
         b_free(bd, gid, gid ? ns * 4 + 4 : 0);
