@@ -25,7 +25,9 @@
  *
  * Memory plan (ctx->memory_limit_bytes; 0 = unlimited). Every allocation of the build is
  * accounted (struct budget) and the k-means phases are bounded with sx__kmeans_train_bytes;
- * the segment's vectors are borrowed, not counted. The phases run one after the other and the
+ * the segment's vectors are borrowed, but under a limit the in-memory plan counts them (the
+ * graph reads them in a random order, so they must be resident, page cache or not) and the
+ * partitioned plan counts each shard's gathered copy; PQ training counts its gathered sample. The phases run one after the other and the
  * plan checks each against the limit:
  *   PQ training   one sub-space's k-means + the codebooks (2 * 256 * dim * 4 bytes);
  *   graph         codebooks + the graph (n * (1.3R + 1) * 4 bytes + locks + permutation) +
@@ -38,11 +40,15 @@
  *                 shards are k-means clusters of a sample (k = S, trained first of all), every
  *                 node joins its 2 nearest shards that still have room (capacity C >= 2.3n/S and
  *                 (S-1)C > 2n, so two shards always have room), each shard is built with Vamana
- *                 (its own medoid) and written to <path>.shard<i>.tmp as fixed-size neighbour
- *                 lists in global-id order, and the merge streams the S files in node order
- *                 (read buffers and the write batch shrink to fit): a node's lists from its two
- *                 shards are united and, if longer than R, pruned with RobustPrune. Then the
- *                 connectivity repair below runs on the file.
+ *                 (its own medoid) on a copy of its vectors in RAM (gathered in one forward
+ *                 pass over the segment, counted in the shard's phase: a shard's build then
+ *                 touches no page of a segment the page cache cannot hold) and written to
+ *                 <path>.shard<i>.tmp as fixed-size neighbour lists in global-id order, and the
+ *                 merge streams the S files in node order (read buffers and the write batch
+ *                 shrink to fit): a node's lists from its two shards are united and, if longer
+ *                 than R, shuffled and cut to R, as DiskANN's merge_shards does (a RobustPrune
+ *                 there would read ~2R random rows per node). Then the connectivity repair
+ *                 below runs on the file.
  * If no S <= 65535 fits (shards would be smaller than max(4R, 256) nodes) the build fails with
  * SX_ENOMEM naming the limit before allocating anything.
  *
