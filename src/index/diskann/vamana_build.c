@@ -27,22 +27,19 @@
  * accounted (struct budget) and the k-means phases are bounded with sx__kmeans_train_bytes;
  * the segment's vectors are borrowed, but under a limit the in-memory plan counts them (the
  * graph reads them in a random order, so they must be resident, page cache or not) and the
- * partitioned plan counts each shard's gathered copy; PQ training counts its gathered sample. The phases run one after the other and the
- * plan checks each against the limit:
- *   PQ training   one sub-space's k-means + the codebooks (2 * 256 * dim * 4 bytes);
- *   graph         codebooks + the graph (n * (1.3R + 1) * 4 bytes + locks + permutation) +
- *                 per-thread search scratch (n*2 visited tags + pool + prune buffers) + repair
- *                 arrays + the file writer's batch;
- *   codes         codebooks + the n*m PQ codes, encoded only once the graph is on disk and freed:
- *                 the codes are the index's RAM, so a limit below them fails (SX_ENOMEM);
- *   partitioned   when the graph phase exceeds the limit: S shards, each with at most C nodes,
- *                 sized so that the shard assignments + one shard's graph phase fits; the
- *                 shards are k-means clusters of a sample (k = S, trained first of all), every
- *                 node joins its 2 nearest shards that still have room (capacity C >= 2.3n/S and
- *                 (S-1)C > 2n, so two shards always have room), each shard is built with Vamana
- *                 (its own medoid) on a copy of its vectors in RAM (gathered in one forward
- *                 pass over the segment, counted in the shard's phase: a shard's build then
- *                 touches no page of a segment the page cache cannot hold) and written to
+ * partitioned plan counts each shard's gathered copy; PQ training counts its gathered sample. The
+ * phases run one after the other and the plan checks each against the limit: PQ training   one
+ * sub-space's k-means + the codebooks (2 * 256 * dim * 4 bytes); graph         codebooks + the
+ * graph (n * (1.3R + 1) * 4 bytes + locks + permutation) + per-thread search scratch (n*2 visited
+ * tags + pool + prune buffers) + repair arrays + the file writer's batch; codes         codebooks +
+ * the n*m PQ codes, encoded only once the graph is on disk and freed: the codes are the index's
+ * RAM, so a limit below them fails (SX_ENOMEM); partitioned   when the graph phase exceeds the
+ * limit: S shards, each with at most C nodes, sized so that the shard assignments + one shard's
+ * graph phase fits; the shards are k-means clusters of a sample (k = S, trained first of all),
+ * every node joins its 2 nearest shards that still have room (capacity C >= 2.3n/S and (S-1)C > 2n,
+ * so two shards always have room), each shard is built with Vamana (its own medoid) on a copy of
+ * its vectors in RAM (gathered in one forward pass over the segment, counted in the shard's phase:
+ * a shard's build then touches no page of a segment the page cache cannot hold) and written to
  *                 <path>.shard<i>.tmp as fixed-size neighbour lists in global-id order, and the
  *                 merge streams the S files in node order (read buffers and the write batch
  *                 shrink to fit): a node's lists from its two shards are united and, if longer
