@@ -427,43 +427,21 @@ sx_status sx__pq_train(
     if (rc != SX_OK)
         return rc;
     size_t dsub = pq->dsub;
-    /* One training sample for every sub-space, gathered once in ascending row order (a
-     * stratified random row per stratum of n / ns rows): x may be a mapped file larger than the
-     * page cache, where a separate random sample per sub-space re-read it m times over. */
-    size_t ns = ksub * SX__PQ_TRAIN_PER_CENTROID;
-    float *sample = NULL;
-    const float *tx = x;
-    size_t tn = n;
-    if (n > ns) {
-        sample = sx__malloc_aligned(ns * dim * sizeof(float));
-        if (!sample) {
-            sx__pq_fini(pq);
-            return sx__err(SX_ENOMEM, "PQ: training sample of %zu rows", ns);
-        }
-        uint64_t st = seed ^ 0xD1B54A32D192ED03ull;
-        for (size_t i = 0; i < ns; i++) {
-            size_t lo = i * n / ns, hi = (i + 1) * n / ns;
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
-            size_t r = lo + (size_t)((st >> 33) % (hi - lo));
-            memcpy(sample + i * dim, x + r * dim, dim * sizeof(float));
-        }
-        tx = sample;
-        tn = ns;
-    }
+    /* One seed for every sub-space: each k-means then samples the same rows, so on a mapped x
+     * larger than the page cache the sub-spaces after the first find the sample's pages cached
+     * (a seed per sub-space drew other rows each time: m random sweeps of the file) */
     for (size_t j = 0; j < m; j++) {
         sx__kmeans_opts o = { 0 };
         o.k = ksub;
-        o.seed = seed + 0x9E3779B97F4A7C15ull * (j + 1);
-        o.max_sample = ns;
+        o.seed = seed + 0x9E3779B97F4A7C15ull;
+        o.max_sample = ksub * SX__PQ_TRAIN_PER_CENTROID;
         o.iters = SX__PQ_TRAIN_ITERS;
-        rc = sx__kmeans_train(tx + j * dsub, tn, dsub, dim, &o, pq->centroids + j * ksub * dsub);
+        rc = sx__kmeans_train(x + j * dsub, n, dsub, dim, &o, pq->centroids + j * ksub * dsub);
         if (rc != SX_OK) {
-            sx__free_aligned(sample);
             sx__pq_fini(pq);
             return rc;
         }
     }
-    sx__free_aligned(sample);
     transpose(pq);
     return SX_OK;
 }

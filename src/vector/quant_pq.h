@@ -17,9 +17,7 @@
 #include "util/buf.h"
 
 /* Training rows per sub-centroid: each sub-space's k-means sees at most ksub * this many rows
- * (one stratified random sample of that many full rows, gathered once in row order and shared
- * by the sub-spaces, so a mapped x is read in one forward pass) for SX__PQ_TRAIN_ITERS Lloyd
- * iterations (fewer when it
+ * (sampled by k-means with the seed) for SX__PQ_TRAIN_ITERS Lloyd iterations (fewer when it
  * converges), so training costs O(ksub^2 * 64 * dim * 12) whatever n is. FAISS uses up to 256
  * rows per centroid and 25 iterations, DiskANN's PQ 12 iterations; with 8-bit codes on small
  * sub-spaces the reconstruction error moves by ~1% between these settings (test_pq prints it). */

@@ -27,7 +27,7 @@
  * accounted (struct budget) and the k-means phases are bounded with sx__kmeans_train_bytes;
  * the segment's vectors are borrowed, but under a limit the in-memory plan counts them (the
  * graph reads them in a random order, so they must be resident, page cache or not) and the
- * partitioned plan counts each shard's gathered copy; PQ training counts its gathered sample. The
+ * partitioned plan counts each shard's gathered copy. The
  * phases run one after the other and the plan checks each against the limit: PQ training   one
  * sub-space's k-means + the codebooks (2 * 256 * dim * 4 bytes); graph         codebooks + the
  * graph (n * (1.3R + 1) * 4 bytes + locks + permutation) + per-thread search scratch (n*2 visited
@@ -843,9 +843,8 @@ static size_t rec_bytes(const params *pp)
 static uint64_t pq_train_bytes(size_t n, size_t dim, uint32_t m)
 {
     size_t ksub = n < 256 ? n : 256;
-    size_t ns = ksub * SX__PQ_TRAIN_PER_CENTROID; /* sx__pq_train's gathered sample */
-    return sx__kmeans_train_bytes(n, dim / m, ksub, ns) + 2 * (uint64_t)ksub * dim * 4 +
-           (n > ns ? (uint64_t)ns * dim * 4 : 0);
+    return sx__kmeans_train_bytes(n, dim / m, ksub, ksub * SX__PQ_TRAIN_PER_CENTROID) +
+           2 * (uint64_t)ksub * dim * 4;
 }
 
 /* Bytes repair_file allocates besides sx__graph_repair's. */
