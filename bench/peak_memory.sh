@@ -38,7 +38,7 @@ while kill -0 "$pid" 2>/dev/null; do
 done
 wait "$pid"
 cat "$work/search.out"
-hwm=$(awk '/VmHWM/ { print $(NF-1) }' "$work/search.err")
+hwm=$(awk '/VmHWM/ { print $(NF-2) }' "$work/search.err")
 pct() { awk -v b="$1" -v r="$raw" 'BEGIN { printf "%.0f%%", 100 * b / r }'; }
 echo
 echo "$n x $dim float32, $(awk -v r="$raw" 'BEGIN { printf "%.0f", r / 1e6 }') MB raw," \
