@@ -167,21 +167,30 @@ static void run_job(sx_db *db, sx__job *j)
     if (st == SX_OK) {
         r->ops = ops;
         atomic_init(&r->refs, 1);
-        sx__wbuf w;
+        /* serialize_parts, where the index has it, writes its bulk from where it lies (no
+         * second copy of DISKANN's PQ codes at the end of a build under a budget) */
+        sx__wbuf w, tail;
         sx__wbuf_init(&w);
-        sx_status sst = ops->serialize(r->idx, &w);
-        if (sst == SX_OK && !sx__wbuf_ok(&w))
+        sx__wbuf_init(&tail);
+        sx__iov parts[3] = { { NULL, 0 }, { NULL, 0 }, { NULL, 0 } };
+        sx_status sst = ops->serialize_parts
+                            ? ops->serialize_parts(r->idx, &w, &parts[1].p, &parts[1].n, &tail)
+                            : ops->serialize(r->idx, &w);
+        if (sst == SX_OK && (!sx__wbuf_ok(&w) || !sx__wbuf_ok(&tail)))
             sst = SX_ENOMEM;
+        parts[0] = (sx__iov){ w.data, w.len };
+        parts[2] = (sx__iov){ tail.data, tail.len };
         if (sst == SX_OK && !atomic_load(&c->dropped)) {
             char path[4096];
             sx__coll_path(c, path, sizeof path, "idx", s->id);
             /* best effort: a missing index file only means a rebuild after reopen. With an
              * object store the write is bracketed so a sync never reads it half-replaced. */
             sx__store_index_begin(c);
-            sx__ignore(sx__idxfile_write(path, type, pstr, n, c->dim, w.data, w.len));
+            sx__ignore(sx__idxfile_write_parts(path, type, pstr, n, c->dim, parts, 3));
             sx__store_index_end(c, s->id);
         }
         sx__wbuf_fini(&w);
+        sx__wbuf_fini(&tail);
         /* publish only if the spec is still the one we built for */
         sx__rwlock_rdlock(&c->seg_lock);
         bool same = c->iops == ops && strcmp(c->index_params_str, pstr) == 0;
@@ -353,10 +362,12 @@ void sx__seg_attach_index(sx_collection *c, sx__segment *s)
         sx__store_touch(c, slash ? slash + 1 : path);
         sx__idxref *r = sx__calloc(1, sizeof *r);
         sx_status lst = SX_ENOMEM;
-        if (r && ops->load_files)
+        if (r && ops->load_files) {
+            /* payload is handed over: DISKANN keeps its codes where they were read */
             lst =
                 sx__store_load_files(c, ops, payload, len, prefix, s->chunks[c->vf][0], n, &r->idx);
-        else if (r)
+            payload = NULL;
+        } else if (r)
             lst =
                 ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric, &r->idx);
         if (lst == SX_OK) {

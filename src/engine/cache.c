@@ -204,15 +204,19 @@ static void rd_close(void *ctx)
 
 sx_status sx__store_load_files(sx_collection *c,
                                const sx__index_ops *ops,
-                               const void *payload,
+                               void *payload,
                                size_t len,
                                const char *prefix,
                                const float *vecs,
                                size_t n,
                                sx__index **out)
 {
-    if (ops != &sx__diskann_index_ops)
-        return ops->load_files(payload, len, prefix, vecs, n, c->dim, c->metric, out);
+    if (ops != &sx__diskann_index_ops) {
+        sx_status st = ops->load_files(payload, len, prefix, vecs, n, c->dim, c->metric, out);
+        sx__free(payload);
+        return st;
+    }
+    (void)vecs; /* DISKANN reads its vectors from its own file */
     char file[4096], rel[1024], key[1100], name[1400];
     (void)snprintf(file, sizeof file, "%s%s", prefix, SX__DISKANN_EXT);
     uint64_t size = 0;
@@ -221,22 +225,29 @@ sx_status sx__store_load_files(sx_collection *c,
     if (!sx__fs_exists(file))
         st = sx__stub_read(file, rel, sizeof rel, &size, &crc);
     if (st == SX_ENOTFOUND) /* a local file (or neither: load_files reports it) */
-        return ops->load_files(payload, len, prefix, vecs, n, c->dim, c->metric, out);
-    if (st != SX_OK)
+        return sx__diskann_load_files_owned(payload, len, prefix, n, c->dim, c->metric, out);
+    if (st != SX_OK) {
+        sx__free(payload);
         return st;
+    }
     sx_db *db = c->db;
     if (!db->bcache) {
         /* no limit (any more): download it whole and use it as a local file */
         const char *slash = strrchr(file, '/');
         st = sx__store_fetch(c, slash ? slash + 1 : file);
-        return st == SX_OK ? ops->load_files(payload, len, prefix, vecs, n, c->dim, c->metric, out)
-                           : st;
+        if (st != SX_OK) {
+            sx__free(payload);
+            return st;
+        }
+        return sx__diskann_load_files_owned(payload, len, prefix, n, c->dim, c->metric, out);
     }
     (void)snprintf(key, sizeof key, "%s/%s", c->name, rel);
     sx__bc_object *ob = NULL;
     st = sx__blockcache_open(db->bcache, key, size, &ob);
-    if (st != SX_OK)
+    if (st != SX_OK) {
+        sx__free(payload);
         return st;
+    }
     (void)snprintf(name, sizeof name, "%s/%s", db->store->url, key);
     sx__diskann_reader rd = { .ctx = ob,
                               .read = rd_read,
@@ -244,7 +255,7 @@ sx_status sx__store_load_files(sx_collection *c,
                               .close = rd_close,
                               .size = size,
                               .name = name };
-    st = sx__diskann_load_reader(payload, len, &rd, n, c->dim, c->metric, out);
+    st = sx__diskann_load_reader_owned(payload, len, &rd, n, c->dim, c->metric, out);
     if (st != SX_OK)
         sx__blockcache_close(ob);
     return st;

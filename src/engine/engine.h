@@ -360,10 +360,11 @@ void sx__store_forget_local(const sx_collection *c, uint64_t seg_id);
  * SX_OK when already local; SX_ENOTFOUND when neither file nor stub exists. */
 SX_NODISCARD sx_status sx__store_fetch(sx_collection *c, const char *name);
 /* ops->load_files, except that a DISKANN file present only as a stub is read through the block
- * cache (or downloaded first when there is no cache). */
+ * cache (or downloaded first when there is no cache). Ownership: payload (sx__malloc'd) is
+ * taken over on every path; DISKANN keeps its PQ codes in it instead of copying them. */
 SX_NODISCARD sx_status sx__store_load_files(sx_collection *c,
                                             const sx__index_ops *ops,
-                                            const void *payload,
+                                            void *payload,
                                             size_t len,
                                             const char *prefix,
                                             const float *vecs,

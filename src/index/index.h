@@ -89,6 +89,12 @@ typedef struct sx__index_ops {
                             size_t dim,
                             sx_metric metric,
                             sx__index **out);
+    /* Serialization without a copy of the bulk: serialize's bytes are head || big || tail, where
+     * head and tail are written into the (empty) buffers and big points into the index (borrowed
+     * until the index is freed). The engine writes the three pieces to the index file as they are,
+     * so a build that holds 1 GB of codes does not need a second GB to save them. */
+    sx_status (*serialize_parts)(
+        const sx__index *idx, sx__wbuf *head, const void **big, size_t *big_len, sx__wbuf *tail);
     /* Deletes the index's files (index drop, segment compaction). */
     void (*remove_files)(const char *file_prefix);
     /* Bytes of the index's own files on disk. */

@@ -849,6 +849,12 @@ static char *dir_of(const char *path)
 
 sx_status sx__fs_write_atomic(const char *path, const void *data, size_t len)
 {
+    sx__iov one = { data, len };
+    return sx__fs_write_atomic_parts(path, &one, 1);
+}
+
+sx_status sx__fs_write_atomic_parts(const char *path, const sx__iov *parts, size_t nparts)
+{
     size_t tmp_size = strlen(path) + sizeof ".tmp";
     char *tmp = sx__malloc(tmp_size);
     char *dir = dir_of(path);
@@ -864,7 +870,9 @@ sx_status sx__fs_write_atomic(const char *path, const void *data, size_t len)
     if (st != SX_OK)
         goto out;
     made_tmp = true;
-    st = sx__file_append(f, data, len);
+    for (size_t i = 0; st == SX_OK && i < nparts; i++)
+        if (parts[i].n)
+            st = sx__file_append(f, parts[i].p, parts[i].n);
     if (st == SX_OK)
         st = sx__file_sync(f);
     cst = sx__file_close(f);

@@ -53,6 +53,17 @@ SX_NODISCARD sx_status sx__fs_read_all(const char *path,
 /* Atomically replaces `path`: write path.tmp, fsync it, rename over path, fsync the directory.
  * After a crash, either the old or the new contents are there, never a mix. */
 SX_NODISCARD sx_status sx__fs_write_atomic(const char *path, const void *data, size_t len);
+
+/* One piece of a file written from several buffers (borrowed). */
+typedef struct sx__iov {
+    const void *p;
+    size_t n;
+} sx__iov;
+
+/* sx__fs_write_atomic of the concatenation of parts[0..nparts), without joining them in RAM. */
+SX_NODISCARD sx_status sx__fs_write_atomic_parts(const char *path,
+                                                 const sx__iov *parts,
+                                                 size_t nparts);
 /* Lists the names (not paths) in a directory, sorted. Ownership: sx_strings_free(names, n). */
 SX_NODISCARD sx_status sx__fs_list(const char *dir, char ***names, size_t *n);
 /* Takes an exclusive advisory lock (flock) on path (created if needed); SX_EBUSY if held. */

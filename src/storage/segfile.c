@@ -1091,14 +1091,39 @@ sx_status sx__idxfile_write(const char *path,
                             const void *payload,
                             size_t len)
 {
+    sx__iov one = { payload, len };
+    return sx__idxfile_write_parts(path, type, params, n_rows, dim, &one, 1);
+}
+
+sx_status sx__idxfile_write_parts(const char *path,
+                                  const char *type,
+                                  const char *params,
+                                  uint64_t n_rows,
+                                  uint32_t dim,
+                                  const sx__iov *parts,
+                                  size_t nparts)
+{
+    enum { MAX_PARTS = 8 };
+
+    if (nparts > MAX_PARTS)
+        return sx__err(SX_EINVAL, "%s: %zu payload parts, at most %d", path, nparts, MAX_PARTS);
+    size_t len = 0;
+    uint32_t crc = 0;
+    for (size_t i = 0; i < nparts; i++) {
+        len += parts[i].n;
+        crc = sx__crc32c(crc, parts[i].p, parts[i].n);
+    }
     sx__wbuf w;
     sx__wbuf_init(&w);
     put_header(&w, IDX_MAGIC, n_rows, len, dim);
     sx__wbuf_str(&w, type);
     sx__wbuf_str(&w, params);
-    sx__wbuf_u32(&w, sx__crc32c(0, payload, len));
-    sx__wbuf_put(&w, payload, len);
-    sx_status st = sx__wbuf_ok(&w) ? sx__fs_write_atomic(path, w.data, w.len)
+    sx__wbuf_u32(&w, crc);
+    sx__iov all[MAX_PARTS + 1];
+    all[0] = (sx__iov){ w.data, w.len };
+    for (size_t i = 0; i < nparts; i++)
+        all[i + 1] = parts[i];
+    sx_status st = sx__wbuf_ok(&w) ? sx__fs_write_atomic_parts(path, all, nparts + 1)
                                    : sx__err(SX_ENOMEM, "encoding %s", path);
     sx__wbuf_fini(&w);
     return st;

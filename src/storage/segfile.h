@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "platform/fs.h"
+
 typedef struct sx__segcol {
     char *name; /* owned by whoever filled it */
     sx_field_type type;
@@ -121,6 +123,15 @@ SX_NODISCARD sx_status sx__idxfile_write(const char *path,
                                          uint32_t dim,
                                          const void *payload,
                                          size_t len);
+/* sx__idxfile_write of the payload parts[0] || parts[1] || ... (borrowed), never joined in RAM:
+ * an index whose bulk it already holds (DISKANN's PQ codes) is written without a second copy. */
+SX_NODISCARD sx_status sx__idxfile_write_parts(const char *path,
+                                               const char *type,
+                                               const char *params,
+                                               uint64_t n_rows,
+                                               uint32_t dim,
+                                               const sx__iov *parts,
+                                               size_t nparts);
 /* Reads an index file; *payload owned (sx__free). type/params must match or SX_ENOTFOUND-like
  * SX_EINVAL is returned (stale index: rebuild). */
 SX_NODISCARD sx_status sx__idxfile_read(const char *path,

@@ -12,10 +12,9 @@
  *     slot for every row). Then, on the reopened collection: a search finds a stored vector at
  *     distance 0, gets by id return the right rows (present and absent keys), a delete and an
  *     upsert of existing keys change the count as they must (the key indexes answer them).
- *     The PQ codes DISKANN keeps in RAM are set to 1/16 of the raw bytes (m = 16 bytes for 64
- *     dims; the default 1/8 is m = 32): the loader still holds them twice for a moment (the
- *     index file's payload, then the index's copy; XXX: build.c frees the payload only after
- *     load_files returns), so with the default they alone would take 25% of raw at the peak.
+ *     The PQ codes DISKANN keeps in RAM are the default 1/8 of the raw bytes (m = 32 bytes for
+ *     64 dims), held once: the loader keeps them in the buffer the index file was read into
+ *     (before, it copied them out of it, and the two alone took 25% of raw at the peak).
  *  2. pk map: two collections without index, SMALL and BIG rows, reopened each in a child: the
  *     pkmap bytes of the memory budget (sx_db_memory_stats) and the anonymous memory (RssAnon)
  *     the open adds must not grow with the rows: BIG's pkmap bytes at most SMALL's + 64 KiB, and
@@ -125,10 +124,8 @@ static void create(const char *dir, size_t n, bool diskann)
     sx_collection *c;
     ASSERT_OK(sx_collection_open(db, "m", &c));
     if (diskann) {
-        sx_param dp[] = { { "max_degree", "16" },
-                          { "search_list_size", "32" },
-                          { "pq_code_budget_gb_ratio", "0.0625" } };
-        ASSERT_OK(sx_index_create(c, "DISKANN", dp, 3));
+        sx_param dp[] = { { "max_degree", "16" }, { "search_list_size", "32" } };
+        ASSERT_OK(sx_index_create(c, "DISKANN", dp, 2));
     }
     fill(c, n);
     ASSERT_OK(sx_flush(c));

@@ -258,7 +258,9 @@ static void test_recall_bigann(void)
     ASSERT(r2 >= 0.97);
 }
 
-static sx__index *reload(const sx__index *idx, const char *prefix)
+/* Serializes idx and loads it back from prefix. With `owned`, through serialize_parts (whose
+ * pieces must concatenate to serialize's bytes) and the load that takes over its buffer. */
+static sx__index *reload_ex(const sx__index *idx, const char *prefix, bool owned)
 {
     sx__wbuf w;
     sx__wbuf_init(&w);
@@ -268,11 +270,44 @@ static sx__index *reload(const sx__index *idx, const char *prefix)
     }
     const sx__diskann *d = (const sx__diskann *)idx;
     sx__index *out = NULL;
-    sx_status rc = ops->load_files(w.data, w.len, prefix, NULL, d->n, d->dim, d->metric, &out);
+    sx_status rc;
+    if (owned) {
+        sx__wbuf head, tail;
+        sx__wbuf_init(&head);
+        sx__wbuf_init(&tail);
+        const void *big = NULL;
+        size_t big_len = 0;
+        rc = ops->serialize_parts(idx, &head, &big, &big_len, &tail);
+        bool same = rc == SX_OK && head.len + big_len + tail.len == w.len &&
+                    memcmp(head.data, w.data, head.len) == 0 &&
+                    memcmp(big, w.data + head.len, big_len) == 0 &&
+                    memcmp(tail.data, w.data + head.len + big_len, tail.len) == 0;
+        sx__wbuf_fini(&head);
+        sx__wbuf_fini(&tail);
+        if (!same) {
+            fprintf(stderr, "serialize_parts differs from serialize\n");
+            sx__wbuf_fini(&w);
+            return NULL;
+        }
+        void *copy = sx__malloc(w.len);
+        if (!copy) {
+            sx__wbuf_fini(&w);
+            return NULL;
+        }
+        memcpy(copy, w.data, w.len);
+        rc = sx__diskann_load_files_owned(copy, w.len, prefix, d->n, d->dim, d->metric, &out);
+    } else {
+        rc = ops->load_files(w.data, w.len, prefix, NULL, d->n, d->dim, d->metric, &out);
+    }
     sx__wbuf_fini(&w);
     if (rc != SX_OK)
         fprintf(stderr, "load_files: %s\n", sx_errmsg());
     return rc == SX_OK ? out : NULL;
+}
+
+static sx__index *reload(const sx__index *idx, const char *prefix)
+{
+    return reload_ex(idx, prefix, false);
 }
 
 static void test_io_paths_identical(void)
@@ -287,7 +322,7 @@ static void test_io_paths_identical(void)
     setenv("SX_DISKANN_IO", "pread", 1);
     sx__index *a = reload(shared_idx, pre);
     unsetenv("SX_DISKANN_IO");
-    sx__index *b = reload(shared_idx, pre);
+    sx__index *b = reload_ex(shared_idx, pre, true); /* codes kept in the buffer read */
     setenv("SX_DISKANN_DIRECT", "0", 1);
     sx__index *c = reload(shared_idx, pre);
     unsetenv("SX_DISKANN_DIRECT");
@@ -475,6 +510,14 @@ static void test_corruption(void)
         x = NULL;
         ASSERT_STATUS(ops->load_files(cp, w.len, pre, NULL, d->n, d->dim, d->metric, &x),
                       SX_ECORRUPT);
+        if (t % 20 == 0) { /* the taking-over load frees its buffer on failure (ASan: no leak) */
+            void *own = sx__malloc(w.len);
+            ASSERT(own != NULL);
+            memcpy(own, cp, w.len);
+            ASSERT_STATUS(
+                sx__diskann_load_files_owned(own, w.len, pre, d->n, d->dim, d->metric, &x),
+                SX_ECORRUPT);
+        }
     }
     /* a code byte >= ksub with the CRC recomputed is still caught (semantic check) */
     memcpy(cp, w.data, w.len);

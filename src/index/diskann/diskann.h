@@ -229,6 +229,9 @@ sx_status sx__diskann_open_file(sx__diskann *d);
 /* "<prefix>.diskann", owned (sx__free); NULL on ENOMEM. */
 char *sx__diskann_path(const char *prefix);
 sx_status sx__diskann_serialize(const sx__index *idx, sx__wbuf *w);
+/* serialize as three pieces: header + codebooks, the codes (borrowed from idx), the CRC. */
+sx_status sx__diskann_serialize_parts(
+    const sx__index *idx, sx__wbuf *head, const void **big, size_t *big_len, sx__wbuf *tail);
 sx_status sx__diskann_deserialize(const void *data,
                                   size_t len,
                                   const float *vecs,
@@ -254,6 +257,24 @@ sx_status sx__diskann_load_reader(const void *data,
                                   size_t dim,
                                   sx_metric metric,
                                   sx__index **out);
+/* load_files / load_reader taking over `data` (allocated with sx__malloc; rd as load_reader):
+ * the PQ codes are moved to the front of data and the buffer shrunk to them, instead of being
+ * copied, so opening holds the codes once, not twice. data is the index's on SX_OK and freed
+ * here on failure. */
+sx_status sx__diskann_load_files_owned(void *data,
+                                       size_t len,
+                                       const char *file_prefix,
+                                       size_t n,
+                                       size_t dim,
+                                       sx_metric metric,
+                                       sx__index **out);
+sx_status sx__diskann_load_reader_owned(void *data,
+                                        size_t len,
+                                        const sx__diskann_reader *rd,
+                                        size_t n,
+                                        size_t dim,
+                                        sx_metric metric,
+                                        sx__index **out);
 /* Reads [off, off+len) of the index's file (pread or the reader): the one place both paths meet
  * outside the search's batched reads (header, check). */
 sx_status sx__diskann_read_at(const sx__diskann *d, uint64_t off, size_t len, void *buf);

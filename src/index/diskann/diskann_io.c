@@ -645,10 +645,11 @@ void sx__diskann_remove_files(const char *file_prefix)
 
 /* ---------------------------------------------------------------- RAM part */
 
-sx_status sx__diskann_serialize(const sx__index *idx, sx__wbuf *w)
+sx_status sx__diskann_serialize_parts(
+    const sx__index *idx, sx__wbuf *head, const void **big, size_t *big_len, sx__wbuf *tail)
 {
     const sx__diskann *d = (const sx__diskann *)idx;
-    size_t start = w->len;
+    sx__wbuf *w = head;
     sx__wbuf_u32(w, SX__DISKANN_RAM_MAGIC);
     sx__wbuf_u32(w, SX__DISKANN_RAM_VERSION);
     sx__wbuf_u64(w, d->n);
@@ -667,19 +668,51 @@ sx_status sx__diskann_serialize(const sx__index *idx, sx__wbuf *w)
         sx_status rc = sx__pq_serialize(&d->pq, w);
         if (rc != SX_OK)
             return rc;
-        sx__wbuf_put(w, d->codes, d->n * d->pq.m);
     }
     if (!sx__wbuf_ok(w))
         return sx__err(SX_ENOMEM, "DISKANN: cannot grow the serialization buffer");
-    sx__wbuf_u32(w, sx__crc32c(0, w->data + start, w->len - start));
-    if (!sx__wbuf_ok(w))
+    *big = d->n ? d->codes : NULL;
+    *big_len = d->n ? d->n * d->pq.m : 0;
+    uint32_t crc = sx__crc32c(0, w->data, w->len);
+    if (*big_len)
+        crc = sx__crc32c(crc, *big, *big_len);
+    sx__wbuf_u32(tail, crc);
+    if (!sx__wbuf_ok(tail))
         return sx__err(SX_ENOMEM, "DISKANN: cannot grow the serialization buffer");
     return SX_OK;
 }
 
+sx_status sx__diskann_serialize(const sx__index *idx, sx__wbuf *w)
+{
+    sx__wbuf head, tail;
+    sx__wbuf_init(&head);
+    sx__wbuf_init(&tail);
+    const void *big = NULL;
+    size_t big_len = 0;
+    sx_status rc = sx__diskann_serialize_parts(idx, &head, &big, &big_len, &tail);
+    if (rc == SX_OK) {
+        sx__wbuf_put(w, head.data, head.len);
+        if (big_len)
+            sx__wbuf_put(w, big, big_len);
+        sx__wbuf_put(w, tail.data, tail.len);
+        if (!sx__wbuf_ok(w))
+            rc = sx__err(SX_ENOMEM, "DISKANN: cannot grow the serialization buffer");
+    }
+    sx__wbuf_fini(&head);
+    sx__wbuf_fini(&tail);
+    return rc;
+}
+
 /* Parses and validates the RAM part into d (which must be fresh). */
-static sx_status
-parse_ram(sx__diskann *d, const void *data, size_t len, size_t n, size_t dim, sx_metric metric)
+/* With `owned` (== data, sx__malloc'd), the codes are moved to its front and the buffer becomes
+ * d->codes on SX_OK (the caller frees it on failure). */
+static sx_status parse_ram(sx__diskann *d,
+                           const void *data,
+                           size_t len,
+                           size_t n,
+                           size_t dim,
+                           sx_metric metric,
+                           void *owned)
 {
     if (!data || len < HDR_BYTES + 4)
         return sx__err(SX_ECORRUPT, "DISKANN index: %zu bytes is too short", len);
@@ -750,6 +783,12 @@ parse_ram(sx__diskann *d, const void *data, size_t len, size_t n, size_t dim, sx
         if (codes[i] >= d->pq.ksub)
             return sx__err(SX_ECORRUPT, "DISKANN index: code byte %zu is %u >= ksub %u", i,
                            codes[i], d->pq.ksub);
+    if (owned) {
+        memmove(owned, codes, n * m);
+        void *shrunk = sx__realloc(owned, n * m); /* in place, or mremap: no copy of the pages */
+        d->codes = shrunk ? shrunk : owned;
+        return SX_OK;
+    }
     d->codes = sx__malloc_aligned(n * m);
     if (!d->codes)
         return sx__err(SX_ENOMEM, "DISKANN: cannot allocate %zu code bytes", n * m);
@@ -776,24 +815,29 @@ sx_status sx__diskann_deserialize(const void *data,
                               "load_files and the prefix it was built under");
 }
 
-sx_status sx__diskann_load_files(const void *data,
-                                 size_t len,
-                                 const char *file_prefix,
-                                 const float *vecs,
-                                 size_t n,
-                                 size_t dim,
-                                 sx_metric metric,
-                                 sx__index **out)
+static sx_status load_files(const void *data,
+                            size_t len,
+                            void *owned,
+                            const char *file_prefix,
+                            size_t n,
+                            size_t dim,
+                            sx_metric metric,
+                            sx__index **out)
 {
-    (void)vecs; /* reads_own_vectors: the vectors come from the file */
-    if (!file_prefix)
+    if (!file_prefix) {
+        sx__free(owned);
         return sx__err(SX_EINVAL, "DISKANN: load_files needs the file prefix");
+    }
     sx__diskann *d = sx__diskann_new();
-    if (!d)
+    if (!d) {
+        sx__free(owned);
         return sx__err(SX_ENOMEM, "DISKANN: out of memory");
-    sx_status rc = parse_ram(d, data, len, n, dim, metric);
-    if (rc != SX_OK)
+    }
+    sx_status rc = parse_ram(d, data, len, n, dim, metric, owned);
+    if (rc != SX_OK) {
+        sx__free(owned);
         goto fail;
+    }
     d->path = sx__diskann_path(file_prefix);
     if (!d->path) {
         rc = sx__err(SX_ENOMEM, "DISKANN: out of memory");
@@ -813,24 +857,55 @@ fail:
     return rc;
 }
 
-sx_status sx__diskann_load_reader(const void *data,
-                                  size_t len,
-                                  const sx__diskann_reader *rd,
-                                  size_t n,
-                                  size_t dim,
-                                  sx_metric metric,
-                                  sx__index **out)
+sx_status sx__diskann_load_files(const void *data,
+                                 size_t len,
+                                 const char *file_prefix,
+                                 const float *vecs,
+                                 size_t n,
+                                 size_t dim,
+                                 sx_metric metric,
+                                 sx__index **out)
 {
-    if (!rd || !rd->read || !rd->name)
+    (void)vecs; /* reads_own_vectors: the vectors come from the file */
+    return load_files(data, len, NULL, file_prefix, n, dim, metric, out);
+}
+
+sx_status sx__diskann_load_files_owned(void *data,
+                                       size_t len,
+                                       const char *file_prefix,
+                                       size_t n,
+                                       size_t dim,
+                                       sx_metric metric,
+                                       sx__index **out)
+{
+    return load_files(data, len, data, file_prefix, n, dim, metric, out);
+}
+
+static sx_status load_reader(const void *data,
+                             size_t len,
+                             void *owned,
+                             const sx__diskann_reader *rd,
+                             size_t n,
+                             size_t dim,
+                             sx_metric metric,
+                             sx__index **out)
+{
+    if (!rd || !rd->read || !rd->name) {
+        sx__free(owned);
         return sx__err(SX_EINVAL, "DISKANN: load_reader needs a reader and a name");
+    }
     sx__diskann *d = sx__diskann_new();
-    if (!d)
+    if (!d) {
+        sx__free(owned);
         return sx__err(SX_ENOMEM, "DISKANN: out of memory");
+    }
     void *raw = NULL;
     uint8_t *hdr = NULL;
-    sx_status rc = parse_ram(d, data, len, n, dim, metric);
-    if (rc != SX_OK)
+    sx_status rc = parse_ram(d, data, len, n, dim, metric, owned);
+    if (rc != SX_OK) {
+        sx__free(owned);
         goto fail;
+    }
     d->path = sx__strdup(rd->name);
     hdr = sx__diskann_sector_alloc(SX__DISKANN_SECTOR, &raw);
     if (!d->path || !hdr) {
@@ -863,4 +938,26 @@ fail:
     sx__free(raw);
     sx__diskann_free((sx__index *)d); /* io_mode is not READER yet: rd is not closed */
     return rc;
+}
+
+sx_status sx__diskann_load_reader(const void *data,
+                                  size_t len,
+                                  const sx__diskann_reader *rd,
+                                  size_t n,
+                                  size_t dim,
+                                  sx_metric metric,
+                                  sx__index **out)
+{
+    return load_reader(data, len, NULL, rd, n, dim, metric, out);
+}
+
+sx_status sx__diskann_load_reader_owned(void *data,
+                                        size_t len,
+                                        const sx__diskann_reader *rd,
+                                        size_t n,
+                                        size_t dim,
+                                        sx_metric metric,
+                                        sx__index **out)
+{
+    return load_reader(data, len, data, rd, n, dim, metric, out);
 }

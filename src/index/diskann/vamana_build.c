@@ -1660,6 +1660,7 @@ const sx__index_ops sx__diskann_index_ops = {
     .build = sx__diskann_build,
     .search = sx__diskann_search,
     .serialize = sx__diskann_serialize,
+    .serialize_parts = sx__diskann_serialize_parts,
     .deserialize = sx__diskann_deserialize,
     .memory_bytes = sx__diskann_memory_bytes,
     .free = sx__diskann_free,
