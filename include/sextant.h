@@ -163,6 +163,13 @@ typedef struct sx_db_options {
      * set, memory_limit_bytes is ignored and this database charges the shared budget. Borrowed:
      * it must outlive every database using it. NULL (default): the database has its own. */
     struct sx_memory_budget *memory_budget;
+    /* Compaction merges runs of small sealed segments (sx_compact: those under half of the
+     * target, without deleted rows) into segments of up to this many vector bytes. 0 (default):
+     * segment_max_bytes, and at least 2 GiB in a collection whose index reads its own vectors
+     * from disk (DISKANN; Milvus's dataCoord.segment.diskSegmentMaxSize), where each segment is
+     * one more graph a query walks. Sealing stays at segment_max_bytes: the growing segment,
+     * which lives in RAM, is not made larger by a large merge target. */
+    uint64_t merge_max_bytes;
 } sx_db_options;
 
 #define SX_MEMORY_UNLIMITED UINT64_MAX

@@ -1146,15 +1146,27 @@ out:
     return st;
 }
 
-/* Merges runs of small sealed segments (vectors under half of segment_max_bytes, no deleted
- * rows: compaction has just rewritten those that had some) into segments of up to
- * segment_max_bytes, one run at a time (merge_run), so that a collection filled under a small
- * memory budget, whose growing segments were sealed small, is searched and indexed as a few
- * large segments. Runs are consecutive in the segment list (the order queries return rows in).
- * Caller holds flush_mu. *any |= a run was merged. */
+/* Merges runs of small sealed segments (vectors under half of the merge target, no deleted
+ * rows: compaction has just rewritten those that had some) into segments of up to the target
+ * (merge_target: sx_db_options.merge_max_bytes, see there), one run at a time (merge_run), so that
+ * a collection filled under a small memory budget, whose growing segments were sealed small, is
+ * searched and indexed as a few large segments. Runs are consecutive in the segment list (the order
+ * queries return rows in). Caller holds flush_mu. *any |= a run was merged. */
+static uint64_t merge_target(sx_collection *c)
+{
+    const sx_db_options *o = &c->db->opts;
+    if (o->merge_max_bytes)
+        return o->merge_max_bytes;
+    uint64_t seg = o->segment_max_bytes ? o->segment_max_bytes : 256u << 20;
+    sx__rwlock_rdlock(&c->seg_lock);
+    bool disk = c->iops && c->iops->reads_own_vectors;
+    sx__rwlock_unlock(&c->seg_lock);
+    return disk && seg < (2ull << 30) ? 2ull << 30 : seg;
+}
+
 static sx_status merge_small(sx_collection *c, bool *any)
 {
-    uint64_t max_bytes = c->db->opts.segment_max_bytes ? c->db->opts.segment_max_bytes : 256u << 20;
+    uint64_t max_bytes = merge_target(c);
     uint64_t row_bytes = (uint64_t)c->dim * sizeof(float);
     sx_status st = SX_OK;
     for (size_t at = 0; st == SX_OK;) {

@@ -387,10 +387,55 @@ static void test_merge_small_segments(void)
     close_db();
 }
 
+/* The merge target is its own setting (merge_max_bytes): segments seal at segment_max_bytes
+ * and merge up to the target; without one, a collection with a disk index (DISKANN) merges up to
+ * 2 GiB while one without an index stays at segment_max_bytes. */
+static void test_merge_target(void)
+{
+    for (int variant = 0; variant < 3; variant++) {
+        dir = test_tmpdir("mtarget");
+        sx_db_options o = { 0 };
+        o.build_threads = 1;
+        o.segment_max_bytes = MSEG * DIM * sizeof(float);
+        if (variant == 0)
+            o.merge_max_bytes = 3 * MSEG * DIM * sizeof(float);
+        ASSERT_OK(sx_db_open(dir, &o, &db));
+        sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
+                             { "v", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
+                             { "ver", SX_FIELD_INT64, false, false, 0, 0 } };
+        sx_collection_def d = { "c", f, 3, SX_METRIC_L2 };
+        ASSERT_OK(sx_collection_create(db, &d));
+        ASSERT_OK(sx_collection_open(db, "c", &coll));
+        if (variant == 2) {
+            sx_param p[] = { { "max_degree", "8" }, { "search_list_size", "16" } };
+            ASSERT_OK(sx_index_create(coll, "DISKANN", p, 2));
+        }
+        /* half-segment writes: the growing segment seals at MSEG rows (segment_max_bytes) */
+        for (int s = 0; s < 2 * MSEGS; s++)
+            ASSERT_OK(write_rows(false, (int64_t)s * (MSEG / 2), MSEG / 2, 0));
+        ASSERT_OK(sx_flush(coll));
+        sx_collection_info info;
+        ASSERT_OK(sx_collection_describe(coll, &info));
+        ASSERT_EQ(info.n_segments, MSEGS);
+        ASSERT_OK(sx_compact(coll));
+        ASSERT_OK(sx_collection_describe(coll, &info));
+        /* 0: runs of 3 x MSEG rows (the last of 1); 1: every segment is half of its own
+         * target, not small: unchanged; 2: one segment */
+        uint32_t want = variant == 0 ? (MSEGS + 2) / 3 : variant == 1 ? MSEGS : 1;
+        fprintf(stderr, "  merge target variant %d: %u segments (want %u)\n", variant,
+                info.n_segments, want);
+        ASSERT_EQ(info.n_segments, want);
+        ASSERT_EQ(count(NULL), MSEG * MSEGS);
+        ASSERT_EQ(version_of(MSEG * MSEGS - 1), 0);
+        close_db();
+    }
+}
+
 int main(void)
 {
     RUN(test_writes_race_with_the_copy);
     RUN(test_writer_not_blocked);
     RUN(test_merge_small_segments);
+    RUN(test_merge_target);
     return TEST_DONE();
 }

@@ -120,10 +120,11 @@ static void import_usage(FILE *out)
             "                      continue after them); without it such an import is refused\n"
             "  --batch N           rows per sx_insert call (default 1000)\n"
             "  --limit N           import only the first N rows of the file\n"
-            "  --segment-max SIZE  seal and merge segments at SIZE of vectors (segment_max_bytes;\n"
-            "                      default 256M, 2G with --index diskann as Milvus's\n"
+            "  --segment-max SIZE  seal and merge segments at SIZE of vectors (segment_max_bytes\n"
+            "                      and merge_max_bytes). Default: seal at 256M and merge up to\n"
+            "                      256M, or up to 2G with --index diskann (Milvus's\n"
             "                      diskSegmentMaxSize); a small --memory-limit seals smaller\n"
-            "                      segments, merged up to SIZE after the load "
+            "                      segments, merged after the load "
             "(sx_compact)\n" CLI_STORAGE_USAGE);
 }
 
@@ -518,9 +519,11 @@ int cli_import(int argc, char **argv)
     }
     sx_db_options iopts = { 0 };
     cli_storage_apply(&sto, &iopts);
-    /* Milvus seals DISKANN collections' segments at dataCoord.segment.diskSegmentMaxSize (2 GB):
-     * a disk graph per 256 MiB would multiply a query's I/Os by the segment count */
-    iopts.segment_max_bytes = seg_max ? seg_max : strcmp(itype, "DISKANN") == 0 ? 2ull << 30 : 0;
+    /* Milvus merges DISKANN collections' segments up to dataCoord.segment.diskSegmentMaxSize
+     * (2 GB): a disk graph per 256 MiB would multiply a query's I/Os by the segment count. The
+     * growing segment (in RAM) still seals at 256 MiB: only the merge target is larger. */
+    iopts.segment_max_bytes = seg_max;
+    iopts.merge_max_bytes = seg_max ? seg_max : strcmp(itype, "DISKANN") == 0 ? 2ull << 30 : 0;
     st = sx_db_open(data, &iopts, &db);
     if (st != SX_OK) {
         rc = cli_sx_fail(cmd, data, st);
@@ -1093,7 +1096,7 @@ int cli_index(int argc, char **argv)
     sx_db_options o = { 0 };
     cli_storage_apply(&sto, &o);
     if (index != NULL && strcasecmp(index, "diskann") == 0)
-        o.segment_max_bytes = 2ull << 30; /* merged up to Milvus's diskSegmentMaxSize (import) */
+        o.merge_max_bytes = 2ull << 30; /* merged up to Milvus's diskSegmentMaxSize (import) */
     sx_status st = sx_db_open(data, &o, &db);
     if (st != SX_OK) {
         rc = cli_sx_fail(cmd, "open", st);
