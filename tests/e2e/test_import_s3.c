@@ -13,14 +13,23 @@
  * through a fault proxy fails (HTTP 500) from the third batch on: the import fails with SX_EREMOTE
  * naming the file, nothing is visible, no segment file is left; with the proxy healthy again it
  * succeeds
+ *   bench_pipeline  `sextant bench --import s3://imp/raw/base.fvecs` (the seed pipeline: raw file
+ *                in the bucket -> import job -> index -> query-ready), FLAT, with queries and
+ *                exact ground truth (double) this test computes: the JSON's import block has every
+ *                row and the file's bytes, the insert phase read at least the file from S3, and
+ *                recall@10 is 1 (the auto ids map back to row numbers); a missing key fails with
+ *                the key named, --import with --base is a usage error (2)
  */
 #include <dirent.h>
 #include <sextant.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
 #ifdef SX_HAVE_HDF5
 # include <hdf5.h>
 #endif
+
+#include <jansson.h>
 
 #include "faultproxy.h"
 #include "harness.h"
@@ -287,6 +296,133 @@ static void fault_mid(void)
     sx_db_close(db);
 }
 
+/* Runs the sextant binary with args, output to tmp/NAME.log; the exit status (-1: no binary). */
+static int run_bin(const char *name, const char *args)
+{
+    const char *bin = getenv("SX_SEXTANT_BIN");
+    if (!bin)
+        return -1;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "SEXTANT_S3_ENDPOINT=%s %s %s > %s/%s.log 2>&1", srv.endpoint, bin,
+             args, tmp, name);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static bool log_has(const char *name, const char *text)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s.log", tmp, name);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, text) != NULL;
+    fclose(f);
+    return found;
+}
+
+static void bench_pipeline(void)
+{
+    if (!getenv("SX_SEXTANT_BIN")) {
+        printf("SX_SEXTANT_BIN not set: skipped (run through ctest)\n");
+        return;
+    }
+
+    enum { NQ = 40, K = 10 };
+
+    /* queries: perturbed base rows; ground truth: exact top-K in double */
+    uint64_t s = 99;
+    size_t rec = 4 + DIM * 4;
+    unsigned char qb[NQ * (4 + DIM * 4)], gb[NQ * (4 + K * 4)];
+    float q[NQ * DIM];
+    for (size_t i = 0; i < NQ; i++) {
+        uint32_t d = DIM;
+        memcpy(qb + i * rec, &d, 4);
+        for (size_t j = 0; j < DIM; j++)
+            q[i * DIM + j] = vecs[(i * 997 % N) * DIM + j] + 0.05f * test_randf(&s);
+        memcpy(qb + i * rec + 4, q + i * DIM, DIM * 4);
+        int32_t best[K];
+        double bd[K];
+        for (size_t k = 0; k < K; k++) {
+            best[k] = -1;
+            bd[k] = 1e300;
+        }
+        for (size_t r = 0; r < N; r++) {
+            double dd = 0;
+            for (size_t j = 0; j < DIM; j++) {
+                double t = (double)q[i * DIM + j] - (double)vecs[r * DIM + j];
+                dd += t * t;
+            }
+            if (dd >= bd[K - 1])
+                continue;
+            size_t at = K - 1;
+            while (at > 0 && bd[at - 1] > dd) {
+                bd[at] = bd[at - 1];
+                best[at] = best[at - 1];
+                at--;
+            }
+            bd[at] = dd;
+            best[at] = (int32_t)r;
+        }
+        uint32_t kk = K;
+        memcpy(gb + i * (4 + K * 4), &kk, 4);
+        memcpy(gb + i * (4 + K * 4) + 4, best, K * 4);
+    }
+    char qpath[600], gpath[600], jpath[600], args[3000];
+    snprintf(qpath, sizeof qpath, "%s/query.fvecs", tmp);
+    snprintf(gpath, sizeof gpath, "%s/gt.ivecs", tmp);
+    snprintf(jpath, sizeof jpath, "%s/pipeline.json", tmp);
+    FILE *f = fopen(qpath, "wb");
+    ASSERT(f && fwrite(qb, 1, sizeof qb, f) == sizeof qb && fclose(f) == 0);
+    f = fopen(gpath, "wb");
+    ASSERT(f && fwrite(gb, 1, sizeof gb, f) == sizeof gb && fclose(f) == 0);
+
+    snprintf(args, sizeof args,
+             "bench --import s3://" BUCKET "/raw/base.fvecs --query %s --gt %s --index flat "
+             "--k %d --data %s/pipeline-db --json %s",
+             qpath, gpath, K, tmp, jpath);
+    int rc = run_bin("pipeline", args);
+    ASSERT_EQ(rc, 0);
+    ASSERT(log_has("pipeline", "raw file -> query-ready"));
+    json_error_t e;
+    json_t *j = json_load_file(jpath, 0, &e);
+    ASSERT(j != NULL);
+    json_t *imp = json_object_get(j, "import");
+    ASSERT(json_is_object(imp));
+    ASSERT_EQ((uint64_t)json_integer_value(json_object_get(imp, "rows")), N);
+    ASSERT_EQ((uint64_t)json_integer_value(json_object_get(imp, "bytes")), (uint64_t)N * rec);
+    ASSERT(json_number_value(json_object_get(imp, "query_ready_s")) > 0);
+    json_t *s3 = json_object_get(json_object_get(json_object_get(j, "io_profile"), "insert"), "s3");
+    uint64_t s3_read = (uint64_t)json_integer_value(json_object_get(s3, "read_bytes"));
+    printf("  pipeline: %llu rows, S3 read %llu bytes in the insert phase, raw -> query-ready "
+           "%.2f s\n",
+           (unsigned long long)N, (unsigned long long)s3_read,
+           json_number_value(json_object_get(imp, "query_ready_s")));
+    ASSERT(s3_read >= (uint64_t)N * rec);
+    json_t *runs = json_object_get(j, "runs");
+    ASSERT(json_is_array(runs) && json_array_size(runs) > 0);
+    for (size_t i = 0; i < json_array_size(runs); i++) {
+        double r = json_number_value(json_object_get(json_array_get(runs, i), "recall"));
+        ASSERT(r > 0.9999);
+    }
+    json_decref(j);
+
+    /* mistakes: a key that is not there; --import with --base */
+    snprintf(args, sizeof args,
+             "bench --import s3://" BUCKET "/raw/nope.fvecs --query %s --gt %s --index flat "
+             "--data %s/pipeline-db2",
+             qpath, gpath, tmp);
+    ASSERT_EQ(run_bin("pipeline-missing", args), 1);
+    ASSERT(log_has("pipeline-missing", "raw/nope.fvecs"));
+    snprintf(args, sizeof args,
+             "bench --import s3://" BUCKET "/raw/base.fvecs --base %s --query %s", fvecs, qpath);
+    ASSERT_EQ(run_bin("pipeline-usage", args), 2);
+    ASSERT(log_has("pipeline-usage", "--import"));
+}
+
 int main(void)
 {
     tmp = test_tmpdir("import_s3");
@@ -340,6 +476,7 @@ int main(void)
     RUN(json_hdf5);
     RUN(rates);
     RUN(fault_mid);
+    RUN(bench_pipeline);
     free(vecs);
     fp_stop(&fp);
     th_s3rver_stop(&srv);
