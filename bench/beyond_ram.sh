@@ -21,7 +21,9 @@
 # Env:   BUILD (build dir, default build), WORK (default /var/tmp/sextant-beyond: data/ is kept
 #        and reused when it matches, db/ is rebuilt), NQ (1000), SWEEP (search_list=...),
 #        PARAMS (extra --param of the build, e.g. "max_degree=32"), THREADS (search threads, 1),
-#        SOURCE (local | s3), KEEP_DB=1 (skip import + build when db/ exists).
+#        SOURCE (local | s3), KEEP_DB=1 (skip import + build when db/ exists),
+#        SEGMENT_MAX (the import's --segment-max; default: seal at 256M, merged up to 2G by
+#        `sextant index --index diskann`).
 # Needs root (cgroups) and /usr/bin/time (Debian package time; tools/deps.sh installs it).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -96,6 +98,7 @@ trap cleanup EXIT
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 declare -a rows=()
 failed=0
+ready_s=0 # import + build: raw file -> query-ready
 # phase NAME CMD...: runs CMD in a fresh group, records wall s, peaks, I/O, OOM kills
 phase() {
     local name=$1
@@ -111,6 +114,7 @@ phase() {
     read -r hwm_k in_b out_b < <(tail -1 "$tf" | awk '{ print $1, $2 * 512, $3 * 512 }') || true
     local wall
     wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    [ "$name" != search ] && ready_s=$(awk -v s="$ready_s" -v w="$wall" 'BEGIN { print s + w }')
     rows+=("$(printf '%-8s %8s s %10s MiB %10s MiB %9.1f MB %9.1f MB %4s %5s' "$name" "$wall" \
         "$(mib "$peak")" "$(mib $((hwm_k * 1024)))" \
         "$(awk -v b="$in_b" 'BEGIN { print b / 1e6 }')" \
@@ -158,8 +162,10 @@ else
             --data "$db" --collection c --file "s3://raw/base.fvecs" --dim "$dim"
         id_offset=1 # the job's collection has auto_id keys, starting at 1
     else
+        seg=()
+        [ -n "${SEGMENT_MAX:-}" ] && seg=(--segment-max "$SEGMENT_MAX")
         phase import "$bin" import --data "$db" --collection c --file "$data/base.fvecs" \
-            --segment-max "${SEGMENT_MAX:-2G}"
+            "${seg[@]}"
     fi
     extra=()
     for p in ${PARAMS:-}; do extra+=(--param "$p"); done
@@ -178,4 +184,6 @@ echo
 printf '%-8s %10s %14s %14s %12s %12s %4s %5s\n' phase wall "cgroup peak" VmHWM read written oom exit
 for r in "${rows[@]}"; do echo "$r"; done
 du -sh "$db" | awk '{ print "database on disk: " $1 }'
+[ "${KEEP_DB:-0}" = 1 ] || echo "raw file -> query-ready (import + build, ${source}): ${ready_s} s"
+
 exit $failed
