@@ -1276,6 +1276,20 @@ sx_status sx_compact(sx_collection *c)
     return st;
 }
 
+sx_status sx__merge_segments(sx_collection *c, bool *any)
+{
+    sx__err_clear();
+    *any = false;
+    sx__mutex_lock(&c->flush_mu);
+    sx_status st = atomic_load(&c->dropped)
+                       ? sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name)
+                       : merge_small(c, any);
+    if (st == SX_OK && *any)
+        st = sx__store_sync_locked(c);
+    sx__mutex_unlock(&c->flush_mu);
+    return st;
+}
+
 /* ---------------------------------------------------------------- metric change */
 
 /* Re-points the primary keys of the live rows of `old` to their rows in `ns` (old's live rows in

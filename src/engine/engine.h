@@ -274,6 +274,10 @@ void sx__coll_unref(sx_collection *c);
 /* db.c: drops one reference of db->refs; frees the struct at 0. */
 void sx__db_unref(sx_db *db);
 SX_NODISCARD sx_status sx__coll_flush(sx_collection *c, bool from_insert);
+/* The merge half of sx_compact alone: runs of small sealed segments without deletes merged up to
+ * the merge target (sx_db_options.merge_max_bytes), then a store sync. Takes flush_mu. *any: a
+ * run was merged. */
+SX_NODISCARD sx_status sx__merge_segments(sx_collection *c, bool *any);
 
 /* A flush that also commits segments written elsewhere (a bulk import, import.c). prepare runs
  * first under write_mu, before anything changes (checks, reservations; an error ends the flush

@@ -648,6 +648,13 @@ static void run_job(sx__importer *im, ijob *j)
     sx_status st = sx_collection_open(im->db, j->coll, &c);
     if (st == SX_OK) {
         st = sx_import_run(c, j->groups, j->n_groups, &o, &res);
+        /* as Milvus's import ends with its compaction stage: the job's segments (one per batch)
+         * are merged with each other and with small neighbours up to the merge target, so a
+         * DISKANN collection is not left with a graph per 256 MiB. Best effort: the rows are
+         * committed and visible already; a failed merge only leaves more segments. */
+        bool merged = false;
+        if (st == SX_OK && res.segments > 1 && sx__merge_segments(c, &merged) != SX_OK)
+            sx__err_clear();
         sx_collection_release(c);
     }
     sx__mutex_lock(&im->mu);

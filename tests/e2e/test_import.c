@@ -30,6 +30,7 @@
  *                 imported rows, the WAL's later rows and the last delete are all there, once
  *   jobs          sx_import_submit / get / list / wait: a completed and a failed job with its
  *                 reason, both listed afterwards
+ *   job_merge     a job's batches (7 segments of 100 rows) merged into one before COMPLETED
  *   rest          POST /v2/vectordb/jobs/import/create, get_progress, describe, list through an
  *                 in-process server: Completed with importedRows and progress 100, a failing
  *                 job Failed with its reason, an unknown job id refused; a JSON row's keys
@@ -1276,6 +1277,46 @@ static void jobs(void)
     sx_db_close(db);
 }
 
+/* A job's batches (one sealed segment each) are merged before the job is COMPLETED, as
+ * Milvus's import ends with its compaction: 700 rows in batches of 100 rows -> 1 segment. */
+static void job_merge(void)
+{
+    char dir[600], data[700], p[5][1024];
+    const char *ptrs[5];
+    snprintf(dir, sizeof dir, "%s/jobmerge", g_dir);
+    snprintf(data, sizeof data, "%s.data", dir);
+    write_npy_folder(data, 700, DIM);
+    npy_paths(data, p, ptrs);
+    sx_db_options o = { 0 };
+    o.sync_mode = SX_SYNC_NONE;
+    o.segment_max_bytes = 100 * DIM * sizeof(float);
+    o.merge_max_bytes = 1000 * DIM * sizeof(float);
+    sx_db *db = NULL;
+    ASSERT_OK(sx_db_open(dir, &o, &db));
+    create_full(db, "c");
+    sx_import_group g = { ptrs, 5 };
+    char id[SX_IMPORT_JOB_ID];
+    ASSERT_OK(sx_import_submit(db, "c", &g, 1, NULL, id));
+    ASSERT_OK(sx_import_job_wait(db, id, 30000));
+    sx_import_job_info info;
+    ASSERT_OK(sx_import_job_get(db, id, &info));
+    ASSERT_EQ(info.state, SX_IMPORT_COMPLETED);
+    sx_import_job_info_fini(&info);
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    sx_collection_info ci;
+    ASSERT_OK(sx_collection_describe(c, &ci));
+    ASSERT_EQ(ci.n_segments, 1);
+    check_full(c, 700);
+    sx_collection_release(c);
+    sx_db_close(db);
+    ASSERT_OK(sx_db_open(dir, &o, &db));
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    check_full(c, 700);
+    sx_collection_release(c);
+    sx_db_close(db);
+}
+
 /* ---- REST */
 
 static json_t *post_json(const char *path, const char *body)
@@ -1546,6 +1587,7 @@ int main(void)
     RUN(oom);
     RUN(wal_order);
     RUN(jobs);
+    RUN(job_merge);
     RUN(rest);
     RUN(rest_root);
     RUN(cli_job);
