@@ -170,6 +170,12 @@ typedef struct sx_db_options {
      * one more graph a query walks. Sealing stays at segment_max_bytes: the growing segment,
      * which lives in RAM, is not made larger by a large merge target. */
     uint64_t merge_max_bytes;
+    /* Background merging: after a flush that sealed segments, once at least this many small
+     * sealed segments (under half the merge target, no deleted rows) exist, the index builder
+     * thread merges them as sx_compact would (then builds their index), as Milvus's automatic
+     * compaction does (dataCoord.compaction.min.segment: 3). 0 (the library's default): only
+     * sx_compact merges. `sextant serve` sets 3. */
+    uint32_t auto_merge;
 } sx_db_options;
 
 #define SX_MEMORY_UNLIMITED UINT64_MAX

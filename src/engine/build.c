@@ -224,6 +224,46 @@ static void run_job(sx_db *db, sx__job *j)
     }
 }
 
+void sx__merge_enqueue(sx_db *db, sx_collection *c)
+{
+    if (db->opts.read_only || atomic_exchange(&c->merge_queued, true))
+        return;
+    sx__job *j = sx__calloc(1, sizeof *j);
+    if (!j) { /* best effort: the next flush asks again */
+        atomic_store(&c->merge_queued, false);
+        return;
+    }
+    sx__mutex_lock(&db->mu);
+    if (db->stopping || !db->has_builder) { /* closing: nobody would run it */
+        sx__mutex_unlock(&db->mu);
+        atomic_store(&c->merge_queued, false);
+        sx__free(j);
+        return;
+    }
+    atomic_fetch_add(&c->refs, 1);
+    j->c = c;
+    if (db->jobs_tail)
+        db->jobs_tail->next = j;
+    else
+        db->jobs_head = j;
+    db->jobs_tail = j;
+    pthread_cond_signal(&db->job_cv);
+    sx__mutex_unlock(&db->mu);
+}
+
+/* Frees a job taken off the queue without running it. */
+static void job_drop(sx__job *j)
+{
+    if (j->s) {
+        clear_pending(j->s);
+        sx__seg_unref(j->s);
+    } else {
+        atomic_store(&j->c->merge_queued, false);
+    }
+    sx__coll_unref(j->c);
+    sx__free(j);
+}
+
 static void *builder_main(void *arg)
 {
     sx_db *db = arg;
@@ -239,6 +279,18 @@ static void *builder_main(void *arg)
         db->jobs_head = j->next;
         if (!db->jobs_head)
             db->jobs_tail = NULL;
+        if (!j->s) {
+            /* a background merge is not db->building: sx__build_cancel_coll, which callers run
+             * holding flush_mu, must not wait for it (it waits for flush_mu between runs) */
+            sx__mutex_unlock(&db->mu);
+            sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_INSERT);
+            sx__merge_background(j->c);
+            sx_io_phase_set(prev);
+            sx__coll_unref(j->c);
+            sx__free(j);
+            sx__mutex_lock(&db->mu);
+            continue;
+        }
         db->building = j->c;
         sx__mutex_unlock(&db->mu);
         run_job(db, j);
@@ -262,10 +314,7 @@ static void *builder_main(void *arg)
     while (rest) {
         sx__job *j = rest;
         rest = j->next;
-        clear_pending(j->s);
-        sx__seg_unref(j->s);
-        sx__coll_unref(j->c);
-        sx__free(j);
+        job_drop(j);
     }
     return NULL;
 }
@@ -321,10 +370,7 @@ void sx__build_cancel_coll(sx_db *db, sx_collection *c)
     while (drop) {
         sx__job *j = drop;
         drop = j->next;
-        clear_pending(j->s);
-        sx__seg_unref(j->s);
-        sx__coll_unref(j->c);
-        sx__free(j);
+        job_drop(j);
     }
     /* wait for a running build of c to notice */
     for (;;) {

@@ -573,6 +573,8 @@ sx_status sx__coll_flush(sx_collection *c, bool from_insert)
     return sx__coll_flush_extra(c, from_insert, NULL);
 }
 
+static void maybe_auto_merge(sx_collection *c);
+
 sx_status sx__coll_flush_extra(sx_collection *c, bool from_insert, const sx__flush_extra *x)
 {
     sx_status st = SX_OK;
@@ -709,6 +711,8 @@ sx_status sx__coll_flush_extra(sx_collection *c, bool from_insert, const sx__flu
     }
     if (x)
         x->committed(x->ctx, c);
+    if (st == SX_OK && n_to_write > 0)
+        maybe_auto_merge(c);
     if (st == SX_OK && c->cs) {
         /* after the local commit: a store failure loses nothing (local MANIFEST + WAL). A seal
          * forced by an insert does not fail the insert: the next flush or sync retries. */
@@ -1164,7 +1168,24 @@ static uint64_t merge_target(sx_collection *c)
     return disk && seg < (2ull << 30) ? 2ull << 30 : seg;
 }
 
-static sx_status merge_small(sx_collection *c, bool *any)
+/* Small mergeable sealed segments of c now (as merge_small picks them). */
+static size_t count_small(sx_collection *c, uint64_t target)
+{
+    uint64_t row_bytes = (uint64_t)c->dim * sizeof(float);
+    size_t small = 0;
+    sx__rwlock_rdlock(&c->seg_lock);
+    for (size_t i = 0; i < c->n_segs; i++) {
+        sx__segment *s = c->segs[i];
+        uint64_t b = (uint64_t)atomic_load(&s->n_rows) * row_bytes;
+        small += s->persisted && atomic_load(&s->n_deleted) == 0 && b < target / 2;
+    }
+    sx__rwlock_unlock(&c->seg_lock);
+    return small;
+}
+
+/* background: stop between runs once the database is closing (cancel_build; a background merge
+ * is never the db->building job, so only sx__builder_stop sets it while one runs). */
+static sx_status merge_small_ex(sx_collection *c, bool *any, bool background)
 {
     uint64_t max_bytes = merge_target(c);
     uint64_t row_bytes = (uint64_t)c->dim * sizeof(float);
@@ -1209,6 +1230,8 @@ static sx_status merge_small(sx_collection *c, bool *any)
         sx__mutex_lock(&c->flush_mu);
         if (st == SX_OK && atomic_load(&c->dropped))
             st = sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name);
+        if (st == SX_OK && background && atomic_load(&c->db->cancel_build))
+            break;
     }
     return st;
 }
@@ -1269,25 +1292,48 @@ sx_status sx_compact(sx_collection *c)
     }
     sx__free(ids);
     if (st == SX_OK)
-        st = merge_small(c, &any);
+        st = merge_small_ex(c, &any, false);
     if (st == SX_OK && any)
         st = sx__store_sync_locked(c); /* the compacted segments, then GC of the old ones */
     sx__mutex_unlock(&c->flush_mu);
     return st;
 }
 
-sx_status sx__merge_segments(sx_collection *c, bool *any)
+static sx_status merge_segments(sx_collection *c, bool *any, bool background)
 {
     sx__err_clear();
     *any = false;
     sx__mutex_lock(&c->flush_mu);
     sx_status st = atomic_load(&c->dropped)
                        ? sx__err(SX_ENOTFOUND, "collection %s was dropped", c->name)
-                       : merge_small(c, any);
+                       : merge_small_ex(c, any, background);
     if (st == SX_OK && *any)
         st = sx__store_sync_locked(c);
     sx__mutex_unlock(&c->flush_mu);
     return st;
+}
+
+sx_status sx__merge_segments(sx_collection *c, bool *any)
+{
+    return merge_segments(c, any, false);
+}
+
+void sx__merge_background(sx_collection *c)
+{
+    atomic_store(&c->merge_queued, false); /* a flush from now on may queue the next one */
+    bool any = false;
+    if (merge_segments(c, &any, true) != SX_OK)
+        sx__err_clear(); /* best effort: the segments stay as they were; the next flush retries */
+}
+
+/* After a flush that sealed segments: a background merge once auto_merge small ones exist. */
+static void maybe_auto_merge(sx_collection *c)
+{
+    uint32_t min = c->db->opts.auto_merge;
+    if (min < 2 || atomic_load(&c->merge_queued) || atomic_load(&c->dropped))
+        return;
+    if (count_small(c, merge_target(c)) >= min)
+        sx__merge_enqueue(c->db, c);
 }
 
 /* ---------------------------------------------------------------- metric change */

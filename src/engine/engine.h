@@ -88,6 +88,7 @@ struct sx_collection {
     char *dir;
     atomic_int refs; /* the db list holds one; handles hold one each */
     atomic_bool dropped;
+    atomic_bool merge_queued; /* a background merge job of it is in the builder's queue */
     /* schema: immutable after create */
     size_t n_fields;
     sx_field_def *fields; /* owned names */
@@ -134,7 +135,7 @@ struct sx_collection {
 typedef struct sx__job {
     struct sx__job *next;
     sx_collection *c; /* ref held */
-    sx__segment *s;   /* ref held */
+    sx__segment *s;   /* ref held; NULL: a background merge of c's small segments */
 } sx__job;
 
 struct sx_db {
@@ -278,6 +279,11 @@ SX_NODISCARD sx_status sx__coll_flush(sx_collection *c, bool from_insert);
  * the merge target (sx_db_options.merge_max_bytes), then a store sync. Takes flush_mu. *any: a
  * run was merged. */
 SX_NODISCARD sx_status sx__merge_segments(sx_collection *c, bool *any);
+/* The builder thread's merge job (sx_db_options.auto_merge): sx__merge_segments, stopping
+ * between runs when the database closes. */
+void sx__merge_background(sx_collection *c);
+/* build.c: queues a background merge of c (once: c->merge_queued). */
+void sx__merge_enqueue(sx_db *db, sx_collection *c);
 
 /* A flush that also commits segments written elsewhere (a bulk import, import.c). prepare runs
  * first under write_mu, before anything changes (checks, reservations; an error ends the flush

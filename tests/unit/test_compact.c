@@ -431,11 +431,67 @@ static void test_merge_target(void)
     }
 }
 
+/* auto_merge = 3: the builder thread merges small segments after the flush that makes the third
+ * (and builds their index); every row is still there once, and closing the database with merges
+ * queued neither hangs nor leaks (ASan). */
+static void test_auto_merge(void)
+{
+    dir = test_tmpdir("automerge");
+    sx_db_options o = { 0 };
+    o.build_threads = 1;
+    o.segment_max_bytes = 8 * MSEG * DIM * sizeof(float);
+    o.auto_merge = 3;
+    ASSERT_OK(sx_db_open(dir, &o, &db));
+    sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
+                         { "v", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
+                         { "ver", SX_FIELD_INT64, false, false, 0, 0 } };
+    sx_collection_def d = { "c", f, 3, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &d));
+    ASSERT_OK(sx_collection_open(db, "c", &coll));
+    sx_param p[] = { { "M", "8" }, { "efConstruction", "32" } };
+    ASSERT_OK(sx_index_create(coll, "HNSW", p, 2));
+    sx_collection_info info;
+    for (int s = 0; s < 2; s++) { /* two small segments: no merge yet */
+        ASSERT_OK(write_rows(false, (int64_t)s * MSEG, MSEG, 0));
+        ASSERT_OK(sx_flush(coll));
+    }
+    ASSERT_OK(sx_index_wait(coll, 30000));
+    ASSERT_OK(sx_collection_describe(coll, &info));
+    ASSERT_EQ(info.n_segments, 2);
+    ASSERT_OK(write_rows(false, 2 * MSEG, MSEG, 0));
+    ASSERT_OK(sx_flush(coll)); /* the third: queued */
+    for (int t = 0; t < 1000; t++) {
+        ASSERT_OK(sx_collection_describe(coll, &info));
+        if (info.n_segments == 1)
+            break;
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    ASSERT_EQ(info.n_segments, 1);
+    ASSERT_OK(sx_index_wait(coll, 30000));
+    ASSERT_EQ(count(NULL), 3 * MSEG);
+    ASSERT_EQ(version_of(0), 0);
+    ASSERT_EQ(version_of(3 * MSEG - 1), 0);
+    /* more small flushes, then close at once: whatever was merged, nothing is lost */
+    for (int s = 3; s < 7; s++) {
+        ASSERT_OK(write_rows(false, (int64_t)s * MSEG, MSEG, 0));
+        ASSERT_OK(sx_flush(coll));
+    }
+    close_db();
+    ASSERT_OK(sx_db_open(dir, &o, &db));
+    ASSERT_OK(sx_collection_open(db, "c", &coll));
+    ASSERT_EQ(count(NULL), 7 * MSEG);
+    ASSERT_EQ(version_of(7 * MSEG - 1), 0);
+    ASSERT_OK(sx_db_check(db));
+    close_db();
+}
+
 int main(void)
 {
     RUN(test_writes_race_with_the_copy);
     RUN(test_writer_not_blocked);
     RUN(test_merge_small_segments);
     RUN(test_merge_target);
+    RUN(test_auto_merge);
     return TEST_DONE();
 }
