@@ -16,6 +16,14 @@
  * while every row is still growing (searched exactly, no index consulted) and fail once the rows
  * are sealed and indexed, so one request would flip from success to error as data ages. Without
  * an index spec the parameters are not interpreted (exact search takes none) and not checked.
+ *
+ * Memory. A search charges its scratch to the database's budget (SX__MEM_SCRATCH) for its
+ * duration, before it allocates: the query copy, the per-segment candidate lists (nq x segments
+ * x (k + offset)), the filter bitset of the largest segment, the merged answer and its rowset
+ * (ids, distances, the output fields at their fixed widths), and per search thread an estimate of
+ * the index's own scratch (a visited bitset of the largest segment and 64 KiB of lists). A search
+ * that would take the budget past its limit is refused with SX_ENOMEM naming the budget (a
+ * batch of 65,536 queries at k = 16,384 asks for gigabytes), never OOM-killed.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +31,7 @@
 
 #include "engine/engine.h"
 #include "index/flat/flat.h"
+#include "platform/membudget.h"
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/bitset.h"
@@ -325,6 +334,29 @@ static sx_status check_search_params(sx_collection *c,
     return ops->check_search_params(req->params, req->n_params, kk);
 }
 
+/* The scratch one search allocates (see the note at the top), in bytes. */
+static uint64_t search_scratch_bytes(
+    const sx_collection *c, const sx__view *v, const sx_search_req *req, size_t nq, size_t kk)
+{
+    uint64_t rows_max = 0;
+    for (size_t i = 0; i < v->n; i++)
+        rows_max = v->rows[i] > rows_max ? v->rows[i] : rows_max;
+    uint64_t out_row = sizeof(int64_t) + sizeof(rowref); /* the key column and the row refs */
+    for (size_t f = 0; f < req->n_output_fields && req->output_fields; f++) {
+        const char *name = req->output_fields[f];
+        for (size_t j = 0; name && j < c->n_fields; j++)
+            if (strcmp(c->names[j], name) == 0)
+                out_row += c->types[j] == SX_FIELD_FLOAT_VECTOR ? (uint64_t)c->dim * sizeof(float)
+                                                                : sizeof(int64_t);
+    }
+    uint32_t threads = c->db->opts.search_threads > 1 ? c->db->opts.search_threads : 1;
+    uint64_t b = (uint64_t)nq * v->n * kk * sizeof(cand) + (uint64_t)nq * 3 * sizeof(size_t) +
+                 (uint64_t)nq * req->k * (out_row + sizeof(float)) + rows_max / 8 +
+                 (c->metric == SX_METRIC_COSINE ? (uint64_t)nq * c->dim * sizeof(float) : 0) +
+                 (uint64_t)(threads < 64 ? threads : 64) * (rows_max / 8 + (64u << 10));
+    return b;
+}
+
 static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rowset **out)
 {
     if (!req || !req->queries || req->nq == 0)
@@ -361,6 +393,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     if (st != SX_OK)
         return st;
     sx__view v;
+    uint64_t scratch = 0; /* charged to the budget */
     float *qcopy = NULL;
     cand *cands = NULL;
     size_t *counts = NULL;
@@ -395,6 +428,12 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
         }
     }
     size_t stride = v.n * kk;
+    scratch = search_scratch_bytes(c, &v, req, nq, kk);
+    st = sx__mem_take(c->db->budget, SX__MEM_SCRATCH, scratch, "search scratch");
+    if (st != SX_OK) {
+        scratch = 0;
+        goto out;
+    }
     cands = sx__malloc(nq * stride * sizeof *cands);
     counts = sx__calloc(nq, sizeof *counts);
     if (!cands || !counts) {
@@ -485,6 +524,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     dists = NULL;
     *out = rs;
 out:
+    sx__mem_give(c->db->budget, SX__MEM_SCRATCH, scratch);
     sx__view_release(&v);
     sx__expr_free(e);
     sx__free(qcopy);

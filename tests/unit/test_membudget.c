@@ -13,7 +13,9 @@
  *   - the engine: a database opened under a fake 256 MiB cgroup takes its default budget from
  *     it; a small budget seals the growing segment early (rows all searchable, refusals
  *     counted) and refuses a batch larger than the whole budget with SX_ENOMEM naming it;
- *     growing charges go back when a flush seals them; an index in RAM is charged;
+ *     growing charges go back when a flush seals them; an index in RAM is charged; a search
+ *     whose scratch (candidate lists of 2,048 queries at k = 16,384) exceeds the budget is
+ *     refused naming it, and no scratch stays charged after a search;
  *   - the allocation fault hook: every allocation of insert + flush + index build + search +
  *     drop failing in turn (sx__alloc_fail_after), then close: a budget shared with the database
  *     (sx_memory_budget) must be back at 0 bytes each time, so no error path keeps a charge.
@@ -381,6 +383,29 @@ static void test_engine_small_budget(void)
     sx_index_info ii;
     ASSERT_OK(sx_index_describe(c, &ii));
     ASSERT(m.index_bytes >= ii.memory_bytes);
+
+    /* search scratch is charged for the search's duration: a batch of 2,048 queries at
+     * k = 16,384 over several segments wants gigabytes of candidate lists and is refused,
+     * naming the budget, before it allocates; an ordinary search then still answers and no
+     * scratch stays charged */
+    enum { BIGQ = 2048 };
+
+    float *bq = calloc((size_t)BIGQ * DIM, sizeof(float));
+    ASSERT(bq != NULL);
+    sx_search_req big = { .queries = bq, .nq = BIGQ, .k = 16384, .metric = -1 };
+    uint64_t refusals = m.refusals;
+    ASSERT_STATUS(sx_search(c, &big, &rs), SX_ENOMEM);
+    ASSERT(strstr(sx_errmsg(), "memory budget") != NULL);
+    ASSERT(strstr(sx_errmsg(), "search scratch") != NULL);
+    free(bq);
+    sx_db_memory_stats(db, &m);
+    ASSERT_EQ(m.scratch_bytes, 0);
+    ASSERT_EQ(m.refusals, refusals + 1);
+    ASSERT_OK(sx_search(c, &rq, &rs));
+    ASSERT_EQ(rs->topks[0], 5);
+    sx_rowset_free(rs);
+    sx_db_memory_stats(db, &m);
+    ASSERT_EQ(m.scratch_bytes, 0);
     sx_collection_release(c);
     sx_db_close(db);
 }
