@@ -29,6 +29,17 @@ static void notify(sx_collection *c)
     sx__mutex_unlock(&c->idx_wait_mu);
 }
 
+/* Appends j to the builder's FIFO and wakes it. Caller holds db->mu. */
+static void queue_push_locked(sx_db *db, sx__job *j)
+{
+    if (db->jobs_tail)
+        db->jobs_tail->next = j;
+    else
+        db->jobs_head = j;
+    db->jobs_tail = j;
+    pthread_cond_signal(&db->job_cv);
+}
+
 void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
 {
     if (db->opts.read_only)
@@ -49,12 +60,7 @@ void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
     s->build_pending = true;
     sx__mutex_unlock(&s->idx_mu);
     sx__mutex_lock(&db->mu);
-    if (db->jobs_tail)
-        db->jobs_tail->next = j;
-    else
-        db->jobs_head = j;
-    db->jobs_tail = j;
-    pthread_cond_signal(&db->job_cv);
+    queue_push_locked(db, j);
     sx__mutex_unlock(&db->mu);
 }
 
@@ -242,12 +248,7 @@ void sx__merge_enqueue(sx_db *db, sx_collection *c)
     }
     atomic_fetch_add(&c->refs, 1);
     j->c = c;
-    if (db->jobs_tail)
-        db->jobs_tail->next = j;
-    else
-        db->jobs_head = j;
-    db->jobs_tail = j;
-    pthread_cond_signal(&db->job_cv);
+    queue_push_locked(db, j);
     sx__mutex_unlock(&db->mu);
 }
 

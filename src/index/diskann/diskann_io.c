@@ -815,6 +815,30 @@ sx_status sx__diskann_deserialize(const void *data,
                               "load_files and the prefix it was built under");
 }
 
+/* A fresh index with the RAM part parsed into it. owned as parse_ram's, freed here on failure. */
+static sx_status new_parsed(const void *data,
+                            size_t len,
+                            void *owned,
+                            size_t n,
+                            size_t dim,
+                            sx_metric metric,
+                            sx__diskann **out)
+{
+    sx__diskann *d = sx__diskann_new();
+    if (!d) {
+        sx__free(owned);
+        return sx__err(SX_ENOMEM, "DISKANN: out of memory");
+    }
+    sx_status rc = parse_ram(d, data, len, n, dim, metric, owned);
+    if (rc != SX_OK) {
+        sx__free(owned);
+        sx__diskann_free((sx__index *)d);
+        return rc;
+    }
+    *out = d;
+    return SX_OK;
+}
+
 static sx_status load_files(const void *data,
                             size_t len,
                             void *owned,
@@ -828,16 +852,10 @@ static sx_status load_files(const void *data,
         sx__free(owned);
         return sx__err(SX_EINVAL, "DISKANN: load_files needs the file prefix");
     }
-    sx__diskann *d = sx__diskann_new();
-    if (!d) {
-        sx__free(owned);
-        return sx__err(SX_ENOMEM, "DISKANN: out of memory");
-    }
-    sx_status rc = parse_ram(d, data, len, n, dim, metric, owned);
-    if (rc != SX_OK) {
-        sx__free(owned);
-        goto fail;
-    }
+    sx__diskann *d = NULL;
+    sx_status rc = new_parsed(data, len, owned, n, dim, metric, &d);
+    if (rc != SX_OK)
+        return rc;
     d->path = sx__diskann_path(file_prefix);
     if (!d->path) {
         rc = sx__err(SX_ENOMEM, "DISKANN: out of memory");
@@ -894,18 +912,12 @@ static sx_status load_reader(const void *data,
         sx__free(owned);
         return sx__err(SX_EINVAL, "DISKANN: load_reader needs a reader and a name");
     }
-    sx__diskann *d = sx__diskann_new();
-    if (!d) {
-        sx__free(owned);
-        return sx__err(SX_ENOMEM, "DISKANN: out of memory");
-    }
+    sx__diskann *d = NULL;
+    sx_status rc = new_parsed(data, len, owned, n, dim, metric, &d);
+    if (rc != SX_OK)
+        return rc;
     void *raw = NULL;
     uint8_t *hdr = NULL;
-    sx_status rc = parse_ram(d, data, len, n, dim, metric, owned);
-    if (rc != SX_OK) {
-        sx__free(owned);
-        goto fail;
-    }
     d->path = sx__strdup(rd->name);
     hdr = sx__diskann_sector_alloc(SX__DISKANN_SECTOR, &raw);
     if (!d->path || !hdr) {
