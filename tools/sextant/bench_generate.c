@@ -448,6 +448,18 @@ int cli_bench_generate(int argc, char **argv)
     int rc = parse(&o, argc, argv);
     if (rc != 0)
         return rc < 0 ? CLI_EXIT_OK : rc;
+    /* the directory and its missing parents, as mkdir -p */
+    char dirs[4096];
+    if (snprintf(dirs, sizeof dirs, "%s", o.out) >= (int)sizeof dirs)
+        return cli_usage_error("bench generate", "--out path too long");
+    for (char *p = dirs + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dirs, 0755) != 0 && errno != EEXIST)
+            return fail_io("cannot create", dirs);
+        *p = '/';
+    }
     if (mkdir(o.out, 0755) != 0 && errno != EEXIST)
         return fail_io("cannot create", o.out);
     if (up_to_date(&o)) {
