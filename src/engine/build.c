@@ -64,11 +64,46 @@ void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
     sx__mutex_unlock(&db->mu);
 }
 
+/* An index loaded from its files with an optional RAM cache its parameters left empty (DISKANN's
+ * node cache) gets one from a limited memory budget: at most a tenth of the segment's raw vector
+ * bytes (Milvus's search_cache_budget_gb_ratio default), a quarter of what is free once the index
+ * itself is counted, and all caches together (SX__MEM_CACHE: these and the block cache) at most a
+ * sixteenth of the limit, so that a collection of many segments does not hand the room builds,
+ * growing rows and searches need to caches. Not right after a build (more builds may follow and
+ * need the room: the next open sizes it), none without a limit (the parameter decides) or when
+ * under 64 KiB would be left for it. Charged as SX__MEM_CACHE (r->cache_charged); best effort: a
+ * failed warm-up leaves no cache. */
+static void size_cache(sx_collection *c, sx__segment *s, sx__idxref *r)
+{
+    sx__membudget *b = s->budget;
+    uint64_t limit = sx__mem_limit(b);
+    if (!r->ops->set_cache_bytes || limit == 0)
+        return;
+    uint64_t avail = sx__mem_avail(b);
+    uint64_t own = r->ops->memory_bytes ? r->ops->memory_bytes(r->idx) : 0;
+    avail = avail > own ? avail - own : 0; /* the index is charged only when published */
+    uint64_t caches = sx__mem_used_kind(b, SX__MEM_CACHE);
+    uint64_t share = limit / 16 > caches ? limit / 16 - caches : 0;
+    uint64_t raw = (uint64_t)atomic_load(&s->n_rows) * c->dim * sizeof(float);
+    uint64_t want = avail / 4 < raw / 10 ? avail / 4 : raw / 10;
+    want = want < share ? want : share;
+    if (want < (64u << 10))
+        return;
+    if (r->ops->set_cache_bytes(r->idx, want) != SX_OK) {
+        sx__err_clear();
+        return;
+    }
+    uint64_t now = r->ops->memory_bytes ? r->ops->memory_bytes(r->idx) : own;
+    r->cache_charged = now > own ? now - own : 0;
+    sx__mem_force(b, SX__MEM_CACHE, r->cache_charged);
+}
+
 static void publish(sx__segment *s, sx__idxref *r)
 {
     /* the in-RAM part is held for as long as the index serves: forced, not refusable */
     r->budget = s->budget;
     r->charged = r->ops->memory_bytes ? r->ops->memory_bytes(r->idx) : 0;
+    r->charged = r->charged > r->cache_charged ? r->charged - r->cache_charged : 0;
     sx__mem_force(r->budget, SX__MEM_INDEX, r->charged);
     sx__mutex_lock(&s->idx_mu);
     sx__idxref *old = s->index;
@@ -202,7 +237,7 @@ static void run_job(sx_db *db, sx__job *j)
         bool same = c->iops == ops && strcmp(c->index_params_str, pstr) == 0;
         sx__rwlock_unlock(&c->seg_lock);
         if (same) {
-            publish(s, r);
+            publish(s, r); /* no cache from the budget here: the next builds need that room */
             release_vectors(c, s, ops);
             r = NULL;
             sx__store_after_build(c, &db->cancel_build); /* upload the index files */
@@ -420,6 +455,7 @@ void sx__seg_attach_index(sx_collection *c, sx__segment *s)
         if (lst == SX_OK) {
             r->ops = ops;
             atomic_init(&r->refs, 1);
+            size_cache(c, s, r);
             publish(s, r);
             release_vectors(c, s, ops);
             sx__free(payload);

@@ -39,6 +39,9 @@ typedef struct sx__idxref {
      * SX__MEM_INDEX when published on a segment, given back by the last unref */
     struct sx__membudget *budget;
     uint64_t charged;
+    /* of memory_bytes, the optional cache size_cache gave it (build.c): charged as SX__MEM_CACHE
+     * instead, so all such caches together stay within their share of the budget */
+    uint64_t cache_charged;
 } sx__idxref;
 
 typedef struct sx__segment {

@@ -23,7 +23,10 @@
  * (ids, distances, the output fields at their fixed widths), and per search thread an estimate of
  * the index's own scratch (a visited bitset of the largest segment and 64 KiB of lists). A search
  * that would take the budget past its limit is refused with SX_ENOMEM naming the budget (a
- * batch of 65,536 queries at k = 16,384 asks for gigabytes), never OOM-killed.
+ * batch of 65,536 queries at k = 16,384 asks for gigabytes), never OOM-killed. Scratch up to
+ * SX__SCRATCH_ALWAYS is charged without the check: an ordinary query is always answered, even
+ * when what must be held (indexes, forced) already takes the budget past its limit; the
+ * headroom between the budget and the cgroup's limit covers it.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -335,6 +338,8 @@ static sx_status check_search_params(sx_collection *c,
 }
 
 /* The scratch one search allocates (see the note at the top), in bytes. */
+#define SX__SCRATCH_ALWAYS (8u << 20)
+
 static uint64_t search_scratch_bytes(
     const sx_collection *c, const sx__view *v, const sx_search_req *req, size_t nq, size_t kk)
 {
@@ -429,10 +434,14 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     }
     size_t stride = v.n * kk;
     scratch = search_scratch_bytes(c, &v, req, nq, kk);
-    st = sx__mem_take(c->db->budget, SX__MEM_SCRATCH, scratch, "search scratch");
-    if (st != SX_OK) {
-        scratch = 0;
-        goto out;
+    if (scratch <= SX__SCRATCH_ALWAYS) {
+        sx__mem_force(c->db->budget, SX__MEM_SCRATCH, scratch);
+    } else {
+        st = sx__mem_take(c->db->budget, SX__MEM_SCRATCH, scratch, "search scratch");
+        if (st != SX_OK) {
+            scratch = 0;
+            goto out;
+        }
     }
     cands = sx__malloc(nq * stride * sizeof *cands);
     counts = sx__calloc(nq, sizeof *counts);

@@ -225,6 +225,7 @@ void sx__idxref_unref(sx__idxref *r)
         return;
     if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
         sx__mem_give(r->budget, SX__MEM_INDEX, r->charged);
+        sx__mem_give(r->budget, SX__MEM_CACHE, r->cache_charged);
         r->ops->free(r->idx);
         sx__free(r);
     }

@@ -95,6 +95,10 @@ typedef struct sx__index_ops {
      * so a build that holds 1 GB of codes does not need a second GB to save them. */
     sx_status (*serialize_parts)(
         const sx__index *idx, sx__wbuf *head, const void **big, size_t *big_len, sx__wbuf *tail);
+    /* Sizes the index's optional RAM cache (DISKANN's node cache) to at most `bytes` when its
+     * build parameters left it none; a no-op when they chose one. Called by the engine before
+     * the index is published, with a share of the memory budget's free part. */
+    sx_status (*set_cache_bytes)(sx__index *idx, uint64_t bytes);
     /* Deletes the index's files (index drop, segment compaction). */
     void (*remove_files)(const char *file_prefix);
     /* Bytes of the index's own files on disk. */

@@ -15,7 +15,8 @@
  *     counted) and refuses a batch larger than the whole budget with SX_ENOMEM naming it;
  *     growing charges go back when a flush seals them; an index in RAM is charged; a search
  *     whose scratch (candidate lists of 2,048 queries at k = 16,384) exceeds the budget is
- *     refused naming it, and no scratch stays charged after a search;
+ *     refused naming it, and no scratch stays charged after a search; a DISKANN index without a
+ *     node cache of its own gets one from a limited budget (same answers, fewer slot reads);
  *   - the allocation fault hook: every allocation of insert + flush + index build + search +
  *     drop failing in turn (sx__alloc_fail_after), then close: a budget shared with the database
  *     (sx_memory_budget) must be back at 0 bytes each time, so no error path keeps a charge.
@@ -410,6 +411,78 @@ static void test_engine_small_budget(void)
     sx_db_close(db);
 }
 
+/* A DISKANN index whose parameters leave it no node cache gets one from the budget: the same
+ * index file opened under a 256 MiB limit holds more index memory than unlimited (the cache, at
+ * most a tenth of the raw bytes), answers identically, and reads fewer slots per query. */
+static void nn_search(sx_collection *c, const float *q, size_t nq, int64_t *ids, uint64_t *ios)
+{
+    sx_index_info ii;
+    ASSERT_OK(sx_index_describe(c, &ii));
+    uint64_t ios0 = ii.read_ios;
+    for (size_t i = 0; i < nq; i++) {
+        sx_search_req rq = { .queries = q + i * DIM, .nq = 1, .k = 10, .metric = -1 };
+        sx_rowset *rs = NULL;
+        ASSERT_OK(sx_search(c, &rq, &rs));
+        ASSERT_EQ(rs->n_rows, 10);
+        memcpy(ids + i * 10, rs->cols[0].data, 10 * sizeof *ids);
+        sx_rowset_free(rs);
+    }
+    ASSERT_OK(sx_index_describe(c, &ii));
+    *ios = ii.read_ios - ios0;
+}
+
+static void test_diskann_cache_from_budget(void)
+{
+    char dbdir[900];
+    snprintf(dbdir, sizeof dbdir, "%s/db_dcache", g_dir);
+    sx_db_options o = { 0 };
+    o.memory_limit_bytes = SX_MEMORY_UNLIMITED;
+    o.build_threads = 1;
+    sx_db *db = NULL;
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_db_open(dbdir, &o, &db));
+    ASSERT_OK(make_coll(db, "d", &c));
+    uint64_t seed = 11;
+    const size_t n = 20000, nq = 50;
+    ASSERT_OK(insert_rows(c, 0, n, &seed));
+    sx_param p[] = { { "max_degree", "16" }, { "search_list_size", "32" } };
+    ASSERT_OK(sx_index_create(c, "DISKANN", p, 2));
+    ASSERT_OK(sx_flush(c));
+    ASSERT_OK(sx_index_wait(c, 300000));
+    float *q = malloc(nq * DIM * sizeof *q);
+    ASSERT(q != NULL);
+    for (size_t i = 0; i < nq * DIM; i++)
+        q[i] = test_randf(&seed);
+    int64_t *a = malloc(nq * 10 * sizeof *a), *b = malloc(nq * 10 * sizeof *b);
+    ASSERT(a && b);
+    sx_collection_release(c);
+    sx_db_close(db);
+    uint64_t mem[2], ios[2];
+    for (int limited = 0; limited < 2; limited++) {
+        o.memory_limit_bytes = limited ? 256 * MiB : SX_MEMORY_UNLIMITED;
+        ASSERT_OK(sx_db_open(dbdir, &o, &db));
+        ASSERT_OK(sx_collection_open(db, "d", &c));
+        nn_search(c, q, nq, limited ? b : a, &ios[limited]);
+        sx_index_info ii;
+        ASSERT_OK(sx_index_describe(c, &ii));
+        mem[limited] = ii.memory_bytes;
+        sx_collection_release(c);
+        sx_db_close(db);
+    }
+    uint64_t raw = (uint64_t)n * DIM * sizeof(float);
+    printf("  DISKANN %zu x %d: index memory %llu B unlimited, %llu B under 256 MiB (raw %llu); "
+           "slot reads for %zu queries %llu -> %llu\n",
+           n, DIM, (unsigned long long)mem[0], (unsigned long long)mem[1], (unsigned long long)raw,
+           nq, (unsigned long long)ios[0], (unsigned long long)ios[1]);
+    ASSERT(mem[1] > mem[0] + raw / 20);  /* a cache of about a tenth of raw */
+    ASSERT(mem[1] <= mem[0] + raw / 10); /* and not more */
+    ASSERT(memcmp(a, b, nq * 10 * sizeof *a) == 0);
+    ASSERT(ios[1] < ios[0]);
+    free(q);
+    free(a);
+    free(b);
+}
+
 /* ---------------------------------------------------------------- the allocation fault hook */
 
 /* One run with the fail_at-th allocation failing (0: none). */
@@ -484,6 +557,7 @@ int main(void)
     RUN(test_cgroup_probe);
     RUN(test_engine_default_from_cgroup);
     RUN(test_engine_small_budget);
+    RUN(test_diskann_cache_from_budget);
     RUN(test_fault_hook_balances);
     int rc = TEST_DONE();
     if (rc == 0) {

@@ -47,7 +47,8 @@ typedef struct eval_run {
     float *dist;   /* nq * k */
     size_t *n_got; /* per query */
     pthread_mutex_t mu;
-    sx_status st; /* first error, under mu */
+    sx_status st;  /* first error, under mu */
+    char err[512]; /* its message (sx_errmsg is per thread), under mu */
 } eval_run;
 
 static void *worker(void *arg)
@@ -83,8 +84,13 @@ static void *worker(void *arg)
         r->n_got[i] = got;
         if (st != SX_OK) {
             pthread_mutex_lock(&r->mu);
-            if (r->st == SX_OK)
+            if (r->st == SX_OK) {
                 r->st = st;
+                (void)snprintf(r->err, sizeof r->err, "%s",
+                               st == SX_EINVAL && !sx_errmsg()[0]
+                                   ? "the primary key is not INT64: hits are not row numbers"
+                                   : sx_errmsg());
+            }
             pthread_mutex_unlock(&r->mu);
             break;
         }
@@ -140,6 +146,7 @@ static int run_setting(const search_eval_opts *o,
     pthread_t th[MAX_THREADS];
     atomic_store_explicit(&r->next, 0, memory_order_relaxed);
     r->st = SX_OK;
+    r->err[0] = '\0';
     index_io(r->c, &ios0, &bytes0);
     double t0 = cli_now();
     unsigned started = 0;
@@ -154,7 +161,8 @@ static int run_setting(const search_eval_opts *o,
     double wall = cli_now() - t0;
     index_io(r->c, &ios1, &bytes1);
     if (r->st != SX_OK)
-        return cli_sx_fail("search", "search", r->st);
+        return cli_fail("search", "search: %s: %s", sx_status_str(r->st),
+                        r->err[0] ? r->err : "(no message)");
     const size_t nq = r->q->n;
     double rec = mean_recall(r, metric, gt, gt_dist);
     bm_sort(r->lat, nq);

@@ -320,6 +320,8 @@ void *sx__diskann_sector_alloc(size_t bytes, void **raw);
 /* Fills the node cache for d->cache_ratio (breadth-first from the medoid, by slot, each slot's
  * CRC checked). A failure leaves no cache and is returned (the caller may go on without one). */
 sx_status sx__diskann_cache_warm(sx__diskann *d);
+/* ops->set_cache_bytes: with cache_ratio 0, a cache of at most `bytes` warmed as above (slots). */
+sx_status sx__diskann_set_cache_bytes(sx__index *idx, uint64_t bytes);
 /* The cached copy of `slot`, or NULL. */
 const uint8_t *sx__diskann_cache_get(const sx__diskann *d, uint64_t slot);
 void sx__diskann_cache_free(sx__diskann *d);

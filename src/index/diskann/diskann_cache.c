@@ -4,8 +4,10 @@
  * few nodes, so their slots are read once, when the index is built or loaded, and kept in RAM.
  *
  * Size: search_cache_budget_gb_ratio (Milvus's parameter name) x the raw vector bytes
- * (n * dim * 4), in whole slots; 0 (the default) keeps no cache. The bytes are part of the
- * index's memory_bytes, so the engine charges them to the memory budget (SX__MEM_INDEX).
+ * (n * dim * 4), in whole slots. With 0 (the default) the engine sizes it instead
+ * (ops->set_cache_bytes, build.c: under a memory limit, a quarter of the budget's free part, at
+ * most a tenth of the raw bytes as Milvus's default ratio 0.1; none without a limit). The bytes
+ * are part of the index's memory_bytes, so the engine charges them to the budget (SX__MEM_INDEX).
  *
  * Fill: breadth-first over node ids from the medoid. A node's slot is read (through
  * sx__diskann_read_at: the local file or the remote reader), its CRC checked, every node in the
@@ -72,13 +74,29 @@ const uint8_t *sx__diskann_cache_get(const sx__diskann *d, uint64_t slot)
     return NULL;
 }
 
+static sx_status warm_slots(sx__diskann *d, uint64_t want);
+
 sx_status sx__diskann_cache_warm(sx__diskann *d)
 {
     sx__diskann_cache_free(d);
     if (d->n == 0 || !(d->cache_ratio > 0.0f))
         return SX_OK;
     double budget = (double)d->cache_ratio * (double)d->n * (double)d->dim * 4.0;
-    uint64_t want = (uint64_t)(budget / (double)d->lay.slot_bytes);
+    return warm_slots(d, (uint64_t)(budget / (double)d->lay.slot_bytes));
+}
+
+sx_status sx__diskann_set_cache_bytes(sx__index *idx, uint64_t bytes)
+{
+    sx__diskann *d = (sx__diskann *)idx;
+    if (d->n == 0 || d->cache_ratio > 0.0f || d->cache_n > 0)
+        return SX_OK; /* the build parameters chose (or it has one already) */
+    /* the cache's own arrays: a slot, its id and its position */
+    uint64_t per = (uint64_t)d->lay.slot_bytes + sizeof(uint64_t) + sizeof(uint32_t);
+    return warm_slots(d, bytes / per);
+}
+
+static sx_status warm_slots(sx__diskann *d, uint64_t want)
+{
     if (want > d->lay.n_slots)
         want = d->lay.n_slots;
     if (want == 0)

@@ -1666,6 +1666,7 @@ const sx__index_ops sx__diskann_index_ops = {
     .free = sx__diskann_free,
     .estimate_build_bytes = sx__diskann_estimate_build_bytes,
     .load_files = sx__diskann_load_files,
+    .set_cache_bytes = sx__diskann_set_cache_bytes,
     .remove_files = sx__diskann_remove_files,
     .disk_bytes = sx__diskann_disk_bytes,
     .io_stats = sx__diskann_io_stats,
