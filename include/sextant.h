@@ -492,7 +492,7 @@ typedef struct sx_memory_stats {
     uint64_t pkmap_bytes;   /* primary-key lookup */
     uint64_t index_bytes;   /* built indexes in RAM (graphs, PQ codes, node caches) */
     uint64_t build_bytes;   /* index builds running */
-    uint64_t cache_bytes;   /* block cache */
+    uint64_t cache_bytes;   /* block cache and DISKANN node caches sized from the budget */
     uint64_t import_bytes;  /* bulk-import buffers */
     uint64_t scratch_bytes; /* search scratch and answers being assembled */
     uint64_t refusals;      /* charges refused (SX_ENOMEM) since open */

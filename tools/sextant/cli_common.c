@@ -270,10 +270,12 @@ void cli_print_memory(FILE *out, const char *indent, sx_db *db)
     const struct {
         const char *name;
         uint64_t v;
-    } kinds[] = { { "growing segments", m.growing_bytes }, { "sealed heap", m.sealed_bytes },
-                  { "primary-key map", m.pkmap_bytes },    { "indexes", m.index_bytes },
-                  { "index builds", m.build_bytes },       { "block cache", m.cache_bytes },
-                  { "bulk import", m.import_bytes },       { "search scratch", m.scratch_bytes } };
+    } kinds[] = {
+        { "growing segments", m.growing_bytes }, { "sealed heap", m.sealed_bytes },
+        { "primary-key map", m.pkmap_bytes },    { "indexes", m.index_bytes },
+        { "index builds", m.build_bytes },       { "caches (block, node)", m.cache_bytes },
+        { "bulk import", m.import_bytes },       { "search scratch", m.scratch_bytes }
+    };
 
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         if (kinds[k].v)
