@@ -1150,12 +1150,7 @@ out:
     return st;
 }
 
-/* Merges runs of small sealed segments (vectors under half of the merge target, no deleted
- * rows: compaction has just rewritten those that had some) into segments of up to the target
- * (merge_target: sx_db_options.merge_max_bytes, see there), one run at a time (merge_run), so that
- * a collection filled under a small memory budget, whose growing segments were sealed small, is
- * searched and indexed as a few large segments. Runs are consecutive in the segment list (the order
- * queries return rows in). Caller holds flush_mu. *any |= a run was merged. */
+/* The merge target: sx_db_options.merge_max_bytes (see there). */
 static uint64_t merge_target(sx_collection *c)
 {
     const sx_db_options *o = &c->db->opts;
@@ -1183,7 +1178,13 @@ static size_t count_small(sx_collection *c, uint64_t target)
     return small;
 }
 
-/* background: stop between runs once the database is closing (cancel_build; a background merge
+/* Merges runs of small sealed segments (vectors under half of the merge target, no deleted
+ * rows: compaction has just rewritten those that had some) into segments of up to the target
+ * (merge_target: sx_db_options.merge_max_bytes, see there), one run at a time (merge_run), so that
+ * a collection filled under a small memory budget, whose growing segments were sealed small, is
+ * searched and indexed as a few large segments. Runs are consecutive in the segment list (the order
+ * queries return rows in). Caller holds flush_mu. *any |= a run was merged.
+ * background: stop between runs once the database is closing (cancel_build; a background merge
  * is never the db->building job, so only sx__builder_stop sets it while one runs). */
 static sx_status merge_small_ex(sx_collection *c, bool *any, bool background)
 {
