@@ -326,10 +326,8 @@ static bool log_has(const char *name, const char *text)
 
 static void bench_pipeline(void)
 {
-    if (!getenv("SX_SEXTANT_BIN")) {
-        printf("SX_SEXTANT_BIN not set: skipped (run through ctest)\n");
-        return;
-    }
+    if (!getenv("SX_SEXTANT_BIN"))
+        SKIPF("SX_SEXTANT_BIN not set (run through ctest)");
 
     enum { NQ = 40, K = 10 };
 

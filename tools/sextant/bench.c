@@ -1398,6 +1398,22 @@ static void resolve_hdf5(bench *b)
     }
 }
 
+/* --gt-dist into b->gt.dists: float distances, one row of gt.k per query. */
+static int load_gt_dists(bench *b)
+{
+    char err[ERR_LEN];
+    ds_matrix dists = { 0 };
+    if (ds_load(b->gt_dist_path, b->queries.n, &dists, err, sizeof err) != 0)
+        return cli_fail("bench", "%s", err);
+    if (dists.type != DS_F32 || dists.n < b->queries.n || dists.dim != b->gt.k) {
+        ds_free(&dists);
+        return cli_fail("bench", "%s does not match %s: want %zu rows of %zu float distances",
+                        b->gt_dist_path, b->gt_path, b->queries.n, b->gt.k);
+    }
+    b->gt.dists = dists.f;
+    return 0;
+}
+
 static int load_inputs(bench *b)
 {
     char err[ERR_LEN];
@@ -1446,7 +1462,7 @@ static int load_inputs(bench *b)
         b->gt_write_dists = b->gt_dist_path != NULL;
         return 0;
     }
-    ds_matrix ids = { 0 }, dists = { 0 };
+    ds_matrix ids = { 0 };
     if (ds_load(b->gt_path, b->queries.n, &ids, err, sizeof err) != 0)
         return cli_fail(cmd, "%s", err);
     if (ids.type != DS_I32) {
@@ -1462,15 +1478,7 @@ static int load_inputs(bench *b)
     if (b->import_url != NULL) { /* checked against the rows after the import */
         if (b->gt_dist_path == NULL || !file_exists(b->gt_dist_path))
             return 0; /* recall by ids: distances cannot be recomputed without the base */
-        if (ds_load(b->gt_dist_path, b->queries.n, &dists, err, sizeof err) != 0)
-            return cli_fail(cmd, "%s", err);
-        if (dists.type != DS_F32 || dists.n < b->queries.n || dists.dim != b->gt.k) {
-            ds_free(&dists);
-            return cli_fail(cmd, "%s does not match %s: want %zu rows of %zu float distances",
-                            b->gt_dist_path, b->gt_path, b->queries.n, b->gt.k);
-        }
-        b->gt.dists = dists.f;
-        return 0;
+        return load_gt_dists(b);
     }
     for (size_t j = 0; j < b->queries.n * b->gt.k; j++) {
         if (b->gt.ids[j] < 0 || (size_t)b->gt.ids[j] >= b->base.n)
@@ -1497,14 +1505,8 @@ static int load_inputs(bench *b)
         b->gt_write_dists = true;
         return 0;
     }
-    if (ds_load(b->gt_dist_path, b->queries.n, &dists, err, sizeof err) != 0)
-        return cli_fail(cmd, "%s", err);
-    if (dists.type != DS_F32 || dists.n < b->queries.n || dists.dim != b->gt.k) {
-        ds_free(&dists);
-        return cli_fail(cmd, "%s does not match %s: want %zu rows of %zu float distances",
-                        b->gt_dist_path, b->gt_path, b->queries.n, b->gt.k);
-    }
-    b->gt.dists = dists.f;
+    if (load_gt_dists(b) != 0)
+        return CLI_EXIT_FAIL;
     if (detect_gt_form(b) != 0)
         return CLI_EXIT_FAIL;
     if (b->gt_mismatch && b->gt_path == b->gt_cache) {
