@@ -282,6 +282,8 @@ struct sx_server {
     sx__metrics *metrics;
     sx__merger *merger;
     struct MHD_Daemon *d;
+    int listen_fd;  /* ours: the front door (grpc.c) accepts and hands HTTP/1 to MHD */
+    sx__grpc *grpc; /* the front door and the gRPC transport */
     uint16_t port;
     atomic_bool stopping; /* seq_cst: rare writes, read per readyz */
     pthread_mutex_t mu;
@@ -874,6 +876,8 @@ static long b64_decode(const char *s, char *out, size_t cap)
 
 typedef enum auth_result { AUTH_NONE, AUTH_OK, AUTH_OK_RO } auth_result;
 
+static auth_result auth_credential(const sx_server *s, const char *credential, size_t clen);
+
 /* Checks the Authorization header against the configured credentials. Every digest is compared
  * in full; the result is selected without branching on secret bytes inside the loop. */
 static auth_result auth_check(const sx_server *s, struct MHD_Connection *c)
@@ -903,6 +907,12 @@ static auth_result auth_check(const sx_server *s, struct MHD_Connection *c)
     } else {
         return AUTH_NONE;
     }
+    return auth_credential(s, credential, clen);
+}
+
+/* Checks one presented credential ("user:password" or a token) against every digest. */
+static auth_result auth_credential(const sx_server *s, const char *credential, size_t clen)
+{
     while (clen > 0 && (credential[clen - 1] == ' ' || credential[clen - 1] == '\t'))
         clen--;
     if (clen == 0)
@@ -1435,6 +1445,11 @@ static bool addr_is_loopback(const struct sockaddr *sa)
     return false;
 }
 
+static int bind_to(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    return bind(fd, sa, len);
+}
+
 static void server_free(sx_server *s)
 {
     if (!s)
@@ -1488,6 +1503,7 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
     sx_server *s = sx__calloc(1, sizeof *s);
     if (!s)
         return sx__err(SX_ENOMEM, "server: out of memory");
+    s->listen_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
     pthread_mutex_init(&s->conn_mu, NULL);
@@ -1598,38 +1614,71 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
     if (st != SX_OK)
         goto fail;
 
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
+    /* The port is ours (the front door in grpc.c accepts, gRPC stays there, HTTP/1 goes to
+     * MHD): MHD runs without a listening socket. */
+    s->listen_fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    socklen_t salen = sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+                                                : (socklen_t)sizeof(struct sockaddr_in);
+    if (s->listen_fd < 0 ||
+        setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind_to(s->listen_fd, sa, salen) != 0 || listen(s->listen_fd, 1024) != 0) {
+        st = sx__err(SX_EIO, "server: cannot listen on %s:%u (%s)", bind, (unsigned)opts->port,
+                     strerror(errno));
+        goto fail_cat;
+    }
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof bound;
+    if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &bl) != 0) {
+        st = sx__err_errno(errno, "server: cannot read the bound port");
+        goto fail_cat;
+    }
+    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET;
     if (sa->sa_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     if (!s->opts.quiet)
         flags |= MHD_USE_ERROR_LOG;
     unsigned mhd_limit = s->opts.max_connections + CONN_RESERVE;
-    s->d =
-        MHD_start_daemon(flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-                         mhd_log, NULL, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE,
-                         (unsigned)s->opts.http_threads, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
-                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-                         on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
+    s->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads, MHD_OPTION_CONNECTION_LIMIT,
+        mhd_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
     if (!s->d) {
-        st = sx__err(SX_EIO, "server: cannot listen on %s:%u (address in use or not available)",
-                     bind, (unsigned)opts->port);
-        sx__ignore(sx__cat_close(s->cat));
-        s->cat = NULL;
-        goto fail;
+        st = sx__err(SX_EIO, "server: cannot start the HTTP server on %s:%u", bind,
+                     (unsigned)opts->port);
+        goto fail_cat;
     }
     if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
         st = sx__err(SX_EIO, "server: cannot start the connection reaper thread");
         MHD_stop_daemon(s->d);
         s->d = NULL;
-        goto fail;
+        goto fail_cat;
     }
     s->reaper_on = true;
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : opts->port;
+    st = sx__grpc_start(s, s->listen_fd, &s->grpc);
+    if (st != SX_OK) {
+        pthread_mutex_lock(&s->conn_mu);
+        s->reap_stop = true;
+        pthread_cond_signal(&s->reap_cv);
+        pthread_mutex_unlock(&s->conn_mu);
+        pthread_join(s->reaper, NULL);
+        s->reaper_on = false;
+        MHD_stop_daemon(s->d);
+        s->d = NULL;
+        goto fail_cat;
+    }
     *out = s;
     return SX_OK;
 
+fail_cat:
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    s->listen_fd = -1;
 fail:
     if (s->cat) {
         sx__ignore(sx__cat_close(s->cat));
@@ -1637,6 +1686,118 @@ fail:
     }
     server_free(s);
     return st;
+}
+
+/* ------------------------------------------------------------------ for the gRPC side */
+
+const sx_server_options *sx__server_opts(const sx_server *s)
+{
+    return &s->opts;
+}
+
+sx__catalog *sx__server_catalog(sx_server *s)
+{
+    return s->cat;
+}
+
+bool sx__server_stopping(const sx_server *s)
+{
+    return atomic_load(&s->stopping);
+}
+
+int sx__server_auth_meta(const sx_server *s, const char *meta)
+{
+    if (!s->auth_on)
+        return 0;
+    if (!meta || !*meta)
+        return -1;
+    while (*meta == ' ')
+        meta++;
+    char buf[CRED_MAX];
+    const char *presented = NULL;
+    size_t clen = 0;
+    if (strncasecmp(meta, "Bearer ", 7) == 0) {
+        presented = meta + 7;
+        clen = strlen(presented);
+    } else {
+        /* the SDKs send base64("user:password") or base64(token), with or without "Basic " */
+        const char *b = strncasecmp(meta, "Basic ", 6) == 0 ? meta + 6 : meta;
+        long n = b64_decode(b, buf, sizeof buf);
+        if (n < 0)
+            return -1;
+        presented = buf;
+        clen = (size_t)n;
+    }
+    auth_result r = auth_credential(s, presented, clen);
+    return r == AUTH_OK ? 0 : r == AUTH_OK_RO ? 1 : -1;
+}
+
+void sx__server_add_http(sx_server *s, int fd, const struct sockaddr *addr, socklen_t len)
+{
+    /* MHD owns the socket from here: it closes it itself when it cannot take it */
+    if (MHD_add_connection(s->d, fd, addr, len) != MHD_YES && !s->opts.quiet)
+        fprintf(stderr, "sextant: HTTP connection refused (connection limit or memory)\n");
+}
+
+json_t *sx__server_call(sx_server *s,
+                        const char *route,
+                        const json_t *body,
+                        const char *db,
+                        bool read_only,
+                        double timeout_s,
+                        const char *log_name)
+{
+    double t0 = now_s();
+    const sx__route *rt = route_find(route);
+    json_t *ans = NULL;
+    if (!rt) {
+        ans = json_pack("{s:i,s:s}", "code", SX__MC_UNEXPECTED, "message", "no such route");
+    } else if (read_only && rt->is_write) {
+        ans = json_pack("{s:i,s:s}", "code", SX__MC_PRIV_DENIED, "message",
+                        "permission denied: read-only user");
+    }
+    if (ans)
+        return ans;
+    pthread_mutex_lock(&s->mu);
+    s->inflight++;
+    pthread_mutex_unlock(&s->mu);
+    sx__req rq;
+    memset(&rq, 0, sizeof rq);
+    rq.srv = s;
+    rq.cat = s->cat;
+    rq.metrics = s->metrics;
+    rq.merger = s->merger;
+    rq.opts = &s->opts;
+    rq.body = (json_t *)(uintptr_t)body; /* handlers only read it */
+    rq.read_only_user = read_only;
+    rq.db_name = db && *db ? db : "default";
+    rq.int64_as_string = false;
+    rq.timeout_s = s->opts.request_timeout_s ? (double)s->opts.request_timeout_s : 30.0;
+    if (timeout_s > 0 && timeout_s <= MAX_TIMEOUT_S * 24)
+        rq.timeout_s = timeout_s;
+    sx__resp rs = { 200, NULL, NULL, 0 };
+    int64_t prev_deadline = sx_deadline_set(sx_clock_ns() + (int64_t)(rq.timeout_s * 1e9));
+    rt->fn(&rq, &rs);
+    (void)sx_deadline_set(prev_deadline);
+    if (rs.body) {
+        sx__free(rs.text);
+        rs.text = NULL;
+    }
+    if (!rs.body && !rs.text)
+        sx__ok(&rs, NULL);
+    ans = sx__resp_json(&rs);
+    if (!ans)
+        ans = json_pack("{s:i,s:s}", "code", SX__MC_UNEXPECTED, "message", "out of memory");
+    json_t *cv = ans ? json_object_get(ans, "code") : NULL;
+    int code = json_is_integer(cv) ? (int)json_integer_value(cv) : SX__MC_UNEXPECTED;
+    double secs = now_s() - t0;
+    sx__metrics_request(s->metrics, rt->path, 200, code, secs);
+    access_log(s, "GRPC", log_name ? log_name : rt->path, 200, code, secs);
+    pthread_mutex_lock(&s->mu);
+    if (--s->inflight == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+    return ans;
 }
 
 uint16_t sx_server_port(const sx_server *s)
@@ -1652,6 +1813,7 @@ sx_status sx_server_stop(sx_server *s)
     pthread_mutex_lock(&s->conn_mu);
     s->stop_ns = mono_ns();
     pthread_mutex_unlock(&s->conn_mu);
+    sx__grpc_quiesce(s->grpc); /* GOAWAY to gRPC clients; new calls UNAVAILABLE */
     /* Still accepting: /readyz answers 503, other new requests 503. Requests being handled
      * finish; uploads and headers still arriving after the grace are cut by the reaper. The
      * bound covers a handler that never returns. */
@@ -1664,10 +1826,11 @@ sx_status sx_server_stop(sx_server *s)
             break;
     }
     pthread_mutex_unlock(&s->mu);
-    MHD_socket lfd = MHD_quiesce_daemon(s->d);
+    sx__grpc_stop(s->grpc); /* the front door closes; gRPC calls still out finish */
+    s->grpc = NULL;
+    close(s->listen_fd);
+    s->listen_fd = -1;
     MHD_stop_daemon(s->d);
-    if (lfd != MHD_INVALID_SOCKET)
-        close(lfd);
     s->d = NULL;
     pthread_mutex_lock(&s->conn_mu);
     s->reap_stop = true;

@@ -358,4 +358,84 @@ void sx__metrics_rows(sx__metrics *m, uint64_t inserted, uint64_t deleted, uint6
 SX_NODISCARD sx_status
 sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, char **text, size_t *len);
 
+/* ------------------------------------------------------------------ gRPC (grpc.c, grpc_milvus.c)
+ */
+
+#include <sys/socket.h>
+
+#define SX__GRPC_MSG_MAX 512  /* grpc-message text */
+#define CRED_B64_MAX     1400 /* authorization metadata kept */
+
+/* gRPC status codes (grpc/doc/statuscodes.md). */
+enum {
+    SX__GRPC_OK = 0,
+    SX__GRPC_CANCELLED = 1,
+    SX__GRPC_UNKNOWN = 2,
+    SX__GRPC_INVALID_ARGUMENT = 3,
+    SX__GRPC_DEADLINE_EXCEEDED = 4,
+    SX__GRPC_NOT_FOUND = 5,
+    SX__GRPC_PERMISSION_DENIED = 7,
+    SX__GRPC_RESOURCE_EXHAUSTED = 8,
+    SX__GRPC_UNIMPLEMENTED = 12,
+    SX__GRPC_INTERNAL = 13,
+    SX__GRPC_UNAVAILABLE = 14,
+    SX__GRPC_UNAUTHENTICATED = 16
+};
+
+typedef struct sx__grpc sx__grpc;
+
+/* One unary call as grpc_milvus.c gets it (everything borrowed for the call). */
+typedef struct sx__grpc_call {
+    const char *method; /* the RPC name: "Search" of /milvus.proto.milvus.MilvusService/Search */
+    const uint8_t *msg; /* the request message, decompressed */
+    size_t len;
+    const char *db;   /* dbname metadata, "default" when absent */
+    bool read_only;   /* authenticated with read-only credentials */
+    double timeout_s; /* what is left of grpc-timeout; 0: none (the server's default) */
+} sx__grpc_call;
+
+/* Its answer: grpc_status 0 and a packed response message (sx__malloc'ed, the transport frees
+ * it), or a non-zero status with message. Business errors are answered with status 0 and the
+ * error inside the response's Status, as Milvus does. */
+typedef struct sx__grpc_reply {
+    int grpc_status;
+    char message[SX__GRPC_MSG_MAX];
+    uint8_t *body;
+    size_t len;
+} sx__grpc_reply;
+
+/* The front door and the transport (grpc.c): takes the listening socket (the caller closes it
+ * after sx__grpc_stop). quiesce: GOAWAY to every gRPC connection, new calls are answered
+ * UNAVAILABLE, REST keeps being accepted. stop: the loop ends once the calls out have finished
+ * (at most 5 s more for connections the clients keep open), then the workers. */
+SX_NODISCARD sx_status sx__grpc_start(sx_server *srv, int listen_fd, sx__grpc **out);
+void sx__grpc_quiesce(sx__grpc *g);
+void sx__grpc_stop(sx__grpc *g);
+/* Runs one MilvusService RPC (grpc_milvus.c), on a worker thread. served: whether an RPC has
+ * its own implementation (the others declared answer a Status error). */
+bool sx__grpc_rpc_served(const char *method);
+void sx__grpc_milvus(sx_server *srv, const sx__grpc_call *call, sx__grpc_reply *out);
+
+/* What http.c lends the gRPC side. */
+const sx_server_options *sx__server_opts(const sx_server *s);
+sx__catalog *sx__server_catalog(sx_server *s);
+bool sx__server_stopping(const sx_server *s);
+/* The authorization metadata (base64 of "user:password" or of a token; "Basic x", "Bearer x"
+ * too) checked against the server's credentials: 0 read-write (or no credentials configured),
+ * 1 read-only, -1 refused. */
+int sx__server_auth_meta(const sx_server *s, const char *meta);
+/* Hands an accepted HTTP/1 socket to libmicrohttpd (which owns it from then on). */
+void sx__server_add_http(sx_server *s, int fd, const struct sockaddr *addr, socklen_t len);
+/* The service layer's entry: runs the route's handler on a JSON request (borrowed) in database
+ * db, with the request deadline, the read-only check, metrics and the access log (log_name:
+ * the RPC), and returns its answer as a JSON tree ({"code":0,"data":...} or {"code":N,
+ * "message":...}; owned by the caller). NULL only when out of memory. */
+json_t *sx__server_call(sx_server *s,
+                        const char *route,
+                        const json_t *body,
+                        const char *db,
+                        bool read_only,
+                        double timeout_s,
+                        const char *log_name);
+
 #endif /* SX_SERVER_INTERNAL_H */
