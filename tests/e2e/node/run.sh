@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# tests/e2e/node/run.sh: ctest `node_sdk_e2e`. Starts "$SX_SEXTANT_BIN" serve on a fresh data
-# directory and a free loopback port, waits for GET /livez, runs sdk_e2e.js (the Milvus Node SDK's
-# HttpClient) against it, then stops the server with SIGTERM and requires exit status 0 (a
+# tests/e2e/node/run.sh [SCRIPT]: ctest `node_sdk_e2e` (SCRIPT sdk_e2e.js, the default: the Milvus
+# Node SDK's HttpClient over REST) and `node_grpc_e2e` (grpc_e2e.js: its gRPC MilvusClient on the
+# same port, with a users file: root:Milvus read-write, reader:secret read-only). Starts
+# "$SX_SEXTANT_BIN" serve on a fresh data directory and a free loopback port, waits for GET /livez,
+# runs SCRIPT against it, then stops the server with SIGTERM and requires exit status 0 (a
 # graceful stop). Exit 77 (skipped) when node (>= 18, for fetch) or the SDK
 # (node_modules/@zilliz, installed by `npm ci` in this directory; .ci/run does it) is missing.
 set -u
@@ -11,7 +13,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 need_node 18 "no fetch"
 need_module @zilliz/milvus2-sdk-node @zilliz
 need_sextant
-make_tmp node_sdk_e2e
+script="${1:-sdk_e2e.js}"
+make_tmp "node_${script%.js}"
+extra=()
+if [ "$script" = grpc_e2e.js ]; then
+    printf 'root:Milvus\nreader:secret:ro\n' >"$tmp/users"
+    extra=(--users "$tmp/users" --max-body-mb 4)
+fi
 pid=""
 cleanup() {
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -47,7 +55,7 @@ started=0
 for attempt in 1 2 3; do
     port="$(free_port)"
     rm -rf "$tmp/data"
-    "$bin" serve --data "$tmp/data" --port "$port" --quiet >"$tmp/server.log" 2>&1 &
+    "$bin" serve --data "$tmp/data" --port "$port" --quiet "${extra[@]}" >"$tmp/server.log" 2>&1 &
     pid=$!
     if wait_live "http://127.0.0.1:$port/livez" "$pid"; then
         started=1
@@ -64,7 +72,8 @@ if [ "$started" != 1 ]; then
 fi
 
 cd "$here"
-MILVUS_URL="http://127.0.0.1:$port" node sdk_e2e.js
+MILVUS_URL="http://127.0.0.1:$port" MILVUS_ADDR="127.0.0.1:$port" MILVUS_USER=root \
+    MILVUS_PASS=Milvus MILVUS_RO_USER=reader MILVUS_RO_PASS=secret node "$script"
 rc=$?
 
 # Graceful stop: SIGTERM, up to 60 s, exit status 0.

@@ -1,0 +1,464 @@
+// grpc_e2e.js: the Milvus Node SDK's gRPC MilvusClient (@zilliz/milvus2-sdk-node, pinned in
+// package.json) against a Sextant server at $MILVUS_ADDR (host:port, the same port as REST;
+// started by run.sh with a users file: $MILVUS_USER / $MILVUS_PASS read-write, $MILVUS_RO_USER /
+// $MILVUS_RO_PASS read-only). Every step asserts real values against a model kept here: search
+// ids against a brute-force top-k, distances within 1e-4, filter results against the model's
+// own evaluation, counts after deletes and upserts. Error cases check the Status the server
+// answers and that it keeps serving. Prints "N passed, M failed"; exits non-zero on failure.
+'use strict';
+
+const assert = require('node:assert/strict');
+const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
+const grpc = require('@grpc/grpc-js'); // the SDK's own transport, for hand-made messages
+
+const ADDR = process.env.MILVUS_ADDR || '127.0.0.1:19530';
+const USER = process.env.MILVUS_USER || 'root';
+const PASS = process.env.MILVUS_PASS || 'Milvus';
+const mk = (o) => new MilvusClient(Object.assign({ address: ADDR, timeout: 30000 }, o));
+const client = mk({ username: USER, password: PASS });
+
+const COLL = 'grpc_e2e';
+const QUICK = 'grpc_quick';
+const DB = 'grpc_db';
+const DIM = 8;
+const N = 200;
+const COLORS = ['red', 'green', 'blue'];
+
+function vec(i) {
+  const v = [];
+  for (let j = 0; j < DIM; j++) v.push(Math.fround(Math.sin(i * 0.37 + j * 1.1) * (1 + (i % 7) * 0.1)));
+  return v;
+}
+function row(i, color) {
+  return { id: i, vector: vec(i), color: color || COLORS[i % 3], price: i * 1.5, in_stock: i % 2 === 0, n: i % 10 };
+}
+const rows = [];
+for (let i = 0; i < N; i++) rows.push(row(i));
+const alive = new Map(rows.map((r) => [r.id, r]));
+
+function l2(a, b) {
+  let s = 0;
+  for (let j = 0; j < a.length; j++) {
+    const d = a[j] - b[j];
+    s += d * d;
+  }
+  return s;
+}
+function bruteForce(q, k, pred = () => true) {
+  const all = [];
+  for (const r of alive.values()) if (pred(r)) all.push({ id: r.id, distance: l2(q, r.vector) });
+  all.sort((x, y) => x.distance - y.distance || x.id - y.id);
+  return all.slice(0, k);
+}
+
+function ok(step, st) {
+  const s = st && st.status ? st.status : st;
+  assert.ok(s && typeof s === 'object', `${step}: no status`);
+  assert.equal(s.error_code, 'Success', `${step}: ${s.error_code} ${s.code}: ${s.reason}`);
+  return st;
+}
+function failed(step, st, code) {
+  const s = st && st.status ? st.status : st;
+  assert.ok(s && s.error_code !== 'Success', `${step}: expected an error, got ${JSON.stringify(s)}`);
+  if (code !== undefined) assert.equal(s.code, code, `${step}: code ${s.code} (${s.reason})`);
+  assert.ok(s.reason && s.reason.length > 0, `${step}: error without a reason`);
+  return s;
+}
+function checkHits(hits, expect, what) {
+  assert.ok(Array.isArray(hits), `${what}: hits is not an array`);
+  assert.equal(hits.length, expect.length, `${what}: ${hits.length} hits, want ${expect.length}`);
+  for (let h = 0; h < hits.length; h++) {
+    assert.equal(String(hits[h].id), String(expect[h].id), `${what}: hit ${h} id`);
+    assert.ok(Math.abs(hits[h].score - expect[h].distance) <= 1e-4,
+      `${what}: hit ${h} score ${hits[h].score} vs ${expect[h].distance}`);
+  }
+}
+async function count(filter) {
+  const res = ok('count', await client.query({ collection_name: COLL, filter, output_fields: ['count(*)'] }));
+  assert.equal(res.data.length, 1, `count rows: ${JSON.stringify(res.data)}`);
+  return Number(res.data[0]['count(*)']);
+}
+
+// --- hand-made protobuf (the SDK replaces NaN by 0 and validates before sending, so what the
+// server does with bad messages is checked with raw bytes through grpc-js)
+function varint(n) {
+  const out = [];
+  let x = BigInt(n);
+  while (x >= 0x80n) {
+    out.push(Number(x & 0x7fn) | 0x80);
+    x >>= 7n;
+  }
+  out.push(Number(x));
+  return Buffer.from(out);
+}
+const tag = (f, wt) => varint((f << 3) | wt);
+const ld = (f, buf) => Buffer.concat([tag(f, 2), varint(buf.length), buf]);
+const pstr = (f, s) => ld(f, Buffer.from(s));
+const pint = (f, n) => Buffer.concat([tag(f, 0), varint(n)]);
+function floats(arr) {
+  const b = Buffer.alloc(arr.length * 4);
+  arr.forEach((x, i) => b.writeFloatLE(x, i * 4));
+  return b;
+}
+function doubles(arr) {
+  const b = Buffer.alloc(arr.length * 8);
+  arr.forEach((x, i) => b.writeDoubleLE(x, i * 8));
+  return b;
+}
+// fields of one message: number -> [varint value or Buffer]
+function decode(buf) {
+  const out = {};
+  let p = 0;
+  const rv = () => {
+    let x = 0n;
+    let s = 0n;
+    for (;;) {
+      const b = buf[p++];
+      x |= BigInt(b & 0x7f) << s;
+      s += 7n;
+      if (!(b & 0x80)) return x;
+    }
+  };
+  while (p < buf.length) {
+    const key = Number(rv());
+    const f = key >> 3;
+    const wt = key & 7;
+    let v;
+    if (wt === 0) v = rv();
+    else if (wt === 2) {
+      const n = Number(rv());
+      v = buf.subarray(p, p + n);
+      p += n;
+    } else if (wt === 1) { v = buf.subarray(p, p + 8); p += 8; } else if (wt === 5) { v = buf.subarray(p, p + 4); p += 4; } else throw new Error(`wire type ${wt}`);
+    (out[f] = out[f] || []).push(v);
+  }
+  return out;
+}
+// Status (field 1 of most responses): {code, reason}
+function statusOf(buf) {
+  const st = decode(decode(buf)[1][0]);
+  return { code: st[3] ? Number(st[3][0]) : 0, reason: st[2] ? st[2][0].toString() : '' };
+}
+function raw(method, bytes, user = USER, pass = PASS) {
+  const c = new grpc.Client(ADDR, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set('authorization', Buffer.from(`${user}:${pass}`).toString('base64'));
+  return new Promise((resolve) => {
+    c.makeUnaryRequest(`/milvus.proto.milvus.MilvusService/${method}`, (b) => b, (b) => b, bytes, md,
+      { deadline: Date.now() + 20000 }, (err, res) => {
+        c.close();
+        resolve({ err, res });
+      });
+  });
+}
+// An InsertRequest of one row of the grpc_e2e schema, its vector given.
+function insertMsg(id, v) {
+  const col = (type, name, body) => ld(5, Buffer.concat([pint(1, type), pstr(2, name), body]));
+  return Buffer.concat([
+    pstr(3, COLL),
+    col(5, 'id', ld(3, ld(3, ld(1, varint(id))))),
+    col(101, 'vector', ld(4, Buffer.concat([pint(1, v.length), ld(2, ld(1, floats(v)))]))),
+    col(21, 'color', ld(3, ld(6, pstr(1, 'red')))),
+    col(11, 'price', ld(3, ld(5, ld(1, doubles([1.5]))))),
+    col(1, 'in_stock', ld(3, ld(1, ld(1, Buffer.from([1]))))),
+    pint(7, 1),
+  ]);
+}
+
+const steps = [
+  ['connect: version and health', async () => {
+    const v = ok('getVersion', await client.getVersion());
+    assert.match(v.version, /^v2\.\d+\.\d+/);
+    const h = ok('checkHealth', await client.checkHealth());
+    assert.equal(h.isHealthy, true);
+  }],
+
+  ['create a custom schema, index FLAT L2, load', async () => {
+    if ((await client.hasCollection({ collection_name: COLL })).value) {
+      ok('drop old', await client.dropCollection({ collection_name: COLL }));
+    }
+    ok('create', await client.createCollection({
+      collection_name: COLL,
+      enable_dynamic_field: true,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
+        { name: 'vector', data_type: DataType.FloatVector, dim: DIM },
+        { name: 'color', data_type: DataType.VarChar, max_length: 16 },
+        { name: 'price', data_type: DataType.Double },
+        { name: 'in_stock', data_type: DataType.Bool },
+      ],
+    }));
+    const has = ok('has', await client.hasCollection({ collection_name: COLL }));
+    assert.equal(has.value, true);
+    const d = ok('describe', await client.describeCollection({ collection_name: COLL }));
+    const f = Object.fromEntries(d.schema.fields.map((x) => [x.name, x]));
+    assert.equal(f.id.data_type, 'Int64');
+    assert.equal(f.id.is_primary_key, true);
+    assert.equal(f.vector.data_type, 'FloatVector');
+    assert.equal(Number(f.vector.dim), DIM);
+    assert.equal(f.color.data_type, 'VarChar');
+    assert.equal(Number(f.color.max_length), 16);
+    assert.equal(f.price.data_type, 'Double');
+    assert.equal(f.in_stock.data_type, 'Bool');
+    assert.equal(d.schema.enable_dynamic_field, true);
+    // no index yet: DescribeIndex answers IndexNotExist, as the SDK's quick create relies on
+    failed('describeIndex before create', await client.describeIndex({ collection_name: COLL, field_name: 'vector' }), 700);
+    ok('createIndex', await client.createIndex({
+      collection_name: COLL, field_name: 'vector', index_name: 'vidx', index_type: 'FLAT', metric_type: 'L2', params: {},
+    }));
+    ok('load', await client.loadCollectionSync({ collection_name: COLL }));
+    const ls = ok('loadState', await client.getLoadState({ collection_name: COLL }));
+    assert.equal(ls.state, 'LoadStateLoaded');
+  }],
+
+  ['insert 200 rows with a dynamic key (n), flush, count', async () => {
+    const res = ok('insert', await client.insert({ collection_name: COLL, data: rows }));
+    assert.equal(Number(res.insert_cnt), N);
+    assert.deepEqual(res.IDs.int_id.data.map(Number), rows.map((r) => r.id));
+    ok('flush', await client.flushSync({ collection_names: [COLL] }));
+    assert.equal(await count(''), N);
+    const st = ok('stats', await client.getCollectionStatistics({ collection_name: COLL }));
+    assert.equal(Number(st.data.row_count), N);
+    const di = ok('describeIndex', await client.describeIndex({ collection_name: COLL, field_name: 'vector' }));
+    assert.equal(di.index_descriptions[0].index_name, 'vidx');
+    assert.equal(di.index_descriptions[0].field_name, 'vector');
+  }],
+
+  ['search nq=1: ids exact vs brute force, scores, output fields', async () => {
+    const q = vec(1000);
+    const res = ok('search', await client.search({
+      collection_name: COLL, data: q, limit: 5, output_fields: ['color', 'price'],
+    }));
+    checkHits(res.results, bruteForce(q, 5), 'nq=1');
+    for (const h of res.results) {
+      const m = alive.get(Number(h.id));
+      assert.equal(h.color, m.color);
+      assert.equal(h.price, m.price);
+    }
+  }],
+
+  ['search nq=3 with offset: per-query top-k', async () => {
+    const qs = [vec(2000), vec(2001), vec(7)];
+    const res = ok('search', await client.search({ collection_name: COLL, data: qs, limit: 4, offset: 2 }));
+    assert.equal(res.results.length, 3);
+    for (let i = 0; i < 3; i++) checkHits(res.results[i], bruteForce(qs[i], 6).slice(2), `nq=3 q${i}`);
+  }],
+
+  ['self hit: a stored vector finds its own row at distance 0', async () => {
+    const res = ok('search', await client.search({ collection_name: COLL, data: vec(42), limit: 1 }));
+    assert.equal(String(res.results[0].id), '42');
+    assert.ok(Math.abs(res.results[0].score) < 1e-6);
+  }],
+
+  ['filtered search and query against the model', async () => {
+    const q = vec(3000);
+    const pred = (r) => r.color === 'red' && r.price > 30;
+    const res = ok('search', await client.search({
+      collection_name: COLL, data: q, limit: 10, filter: 'color == "red" and price > 30', output_fields: ['color'],
+    }));
+    checkHits(res.results, bruteForce(q, 10, pred), 'filtered');
+    const qr = ok('query', await client.query({
+      collection_name: COLL, filter: 'id in [3, 4, 5] and in_stock == true', output_fields: ['color', 'price', 'in_stock'],
+    }));
+    assert.deepEqual(qr.data.map((r) => Number(r.id)).sort((a, b) => a - b), [4]);
+    assert.equal(qr.data[0].color, alive.get(4).color);
+    assert.equal(qr.data[0].price, alive.get(4).price);
+    assert.equal(await count('price < 15'), [...alive.values()].filter((r) => r.price < 15).length);
+  }],
+
+  ['get by ids and query with limit/offset', async () => {
+    const g = ok('get', await client.get({ collection_name: COLL, ids: [7, 8], output_fields: ['color'] }));
+    assert.deepEqual(g.data.map((r) => [Number(r.id), r.color]).sort((a, b) => a[0] - b[0]),
+      [[7, alive.get(7).color], [8, alive.get(8).color]]);
+    const qr = ok('query limit', await client.query({ collection_name: COLL, filter: 'id >= 100', output_fields: ['id'], limit: 5, offset: 2 }));
+    assert.equal(qr.data.length, 5);
+    for (const r of qr.data) assert.ok(Number(r.id) >= 100);
+  }],
+
+  ['delete by filter and by ids; counts follow', async () => {
+    const d1 = ok('delete filter', await client.delete({ collection_name: COLL, filter: 'id in [0, 1, 2]' }));
+    assert.equal(Number(d1.delete_cnt), 3);
+    for (const id of [0, 1, 2]) alive.delete(id);
+    const d2 = ok('delete ids', await client.delete({ collection_name: COLL, ids: [10, 11] }));
+    assert.equal(Number(d2.delete_cnt), 2);
+    alive.delete(10);
+    alive.delete(11);
+    assert.equal(await count(''), alive.size);
+    const res = ok('search deleted', await client.search({ collection_name: COLL, data: vec(1), limit: 3 }));
+    checkHits(res.results, bruteForce(vec(1), 3), 'after delete');
+  }],
+
+  ['upsert replaces a row; count unchanged', async () => {
+    const before = await count('');
+    const up = row(5, 'violet');
+    const res = ok('upsert', await client.upsert({ collection_name: COLL, data: [up] }));
+    assert.equal(Number(res.upsert_cnt), 1);
+    alive.set(5, up);
+    assert.equal(await count(''), before);
+    const qr = ok('query', await client.query({ collection_name: COLL, filter: 'id == 5', output_fields: ['color'] }));
+    assert.equal(qr.data.length, 1);
+    assert.equal(qr.data[0].color, 'violet');
+  }],
+
+  ['partitions: create, insert into, search within, show, has, drop', async () => {
+    ok('createPartition', await client.createPartition({ collection_name: COLL, partition_name: 'p1' }));
+    const has = ok('hasPartition', await client.hasPartition({ collection_name: COLL, partition_name: 'p1' }));
+    assert.equal(has.value, true);
+    const sp = ok('showPartitions', await client.showPartitions({ collection_name: COLL }));
+    assert.deepEqual([...sp.partition_names].sort(), ['_default', 'p1']);
+    const prow = [row(500), row(501)];
+    ok('insert p1', await client.insert({ collection_name: COLL, partition_name: 'p1', data: prow }));
+    for (const r of prow) alive.set(r.id, r);
+    const res = ok('search p1', await client.search({ collection_name: COLL, data: vec(0), limit: 5, partition_names: ['p1'] }));
+    assert.deepEqual(res.results.map((h) => Number(h.id)).sort((a, b) => a - b), [500, 501]);
+  }],
+
+  ['hybrid search with RRF over two requests', async () => {
+    const res = ok('hybridSearch', await client.hybridSearch({
+      collection_name: COLL,
+      data: [{ data: vec(20), anns_field: 'vector', params: {} }, { data: vec(21), anns_field: 'vector', params: {} }],
+      rerank: { strategy: 'rrf', params: { k: 60 } },
+      limit: 3,
+    }));
+    assert.equal(res.results.length, 3);
+    const ids = res.results.map((h) => Number(h.id));
+    // rows 20 and 21 are each the top hit of one request: RRF ranks them first
+    assert.deepEqual(ids.slice(0, 2).sort((a, b) => a - b), [20, 21]);
+  }],
+
+  ['quick create (dimension only): dynamic keys, COSINE', async () => {
+    if ((await client.hasCollection({ collection_name: QUICK })).value) {
+      ok('drop', await client.dropCollection({ collection_name: QUICK }));
+    }
+    ok('create quick', await client.createCollection({ collection_name: QUICK, dimension: DIM }));
+    const data = [];
+    for (let i = 0; i < 20; i++) data.push({ id: i, vector: vec(i), subject: i % 2 ? 'history' : 'math' });
+    ok('insert quick', await client.insert({ collection_name: QUICK, data }));
+    const res = ok('search quick', await client.search({ collection_name: QUICK, data: vec(3), limit: 1, output_fields: ['subject'] }));
+    assert.equal(String(res.results[0].id), '3');
+    assert.ok(Math.abs(res.results[0].score - 1) < 1e-5, `cosine self score ${res.results[0].score}`);
+    assert.equal(res.results[0].subject, 'history');
+    const li = ok('list', await client.showCollections());
+    const names = li.data.map((c) => c.name);
+    assert.ok(names.includes(QUICK) && names.includes(COLL), JSON.stringify(names));
+  }],
+
+  ['databases: create, list, use, drop', async () => {
+    const dbs = ok('listDatabases', await client.listDatabases());
+    if (dbs.db_names.includes(DB)) ok('drop db', await client.dropDatabase({ db_name: DB }));
+    ok('createDatabase', await client.createDatabase({ db_name: DB }));
+    assert.ok(ok('list', await client.listDatabases()).db_names.includes(DB));
+    const c2 = mk({ username: USER, password: PASS, database: DB });
+    ok('create in db', await c2.createCollection({ collection_name: 'in_db', dimension: 4, metric_type: 'L2' }));
+    ok('insert in db', await c2.insert({ collection_name: 'in_db', data: [{ id: 1, vector: [1, 2, 3, 4] }] }));
+    const res = ok('search in db', await c2.search({ collection_name: 'in_db', data: [1, 2, 3, 4], limit: 1 }));
+    assert.equal(String(res.results[0].id), '1');
+    // the default database does not see it
+    assert.equal((await client.hasCollection({ collection_name: 'in_db' })).value, false);
+    ok('drop coll in db', await c2.dropCollection({ collection_name: 'in_db' }));
+    ok('dropDatabase', await client.dropDatabase({ db_name: DB }));
+    await c2.closeConnection();
+  }],
+
+  ['errors: wrong dim, NaN, unknown collection, bad filter; the server keeps serving', async () => {
+    const wrong = await client.insert({ collection_name: COLL, data: [{ id: 9000, vector: [1, 2, 3], color: 'x', price: 1, in_stock: true }] });
+    failed('wrong dim', wrong);
+    failed('unknown collection describe', await client.describeCollection({ collection_name: 'no_such' }), 100);
+    assert.equal((await client.describeCollection({ collection_name: 'no_such' })).status.error_code, 'CollectionNotExists');
+    // the SDK describes the collection first and throws on the CollectionNotExists it gets
+    await assert.rejects(client.search({ collection_name: 'no_such', data: vec(1), limit: 1 }));
+    failed('bad filter', await client.query({ collection_name: COLL, filter: 'color ==== 3', output_fields: ['id'] }));
+    failed('search wrong dim', await client.search({ collection_name: COLL, data: [1, 2], limit: 1 }));
+    assert.equal(await count(''), alive.size, 'nothing was written by the failed calls');
+    assert.equal(ok('health', await client.checkHealth()).isHealthy, true);
+  }],
+
+  ['raw messages: NaN, garbage, deep nesting, oversize, unknown and unserved RPCs', async () => {
+    const before = await count('');
+    // a well-formed hand-made insert works (the encoder is right) ...
+    let r = await raw('Insert', insertMsg(9002, vec(9002)));
+    assert.equal(r.err, null, String(r.err));
+    assert.equal(statusOf(r.res).code, 0, statusOf(r.res).reason);
+    alive.set(9002, Object.assign(row(9002), { color: 'red', price: 1.5, in_stock: true }));
+    // ... and the same with a NaN is refused with a clear Status, nothing written
+    const v = vec(9003);
+    v[3] = NaN;
+    r = await raw('Insert', insertMsg(9003, v));
+    assert.equal(r.err, null, String(r.err));
+    const st = statusOf(r.res);
+    assert.equal(st.code, 1804, st.reason);
+    assert.match(st.reason, /NaN/);
+    assert.equal(await count(''), before + 1);
+    // bytes that are not an InsertRequest: INVALID_ARGUMENT
+    r = await raw('Insert', Buffer.from([0x2a, 0xff, 0xff, 0x01, 0x02]));
+    assert.equal(r.err && r.err.code, grpc.status.INVALID_ARGUMENT, String(r.err));
+    // ScalarField.array_data nested 200 levels: refused before protobuf-c recurses
+    let deep = ld(3, ld(1, varint(1))); // ScalarField{long_data}
+    for (let i = 0; i < 200; i++) deep = ld(8, ld(1, deep)); // ScalarField{array_data{data:[...]}}
+    r = await raw('Insert', Buffer.concat([pstr(3, COLL), ld(5, Buffer.concat([pint(1, 22), pstr(2, 'a'), ld(3, deep)]))]));
+    assert.equal(r.err && r.err.code, grpc.status.INVALID_ARGUMENT, String(r.err));
+    // a message over --max-body-mb (4 MiB here): RESOURCE_EXHAUSTED, not retried by the SDKs
+    r = await raw('Insert', Buffer.concat([pstr(3, COLL), ld(4, Buffer.alloc(5 << 20, 0x61))]));
+    assert.equal(r.err && r.err.code, grpc.status.RESOURCE_EXHAUSTED, String(r.err));
+    // an RPC the definitions do not have: UNIMPLEMENTED; one they have that Sextant does not
+    // serve: a Status error with grpc-status OK (the Node SDK turns UNIMPLEMENTED into success)
+    r = await raw('NoSuchRpc', Buffer.alloc(0));
+    assert.equal(r.err && r.err.code, grpc.status.UNIMPLEMENTED, String(r.err));
+    r = await raw('CreateAlias', Buffer.concat([pstr(3, COLL), pstr(4, 'al')]));
+    assert.equal(r.err, null, String(r.err));
+    assert.match(decode(r.res)[2][0].toString(), /not supported/);
+    assert.equal(await count(''), before + 1);
+  }],
+
+  ['auth: bad credentials are UNAUTHENTICATED, a read-only user cannot write', async () => {
+    const badc = mk({ username: USER, password: 'wrong' });
+    let err = null;
+    try {
+      await badc.getVersion();
+    } catch (e) {
+      err = e;
+    }
+    assert.ok(err, 'a call with a wrong password must fail');
+    assert.match(String(err.message || err), /UNAUTHENTICATED|16/);
+    await badc.closeConnection().catch(() => {});
+    if (process.env.MILVUS_RO_USER) {
+      const ro = mk({ username: process.env.MILVUS_RO_USER, password: process.env.MILVUS_RO_PASS });
+      const res = ok('ro search', await ro.search({ collection_name: COLL, data: vec(9), limit: 1 }));
+      assert.equal(String(res.results[0].id), '9');
+      const w = await ro.insert({ collection_name: COLL, data: [row(9100)] });
+      failed('ro insert', w, 1401);
+      await ro.closeConnection();
+    }
+    assert.equal(await count(''), alive.size);
+  }],
+
+  ['release: load state follows; search refused; load again; drop', async () => {
+    ok('release', await client.releaseCollection({ collection_name: COLL }));
+    assert.equal(ok('state', await client.getLoadState({ collection_name: COLL })).state, 'LoadStateNotLoad');
+    failed('search released', await client.search({ collection_name: COLL, data: vec(1), limit: 1 }));
+    ok('load', await client.loadCollectionSync({ collection_name: COLL }));
+    ok('search loaded', await client.search({ collection_name: COLL, data: vec(1), limit: 1 }));
+    ok('drop', await client.dropCollection({ collection_name: COLL }));
+    ok('drop quick', await client.dropCollection({ collection_name: QUICK }));
+    assert.equal((await client.hasCollection({ collection_name: COLL })).value, false);
+  }],
+];
+
+(async () => {
+  let passed = 0;
+  let failedN = 0;
+  for (const [name, fn] of steps) {
+    try {
+      await fn();
+      passed++;
+      console.log(`ok   ${name}`);
+    } catch (e) {
+      failedN++;
+      console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
+      break;
+    }
+  }
+  console.log(`${passed} passed, ${failedN} failed`);
+  await client.closeConnection().catch(() => {});
+  process.exit(failedN ? 1 : 0);
+})();
