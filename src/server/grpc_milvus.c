@@ -1592,7 +1592,7 @@ static void *rpc_show_partitions(rpc *r)
         return NULL;
     for (size_t i = 0; i < s.m->n_parts; i++) {
         o->partition_names[i] = astr(a, s.m->parts[i]);
-        o->partitionids[i] = s.m->collection_id * 100 + (int64_t)i;
+        o->partitionids[i] = s.m->collection_id + 1 + (int64_t)i; /* ids after the collection's */
         o->created_timestamps[i] = hybrid_ts(s.m->created_ms);
         o->created_utc_timestamps[i] = (uint64_t)s.m->created_ms;
         o->inmemory_percentages[i] = s.m->loaded ? 100 : 0;

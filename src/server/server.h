@@ -19,6 +19,10 @@
  *   handlers_admin.c       /v2/vectordb/partitions/... and /v2/vectordb/databases/...
  *   handlers_entities.c    /v2/vectordb/entities/...
  *   merge.c                merging of concurrent small searches into one batch
+ *   grpc.c                 the port's front door (HTTP/2 preface -> gRPC, else libmicrohttpd) and
+ *                          the gRPC transport: nghttp2 sessions on one loop thread, a worker pool
+ *   grpc_milvus.c          the MilvusService RPCs: protobuf <-> the REST routes' JSON requests,
+ *                          run through sx__server_call (http.c), the one entry both APIs share
  * A handlers_*.c file calls only request.c, json.c, catalog.c, merge.c and metrics.c, never
  * another handlers_*.c (checked with nm in tests/lint/check_layers.sh).
  *

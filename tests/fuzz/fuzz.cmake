@@ -9,6 +9,8 @@
 #   fuzz_segment     segment, delete-bitmap and index-file readers (src/storage/segfile.h)
 #   fuzz_index_load  index deserializers / DISKANN load_files, then searches (src/index/)
 #   fuzz_s3_xml      the S3 client's XML response parsing, kind picked by byte 0 (src/storage/s3.c)
+#   fuzz_grpc        the MilvusService RPCs on a protobuf message, RPC picked by byte 0
+#                    (src/server/grpc_milvus.c: pre-scan, protobuf-c unpack, REST handlers)
 # Seed corpora: tests/fuzz/corpus/<harness>/seed-* (written by gen_corpus.c with the real writers:
 # `build-fuzz/fuzz_gen_corpus tests/fuzz/corpus`; fuzz_s3_xml's are hand-written S3 responses)
 # and regress-* (inputs that once crashed).
@@ -30,7 +32,7 @@
 option(SX_FUZZ "Build the libFuzzer harnesses (clang only; see tests/fuzz/fuzz.cmake)" OFF)
 
 set(SX_FUZZ_HARNESSES fuzz_filter fuzz_rest_json fuzz_wal fuzz_manifest fuzz_segment fuzz_index_load
-    fuzz_s3_xml)
+    fuzz_s3_xml fuzz_grpc)
 set(SX_FUZZ_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz)
 
 if(SX_FUZZ)
@@ -57,6 +59,8 @@ if(SX_FUZZ)
     target_compile_options(${h} PRIVATE ${SX_FUZZ_CFLAGS})
     target_link_options(${h} PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_libraries(${h} PRIVATE sextant_server sextant_static)
+    add_dependencies(${h} sx_proto)
+    target_include_directories(${h} SYSTEM PRIVATE ${SX_PROTO_OUT} ${PROTOBUFC_INCLUDE_DIR})
   endforeach()
   # Seed writer (not a fuzzer): `fuzz_gen_corpus tests/fuzz/corpus`.
   add_executable(fuzz_gen_corpus ${SX_FUZZ_DIR}/gen_corpus.c)
@@ -71,6 +75,8 @@ foreach(h ${SX_FUZZ_HARNESSES})
   add_executable(fuzz_replay_${h} ${SX_FUZZ_DIR}/${h}.c ${SX_FUZZ_DIR}/replay_main.c)
   target_include_directories(fuzz_replay_${h} PRIVATE ${CMAKE_SOURCE_DIR}/src ${SX_FUZZ_DIR})
   target_link_libraries(fuzz_replay_${h} PRIVATE sextant_server sextant_static)
+  add_dependencies(fuzz_replay_${h} sx_proto)
+  target_include_directories(fuzz_replay_${h} SYSTEM PRIVATE ${SX_PROTO_OUT} ${PROTOBUFC_INCLUDE_DIR})
   if(SX_FUZZ)
     target_compile_options(fuzz_replay_${h} PRIVATE -Wno-unknown-warning-option)
   endif()

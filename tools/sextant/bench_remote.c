@@ -64,6 +64,17 @@
  * joins them and reports. Worker-private state (curl handle, buffers, recall sums) is read by the
  * main thread only after pthread_join. The "first failure printed" flag is an atomic exchange.
  *
+ * gRPC (--target grpc://HOST:PORT): the same load over Milvus's gRPC API, as the Go benchmark and
+ * pymilvus send it: each worker's libcurl handle speaks HTTP/2 with prior knowledge (h2c, one
+ * connection per worker) and POSTs /milvus.proto.milvus.MilvusService/Search with content-type
+ * application/grpc and te: trailers; the body is one length-prefixed SearchRequest (protobuf-c,
+ * our proto/milvus.proto) holding collection_name, db_name, dsl (--filter), nq, a serialized
+ * PlaceholderGroup of float32 queries and the search_params anns_field, topk, metric_type and
+ * params (the JSON of --search-params' "params"); --token is sent as authorization metadata
+ * (base64 of the token, as the SDKs send "user:password"). A failure is a transport error, a
+ * grpc-status other than 0 (read from the trailers or a Trailers-Only answer), or a Status inside
+ * the SearchResults whose code is not 0. Recall reads results.ids.int_id split by results.topks.
+ *
  * Rejected: a shared mutex-protected latency vector (contention at high QPS distorts the very
  * latencies measured); curl multi with one thread (a slow response would delay the others'
  * sends, unlike N independent clients).
@@ -81,12 +92,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 
 #include "bench_print.h"
 #include "cli.h"
 #include "datasets.h"
+#include "milvus.pb-c.h"
 
 #define CMD            "bench"
 #define ERR_LEN        1024
@@ -95,6 +108,7 @@
 #define LOG_CHUNK      65536u /* latencies per chunk */
 #define LOG_MAX_CHUNKS 4096u  /* chunk table size: 268M requests per worker and level */
 #define SEARCH_PATH    "/v2/vectordb/entities/search"
+#define GRPC_PATH      "/milvus.proto.milvus.MilvusService/Search"
 #define MSG_MAX        512
 
 /* ------------------------------------------------------------------ options and state */
@@ -126,6 +140,8 @@ typedef struct worker {
     size_t body_cap;
     char *resp; /* response body of the last request */
     size_t resp_len, resp_cap;
+    int grpc_status; /* gRPC: grpc-status of the last answer (-1: none seen) */
+    char grpc_msg[256];
     lat_log log;
     size_t next_query; /* index of the next query to send */
     double recall_sum; /* over queries answered in the recorded span */
@@ -144,6 +160,9 @@ typedef struct level_result {
 typedef struct rb {
     rb_opts o;
     char url[1024];
+    bool grpc;        /* --target grpc://: gRPC over h2c instead of REST */
+    uint8_t *gr_tmpl; /* gRPC: the packed SearchRequest without its placeholder group */
+    size_t gr_tmpl_len;
     struct curl_slist *headers;
     ds_matrix queries;
     ds_matrix gt;    /* type DS_I32; n == 0 without --gt */
@@ -178,7 +197,8 @@ static void remote_usage(FILE *out)
             "Concurrent REST search load against a Milvus-compatible server (POST\n" SEARCH_PATH
             "), one line per --interval in the layout of Milvus's Go benchmark.\n"
             "\n"
-            "  --target URL           server base URL, e.g. http://127.0.0.1:19530\n"
+            "  --target URL           server base URL, e.g. http://127.0.0.1:19530, or\n"
+            "                         grpc://127.0.0.1:19530 for Milvus's gRPC Search\n"
             "  --collection NAME      collection to search\n"
             "  --query FILE           query vectors (.fvecs .bvecs .npy IDX .gz), round-robin\n"
             "  --gt FILE              ground-truth ids (.ivecs, >= --limit per query): recall\n"
@@ -474,13 +494,211 @@ static void score(rb *b, worker *w, size_t first, json_t *root)
     }
 }
 
+/* ------------------------------------------------------------------ gRPC */
+
+static size_t header_cb(char *p, size_t sz, size_t nm, void *ud)
+{
+    worker *w = ud;
+    size_t n = sz * nm;
+    if (n > 12 && strncasecmp(p, "grpc-status:", 12) == 0) {
+        w->grpc_status = atoi(p + 12);
+    } else if (n > 13 && strncasecmp(p, "grpc-message:", 13) == 0) {
+        size_t m = n - 13;
+        while (m > 0 && (p[13 + m - 1] == '\r' || p[13 + m - 1] == '\n'))
+            m--;
+        snprintf(w->grpc_msg, sizeof w->grpc_msg, "%.*s", (int)m, p + 13);
+    }
+    return n;
+}
+
+static Milvus__Proto__Milvus__KeyValuePair *
+kv(Milvus__Proto__Milvus__KeyValuePair *p, const char *k, char *v)
+{
+    milvus__proto__milvus__key_value_pair__init(p);
+    p->key = (char *)k;
+    p->value = v;
+    return p;
+}
+
+/* The SearchRequest without its placeholder group and nq, packed once (build_tail's twin). */
+static int build_grpc_template(rb *b)
+{
+    Milvus__Proto__Milvus__SearchRequest q = MILVUS__PROTO__MILVUS__SEARCH_REQUEST__INIT;
+    q.collection_name = (char *)b->o.collection;
+    q.db_name = (char *)b->o.db;
+    q.dsl = (char *)(b->o.filter ? b->o.filter : "");
+    q.dsl_type = MILVUS__PROTO__MILVUS__DSL_TYPE__BoolExprV1;
+    char topk[32], *params = NULL, metric[32] = "";
+    snprintf(topk, sizeof topk, "%" PRIu64, b->o.limit);
+    json_t *inner = NULL;
+    if (b->o.search_params != NULL) {
+        json_error_t je;
+        json_t *user = json_loads(b->o.search_params, 0, &je);
+        json_t *pm = json_object_get(user, "params");
+        inner = json_incref(json_is_object(pm) ? pm : user);
+        const char *mt = json_string_value(json_object_get(user, "metricType"));
+        if (mt)
+            snprintf(metric, sizeof metric, "%s", mt);
+        json_decref(user);
+    }
+    params = inner ? json_dumps(inner, JSON_COMPACT) : strdup("{}");
+    json_decref(inner);
+    if (b->o.metric != NULL && !metric[0]) {
+        size_t i = 0;
+        for (; b->o.metric[i] && i + 1 < sizeof metric; i++)
+            metric[i] = (char)toupper((unsigned char)b->o.metric[i]);
+        metric[i] = '\0';
+    }
+    Milvus__Proto__Milvus__KeyValuePair kvs[4], *kp[4];
+    size_t n = 0;
+    kp[n] = kv(&kvs[n], "anns_field", (char *)b->o.ann_field);
+    n++;
+    kp[n] = kv(&kvs[n], "topk", topk);
+    n++;
+    kp[n] = kv(&kvs[n], "params", params ? params : (char *)"{}");
+    n++;
+    if (metric[0]) {
+        kp[n] = kv(&kvs[n], "metric_type", metric);
+        n++;
+    }
+    q.search_params = kp;
+    q.n_search_params = n;
+    size_t len = milvus__proto__milvus__search_request__get_packed_size(&q);
+    b->gr_tmpl = malloc(len ? len : 1);
+    if (b->gr_tmpl == NULL) {
+        free(params);
+        return cli_fail(CMD, "out of memory building the request");
+    }
+    b->gr_tmpl_len = milvus__proto__milvus__search_request__pack(&q, b->gr_tmpl);
+    free(params);
+    return 0;
+}
+
+/* The framed request of queries [first, first + nq): the template + nq + placeholder group
+ * (fields of a message may come in any order; appending is a valid encoding). */
+static int build_grpc_body(rb *b, worker *w, size_t first, size_t *len)
+{
+    size_t dim = b->queries.dim, nq = (size_t)b->o.nq;
+    Milvus__Proto__Milvus__PlaceholderValue pv = MILVUS__PROTO__MILVUS__PLACEHOLDER_VALUE__INIT;
+    Milvus__Proto__Milvus__PlaceholderValue *pvp = &pv;
+    Milvus__Proto__Milvus__PlaceholderGroup pg = MILVUS__PROTO__MILVUS__PLACEHOLDER_GROUP__INIT;
+    ProtobufCBinaryData vals[64];
+    ProtobufCBinaryData *vp = nq <= 64 ? vals : malloc(nq * sizeof *vp);
+    if (vp == NULL)
+        return -1;
+    pv.tag = (char *)"$0";
+    pv.type = MILVUS__PROTO__MILVUS__PLACEHOLDER_TYPE__Placeholder_FloatVector;
+    for (size_t j = 0; j < nq; j++) {
+        size_t q = (first + j) % b->queries.n;
+        vp[j].data = (uint8_t *)(b->queries.f + q * dim);
+        vp[j].len = dim * sizeof(float);
+    }
+    pv.values = vp;
+    pv.n_values = nq;
+    pg.placeholders = &pvp;
+    pg.n_placeholders = 1;
+    Milvus__Proto__Milvus__SearchRequest tail = MILVUS__PROTO__MILVUS__SEARCH_REQUEST__INIT;
+    tail.nq = (int64_t)nq;
+    size_t pgl = milvus__proto__milvus__placeholder_group__get_packed_size(&pg);
+    uint8_t *pgb = malloc(pgl ? pgl : 1);
+    int rc = -1;
+    if (pgb != NULL) {
+        milvus__proto__milvus__placeholder_group__pack(&pg, pgb);
+        tail.search_input_case =
+            MILVUS__PROTO__MILVUS__SEARCH_REQUEST__SEARCH_INPUT_PLACEHOLDER_GROUP;
+        tail.placeholder_group.data = pgb;
+        tail.placeholder_group.len = pgl;
+        size_t tl = milvus__proto__milvus__search_request__get_packed_size(&tail);
+        size_t total = b->gr_tmpl_len + tl;
+        if (grow(&w->body, &w->body_cap, total + 5) == 0) {
+            uint8_t *p = (uint8_t *)w->body;
+            p[0] = 0;
+            p[1] = (uint8_t)(total >> 24);
+            p[2] = (uint8_t)(total >> 16);
+            p[3] = (uint8_t)(total >> 8);
+            p[4] = (uint8_t)total;
+            memcpy(p + 5, b->gr_tmpl, b->gr_tmpl_len);
+            milvus__proto__milvus__search_request__pack(&tail, p + 5 + b->gr_tmpl_len);
+            *len = total + 5;
+            rc = 0;
+        }
+        free(pgb);
+    }
+    if (vp != vals)
+        free(vp);
+    return rc;
+}
+
+static req_outcome
+grpc_answer(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_len)
+{
+    if (w->grpc_status != 0) {
+        snprintf(msg, msg_len, "grpc-status %d: %s", w->grpc_status, w->grpc_msg);
+        return REQ_HTTP;
+    }
+    const uint8_t *p = (const uint8_t *)w->resp;
+    if (w->resp_len < 5 || p[0] != 0) {
+        snprintf(msg, msg_len, "answer is not one uncompressed gRPC message (%zu bytes)",
+                 w->resp_len);
+        return REQ_CODE;
+    }
+    size_t ml = ((size_t)p[1] << 24) | ((size_t)p[2] << 16) | ((size_t)p[3] << 8) | p[4];
+    if (ml != w->resp_len - 5) {
+        snprintf(msg, msg_len, "gRPC message of %zu bytes in %zu", ml, w->resp_len - 5);
+        return REQ_CODE;
+    }
+    Milvus__Proto__Milvus__SearchResults *r =
+        milvus__proto__milvus__search_results__unpack(NULL, ml, p + 5);
+    if (r == NULL) {
+        snprintf(msg, msg_len, "answer is not a SearchResults message");
+        return REQ_CODE;
+    }
+    req_outcome out = REQ_OK;
+    if (r->status && r->status->code != 0) {
+        snprintf(msg, msg_len, "code %d: %s", (int)r->status->code,
+                 r->status->reason ? r->status->reason : "");
+        out = REQ_CODE;
+    } else if (scoring && b->gt.n > 0 && r->results) {
+        const Milvus__Proto__Milvus__SearchResultData *d = r->results;
+        const Milvus__Proto__Milvus__LongArray *ids =
+            d->ids && d->ids->id_field_case == MILVUS__PROTO__MILVUS__IDS__ID_FIELD_INT_ID
+                ? d->ids->int_id
+                : NULL;
+        size_t k = (size_t)b->o.limit, off = 0;
+        for (size_t j = 0; j < b->o.nq; j++) {
+            size_t q = (first + j) % b->queries.n;
+            size_t cnt = j < d->n_topks ? (size_t)d->topks[j] : 0;
+            size_t avail = ids ? ids->n_data : 0;
+            if (off > avail)
+                off = avail;
+            if (cnt > avail - off)
+                cnt = avail - off;
+            const int32_t *g = b->gt.i + q * b->gt.dim;
+            size_t found = 0;
+            for (size_t h = 0; h < cnt && h < k; h++)
+                for (size_t x = 0; x < k; x++)
+                    if ((int64_t)g[x] == ids->data[off + h]) {
+                        found++;
+                        break;
+                    }
+            off += cnt;
+            w->recall_sum += (double)found / (double)k;
+            w->recall_n++;
+        }
+    }
+    milvus__proto__milvus__search_results__free_unpacked(r, NULL);
+    return out;
+}
+
 /* Sends one request for queries [first, first + nq). On failure writes a message into msg.
  * With `scoring` and --gt, a successful answer adds to the worker's recall sums. */
 static req_outcome
 do_request(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_len)
 {
     size_t len;
-    if (build_body(b, w, first, &len) != 0) {
+    w->grpc_status = -1;
+    w->grpc_msg[0] = '\0';
+    if ((b->grpc ? build_grpc_body(b, w, first, &len) : build_body(b, w, first, &len)) != 0) {
         snprintf(msg, msg_len, "out of memory building the request");
         return REQ_TRANSPORT;
     }
@@ -502,6 +720,8 @@ do_request(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_l
         snprintf(msg, msg_len, "HTTP %ld: %.200s", status, w->resp ? w->resp : "");
         return REQ_HTTP;
     }
+    if (b->grpc)
+        return grpc_answer(b, w, first, scoring, msg, msg_len);
     json_error_t je;
     json_t *root = json_loadb(w->resp ? w->resp : "", w->resp_len, 0, &je);
     if (root == NULL) {
@@ -665,9 +885,10 @@ static int parse_args(rb_opts *o, int argc, char **argv)
         fprintf(stderr, "sextant %s: --target needs --collection and --query\n", CMD);
         return CLI_EXIT_USAGE;
     }
-    if (strncmp(o->target, "http://", 7) != 0 && strncmp(o->target, "https://", 8) != 0) {
-        fprintf(stderr, "sextant %s: --target '%s' is not an http:// or https:// URL\n", CMD,
-                o->target);
+    if (strncmp(o->target, "http://", 7) != 0 && strncmp(o->target, "https://", 8) != 0 &&
+        strncmp(o->target, "grpc://", 7) != 0) {
+        fprintf(stderr, "sextant %s: --target '%s' is not an http://, https:// or grpc:// URL\n",
+                CMD, o->target);
         return CLI_EXIT_USAGE;
     }
     char store[1024];
@@ -828,6 +1049,12 @@ static int init_workers(rb *b)
         curl_easy_setopt(w->curl, CURLOPT_TCP_NODELAY, 1L);
         curl_easy_setopt(w->curl, CURLOPT_TIMEOUT_MS, (long)(b->o.timeout_s * 1000));
         curl_easy_setopt(w->curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+        if (b->grpc) {
+            curl_easy_setopt(w->curl, CURLOPT_HTTP_VERSION,
+                             (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+            curl_easy_setopt(w->curl, CURLOPT_HEADERFUNCTION, header_cb);
+            curl_easy_setopt(w->curl, CURLOPT_HEADERDATA, w);
+        }
     }
     return 0;
 }
@@ -1020,6 +1247,7 @@ static void rb_fini(rb *b)
     free(b->vec_text);
     free(b->vec_off);
     free(b->body_tail);
+    free(b->gr_tmpl);
     free(b->scratch);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
@@ -1062,18 +1290,51 @@ int cli_bench_remote(int argc, char **argv)
         cli_fail(CMD, "--target is too long");
         goto out;
     }
-    snprintf(b->url, sizeof b->url, "%.*s%s", (int)tl, b->o.target, SEARCH_PATH);
-    if (load_files(b) != 0 || render_queries(b) != 0)
+    b->grpc = strncmp(b->o.target, "grpc://", 7) == 0;
+    if (b->grpc)
+        snprintf(b->url, sizeof b->url, "http://%.*s%s", (int)tl - 7, b->o.target + 7, GRPC_PATH);
+    else
+        snprintf(b->url, sizeof b->url, "%.*s%s", (int)tl, b->o.target, SEARCH_PATH);
+    if (load_files(b) != 0 || render_queries(b) != 0 || (b->grpc && build_grpc_template(b) != 0))
         goto out;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         cli_fail(CMD, "curl_global_init failed");
         goto out;
     }
     curl_up = true;
-    b->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    b->headers = curl_slist_append(b->headers, "Accept-Type-Allow-Int64: true");
-    b->headers = curl_slist_append(b->headers, "Expect:");
-    if (b->o.token != NULL) {
+    if (b->grpc) {
+        b->headers = curl_slist_append(NULL, "Content-Type: application/grpc");
+        b->headers = curl_slist_append(b->headers, "TE: trailers");
+        b->headers = curl_slist_append(b->headers, "Expect:");
+        if (b->o.token != NULL) {
+            static const char b64[] =
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            size_t n = strlen(b->o.token), o = 0;
+            char *h = malloc(n * 2 + 32);
+            if (h == NULL) {
+                cli_fail(CMD, "out of memory");
+                goto out;
+            }
+            o = (size_t)sprintf(h, "authorization: ");
+            const unsigned char *t = (const unsigned char *)b->o.token;
+            for (size_t i = 0; i < n; i += 3) {
+                uint32_t v = (uint32_t)t[i] << 16 | (i + 1 < n ? (uint32_t)t[i + 1] << 8 : 0) |
+                             (i + 2 < n ? t[i + 2] : 0);
+                h[o++] = b64[v >> 18 & 63];
+                h[o++] = b64[v >> 12 & 63];
+                h[o++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
+                h[o++] = i + 2 < n ? b64[v & 63] : '=';
+            }
+            h[o] = '\0';
+            b->headers = curl_slist_append(b->headers, h);
+            free(h);
+        }
+    } else {
+        b->headers = curl_slist_append(NULL, "Content-Type: application/json");
+        b->headers = curl_slist_append(b->headers, "Accept-Type-Allow-Int64: true");
+        b->headers = curl_slist_append(b->headers, "Expect:");
+    }
+    if (b->o.token != NULL && !b->grpc) {
         size_t hl = strlen(b->o.token) + 32;
         char *h = malloc(hl);
         if (h == NULL) {

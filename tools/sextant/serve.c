@@ -40,7 +40,8 @@ static void serve_usage(FILE *out)
         out,
         "usage: sextant serve --data DIR [options]\n"
         "\n"
-        "Serves the Milvus RESTful API v2 (/v2/vectordb/...) on a data directory.\n"
+        "Serves the Milvus RESTful API v2 (/v2/vectordb/...) and Milvus's gRPC API\n"
+        "(milvus.proto.milvus.MilvusService over HTTP/2) on one port, on a data directory.\n"
         "\n"
         "  --data DIR             database directory (created if missing)\n"
         "  --port N               TCP port (default 19530; 0 = any free port)\n"

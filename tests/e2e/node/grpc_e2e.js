@@ -266,6 +266,13 @@ const steps = [
     assert.equal(await count('price < 15'), [...alive.values()].filter((r) => r.price < 15).length);
   }],
 
+  ['64 concurrent searches on one channel: each answer exact', async () => {
+    const qs = [];
+    for (let i = 0; i < 64; i++) qs.push(vec(5000 + i));
+    const res = await Promise.all(qs.map((q) => client.search({ collection_name: COLL, data: q, limit: 3 })));
+    res.forEach((r, i) => checkHits(ok(`search ${i}`, r).results, bruteForce(qs[i], 3), `concurrent ${i}`));
+  }],
+
   ['get by ids and query with limit/offset', async () => {
     const g = ok('get', await client.get({ collection_name: COLL, ids: [7, 8], output_fields: ['color'] }));
     assert.deepEqual(g.data.map((r) => [Number(r.id), r.color]).sort((a, b) => a[0] - b[0]),
