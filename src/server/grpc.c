@@ -360,7 +360,7 @@ static uint8_t *inflate_msg(
         ocap = max + 1;
     uint8_t *o = sx__malloc(ocap);
     int rc = Z_OK;
-    z.next_in = (Bytef *)(uintptr_t)in;
+    z.next_in = (Bytef *)in; /* zlib does not write it (z_const) */
     z.avail_in = (uInt)len;
     while (o) {
         z.next_out = o + olen;
@@ -608,7 +608,7 @@ static int cb_data_chunk(
     gconn *c = ud;
     sx__grpc *g = c->g;
     gstream *st = nghttp2_session_get_stream_user_data(h2, id);
-    if (!st || st->refused || st->call)
+    if (!st || st->refused || st->call || len == 0)
         return 0;
     size_t had = st->len;
     /* The declared length is checked as soon as the prefix is in: an oversize message is
@@ -642,7 +642,7 @@ static int cb_data_chunk(
                      "request larger than the server's limit (--max-body-mb)");
         return 0;
     }
-    if (st->len + len > st->cap) {
+    if (!st->buf || st->len + len > st->cap) {
         size_t ncap = st->cap ? st->cap : 4096;
         while (ncap < st->len + len)
             ncap *= 2;
@@ -745,8 +745,13 @@ static void conn_free_if_done(gconn *c)
         nghttp2_session *h2 = c->h2;
         c->h2 = NULL;
         nghttp2_session_del(h2);
-        while (c->streams)
-            stream_free(c, c->streams);
+        gstream *next;
+        for (gstream *st = c->streams; st; st = next) { /* no call is out: none to cancel */
+            next = st->next;
+            sx__free(st->buf);
+            sx__free(st->out);
+            sx__free(st);
+        }
         sx__free(c);
     }
 }

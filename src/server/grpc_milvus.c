@@ -118,7 +118,7 @@ static char *astrf(arena *a, const char *fmt, ...)
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    (void)vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     return astr(a, buf);
 }
@@ -1488,7 +1488,7 @@ static void *rpc_flush(rpc *r)
         e1->key = e2->key = e3->key = e4->key = astr(a, q->collection_names[i]);
         e1->value = l1;
         e2->value = l2;
-        e3->value = ts >> 18;
+        e3->value = (int64_t)(ts >> 18);
         e4->value = ts;
         o->coll_segids[i] = e1;
         o->flush_coll_segids[i] = e2;

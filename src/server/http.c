@@ -1468,6 +1468,57 @@ static void server_free(sx_server *s)
     sx__free(s);
 }
 
+/* Opens the listening socket (ours: the front door in grpc.c accepts on it) and starts MHD
+ * without one. On failure s->listen_fd may be open (the caller closes it). */
+static sx_status start_listening(sx_server *s,
+                                 const struct sockaddr *sa,
+                                 const char *bind,
+                                 const sx_server_options *opts)
+{
+    sx_status st = SX_OK;
+    /* The port is ours (the front door in grpc.c accepts, gRPC stays there, HTTP/1 goes to
+     * MHD): MHD runs without a listening socket. */
+    s->listen_fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    socklen_t salen = sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+                                                : (socklen_t)sizeof(struct sockaddr_in);
+    if (s->listen_fd < 0 ||
+        setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind_to(s->listen_fd, sa, salen) != 0 || listen(s->listen_fd, 1024) != 0) {
+        st = sx__err(SX_EIO, "server: cannot listen on %s:%u (%s)", bind, (unsigned)opts->port,
+                     strerror(errno));
+        return st;
+    }
+    struct sockaddr_storage bound;
+    memset(&bound, 0, sizeof bound);
+    socklen_t bl = sizeof bound;
+    if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &bl) != 0) {
+        st = sx__err_errno(errno, "server: cannot read the bound port");
+        return st;
+    }
+    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET;
+    if (sa->sa_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (!s->opts.quiet)
+        flags |= MHD_USE_ERROR_LOG;
+    unsigned mhd_limit = s->opts.max_connections + CONN_RESERVE;
+    s->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads, MHD_OPTION_CONNECTION_LIMIT,
+        mhd_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
+    if (!s->d) {
+        st = sx__err(SX_EIO, "server: cannot start the HTTP server on %s:%u", bind,
+                     (unsigned)opts->port);
+        return st;
+    }
+    return SX_OK;
+}
+
 sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
 {
     if (!opts || !out)
@@ -1614,45 +1665,9 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
     if (st != SX_OK)
         goto fail;
 
-    /* The port is ours (the front door in grpc.c accepts, gRPC stays there, HTTP/1 goes to
-     * MHD): MHD runs without a listening socket. */
-    s->listen_fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    socklen_t salen = sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
-                                                : (socklen_t)sizeof(struct sockaddr_in);
-    if (s->listen_fd < 0 ||
-        setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind_to(s->listen_fd, sa, salen) != 0 || listen(s->listen_fd, 1024) != 0) {
-        st = sx__err(SX_EIO, "server: cannot listen on %s:%u (%s)", bind, (unsigned)opts->port,
-                     strerror(errno));
+    st = start_listening(s, sa, bind, opts);
+    if (st != SX_OK)
         goto fail_cat;
-    }
-    struct sockaddr_storage bound;
-    socklen_t bl = sizeof bound;
-    if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &bl) != 0) {
-        st = sx__err_errno(errno, "server: cannot read the bound port");
-        goto fail_cat;
-    }
-    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                : ((struct sockaddr_in *)&bound)->sin_port);
-    unsigned flags =
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET;
-    if (sa->sa_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if (!s->opts.quiet)
-        flags |= MHD_USE_ERROR_LOG;
-    unsigned mhd_limit = s->opts.max_connections + CONN_RESERVE;
-    s->d = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads, MHD_OPTION_CONNECTION_LIMIT,
-        mhd_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->opts.idle_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_END);
-    if (!s->d) {
-        st = sx__err(SX_EIO, "server: cannot start the HTTP server on %s:%u", bind,
-                     (unsigned)opts->port);
-        goto fail_cat;
-    }
     if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
         st = sx__err(SX_EIO, "server: cannot start the connection reaper thread");
         MHD_stop_daemon(s->d);
@@ -1749,15 +1764,12 @@ json_t *sx__server_call(sx_server *s,
 {
     double t0 = now_s();
     const sx__route *rt = route_find(route);
+    if (!rt)
+        return json_pack("{s:i,s:s}", "code", SX__MC_UNEXPECTED, "message", "no such route");
+    if (read_only && rt->is_write)
+        return json_pack("{s:i,s:s}", "code", SX__MC_PRIV_DENIED, "message",
+                         "permission denied: read-only user");
     json_t *ans = NULL;
-    if (!rt) {
-        ans = json_pack("{s:i,s:s}", "code", SX__MC_UNEXPECTED, "message", "no such route");
-    } else if (read_only && rt->is_write) {
-        ans = json_pack("{s:i,s:s}", "code", SX__MC_PRIV_DENIED, "message",
-                        "permission denied: read-only user");
-    }
-    if (ans)
-        return ans;
     pthread_mutex_lock(&s->mu);
     s->inflight++;
     pthread_mutex_unlock(&s->mu);
@@ -1768,7 +1780,7 @@ json_t *sx__server_call(sx_server *s,
     rq.metrics = s->metrics;
     rq.merger = s->merger;
     rq.opts = &s->opts;
-    rq.body = (json_t *)(uintptr_t)body; /* handlers only read it */
+    rq.body = (json_t *)body; /* handlers only read it */
     rq.read_only_user = read_only;
     rq.db_name = db && *db ? db : "default";
     rq.int64_as_string = false;

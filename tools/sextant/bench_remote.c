@@ -501,7 +501,7 @@ static size_t header_cb(char *p, size_t sz, size_t nm, void *ud)
     worker *w = ud;
     size_t n = sz * nm;
     if (n > 12 && strncasecmp(p, "grpc-status:", 12) == 0) {
-        w->grpc_status = atoi(p + 12);
+        w->grpc_status = (int)strtol(p + 12, NULL, 10);
     } else if (n > 13 && strncasecmp(p, "grpc-message:", 13) == 0) {
         size_t m = n - 13;
         while (m > 0 && (p[13 + m - 1] == '\r' || p[13 + m - 1] == '\n'))
@@ -1322,8 +1322,8 @@ int cli_bench_remote(int argc, char **argv)
                              (i + 2 < n ? t[i + 2] : 0);
                 h[o++] = b64[v >> 18 & 63];
                 h[o++] = b64[v >> 12 & 63];
-                h[o++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
-                h[o++] = i + 2 < n ? b64[v & 63] : '=';
+                h[o++] = (char)(i + 1 < n ? b64[v >> 6 & 63] : '=');
+                h[o++] = (char)(i + 2 < n ? b64[v & 63] : '=');
             }
             h[o] = '\0';
             b->headers = curl_slist_append(b->headers, h);
