@@ -337,6 +337,47 @@ static void test_bench_levels(void)
     free(err);
 }
 
+/* --target grpc://: the same load as gRPC Search calls on the same port (HTTP/2 through
+ * libcurl, one connection per client thread reused for every request): no failures, recall
+ * against the ground truth, many requests per connection. */
+static void test_bench_grpc(void)
+{
+    char args[3000];
+    ASSERT(strncmp(th_base, "http://", 7) == 0);
+    snprintf(args, sizeof args,
+             "--target grpc://%s --collection c --query '%s' --gt '%s' --concurrency 1,4 "
+             "--duration 2 --interval 1 --search-params '{\"ef\":64}' --json '%s'",
+             th_base + 7, q_path, gt_path, json_path);
+    int rc = run_cli(args);
+    char *out = slurp(out_path), *err = slurp(err_path);
+    fprintf(stderr, "--- bench grpc stdout ---\n%s--- stderr ---\n%s---\n", out ? out : "",
+            err ? err : "");
+    ASSERT_EQ(rc, 0);
+    ASSERT(out && strstr(out, "/milvus.proto.milvus.MilvusService/Search"));
+    json_error_t je;
+    json_t *root = json_load_file(json_path, 0, &je);
+    ASSERT(root != NULL);
+    ASSERT_EQ(json_array_size(json_object_get(root, "levels")), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *l = level(root, i);
+        ASSERT(num(l, "requests") > 20); /* a reused connection, not one call each */
+        ASSERT_EQ(num(l, "failures"), 0);
+        double recall = num(l, "recall");
+        fprintf(stderr, "grpc level %zu: recall %.4f qps %.1f\n", i, recall, num(l, "qps"));
+        ASSERT(recall >= 0.9 && recall <= 1.0);
+    }
+    json_decref(root);
+    /* a collection that does not exist: the probe's Status error, exit 1 */
+    snprintf(args, sizeof args, "--target grpc://%s --collection nope --query '%s' --duration 1",
+             th_base + 7, q_path);
+    ASSERT_EQ(run_cli(args), 1);
+    char *e2 = slurp(err_path);
+    ASSERT(e2 && strstr(e2, "code 100"));
+    free(e2);
+    free(out);
+    free(err);
+}
+
 static void test_bench_setup_errors(void)
 {
     char args[3000];
@@ -386,6 +427,7 @@ int main(void)
     RUN(test_setup_collection);
     if (h_fail == 0) {
         RUN(test_bench_levels);
+        RUN(test_bench_grpc);
         RUN(test_bench_setup_errors);
     }
     sx_status st = sx_server_stop(srv);

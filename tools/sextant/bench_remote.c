@@ -141,6 +141,7 @@ typedef struct worker {
     char *resp; /* response body of the last request */
     size_t resp_len, resp_cap;
     int grpc_status; /* gRPC: grpc-status of the last answer (-1: none seen) */
+    bool h2_up;      /* gRPC: the handle holds an HTTP/2 connection (see do_request) */
     char grpc_msg[256];
     lat_log log;
     size_t next_query; /* index of the next query to send */
@@ -705,6 +706,15 @@ do_request(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_l
     w->resp_len = 0;
     if (w->resp != NULL)
         w->resp[0] = '\0';
+    /* libcurl 7.88.1 (Debian 12) fails every reuse of a prior-knowledge HTTP/2 connection with
+     * "Error in the HTTP2 framing layer" (curl issue 10634, fixed in 7.89): the first request
+     * of a connection asks for prior knowledge, the next ones for plain HTTP/2, which reuses the
+     * connection as it is. After a failure the next request starts over with prior knowledge. */
+    if (b->grpc)
+        curl_easy_setopt(
+            w->curl, CURLOPT_HTTP_VERSION,
+            (long)(w->h2_up ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));
+    w->h2_up = false;
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDS, w->body);
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     w->errbuf[0] = '\0';
@@ -720,8 +730,10 @@ do_request(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_l
         snprintf(msg, msg_len, "HTTP %ld: %.200s", status, w->resp ? w->resp : "");
         return REQ_HTTP;
     }
-    if (b->grpc)
+    if (b->grpc) {
+        w->h2_up = true;
         return grpc_answer(b, w, first, scoring, msg, msg_len);
+    }
     json_error_t je;
     json_t *root = json_loadb(w->resp ? w->resp : "", w->resp_len, 0, &je);
     if (root == NULL) {
