@@ -2059,16 +2059,20 @@ static void *search_results(rpc *r, const char *name, const json_t *ans, int64_t
 
 static bool output_all(char *const *names, size_t n)
 {
-    return n == 0 || (n == 1 && !strcmp(names[0], "*"));
+    return n == 1 && !strcmp(names[0], "*");
 }
 
 /* The outputFields of a REST request: the requested ones, always with the primary key (the
- * SDKs read a hit's id from fields_data only). */
+ * SDKs read a hit's id from fields_data only); none requested: the primary key only, as Milvus
+ * answers ("*": every field). */
 static json_t *with_pk(rpc *r, const char *name, char *const *names, size_t n)
 {
     json_t *arr = out_fields_json(names, n);
     schema_ref s = schema_get(r, name);
-    if (!s.m || !s.found || output_all(names, n))
+    bool count = false;
+    for (size_t k = 0; k < n; k++)
+        count |= !strcmp(names[k], "count(*)");
+    if (!s.m || !s.found || output_all(names, n) || count)
         return arr;
     for (size_t i = 0; i < s.m->n_fields; i++) {
         if (!s.m->fields[i].is_primary)
@@ -2188,7 +2192,8 @@ static void *rpc_query(rpc *r)
     json_object_set_new(b, "outputFields",
                         output_all(q->output_fields, q->n_output_fields)
                             ? json_pack("[s]", "*")
-                            : out_fields_json(q->output_fields, q->n_output_fields));
+                            : with_pk(r, q->collection_name, q->output_fields,
+                                      q->n_output_fields));
     const char *lim = kv_get(q->query_params, q->n_query_params, "limit");
     const char *off = kv_get(q->query_params, q->n_query_params, "offset");
     if (lim)
