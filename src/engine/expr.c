@@ -65,6 +65,7 @@
  */
 #include "engine/expr.h"
 
+#include <jansson.h>
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
@@ -211,7 +212,8 @@ enum nkind {
     K_CMP,  /* a op b, neither constant */
     K_CMPC, /* a op c, c constant; mode says how */
     K_IN,   /* a in set (op = 1: not in) */
-    K_LIKE  /* a like pattern */
+    K_LIKE, /* a like pattern */
+    K_JSON  /* value at a JSON path in the text of VARCHAR column `field` */
 };
 
 enum { OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_TRUE, OP_FALSE };
@@ -238,18 +240,26 @@ typedef struct lit {
 typedef struct node node;
 typedef struct lseg lseg;
 
+/* One step of a JSON path: an object key, or an array index when key is NULL. */
+typedef struct jstep {
+    const char *key; /* NUL-terminated arena copy */
+    int64_t idx;
+} jstep;
+
 struct node {
     uint8_t kind, type;
-    uint8_t op;      /* OP_* (K_ARITH, K_CMP, K_CMPC); 1 = `not in` for K_IN */
-    uint8_t mode;    /* K_CMPC: CM_*; K_LIKE: LK_* */
-    bool may_unk;    /* value may hold invalid rows / predicate may be UNKNOWN */
-    bool big;        /* K_CONST: the literal 9223372036854775808 (valid only under '-') */
-    uint16_t height; /* 1 for leaves */
-    uint16_t regs;   /* evaluator registers needed */
-    size_t pos;      /* offset of the operator or token, for messages */
-    size_t start;    /* offset where the node's text starts */
-    lit c;           /* K_CONST value; K_CMPC constant; K_LIKE literal part */
-    size_t field;    /* K_FIELD */
+    uint8_t op;         /* OP_* (K_ARITH, K_CMP, K_CMPC); 1 = `not in` for K_IN */
+    uint8_t mode;       /* K_CMPC: CM_*; K_LIKE: LK_* */
+    bool may_unk;       /* value may hold invalid rows / predicate may be UNKNOWN */
+    bool big;           /* K_CONST: the literal 9223372036854775808 (valid only under '-') */
+    uint16_t height;    /* 1 for leaves */
+    uint16_t regs;      /* evaluator registers needed */
+    size_t pos;         /* offset of the operator or token, for messages */
+    size_t start;       /* offset where the node's text starts */
+    lit c;              /* K_CONST value; K_CMPC constant; K_LIKE literal part */
+    size_t field;       /* K_FIELD, K_JSON */
+    const jstep *jpath; /* K_JSON: the path, n_jpath steps */
+    size_t n_jpath;
     node *a, *b;
     node **kids; /* K_AND/K_OR children, K_ARRAY elements */
     size_t n_kids, cap_kids;
@@ -1282,8 +1292,25 @@ static sx_status need_scalar(const node *e)
     return SX_OK;
 }
 
+/* JSON paths. A K_JSON node has no type until its use gives it one (jbind): compared with a
+ * string it reads strings, with a number or in arithmetic numbers (as DOUBLE), in and/or/not or
+ * as the whole expression booleans. A row whose text is not JSON, lacks the path, or holds a
+ * value of another type there is UNKNOWN for the predicate (neither it nor its negation matches),
+ * the way Milvus treats a missing dynamic-field key. */
+static bool junbound(const node *x)
+{
+    return x->kind == K_JSON && x->type == T_NONE;
+}
+
+static void jbind(node *x, int type)
+{
+    if (junbound(x))
+        x->type = (uint8_t)(type == T_INTV ? T_DBLV : type);
+}
+
 static sx_status make_neg(parser *p, const tok *op, node *x, node **out)
 {
+    jbind(x, T_DBLV);
     if (x->type == T_ARRV)
         TRY(need_scalar(x));
     if (!is_num(x->type))
@@ -1301,6 +1328,7 @@ static sx_status make_neg(parser *p, const tok *op, node *x, node **out)
 
 static sx_status make_not(parser *p, size_t pos, node *x, node **out)
 {
+    jbind(x, T_BOOLV);
     TRY(need_scalar(x));
     if (x->type != T_BOOLV)
         return terr(pos, "'not' requires a boolean operand, got %s", tname(x->type));
@@ -1317,6 +1345,8 @@ static sx_status make_not(parser *p, size_t pos, node *x, node **out)
 
 static sx_status make_arith(parser *p, const tok *op, int aop, node *l, node *r, node **out)
 {
+    jbind(l, T_DBLV);
+    jbind(r, T_DBLV);
     TRY(need_scalar(l));
     TRY(need_scalar(r));
     if (!is_num(l->type) || !is_num(r->type)) {
@@ -1471,6 +1501,10 @@ static sx_status make_cmp(parser *p, const tok *optok, node *l, node *r, node **
              : optok->kind == T_GT ? OP_GT
                                    : OP_GE;
     size_t pos = optok->start;
+    if (junbound(l) && junbound(r))
+        return terr(pos, "cannot compare two JSON paths with each other");
+    jbind(l, r->type);
+    jbind(r, l->type);
     TRY(need_scalar(l));
     TRY(need_scalar(r));
     bool ok = (is_num(l->type) && is_num(r->type)) || l->type == r->type;
@@ -1527,6 +1561,8 @@ static sx_status add_kid(parser *p, node *e, node *k)
 static sx_status make_logic(parser *p, int kind, const tok *optok, node *l, node *r, node **out)
 {
     const char *name = kind == K_AND ? "and" : "or";
+    jbind(l, T_BOOLV);
+    jbind(r, T_BOOLV);
     TRY(need_scalar(l));
     TRY(need_scalar(r));
     if (l->type != T_BOOLV)
@@ -1657,6 +1693,8 @@ static sx_status build_set(parser *p, node *e, const node *arr)
 
 static sx_status make_in(parser *p, const tok *optok, bool neg, node *x, node *arr, node **out)
 {
+    if (arr->kind == K_ARRAY)
+        jbind(x, arr->n_kids ? arr->kids[0]->type : T_DBLV);
     TRY(need_scalar(x));
     if (arr->kind != K_ARRAY)
         return terr(arr->start, "'%s' requires a literal array on the right, got %s",
@@ -1802,6 +1840,7 @@ static sx_status compile_like(parser *p, node *e, const lit *pat)
 
 static sx_status make_like(parser *p, const tok *optok, node *x, node *pat, node **out)
 {
+    jbind(x, T_STRV);
     TRY(need_scalar(x));
     TRY(need_scalar(pat));
     if (x->type != T_STRV)
@@ -1851,6 +1890,52 @@ static void field_list(const sx__expr_schema *s, char *buf, size_t cap)
         (void)snprintf(buf, cap, "none");
 }
 
+#define MAX_JPATH 16
+
+/* `field["key"][0]...` (p->cur is the first '['): a K_JSON node over VARCHAR column idx. */
+static sx_status parse_jpath(parser *p, size_t idx, size_t start, node **out)
+{
+    jstep steps[MAX_JPATH];
+    size_t n = 0;
+    while (p->cur.kind == T_LB) {
+        if (n == MAX_JPATH)
+            return perr(p->cur.start, "JSON path longer than %d steps", MAX_JPATH);
+        TRY(advance(p));
+        tok k = p->cur;
+        if (k.kind == T_STR) {
+            char *buf = aalloc(p->arena, k.dlen + 1);
+            if (!buf)
+                return oom();
+            size_t len;
+            TRY(decode_string(p, &k, buf, &len));
+            buf[len] = '\0';
+            steps[n].key = buf;
+            steps[n].idx = 0;
+        } else if (k.kind == T_INT && k.u <= (uint64_t)INT64_MAX) {
+            steps[n].key = NULL;
+            steps[n].idx = (int64_t)k.u;
+        } else {
+            return perr(k.start, "a JSON path step must be a \"key\" or an array index");
+        }
+        n++;
+        TRY(advance(p));
+        if (p->cur.kind != T_RB)
+            return perr(p->cur.start, "expected ']' after a JSON path step");
+        TRY(advance(p));
+    }
+    jstep *path = aalloc(p->arena, n * sizeof *path);
+    if (!path)
+        return oom();
+    memcpy(path, steps, n * sizeof *path);
+    p->used[idx] = true;
+    TRY(new_node(p, K_JSON, T_NONE, start, start, out));
+    (*out)->field = idx;
+    (*out)->jpath = path;
+    (*out)->n_jpath = n;
+    (*out)->may_unk = true;
+    return SX_OK;
+}
+
 static sx_status parse_field(parser *p, node **out)
 {
     tok t = p->cur;
@@ -1861,8 +1946,6 @@ static sx_status parse_field(parser *p, node **out)
     if (nx.kind == T_LP)
         return perr(t.start, "function calls are not supported: %.*s(...)",
                     (int)(nl > 64 ? 64 : nl), name);
-    if (nx.kind == T_LB)
-        return perr(nx.start, "JSON / array element access is not supported");
     if ((nl == 6 && (memcmp(name, "exists", 6) == 0 || memcmp(name, "EXISTS", 6) == 0)) &&
         nx.kind != T_END)
         return perr(t.start, "'exists' is not supported");
@@ -1879,6 +1962,13 @@ static sx_status parse_field(parser *p, node **out)
         field_list(p->schema, list, sizeof list);
         return terr(t.start, "no field named \"%.*s\" (the fields a filter can use: %s)",
                     (int)(nl > 64 ? 64 : nl), name, list);
+    }
+    if (nx.kind == T_LB) {
+        if (p->schema->types[idx] != SX_FIELD_VARCHAR)
+            return terr(nx.start, "field \"%.*s\" is not JSON: [...] needs a JSON field",
+                        (int)(nl > 64 ? 64 : nl), name);
+        TRY(advance(p));
+        return parse_jpath(p, idx, t.start, out);
     }
     int type;
     switch (p->schema->types[idx]) {
@@ -2211,6 +2301,7 @@ static sx_status parse_all(parser *p, node **out)
     TRY(parse_expr(p, PREC_OR, &root));
     if (p->cur.kind != T_END)
         return unexpected(p, &p->cur);
+    jbind(root, T_BOOLV);
     TRY(need_scalar(root));
     if (root->type != T_BOOLV)
         return terr(root->start, "the expression must be boolean, got %s", tname(root->type));
@@ -2322,6 +2413,8 @@ typedef struct ectx {
     const sx__colref *cols;
     reg *regs;
     uint64_t *like_sc; /* sx__expr.like_words words for like_general */
+    ablock **jarena;   /* K_JSON strings of the current chunk (freed after each chunk) */
+    bool *jfail;       /* set when the JSON scratch could not be allocated */
 } ectx;
 
 typedef struct vres {
@@ -2583,6 +2676,81 @@ static void eval_arith_dbl(const node *e, vres *a, vres *b, reg *g, size_t m, vr
     v->d = o;
 }
 
+/* The value at e's path in one row's JSON text, parsed with jansson (borrowed from *root, which
+ * the caller json_decref's); NULL when the text is not JSON or lacks the path. */
+static json_t *jwalk(const node *e, const char *text, json_t **root)
+{
+    *root = NULL;
+    if (!text || !*text)
+        return NULL;
+    json_error_t err;
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &err);
+    *root = j;
+    for (size_t k = 0; j && k < e->n_jpath; k++) {
+        const jstep *st = &e->jpath[k];
+        if (st->key)
+            j = json_is_object(j) ? json_object_get(j, st->key) : NULL;
+        else
+            j = json_is_array(j) && st->idx < (int64_t)json_array_size(j)
+                    ? json_array_get(j, (size_t)st->idx)
+                    : NULL;
+    }
+    return j;
+}
+
+/* K_JSON as a value: DOUBLE or VARCHAR per e->type, rows without such a value invalid. */
+static void eval_json(const ectx *x, const node *e, reg *g, size_t row0, size_t m, vres *v)
+{
+    const char *const *src = x->cols[e->field].str + row0;
+    size_t nw = nwords(m);
+    memset(g->u, 0, nw * sizeof *g->u);
+    const char **sv = NULL;
+    if (e->type == T_STRV) {
+        sv = aalloc(x->jarena, m * sizeof *sv);
+        if (!sv) {
+            static const char *const none[CHUNK]; /* every row invalid: "" */
+            *x->jfail = true;
+            fill_words(g->u, m, true);
+            v->s = none;
+            v->inv = g->u;
+            return;
+        }
+    }
+    for (size_t k = 0; k < m; k++) {
+        json_t *root;
+        json_t *j = jwalk(e, src[k], &root);
+        bool ok = false;
+        if (e->type == T_STRV) {
+            sv[k] = "";
+            if (json_is_string(j)) {
+                size_t len = json_string_length(j);
+                char *c = aalloc(x->jarena, len + 1);
+                if (c) {
+                    memcpy(c, json_string_value(j), len + 1);
+                    sv[k] = c;
+                    ok = true;
+                } else {
+                    *x->jfail = true;
+                }
+            }
+        } else {
+            g->dv[k] = 0;
+            if (json_is_number(j)) {
+                g->dv[k] = json_number_value(j);
+                ok = true;
+            }
+        }
+        if (!ok)
+            g->u[k / 64] |= (uint64_t)1 << (k % 64);
+        json_decref(root);
+    }
+    if (e->type == T_STRV)
+        v->s = sv;
+    else
+        v->d = g->dv;
+    v->inv = g->u;
+}
+
 static void eval_val(const ectx *x, const node *e, size_t r, size_t row0, size_t m, vres *v)
 {
     memset(v, 0, sizeof *v);
@@ -2603,6 +2771,9 @@ static void eval_val(const ectx *x, const node *e, size_t r, size_t row0, size_t
             v->s = c->str + row0;
         return;
     }
+    case K_JSON:
+        eval_json(x, e, g, row0, m, v);
+        return;
     case K_NEG: {
         vres a;
         eval_val(x, e->a, r, row0, m, &a);
@@ -2849,6 +3020,22 @@ static bool eval_bool(const ectx *x, const node *e, size_t r, size_t row0, size_
         return eval_cmp(x, e, r, row0, m);
     case K_IN:
         return eval_in(x, e, r, row0, m);
+    case K_JSON: { /* a boolean at a JSON path: TRUE / FALSE, UNKNOWN when not a boolean */
+        const char *const *src = x->cols[e->field].str + row0;
+        size_t nw = nwords(m);
+        memset(g->t, 0, nw * sizeof *g->t);
+        memset(g->u, 0, nw * sizeof *g->u);
+        for (size_t k = 0; k < m; k++) {
+            json_t *root;
+            json_t *j = jwalk(e, src[k], &root);
+            if (json_is_true(j))
+                g->t[k / 64] |= (uint64_t)1 << (k % 64);
+            else if (!json_is_false(j))
+                g->u[k / 64] |= (uint64_t)1 << (k % 64);
+            json_decref(root);
+        }
+        return true;
+    }
     default: { /* K_LIKE */
         vres v;
         eval_val(x, e->a, r, row0, m, &v);
@@ -2883,7 +3070,7 @@ static bool eval_bool(const ectx *x, const node *e, size_t r, size_t row0, size_
             break;
         }
         }
-        return false;
+        return apply_inv(g, v.inv, m);
     }
     }
 }
@@ -2924,10 +3111,14 @@ sx_status sx__expr_eval(const sx__expr *e, const sx__colref *cols, size_t n, uin
         regs[k].t = (void *)(base + CHUNK * sizeof(int64_t));
         regs[k].u = regs[k].t + CW;
     }
+    ablock *jarena = NULL;
+    bool jfail = false;
     ectx x = { .cols = cols,
                .regs = regs,
                .like_sc =
-                   e->like_words ? (void *)(scratch + n_regs * (reg_bytes + sizeof(reg))) : NULL };
+                   e->like_words ? (void *)(scratch + n_regs * (reg_bytes + sizeof(reg))) : NULL,
+               .jarena = &jarena,
+               .jfail = &jfail };
     for (size_t row0 = 0; row0 < n; row0 += CHUNK) {
         size_t m = n - row0 < CHUNK ? n - row0 : CHUNK;
         /* the calling thread's deadline (util/deadline.h), once per chunk */
@@ -2937,6 +3128,12 @@ sx_status sx__expr_eval(const sx__expr *e, const sx__colref *cols, size_t n, uin
             return st;
         }
         (void)eval_bool(&x, root, 0, row0, m);
+        afree(jarena);
+        jarena = NULL;
+        if (jfail) {
+            sx__free(scratch);
+            return sx__err(SX_ENOMEM, "out of memory evaluating a filter on a JSON path");
+        }
         /* UNKNOWN rows are already clear in t (invariant 4) */
         memcpy(out + row0 / 64, regs[0].t, nwords(m) * sizeof(uint64_t));
     }

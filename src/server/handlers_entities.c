@@ -326,17 +326,20 @@ static void field_list(const sx__coll_meta *m, char *buf, size_t cap)
     }
 }
 
-/* Refuses identifiers the engine cannot filter on correctly: JSON-typed fields, and every name
- * that is not a declared field (hidden columns included). The message names the field and lists
- * the collection's fields (the engine's own message would list the hidden columns too); on a
- * collection with the dynamic field it also says that such a name would be a dynamic-field key,
- * which filters do not support yet. Milvus answers 1100 "cannot parse expression: ... field X
- * not exist". */
-static bool check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const char *f)
+/* Checks the identifiers of a filter against the schema and rewrites the dynamic field for the
+ * engine: `$meta` becomes the hidden column SX__META_FIELD, and a name that is not a field of a
+ * collection with the dynamic field enabled becomes the key of its JSON object
+ * (`subject == "x"` -> `sx_meta_["subject"] == "x"`), as Milvus reads them. JSON fields keep their
+ * own name (`meta["lang"]`). A name that is neither (or a hidden column's name) is refused with
+ * Milvus's message listing the fields. Returns the rewritten filter (owned, sx__free) or NULL with
+ * rs set. */
+static char *check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const char *f)
 {
+    sbuf out = { 0 };
     const char *p = f;
     while (*p) {
         char ch = *p;
+        const char *s0 = p;
         if (ch == '"' || ch == '\'') {
             p++;
             while (*p && *p != ch) {
@@ -346,63 +349,69 @@ static bool check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const char
             }
             if (*p)
                 p++;
+            sb_addn(&out, s0, (size_t)(p - s0));
             continue;
         }
         if (ch >= '0' && ch <= '9') {
             while (is_ident_char(*p) || *p == '.')
                 p++;
+            sb_addn(&out, s0, (size_t)(p - s0));
+            continue;
+        }
+        if (ch == '$' && strncmp(p, "$meta", 5) == 0 && !is_ident_char(p[5])) {
+            if (!m->enable_dynamic) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: cannot parse expression: collection %s has no "
+                         "dynamic field ($meta)",
+                         m->name);
+                sb_free(&out);
+                return NULL;
+            }
+            sb_add(&out, SX__META_FIELD);
+            p += 5;
             continue;
         }
         if (!is_ident_start(ch)) {
+            sb_addn(&out, p, 1);
             p++;
             continue;
         }
-        const char *s = p;
         while (is_ident_char(*p))
             p++;
-        size_t n = (size_t)(p - s);
-        if (*p == '"' || *p == '\'')
-            continue; /* string prefix: r"..", u8"..", L".." */
-        if (is_keyword(s, n))
-            continue;
+        size_t n = (size_t)(p - s0);
         const char *q = p;
         while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
             q++;
-        if (*q == '(')
-            continue; /* function call: the engine says it is unsupported */
+        /* string prefix (r"..", u8"..", L".."), keyword, function call (the engine says it is
+         * unsupported), declared field: as written */
         char name[SX_MAX_NAME + 1];
-        if (n > SX_MAX_NAME)
-            n = SX_MAX_NAME;
-        memcpy(name, s, n);
-        name[n] = '\0';
-        int fi = field_index(m, name);
-        if (fi >= 0) {
-            if (is_json_type(&m->fields[fi])) {
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: filtering on the JSON field \"%s\" is not supported",
-                         name);
-                return false;
-            }
+        size_t cn = n > SX_MAX_NAME ? SX_MAX_NAME : n;
+        memcpy(name, s0, cn);
+        name[cn] = '\0';
+        if (*p == '"' || *p == '\'' || is_keyword(s0, n) || *q == '(' ||
+            (n <= SX_MAX_NAME && field_index(m, name) >= 0)) {
+            sb_addn(&out, s0, n);
+            continue;
+        }
+        if (m->enable_dynamic && !is_hidden_name(name) && n <= SX_MAX_NAME) {
+            sb_add(&out, SX__META_FIELD "[\"");
+            sb_addn(&out, s0, n); /* an identifier: nothing to escape */
+            sb_add(&out, "\"]");
             continue;
         }
         char list[512];
         field_list(m, list, sizeof list);
-        if (m->enable_dynamic && !is_hidden_name(name)) {
-            sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "invalid parameter: cannot parse expression: field %s not exist: collection "
-                     "%s has no field named \"%s\" (its fields: %s); with the dynamic field "
-                     "enabled, %s would be the dynamic-field key $meta[\"%s\"], and filters on "
-                     "dynamic-field keys are not supported yet",
-                     name, m->name, name, list, name, name);
-            return false;
-        }
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: cannot parse expression: field %s not exist: collection %s "
                  "has no field named \"%s\" (its fields: %s)",
                  name, m->name, name, list);
-        return false;
+        sb_free(&out);
+        return NULL;
     }
-    return true;
+    char *r = sb_take(&out);
+    if (!r)
+        fail_nomem(rs);
+    return r;
 }
 
 /* Appends `sx_part_ in ["a","b"]` for the names in parts (array of strings or one string).
@@ -465,10 +474,11 @@ make_filter(const json_t *src, sx__resp *rs, const coll *c, const json_t *parts,
         sub = substitute(rs, uf, ep);
         if (!sub)
             return false;
-        if (!check_filter_fields(rs, c->meta, sub)) {
-            sx__free(sub);
+        char *rw = check_filter_fields(rs, c->meta, sub);
+        sx__free(sub);
+        if (!rw)
             return false;
-        }
+        sub = rw;
     }
     bool have_parts = parts && (!json_is_array(parts) || json_array_size(parts) > 0);
     if (have_parts && !c->meta->has_partitions) {

@@ -851,7 +851,12 @@ static void test_errors(void)
         { "{min} < a", SX_EPARSE, 0 },
         { "a > {min}", SX_EPARSE, 4 },
         { "$meta[\"x\"] == 1", SX_EPARSE, 0 },
-        { "meta[\"x\"] == 1", SX_EPARSE, 4 },
+        { "meta[\"x\"] == 1", SX_EINVAL, 0 }, /* no field "meta" */
+        { "id[\"x\"] == 1", SX_EINVAL, 2 },   /* [...] on a non-VARCHAR field */
+        { "name[\"a\"] == name[\"b\"]", SX_EINVAL, 10 },
+        { "name[\"a\" == 1", SX_EPARSE, -1 },
+        { "name[] == 1", SX_EPARSE, 5 },
+        { "name[1.5] == 1", SX_EPARSE, 5 },
         { "array_contains(a, 1)", SX_EPARSE, 0 },
         { "a > 1 and exists name", SX_EPARSE, 10 },
         { "a > 0x", SX_EPARSE, 4 },
@@ -2023,6 +2028,82 @@ static void test_misuse(void)
 
 /* An unknown field is named, with the fields a filter can use (no vector field), and the
  * position; a schema with many long names is listed cut, never overflowing the message. */
+/* JSON paths on a VARCHAR column holding JSON text: typed by their use, rows without a value of
+ * that type at the path are UNKNOWN (neither the predicate nor its negation matches). */
+static void test_json_paths(void)
+{
+    static const char *const docs[] = {
+        "{\"lang\":\"ja\",\"n\":3,\"tags\":[\"a\",\"b\"],\"ok\":true,\"sub\":{\"x\":1.5}}",
+        "{\"lang\":\"en\",\"n\":10,\"ok\":false}",
+        "{\"lang\":5}",
+        "not json",
+        "",
+        "{\"n\":\"3\",\"sub\":{\"x\":2}}",
+        "[1,2,3]",
+        "{\"lang\":\"ja\",\"n\":-1}",
+    };
+
+    enum { ND = sizeof docs / sizeof docs[0] };
+
+    static const char *const names[2] = { "id", "doc" };
+    static const sx_field_type types[2] = { SX_FIELD_INT64, SX_FIELD_VARCHAR };
+    const sx__expr_schema js = { 2, names, types };
+    int64_t ids[ND];
+    for (int i = 0; i < ND; i++)
+        ids[i] = i;
+    sx__colref jc[2];
+    memset(jc, 0, sizeof jc);
+    jc[0].type = SX_FIELD_INT64;
+    jc[0].i64 = ids;
+    jc[1].type = SX_FIELD_VARCHAR;
+    jc[1].str = docs;
+
+    static const struct {
+        const char *src;
+        unsigned want; /* bit i: row i matches */
+    } cs[] = {
+        { "doc[\"lang\"] == \"ja\"", 0x81 },
+        { "not (doc[\"lang\"] == \"ja\")", 0x02 },
+        { "doc[\"lang\"] != 'ja'", 0x02 },
+        { "doc[\"n\"] > 2", 0x03 },
+        { "doc[\"n\"] + 1 == 4", 0x01 },
+        { "doc[\"sub\"][\"x\"] >= 1.5", 0x21 },
+        { "doc[\"tags\"][1] == \"b\"", 0x01 },
+        { "doc[\"tags\"][2] == \"b\"", 0x00 },
+        { "doc[\"ok\"]", 0x01 },
+        { "not doc[\"ok\"]", 0x02 },
+        { "doc[\"ok\"] == false", 0x02 },
+        { "doc[\"lang\"] in [\"ja\", \"en\"]", 0x83 },
+        { "doc[\"lang\"] not in [\"ja\"]", 0x02 },
+        { "doc[\"n\"] in [3, 10]", 0x03 },
+        { "doc[\"lang\"] like \"j%\"", 0x81 },
+        { "doc[\"n\"] > 2 and id < 1", 0x01 },
+        { "doc[\"n\"] > 2 or doc[\"lang\"] == \"ja\"", 0x83 },
+        { "doc[0] == 1", 0x40 },
+        { "-doc[\"n\"] == 1", 0x80 },
+        { "id == doc[\"n\"]", 0x00 },
+        { "doc[\"n\"] < id + 4", 0x81 },
+    };
+
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        sx__expr *e = NULL;
+        sx_status st = sx__expr_parse(cs[k].src, &js, &e);
+        if (st != SX_OK) {
+            FAILF("<%s>: %s", cs[k].src, sx_errmsg());
+            continue;
+        }
+        uint64_t out[1] = { ~(uint64_t)0 };
+        st = sx__expr_eval(e, jc, ND, out);
+        sx__expr_free(e);
+        if (st != SX_OK) {
+            FAILF("<%s>: eval %s", cs[k].src, sx_errmsg());
+            continue;
+        }
+        if ((unsigned)out[0] != cs[k].want)
+            FAILF("<%s>: rows 0x%02x, want 0x%02x", cs[k].src, (unsigned)out[0], cs[k].want);
+    }
+}
+
 static void test_unknown_field_message(void)
 {
     sx__expr *e = NULL;
@@ -2070,6 +2151,7 @@ int main(void)
     RUN(test_oom);
     RUN(test_concurrent_eval);
     RUN(test_misuse);
+    RUN(test_json_paths);
     RUN(test_unknown_field_message);
     return TEST_DONE();
 }

@@ -309,8 +309,47 @@ static void test_insert_get_query(void)
     EXPECT_CODE(
         call("/v2/vectordb/entities/query", "{`collectionName`:`c1`,`outputFields`:[`nope`]}"),
         SX__MC_INVALID_PARAM);
-    EXPECT_CODE(call("/v2/vectordb/entities/query", "{`collectionName`:`c1`,`filter`:`j == 'x'`}"),
-                SX__MC_INVALID_PARAM);
+
+    /* JSON paths: row 1 has j.s == "x" and j.a[1] == 2, row 2 has j[1] == "two", row 3 is a
+     * string (no path matches it) */
+    static const struct {
+        const char *filter;
+        const char *ids;
+    } jq[] = {
+        { "j['s'] == 'x'", "1" },
+        { "j['a'][1] == 2", "1" },
+        { "j[1] == 'two'", "2" },
+        { "j['a'][0] + 1 == 2 or j[0] == 1", "1,2" },
+        { "not (j['s'] == 'x')", "" },
+        { "j['s'] in ['x', 'y'] and b == true", "1" },
+        { "j['s'] like 'x%' or id == 3", "1,3" },
+    };
+
+    for (size_t k = 0; k < sizeof jq / sizeof jq[0]; k++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{`collectionName`:`c1`,`filter`:`%s`,`outputFields`:[`id`],`limit`:10}",
+                 jq[k].filter);
+        r = ok(call("/v2/vectordb/entities/query", body));
+        ASSERT(r);
+        char got[64] = "";
+        int64_t idv[8];
+        size_t nid = 0;
+        for (size_t i = 0; i < json_array_size(data_of(r)) && nid < 8; i++)
+            idv[nid++] = jint(json_array_get(data_of(r), i), "id");
+        for (size_t i = 1; i < nid; i++) /* sort */
+            for (size_t j = i; j > 0 && idv[j - 1] > idv[j]; j--) {
+                int64_t t = idv[j];
+                idv[j] = idv[j - 1];
+                idv[j - 1] = t;
+            }
+        for (size_t i = 0; i < nid; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
+                     (long long)idv[i]);
+        if (strcmp(got, jq[k].ids) != 0)
+            FAILF("filter <%s>: ids [%s], want [%s]", jq[k].filter, got, jq[k].ids);
+        json_decref(r);
+    }
     EXPECT_CODE(call("/v2/vectordb/entities/query", "{`collectionName`:`nosuch`}"),
                 SX__MC_COLL_NOT_FOUND);
     EXPECT_CODE(call("/v2/vectordb/entities/query", "{`filter`:`id > 0`}"),
@@ -413,9 +452,24 @@ static void test_dynamic(void)
     EXPECT_CODE(call("/v2/vectordb/entities/insert",
                      "{`collectionName`:`dyn`,`data`:[{`id`:3,`vector`:[1,0],`$meta`:{`a`:1}}]}"),
                 SX__MC_BAD_INSERT);
-    EXPECT_CODE(
-        call("/v2/vectordb/entities/query", "{`collectionName`:`dyn`,`filter`:`tag == 'x'`}"),
-        SX__MC_INVALID_PARAM);
+    /* filters on dynamic keys: a bare name or $meta["name"]; a row without the key matches
+     * neither the predicate nor its negation */
+    r = ok(call("/v2/vectordb/entities/query",
+                "{`collectionName`:`dyn`,`filter`:`tag == 'x'`,`outputFields`:[`tag`]}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(data_of(r)), 1);
+    ASSERT_EQ(jint(json_array_get(data_of(r), 0), "id"), 1);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/entities/query",
+                "{`collectionName`:`dyn`,`filter`:`$meta['n'] > 4 and not (tag != 'x')`}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(data_of(r)), 1);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/entities/query",
+                "{`collectionName`:`dyn`,`filter`:`not (tag == 'x')`}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(data_of(r)), 0); /* row 2 has no tag: UNKNOWN, not TRUE */
+    json_decref(r);
     /* search with a dynamic output key */
     r = ok(call("/v2/vectordb/entities/search",
                 "{`collectionName`:`dyn`,`data`:[[1,0]],`limit`:1,`outputFields`:[`n`]}"));
@@ -428,8 +482,9 @@ static void test_dynamic(void)
 }
 
 /* A filter on a field the collection lacks: 1100, naming the field and listing the declared
- * fields (never the hidden columns); with the dynamic field enabled, also that dynamic-field keys
- * cannot be filtered yet. Search, query and delete share the check. */
+ * fields (never the hidden columns); with the dynamic field enabled such a name is a
+ * dynamic-field key instead (rows without it match nothing). Search, query and delete share the
+ * check. */
 static void test_missing_field_filter(void)
 {
     json_t *r = call("/v2/vectordb/entities/search",
@@ -452,18 +507,20 @@ static void test_missing_field_filter(void)
            NULL);
     ASSERT(strstr(msg_of(r), "dynamic") == NULL);
     json_decref(r);
-    /* dynamic field enabled: the same, plus what such a name would be */
-    r = call("/v2/vectordb/entities/search",
-             "{`collectionName`:`dyn`,`data`:[[1,0]],`filter`:`color == 'red'`}");
-    ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
-    ASSERT(strstr(msg_of(r), "collection dyn has no field named \"color\" (its fields: id, "
-                             "vector)") != NULL);
-    ASSERT(strstr(msg_of(r), "$meta[\"color\"]") != NULL);
-    ASSERT(strstr(msg_of(r), "filters on dynamic-field keys are not supported yet") != NULL);
+    /* dynamic field enabled: a dynamic-field key no row has; search and delete match nothing */
+    r = ok(call("/v2/vectordb/entities/search",
+                "{`collectionName`:`dyn`,`data`:[[1,0]],`filter`:`color == 'red'`}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(data_of(r)), 0);
     json_decref(r);
-    r = call("/v2/vectordb/entities/delete", "{`collectionName`:`dyn`,`filter`:`color == 'red'`}");
+    r = ok(
+        call("/v2/vectordb/entities/delete", "{`collectionName`:`dyn`,`filter`:`color == 'red'`}"));
+    ASSERT(r);
+    json_decref(r);
+    /* $meta on a collection without the dynamic field */
+    r = call("/v2/vectordb/entities/query", "{`collectionName`:`gt`,`filter`:`$meta['a'] == 1`}");
     ASSERT_EQ(code_of(r), SX__MC_INVALID_PARAM);
-    ASSERT(strstr(msg_of(r), "no field named \"color\"") != NULL);
+    ASSERT(strstr(msg_of(r), "no dynamic field") != NULL);
     json_decref(r);
 }
 

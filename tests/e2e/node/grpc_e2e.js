@@ -345,6 +345,15 @@ const steps = [
     assert.equal(String(res.results[0].id), '3');
     assert.ok(Math.abs(res.results[0].score - 1) < 1e-5, `cosine self score ${res.results[0].score}`);
     assert.equal(res.results[0].subject, 'history');
+    // the Milvus quickstart's filter on a dynamic key, and $meta["key"], against the model
+    const hist = data.filter((r) => r.subject === 'history').map((r) => r.id);
+    const f = ok('search filter', await client.search({
+      collection_name: QUICK, data: vec(3), limit: 20, filter: "subject == 'history'", output_fields: ['subject'],
+    }));
+    assert.deepEqual(f.results.map((h) => Number(h.id)).sort((a, b) => a - b), hist);
+    for (const h of f.results) assert.equal(h.subject, 'history');
+    const q2 = ok('query $meta', await client.query({ collection_name: QUICK, filter: '$meta["subject"] like "ma%" and id < 6', output_fields: ['id'] }));
+    assert.deepEqual(q2.data.map((r) => Number(r.id)).sort((a, b) => a - b), [0, 2, 4]);
     const li = ok('list', await client.showCollections());
     const names = li.data.map((c) => c.name);
     assert.ok(names.includes(QUICK) && names.includes(COLL), JSON.stringify(names));
