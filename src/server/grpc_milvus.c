@@ -2192,8 +2192,7 @@ static void *rpc_query(rpc *r)
     json_object_set_new(b, "outputFields",
                         output_all(q->output_fields, q->n_output_fields)
                             ? json_pack("[s]", "*")
-                            : with_pk(r, q->collection_name, q->output_fields,
-                                      q->n_output_fields));
+                            : with_pk(r, q->collection_name, q->output_fields, q->n_output_fields));
     const char *lim = kv_get(q->query_params, q->n_query_params, "limit");
     const char *off = kv_get(q->query_params, q->n_query_params, "offset");
     if (lim)
