@@ -81,7 +81,7 @@ demo: all
 FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 60
 FUZZ_HARNESSES ?= fuzz_filter fuzz_rest_json fuzz_wal fuzz_manifest fuzz_segment fuzz_index_load \
-                  fuzz_s3_xml
+                  fuzz_s3_xml fuzz_grpc
 
 fuzz: deps
 	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) \

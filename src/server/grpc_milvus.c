@@ -155,6 +155,8 @@ static bool wire_depth(const ProtobufCMessageDescriptor *d, const uint8_t *p, si
 {
     if (left <= 0)
         return false;
+    if (len == 0)
+        return true; /* an empty message (p may be NULL: no bytes field sent) */
     const uint8_t *end = p + len;
     while (p < end) {
         uint64_t key, v;
@@ -276,6 +278,11 @@ static json_t *ans_data(const json_t *ans)
 
 static json_t *call_route(rpc *r, const char *route, const json_t *body)
 {
+    /* a request body could not be built: jansson refuses strings that are not UTF-8 (protobuf-c
+     * does not check them), or memory ran out */
+    if (!body)
+        return json_pack("{s:i,s:s}", "code", SX__MC_INVALID_PARAM, "message",
+                         "invalid parameter: a string in the request is not valid UTF-8");
     return sx__server_call(r->srv, route, body, r->db, r->call->read_only, r->call->timeout_s,
                            r->call->method);
 }
@@ -782,7 +789,12 @@ static json_t *cell(const PM(FieldData) * fd, size_t i, char *why, size_t cap)
         GET(double_data, json_real(s->double_data->data[i]));
         break;
     case PI(SCALAR_FIELD__DATA_STRING_DATA):
-        GET(string_data, json_string(s->string_data->data[i]));
+        if (s->string_data && i < s->string_data->n_data) {
+            json_t *j = json_string(s->string_data->data[i]);
+            if (!j)
+                snprintf(why, cap, "field %s: row %zu is not valid UTF-8", fd->field_name, i);
+            return j;
+        }
         break;
     case PI(SCALAR_FIELD__DATA_JSON_DATA):
         if (s->json_data && i < s->json_data->n_data) {
@@ -1002,9 +1014,9 @@ static void *rpc_alter_database(rpc *r)
         json_t *keys = json_array();
         for (size_t i = 0; i < q->n_delete_keys; i++)
             json_array_append_new(keys, json_string(q->delete_keys[i]));
-        json_t *ans =
-            call_route(r, "/v2/vectordb/databases/drop_properties",
-                       json_pack("{s:s,s:o}", "dbName", q->db_name, "propertyKeys", keys));
+        json_t *b = json_pack("{s:s,s:o}", "dbName", q->db_name, "propertyKeys", keys);
+        json_t *ans = call_route(r, "/v2/vectordb/databases/drop_properties", b);
+        json_decref(b);
         if (!ans_ok(ans)) {
             PM(Status) *s = status_of(&r->a, ans);
             json_decref(ans);
