@@ -39,9 +39,9 @@
 #include "server/server.h"
 #include "util/alloc.h"
 
-#define PM(x)          Milvus__Proto__Milvus__##x
-#define PI(x)          MILVUS__PROTO__MILVUS__##x
-#define DESC(lower)    (&milvus__proto__milvus__##lower##__descriptor)
+#define PM(x)          SxPb__##x
+#define PI(x)          SX_PB__##x
+#define DESC(lower)    (&sx_pb__##lower##__descriptor)
 #define NEW(a, lower)  anew((a), DESC(lower))
 #define MAX_DEPTH      32
 #define SERVER_VERSION "v2.5.0"
@@ -2330,7 +2330,7 @@ static void reply_status(sx__grpc_reply *out, int status, const char *msg)
 
 void sx__grpc_milvus(sx_server *srv, const sx__grpc_call *call, sx__grpc_reply *out)
 {
-    const ProtobufCServiceDescriptor *svc = &milvus__proto__milvus__milvus_service__descriptor;
+    const ProtobufCServiceDescriptor *svc = &sx_pb__milvus_service__descriptor;
     const ProtobufCMethodDescriptor *md =
         protobuf_c_service_descriptor_get_method_by_name(svc, call->method);
     if (!md) {

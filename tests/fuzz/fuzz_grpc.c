@@ -127,7 +127,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const ProtobufCServiceDescriptor *svc = &milvus__proto__milvus__milvus_service__descriptor;
+    const ProtobufCServiceDescriptor *svc = &sx_pb__milvus_service__descriptor;
     if (size == 0 || svc->n_methods == 0)
         return 0;
     const char *method = svc->methods[(data[0] & 0x7f) % svc->n_methods].name;

@@ -512,10 +512,9 @@ static size_t header_cb(char *p, size_t sz, size_t nm, void *ud)
     return n;
 }
 
-static Milvus__Proto__Milvus__KeyValuePair *
-kv(Milvus__Proto__Milvus__KeyValuePair *p, const char *k, char *v)
+static SxPb__KeyValuePair *kv(SxPb__KeyValuePair *p, const char *k, char *v)
 {
-    milvus__proto__milvus__key_value_pair__init(p);
+    sx_pb__key_value_pair__init(p);
     p->key = (char *)k;
     p->value = v;
     return p;
@@ -524,11 +523,11 @@ kv(Milvus__Proto__Milvus__KeyValuePair *p, const char *k, char *v)
 /* The SearchRequest without its placeholder group and nq, packed once (build_tail's twin). */
 static int build_grpc_template(rb *b)
 {
-    Milvus__Proto__Milvus__SearchRequest q = MILVUS__PROTO__MILVUS__SEARCH_REQUEST__INIT;
+    SxPb__SearchRequest q = SX_PB__SEARCH_REQUEST__INIT;
     q.collection_name = (char *)b->o.collection;
     q.db_name = (char *)b->o.db;
     q.dsl = (char *)(b->o.filter ? b->o.filter : "");
-    q.dsl_type = MILVUS__PROTO__MILVUS__DSL_TYPE__BoolExprV1;
+    q.dsl_type = SX_PB__DSL_TYPE__BoolExprV1;
     char topk[32], *params = NULL, metric[32] = "";
     snprintf(topk, sizeof topk, "%" PRIu64, b->o.limit);
     json_t *inner = NULL;
@@ -550,7 +549,7 @@ static int build_grpc_template(rb *b)
             metric[i] = (char)toupper((unsigned char)b->o.metric[i]);
         metric[i] = '\0';
     }
-    Milvus__Proto__Milvus__KeyValuePair kvs[4], *kp[4];
+    SxPb__KeyValuePair kvs[4], *kp[4];
     size_t n = 0;
     kp[n] = kv(&kvs[n], "anns_field", (char *)b->o.ann_field);
     n++;
@@ -564,13 +563,13 @@ static int build_grpc_template(rb *b)
     }
     q.search_params = kp;
     q.n_search_params = n;
-    size_t len = milvus__proto__milvus__search_request__get_packed_size(&q);
+    size_t len = sx_pb__search_request__get_packed_size(&q);
     b->gr_tmpl = malloc(len ? len : 1);
     if (b->gr_tmpl == NULL) {
         free(params);
         return cli_fail(CMD, "out of memory building the request");
     }
-    b->gr_tmpl_len = milvus__proto__milvus__search_request__pack(&q, b->gr_tmpl);
+    b->gr_tmpl_len = sx_pb__search_request__pack(&q, b->gr_tmpl);
     free(params);
     return 0;
 }
@@ -580,15 +579,15 @@ static int build_grpc_template(rb *b)
 static int build_grpc_body(rb *b, worker *w, size_t first, size_t *len)
 {
     size_t dim = b->queries.dim, nq = (size_t)b->o.nq;
-    Milvus__Proto__Milvus__PlaceholderValue pv = MILVUS__PROTO__MILVUS__PLACEHOLDER_VALUE__INIT;
-    Milvus__Proto__Milvus__PlaceholderValue *pvp = &pv;
-    Milvus__Proto__Milvus__PlaceholderGroup pg = MILVUS__PROTO__MILVUS__PLACEHOLDER_GROUP__INIT;
+    SxPb__PlaceholderValue pv = SX_PB__PLACEHOLDER_VALUE__INIT;
+    SxPb__PlaceholderValue *pvp = &pv;
+    SxPb__PlaceholderGroup pg = SX_PB__PLACEHOLDER_GROUP__INIT;
     ProtobufCBinaryData vals[64];
     ProtobufCBinaryData *vp = nq <= 64 ? vals : malloc(nq * sizeof *vp);
     if (vp == NULL)
         return -1;
     pv.tag = (char *)"$0";
-    pv.type = MILVUS__PROTO__MILVUS__PLACEHOLDER_TYPE__Placeholder_FloatVector;
+    pv.type = SX_PB__PLACEHOLDER_TYPE__Placeholder_FloatVector;
     for (size_t j = 0; j < nq; j++) {
         size_t q = (first + j) % b->queries.n;
         vp[j].data = (uint8_t *)(b->queries.f + q * dim);
@@ -598,18 +597,17 @@ static int build_grpc_body(rb *b, worker *w, size_t first, size_t *len)
     pv.n_values = nq;
     pg.placeholders = &pvp;
     pg.n_placeholders = 1;
-    Milvus__Proto__Milvus__SearchRequest tail = MILVUS__PROTO__MILVUS__SEARCH_REQUEST__INIT;
+    SxPb__SearchRequest tail = SX_PB__SEARCH_REQUEST__INIT;
     tail.nq = (int64_t)nq;
-    size_t pgl = milvus__proto__milvus__placeholder_group__get_packed_size(&pg);
+    size_t pgl = sx_pb__placeholder_group__get_packed_size(&pg);
     uint8_t *pgb = malloc(pgl ? pgl : 1);
     int rc = -1;
     if (pgb != NULL) {
-        milvus__proto__milvus__placeholder_group__pack(&pg, pgb);
-        tail.search_input_case =
-            MILVUS__PROTO__MILVUS__SEARCH_REQUEST__SEARCH_INPUT_PLACEHOLDER_GROUP;
+        sx_pb__placeholder_group__pack(&pg, pgb);
+        tail.search_input_case = SX_PB__SEARCH_REQUEST__SEARCH_INPUT_PLACEHOLDER_GROUP;
         tail.placeholder_group.data = pgb;
         tail.placeholder_group.len = pgl;
-        size_t tl = milvus__proto__milvus__search_request__get_packed_size(&tail);
+        size_t tl = sx_pb__search_request__get_packed_size(&tail);
         size_t total = b->gr_tmpl_len + tl;
         if (grow(&w->body, &w->body_cap, total + 5) == 0) {
             uint8_t *p = (uint8_t *)w->body;
@@ -619,7 +617,7 @@ static int build_grpc_body(rb *b, worker *w, size_t first, size_t *len)
             p[3] = (uint8_t)(total >> 8);
             p[4] = (uint8_t)total;
             memcpy(p + 5, b->gr_tmpl, b->gr_tmpl_len);
-            milvus__proto__milvus__search_request__pack(&tail, p + 5 + b->gr_tmpl_len);
+            sx_pb__search_request__pack(&tail, p + 5 + b->gr_tmpl_len);
             *len = total + 5;
             rc = 0;
         }
@@ -648,8 +646,7 @@ grpc_answer(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_
         snprintf(msg, msg_len, "gRPC message of %zu bytes in %zu", ml, w->resp_len - 5);
         return REQ_CODE;
     }
-    Milvus__Proto__Milvus__SearchResults *r =
-        milvus__proto__milvus__search_results__unpack(NULL, ml, p + 5);
+    SxPb__SearchResults *r = sx_pb__search_results__unpack(NULL, ml, p + 5);
     if (r == NULL) {
         snprintf(msg, msg_len, "answer is not a SearchResults message");
         return REQ_CODE;
@@ -660,11 +657,9 @@ grpc_answer(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_
                  r->status->reason ? r->status->reason : "");
         out = REQ_CODE;
     } else if (scoring && b->gt.n > 0 && r->results) {
-        const Milvus__Proto__Milvus__SearchResultData *d = r->results;
-        const Milvus__Proto__Milvus__LongArray *ids =
-            d->ids && d->ids->id_field_case == MILVUS__PROTO__MILVUS__IDS__ID_FIELD_INT_ID
-                ? d->ids->int_id
-                : NULL;
+        const SxPb__SearchResultData *d = r->results;
+        const SxPb__LongArray *ids =
+            d->ids && d->ids->id_field_case == SX_PB__IDS__ID_FIELD_INT_ID ? d->ids->int_id : NULL;
         size_t k = (size_t)b->o.limit, off = 0;
         for (size_t j = 0; j < b->o.nq; j++) {
             size_t q = (first + j) % b->queries.n;
@@ -687,7 +682,7 @@ grpc_answer(rb *b, worker *w, size_t first, bool scoring, char *msg, size_t msg_
             w->recall_n++;
         }
     }
-    milvus__proto__milvus__search_results__free_unpacked(r, NULL);
+    sx_pb__search_results__free_unpacked(r, NULL);
     return out;
 }
 
