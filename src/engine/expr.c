@@ -209,12 +209,17 @@ enum nkind {
     K_NOT,
     K_AND, /* kids[0..n_kids) */
     K_OR,
-    K_CMP,  /* a op b, neither constant */
-    K_CMPC, /* a op c, c constant; mode says how */
-    K_IN,   /* a in set (op = 1: not in) */
-    K_LIKE, /* a like pattern */
-    K_JSON  /* value at a JSON path in the text of VARCHAR column `field` */
+    K_CMP,   /* a op b, neither constant */
+    K_CMPC,  /* a op c, c constant; mode says how */
+    K_IN,    /* a in set (op = 1: not in) */
+    K_LIKE,  /* a like pattern */
+    K_JSON,  /* value at a JSON path in the text of VARCHAR column `field` */
+    K_JCONT, /* json_contains / array_contains(_all / _any): a = K_JSON, kids = literals */
+    K_ALEN   /* array_length(a): INT value, a = K_JSON; invalid where a is not an array */
 };
+
+/* K_JCONT ops */
+enum { JF_CONTAINS, JF_ALL, JF_ANY, JF_LENGTH };
 
 enum { OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_TRUE, OP_FALSE };
 
@@ -1936,6 +1941,98 @@ static sx_status parse_jpath(parser *p, size_t idx, size_t start, node **out)
     return SX_OK;
 }
 
+/* The functions over JSON / ARRAY values (Milvus Plan.g4's JSONContains*, ArrayLength; json_
+ * and array_ spellings are the same functions, in lower or upper case). -1 if not one. */
+static int func_kind(const char *name, size_t nl)
+{
+    static const struct {
+        const char *name;
+        int kind;
+    } fns[] = {
+        { "json_contains", JF_CONTAINS }, { "array_contains", JF_CONTAINS },
+        { "json_contains_all", JF_ALL },  { "array_contains_all", JF_ALL },
+        { "json_contains_any", JF_ANY },  { "array_contains_any", JF_ANY },
+        { "array_length", JF_LENGTH },
+    };
+
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        if (strlen(fns[i].name) != nl)
+            continue;
+        bool lower = memcmp(fns[i].name, name, nl) == 0, upper = true;
+        for (size_t k = 0; k < nl && upper; k++)
+            upper = name[k] == (fns[i].name[k] >= 'a' && fns[i].name[k] <= 'z'
+                                    ? (char)(fns[i].name[k] - 'a' + 'A')
+                                    : fns[i].name[k]);
+        if (lower || upper)
+            return fns[i].kind;
+    }
+    return -1;
+}
+
+/* `fn(arg[, literal | [literals]])` (p->cur is the function's name). The first argument is a
+ * VARCHAR field holding JSON text (a JSON or ARRAY field, the dynamic field) or a JSON path in one;
+ * it becomes a K_JSON node (a bare field: the empty path). json_contains(x, v): x is an array
+ * holding an element equal to v; _all / _any: holding every / some element of the literal array;
+ * equality is by JSON type and value (1 and 1.0 are equal numbers; "1" is not 1). A row whose value
+ * is not an array is FALSE for the contains functions (as Milvus) and has no array_length (UNKNOWN
+ * for a comparison on it, like a missing JSON key). */
+static sx_status parse_call(parser *p, int fk, const char *name, size_t nl, node **out)
+{
+    size_t start = p->cur.start;
+    int wn = (int)(nl > 64 ? 64 : nl);
+    if (++p->depth > MAX_DEPTH)
+        return perr(start, "expression nested too deeply (max depth %d)", MAX_DEPTH);
+    TRY(advance(p)); /* the name */
+    TRY(advance(p)); /* '(' */
+    node *arg;
+    TRY(parse_expr(p, PREC_OR, &arg));
+    if (arg->kind == K_FIELD && arg->type == T_STRV) {
+        size_t idx = arg->field;
+        TRY(new_node(p, K_JSON, T_NONE, arg->start, arg->start, &arg));
+        arg->field = idx;
+        arg->may_unk = true;
+    }
+    if (!junbound(arg))
+        return terr(arg->start,
+                    "%.*s needs an ARRAY or JSON field, or a JSON path, as its first argument", wn,
+                    name);
+    node *e;
+    if (fk == JF_LENGTH) {
+        TRY(new_node(p, K_ALEN, T_INTV, start, start, &e));
+        e->may_unk = true;
+    } else {
+        if (p->cur.kind != T_COMMA)
+            return perr(p->cur.start, "%.*s takes two arguments: expected ','", wn, name);
+        TRY(advance(p));
+        node *v;
+        TRY(parse_expr(p, PREC_OR, &v));
+        TRY(new_node(p, K_JCONT, T_BOOLV, start, start, &e));
+        e->op = (uint8_t)fk;
+        if (fk == JF_CONTAINS) {
+            if (!is_const(v) || v->type == T_ARRV)
+                return terr(v->start, "the second argument of %.*s must be a literal", wn, name);
+            TRY(need_scalar(v));
+            TRY(add_kid(p, e, v));
+        } else {
+            if (v->kind != K_ARRAY)
+                return terr(v->start, "the second argument of %.*s must be an array literal", wn,
+                            name);
+            for (size_t k = 0; k < v->n_kids; k++)
+                TRY(add_kid(p, e, v->kids[k]));
+        }
+    }
+    if (p->cur.kind != T_RP) {
+        if (p->cur.kind == T_END)
+            return perr(p->cur.start, "missing ')' for the call of %.*s at %zu", wn, name, start);
+        return unexpected(p, &p->cur);
+    }
+    e->a = arg;
+    e->height = 2;
+    p->depth--;
+    *out = e;
+    return advance(p);
+}
+
 static sx_status parse_field(parser *p, node **out)
 {
     tok t = p->cur;
@@ -1943,9 +2040,13 @@ static sx_status parse_field(parser *p, node **out)
     size_t nl = t.end - t.start;
     tok nx;
     TRY(lex(p, t.end, &nx));
-    if (nx.kind == T_LP)
-        return perr(t.start, "function calls are not supported: %.*s(...)",
-                    (int)(nl > 64 ? 64 : nl), name);
+    if (nx.kind == T_LP) {
+        int fk = func_kind(name, nl);
+        if (fk < 0)
+            return perr(t.start, "function calls are not supported: %.*s(...)",
+                        (int)(nl > 64 ? 64 : nl), name);
+        return parse_call(p, fk, name, nl, out);
+    }
     if ((nl == 6 && (memcmp(name, "exists", 6) == 0 || memcmp(name, "EXISTS", 6) == 0)) &&
         nx.kind != T_END)
         return perr(t.start, "'exists' is not supported");
@@ -2698,6 +2799,44 @@ static json_t *jwalk(const node *e, const char *text, json_t **root)
     return j;
 }
 
+/* Whether JSON value j equals literal c (K_CONST) by JSON type and value. */
+static bool jlit_eq(const json_t *j, const node *c)
+{
+    switch (c->type) {
+    case T_INTV:
+        if (json_is_integer(j))
+            return (int64_t)json_integer_value(j) == c->c.i;
+        return json_is_real(j) && cmp_f64_i64(json_real_value(j), c->c.i) == 0;
+    case T_DBLV:
+        return json_is_number(j) && json_number_value(j) == c->c.d;
+    case T_STRV:
+        return json_is_string(j) && json_string_length(j) == c->c.len &&
+               memcmp(json_string_value(j), c->c.s, c->c.len) == 0;
+    case T_BOOLV:
+        return json_is_boolean(j) && json_is_true(j) == c->c.b;
+    default:
+        return false;
+    }
+}
+
+/* K_JCONT on one row's array j (NULL or not an array: false). */
+static bool jcont_row(const node *e, const json_t *j)
+{
+    if (!json_is_array(j))
+        return false;
+    size_t n = json_array_size(j);
+    for (size_t k = 0; k < e->n_kids; k++) {
+        bool found = false;
+        for (size_t i = 0; i < n && !found; i++)
+            found = jlit_eq(json_array_get(j, i), e->kids[k]);
+        if (found && e->op != JF_ALL)
+            return true;
+        if (!found && e->op == JF_ALL)
+            return false;
+    }
+    return e->op == JF_ALL;
+}
+
 /* K_JSON as a value: DOUBLE or VARCHAR per e->type, rows without such a value invalid. */
 static void eval_json(const ectx *x, const node *e, reg *g, size_t row0, size_t m, vres *v)
 {
@@ -2774,6 +2913,21 @@ static void eval_val(const ectx *x, const node *e, size_t r, size_t row0, size_t
     case K_JSON:
         eval_json(x, e, g, row0, m, v);
         return;
+    case K_ALEN: {
+        const char *const *src = x->cols[e->a->field].str + row0;
+        memset(g->u, 0, nwords(m) * sizeof *g->u);
+        for (size_t k = 0; k < m; k++) {
+            json_t *root;
+            json_t *j = jwalk(e->a, src[k], &root);
+            g->iv[k] = json_is_array(j) ? (int64_t)json_array_size(j) : 0;
+            if (!json_is_array(j))
+                g->u[k / 64] |= (uint64_t)1 << (k % 64);
+            json_decref(root);
+        }
+        v->i = g->iv;
+        v->inv = g->u;
+        return;
+    }
     case K_NEG: {
         vres a;
         eval_val(x, e->a, r, row0, m, &a);
@@ -3035,6 +3189,18 @@ static bool eval_bool(const ectx *x, const node *e, size_t r, size_t row0, size_
             json_decref(root);
         }
         return true;
+    }
+    case K_JCONT: {
+        const char *const *src = x->cols[e->a->field].str + row0;
+        memset(g->t, 0, nwords(m) * sizeof *g->t);
+        for (size_t k = 0; k < m; k++) {
+            json_t *root;
+            json_t *j = jwalk(e->a, src[k], &root);
+            if (jcont_row(e, j))
+                g->t[k / 64] |= (uint64_t)1 << (k % 64);
+            json_decref(root);
+        }
+        return false;
     }
     default: { /* K_LIKE */
         vres v;

@@ -6,7 +6,8 @@
  * like "prefix%" / "%suffix" / "%infix%" (and '_'), and/or/not (&&, ||, !), parentheses,
  * arithmetic + - * / % inside comparisons on numeric fields, `is null` / `is not null` (always
  * false / true: fields are not nullable yet). Identifiers name schema fields (primary key too);
- * `field["key"][0]` reads a JSON path in a VARCHAR field's text (docs/internals/FILTER.md).
+ * `field["key"][0]` reads a JSON path in a VARCHAR field's text; json_contains(_all/_any) /
+ * array_contains(_all/_any) and array_length over such a field or path (docs/internals/FILTER.md).
  *
  * Parse once, evaluate per block of rows into a bitset. Type errors (string compared to a number,
  * unknown field, like on a non-varchar) are reported at parse time.

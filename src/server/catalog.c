@@ -250,17 +250,12 @@ static sx_field_type engine_type_of(const char *t)
         const char *name;
         sx_field_type type;
     } map[] = {
-        { "Int8", SX_FIELD_INT64 },
-        { "Int16", SX_FIELD_INT64 },
-        { "Int32", SX_FIELD_INT64 },
-        { "Int64", SX_FIELD_INT64 },
-        { "Float", SX_FIELD_DOUBLE },
-        { "Double", SX_FIELD_DOUBLE },
-        { "Bool", SX_FIELD_BOOL },
-        { "VarChar", SX_FIELD_VARCHAR },
-        { "String", SX_FIELD_VARCHAR },
-        { "JSON", SX_FIELD_VARCHAR },
-        { "FloatVector", SX_FIELD_FLOAT_VECTOR },
+        { "Int8", SX_FIELD_INT64 },     { "Int16", SX_FIELD_INT64 },
+        { "Int32", SX_FIELD_INT64 },    { "Int64", SX_FIELD_INT64 },
+        { "Float", SX_FIELD_DOUBLE },   { "Double", SX_FIELD_DOUBLE },
+        { "Bool", SX_FIELD_BOOL },      { "VarChar", SX_FIELD_VARCHAR },
+        { "String", SX_FIELD_VARCHAR }, { "JSON", SX_FIELD_VARCHAR },
+        { "Array", SX_FIELD_VARCHAR },  { "FloatVector", SX_FIELD_FLOAT_VECTOR },
     };
 
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -304,6 +299,13 @@ static json_t *meta_to_json(const sx__coll_meta *m)
         json_object_set_new(o, "is_partition_key", json_boolean(f->is_partition_key));
         json_object_set_new(o, "dim", json_integer(f->dim));
         json_object_set_new(o, "max_length", json_integer(f->max_length));
+        if (f->default_json[0])
+            json_object_set_new(o, "default", json_string(f->default_json));
+        if (f->elem_type[0]) {
+            json_object_set_new(o, "element_type", json_string(f->elem_type));
+            json_object_set_new(o, "max_capacity", json_integer(f->max_capacity));
+            json_object_set_new(o, "element_max_length", json_integer(f->elem_max_length));
+        }
         json_object_set_new(o, "description", json_string(f->description));
         json_array_append_new(fields, o);
     }
@@ -387,6 +389,10 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
         f->is_partition_key = jbool_or(fo, "is_partition_key", false);
         f->dim = (uint32_t)jint_or(fo, "dim", 0);
         f->max_length = (uint32_t)jint_or(fo, "max_length", 0);
+        copy_str(f->elem_type, sizeof f->elem_type, jstr_or(fo, "element_type", ""));
+        f->max_capacity = (uint32_t)jint_or(fo, "max_capacity", 0);
+        f->elem_max_length = (uint32_t)jint_or(fo, "element_max_length", 0);
+        copy_str(f->default_json, sizeof f->default_json, jstr_or(fo, "default", ""));
         copy_str(f->description, sizeof f->description, jstr_or(fo, "description", ""));
         utf8_cut(f->description);
     }

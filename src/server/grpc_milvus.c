@@ -423,7 +423,8 @@ typedef struct outcol {
     const char *name;
     PM(DataType) type;
     uint32_t dim;
-    bool dynamic; /* the $meta column: the row's keys outside the schema */
+    PM(DataType) elem; /* Array: the element type */
+    bool dynamic;      /* the $meta column: the row's keys outside the schema */
     PM(FieldData) * fd;
     size_t n;
 } outcol;
@@ -504,6 +505,15 @@ static bool col_init(arena *a, outcol *c, size_t rows)
             return false;
         s->data_case = PI(SCALAR_FIELD__DATA_JSON_DATA);
         s->json_data = x;
+        break;
+    }
+    case PI(DATA_TYPE__Array): { /* one ScalarField of the element type per row */
+        PM(ArrayArray) *x = NEW(a, array_array);
+        if (!x || !(x->data = amalloc(a, n * sizeof *x->data)))
+            return false;
+        x->element_type = c->elem;
+        s->data_case = PI(SCALAR_FIELD__DATA_ARRAY_DATA);
+        s->array_data = x;
         break;
     }
     default: { /* VarChar, String */
@@ -592,9 +602,33 @@ static void col_put(arena *a, outcol *c, const json_t *v)
         s->double_data->n_data = i + 1;
         break;
     case PI(SCALAR_FIELD__DATA_JSON_DATA):
-        s->json_data->data[i] = jtext(a, v ? v : json_null());
+        if (!c->dynamic && json_is_string(v)) { /* a JSON field: REST answers its stored text */
+            size_t len = json_string_length(v);
+            ProtobufCBinaryData t = { len, amalloc(a, len + 1) };
+            if (t.data)
+                memcpy(t.data, json_string_value(v), len + 1);
+            else
+                t.len = 0;
+            s->json_data->data[i] = t;
+        } else {
+            s->json_data->data[i] = jtext(a, v ? v : json_null());
+        }
         s->json_data->n_data = i + 1;
         break;
+    case PI(SCALAR_FIELD__DATA_ARRAY_DATA): {
+        /* the row's elements as a column of the element type */
+        outcol ec = { .name = c->name, .type = s->array_data->element_type };
+        size_t ne = json_is_array(v) ? json_array_size(v) : 0;
+        PM(ScalarField) *es = NULL;
+        if (col_init(a, &ec, ne)) {
+            for (size_t k = 0; k < ne; k++)
+                col_put(a, &ec, json_array_get(v, k));
+            es = ec.fd->scalars;
+        }
+        s->array_data->data[i] = es ? es : NEW(a, scalar_field);
+        s->array_data->n_data = i + 1;
+        break;
+    }
     default:
         s->string_data->data[i] = json_is_string(v) ? astr(a, json_string_value(v))
                                   : v               ? (char *)jtext(a, v).data
@@ -638,6 +672,7 @@ static bool rows_to_columns(rpc *r,
         c->name = m->fields[f].name;
         c->type = field_type(&m->fields[f]);
         c->dim = m->fields[f].dim;
+        c->elem = m->fields[f].elem_type[0] ? type_of(m->fields[f].elem_type) : PI(DATA_TYPE__None);
     }
     bool has_dyn = false;
     for (size_t i = 0; i < nrows; i++) {
@@ -719,9 +754,40 @@ static bool rows_to_columns(rpc *r,
     return ok && !a->oom;
 }
 
+static json_t *cell(const PM(FieldData) * fd, size_t i, size_t di, char *why, size_t cap);
+static size_t column_rows(const PM(FieldData) * fd);
+
+/* One row of an Array column: its ScalarField of elements as a JSON array (new reference), or
+ * NULL with *why set. The elements are read as a column of their own (a null element is JSON
+ * null, which the Array check refuses). */
+static json_t *
+array_cell(const PM(FieldData) * fd, const PM(ScalarField) * es, char *why, size_t cap)
+{
+    if (!es)
+        return json_array();
+    PM(FieldData) tmp = *fd;
+    tmp.field_case = PI(FIELD_DATA__FIELD_SCALARS);
+    tmp.scalars = (PM(ScalarField) *)es;
+    tmp.n_valid_data = 0;
+    tmp.valid_data = NULL;
+    size_t n = column_rows(&tmp);
+    json_t *arr = json_array();
+    for (size_t k = 0; k < n && arr; k++) {
+        json_t *v = cell(&tmp, k, k, why, cap);
+        if (!v) {
+            json_decref(arr);
+            return NULL;
+        }
+        json_array_append_new(arr, v);
+    }
+    return arr;
+}
+
 /* A column of an insert's fields_data: the value of row i as JSON (new reference), or NULL
- * with *why set. */
-static json_t *cell(const PM(FieldData) * fd, size_t i, char *why, size_t cap)
+ * with *why set. With a null mask (valid_data), row i is null where the mask says so, and its
+ * value is at data index di: the SDKs send only the valid rows' values (compact; di counts the
+ * valid rows before i), older writers every row's (di = i); columns_to_rows tells which. */
+static json_t *cell(const PM(FieldData) * fd, size_t i, size_t di, char *why, size_t cap)
 {
     if (fd->field_case == PI(FIELD_DATA__FIELD_VECTORS)) {
         const PM(VectorField) *v = fd->vectors;
@@ -758,6 +824,7 @@ static json_t *cell(const PM(FieldData) * fd, size_t i, char *why, size_t cap)
     size_t n_valid = fd->n_valid_data ? fd->n_valid_data : s->n_valid_data;
     if (n_valid && i < n_valid && !valid[i])
         return json_null();
+    i = di;
 #define GET(member, make)                   \
  do {                                       \
   if (!s->member || i >= s->member->n_data) \
@@ -809,6 +876,9 @@ static json_t *cell(const PM(FieldData) * fd, size_t i, char *why, size_t cap)
             return j;
         }
         break;
+    case PI(SCALAR_FIELD__DATA_ARRAY_DATA):
+        GET(array_data, array_cell(fd, s->array_data->data[i], why, cap));
+        break;
     default:
         snprintf(why, cap, "field %s: this data type is not supported", fd->field_name);
         return NULL;
@@ -816,6 +886,33 @@ static json_t *cell(const PM(FieldData) * fd, size_t i, char *why, size_t cap)
 #undef GET
     snprintf(why, cap, "field %s has fewer values than rows (row %zu missing)", fd->field_name, i);
     return NULL;
+}
+
+static size_t scalar_count(const PM(ScalarField) * s);
+
+/* Whether row i of a scalar column with a null mask is valid. */
+static bool row_valid(const PM(FieldData) * fd, size_t i)
+{
+    const PM(ScalarField) *s = fd->scalars;
+    const protobuf_c_boolean *valid = fd->n_valid_data ? fd->valid_data : s->valid_data;
+    size_t n_valid = fd->n_valid_data ? fd->n_valid_data : s->n_valid_data;
+    return i >= n_valid || valid[i];
+}
+
+/* Whether fd has a null mask and holds only the valid rows' values (see cell). */
+static bool compact_column(const PM(FieldData) * fd)
+{
+    if (fd->field_case != PI(FIELD_DATA__FIELD_SCALARS) || !fd->scalars)
+        return false;
+    const PM(ScalarField) *s = fd->scalars;
+    const protobuf_c_boolean *valid = fd->n_valid_data ? fd->valid_data : s->valid_data;
+    size_t n_valid = fd->n_valid_data ? fd->n_valid_data : s->n_valid_data;
+    if (!n_valid)
+        return false;
+    size_t n_true = 0;
+    for (size_t k = 0; k < n_valid; k++)
+        n_true += valid[k] != 0;
+    return scalar_count(s) == n_true && n_true < n_valid;
 }
 
 static size_t column_rows(const PM(FieldData) * fd)
@@ -833,6 +930,12 @@ static size_t column_rows(const PM(FieldData) * fd)
         return fd->n_valid_data;
     if (s->n_valid_data)
         return s->n_valid_data;
+    return scalar_count(s);
+}
+
+/* The number of values a ScalarField holds. */
+static size_t scalar_count(const PM(ScalarField) * s)
+{
     switch (s->data_case) {
     case PI(SCALAR_FIELD__DATA_BOOL_DATA):
         return s->bool_data ? s->bool_data->n_data : 0;
@@ -848,6 +951,8 @@ static size_t column_rows(const PM(FieldData) * fd)
         return s->string_data ? s->string_data->n_data : 0;
     case PI(SCALAR_FIELD__DATA_JSON_DATA):
         return s->json_data ? s->json_data->n_data : 0;
+    case PI(SCALAR_FIELD__DATA_ARRAY_DATA):
+        return s->array_data ? s->array_data->n_data : 0;
     default:
         return 0;
     }
@@ -861,17 +966,27 @@ columns_to_rows(PM(FieldData) *const *fds, size_t n_fds, uint32_t num_rows, char
     size_t rows = num_rows;
     if (rows == 0 && n_fds > 0)
         rows = column_rows(fds[0]);
+    /* per column: compact (1) or not, and the valid rows seen so far */
+    size_t *seen = sx__calloc(n_fds ? 2 * n_fds : 1, sizeof *seen);
+    if (!seen)
+        return NULL;
+    for (size_t f = 0; f < n_fds; f++)
+        seen[2 * f] = compact_column(fds[f]);
     json_t *out = json_array();
     for (size_t i = 0; i < rows && out; i++) {
         json_t *row = json_object();
         for (size_t f = 0; f < n_fds; f++) {
             const PM(FieldData) *fd = fds[f];
-            json_t *v = cell(fd, i, why, cap);
+            size_t di = seen[2 * f] ? seen[2 * f + 1] : i;
+            json_t *v = cell(fd, i, di, why, cap);
             if (!v) {
                 json_decref(row);
                 json_decref(out);
+                sx__free(seen);
                 return NULL;
             }
+            if (seen[2 * f] && row_valid(fd, i))
+                seen[2 * f + 1]++;
             bool dyn = fd->is_dynamic || strcmp(fd->field_name, "$meta") == 0;
             if (dyn && json_is_object(v)) {
                 const char *k;
@@ -887,6 +1002,7 @@ columns_to_rows(PM(FieldData) *const *fds, size_t n_fds, uint32_t num_rows, char
         }
         json_array_append_new(out, row);
     }
+    sx__free(seen);
     return out;
 }
 
@@ -1064,6 +1180,30 @@ static void *rpc_describe_database(rpc *r)
 
 /* ------------------------------------------------------------------ RPCs: collections */
 
+/* A FieldSchema.default_value as the JSON value REST's defaultValue holds (new reference), NULL
+ * when none is set. */
+static json_t *default_json(const PM(ValueField) * v)
+{
+    if (!v)
+        return NULL;
+    switch (v->data_case) {
+    case PI(VALUE_FIELD__DATA_BOOL_DATA):
+        return json_boolean(v->bool_data);
+    case PI(VALUE_FIELD__DATA_INT_DATA):
+        return json_integer(v->int_data);
+    case PI(VALUE_FIELD__DATA_LONG_DATA):
+        return json_integer((json_int_t)v->long_data);
+    case PI(VALUE_FIELD__DATA_FLOAT_DATA):
+        return json_real((double)v->float_data);
+    case PI(VALUE_FIELD__DATA_DOUBLE_DATA):
+        return json_real(v->double_data);
+    case PI(VALUE_FIELD__DATA_STRING_DATA):
+        return json_string(v->string_data ? v->string_data : "");
+    default:
+        return NULL;
+    }
+}
+
 /* The REST schema of a gRPC CollectionSchema (serialized in CreateCollectionRequest.schema). */
 static json_t *schema_json(const PM(CollectionSchema) * sc, char *why, size_t cap)
 {
@@ -1093,6 +1233,9 @@ static json_t *schema_json(const PM(CollectionSchema) * sc, char *why, size_t ca
             json_object_set_new(fo, "nullable", json_true());
         if (f->description && *f->description)
             json_object_set_new(fo, "description", json_string(f->description));
+        json_t *dv = default_json(f->default_value);
+        if (dv)
+            json_object_set_new(fo, "defaultValue", dv);
         if (f->element_type != PI(DATA_TYPE__None) && type_name(f->element_type))
             json_object_set_new(fo, "elementDataType", json_string(type_name(f->element_type)));
         json_t *tp = json_object();
@@ -1239,13 +1382,49 @@ static PM(FieldSchema) * field_schema(arena *a, const sx__field_meta *f)
     o->data_type = field_type(f);
     o->autoid = f->auto_id;
     o->is_partition_key = f->is_partition_key;
-    o->type_params = amalloc(a, 2 * sizeof *o->type_params);
+    o->type_params = amalloc(a, 3 * sizeof *o->type_params);
     if (o->type_params && f->dim) {
         char v[16];
         snprintf(v, sizeof v, "%u", f->dim);
         o->type_params[o->n_type_params++] = kv_new(a, "dim", v);
     }
-    if (o->type_params && f->max_length) {
+    json_t *dv = f->default_json[0] ? json_loads(f->default_json, JSON_DECODE_ANY, NULL) : NULL;
+    PM(ValueField) *vf = dv ? NEW(a, value_field) : NULL;
+    if (vf) { /* by the field's type, as Milvus fills default_value */
+        if (json_is_boolean(dv)) {
+            vf->data_case = PI(VALUE_FIELD__DATA_BOOL_DATA);
+            vf->bool_data = json_is_true(dv);
+        } else if (json_is_string(dv)) {
+            vf->data_case = PI(VALUE_FIELD__DATA_STRING_DATA);
+            vf->string_data = astr(a, json_string_value(dv));
+        } else if (f->engine_type == SX_FIELD_DOUBLE) {
+            bool fl = strcmp(f->type, "Float") == 0;
+            vf->data_case =
+                fl ? PI(VALUE_FIELD__DATA_FLOAT_DATA) : PI(VALUE_FIELD__DATA_DOUBLE_DATA);
+            if (fl) /* float_data and double_data share the oneof's union */
+                vf->float_data = (float)json_number_value(dv);
+            else
+                vf->double_data = json_number_value(dv);
+        } else if (!strcmp(f->type, "Int64")) {
+            vf->data_case = PI(VALUE_FIELD__DATA_LONG_DATA);
+            vf->long_data = (int64_t)json_integer_value(dv);
+        } else {
+            vf->data_case = PI(VALUE_FIELD__DATA_INT_DATA);
+            vf->int_data = (int32_t)json_integer_value(dv);
+        }
+        o->default_value = vf;
+    }
+    json_decref(dv);
+    if (o->type_params && f->elem_type[0]) { /* Array: its elements' type and limits */
+        char v[16];
+        o->element_type = type_of(f->elem_type);
+        snprintf(v, sizeof v, "%u", f->max_capacity);
+        o->type_params[o->n_type_params++] = kv_new(a, "max_capacity", v);
+        if (f->elem_max_length) {
+            snprintf(v, sizeof v, "%u", f->elem_max_length);
+            o->type_params[o->n_type_params++] = kv_new(a, "max_length", v);
+        }
+    } else if (o->type_params && f->max_length && strcmp(f->type, "JSON") != 0) {
         char v[16];
         snprintf(v, sizeof v, "%u", f->max_length);
         o->type_params[o->n_type_params++] = kv_new(a, "max_length", v);

@@ -116,7 +116,7 @@ static sx_field_type engine_type(const char *t)
         return SX_FIELD_DOUBLE;
     if (!strcmp(t, "Bool"))
         return SX_FIELD_BOOL;
-    if (!strcmp(t, "VarChar") || !strcmp(t, "String") || !strcmp(t, "JSON"))
+    if (!strcmp(t, "VarChar") || !strcmp(t, "String") || !strcmp(t, "JSON") || !strcmp(t, "Array"))
         return SX_FIELD_VARCHAR;
     if (!strcmp(t, "FloatVector"))
         return SX_FIELD_FLOAT_VECTOR;
@@ -139,6 +139,52 @@ static bool set_field(sx__field_meta *f, const char *name, const char *type)
     (void)snprintf(f->name, sizeof f->name, "%s", name);
     (void)snprintf(f->type, sizeof f->type, "%s", type);
     f->engine_type = engine_type(type);
+    return true;
+}
+
+/* An Array field's element type, max_capacity and (VarChar elements) max_length, from the
+ * field object fo and its elementTypeParams tp. The array is stored as its JSON text. */
+static bool array_params(
+    sx__resp *rs, const sx__coll_meta *m, sx__field_meta *f, const json_t *fo, const json_t *tp)
+{
+    static const char *const elems[] = { "Bool",  "Int8",   "Int16",   "Int32", "Int64",
+                                         "Float", "Double", "VarChar", "String" };
+    const char *et = NULL;
+    if (sx__jstr(fo, "elementDataType", &et) != 0)
+        et = NULL;
+    bool ok = false;
+    for (size_t i = 0; et && i < sizeof elems / sizeof elems[0]; i++)
+        ok = ok || strcmp(et, elems[i]) == 0;
+    if (!ok) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: elementDataType of the Array field %s must be one of Bool, "
+                 "Int8, Int16, Int32, Int64, Float, Double, VarChar (got %s)",
+                 f->name, et ? et : "nothing");
+        return false;
+    }
+    int64_t v = 0;
+    int r = type_param(tp, "max_capacity", &v);
+    if (r <= 0 || v <= 0 || v > SX__MAX_ARRAY_CAPACITY) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: type param(max_capacity) should be specified for the array "
+                 "field %s of collection %s, in range 1..%u",
+                 f->name, m->name, SX__MAX_ARRAY_CAPACITY);
+        return false;
+    }
+    (void)snprintf(f->elem_type, sizeof f->elem_type, "%s", et);
+    f->max_capacity = (uint32_t)v;
+    if (!strcmp(et, "VarChar") || !strcmp(et, "String")) {
+        r = type_param(tp, "max_length", &v);
+        if (r <= 0 || v <= 0 || v > SX_MAX_VARCHAR) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: type param(max_length) should be specified for the "
+                     "VarChar elements of the array field %s of collection %s, in range 1..%u",
+                     f->name, m->name, SX_MAX_VARCHAR);
+            return false;
+        }
+        f->elem_max_length = (uint32_t)v;
+    }
+    f->max_length = SX_MAX_VARCHAR;
     return true;
 }
 
@@ -295,7 +341,7 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: data type %s (field %s) is not supported by Sextant yet "
                      "(supported: Bool, Int8, Int16, Int32, Int64, Float, Double, VarChar, "
-                     "String, JSON, FloatVector)",
+                     "String, JSON, Array, FloatVector)",
                      dtype, fname);
             return false;
         }
@@ -308,13 +354,6 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
         if (nullable) {
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: nullable fields (field %s) are not supported by Sextant "
-                     "yet",
-                     fname);
-            return false;
-        }
-        if (sx__jget(fo, "defaultValue")) {
-            sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "invalid parameter: default values (field %s) are not supported by Sextant "
                      "yet",
                      fname);
             return false;
@@ -357,6 +396,8 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
         }
         if (!strcmp(dtype, "JSON"))
             f->max_length = SX_MAX_VARCHAR;
+        if (!strcmp(dtype, "Array") && !array_params(rs, m, f, fo, tp))
+            return false;
         f->is_partition_key = pkey;
         if (is_pk) {
             if (++n_pk > 1) {
@@ -380,6 +421,9 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
                 return false;
             }
         }
+        const json_t *dv = sx__jget(fo, "defaultValue"); /* NULL for JSON null too */
+        if (dv && !sx__field_set_default(rs, f, dv))
+            return false;
         const char *desc = NULL;
         if (sx__jstr(fo, "description", &desc) == 0 && desc)
             (void)snprintf(f->description, sizeof f->description, "%s", desc);
@@ -407,7 +451,10 @@ static bool same_schema(const sx__coll_meta *a, const sx__coll_meta *b)
         const sx__field_meta *x = &a->fields[i], *y = &b->fields[i];
         if (strcmp(x->name, y->name) != 0 || strcmp(x->type, y->type) != 0 ||
             x->is_primary != y->is_primary || x->auto_id != y->auto_id || x->dim != y->dim ||
-            x->max_length != y->max_length || x->is_partition_key != y->is_partition_key)
+            x->max_length != y->max_length || x->is_partition_key != y->is_partition_key ||
+            strcmp(x->elem_type, y->elem_type) != 0 || x->max_capacity != y->max_capacity ||
+            x->elem_max_length != y->elem_max_length ||
+            strcmp(x->default_json, y->default_json) != 0)
             return false;
     }
     return true;
@@ -609,6 +656,11 @@ static json_t *field_json(const sx__field_meta *f)
     json_object_set_new(o, "autoId", json_boolean(f->auto_id));
     json_object_set_new(o, "nullable", json_false());
     json_object_set_new(o, "description", json_string(f->description));
+    if (f->default_json[0]) {
+        json_t *dv = json_loads(f->default_json, JSON_DECODE_ANY, NULL);
+        if (dv)
+            json_object_set_new(o, "defaultValue", dv);
+    }
     char buf[32];
     if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
         (void)snprintf(buf, sizeof buf, "%u", f->dim);
@@ -617,6 +669,15 @@ static json_t *field_json(const sx__field_meta *f)
         (void)snprintf(buf, sizeof buf, "%u", f->max_length);
         json_object_set_new(o, "params",
                             json_pack("[{s:s,s:s}]", "key", "max_length", "value", buf));
+    } else if (f->elem_type[0]) {
+        json_object_set_new(o, "elementType", json_string(f->elem_type));
+        (void)snprintf(buf, sizeof buf, "%u", f->max_capacity);
+        json_t *ps = json_pack("[{s:s,s:s}]", "key", "max_capacity", "value", buf);
+        if (f->elem_max_length) {
+            (void)snprintf(buf, sizeof buf, "%u", f->elem_max_length);
+            json_array_append_new(ps, json_pack("{s:s,s:s}", "key", "max_length", "value", buf));
+        }
+        json_object_set_new(o, "params", ps);
     }
     return o;
 }

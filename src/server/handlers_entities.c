@@ -219,9 +219,15 @@ static int field_index(const sx__coll_meta *m, const char *name)
     return -1;
 }
 
+/* JSON and Array fields: VARCHAR columns holding the value's compact JSON text. */
 static bool is_json_type(const sx__field_meta *f)
 {
-    return strcmp(f->type, "JSON") == 0;
+    return strcmp(f->type, "JSON") == 0 || strcmp(f->type, "Array") == 0;
+}
+
+static bool is_array_type(const sx__field_meta *f)
+{
+    return strcmp(f->type, "Array") == 0;
 }
 
 static bool is_hidden_name(const char *s)
@@ -627,6 +633,10 @@ cell_json(const sx__req *rq, const sx__field_meta *fm, const sx_rowset *r, size_
         return json_boolean(((const bool *)d)[row]);
     case SX_FIELD_VARCHAR: {
         const char *s = ((char *const *)d)[row];
+        if (fm && is_array_type(fm)) { /* the stored JSON text, as the array it is */
+            json_t *a = s && *s ? json_loads(s, 0, NULL) : NULL;
+            return json_is_array(a) ? a : (json_decref(a), json_array());
+        }
         json_t *v = json_string(s ? s : "");
         return v ? v : json_null();
     }
@@ -913,6 +923,7 @@ typedef struct colbuf {
     sx_field_type type;
     void *data;        /* n rows, sx__calloc */
     bool owns_strings; /* VARCHAR entries were allocated by jansson (json_dumps) */
+    json_t *def;       /* the field's default value (owned), NULL = none */
 } colbuf;
 
 static void colbufs_free(colbuf *cb, size_t n_cols, size_t n_rows)
@@ -924,6 +935,7 @@ static void colbufs_free(colbuf *cb, size_t n_cols, size_t n_rows)
                 jfree(s[r]);
         }
         sx__free(cb[i].data);
+        json_decref(cb[i].def);
     }
 }
 
@@ -935,14 +947,41 @@ static void colbufs_free(colbuf *cb, size_t n_cols, size_t n_rows)
   return false;                                                                   \
  } while (0)
 
-static bool int_range(const char *type, int64_t v)
+/* Checks an Array field's value: a JSON array of at most max_capacity elements of the element
+ * type (integers in its range, finite numbers, booleans, strings up to the element max_length).
+ */
+static bool check_array(sx__resp *rs, const sx__field_meta *fm, size_t row, const json_t *v)
 {
-    if (strcmp(type, "Int8") == 0)
-        return v >= -128 && v <= 127;
-    if (strcmp(type, "Int16") == 0)
-        return v >= -32768 && v <= 32767;
-    if (strcmp(type, "Int32") == 0)
-        return v >= INT32_MIN && v <= INT32_MAX;
+    if (!json_is_array(v))
+        BAD_ROW("row %zu: field %s: the value is not an array (Array of %s)", row, fm->name,
+                fm->elem_type);
+    size_t n = json_array_size(v);
+    if (n > fm->max_capacity)
+        BAD_ROW("row %zu: field %s: the array has %zu elements, more than max_capacity (%u)", row,
+                fm->name, n, fm->max_capacity);
+    const char *et = fm->elem_type;
+    bool is_int = !strncmp(et, "Int", 3), is_num = !strcmp(et, "Float") || !strcmp(et, "Double");
+    bool is_str = !strcmp(et, "VarChar") || !strcmp(et, "String");
+    for (size_t k = 0; k < n; k++) {
+        const json_t *e = json_array_get(v, k);
+        bool ok;
+        if (is_int) {
+            ok = json_is_integer(e) && sx__int_fits(et, (int64_t)json_integer_value(e));
+        } else if (is_num) {
+            double x = json_is_number(e) ? json_number_value(e) : (double)NAN;
+            ok = isfinite(x) && (strcmp(et, "Float") != 0 || fabs(x) <= (double)FLT_MAX);
+        } else if (is_str) {
+            ok = json_is_string(e) && strlen(json_string_value(e)) == json_string_length(e);
+            if (ok && json_string_length(e) > fm->elem_max_length)
+                BAD_ROW("row %zu: field %s: element %zu is longer than the elements' max_length "
+                        "(%u)",
+                        row, fm->name, k, fm->elem_max_length);
+        } else {
+            ok = json_is_boolean(e);
+        }
+        if (!ok)
+            BAD_ROW("row %zu: field %s: element %zu is not a valid %s", row, fm->name, k, et);
+    }
     return true;
 }
 
@@ -955,7 +994,7 @@ static bool put_value(sx__resp *rs, colbuf *cb, uint32_t dim, size_t row, const 
         int64_t x;
         if (json_is_boolean(v) || !sx__json_to_int64(v, &x))
             BAD_ROW("row %zu: field %s: the value is not an integer (%s)", row, fm->name, fm->type);
-        if (!int_range(fm->type, x))
+        if (!sx__int_fits(fm->type, x))
             BAD_ROW("row %zu: field %s: %lld is out of the range of %s", row, fm->name,
                     (long long)x, fm->type);
         ((int64_t *)cb->data)[row] = x;
@@ -977,6 +1016,8 @@ static bool put_value(sx__resp *rs, colbuf *cb, uint32_t dim, size_t row, const 
         return true;
     case SX_FIELD_VARCHAR: {
         if (is_json_type(fm)) {
+            if (is_array_type(fm) && !check_array(rs, fm, row, v))
+                return false;
             char *txt = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
             if (!txt)
                 BAD_ROW("row %zu: field %s: cannot encode the JSON value", row, fm->name);
@@ -1057,6 +1098,9 @@ static bool decode_rows(sx__resp *rs,
         cb[k].name = m->fields[f].name;
         cb[k].type = m->fields[f].engine_type;
         cb[k].owns_strings = is_json_type(&m->fields[f]);
+        cb[k].def = m->fields[f].default_json[0]
+                        ? json_loads(m->fields[f].default_json, JSON_DECODE_ANY, NULL)
+                        : NULL;
         cb[k].data = sx__calloc(n, width_of(cb[k].type, m->fields[f].dim));
         k++;
         *n_cb = k;
@@ -1107,6 +1151,8 @@ static bool decode_rows(sx__resp *rs,
                             r, fm->name);
                 continue;
             }
+            if (!v)
+                v = cb[ci].def; /* omitted or null: the default, when the field has one */
             if (!v)
                 BAD_ROW("row %zu: the field %s is missing", r, fm->name);
             if (!put_value(rs, &cb[ci], dim, r, v))

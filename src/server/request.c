@@ -16,8 +16,11 @@
  *
  * Thread-safety: no state; the catalog and the engine do their own locking.
  */
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -452,4 +455,62 @@ bool sx__index_apply(
     for (size_t i = 0; i < np; i++)
         sx__free(owned[i]);
     return ok && st == SX_OK && !a.failed;
+}
+
+bool sx__int_fits(const char *type, int64_t v)
+{
+    if (strcmp(type, "Int8") == 0)
+        return v >= -128 && v <= 127;
+    if (strcmp(type, "Int16") == 0)
+        return v >= -32768 && v <= 32767;
+    if (strcmp(type, "Int32") == 0)
+        return v >= INT32_MIN && v <= INT32_MAX;
+    return true;
+}
+
+/* Frees text jansson allocated (json_dumps), with jansson's allocator. */
+static void jansson_free(void *p)
+{
+    json_free_t fr = NULL;
+    json_get_alloc_funcs(NULL, &fr);
+    if (p)
+        (fr ? fr : free)(p);
+}
+
+bool sx__field_set_default(sx__resp *rs, sx__field_meta *f, const json_t *v)
+{
+    const char *why = NULL;
+    if (f->is_primary)
+        why = "a primary key cannot have a default value";
+    else if (f->engine_type == SX_FIELD_FLOAT_VECTOR || !strcmp(f->type, "JSON") ||
+             !strcmp(f->type, "Array"))
+        why = "default values are supported on scalar fields only (not vectors, JSON or Array)";
+    else if (f->engine_type == SX_FIELD_INT64) {
+        int64_t x;
+        if (!json_is_integer(v) || !sx__json_to_int64(v, &x) || !sx__int_fits(f->type, x))
+            why = "the default value is not an integer in the field's range";
+    } else if (f->engine_type == SX_FIELD_DOUBLE) {
+        double x = json_is_number(v) ? json_number_value(v) : (double)NAN;
+        if (!isfinite(x) || (!strcmp(f->type, "Float") && fabs(x) > (double)FLT_MAX))
+            why = "the default value is not a finite number in the field's range";
+    } else if (f->engine_type == SX_FIELD_BOOL) {
+        if (!json_is_boolean(v))
+            why = "the default value is not a boolean";
+    } else if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+        why = "the default value is not a string (without NUL characters)";
+    } else if (json_string_length(v) > (f->max_length ? f->max_length : SX_MAX_VARCHAR)) {
+        why = "the default value is longer than the field's max_length";
+    }
+    char *txt = why ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!why && (!txt || strlen(txt) > SX__MAX_DEFAULT_TEXT))
+        why = txt ? "the default value is longer than Sextant keeps (255 bytes of JSON text)"
+                  : "out of memory";
+    if (why) {
+        jansson_free(txt);
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: field %s: %s", f->name, why);
+        return false;
+    }
+    (void)snprintf(f->default_json, sizeof f->default_json, "%s", txt);
+    jansson_free(txt);
+    return true;
 }

@@ -188,9 +188,24 @@ typedef struct sx__field_meta {
     bool auto_id;
     bool is_partition_key;
     uint32_t dim;        /* FloatVector */
-    uint32_t max_length; /* VarChar */
+    uint32_t max_length; /* VarChar; JSON and Array: SX_MAX_VARCHAR (their stored text) */
+    /* Array fields (stored as the JSON text of the array in a VARCHAR column): the declared
+     * element type ("Int64", "VarChar", ...), max_capacity (elements per row) and the elements'
+     * max_length (VarChar elements). Empty / 0 for other types. */
+    char elem_type[24];
+    uint32_t max_capacity;
+    uint32_t elem_max_length;
+    /* The default value (Milvus's defaultValue) as compact JSON text, "" = none: a row that omits
+     * the field or gives null gets it. Scalars only (not the primary key, vectors, JSON, Array);
+     * at most SX__MAX_DEFAULT_TEXT bytes of text. */
+    char default_json[256];
     char description[256];
 } sx__field_meta;
+
+#define SX__MAX_DEFAULT_TEXT 255u
+
+/* The most elements an Array field may declare (Milvus's limit on max_capacity). */
+#define SX__MAX_ARRAY_CAPACITY 4096u
 
 typedef struct sx__coll_meta {
     char name[SX_MAX_NAME + 1];        /* the name clients use (may differ after rename) */
@@ -332,6 +347,12 @@ void sx__props_merge(json_t *dst, const json_t *src);
  * and collections/create. On false, rs holds the error. */
 bool sx__index_apply(
     sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta, const json_t *index_param);
+/* Whether v fits an Int8 / Int16 / Int32 (by the declared type name; other names: true). */
+bool sx__int_fits(const char *type, int64_t v);
+/* Checks a declared default value v against field f (its type, range, max_length; not allowed
+ * on the primary key, vectors, JSON and Array fields) and stores its JSON text in
+ * f->default_json. On false, rs holds 1100 naming the field. */
+bool sx__field_set_default(sx__resp *rs, sx__field_meta *f, const json_t *v);
 
 /* ------------------------------------------------------------------ merge.c */
 

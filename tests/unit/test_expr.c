@@ -857,7 +857,8 @@ static void test_errors(void)
         { "name[\"a\" == 1", SX_EPARSE, -1 },
         { "name[] == 1", SX_EPARSE, 5 },
         { "name[1.5] == 1", SX_EPARSE, 5 },
-        { "array_contains(a, 1)", SX_EPARSE, 0 },
+        { "array_contains(a, 1)", SX_EINVAL, 15 }, /* a is INT64, not an ARRAY/JSON field */
+        { "random_sample(0.1)", SX_EPARSE, 0 },
         { "a > 1 and exists name", SX_EPARSE, 10 },
         { "a > 0x", SX_EPARSE, 4 },
         { "a > 0b2", SX_EPARSE, 4 },
@@ -2104,6 +2105,212 @@ static void test_json_paths(void)
     }
 }
 
+/* One filter over the docs of test_json_paths' shape: parse, eval, compare with want (bit i =
+ * row i). */
+static void check_rows(const sx__expr_schema *js,
+                       const sx__colref *jc,
+                       size_t n,
+                       const char *src,
+                       const uint64_t *want)
+{
+    sx__expr *e = NULL;
+    sx_status st = sx__expr_parse(src, js, &e);
+    if (st != SX_OK) {
+        FAILF("<%s>: %s", src, sx_errmsg());
+        return;
+    }
+    size_t nw = (n + 63) / 64;
+    uint64_t *out = malloc(nw * sizeof *out);
+    ASSERT(out != NULL);
+    memset(out, 0xff, nw * sizeof *out);
+    st = sx__expr_eval(e, jc, n, out);
+    sx__expr_free(e);
+    if (st != SX_OK) {
+        FAILF("<%s>: eval %s", src, sx_errmsg());
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            bool got = (out[i / 64] >> (i % 64)) & 1, w = (want[i / 64] >> (i % 64)) & 1;
+            if (got != w) {
+                FAILF("<%s>: row %zu %s, want %s", src, i, got ? "matches" : "does not match",
+                      w ? "a match" : "no match");
+                break;
+            }
+        }
+    }
+    free(out);
+}
+
+/* json_contains / array_contains (_all, _any) and array_length: fixed cases with Milvus's
+ * semantics, then random arrays (over several chunks) against a model that never parses JSON. */
+static void test_json_functions(void)
+{
+    static const char *const docs[] = {
+        "[1,2,3]",
+        "[\"a\",\"b\"]",
+        "[]",
+        "{\"tags\":[\"x\",\"y\"],\"n\":[1.5,2],\"k\":7}",
+        "not json",
+        "",
+        "[1.0,true,\"1\"]",
+        "[[1],2]",
+    };
+
+    enum { ND = sizeof docs / sizeof docs[0] };
+
+    static const char *const names[3] = { "id", "arr", "v" };
+    static const sx_field_type types[3] = { SX_FIELD_INT64, SX_FIELD_VARCHAR,
+                                            SX_FIELD_FLOAT_VECTOR };
+    const sx__expr_schema js = { 3, names, types };
+    int64_t ids[ND];
+    for (int i = 0; i < ND; i++)
+        ids[i] = i;
+    sx__colref jc[3];
+    memset(jc, 0, sizeof jc);
+    jc[0].type = SX_FIELD_INT64;
+    jc[0].i64 = ids;
+    jc[1].type = SX_FIELD_VARCHAR;
+    jc[1].str = docs;
+
+    static const struct {
+        const char *src;
+        unsigned want;
+    } cs[] = {
+        { "array_contains(arr, 2)", 0x81 },
+        { "ARRAY_CONTAINS(arr, 1)", 0x41 }, /* 1.0 == 1; "1" is not 1, [1] is not 1 */
+        { "json_contains(arr, \"a\")", 0x02 },
+        { "json_contains(arr, true)", 0x40 },
+        { "json_contains(arr, \"1\")", 0x40 },
+        { "not array_contains(arr, 2)", 0x7e }, /* non-arrays are FALSE, so NOT is TRUE */
+        { "json_contains(arr[\"tags\"], \"y\")", 0x08 },
+        { "json_contains(arr[\"n\"], 1.5)", 0x08 },
+        { "json_contains(arr[\"k\"], 7)", 0x00 }, /* 7 is not an array */
+        { "array_contains_all(arr, [1, 3])", 0x01 },
+        { "array_contains_all(arr, [1, 4])", 0x00 },
+        { "array_contains_all(arr, [])", 0xc7 }, /* every array holds all of nothing */
+        { "array_contains_any(arr, [4, \"b\", 3])", 0x03 },
+        { "array_contains_any(arr, [])", 0x00 },
+        { "json_contains_any(arr[\"tags\"], [\"q\", \"x\"])", 0x08 },
+        { "JSON_CONTAINS_ALL(arr[\"tags\"], [\"y\", \"x\"])", 0x08 },
+        { "array_length(arr) == 3", 0x41 },
+        { "array_length(arr) == 0", 0x04 },
+        { "array_length(arr) >= 2 and id < 3", 0x03 },
+        { "not (array_length(arr) == 3)", 0x86 }, /* non-arrays: UNKNOWN, neither side */
+        { "array_length(arr[\"tags\"]) + 1 == 3", 0x08 },
+        { "array_length(arr) * 2 > id", 0x03 },
+        { "array_contains(arr, 2) or array_length(arr) == 0", 0x85 },
+        { "array_contains(arr, -1)", 0x00 },
+    };
+
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        uint64_t want = cs[k].want;
+        check_rows(&js, jc, ND, cs[k].src, &want);
+    }
+
+    static const struct {
+        const char *src;
+        sx_status st;
+        const char *msg;
+    } bad[] = {
+        { "array_contains(id, 1)", SX_EINVAL, "needs an ARRAY or JSON field" },
+        { "array_contains(v, 1)", SX_EINVAL, "vector field" },
+        { "array_contains(arr)", SX_EPARSE, "takes two arguments" },
+        { "array_contains(arr, id)", SX_EINVAL, "must be a literal" },
+        { "array_contains(arr, [1])", SX_EINVAL, "must be a literal" },
+        { "array_contains_all(arr, 1)", SX_EINVAL, "must be an array literal" },
+        { "array_length(arr, 1)", SX_EPARSE, "unexpected" },
+        { "array_contains(arr, 1", SX_EPARSE, "missing ')'" },
+        { "array_length(arr)", SX_EINVAL, "must be boolean" },
+        { "Array_Contains(arr, 1)", SX_EPARSE, "not supported" },
+        { "frobnicate(arr, 1)", SX_EPARSE, "not supported" },
+        { "array_contains(nope, 1)", SX_EINVAL, "no field named" },
+    };
+
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        sx__expr *e = NULL;
+        sx_status st = sx__expr_parse(bad[k].src, &js, &e);
+        if (st != bad[k].st || !strstr(sx_errmsg(), bad[k].msg))
+            FAILF("<%s>: %s \"%s\", want %s \"...%s...\"", bad[k].src, sx_status_str(st),
+                  sx_errmsg(), sx_status_str(bad[k].st), bad[k].msg);
+        if (st == SX_OK)
+            sx__expr_free(e);
+    }
+
+    /* Random integer arrays of 0..6 elements from 0..9 over 3,000 rows (three chunks), against a
+     * model over the same values as C arrays. */
+    enum { NR = 3000 };
+
+    uint64_t s = seed0 ^ 0x5eedf00dull;
+    static int vals[NR][6];
+    static int lens[NR];
+    char **texts = malloc(NR * sizeof *texts);
+    ASSERT(texts != NULL);
+    for (size_t i = 0; i < NR; i++) {
+        lens[i] = (int)(test_rand(&s) % 7);
+        char buf[64];
+        size_t o = 0;
+        buf[o++] = '[';
+        for (int k = 0; k < lens[i]; k++) {
+            vals[i][k] = (int)(test_rand(&s) % 10);
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%d", k ? "," : "", vals[i][k]);
+        }
+        buf[o++] = ']';
+        buf[o] = '\0';
+        texts[i] = strdup(buf);
+        ASSERT(texts[i] != NULL);
+    }
+    int64_t *rid = malloc(NR * sizeof *rid);
+    ASSERT(rid != NULL);
+    for (size_t i = 0; i < NR; i++)
+        rid[i] = (int64_t)i;
+    jc[0].i64 = rid;
+    jc[1].str = (const char *const *)texts;
+    uint64_t want[(NR + 63) / 64];
+    for (int round = 0; round < 40; round++) {
+        int fn = (int)(test_rand(&s) % 4); /* contains, all, any, length */
+        int nl = 1 + (int)(test_rand(&s) % 3);
+        int lit[3];
+        char src[128];
+        size_t o = 0;
+        for (int k = 0; k < nl; k++)
+            lit[k] = (int)(test_rand(&s) % 11); /* 10 is never present */
+        if (fn == 0) {
+            nl = 1;
+            o = (size_t)snprintf(src, sizeof src, "array_contains(arr, %d)", lit[0]);
+        } else if (fn == 3) {
+            o = (size_t)snprintf(src, sizeof src, "array_length(arr) == %d", lit[0] % 7);
+        } else {
+            o = (size_t)snprintf(src, sizeof src, "array_contains_%s(arr, [",
+                                 fn == 1 ? "all" : "any");
+            for (int k = 0; k < nl; k++)
+                o += (size_t)snprintf(src + o, sizeof src - o, "%s%d", k ? ", " : "", lit[k]);
+            (void)snprintf(src + o, sizeof src - o, "])");
+        }
+        memset(want, 0, sizeof want);
+        for (size_t i = 0; i < NR; i++) {
+            bool m;
+            if (fn == 3) {
+                m = lens[i] == lit[0] % 7;
+            } else {
+                int found = 0;
+                for (int k = 0; k < nl; k++) {
+                    bool f = false;
+                    for (int q = 0; q < lens[i]; q++)
+                        f = f || vals[i][q] == lit[k];
+                    found += f;
+                }
+                m = fn == 1 ? found == nl : found > 0;
+            }
+            if (m)
+                want[i / 64] |= (uint64_t)1 << (i % 64);
+        }
+        check_rows(&js, jc, NR, src, want);
+    }
+    for (size_t i = 0; i < NR; i++)
+        free(texts[i]);
+    free(texts);
+    free(rid);
+}
+
 static void test_unknown_field_message(void)
 {
     sx__expr *e = NULL;
@@ -2152,6 +2359,7 @@ int main(void)
     RUN(test_concurrent_eval);
     RUN(test_misuse);
     RUN(test_json_paths);
+    RUN(test_json_functions);
     RUN(test_unknown_field_message);
     return TEST_DONE();
 }

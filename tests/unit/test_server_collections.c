@@ -566,7 +566,36 @@ static void test_schema_errors(void)
                "data type int64 is invalid(case sensitive).");
     expect_msg("collections/create",
                MK(",{\"fieldName\":\"x\",\"dataType\":\"Array\",\"elementDataType\":\"Int64\"}"),
-               1100, "not supported by Sextant yet");
+               1100, "type param(max_capacity) should be specified");
+    expect_msg("collections/create",
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"Array\",\"elementDataType\":\"JSON\","
+                  "\"elementTypeParams\":{\"max_capacity\":4}}"),
+               1100, "elementDataType of the Array field x must be one of");
+    expect_msg("collections/create",
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"Array\",\"elementDataType\":\"VarChar\","
+                  "\"elementTypeParams\":{\"max_capacity\":4}}"),
+               1100, "max_length");
+    expect_msg("collections/create",
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"Array\",\"elementDataType\":\"Int8\","
+                  "\"elementTypeParams\":{\"max_capacity\":4097}}"),
+               1100, "in range 1..4096");
+    expect_msg("collections/create",
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"Int8\",\"defaultValue\":128}"), 1100,
+               "field x: the default value is not an integer in the field's range");
+    expect_msg("collections/create",
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"Double\",\"defaultValue\":\"1\"}"), 1100,
+               "not a finite number");
+    expect_msg("collections/create",
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"VarChar\",\"elementTypeParams\":{"
+                  "\"max_length\":2},\"defaultValue\":\"abc\"}"),
+               1100, "longer than the field's max_length");
+    expect_msg("collections/create",
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"JSON\",\"defaultValue\":{}}"), 1100,
+               "scalar fields only");
+    expect_msg("collections/create",
+               "{\"collectionName\":\"s\",\"schema\":{\"fields\":[{\"fieldName\":\"id\","
+               "\"dataType\":\"Int64\",\"isPrimary\":true,\"defaultValue\":1}," F_VEC "]}}",
+               1100, "primary key cannot have a default");
     expect_msg("collections/create",
                MK(",{\"fieldName\":\"x\",\"dataType\":\"BinaryVector\",\"elementTypeParams\":{"
                   "\"dim\":8}}"),
@@ -853,6 +882,55 @@ static void test_databases(void)
     close_catalog();
 }
 
+/* Array fields and default values survive a reopen of the catalog and are described as Milvus
+ * describes them (elementType, max_capacity / max_length params, defaultValue). */
+static void test_array_default_persist(void)
+{
+    const char *dir = test_tmpdir("h_arrdef");
+    char d[512];
+    snprintf(d, sizeof d, "%s", dir);
+    sx_db_options o = { 0 };
+    o.sync_mode = SX_SYNC_NONE;
+    ASSERT_OK(sx__cat_open(d, &o, &cat));
+    const char *create =
+        "{\"collectionName\":\"ad\",\"schema\":{\"fields\":[" F_ID "," F_VEC ","
+        "{\"fieldName\":\"tags\",\"dataType\":\"Array\",\"elementDataType\":\"VarChar\","
+        "\"elementTypeParams\":{\"max_capacity\":\"5\",\"max_length\":12}},"
+        "{\"fieldName\":\"grade\",\"dataType\":\"Int32\",\"defaultValue\":-3},"
+        "{\"fieldName\":\"label\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":"
+        "9},\"defaultValue\":\"none\"}]}}";
+    ok("collections/create", create);
+    ok("collections/create", create); /* the same schema again: fine */
+    close_catalog();
+    ASSERT_OK(sx__cat_open(d, &o, &cat));
+    json_t *r = expect("collections/describe", "{\"collectionName\":\"ad\"}", 0);
+    json_t *fields = json_object_get(json_object_get(r, "data"), "fields");
+    ASSERT_EQ(json_array_size(fields), 5);
+    json_t *tags = json_array_get(fields, 2), *grade = json_array_get(fields, 3);
+    ASSERT(strcmp(sget(tags, "type"), "Array") == 0);
+    ASSERT(strcmp(sget(tags, "elementType"), "VarChar") == 0);
+    json_t *ps = json_object_get(tags, "params");
+    ASSERT(strcmp(sget(json_array_get(ps, 0), "key"), "max_capacity") == 0);
+    ASSERT(strcmp(sget(json_array_get(ps, 0), "value"), "5") == 0);
+    ASSERT(strcmp(sget(json_array_get(ps, 1), "value"), "12") == 0);
+    ASSERT_EQ(json_integer_value(json_object_get(grade, "defaultValue")), -3);
+    ASSERT(strcmp(json_string_value(json_object_get(json_array_get(fields, 4), "defaultValue")),
+                  "none") == 0);
+    json_decref(r);
+    /* another default is another schema: refused as an existing collection */
+    const char *other =
+        "{\"collectionName\":\"ad\",\"schema\":{\"fields\":[" F_ID "," F_VEC ","
+        "{\"fieldName\":\"tags\",\"dataType\":\"Array\",\"elementDataType\":\"VarChar\","
+        "\"elementTypeParams\":{\"max_capacity\":\"5\",\"max_length\":12}},"
+        "{\"fieldName\":\"grade\",\"dataType\":\"Int32\",\"defaultValue\":4},"
+        "{\"fieldName\":\"label\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":"
+        "9},\"defaultValue\":\"none\"}]}}";
+    json_t *e = call("collections/create", other);
+    ASSERT(e && json_integer_value(json_object_get(e, "code")) != 0);
+    json_decref(e);
+    close_catalog();
+}
+
 static void test_persistence(void)
 {
     const char *dir = test_tmpdir("h_persist");
@@ -1132,6 +1210,7 @@ int main(void)
     RUN(test_rename_properties);
     RUN(test_databases);
     RUN(test_persistence);
+    RUN(test_array_default_persist);
     RUN(test_sdk_flow_metric_from_index);
     RUN(test_pending_to_cosine_with_rows);
     RUN(test_concurrent_modify);

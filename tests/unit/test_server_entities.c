@@ -208,6 +208,29 @@ static void test_setup(void)
     add_field(m, "v", "FloatVector", SX_FIELD_FLOAT_VECTOR, false, false, 8, 0);
     add_field(m, "tag", "Int64", SX_FIELD_INT64, false, false, 0, 0);
     ASSERT(create(m));
+    m = new_meta("arr", SX_METRIC_L2, false);
+    add_field(m, "id", "Int64", SX_FIELD_INT64, true, false, 0, 0);
+    add_field(m, "v", "FloatVector", SX_FIELD_FLOAT_VECTOR, false, false, 2, 0);
+    add_field(m, "tags", "Array", SX_FIELD_VARCHAR, false, false, 0, SX_MAX_VARCHAR);
+    snprintf(m->fields[2].elem_type, sizeof m->fields[2].elem_type, "VarChar");
+    m->fields[2].max_capacity = 3;
+    m->fields[2].elem_max_length = 4;
+    add_field(m, "nums", "Array", SX_FIELD_VARCHAR, false, false, 0, SX_MAX_VARCHAR);
+    snprintf(m->fields[3].elem_type, sizeof m->fields[3].elem_type, "Int8");
+    m->fields[3].max_capacity = 4;
+    add_field(m, "fs", "Array", SX_FIELD_VARCHAR, false, false, 0, SX_MAX_VARCHAR);
+    snprintf(m->fields[4].elem_type, sizeof m->fields[4].elem_type, "Float");
+    m->fields[4].max_capacity = 2;
+    ASSERT(create(m));
+    m = new_meta("defs", SX_METRIC_L2, false);
+    add_field(m, "id", "Int64", SX_FIELD_INT64, true, false, 0, 0);
+    add_field(m, "v", "FloatVector", SX_FIELD_FLOAT_VECTOR, false, false, 2, 0);
+    add_field(m, "label", "VarChar", SX_FIELD_VARCHAR, false, false, 0, 8);
+    snprintf(m->fields[2].default_json, sizeof m->fields[2].default_json, "\"none\"");
+    add_field(m, "n", "Int16", SX_FIELD_INT64, false, false, 0, 0);
+    snprintf(m->fields[3].default_json, sizeof m->fields[3].default_json, "-4");
+    add_field(m, "req", "Bool", SX_FIELD_BOOL, false, false, 0, 0); /* no default */
+    ASSERT(create(m));
     m = new_meta("gtip", SX_METRIC_IP, false);
     add_field(m, "id", "Int64", SX_FIELD_INT64, true, false, 0, 0);
     add_field(m, "v", "FloatVector", SX_FIELD_FLOAT_VECTOR, false, false, 8, 0);
@@ -478,6 +501,122 @@ static void test_dynamic(void)
     ASSERT_EQ(jint(row, "id"), 1);
     ASSERT_EQ(jint(row, "n"), 5);
     ASSERT(json_real_value(json_object_get(row, "distance")) == 0.0);
+    json_decref(r);
+}
+
+/* Array fields: stored as JSON text, answered as arrays, checked on insert (element type and
+ * range, max_capacity, the elements' max_length; a bad row inserts nothing), filtered with
+ * array_contains* / array_length / indexing. */
+static void test_arrays(void)
+{
+    json_t *r = ok(call("/v2/vectordb/entities/insert",
+                        "{`collectionName`:`arr`,`data`:["
+                        "{`id`:1,`v`:[1,0],`tags`:[`a`,`bb`],`nums`:[1,-2,3],`fs`:[0.5]},"
+                        "{`id`:2,`v`:[0,1],`tags`:[],`nums`:[127],`fs`:[]},"
+                        "{`id`:3,`v`:[1,1],`tags`:[`bb`,`cccc`,`a`],`nums`:[],`fs`:[1,2]}]}"));
+    ASSERT(r);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/entities/query",
+                "{`collectionName`:`arr`,`filter`:`array_contains(tags, 'a')`,"
+                "`outputFields`:[`tags`,`nums`,`fs`]}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(data_of(r)), 2);
+    json_t *row = json_array_get(data_of(r), 0);
+    ASSERT_EQ(jint(row, "id"), 1);
+    json_t *tags = json_object_get(row, "tags"), *nums = json_object_get(row, "nums");
+    ASSERT(json_is_array(tags) && json_array_size(tags) == 2);
+    ASSERT(strcmp(json_string_value(json_array_get(tags, 1)), "bb") == 0);
+    ASSERT(json_is_array(nums) && json_array_size(nums) == 3);
+    ASSERT_EQ(json_integer_value(json_array_get(nums, 1)), -2);
+    ASSERT(json_number_value(json_array_get(json_object_get(row, "fs"), 0)) == 0.5);
+    json_decref(r);
+
+    static const struct {
+        const char *filter;
+        const char *ids;
+    } fs[] = {
+        { "array_contains_all(tags, ['a', 'bb'])", "1,3" },
+        { "array_contains_any(nums, [127, 3])", "1,2" },
+        { "array_length(nums) == 0", "3" },
+        { "array_length(tags) > 1 and nums[0] == 1", "1" },
+        { "not array_contains(tags, 'cccc')", "1,2" },
+        { "json_contains(fs, 2)", "3" },
+    };
+
+    for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+        char body[256];
+        snprintf(body, sizeof body, "{`collectionName`:`arr`,`filter`:`%s`,`outputFields`:[`id`]}",
+                 fs[k].filter);
+        r = ok(call("/v2/vectordb/entities/query", body));
+        ASSERT(r);
+        char got[64] = "";
+        for (size_t i = 0; i < json_array_size(data_of(r)); i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
+                     (long long)jint(json_array_get(data_of(r), i), "id"));
+        if (strcmp(got, fs[k].ids) != 0)
+            FAILF("<%s>: ids %s, want %s", fs[k].filter, got, fs[k].ids);
+        json_decref(r);
+    }
+    static const char *const bad[] = {
+        "{`id`:9,`v`:[1,0],`tags`:[`a`,`b`,`c`,`d`],`nums`:[],`fs`:[]}", /* over capacity */
+        "{`id`:9,`v`:[1,0],`tags`:[`toolong`],`nums`:[],`fs`:[]}",       /* element length */
+        "{`id`:9,`v`:[1,0],`tags`:[],`nums`:[128],`fs`:[]}",             /* Int8 range */
+        "{`id`:9,`v`:[1,0],`tags`:[],`nums`:[1.5],`fs`:[]}",             /* not an integer */
+        "{`id`:9,`v`:[1,0],`tags`:[1],`nums`:[],`fs`:[]}",               /* not a string */
+        "{`id`:9,`v`:[1,0],`tags`:`a`,`nums`:[],`fs`:[]}",               /* not an array */
+        "{`id`:9,`v`:[1,0],`tags`:[],`nums`:[],`fs`:[1e39]}",            /* Float range */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char body[256];
+        snprintf(body, sizeof body, "{`collectionName`:`arr`,`data`:[%s]}", bad[k]);
+        EXPECT_CODE(call("/v2/vectordb/entities/insert", body), SX__MC_BAD_INSERT);
+    }
+    r = ok(call("/v2/vectordb/entities/query",
+                "{`collectionName`:`arr`,`filter`:`id == 9`,`outputFields`:[`id`]}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(data_of(r)), 0);
+    json_decref(r);
+}
+
+/* Default values: a row that omits a field with a default, or gives null, gets the default (insert
+ * and upsert); a field without one is still required. */
+static void test_defaults(void)
+{
+    json_t *r = ok(call("/v2/vectordb/entities/insert",
+                        "{`collectionName`:`defs`,`data`:["
+                        "{`id`:1,`v`:[1,0],`req`:true},"
+                        "{`id`:2,`v`:[0,1],`label`:null,`n`:9,`req`:false},"
+                        "{`id`:3,`v`:[1,1],`label`:`x`,`n`:null,`req`:true}]}"));
+    ASSERT(r);
+    json_decref(r);
+
+    static const struct {
+        const char *filter;
+        size_t n;
+    } fs[] = { { "label == 'none'", 2 }, { "n == -4", 2 }, { "label == 'none' and n == -4", 1 } };
+
+    for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+        char body[200];
+        snprintf(body, sizeof body, "{`collectionName`:`defs`,`filter`:`%s`}", fs[k].filter);
+        r = ok(call("/v2/vectordb/entities/query", body));
+        ASSERT(r);
+        if (json_array_size(data_of(r)) != fs[k].n)
+            FAILF("<%s>: %zu rows, want %zu", fs[k].filter, json_array_size(data_of(r)), fs[k].n);
+        json_decref(r);
+    }
+    EXPECT_CODE(call("/v2/vectordb/entities/insert",
+                     "{`collectionName`:`defs`,`data`:[{`id`:4,`v`:[1,0]}]}"),
+                SX__MC_BAD_INSERT); /* req has no default */
+    r = ok(call("/v2/vectordb/entities/upsert",
+                "{`collectionName`:`defs`,`data`:[{`id`:3,`v`:[1,1],`req`:false}]}"));
+    ASSERT(r);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/entities/query",
+                "{`collectionName`:`defs`,`filter`:`id == 3`,`outputFields`:[`label`,`n`]}"));
+    ASSERT(r);
+    json_t *row = json_array_get(data_of(r), 0);
+    ASSERT(row && strcmp(jstr(row, "label"), "none") == 0);
+    ASSERT_EQ(jint(row, "n"), -4);
     json_decref(r);
 }
 
@@ -1199,6 +1338,8 @@ int main(void)
     RUN(test_insert_get_query);
     RUN(test_insert_errors);
     RUN(test_dynamic);
+    RUN(test_arrays);
+    RUN(test_defaults);
     RUN(test_missing_field_filter);
     RUN(test_auto_id_upsert_delete);
     RUN(test_not_loaded);

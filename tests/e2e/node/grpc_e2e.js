@@ -448,6 +448,99 @@ const steps = [
     assert.equal(await count(''), alive.size);
   }],
 
+  ['ARRAY and JSON fields: describe, insert, output, array_contains* / array_length / json_contains* vs the model', async () => {
+    const AC = 'grpc_arrays';
+    if ((await client.hasCollection({ collection_name: AC })).value) ok('drop old', await client.dropCollection({ collection_name: AC }));
+    ok('create', await client.createCollection({
+      collection_name: AC,
+      enable_dynamic_field: true,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
+        { name: 'vector', data_type: DataType.FloatVector, dim: DIM },
+        { name: 'tags', data_type: DataType.Array, element_type: DataType.VarChar, max_capacity: 4, max_length: 8 },
+        { name: 'nums', data_type: DataType.Array, element_type: DataType.Int64, max_capacity: 5 },
+        { name: 'meta', data_type: DataType.JSON },
+        { name: 'grade', data_type: DataType.Int32, default_value: 3 },
+        { name: 'label', data_type: DataType.VarChar, max_length: 8, default_value: 'none' },
+      ],
+    }));
+    const d = ok('describe', await client.describeCollection({ collection_name: AC }));
+    const f = Object.fromEntries(d.schema.fields.map((x) => [x.name, x]));
+    assert.equal(f.tags.data_type, 'Array');
+    assert.equal(f.tags.element_type, 'VarChar');
+    assert.equal(Number(f.tags.max_capacity), 4);
+    assert.equal(Number(f.tags.max_length), 8);
+    assert.equal(f.nums.element_type, 'Int64');
+    assert.equal(Number(f.nums.max_capacity), 5);
+    // the SDK flattens the ValueField to its value
+    assert.equal(f.grade.default_value, 3, JSON.stringify(f.grade));
+    assert.equal(f.label.default_value, 'none', JSON.stringify(f.label));
+    ok('index', await client.createIndex({ collection_name: AC, field_name: 'vector', index_type: 'FLAT', metric_type: 'L2', params: {} }));
+    ok('load', await client.loadCollectionSync({ collection_name: AC }));
+    const WORDS = ['ab', 'cd', 'ef', 'gh', 'ij'];
+    const arows = [];
+    for (let i = 0; i < 60; i++) {
+      const tags = [];
+      for (let k = 0; k < i % 5 && k < 4; k++) tags.push(WORDS[(i + k * 2) % 5]);
+      const nums = [];
+      for (let k = 0; k < (i * 7) % 6; k++) nums.push((i * (k + 3)) % 11);
+      const r = { id: i, vector: vec(i), tags, nums, meta: { l: nums.slice(0, 2), g: i % 4 }, kw: [i % 3, 'x'] };
+      if (i % 3 === 0) r.grade = i; // the others get the default
+      if (i % 4 === 0) r.label = `l${i}`;
+      arows.push(r);
+    }
+    const res = ok('insert', await client.insert({ collection_name: AC, data: arows }));
+    assert.equal(Number(res.insert_cnt), arows.length);
+    const model = new Map(arows.map((r) => [r.id, Object.assign({ grade: 3, label: 'none' }, r)]));
+    const dq = ok('defaults', await client.query({ collection_name: AC, filter: 'grade == 3 and label == "none"', output_fields: ['grade', 'label'], limit: 1000 }));
+    assert.deepEqual(dq.data.map((r) => Number(r.id)).sort((a, b) => a - b),
+      [...model.values()].filter((r) => r.grade === 3 && r.label === 'none').map((r) => r.id), 'rows with both defaults');
+    for (const r of dq.data) assert.equal(r.label, 'none');
+    const q = async (filter, pred) => {
+      const out = ok(`query ${filter}`, await client.query({ collection_name: AC, filter, output_fields: ['tags', 'nums', 'meta'], limit: 1000 }));
+      const got = out.data.map((r) => Number(r.id)).sort((a, b) => a - b);
+      const want = arows.filter(pred).map((r) => r.id);
+      assert.deepEqual(got, want, `<${filter}>`);
+      for (const r of out.data) {
+        const m = model.get(Number(r.id));
+        assert.deepEqual(r.tags, m.tags, `tags of ${r.id}`);
+        assert.deepEqual(r.nums.map(Number), m.nums, `nums of ${r.id}`);
+        assert.deepEqual(r.meta, m.meta, `meta of ${r.id}`);
+      }
+      return got.length;
+    };
+    let matched = 0;
+    matched += await q('array_contains(tags, "cd")', (r) => r.tags.includes('cd'));
+    matched += await q('ARRAY_CONTAINS_ALL(nums, [3, 6])', (r) => r.nums.includes(3) && r.nums.includes(6));
+    matched += await q('array_contains_any(tags, ["ij", "ab"]) and id > 10', (r) => r.id > 10 && (r.tags.includes('ij') || r.tags.includes('ab')));
+    matched += await q('array_length(nums) == 3', (r) => r.nums.length === 3);
+    matched += await q('array_length(tags) >= 2 and nums[0] < 5', (r) => r.tags.length >= 2 && r.nums.length > 0 && r.nums[0] < 5);
+    matched += await q('not array_contains(nums, 0)', (r) => !r.nums.includes(0));
+    matched += await q('json_contains(meta["l"], 4)', (r) => r.meta.l.includes(4));
+    matched += await q('json_contains_any(meta["l"], [1, 2]) or meta["g"] == 3', (r) => r.meta.l.includes(1) || r.meta.l.includes(2) || r.meta.g === 3);
+    matched += await q('json_contains(kw, "x") and json_contains(kw, 2)', (r) => r.id % 3 === 2); // a dynamic key
+    assert.ok(matched > 60, `the filters matched ${matched} rows in all: too few to test anything`);
+    // search with an array filter against brute force over the model
+    const qv = vec(777);
+    const sr = ok('search', await client.search({ collection_name: AC, data: qv, limit: 5, filter: 'array_contains(tags, "ef")', output_fields: ['tags'] }));
+    const bf = arows.filter((r) => r.tags.includes('ef')).map((r) => ({ id: r.id, distance: l2(qv, r.vector) }))
+      .sort((x, y) => x.distance - y.distance || x.id - y.id).slice(0, 5);
+    checkHits(sr.results, bf, 'array-filtered search');
+    // bad rows: over max_capacity, wrong element type, over the elements' max_length; nothing lands
+    const bad = [
+      Object.assign({}, arows[1], { id: 900, tags: ['ab', 'cd', 'ef', 'gh', 'ij'] }),
+      Object.assign({}, arows[1], { id: 901, tags: ['waytoolongtag'] }),
+    ];
+    for (const b of bad) {
+      const r = await client.insert({ collection_name: AC, data: [b] });
+      failed(`bad array row ${b.id}`, r);
+    }
+    failed('array_contains on a scalar', await client.query({ collection_name: AC, filter: 'array_contains(id, 1)', output_fields: ['id'] }));
+    const c = ok('count', await client.query({ collection_name: AC, filter: '', output_fields: ['count(*)'] }));
+    assert.equal(Number(c.data[0]['count(*)']), arows.length);
+    ok('drop', await client.dropCollection({ collection_name: AC }));
+  }],
+
   ['release: load state follows; search refused; load again; drop', async () => {
     ok('release', await client.releaseCollection({ collection_name: COLL }));
     assert.equal(ok('state', await client.getLoadState({ collection_name: COLL })).state, 'LoadStateNotLoad');
