@@ -28,8 +28,10 @@ static bool g_flag[N_ROWS] = { true, false, true, false, true, false, true, true
 static const char *const g_name[N_ROWS] = {
     "alice", "", "bob%", "_x_", "caf\xc3\xa9", "a\\b", "\"q\"", "zzzzzzzzzzzzzzzzzzzzzz", "a"
 };
-static const char *const g_color[N_ROWS] = { "red", "green", "blue", "red_1", "",
-                                             "r%d", "RED",   "red",  "gr" };
+/* a few are JSON (arrays, an object) for paths and the json_/array_ functions */
+static const char *const g_color[N_ROWS] = { "red", "green", "[1,\"red\",2.5,[3]]", "red_1",
+                                             "",    "r%d",   "{\"a\":[true,-0.0]}", "red",
+                                             "[]" };
 
 static sx__expr_schema g_schema;
 static sx__colref g_cols[N_FIELDS];

@@ -88,7 +88,9 @@ static void touch_keys(const sx__segcol *cols, uint64_t n, const sx__segpk *pk)
             cnt = sx__segpk_find_i(pk, col, col[r], &lo);
             for (size_t j = 0; j < cnt; j++)
                 g_sink += (uint64_t)col[sx__segpk_row(pk, lo + j)];
-            g_sink += sx__segpk_find_i(pk, col, col[r] + 1, &lo);
+            /* a neighbour key, likely absent (wrapping: INT64_MAX's neighbour is INT64_MIN) */
+            int64_t next = (int64_t)((uint64_t)col[r] + 1u);
+            g_sink += sx__segpk_find_i(pk, col, next, &lo);
         } else {
             char *const *col = kc->data;
             cnt = sx__segpk_find_s(pk, (const char *const *)col, col[r], &lo);
