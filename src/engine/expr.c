@@ -214,12 +214,12 @@ enum nkind {
     K_IN,    /* a in set (op = 1: not in) */
     K_LIKE,  /* a like pattern */
     K_JSON,  /* value at a JSON path in the text of VARCHAR column `field` */
-    K_JCONT, /* json_contains / array_contains(_all / _any): a = K_JSON, kids = literals */
+    K_JCONT, /* json_contains / array_contains(_all / _any), exists: a = K_JSON, kids = literals */
     K_ALEN   /* array_length(a): INT value, a = K_JSON; invalid where a is not an array */
 };
 
 /* K_JCONT ops */
-enum { JF_CONTAINS, JF_ALL, JF_ANY, JF_LENGTH };
+enum { JF_CONTAINS, JF_ALL, JF_ANY, JF_LENGTH, JF_EXISTS };
 
 enum { OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_TRUE, OP_FALSE };
 
@@ -2033,6 +2033,31 @@ static sx_status parse_call(parser *p, int fk, const char *name, size_t nl, node
     return advance(p);
 }
 
+static sx_status parse_unary(parser *p, node **out);
+
+/* `exists x["k"]...` (p->cur is `exists`): TRUE where the JSON text of the row holds a value at
+ * the path (JSON null included), FALSE elsewhere (not JSON, key missing); never UNKNOWN. Binds
+ * like a prefix operator. */
+static sx_status parse_exists(parser *p, node **out)
+{
+    size_t start = p->cur.start;
+    if (++p->depth > MAX_DEPTH)
+        return perr(start, "expression nested too deeply (max depth %d)", MAX_DEPTH);
+    TRY(advance(p));
+    node *arg;
+    TRY(parse_unary(p, &arg));
+    if (!junbound(arg) || arg->n_jpath == 0)
+        return terr(arg->start, "'exists' needs a JSON path (exists field[\"key\"])");
+    node *e;
+    TRY(new_node(p, K_JCONT, T_BOOLV, start, start, &e));
+    e->op = JF_EXISTS;
+    e->a = arg;
+    e->height = 2;
+    p->depth--;
+    *out = e;
+    return SX_OK;
+}
+
 static sx_status parse_field(parser *p, node **out)
 {
     tok t = p->cur;
@@ -2049,7 +2074,7 @@ static sx_status parse_field(parser *p, node **out)
     }
     if ((nl == 6 && (memcmp(name, "exists", 6) == 0 || memcmp(name, "EXISTS", 6) == 0)) &&
         nx.kind != T_END)
-        return perr(t.start, "'exists' is not supported");
+        return parse_exists(p, out);
     size_t idx = SIZE_MAX;
     for (size_t k = 0; k < p->schema->n_fields; k++) {
         const char *fn = p->schema->names[k];
@@ -2822,6 +2847,8 @@ static bool jlit_eq(const json_t *j, const node *c)
 /* K_JCONT on one row's array j (NULL or not an array: false). */
 static bool jcont_row(const node *e, const json_t *j)
 {
+    if (e->op == JF_EXISTS)
+        return j != NULL;
     if (!json_is_array(j))
         return false;
     size_t n = json_array_size(j);

@@ -1224,6 +1224,10 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
             f->engine_type = engine_type_of(f->type);
         if (!f->engine_type)
             return sx__err(SX_EINVAL, "field %s: type \"%s\" is not supported", f->name, f->type);
+        if (strcmp(f->type, "Array") == 0 &&
+            (!f->elem_type[0] || f->max_capacity == 0 || f->max_capacity > SX__MAX_ARRAY_CAPACITY))
+            return sx__err(SX_EINVAL, "field %s: an Array needs an element type and max_capacity",
+                           f->name);
         if (!f->type[0])
             copy_str(f->type, sizeof f->type, type_name_of(f->engine_type));
         if (strcmp(f->name, SX__META_FIELD) == 0 || strcmp(f->name, SX__PART_FIELD) == 0)

@@ -308,8 +308,8 @@ static char *substitute(sx__resp *rs, const char *f, const json_t *params)
 
 static bool is_keyword(const char *s, size_t n)
 {
-    static const char *const kw[] = { "and", "or",   "not",  "in",   "like",
-                                      "is",  "null", "true", "false" };
+    static const char *const kw[] = { "and", "or",   "not",  "in",    "like",
+                                      "is",  "null", "true", "false", "exists" };
     for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
         if (strlen(kw[i]) == n && strncasecmp(kw[i], s, n) == 0)
             return true;

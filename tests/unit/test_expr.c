@@ -859,7 +859,7 @@ static void test_errors(void)
         { "name[1.5] == 1", SX_EPARSE, 5 },
         { "array_contains(a, 1)", SX_EINVAL, 15 }, /* a is INT64, not an ARRAY/JSON field */
         { "random_sample(0.1)", SX_EPARSE, 0 },
-        { "a > 1 and exists name", SX_EPARSE, 10 },
+        { "a > 1 and exists name", SX_EINVAL, 17 }, /* name is not a JSON path */
         { "a > 0x", SX_EPARSE, 4 },
         { "a > 0b2", SX_EPARSE, 4 },
         { "a > 09", SX_EPARSE, 4 },
@@ -2199,6 +2199,10 @@ static void test_json_functions(void)
         { "array_length(arr) * 2 > id", 0x03 },
         { "array_contains(arr, 2) or array_length(arr) == 0", 0x85 },
         { "array_contains(arr, -1)", 0x00 },
+        { "exists arr[\"tags\"]", 0x08 },
+        { "EXISTS arr[0]", 0xc3 },                    /* rows with an element 0 */
+        { "not exists arr[\"k\"] and id < 5", 0x17 }, /* never UNKNOWN */
+        { "exists arr[\"tags\"][1] or id == 0", 0x09 },
     };
 
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
@@ -2223,6 +2227,9 @@ static void test_json_functions(void)
         { "Array_Contains(arr, 1)", SX_EPARSE, "not supported" },
         { "frobnicate(arr, 1)", SX_EPARSE, "not supported" },
         { "array_contains(nope, 1)", SX_EINVAL, "no field named" },
+        { "exists arr", SX_EINVAL, "needs a JSON path" },
+        { "exists id", SX_EINVAL, "needs a JSON path" },
+        { "exists", SX_EINVAL, "no field named" },
     };
 
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {

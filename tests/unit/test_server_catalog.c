@@ -88,8 +88,15 @@ static void test_create_get_persist(void)
     ASSERT_STATUS(sx__cat_coll_create(cat, "default", &m2), SX_EEXIST);
     /* a bad type */
     make_meta(&m2, "bad");
-    snprintf(m2.fields[2].type, sizeof m2.fields[2].type, "Array");
+    snprintf(m2.fields[2].type, sizeof m2.fields[2].type, "SparseFloatVector");
+    m2.fields[2].engine_type = (sx_field_type)0;
     ASSERT_STATUS(sx__cat_coll_create(cat, "default", &m2), SX_EINVAL);
+    /* an Array without its element type and capacity */
+    make_meta(&m2, "bad");
+    snprintf(m2.fields[2].type, sizeof m2.fields[2].type, "Array");
+    m2.fields[2].engine_type = (sx_field_type)0;
+    ASSERT_STATUS(sx__cat_coll_create(cat, "default", &m2), SX_EINVAL);
+    ASSERT(strstr(sx_errmsg(), "element type and max_capacity") != NULL);
     /* engine refusal (no primary key) leaves no metadata behind */
     make_meta(&m2, "nopk");
     m2.fields[0].is_primary = false;

@@ -493,6 +493,18 @@ static void test_dynamic(void)
     ASSERT(r);
     ASSERT_EQ(json_array_size(data_of(r)), 0); /* row 2 has no tag: UNKNOWN, not TRUE */
     json_decref(r);
+    /* exists on a dynamic key (the rewrite makes it a path of the hidden column) */
+    r = ok(call("/v2/vectordb/entities/query",
+                "{`collectionName`:`dyn`,`filter`:`exists tag and not exists $meta['zz']`}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(data_of(r)), 1);
+    ASSERT_EQ(jint(json_array_get(data_of(r), 0), "id"), 1);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/entities/query", "{`collectionName`:`dyn`,`filter`:`not exists n`}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(data_of(r)), 1);
+    ASSERT_EQ(jint(json_array_get(data_of(r), 0), "id"), 2);
+    json_decref(r);
     /* search with a dynamic output key */
     r = ok(call("/v2/vectordb/entities/search",
                 "{`collectionName`:`dyn`,`data`:[[1,0]],`limit`:1,`outputFields`:[`n`]}"));
