@@ -68,15 +68,6 @@
 
 /* ------------------------------------------------------------------ small helpers */
 
-/* Frees memory allocated by jansson (json_dumps). */
-static void jfree(void *p)
-{
-    json_free_t f = NULL;
-    json_get_alloc_funcs(NULL, &f);
-    if (p)
-        (f ? f : free)(p);
-}
-
 /* A growable NUL-terminated string (util/alloc.h). A failed allocation sets oom. */
 typedef struct sbuf {
     char *p;
@@ -292,7 +283,7 @@ static char *substitute(sx__resp *rs, const char *f, const json_t *params)
                     return NULL;
                 }
                 sb_add(&out, enc);
-                jfree(enc);
+                sx__jansson_free(enc);
                 p = q + 1;
                 continue;
             }
@@ -449,7 +440,7 @@ static bool part_filter(sx__resp *rs, const sx__coll_meta *m, const json_t *part
         if (i)
             sb_add(out, ",");
         sb_add(out, enc);
-        jfree(enc);
+        sx__jansson_free(enc);
     }
     sb_add(out, "]");
     return true;
@@ -932,7 +923,7 @@ static void colbufs_free(colbuf *cb, size_t n_cols, size_t n_rows)
         if (cb[i].owns_strings && cb[i].data) {
             char **s = cb[i].data;
             for (size_t r = 0; r < n_rows; r++)
-                jfree(s[r]);
+                sx__jansson_free(s[r]);
         }
         sx__free(cb[i].data);
         json_decref(cb[i].def);
@@ -1680,7 +1671,7 @@ static char *param_text(const json_t *v)
         return sx__strdup(json_is_true(v) ? "true" : "false");
     char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     char *r = t ? sx__strdup(t) : NULL;
-    jfree(t);
+    sx__jansson_free(t);
     return r;
 }
 

@@ -468,8 +468,7 @@ bool sx__int_fits(const char *type, int64_t v)
     return true;
 }
 
-/* Frees text jansson allocated (json_dumps), with jansson's allocator. */
-static void jansson_free(void *p)
+void sx__jansson_free(void *p)
 {
     json_free_t fr = NULL;
     json_get_alloc_funcs(NULL, &fr);
@@ -506,11 +505,11 @@ bool sx__field_set_default(sx__resp *rs, sx__field_meta *f, const json_t *v)
         why = txt ? "the default value is longer than Sextant keeps (255 bytes of JSON text)"
                   : "out of memory";
     if (why) {
-        jansson_free(txt);
+        sx__jansson_free(txt);
         sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: field %s: %s", f->name, why);
         return false;
     }
     (void)snprintf(f->default_json, sizeof f->default_json, "%s", txt);
-    jansson_free(txt);
+    sx__jansson_free(txt);
     return true;
 }

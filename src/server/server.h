@@ -347,6 +347,9 @@ void sx__props_merge(json_t *dst, const json_t *src);
  * and collections/create. On false, rs holds the error. */
 bool sx__index_apply(
     sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta, const json_t *index_param);
+/* Frees text jansson allocated (json_dumps) with jansson's allocator (http.c installs a budgeted
+ * one); NULL is fine. */
+void sx__jansson_free(void *p);
 /* Whether v fits an Int8 / Int16 / Int32 (by the declared type name; other names: true). */
 bool sx__int_fits(const char *type, int64_t v);
 /* Checks a declared default value v against field f (its type, range, max_length; not allowed

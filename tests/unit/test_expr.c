@@ -2031,6 +2031,41 @@ static void test_misuse(void)
  * position; a schema with many long names is listed cut, never overflowing the message. */
 /* JSON paths on a VARCHAR column holding JSON text: typed by their use, rows without a value of
  * that type at the path are UNKNOWN (neither the predicate nor its negation matches). */
+/* One filter over the docs of test_json_paths' shape: parse, eval, compare with want (bit i =
+ * row i). */
+static void check_rows(const sx__expr_schema *js,
+                       const sx__colref *jc,
+                       size_t n,
+                       const char *src,
+                       const uint64_t *want)
+{
+    sx__expr *e = NULL;
+    sx_status st = sx__expr_parse(src, js, &e);
+    if (st != SX_OK) {
+        FAILF("<%s>: %s", src, sx_errmsg());
+        return;
+    }
+    size_t nw = (n + 63) / 64;
+    uint64_t *out = malloc(nw * sizeof *out);
+    ASSERT(out != NULL);
+    memset(out, 0xff, nw * sizeof *out);
+    st = sx__expr_eval(e, jc, n, out);
+    sx__expr_free(e);
+    if (st != SX_OK) {
+        FAILF("<%s>: eval %s", src, sx_errmsg());
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            bool got = (out[i / 64] >> (i % 64)) & 1, w = (want[i / 64] >> (i % 64)) & 1;
+            if (got != w) {
+                FAILF("<%s>: row %zu %s, want %s", src, i, got ? "matches" : "does not match",
+                      w ? "a match" : "no match");
+                break;
+            }
+        }
+    }
+    free(out);
+}
+
 static void test_json_paths(void)
 {
     static const char *const docs[] = {
@@ -2087,57 +2122,9 @@ static void test_json_paths(void)
     };
 
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
-        sx__expr *e = NULL;
-        sx_status st = sx__expr_parse(cs[k].src, &js, &e);
-        if (st != SX_OK) {
-            FAILF("<%s>: %s", cs[k].src, sx_errmsg());
-            continue;
-        }
-        uint64_t out[1] = { ~(uint64_t)0 };
-        st = sx__expr_eval(e, jc, ND, out);
-        sx__expr_free(e);
-        if (st != SX_OK) {
-            FAILF("<%s>: eval %s", cs[k].src, sx_errmsg());
-            continue;
-        }
-        if ((unsigned)out[0] != cs[k].want)
-            FAILF("<%s>: rows 0x%02x, want 0x%02x", cs[k].src, (unsigned)out[0], cs[k].want);
+        uint64_t want = cs[k].want;
+        check_rows(&js, jc, ND, cs[k].src, &want);
     }
-}
-
-/* One filter over the docs of test_json_paths' shape: parse, eval, compare with want (bit i =
- * row i). */
-static void check_rows(const sx__expr_schema *js,
-                       const sx__colref *jc,
-                       size_t n,
-                       const char *src,
-                       const uint64_t *want)
-{
-    sx__expr *e = NULL;
-    sx_status st = sx__expr_parse(src, js, &e);
-    if (st != SX_OK) {
-        FAILF("<%s>: %s", src, sx_errmsg());
-        return;
-    }
-    size_t nw = (n + 63) / 64;
-    uint64_t *out = malloc(nw * sizeof *out);
-    ASSERT(out != NULL);
-    memset(out, 0xff, nw * sizeof *out);
-    st = sx__expr_eval(e, jc, n, out);
-    sx__expr_free(e);
-    if (st != SX_OK) {
-        FAILF("<%s>: eval %s", src, sx_errmsg());
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            bool got = (out[i / 64] >> (i % 64)) & 1, w = (want[i / 64] >> (i % 64)) & 1;
-            if (got != w) {
-                FAILF("<%s>: row %zu %s, want %s", src, i, got ? "matches" : "does not match",
-                      w ? "a match" : "no match");
-                break;
-            }
-        }
-    }
-    free(out);
 }
 
 /* json_contains / array_contains (_all, _any) and array_length: fixed cases with Milvus's
