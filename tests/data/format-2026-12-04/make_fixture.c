@@ -18,13 +18,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if ((x) != SX_OK) {                                                                        \
-            fprintf(stderr, "%s: %s\n", #x, sx_errmsg());                                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CHECK(x)                                 \
+ do {                                            \
+  if ((x) != SX_OK) {                            \
+   fprintf(stderr, "%s: %s\n", #x, sx_errmsg()); \
+   exit(1);                                      \
+  }                                              \
+ } while (0)
 
 static void put(sx_collection *c, int lo, int hi)
 {
@@ -44,12 +44,12 @@ static void put(sx_collection *c, int lo, int hi)
         for (int d = 0; d < 4; d++)
             v[j * 4 + d] = (float)(i + d);
     }
-    sx_column cols[] = {{"id", SX_FIELD_INT64, id},
-                        {"score", SX_FIELD_DOUBLE, score},
-                        {"flag", SX_FIELD_BOOL, flag},
-                        {"tag", SX_FIELD_VARCHAR, tag},
-                        {"v", SX_FIELD_FLOAT_VECTOR, v}};
-    sx_batch b = {(size_t)n, cols, 5};
+    sx_column cols[] = { { "id", SX_FIELD_INT64, id },
+                         { "score", SX_FIELD_DOUBLE, score },
+                         { "flag", SX_FIELD_BOOL, flag },
+                         { "tag", SX_FIELD_VARCHAR, tag },
+                         { "v", SX_FIELD_FLOAT_VECTOR, v } };
+    sx_batch b = { (size_t)n, cols, 5 };
     CHECK(sx_insert(c, &b, NULL));
 }
 
@@ -59,7 +59,7 @@ static void del(sx_collection *c, int64_t lo, int64_t hi)
     size_t n = 0;
     for (int64_t x = lo; x < hi; x++)
         k[n++] = x;
-    sx_keys keys = {n, k, NULL};
+    sx_keys keys = { n, k, NULL };
     CHECK(sx_delete(c, &keys, NULL));
 }
 
@@ -69,18 +69,18 @@ int main(int argc, char **argv)
         return 2;
     sx_db *db;
     CHECK(sx_db_open(argv[1], NULL, &db));
-    sx_field_def f[] = {{"id", SX_FIELD_INT64, true, false, 0, 0},
-                        {"score", SX_FIELD_DOUBLE, false, false, 0, 0},
-                        {"flag", SX_FIELD_BOOL, false, false, 0, 0},
-                        {"tag", SX_FIELD_VARCHAR, false, false, 0, 32},
-                        {"v", SX_FIELD_FLOAT_VECTOR, false, false, 4, 0}};
-    sx_collection_def def = {"legacy", f, 5, SX_METRIC_L2};
+    sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
+                         { "score", SX_FIELD_DOUBLE, false, false, 0, 0 },
+                         { "flag", SX_FIELD_BOOL, false, false, 0, 0 },
+                         { "tag", SX_FIELD_VARCHAR, false, false, 0, 32 },
+                         { "v", SX_FIELD_FLOAT_VECTOR, false, false, 4, 0 } };
+    sx_collection_def def = { "legacy", f, 5, SX_METRIC_L2 };
     CHECK(sx_collection_create(db, &def));
     sx_collection *c;
     CHECK(sx_collection_open(db, "legacy", &c));
     put(c, 0, 100);
     CHECK(sx_flush(c));
-    sx_param p[] = {{"M", "8"}, {"efConstruction", "32"}};
+    sx_param p[] = { { "M", "8" }, { "efConstruction", "32" } };
     CHECK(sx_index_create(c, "HNSW", p, 2));
     CHECK(sx_index_wait(c, 0));
     del(c, 1000, 1010);
