@@ -95,6 +95,10 @@ typedef struct sx_field_def {
     bool auto_id;        /* primary only, INT64 only: ids are generated on insert */
     uint32_t dim;        /* FLOAT_VECTOR: 1..SX_MAX_DIM */
     uint32_t max_length; /* VARCHAR: 1..SX_MAX_VARCHAR (0 = SX_MAX_VARCHAR) */
+    /* the field may hold NULL (sx_column.valid); not the primary key, not the vector field.
+     * Filters: a comparison with NULL is UNKNOWN (no match, and `not` of it matches nothing
+     * either); `f is null` / `f is not null` test it. */
+    bool nullable;
 } sx_field_def;
 
 typedef struct sx_collection_def {
@@ -245,11 +249,16 @@ SX_API SX_NODISCARD sx_status sx_collection_set_metric(sx_collection *c, sx_metr
 /* ---------------------------------------------------------------- data */
 
 /* A column of a batch. `data` points at n_rows values: int64_t, double, bool, const char * (NUL
- * terminated UTF-8), or n_rows*dim floats for the vector field. Borrowed for the call. */
+ * terminated UTF-8), or n_rows*dim floats for the vector field. Borrowed for the call.
+ * `valid` (optional, n_rows bools; NULL = every row has a value): false marks a NULL row of a
+ * nullable field (its value in `data` is ignored: stored as 0, 0.0, false or "", and a VARCHAR
+ * pointer may be NULL there); a false on a field that is not nullable is SX_EINVAL.
+ * In a rowset, `valid` is set (owned) on nullable fields' columns that hold a NULL, else NULL. */
 typedef struct sx_column {
     const char *name;
     sx_field_type type;
     const void *data;
+    const bool *valid;
 } sx_column;
 
 typedef struct sx_batch {

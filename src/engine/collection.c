@@ -141,9 +141,18 @@ static sx_status load_schema(sx_collection *c, sx__manifest *m)
     }
     if (!has_pk || !has_vec || c->dim == 0 || c->dim > SX_MAX_DIM)
         return sx__err(SX_ECORRUPT, "%s: manifest schema is invalid", c->dir);
+    c->nullable = sx__calloc(c->n_fields, sizeof(bool));
+    if (!c->nullable)
+        return sx__err(SX_ENOMEM, "schema");
+    for (size_t f = 0; f < c->n_fields; f++) {
+        c->nullable[f] = c->fields[f].nullable;
+        if (c->nullable[f] && (f == c->pk || c->types[f] == SX_FIELD_FLOAT_VECTOR))
+            return sx__err(SX_ECORRUPT, "%s: manifest has a nullable key or vector", c->dir);
+    }
     c->xschema.n_fields = c->n_fields;
     c->xschema.names = c->names;
     c->xschema.types = c->types;
+    c->xschema.nullable = c->nullable;
     return SX_OK;
 }
 
@@ -263,6 +272,7 @@ static void coll_free(sx_collection *c)
         sx__free((char *)c->fields[f].name);
     sx__free(c->fields);
     sx__free(c->types);
+    sx__free(c->nullable);
     sx__free(c->names);
     sx__free(c->index_type);
     for (size_t i = 0; i < c->n_index_params; i++) {
@@ -413,6 +423,9 @@ static sx_status write_flush_files(sx_collection *c,
             cols[f].data = chunked ? (void *)ws->chunks[f] : ws->chunks[f][0];
             cols[f].chunk_rows = chunked ? ws->chunk_rows : 0;
             cols[f].is_primary = f == c->pk;
+            cols[f].nullable = c->fields[f].nullable;
+            if (ws->nulls[f])
+                cols[f].nulls = chunked ? (void *)ws->nulls[f] : ws->nulls[f][0];
         }
         sx__coll_path(c, path, sizeof path, "sxs", ws->id);
         sx_status st = sx__segfile_write(path, ws->id, atomic_load(&ws->n_rows), cols, c->n_fields);
@@ -760,6 +773,7 @@ sx_status sx__coll_check(sx_collection *c)
         expect[f].type = c->types[f];
         expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
         expect[f].is_primary = f == c->pk;
+        expect[f].nullable = c->fields[f].nullable;
     }
     for (size_t i = 0; st == SX_OK && i < m.n_segs; i++) {
         uint64_t n = 0;
@@ -818,13 +832,19 @@ static sx_status compact_copy(sx_collection *c,
     size_t n = atomic_load(&s->n_rows);
     size_t live = n - sx__bits_count(gone, n);
     void **cols = sx__calloc(c->n_fields, sizeof(void *));
-    if (!cols)
+    uint64_t **nulls = sx__calloc(c->n_fields, sizeof(uint64_t *));
+    if (!cols || !nulls) {
+        sx__free(cols);
+        sx__free(nulls);
         return sx__err(SX_ENOMEM, "compaction");
+    }
     sx_status st = SX_OK;
     for (size_t f = 0; f < c->n_fields && st == SX_OK; f++) {
         size_t w = sx__field_width(c, f);
         cols[f] = sx__malloc_aligned(live * w + 64);
-        if (!cols[f]) {
+        if (c->fields[f].nullable)
+            nulls[f] = sx__calloc(sx__bits_words(live) + 1, sizeof(uint64_t));
+        if (!cols[f] || (c->fields[f].nullable && !nulls[f])) {
             st = sx__err(SX_ENOMEM, "compaction");
             break;
         }
@@ -832,6 +852,8 @@ static sx_status compact_copy(sx_collection *c,
         for (size_t r = 0; r < n; r++) {
             if (sx__bits_test(gone, r))
                 continue;
+            if (nulls[f] && sx__seg_is_null(s, f, r))
+                sx__bits_set(nulls[f], k);
             const void *cell = sx__seg_cell(s, f, r, w);
             if (c->types[f] == SX_FIELD_VARCHAR) {
                 char *copy = sx__strdup(*(char *const *)cell);
@@ -855,18 +877,21 @@ static sx_status compact_copy(sx_collection *c,
     }
     sx__segment *ns = NULL;
     if (st == SX_OK)
-        st = sx__seg_new_sealed(c, id, live, cols, &ns);
+        st = sx__seg_new_sealed(c, id, live, cols, nulls, &ns);
     if (st != SX_OK) {
         for (size_t f = 0; f < c->n_fields; f++) {
             if (cols[f] && c->types[f] == SX_FIELD_VARCHAR)
                 for (size_t q = 0; q < live; q++)
                     sx__free(((char **)cols[f])[q]);
             sx__free_aligned(cols[f]);
+            sx__free(nulls[f]);
         }
         sx__free(cols);
+        sx__free(nulls);
         return st;
     }
     sx__free(cols);
+    sx__free(nulls);
     sx__segcol *sc = sx__calloc(c->n_fields, sizeof *sc);
     if (!sc) {
         sx__seg_unref(ns);
@@ -878,6 +903,8 @@ static sx_status compact_copy(sx_collection *c,
         sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
         sc[f].data = ns->chunks[f][0];
         sc[f].is_primary = f == c->pk;
+        sc[f].nullable = c->fields[f].nullable;
+        sc[f].nulls = ns->nulls[f] ? ns->nulls[f][0] : NULL;
     }
     char path[4096];
     sx__coll_path(c, path, sizeof path, "sxs", ns->id);
@@ -1048,9 +1075,10 @@ static sx_status merge_run(sx_collection *c, size_t at, size_t n, bool *done)
     sx__segment **old = sx__calloc(n, sizeof *old);
     uint64_t *ends = sx__calloc(n, sizeof *ends);
     void **ptrs = sx__calloc(n * c->n_fields, sizeof *ptrs);
+    void **nptrs = sx__calloc(n * c->n_fields, sizeof *nptrs);
     sx__segcol *sc = sx__calloc(c->n_fields, sizeof *sc);
     sx_status st = SX_OK;
-    if (!old || !ends || !ptrs || !sc) {
+    if (!old || !ends || !ptrs || !nptrs || !sc) {
         st = sx__err(SX_ENOMEM, "merging segments");
         goto out;
     }
@@ -1075,14 +1103,18 @@ static sx_status merge_run(sx_collection *c, size_t at, size_t n, bool *done)
     if (sx__merge_hook)
         sx__merge_hook(c, old[0]->id, n); /* tests: writes that race with the merge */
     for (size_t f = 0; f < c->n_fields; f++) {
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             ptrs[f * n + i] = old[i]->chunks[f][0];
+            nptrs[f * n + i] = old[i]->nulls[f] ? old[i]->nulls[f][0] : NULL;
+        }
         sc[f].name = (char *)c->names[f];
         sc[f].type = c->types[f];
         sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
         sc[f].data = &ptrs[f * n];
         sc[f].chunk_ends = ends;
         sc[f].is_primary = f == c->pk;
+        sc[f].nullable = c->fields[f].nullable;
+        sc[f].nulls = c->fields[f].nullable ? (void *)&nptrs[f * n] : NULL;
     }
     char path[4096];
     sx__coll_path(c, path, sizeof path, "sxs", new_id);
@@ -1146,6 +1178,7 @@ out:
     sx__free(old);
     sx__free(ends);
     sx__free(ptrs);
+    sx__free(nptrs);
     sx__free(sc);
     return st;
 }

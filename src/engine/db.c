@@ -281,6 +281,9 @@ static sx_status validate_def(const sx_collection_def *def)
         if (f->type == SX_FIELD_VARCHAR && f->max_length > SX_MAX_VARCHAR)
             return sx__err(SX_EINVAL, "field \"%s\": max_length %u is over %u", f->name,
                            f->max_length, SX_MAX_VARCHAR);
+        if (f->nullable && (f->is_primary || f->type == SX_FIELD_FLOAT_VECTOR))
+            return sx__err(SX_EINVAL, "field \"%s\": the %s cannot be nullable", f->name,
+                           f->is_primary ? "primary key" : "vector field");
     }
     if (n_pk != 1)
         return sx__err(SX_EINVAL, "exactly one primary key field is required (got %zu)", n_pk);

@@ -53,7 +53,14 @@ typedef struct sx__segment {
     size_t n_chunks;      /* allocated chunk slots */
     atomic_size_t n_rows; /* visible rows: release after data written, acquire by readers */
     size_t n_fields;
-    void ***chunks;     /* [field][chunk]; sealed: one chunk per field */
+    void ***chunks; /* [field][chunk]; sealed: one chunk per field */
+    /* [field][chunk]: NULL bits of a nullable field (bit i of chunk ch: row ch * chunk_rows + i
+     * is NULL; words of chunk_rows bits, zero past the rows), NULL for the other fields. Growing:
+     * allocated with the field's chunk, bits set with atomic or (commit_rows) and read with
+     * atomic loads (sx__seg_is_null, view.c), since a word may hold published and unpublished
+     * rows. nulls_mapped bit f: field f's words point into `map`. */
+    uint64_t ***nulls;
+    uint64_t nulls_mapped;
     bool *types_is_str; /* per field: VARCHAR (strings owned by the segment) */
     void *map;          /* sealed from a file: read-only mapping of the segment file */
     size_t map_len;
@@ -96,6 +103,7 @@ struct sx_collection {
     size_t n_fields;
     sx_field_def *fields; /* owned names */
     sx_field_type *types;
+    bool *nullable; /* per field (the schema's nullable flags) */
     const char **names;
     size_t pk; /* index of the primary key field */
     size_t vf; /* index of the vector field */
@@ -190,10 +198,16 @@ SX_NODISCARD sx_status sx__seg_new_growing(const sx_collection *c,
                                            uint64_t id,
                                            size_t cap,
                                            sx__segment **out);
-/* A sealed segment taking ownership of contiguous column arrays (cols[f], n rows); its heap is
- * charged to the budget as SX__MEM_SEALED (forced: the rows must be held). */
-SX_NODISCARD sx_status
-sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols, sx__segment **out);
+/* A sealed segment taking ownership of contiguous column arrays (cols[f], n rows) and of the NULL
+ * bit arrays nulls[f] (sx__bits_words(n) words from sx__calloc, for nullable fields; nulls may
+ * be NULL when no field is nullable); its heap is charged to the budget as SX__MEM_SEALED
+ * (forced: the rows must be held). On error nothing is taken. */
+SX_NODISCARD sx_status sx__seg_new_sealed(const sx_collection *c,
+                                          uint64_t id,
+                                          size_t n,
+                                          void **cols,
+                                          uint64_t **nulls,
+                                          sx__segment **out);
 /* Opens the sealed segment file seg-<id>.sxs of c: fixed-width columns and the key block stay in
  * the mapping (no heap copy; CRCs verified by streaming reads), VARCHAR columns are decoded into
  * the heap; a version 1 file gets its key index built in the heap. n_expect: the manifest's row
@@ -211,6 +225,16 @@ void sx__seg_unref(sx__segment *s);
 static inline void *sx__seg_cell(const sx__segment *s, size_t f, size_t row, size_t width)
 {
     return (char *)s->chunks[f][row / s->chunk_rows] + (row % s->chunk_rows) * width;
+}
+
+/* Whether row `row` (published) of field f is NULL. */
+static inline bool sx__seg_is_null(const sx__segment *s, size_t f, size_t row)
+{
+    if (!s->nulls[f])
+        return false;
+    const uint64_t *w = s->nulls[f][row / s->chunk_rows];
+    size_t i = row % s->chunk_rows;
+    return w && (__atomic_load_n(&w[i / 64], __ATOMIC_RELAXED) >> (i % 64) & 1);
 }
 
 size_t sx__field_width(const sx_collection *c, size_t f);

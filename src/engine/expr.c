@@ -20,11 +20,12 @@
  *                  value vector per node; and/or/not combine words.
  *
  * Three-valued logic. A row is UNKNOWN for a predicate when an integer division or modulo by
- * zero occurred in one of its operands (fields are not nullable yet; nullable fields will reuse
- * this). Every predicate result is a pair of bitsets (t = TRUE rows, u = UNKNOWN rows; u is
- * materialised only when a subtree can produce it: node->may_unk). and/or/not follow Kleene's
- * logic, and the final filter keeps the TRUE rows only, so `a / 0 == 1` and `not (a / 0 == 1)`
- * both match nothing.
+ * zero occurred in one of its operands, or when an operand is a nullable field whose value is
+ * NULL in that row (K_FIELD copies the column's NULL bits into its register's u; `f is null` is
+ * K_ISNULL, never UNKNOWN). Every predicate result is a pair of bitsets (t = TRUE rows, u = UNKNOWN
+ * rows; u is materialised only when a subtree can produce it: node->may_unk). and/or/not follow
+ * Kleene's logic, and the final filter keeps the TRUE rows only, so `a / 0 == 1` and `not (a / 0 ==
+ * 1)` both match nothing.
  *
  * Invariants.
  *   1. Constants reach the evaluator only as K_ARITH operands (read as scalars) or as the whole
@@ -209,13 +210,14 @@ enum nkind {
     K_NOT,
     K_AND, /* kids[0..n_kids) */
     K_OR,
-    K_CMP,   /* a op b, neither constant */
-    K_CMPC,  /* a op c, c constant; mode says how */
-    K_IN,    /* a in set (op = 1: not in) */
-    K_LIKE,  /* a like pattern */
-    K_JSON,  /* value at a JSON path in the text of VARCHAR column `field` */
-    K_JCONT, /* json_contains / array_contains(_all / _any), exists: a = K_JSON, kids = literals */
-    K_ALEN   /* array_length(a): INT value, a = K_JSON; invalid where a is not an array */
+    K_CMP,    /* a op b, neither constant */
+    K_CMPC,   /* a op c, c constant; mode says how */
+    K_IN,     /* a in set (op = 1: not in) */
+    K_LIKE,   /* a like pattern */
+    K_JSON,   /* value at a JSON path in the text of VARCHAR column `field` */
+    K_JCONT,  /* json_contains / array_contains(_all / _any), exists: a = K_JSON, kids = literals */
+    K_ISNULL, /* `field is null` (op = 1: is not null) on a nullable field */
+    K_ALEN    /* array_length(a): INT value, a = K_JSON; invalid where a is not an array */
 };
 
 /* K_JCONT ops */
@@ -2028,6 +2030,8 @@ static sx_status parse_call(parser *p, int fk, const char *name, size_t nl, node
     }
     e->a = arg;
     e->height = 2;
+    if (e->kind == K_JCONT && p->schema->nullable && p->schema->nullable[arg->field])
+        e->may_unk = true; /* a NULL row is UNKNOWN */
     p->depth--;
     *out = e;
     return advance(p);
@@ -2115,8 +2119,10 @@ static sx_status parse_field(parser *p, node **out)
                     (int)(nl > 64 ? 64 : nl), name);
     }
     TRY(advance(p));
+    bool nullable = p->schema->nullable && p->schema->nullable[idx];
     if (p->cur.kind == T_IS) {
-        /* `field is [not] null`: no field is nullable yet */
+        /* `field is [not] null`: TRUE / FALSE by the NULL bit (a field that is not nullable is
+         * never NULL: a constant) */
         TRY(advance(p));
         bool neg = p->cur.kind == T_NOT;
         if (neg)
@@ -2124,11 +2130,18 @@ static sx_status parse_field(parser *p, node **out)
         if (p->cur.kind != T_NULL)
             return perr(p->cur.start, "expected 'null' after 'is%s'", neg ? " not" : "");
         TRY(advance(p));
-        return mk_bool(p, neg, t.start, t.start, out);
+        if (!nullable)
+            return mk_bool(p, neg, t.start, t.start, out);
+        p->used[idx] = true;
+        TRY(new_node(p, K_ISNULL, T_BOOLV, t.start, t.start, out));
+        (*out)->field = idx;
+        (*out)->op = neg ? 1 : 0;
+        return SX_OK;
     }
     p->used[idx] = true;
     TRY(new_node(p, K_FIELD, type, t.start, t.start, out));
     (*out)->field = idx;
+    (*out)->may_unk = nullable;
     return SX_OK;
 }
 
@@ -2634,6 +2647,21 @@ static bool apply_inv(reg *g, const uint64_t *inv, size_t m)
     return true;
 }
 
+/* The NULL bits of rows [row0, row0 + m) of nullable field f into dst (CW words, zero past m);
+ * false (dst untouched) when the block has none. row0 is a multiple of 64 (of CHUNK). Atomic
+ * loads: a growing segment's writer may be setting bits of later rows in the same words. */
+static bool load_nulls(const ectx *x, size_t f, size_t row0, size_t m, uint64_t *dst)
+{
+    const uint64_t *src = x->cols[f].nulls;
+    if (!src)
+        return false;
+    size_t nw = nwords(m);
+    for (size_t w = 0; w < nw; w++)
+        dst[w] = __atomic_load_n(&src[row0 / 64 + w], __ATOMIC_RELAXED);
+    dst[nw - 1] &= lastmask(m);
+    return true;
+}
+
 /* g->u = a | b (either may be NULL or g->u itself); returns g->u, or NULL if both are NULL */
 static const uint64_t *or_inv(reg *g, const uint64_t *a, const uint64_t *b, size_t m)
 {
@@ -2935,6 +2963,8 @@ static void eval_val(const ectx *x, const node *e, size_t r, size_t row0, size_t
             v->d = c->f64 + row0;
         else
             v->s = c->str + row0;
+        if (load_nulls(x, e->field, row0, m, g->u))
+            v->inv = g->u;
         return;
     }
     case K_JSON:
@@ -3182,6 +3212,15 @@ static bool eval_bool(const ectx *x, const node *e, size_t r, size_t row0, size_
     case K_FIELD: {
         const bool *b = x->cols[e->field].b + row0;
         BITS_LOOP(g->t, m, b[i]);
+        return apply_inv(g, load_nulls(x, e->field, row0, m, g->u) ? g->u : NULL, m);
+    }
+    case K_ISNULL: {
+        size_t nw = nwords(m);
+        if (!load_nulls(x, e->field, row0, m, g->t))
+            memset(g->t, 0, nw * sizeof *g->t);
+        if (e->op)
+            for (size_t w = 0; w < nw; w++)
+                g->t[w] = ~g->t[w] & (w + 1 == nw ? lastmask(m) : ~(uint64_t)0);
         return false;
     }
     case K_NOT: {
@@ -3227,6 +3266,10 @@ static bool eval_bool(const ectx *x, const node *e, size_t r, size_t row0, size_
                 g->t[k / 64] |= (uint64_t)1 << (k % 64);
             json_decref(root);
         }
+        /* a NULL row (its text is "") is FALSE for the JSON walk: UNKNOWN for the contains
+         * functions, as a comparison with NULL; `exists` stays FALSE there */
+        if (e->op != JF_EXISTS && load_nulls(x, e->a->field, row0, m, g->u))
+            return apply_inv(g, g->u, m);
         return false;
     }
     default: { /* K_LIKE */

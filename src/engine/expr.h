@@ -28,6 +28,7 @@ typedef struct sx__expr_schema {
     size_t n_fields;
     const char *const *names;
     const sx_field_type *types;
+    const bool *nullable; /* per field, or NULL: none is nullable */
 } sx__expr_schema;
 
 /* Parses `src`. Errors: SX_EPARSE "cannot parse expression: <what> at position <n>" (0-based byte
@@ -47,6 +48,9 @@ typedef struct sx__colref {
     const double *f64;
     const bool *b;
     const char *const *str;
+    /* NULL bits of a nullable field (bit i: row i of the block is NULL; read with atomic loads:
+     * a growing segment's writer may be setting later rows' bits), or NULL */
+    const uint64_t *nulls;
 } sx__colref;
 
 /* Evaluates rows [0,n) of the block; sets bit i of `out` for matching rows and clears it for the

@@ -51,6 +51,7 @@
 #include "platform/membudget.h"
 #include "storage/segfile.h"
 #include "util/alloc.h"
+#include "util/bitset.h"
 #include "util/err.h"
 #include "vector/dist.h"
 
@@ -88,6 +89,8 @@ static void batch_free(const sx_collection *c, sx__imp_batch *b)
         else
             sx__free(b->col[f]);
         b->col[f] = NULL;
+        sx__free(b->nulls[f]);
+        b->nulls[f] = NULL;
     }
 }
 
@@ -101,7 +104,9 @@ static sx_status batch_alloc(const sx_collection *c, sx__imp_batch *b, size_t ro
             b->col[f] = sx__malloc_aligned(rows * w);
         else
             b->col[f] = sx__calloc(rows, w);
-        if (!b->col[f]) {
+        if (c->fields[f].nullable)
+            b->nulls[f] = sx__calloc(sx__bits_words(rows) + 1, sizeof(uint64_t));
+        if (!b->col[f] || (c->fields[f].nullable && !b->nulls[f])) {
             batch_free(c, b);
             return sx__err(SX_ENOMEM, "import: a batch of %zu rows", rows);
         }
@@ -230,6 +235,8 @@ static sx_status write_batch(sx_collection *c, sx__imp_batch *b, uint64_t first_
         cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
         cols[f].data = b->col[f];
         cols[f].is_primary = f == c->pk; /* the key block (segment format 2) */
+        cols[f].nullable = c->fields[f].nullable;
+        cols[f].nulls = b->nulls[f];
     }
     char path[4096];
     sx__coll_path(c, path, sizeof path, "sxs", id);

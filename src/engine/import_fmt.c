@@ -552,6 +552,18 @@ static sx_status json_row(
             continue;
         const char *name = c->names[f];
         v = json_object_get(o, name);
+        if (b->nulls[f] && (!v || json_is_null(v))) { /* a nullable field: missing or null */
+            b->nulls[f][at / 64] |= (uint64_t)1 << (at % 64);
+            if (c->types[f] == SX_FIELD_VARCHAR) {
+                char *s = sx__strdup("");
+                if (!s)
+                    return sx__err(SX_ENOMEM, "import");
+                ((char **)b->col[f])[at] = s;
+            } else {
+                memset((char *)b->col[f] + at * sx__field_width(c, f), 0, sx__field_width(c, f));
+            }
+            continue;
+        }
         if (!v)
             return sx__err(SX_EINVAL, "import: %s: row %llu: field \"%s\" is missing", fn, rn,
                            name);
@@ -1363,6 +1375,8 @@ uint64_t sx__imp_group_bytes_read(const sx__imp_group *g)
 void sx__imp_batch_clear(const sx_collection *c, sx__imp_batch *b)
 {
     for (size_t f = 0; f < c->n_fields; f++) {
+        if (b->nulls[f])
+            memset(b->nulls[f], 0, ((b->cap + 63) / 64) * sizeof(uint64_t));
         if (c->types[f] != SX_FIELD_VARCHAR || !b->col[f])
             continue;
         char **s = b->col[f];

@@ -20,6 +20,8 @@ typedef struct sx__imp_batch {
     size_t cap;               /* rows the columns hold */
     size_t n;                 /* rows filled */
     void *col[SX_MAX_FIELDS]; /* int64_t*, double*, bool*, char ** (owned), float* (aligned) */
+    uint64_t
+        *nulls[SX_MAX_FIELDS]; /* nullable fields: cap bits (bit i: row i is NULL), else NULL */
 } sx__imp_batch;
 
 typedef struct sx__imp_group sx__imp_group;
@@ -40,7 +42,8 @@ uint64_t sx__imp_group_bytes(const sx__imp_group *g); /* the files' sizes */
 uint64_t sx__imp_group_bytes_read(const sx__imp_group *g);
 void sx__imp_group_close(sx__imp_group *g);
 
-/* Frees the VARCHAR strings of rows [0, cap) (unset cells are NULL) and sets n = 0. */
+/* Frees the VARCHAR strings of rows [0, cap) (unset cells are NULL), clears the NULL bits and
+ * sets n = 0. */
 void sx__imp_batch_clear(const sx_collection *c, sx__imp_batch *b);
 
 #endif

@@ -13,8 +13,12 @@
  * Replay applies records through the same apply functions, so recovery equals the live path.
  *
  * Record payloads (little-endian):
- *   INSERT/UPSERT: u64 n_rows, then per schema field in order: INT64 n x i64 | DOUBLE n x f64 |
- *                  BOOL n x u8 | VARCHAR n x (u32 len, bytes) | VECTOR n x dim x f32
+ *   INSERT/UPSERT: u64 n_rows, then per schema field in order: [nullable fields only:
+ *                  ceil(n/8) bytes of NULL bits, bit i % 8 of byte i / 8 set = row i is NULL]
+ *                  INT64 n x i64 | DOUBLE n x f64 | BOOL n x u8 | VARCHAR n x (u32 len, bytes) |
+ *                  VECTOR n x dim x f32 (a NULL row's value is 0, 0.0, false or "")
+ *                  The layout follows the schema, so records of collections without nullable
+ *                  fields are byte for byte those of the WAL before nullable fields existed.
  *   DELETE:        u8 kind (1 int, 2 str), u64 n, n x (i64 | u32 len, bytes)
  */
 #include <math.h>
@@ -35,6 +39,7 @@ typedef struct rows {
     size_t n;
     const void *col[SX_MAX_FIELDS];
     const char **strs[SX_MAX_FIELDS]; /* decoded varchar pointers (owned by rows_fini) */
+    const bool *valid[SX_MAX_FIELDS]; /* nullable fields: false = NULL (borrowed or scratch) */
     bool owns_strs;
     bool over;         /* a vector's squared norm exceeds SX_MAX_SQNORM (refused unless COSINE) */
     size_t over_row;   /* the first such row */
@@ -118,6 +123,15 @@ static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
         if (!col->data)
             return sx__err(SX_EINVAL, "field \"%s\" has no data", col->name);
         r->col[f] = col->data;
+        if (col->valid && !c->fields[f].nullable) {
+            for (size_t row = 0; row < b->n_rows; row++)
+                if (!col->valid[row])
+                    return sx__err(SX_EINVAL,
+                                   "field \"%s\": row %zu is NULL, but the field is not nullable",
+                                   col->name, row);
+        } else if (col->valid) {
+            r->valid[f] = col->valid;
+        }
     }
     for (size_t f = 0; f < c->n_fields; f++) {
         if (!r->col[f] && !(f == c->pk && c->fields[f].auto_id))
@@ -137,6 +151,8 @@ static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
             const char *const *s = r->col[f];
             uint32_t maxlen = c->fields[f].max_length ? c->fields[f].max_length : SX_MAX_VARCHAR;
             for (size_t i = 0; i < r->n; i++) {
+                if (r->valid[f] && !r->valid[f][i])
+                    continue;
                 if (!s[i])
                     return sx__err(SX_EINVAL, "field \"%s\": row %zu is NULL", c->names[f], i);
                 if (strlen(s[i]) > maxlen)
@@ -146,11 +162,16 @@ static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
         } else if (c->types[f] == SX_FIELD_DOUBLE) {
             const double *d = r->col[f];
             for (size_t i = 0; i < r->n; i++)
-                if (isnan(d[i]))
+                if (isnan(d[i]) && !(r->valid[f] && !r->valid[f][i]))
                     return sx__err(SX_EINVAL, "field \"%s\": row %zu is NaN", c->names[f], i);
         }
     }
     return SX_OK;
+}
+
+static inline bool row_null(const rows *r, size_t f, size_t i)
+{
+    return r->valid[f] && !r->valid[f][i];
 }
 
 static void encode_rows(sx_collection *c, const rows *r, sx__wbuf *w)
@@ -159,7 +180,25 @@ static void encode_rows(sx_collection *c, const rows *r, sx__wbuf *w)
     for (size_t f = 0; f < c->n_fields; f++) {
         const void *d = r->col[f];
         SX_ASSERT(d != NULL); /* map_batch checked every column; an auto id is filled in */
+        if (c->fields[f].nullable) {
+            for (size_t i = 0; i < r->n; i += 8) {
+                uint8_t byte = 0;
+                for (size_t j = 0; j < 8 && i + j < r->n; j++)
+                    if (row_null(r, f, i + j))
+                        byte |= (uint8_t)(1u << j);
+                sx__wbuf_u8(w, byte);
+            }
+        }
         for (size_t i = 0; i < r->n; i++) {
+            if (row_null(r, f, i)) {
+                if (c->types[f] == SX_FIELD_VARCHAR)
+                    sx__wbuf_str(w, "");
+                else if (c->types[f] == SX_FIELD_BOOL)
+                    sx__wbuf_u8(w, 0);
+                else
+                    sx__wbuf_u64(w, 0); /* INT64 0, DOUBLE +0.0 */
+                continue;
+            }
             switch (c->types[f]) {
             case SX_FIELD_INT64:
                 sx__wbuf_i64(w, ((const int64_t *)d)[i]);
@@ -193,15 +232,30 @@ static sx_status decode_rows(sx_collection *c, const void *p, size_t len, rows *
     r->n = (size_t)n;
     /* fixed-width columns are copied out to aligned scratch (payload offsets are unaligned) */
     size_t total = 0;
-    for (size_t f = 0; f < c->n_fields; f++)
+    for (size_t f = 0; f < c->n_fields; f++) {
         if (c->types[f] != SX_FIELD_VARCHAR)
             total += r->n * sx__field_width(c, f) + 64;
+        if (c->fields[f].nullable)
+            total += r->n + 64;
+    }
     char *buf = sx__malloc_aligned(total);
     if (!buf)
         return sx__err(SX_ENOMEM, "replay");
     *scratch = buf;
     size_t off = 0;
     for (size_t f = 0; f < c->n_fields; f++) {
+        if (c->fields[f].nullable) {
+            const uint8_t *bits = sx__rbuf_bytes(&b, (r->n + 7) / 8);
+            if (!bits)
+                return sx__err(SX_ECORRUPT, "WAL insert record: truncated NULL bits");
+            if (r->n % 8 && (bits[r->n / 8] >> (r->n % 8)) != 0)
+                return sx__err(SX_ECORRUPT, "WAL insert record: NULL bits past the rows");
+            bool *valid = (bool *)(buf + off);
+            off += (r->n + 63) & ~(size_t)63;
+            for (size_t i = 0; i < r->n; i++)
+                valid[i] = !(bits[i / 8] >> (i % 8) & 1);
+            r->valid[f] = valid;
+        }
         if (c->types[f] == SX_FIELD_VARCHAR) {
             r->strs[f] = sx__calloc(r->n, sizeof(char *));
             if (!r->strs[f])
@@ -293,6 +347,11 @@ static sx_status prepare_rows(sx_collection *c, const rows *r, prepared *p)
         for (size_t ch = base / g->chunk_rows; ch <= (base + r->n - 1) / g->chunk_rows; ch++) {
             if (g->chunks[f][ch])
                 continue;
+            if (g->nulls[f] && !g->nulls[f][ch]) {
+                g->nulls[f][ch] = sx__calloc(sx__bits_words(g->chunk_rows), sizeof(uint64_t));
+                if (!g->nulls[f][ch])
+                    return sx__err(SX_ENOMEM, "growing segment");
+            }
             g->chunks[f][ch] = sx__malloc_aligned(g->chunk_rows * sx__field_width(c, f));
             if (!g->chunks[f][ch])
                 return sx__err(SX_ENOMEM, "growing segment");
@@ -313,7 +372,7 @@ static sx_status prepare_rows(sx_collection *c, const rows *r, prepared *p)
         if (c->types[f] != SX_FIELD_VARCHAR)
             continue;
         for (size_t i = 0; i < r->n; i++) {
-            const char *src = ((const char *const *)r->col[f])[i];
+            const char *src = row_null(r, f, i) ? "" : ((const char *const *)r->col[f])[i];
             char **cell = sx__seg_cell(g, f, base + i, sizeof(char *));
             *cell = sx__strdup(src);
             if (!*cell) {
@@ -344,11 +403,26 @@ static void commit_rows(sx_collection *c, const rows *r, prepared *p, bool upser
         size_t w = sx__field_width(c, f);
         const char *src = r->col[f];
         SX_ASSERT(src != NULL); /* every column is set (map_batch, decode_rows) */
-        for (size_t i = 0; i < r->n; i++)
-            memcpy(sx__seg_cell(g, f, base + i, w), src + i * w, w);
+        for (size_t i = 0; i < r->n; i++) {
+            if (row_null(r, f, i))
+                memset(sx__seg_cell(g, f, base + i, w), 0, w);
+            else
+                memcpy(sx__seg_cell(g, f, base + i, w), src + i * w, w);
+        }
         if (f == c->vf && c->metric == SX_METRIC_COSINE)
             for (size_t i = 0; i < r->n; i++)
                 sx__normalize(sx__seg_cell(g, f, base + i, w), c->dim);
+    }
+    for (size_t f = 0; f < c->n_fields; f++) {
+        if (!g->nulls[f] || !r->valid[f])
+            continue;
+        for (size_t i = 0; i < r->n; i++) {
+            if (r->valid[f][i])
+                continue;
+            size_t row = base + i, in = row % g->chunk_rows;
+            uint64_t *w = &g->nulls[f][row / g->chunk_rows][in / 64];
+            __atomic_fetch_or(w, (uint64_t)1 << (in % 64), __ATOMIC_RELAXED);
+        }
     }
     for (size_t i = 0; i < r->n; i++) {
         uint64_t seg;
@@ -387,11 +461,12 @@ static uint64_t grow_need(const sx_collection *c, const sx__segment *g, const ro
     for (size_t f = 0; f < c->n_fields; f++) {
         for (size_t ch = base / g->chunk_rows; ch <= (base + r->n - 1) / g->chunk_rows; ch++)
             if (!g->chunks[f][ch])
-                need += (uint64_t)g->chunk_rows * sx__field_width(c, f);
+                need += (uint64_t)g->chunk_rows * sx__field_width(c, f) +
+                        (g->nulls[f] ? sx__bits_words(g->chunk_rows) * 8 : 0);
         if (c->types[f] != SX_FIELD_VARCHAR)
             continue;
         for (size_t i = 0; i < r->n; i++)
-            need += strlen(((const char *const *)r->col[f])[i]) + 1 + 16;
+            need += (row_null(r, f, i) ? 0 : strlen(((const char *const *)r->col[f])[i])) + 1 + 16;
     }
     return need;
 }

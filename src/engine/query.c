@@ -80,6 +80,7 @@ void sx_rowset_free(sx_rowset *rs)
                 sx__free(s[r]);
         }
         sx__free((void *)rs->cols[i].data);
+        sx__free((void *)rs->cols[i].valid);
         sx__free((char *)rs->cols[i].name);
     }
     sx__free(rs->cols);
@@ -161,6 +162,21 @@ static sx_status build_rowset(sx_collection *c,
             } else {
                 memcpy(data + r * w, cell, w);
             }
+        }
+        if (!c->fields[f].nullable)
+            continue;
+        bool *valid = NULL; /* only when a row is NULL */
+        for (size_t r = 0; r < n; r++) {
+            if (!sx__seg_is_null(v->segs[refs[r].seg], f, refs[r].row))
+                continue;
+            if (!valid) {
+                valid = sx__malloc(n);
+                if (!valid)
+                    goto nomem;
+                memset(valid, 1, n);
+                rs->cols[i].valid = valid;
+            }
+            valid[r] = false;
         }
     }
     *out = rs;

@@ -59,24 +59,34 @@ seg_alloc(const sx_collection *c, uint64_t id, size_t cap, size_t chunk_rows, sx
     s->budget = c->db ? c->db->budget : NULL;
     s->charge_kind = SX__MEM_GROWING;
     s->chunks = sx__calloc(c->n_fields, sizeof(void **));
+    s->nulls = sx__calloc(c->n_fields, sizeof(uint64_t **));
     s->types_is_str = sx__calloc(c->n_fields, sizeof(bool));
     s->deleted = sx__calloc(sx__bits_words(cap) + 1, sizeof(uint64_t));
-    if (!s->chunks || !s->deleted || !s->types_is_str)
+    if (!s->chunks || !s->nulls || !s->deleted || !s->types_is_str)
         goto nomem;
     for (size_t f = 0; f < c->n_fields; f++) {
         s->chunks[f] = sx__calloc(s->n_chunks, sizeof(void *));
         if (!s->chunks[f])
             goto nomem;
+        if (c->fields[f].nullable) {
+            s->nulls[f] = sx__calloc(s->n_chunks, sizeof(uint64_t *));
+            if (!s->nulls[f])
+                goto nomem;
+        }
         s->types_is_str[f] = c->types[f] == SX_FIELD_VARCHAR;
     }
     (void)sx__mutex_init(&s->idx_mu, SX__RANK_SEG_IDX, "segment.idx_mu");
     *out = s;
     return SX_OK;
 nomem:
-    if (s->chunks)
-        for (size_t f = 0; f < c->n_fields; f++)
+    for (size_t f = 0; f < c->n_fields; f++) {
+        if (s->chunks)
             sx__free(s->chunks[f]);
+        if (s->nulls)
+            sx__free(s->nulls[f]);
+    }
     sx__free(s->chunks);
+    sx__free(s->nulls);
     sx__free(s->types_is_str);
     sx__free(s->deleted);
     sx__free(s);
@@ -88,16 +98,19 @@ sx_status sx__seg_new_growing(const sx_collection *c, uint64_t id, size_t cap, s
     return seg_alloc(c, id, cap, SX__CHUNK_ROWS, out);
 }
 
-sx_status
-sx__seg_new_sealed(const sx_collection *c, uint64_t id, size_t n, void **cols, sx__segment **out)
+sx_status sx__seg_new_sealed(
+    const sx_collection *c, uint64_t id, size_t n, void **cols, uint64_t **nulls, sx__segment **out)
 {
     sx__segment *s;
     sx_status st = seg_alloc(c, id, n, n ? n : 1, &s);
     if (st != SX_OK)
         return st;
     s->sealed = true;
-    for (size_t f = 0; f < c->n_fields; f++)
+    for (size_t f = 0; f < c->n_fields; f++) {
         s->chunks[f][0] = cols[f];
+        if (s->nulls[f] && nulls)
+            s->nulls[f][0] = nulls[f];
+    }
     atomic_store_explicit(&s->n_rows, n, memory_order_release);
     s->charge_kind = SX__MEM_SEALED;
     s->charged = sx__seg_memory(c, s);
@@ -119,6 +132,7 @@ sx__seg_open_file(const sx_collection *c, uint64_t id, uint64_t n_expect, sx__se
         expect[f].type = c->types[f];
         expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
         expect[f].is_primary = f == c->pk;
+        expect[f].nullable = c->fields[f].nullable;
     }
     uint64_t n = 0;
     sx__segcol *cols = NULL;
@@ -146,6 +160,12 @@ sx__seg_open_file(const sx_collection *c, uint64_t id, uint64_t n_expect, sx__se
         cols[f].data = NULL;
         if (cols[f].borrowed)
             s->mapped_mask |= (uint64_t)1 << f;
+        if (s->nulls[f]) {
+            s->nulls[f][0] = cols[f].nulls;
+            cols[f].nulls = NULL;
+            if (cols[f].nulls_borrowed)
+                s->nulls_mapped |= (uint64_t)1 << f;
+        }
     }
     if (s->mapped_mask & ((uint64_t)1 << c->vf))
         s->mapped_field = c->vf;
@@ -200,8 +220,13 @@ static void seg_free(sx__segment *s)
             sx__free_aligned(p);
         }
         sx__free(s->chunks[f]);
+        if (s->nulls[f] && !(s->nulls_mapped & ((uint64_t)1 << f)))
+            for (size_t ch = 0; ch < s->n_chunks; ch++)
+                sx__free(s->nulls[f][ch]);
+        sx__free(s->nulls[f]);
     }
     sx__free(s->chunks);
+    sx__free(s->nulls);
     sx__free(s->types_is_str);
     sx__free(s->deleted);
     sx__fs_unmap(s->map, s->map_len);
@@ -235,9 +260,12 @@ sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g, sx__segment 
 {
     size_t n = atomic_load_explicit(&g->n_rows, memory_order_acquire);
     void **cols = sx__calloc(c->n_fields, sizeof(void *));
-    if (!cols)
-        return sx__err(SX_ENOMEM, "sealing segment");
+    uint64_t **nulls = sx__calloc(c->n_fields, sizeof(uint64_t *));
     sx_status st = SX_OK;
+    if (!cols || !nulls) {
+        st = sx__err(SX_ENOMEM, "sealing segment");
+        goto fail;
+    }
     for (size_t f = 0; f < c->n_fields; f++) {
         size_t w = sx__field_width(c, f);
         cols[f] = sx__malloc_aligned(n * w + 64);
@@ -245,6 +273,16 @@ sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g, sx__segment 
             st = sx__err(SX_ENOMEM, "sealing segment");
             goto fail;
         }
+        if (!g->nulls[f])
+            continue;
+        nulls[f] = sx__calloc(sx__bits_words(n) + 1, sizeof(uint64_t));
+        if (!nulls[f]) {
+            st = sx__err(SX_ENOMEM, "sealing segment");
+            goto fail;
+        }
+        for (size_t r = 0; r < n; r++)
+            if (sx__seg_is_null(g, f, r))
+                sx__bits_set(nulls[f], r);
     }
     for (size_t f = 0; f < c->n_fields; f++) {
         size_t w = sx__field_width(c, f);
@@ -268,19 +306,25 @@ sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g, sx__segment 
         }
     }
     sx__segment *s;
-    st = sx__seg_new_sealed(c, g->id, n, cols, &s);
+    st = sx__seg_new_sealed(c, g->id, n, cols, nulls, &s);
     if (st != SX_OK)
         goto fail;
     sx__free(cols);
+    sx__free(nulls);
     memcpy(s->deleted, g->deleted, sx__bits_words(n) * sizeof(uint64_t));
     atomic_store(&s->n_deleted, atomic_load(&g->n_deleted));
     *out = s;
     return SX_OK;
 fail:
     /* varchar columns hold no owned strings here: a failed copy freed its own */
-    for (size_t f = 0; f < c->n_fields; f++)
-        sx__free_aligned(cols[f]);
+    for (size_t f = 0; f < c->n_fields; f++) {
+        if (cols)
+            sx__free_aligned(cols[f]);
+        if (nulls)
+            sx__free(nulls[f]);
+    }
     sx__free(cols);
+    sx__free(nulls);
     return st;
 }
 
@@ -293,6 +337,7 @@ void sx__seg_colrefs(const sx_collection *c, const sx__segment *s, size_t ch, sx
         out[f].f64 = c->types[f] == SX_FIELD_DOUBLE ? p : NULL;
         out[f].b = c->types[f] == SX_FIELD_BOOL ? p : NULL;
         out[f].str = c->types[f] == SX_FIELD_VARCHAR ? (const char *const *)p : NULL;
+        out[f].nulls = s->nulls[f] ? s->nulls[f][ch] : NULL;
     }
 }
 
@@ -311,6 +356,8 @@ size_t sx__seg_memory(const sx_collection *c, const sx__segment *s)
         for (size_t ch = 0; ch < used; ch++)
             if (s->chunks[f][ch])
                 allocated++;
+        if (s->nulls[f] && !(s->nulls_mapped & ((uint64_t)1 << f)))
+            bytes += allocated * sx__bits_words(s->chunk_rows) * 8;
         if (s->mapped_mask & ((uint64_t)1 << f))
             continue; /* file-backed pages: reclaimable page cache, not heap */
         bytes += allocated * s->chunk_rows * sx__field_width(c, f);

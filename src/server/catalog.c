@@ -301,6 +301,8 @@ static json_t *meta_to_json(const sx__coll_meta *m)
         json_object_set_new(o, "max_length", json_integer(f->max_length));
         if (f->default_json[0])
             json_object_set_new(o, "default", json_string(f->default_json));
+        if (f->nullable)
+            json_object_set_new(o, "nullable", json_true());
         if (f->elem_type[0]) {
             json_object_set_new(o, "element_type", json_string(f->elem_type));
             json_object_set_new(o, "max_capacity", json_integer(f->max_capacity));
@@ -393,6 +395,7 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
         f->max_capacity = (uint32_t)jint_or(fo, "max_capacity", 0);
         f->elem_max_length = (uint32_t)jint_or(fo, "element_max_length", 0);
         copy_str(f->default_json, sizeof f->default_json, jstr_or(fo, "default", ""));
+        f->nullable = jbool_or(fo, "nullable", false); /* absent in files before 2026-12-04 */
         copy_str(f->description, sizeof f->description, jstr_or(fo, "description", ""));
         utf8_cut(f->description);
     }
@@ -1230,6 +1233,9 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
                            f->name);
         if (!f->type[0])
             copy_str(f->type, sizeof f->type, type_name_of(f->engine_type));
+        if (f->nullable && (f->is_primary || f->engine_type == SX_FIELD_FLOAT_VECTOR))
+            return sx__err(SX_EINVAL, "field %s: the %s cannot be nullable", f->name,
+                           f->is_primary ? "primary key" : "vector field");
         if (strcmp(f->name, SX__META_FIELD) == 0 || strcmp(f->name, SX__PART_FIELD) == 0)
             return sx__err(SX_EINVAL, "field name %s is reserved", f->name);
     }
@@ -1290,14 +1296,16 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         defs[nd++] =
             (sx_field_def){ f->name,       f->engine_type,
                             f->is_primary, f->auto_id,
-                            f->dim,        f->engine_type == SX_FIELD_VARCHAR ? f->max_length : 0 };
+                            f->dim,        f->engine_type == SX_FIELD_VARCHAR ? f->max_length : 0,
+                            f->nullable };
     }
     if (meta->enable_dynamic)
-        defs[nd++] =
-            (sx_field_def){ SX__META_FIELD, SX_FIELD_VARCHAR, false, false, 0, SX_MAX_VARCHAR };
+        defs[nd++] = (sx_field_def){
+            SX__META_FIELD, SX_FIELD_VARCHAR, false, false, 0, SX_MAX_VARCHAR, false
+        };
     if (meta->has_partitions)
         defs[nd++] =
-            (sx_field_def){ SX__PART_FIELD, SX_FIELD_VARCHAR, false, false, 0, SX_MAX_NAME };
+            (sx_field_def){ SX__PART_FIELD, SX_FIELD_VARCHAR, false, false, 0, SX_MAX_NAME, false };
     sx_collection_def def = { meta->engine_name, defs, nd, meta->metric };
 
     st = write_meta(d, meta); /* invariant 1: metadata first */

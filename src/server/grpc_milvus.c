@@ -425,6 +425,7 @@ typedef struct outcol {
     uint32_t dim;
     PM(DataType) elem; /* Array: the element type */
     bool dynamic;      /* the $meta column: the row's keys outside the schema */
+    bool nullable;     /* a nullable field: FieldData.valid_data for every row (dense values) */
     PM(FieldData) * fd;
     size_t n;
 } outcol;
@@ -673,6 +674,7 @@ static bool rows_to_columns(rpc *r,
         c->type = field_type(&m->fields[f]);
         c->dim = m->fields[f].dim;
         c->elem = m->fields[f].elem_type[0] ? type_of(m->fields[f].elem_type) : PI(DATA_TYPE__None);
+        c->nullable = m->fields[f].nullable;
     }
     bool has_dyn = false;
     for (size_t i = 0; i < nrows; i++) {
@@ -709,13 +711,25 @@ static bool rows_to_columns(rpc *r,
         nc++;
     }
     bool ok = true;
-    for (size_t c = 0; c < nc && ok; c++)
+    for (size_t c = 0; c < nc && ok; c++) {
         ok = col_init(a, &cols[c], nrows);
+        if (ok && cols[c].nullable) { /* as Milvus answers: every row's value, and the mask */
+            cols[c].fd->valid_data = amalloc(a, (nrows ? nrows : 1) * sizeof(protobuf_c_boolean));
+            cols[c].fd->n_valid_data = nrows;
+            ok = cols[c].fd->valid_data != NULL;
+        }
+    }
     for (size_t i = 0; i < nrows && ok; i++) {
         json_t *row = json_array_get(rows, i);
         for (size_t c = 0; c < nc; c++) {
             if (!cols[c].dynamic) {
-                col_put(a, &cols[c], json_object_get(row, cols[c].name));
+                json_t *v = json_object_get(row, cols[c].name);
+                if (cols[c].nullable) {
+                    cols[c].fd->valid_data[i] = v && !json_is_null(v);
+                    if (!cols[c].fd->valid_data[i])
+                        v = NULL; /* a zero value / "" in the data */
+                }
+                col_put(a, &cols[c], v);
                 continue;
             }
             json_t *obj = json_object();
@@ -1382,6 +1396,7 @@ static PM(FieldSchema) * field_schema(arena *a, const sx__field_meta *f)
     o->data_type = field_type(f);
     o->autoid = f->auto_id;
     o->is_partition_key = f->is_partition_key;
+    o->nullable = f->nullable;
     o->type_params = amalloc(a, 3 * sizeof *o->type_params);
     if (o->type_params && f->dim) {
         char v[16];

@@ -12,7 +12,7 @@
  *    metricType, which the Node SDK always fills, is ignored as Milvus ignores it) until the
  *    first indexes/create picks it (request.c sx__index_apply). Once an index exists the metric
  *    is that index's; another metric is refused (1100) until the index is dropped;
- *  - one FloatVector field per collection; Array, JSON-free nullable/default values, binary,
+ *  - one FloatVector field per collection; binary,
  *    float16, sparse and int8 vectors and functions are refused with 1100 "... not supported by
  *    Sextant yet";
  *  - load state: a collection is "loaded" as soon as load succeeds (the engine serves searches at
@@ -351,13 +351,12 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
             fail_type(rs, "CollectionReq", "schema.fields", "bool");
             return false;
         }
-        if (nullable) {
-            sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "invalid parameter: nullable fields (field %s) are not supported by Sextant "
-                     "yet",
-                     fname);
+        if (nullable && (is_pk || f->engine_type == SX_FIELD_FLOAT_VECTOR)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s field %s cannot be nullable",
+                     is_pk ? "the primary key" : "the vector", fname);
             return false;
         }
+        f->nullable = nullable;
         const json_t *tp = sx__jget(fo, "elementTypeParams");
         int64_t v = 0;
         if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
@@ -453,7 +452,7 @@ static bool same_schema(const sx__coll_meta *a, const sx__coll_meta *b)
             x->is_primary != y->is_primary || x->auto_id != y->auto_id || x->dim != y->dim ||
             x->max_length != y->max_length || x->is_partition_key != y->is_partition_key ||
             strcmp(x->elem_type, y->elem_type) != 0 || x->max_capacity != y->max_capacity ||
-            x->elem_max_length != y->elem_max_length ||
+            x->elem_max_length != y->elem_max_length || x->nullable != y->nullable ||
             strcmp(x->default_json, y->default_json) != 0)
             return false;
     }
@@ -654,7 +653,7 @@ static json_t *field_json(const sx__field_meta *f)
     json_object_set_new(o, "partitionKey", json_boolean(f->is_partition_key));
     json_object_set_new(o, "clusteringKey", json_false());
     json_object_set_new(o, "autoId", json_boolean(f->auto_id));
-    json_object_set_new(o, "nullable", json_false());
+    json_object_set_new(o, "nullable", json_boolean(f->nullable));
     json_object_set_new(o, "description", json_string(f->description));
     if (f->default_json[0]) {
         json_t *dv = json_loads(f->default_json, JSON_DECODE_ANY, NULL);

@@ -611,6 +611,8 @@ static json_t *
 cell_json(const sx__req *rq, const sx__field_meta *fm, const sx_rowset *r, size_t col, size_t row)
 {
     const void *d = r->cols[col].data;
+    if (r->cols[col].valid && !r->cols[col].valid[row])
+        return json_null(); /* NULL in a nullable field */
     switch (r->cols[col].type) {
     case SX_FIELD_INT64: {
         int64_t v = ((const int64_t *)d)[row];
@@ -915,6 +917,7 @@ typedef struct colbuf {
     void *data;        /* n rows, sx__calloc */
     bool owns_strings; /* VARCHAR entries were allocated by jansson (json_dumps) */
     json_t *def;       /* the field's default value (owned), NULL = none */
+    bool *valid;       /* nullable fields with a NULL row: n rows (sx__malloc), else NULL */
 } colbuf;
 
 static void colbufs_free(colbuf *cb, size_t n_cols, size_t n_rows)
@@ -926,6 +929,7 @@ static void colbufs_free(colbuf *cb, size_t n_cols, size_t n_rows)
                 sx__jansson_free(s[r]);
         }
         sx__free(cb[i].data);
+        sx__free(cb[i].valid);
         json_decref(cb[i].def);
     }
 }
@@ -1143,7 +1147,20 @@ static bool decode_rows(sx__resp *rs,
                 continue;
             }
             if (!v)
-                v = cb[ci].def; /* omitted or null: the default, when the field has one */
+                v = cb[ci].def;       /* omitted or null: the default, when the field has one */
+            if (!v && fm->nullable) { /* else NULL (its cell stays 0 / NULL pointer) */
+                if (!cb[ci].valid) {
+                    cb[ci].valid = sx__malloc(n);
+                    if (!cb[ci].valid) {
+                        fail_nomem(rs);
+                        return false;
+                    }
+                    memset(cb[ci].valid, 1, n);
+                }
+                cb[ci].valid[r] = false;
+                ci++;
+                continue;
+            }
             if (!v)
                 BAD_ROW("row %zu: the field %s is missing", r, fm->name);
             if (!put_value(rs, &cb[ci], dim, r, v))
@@ -1296,6 +1313,7 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
         cols[i].name = cb[i].name;
         cols[i].type = cb[i].type;
         cols[i].data = cb[i].data;
+        cols[i].valid = cb[i].valid;
     }
     sx_batch b = { n, cols, n_cb };
     sx_status st;

@@ -211,6 +211,14 @@ static sx_status slice_rowset(const sx_rowset *all, size_t q0, size_t nq, sx_row
         } else if (n) {
             memcpy(data, (const char *)all->cols[i].data + r0 * w, n * w);
         }
+        if (all->cols[i].valid) { /* NULL marks of a nullable field */
+            bool *valid = sx__malloc(n ? n : 1);
+            if (!valid)
+                goto nomem;
+            if (n)
+                memcpy(valid, all->cols[i].valid + r0, n);
+            rs->cols[i].valid = valid;
+        }
     }
     *out = rs;
     return SX_OK;

@@ -200,6 +200,10 @@ typedef struct sx__field_meta {
      * at most SX__MAX_DEFAULT_TEXT bytes of text. */
     char default_json[256];
     char description[256];
+    /* Milvus's nullable: the engine field is nullable (sx_field_def.nullable); a row that omits
+     * the field or gives null stores NULL unless the field has a default. Not the primary key,
+     * not vectors. */
+    bool nullable;
 } sx__field_meta;
 
 #define SX__MAX_DEFAULT_TEXT 255u

@@ -1,11 +1,12 @@
 /*
  * manifest.c: manifest encoding (see manifest.h).
  *
- * Layout (little-endian): "SXMAN001" | u32 version(1) | u64 generation | str name | u8 metric |
- *   u32 n_fields | per field: str name, u8 type, u8 flags(1 primary, 2 auto_id), u32 dim,
- *   u32 max_length | u8 has_index | [str type | u32 n | n x (str key, str value)] |
- *   u64 checkpoint_lsn | u64 next_auto_id | u64 next_seg_id | u32 n_segs |
- *   n_segs x (u64 id, u64 n_rows, u64 del_gen) | u32 crc32c(everything before)
+ * Layout (little-endian): "SXMAN001" | u32 version(2; 1 is still read) | u64 generation | str name
+ * | u8 metric | u32 n_fields | per field: str name, u8 type, u8 flags(1 primary, 2 auto_id, 4
+ * nullable: version 2 only; other bits are refused), u32 dim, u32 max_length | u8 has_index | [str
+ * type | u32 n | n x (str key, str value)] | u64 checkpoint_lsn | u64 next_auto_id | u64
+ * next_seg_id | u32 n_segs | n_segs x (u64 id, u64 n_rows, u64 del_gen) | u32 crc32c(everything
+ * before)
  */
 #include "storage/manifest.h"
 
@@ -17,14 +18,15 @@
 #include "util/crc32c.h"
 #include "util/err.h"
 
-#define MAGIC "SXMAN001"
+#define MAGIC            "SXMAN001"
+#define MANIFEST_VERSION 2
 
 sx_status sx__manifest_write(const char *path, const sx__manifest *m)
 {
     sx__wbuf w;
     sx__wbuf_init(&w);
     sx__wbuf_put(&w, MAGIC, 8);
-    sx__wbuf_u32(&w, 1);
+    sx__wbuf_u32(&w, MANIFEST_VERSION);
     sx__wbuf_u64(&w, m->generation);
     sx__wbuf_str(&w, m->name);
     sx__wbuf_u8(&w, (uint8_t)m->metric);
@@ -33,7 +35,8 @@ sx_status sx__manifest_write(const char *path, const sx__manifest *m)
         const sx_field_def *f = &m->fields[i];
         sx__wbuf_str(&w, f->name);
         sx__wbuf_u8(&w, (uint8_t)f->type);
-        sx__wbuf_u8(&w, (uint8_t)((f->is_primary ? 1 : 0) | (f->auto_id ? 2 : 0)));
+        sx__wbuf_u8(
+            &w, (uint8_t)((f->is_primary ? 1 : 0) | (f->auto_id ? 2 : 0) | (f->nullable ? 4 : 0)));
         sx__wbuf_u32(&w, f->dim);
         sx__wbuf_u32(&w, f->max_length);
     }
@@ -98,8 +101,10 @@ sx_status sx__manifest_read(const char *path, sx__manifest *m)
     sx__rbuf r;
     sx__rbuf_init(&r, data, len - 4);
     (void)sx__rbuf_bytes(&r, 8);
-    if (sx__rbuf_u32(&r) != 1) {
-        st = sx__err(SX_ECORRUPT, "%s: unsupported version", path);
+    uint32_t version = sx__rbuf_u32(&r);
+    if (version < 1 || version > MANIFEST_VERSION) {
+        st = sx__err(SX_ECORRUPT, "%s: unsupported version %u (this build reads 1 to %u)", path,
+                     version, MANIFEST_VERSION);
         goto out;
     }
     m->generation = sx__rbuf_u64(&r);
@@ -119,6 +124,9 @@ sx_status sx__manifest_read(const char *path, sx__manifest *m)
         uint8_t flags = sx__rbuf_u8(&r);
         f->is_primary = flags & 1;
         f->auto_id = (flags & 2) != 0;
+        f->nullable = (flags & 4) != 0;
+        if (flags & ~(version >= 2 ? 7u : 3u))
+            goto corrupt;
         f->dim = sx__rbuf_u32(&r);
         f->max_length = sx__rbuf_u32(&r);
         if (!sx__rbuf_ok(&r) || !f->name)

@@ -2,10 +2,14 @@
  * segfile.c: segment, delete and index file encoding (see segfile.h and FORMAT-SEGMENT.md).
  *
  * Segment file layout (little-endian):
- *   header: "SXSEG001" | u32 version(2; 1 is still read) | u32 n_cols | u64 seg_id | u64 n_rows |
- *           u32 crc(header)
- *   per column: u32 name_len | name | u8 type | u32 dim | u64 data_len | u32 crc(data) |
- *               zero padding to the next 64-byte file offset | data
+ *   header: "SXSEG001" | u32 version(3; 1 and 2 are still read) | u32 n_cols | u64 seg_id |
+ *           u64 n_rows | u32 crc(header)
+ *   per column: u32 name_len | name | u8 type | u8 flags (version 3 only; 1 = nullable) |
+ *               u32 dim | u64 data_len | u32 crc(data) | zero padding to the next 64-byte file
+ *               offset | data. A nullable column's data starts with its NULL bitmap:
+ *               ceil(n_rows / 64) u64 words (bit r of word r / 64: row r is NULL; bits past
+ *               n_rows zero), zero padding to a multiple of 64 bytes, then the values as for
+ *               any column (a NULL row's value is 0, 0.0, false or "").
  *   version 2 only, the key block: zero padding to a 64-byte offset | 64-byte meta:
  *               "SXPK" | u32 pk_col (UINT32_MAX: none) | u32 flags (1: sorted) | u32 bloom_k |
  *               u64 n_keys | u64 bloom_words | i64 min | i64 max | u32 crc(rows) |
@@ -14,7 +18,8 @@
  *               rows u32[n_keys] (absent when sorted), keys i64[n_keys] (INT64, not sorted),
  *               bloom u64[bloom_words]
  * The padding lets a reader map the file and use the columns in place (aligned arrays).
- * Invariants: (1) data_len equals the size implied by type, dim and n_rows (VARCHAR: offsets must
+ * Invariants: (1) data_len equals the size implied by type, dim and n_rows, plus the padded bitmap
+ * of a nullable column (VARCHAR: offsets must
  * be non-decreasing and end at the byte length); (2) the file ends right after the last column
  * (version 1) or the key block (version 2); (3) the key block's rows are a permutation of
  * [0, n_rows) in key order, equal keys by ascending row, keys[i] is the key of rows[i], and every
@@ -44,7 +49,7 @@
 #define DEL_MAGIC   "SXDEL001"
 #define IDX_MAGIC   "SXIDX001"
 #define PK_MAGIC    "SXPK"
-#define SEG_VERSION 2
+#define SEG_VERSION 3
 #define MAX_FILE    ((uint64_t)1 << 40)
 #define CRC_CHUNK   ((size_t)256 << 10) /* streaming verification buffer */
 #define BLOOM_K     7
@@ -458,12 +463,61 @@ static const char *col_rows(const sx__segcol *c, uint64_t r, uint64_t n_rows, si
     return (const char *)ch[r / c->chunk_rows] + in * w;
 }
 
+/* Bytes of a nullable column's bitmap, padding included. */
+static uint64_t nulls_bytes(uint64_t n_rows)
+{
+    return (sx__bits_words(n_rows) * 8 + 63) & ~(uint64_t)63;
+}
+
+/* Bit r of a nullable column's NULL bits, in the layout of its data (see sx__segcol). */
+static bool null_bit(const sx__segcol *c, uint64_t r, uint64_t n_rows)
+{
+    if (!c->nulls)
+        return false;
+    const uint64_t *w;
+    uint64_t i;
+    if (c->chunk_ends) {
+        size_t j = 0;
+        while (c->chunk_ends[j] <= r)
+            j++;
+        w = ((const uint64_t *const *)c->nulls)[j];
+        i = r - (j ? c->chunk_ends[j - 1] : 0);
+    } else if (c->chunk_rows) {
+        w = ((const uint64_t *const *)c->nulls)[r / c->chunk_rows];
+        i = r % c->chunk_rows;
+    } else {
+        w = c->nulls;
+        i = r;
+    }
+    (void)n_rows;
+    return w && (w[i / 64] >> (i % 64) & 1);
+}
+
+/* A nullable column's bitmap with its padding. */
+static void sw_nulls(swriter *s, const sx__segcol *c, uint64_t n_rows, uint32_t *crc)
+{
+    uint64_t words = sx__bits_words(n_rows);
+    for (uint64_t wi = 0; wi < words; wi++) {
+        uint64_t word = 0;
+        for (uint64_t b = 0; b < 64 && wi * 64 + b < n_rows; b++)
+            if (null_bit(c, wi * 64 + b, n_rows))
+                word |= (uint64_t)1 << b;
+        uint8_t le[8];
+        sx__put_le64(le, word);
+        sw_put(s, le, 8, crc);
+    }
+    static const uint8_t zeros[64];
+    sw_put(s, zeros, (size_t)(nulls_bytes(n_rows) - words * 8), crc);
+}
+
 /* One column's data, encoded as FORMAT-SEGMENT.md says, in bounded pieces. */
 static void sw_column(swriter *s, const sx__segcol *c, uint64_t n_rows, uint32_t *crc)
 {
     uint8_t tmp[4096];
     size_t k = 0;
     uint64_t m = 0;
+    if (c->nullable)
+        sw_nulls(s, c, n_rows, crc);
     if (c->type == SX_FIELD_VARCHAR) {
         uint64_t off = 0;
         sx__put_le64(tmp, 0);
@@ -564,6 +618,7 @@ sx_status sx__segfile_write(
         const sx__segcol *c = &cols[i];
         sx__wbuf_str(&s.w, c->name);
         sx__wbuf_u8(&s.w, (uint8_t)c->type);
+        sx__wbuf_u8(&s.w, c->nullable ? 1 : 0);
         sx__wbuf_u32(&s.w, c->dim);
         uint64_t len_at = sw_pos(&s);
         static const uint8_t zeros[12];
@@ -618,6 +673,8 @@ void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows)
         return;
     for (size_t i = 0; i < n_cols; i++) {
         sx__free(cols[i].name);
+        if (!cols[i].nulls_borrowed)
+            sx__free(cols[i].nulls);
         if (cols[i].type == SX_FIELD_VARCHAR && cols[i].data) {
             char **s = cols[i].data;
             for (uint64_t r = 0; r < n_rows; r++)
@@ -642,17 +699,18 @@ typedef struct verifier {
     uint8_t *buf; /* CRC_CHUNK bytes when f */
 } verifier;
 
-/* CRC of [off, off + len) of the file at `base` (the mapping); with bools, also every byte <= 1. */
+/* CRC of [off, off + len) of the file at `base` (the mapping), continuing *out; with bools, also
+ * every byte <= 1. */
 static sx_status crc_range(
     const verifier *v, const uint8_t *base, uint64_t off, uint64_t len, bool bools, uint32_t *out)
 {
-    uint32_t c = 0;
+    uint32_t c = *out; /* the CRC so far: a range may continue an earlier one */
     if (!v->f) {
         const uint8_t *d = base + off;
         for (uint64_t i = 0; bools && i < len; i++)
             if (d[i] > 1)
                 return sx__err(SX_ECORRUPT, "%s: bad bool", v->path);
-        *out = sx__crc32c(0, d, len);
+        *out = sx__crc32c(c, d, len);
         return SX_OK;
     }
     for (uint64_t done = 0; done < len;) {
@@ -723,6 +781,36 @@ static sx_status decode_col(
     } else {
         memcpy(out, d, dlen); /* little-endian host (buf.c checks) */
     }
+    return SX_OK;
+}
+
+/* A nullable column's bitmap at d (64-byte aligned in the file): borrowed from the mapping
+ * (untouched: the CRC was verified by streaming; readers mask bits past the rows), or copied,
+ * checking that bits past n_rows and the padding are zero (the offline check). */
+static sx_status
+decode_nulls(const char *path, sx__segcol *c, const uint8_t *d, uint64_t n, bool borrow)
+{
+    uint64_t words = sx__bits_words(n);
+    if (borrow && ((uintptr_t)d & 63) == 0) {
+        c->nulls = (void *)d;
+        c->nulls_borrowed = true;
+        return SX_OK;
+    }
+    uint64_t *w = sx__calloc(words + 1, sizeof(uint64_t));
+    if (!w)
+        return sx__err(SX_ENOMEM, "loading %s", path);
+    for (uint64_t i = 0; i < words; i++)
+        w[i] = sx__le64(d + i * 8);
+    if (words && (n % 64) && (w[words - 1] >> (n % 64)) != 0) {
+        sx__free(w);
+        return sx__err(SX_ECORRUPT, "%s: column %s has NULL bits past its rows", path, c->name);
+    }
+    for (uint64_t b = words * 8; b < nulls_bytes(n); b++)
+        if (d[b] != 0) {
+            sx__free(w);
+            return sx__err(SX_ECORRUPT, "%s: column %s has a bad NULL bitmap", path, c->name);
+        }
+    c->nulls = w;
     return SX_OK;
 }
 
@@ -954,7 +1042,8 @@ sx_status sx__segfile_read(const char *path,
             st = sx__err(SX_ECORRUPT, "%s: truncated column %zu", path, i);
             goto fail;
         }
-        p = cur_get(cur, (uint64_t)nl + 17, "column header", &st);
+        size_t fl = version >= 3 ? 1 : 0; /* the flags byte */
+        p = cur_get(cur, (uint64_t)nl + 17 + fl, "column header", &st);
         if (!p)
             goto fail;
         cols[i].name = sx__strndup((const char *)p, nl);
@@ -963,9 +1052,15 @@ sx_status sx__segfile_read(const char *path,
             goto fail;
         }
         cols[i].type = (sx_field_type)p[nl];
-        cols[i].dim = sx__le32(p + nl + 1);
-        uint64_t dlen = sx__le64(p + nl + 5);
-        uint32_t crc = sx__le32(p + nl + 13);
+        uint8_t cflags = fl ? p[nl + 1] : 0;
+        cols[i].nullable = (cflags & 1) != 0;
+        cols[i].dim = sx__le32(p + nl + 1 + fl);
+        uint64_t dlen = sx__le64(p + nl + 5 + fl);
+        uint32_t crc = sx__le32(p + nl + 13 + fl);
+        if (cflags & ~1u) {
+            st = sx__err(SX_ECORRUPT, "%s: column %zu has unknown flags 0x%x", path, i, cflags);
+            goto fail;
+        }
         st = skip_pad(cur, "column");
         if (st != SX_OK)
             goto fail;
@@ -974,25 +1069,38 @@ sx_status sx__segfile_read(const char *path,
             goto fail;
         }
         if (strcmp(cols[i].name, expect[i].name) != 0 || cols[i].type != expect[i].type ||
-            cols[i].dim != expect[i].dim) {
+            cols[i].dim != expect[i].dim || cols[i].nullable != expect[i].nullable) {
             st = sx__err(SX_ECORRUPT, "%s: column %zu does not match the schema", path, i);
             goto fail;
         }
         uint64_t off = cur->off;
         const uint8_t *d = cur->base + off;
         uint32_t got = 0;
+        uint64_t nb = cols[i].nullable ? nulls_bytes(n_rows) : 0;
+        if (nb > dlen) {
+            st = sx__err(SX_ECORRUPT, "%s: column %s too short", path, cols[i].name);
+            goto fail;
+        }
         /* VARCHAR is decoded from the mapping (its strings go to the heap), so its CRC is too */
         verifier cv = v;
         if (cols[i].type == SX_FIELD_VARCHAR)
             cv.f = NULL;
-        st = crc_range(&cv, cur->base, off, dlen, cols[i].type == SX_FIELD_BOOL, &got);
+        st = crc_range(&cv, cur->base, off, nb, false, &got);
+        if (st == SX_OK)
+            st =
+                crc_range(&cv, cur->base, off + nb, dlen - nb, cols[i].type == SX_FIELD_BOOL, &got);
         if (st != SX_OK)
             goto fail;
         if (got != crc) {
             st = sx__err(SX_ECORRUPT, "%s: column %s checksum mismatch", path, cols[i].name);
             goto fail;
         }
-        st = decode_col(path, &cols[i], d, dlen, n_rows, map != NULL);
+        if (cols[i].nullable) {
+            st = decode_nulls(path, &cols[i], d, n_rows, map != NULL);
+            if (st != SX_OK)
+                goto fail;
+        }
+        st = decode_col(path, &cols[i], d + nb, dlen - nb, n_rows, map != NULL);
         if (st != SX_OK)
             goto fail;
         cur->off += dlen;

@@ -5,9 +5,10 @@
  *
  * Segment file "seg-<id>.sxs": header block + one block per column, each with a CRC32C; columns
  * are stored in schema order; VARCHAR columns as u64 offsets[n+1] + bytes; BOOL as one byte per
- * row; INT64/DOUBLE/FLOAT_VECTOR as little-endian arrays. Version 2 adds a key block: the rows in
- * primary-key order (and the INT64 keys in that order) plus a Bloom filter of the keys, so a
- * sealed segment answers "which row holds key k" from its mapped file, with no per-row entry in
+ * row; INT64/DOUBLE/FLOAT_VECTOR as little-endian arrays; version 3 adds a flags byte per column
+ * and, for a nullable column, its NULL bitmap before the values. Version 2 adds a key block: the
+ * rows in primary-key order (and the INT64 keys in that order) plus a Bloom filter of the keys, so
+ * a sealed segment answers "which row holds key k" from its mapped file, with no per-row entry in
  * RAM (version 1 files are still read: the caller builds the same structure in the heap).
  * Opening (mapped mode) verifies every CRC by streaming the file through a bounded buffer with
  * pread (nothing is read whole into the heap, and no page of the mapping is touched for it); the
@@ -41,6 +42,14 @@ typedef struct sx__segcol {
     const uint64_t *chunk_ends; /* writer only, with chunk_rows 0: data is a void *[] of chunks
                                  * of unequal sizes, chunk j ending before row chunk_ends[j]
                                  * (ascending; the last >= n): sealed segments being merged */
+    /* A nullable column (version 3): `nulls` holds its NULL bits (bit r: row r is NULL) laid out
+     * as `data` is (one uint64_t array, or a void *[] of per-chunk arrays, each starting at its
+     * chunk's first row; a NULL chunk pointer = no NULL there). Reader: the file's flag must
+     * equal `nullable` of expect; nulls (sx__bits_words(n) words) is borrowed from the mapping
+     * (nulls_borrowed) or owned (sx__calloc); NULL when no row is NULL. */
+    bool nullable;
+    void *nulls;
+    bool nulls_borrowed;
 } sx__segcol;
 
 /* Key block of a segment (version 2) or the same structure built in the heap (sx__segpk_build).

@@ -409,11 +409,11 @@ static void seg_load(const char *dir, segbuf *b)
     ASSERT(b->p && fread(b->p, 1, b->n, f) == b->n);
     (void)fclose(f);
     uint32_t nc = sx__le32(b->p + 12);
-    size_t off = 36;
+    size_t off = 36, fl = sx__le32(b->p + 8) >= 3 ? 1 : 0; /* version 3: a flags byte */
     for (uint32_t i = 0; i < nc; i++) {
         uint32_t nl = sx__le32(b->p + off);
-        uint64_t dlen = sx__le64(b->p + off + 4 + nl + 5);
-        off += 4 + nl + 17;
+        uint64_t dlen = sx__le64(b->p + off + 4 + nl + 5 + fl);
+        off += 4 + nl + 17 + fl;
         off += (64 - off % 64) % 64;
         off += (size_t)dlen;
         ASSERT(off <= b->n);
@@ -423,6 +423,39 @@ static void seg_load(const char *dir, segbuf *b)
         b->meta = off + (64 - off % 64) % 64;
         ASSERT(b->meta + 64 <= b->n && memcmp(b->p + b->meta, "SXPK", 4) == 0);
     }
+}
+
+/* Rewrites a version 3 file (no nullable column) in the version 1 layout: column headers
+ * without the flags byte, the data re-padded, no key block; header CRC recomputed. */
+static void seg_downgrade_v1(segbuf *b)
+{
+    ASSERT_EQ(sx__le32(b->p + 8), 3);
+    uint8_t *q = calloc(1, b->n + 64);
+    ASSERT(q != NULL);
+    memcpy(q, b->p, 36);
+    sx__put_le32(q + 8, 1);
+    sx__put_le32(q + 32, sx__crc32c(0, q, 32));
+    uint32_t nc = sx__le32(b->p + 12);
+    size_t in = 36, out = 36;
+    for (uint32_t i = 0; i < nc; i++) {
+        uint32_t nl = sx__le32(b->p + in);
+        ASSERT_EQ(b->p[in + 4 + nl + 1], 0);              /* not nullable */
+        memcpy(q + out, b->p + in, 4 + nl + 1);           /* name_len, name, type */
+        memcpy(q + out + 5 + nl, b->p + in + 6 + nl, 16); /* dim, data_len, crc */
+        uint64_t dlen = sx__le64(b->p + in + 4 + nl + 6);
+        in += 4 + nl + 18;
+        in += (64 - in % 64) % 64;
+        out += 4 + nl + 17;
+        out += (64 - out % 64) % 64;
+        memcpy(q + out, b->p + in, (size_t)dlen);
+        in += (size_t)dlen;
+        out += (size_t)dlen;
+    }
+    free(b->p);
+    b->p = q;
+    b->n = out;
+    b->cols_end = out;
+    b->meta = 0;
 }
 
 static void seg_store(const segbuf *b, size_t n)
@@ -450,16 +483,16 @@ static void test_format_versions(void)
     create(dir, N, false);
     segbuf b;
     seg_load(dir, &b);
-    ASSERT_EQ(sx__le32(b.p + 8), 2);
+    ASSERT_EQ(sx__le32(b.p + 8), 3);
     ASSERT(b.meta != 0);
     uint8_t *v2 = malloc(b.n);
     ASSERT(v2 != NULL);
     memcpy(v2, b.p, b.n);
     size_t v2n = b.n;
 
-    /* version 1: the file ends after the columns; header CRC recomputed */
-    sx__put_le32(b.p + 8, 1);
-    sx__put_le32(b.p + 32, sx__crc32c(0, b.p, 32));
+    /* version 1: no flags bytes, the file ends after the columns (version 2 files are
+     * tested by test_format_migration on a file an older build wrote) */
+    seg_downgrade_v1(&b);
     seg_store(&b, b.cols_end);
     sx_db *db;
     sx_collection *c;
@@ -483,7 +516,7 @@ static void test_format_versions(void)
     ASSERT_OK(sx_delete(c, &dk, &nd));
     ASSERT_EQ(nd, 2);
     ASSERT_OK(sx_db_check(db));
-    /* compaction rewrites it as version 2: the heap index goes */
+    /* compaction rewrites it as version 3: the heap index goes */
     ASSERT_OK(sx_compact(c));
     uint64_t cnt = 0;
     ASSERT_OK(sx_count(c, NULL, &cnt));
@@ -497,10 +530,10 @@ static void test_format_versions(void)
     sx_db_close(db);
     free(b.p);
     seg_load(dir, &b);
-    ASSERT_EQ(sx__le32(b.p + 8), 2);
+    ASSERT_EQ(sx__le32(b.p + 8), 3);
     free(b.p);
 
-    /* a version 2 file written with no key column flagged (a writer that does not set
+    /* a file written with no key column flagged (a writer that does not set
      * is_primary): opens with a heap key index, like version 1 */
     char dir3[600];
     snprintf(dir3, sizeof dir3, "%s", test_tmpdir("openmem_nokey"));

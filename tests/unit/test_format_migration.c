@@ -126,6 +126,37 @@ static void check_filters_and_search(int extra_to)
     }
 }
 
+static uint32_t file_version(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ASSERT(f != NULL);
+    uint8_t b[12];
+    ASSERT_EQ(fread(b, 1, 12, f), 12u);
+    fclose(f);
+    return (uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 | (uint32_t)b[11] << 24;
+}
+
+/* the version of every file of the collection named *suffix (and that there is one) */
+static void check_versions(const char *suffix, uint32_t want)
+{
+    char cmd[1400], list[700];
+    snprintf(list, sizeof list, "%s.list", dir);
+    snprintf(cmd, sizeof cmd, "ls %s/collections/legacy/*%s > %s", dir, suffix, list);
+    ASSERT(system(cmd) == 0);
+    FILE *lf = fopen(list, "r");
+    ASSERT(lf != NULL);
+    char line[700];
+    int n = 0;
+    while (fgets(line, sizeof line, lf)) {
+        line[strcspn(line, "\n")] = 0;
+        if (file_version(line) != want)
+            FAILF("%s: version %u, want %u", line, file_version(line), want);
+        n++;
+    }
+    fclose(lf);
+    ASSERT(n >= 1);
+}
+
 static void test_open_old_format(void)
 {
     const char *src = getenv("SX_SOURCE_DIR");
@@ -134,6 +165,8 @@ static void test_open_old_format(void)
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "cp -r '%s/tests/data/format-2026-12-04/db' '%s'", src, dir);
     ASSERT(system(cmd) == 0);
+    check_versions("MANIFEST", 1); /* what the older build wrote */
+    check_versions(".sxs", 2);
 
     open_db();
     sx_index_info ii;
@@ -178,6 +211,8 @@ static void test_open_old_format(void)
     ASSERT_OK(sx_index_wait(coll, 0));
     ASSERT_EQ(check_rows(150, 170), 154u);
     close_db();
+    check_versions("MANIFEST", 2); /* rewritten in today's format */
+    check_versions(".sxs", 3);
 
     open_db();
     ASSERT_EQ(check_rows(150, 170), 154u);

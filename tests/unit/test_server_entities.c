@@ -32,7 +32,7 @@ static json_t *call_ex(const char *path, const char *text, bool i64s)
     }
     free(buf);
     sx__handler_fn fn = NULL;
-    const sx__route *tables[] = { sx__routes_entities, sx__routes_indexes };
+    const sx__route *tables[] = { sx__routes_entities, sx__routes_indexes, sx__routes_collections };
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
         for (const sx__route *r = tables[t]; r->path; r++)
             if (strcmp(r->path, path) == 0)
@@ -630,6 +630,104 @@ static void test_defaults(void)
     ASSERT(row && strcmp(jstr(row, "label"), "none") == 0);
     ASSERT_EQ(jint(row, "n"), -4);
     json_decref(r);
+}
+
+/* Nullable fields through REST: created with "nullable", described, a row that omits the field or
+ * gives null stores NULL (a default wins over NULL), answered as null, filtered with three-valued
+ * logic and `is [not] null`; the key and the vector cannot be nullable. */
+static void test_nullable(void)
+{
+    json_t *r =
+        ok(call("/v2/vectordb/collections/create",
+                "{`collectionName`:`nul`,`schema`:{`fields`:["
+                "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+                "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}},"
+                "{`fieldName`:`n`,`dataType`:`Int32`,`nullable`:true},"
+                "{`fieldName`:`s`,`dataType`:`VarChar`,`nullable`:true,`elementTypeParams`:{`max_"
+                "length`:8}},"
+                "{`fieldName`:`d`,`dataType`:`Double`,`nullable`:true,`defaultValue`:1.5},"
+                "{`fieldName`:`j`,`dataType`:`JSON`,`nullable`:true},"
+                "{`fieldName`:`a`,`dataType`:`Array`,`elementDataType`:`Int64`,`nullable`:true,"
+                "`elementTypeParams`:{`max_capacity`:4}}]},"
+                "`indexParams`:[{`fieldName`:`v`,`metricType`:`L2`,`indexType`:`FLAT`}]}"));
+    ASSERT(r);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/collections/describe", "{`collectionName`:`nul`}"));
+    ASSERT(r);
+    json_t *fields = json_object_get(json_object_get(r, "data"), "fields");
+    size_t nn = 0;
+    for (size_t i = 0; i < json_array_size(fields); i++)
+        nn += json_is_true(json_object_get(json_array_get(fields, i), "nullable"));
+    ASSERT_EQ(nn, 5);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/entities/insert",
+                "{`collectionName`:`nul`,`data`:["
+                "{`id`:1,`v`:[1,0],`n`:5,`s`:`x`,`d`:2.5,`j`:{`k`:1},`a`:[1,2]},"
+                "{`id`:2,`v`:[0,1],`n`:null,`s`:null,`d`:null,`j`:null,`a`:null},"
+                "{`id`:3,`v`:[1,1]},"
+                "{`id`:4,`v`:[2,1],`n`:-3,`a`:[7]}]}"));
+    ASSERT(r);
+    json_decref(r);
+
+    static const struct {
+        const char *filter;
+        const char *ids;
+    } fs[] = { { "n is null", "2,3" },
+               { "n is not null", "1,4" },
+               { "n > 0", "1" },
+               { "not (n > 0)", "4" },
+               { "n > 0 or s is null", "1,2,3,4" },
+               { "s == 'x'", "1" },
+               { "not (s == 'x')", "" },
+               { "d == 1.5", "2,3,4" }, /* the default, not NULL */
+               { "j is null", "2,3,4" },
+               { "j['k'] == 1", "1" },
+               { "array_contains(a, 7)", "4" },
+               { "not array_contains(a, 7)", "1" },
+               { "a is null and n is null", "2,3" } };
+
+    for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+        char body[300];
+        snprintf(body, sizeof body, "{`collectionName`:`nul`,`filter`:`%s`,`limit`:10}",
+                 fs[k].filter);
+        r = ok(call("/v2/vectordb/entities/query", body));
+        ASSERT(r);
+        char got[64] = "";
+        for (size_t i = 0; i < json_array_size(data_of(r)); i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
+                     (long long)jint(json_array_get(data_of(r), i), "id"));
+        if (strcmp(got, fs[k].ids) != 0)
+            FAILF("<%s>: ids %s, want %s", fs[k].filter, got, fs[k].ids);
+        json_decref(r);
+    }
+    r = ok(call("/v2/vectordb/entities/get",
+                "{`collectionName`:`nul`,`id`:[2,4],`outputFields`:[`n`,`s`,`d`,`j`,`a`]}"));
+    ASSERT(r);
+    json_t *r2 = json_array_get(data_of(r), 0), *r4 = json_array_get(data_of(r), 1);
+    ASSERT(r2 && r4);
+    ASSERT(json_is_null(json_object_get(r2, "n")) && json_is_null(json_object_get(r2, "s")));
+    ASSERT(json_is_null(json_object_get(r2, "j")) && json_is_null(json_object_get(r2, "a")));
+    ASSERT(json_real_value(json_object_get(r2, "d")) == 1.5);
+    ASSERT_EQ(jint(r4, "n"), -3);
+    ASSERT(json_is_null(json_object_get(r4, "s")));
+    ASSERT_EQ(json_array_size(json_object_get(r4, "a")), 1);
+    json_decref(r);
+    /* the key and the vector are never nullable */
+    EXPECT_CODE(call("/v2/vectordb/collections/create",
+                     "{`collectionName`:`nul2`,`schema`:{`fields`:["
+                     "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true,`nullable`:true},"
+                     "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}}]}}"),
+                SX__MC_INVALID_PARAM);
+    EXPECT_CODE(call("/v2/vectordb/collections/create",
+                     "{`collectionName`:`nul2`,`schema`:{`fields`:["
+                     "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+                     "{`fieldName`:`v`,`dataType`:`FloatVector`,`nullable`:true,"
+                     "`elementTypeParams`:{`dim`:2}}]}}"),
+                SX__MC_INVALID_PARAM);
+    /* a vector cannot be null in a row */
+    EXPECT_CODE(
+        call("/v2/vectordb/entities/insert", "{`collectionName`:`nul`,`data`:[{`id`:9,`v`:null}]}"),
+        SX__MC_BAD_INSERT);
 }
 
 /* A filter on a field the collection lacks: 1100, naming the field and listing the declared
@@ -1352,6 +1450,7 @@ int main(void)
     RUN(test_dynamic);
     RUN(test_arrays);
     RUN(test_defaults);
+    RUN(test_nullable);
     RUN(test_missing_field_filter);
     RUN(test_auto_id_upsert_delete);
     RUN(test_not_loaded);

@@ -541,6 +541,107 @@ const steps = [
     ok('drop', await client.dropCollection({ collection_name: AC }));
   }],
 
+  ['nullable fields: describe, insert with null and omitted values, null output, is null / three-valued filters vs the model, a flush and a reopen of the segment', async () => {
+    const NC = 'grpc_nullable';
+    if ((await client.hasCollection({ collection_name: NC })).value) ok('drop old', await client.dropCollection({ collection_name: NC }));
+    ok('create', await client.createCollection({
+      collection_name: NC,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
+        { name: 'vector', data_type: DataType.FloatVector, dim: DIM },
+        { name: 'age', data_type: DataType.Int64, nullable: true },
+        { name: 'score', data_type: DataType.Double, nullable: true },
+        { name: 'ok', data_type: DataType.Bool, nullable: true },
+        { name: 'name', data_type: DataType.VarChar, max_length: 16, nullable: true },
+        { name: 'tier', data_type: DataType.Int32, nullable: true, default_value: 7 },
+        { name: 'meta', data_type: DataType.JSON, nullable: true },
+      ],
+    }));
+    const d = ok('describe', await client.describeCollection({ collection_name: NC }));
+    const f = Object.fromEntries(d.schema.fields.map((x) => [x.name, x]));
+    for (const n of ['age', 'score', 'ok', 'name', 'tier', 'meta']) assert.equal(f[n].nullable, true, `${n} nullable`);
+    assert.equal(Boolean(f.id.nullable), false);
+    ok('index', await client.createIndex({ collection_name: NC, field_name: 'vector', index_type: 'FLAT', metric_type: 'L2', params: {} }));
+    ok('load', await client.loadCollectionSync({ collection_name: NC }));
+    const nrows = [];
+    for (let i = 0; i < 90; i++) {
+      const r = { id: i, vector: vec(i) };
+      // null given, or the key omitted: both are NULL (tier: its default instead)
+      if (i % 3 !== 0) r.age = i; else if (i % 2) r.age = null;
+      if (i % 4 !== 1) r.score = i / 10; else r.score = null;
+      if (i % 5 !== 2) r.ok = i % 2 === 0;
+      if (i % 6 !== 3) r.name = `n${i % 7}`; else r.name = null;
+      if (i % 7 === 0) r.tier = i; else if (i % 2) r.tier = null;
+      if (i % 8 !== 5) r.meta = { k: i % 3 };
+      nrows.push(r);
+    }
+    const res = ok('insert', await client.insert({ collection_name: NC, data: nrows }));
+    assert.equal(Number(res.insert_cnt), nrows.length);
+    const val = (r, k) => (r[k] === undefined || r[k] === null ? null : r[k]);
+    const model = nrows.map((r) => ({ id: r.id, age: val(r, 'age'), score: val(r, 'score'), ok: val(r, 'ok'),
+      name: val(r, 'name'), tier: val(r, 'tier') === null ? 7 : r.tier, meta: val(r, 'meta') }));
+    const N = null;
+    const cmp = (x, p) => (x === null ? N : p(x)); // UNKNOWN with a NULL operand
+    const not = (a) => (a === N ? N : !a);
+    const or = (a, b) => (a === true || b === true ? true : a === N || b === N ? N : false);
+    const and = (a, b) => (a === false || b === false ? false : a === N || b === N ? N : true);
+    const q = async (filter, pred) => {
+      const out = ok(`query ${filter}`, await client.query({ collection_name: NC, filter, output_fields: ['age', 'score', 'ok', 'name', 'tier', 'meta'], limit: 1000 }));
+      const got = out.data.map((r) => Number(r.id)).sort((a, b) => a - b);
+      const want = model.filter((r) => pred(r) === true).map((r) => r.id);
+      assert.deepEqual(got, want, `<${filter}>`);
+      for (const r of out.data) {
+        const m = model[Number(r.id)];
+        assert.equal(r.age === null ? null : Number(r.age), m.age, `age of ${r.id}`);
+        assert.equal(r.score, m.score, `score of ${r.id}`);
+        assert.equal(r.ok, m.ok, `ok of ${r.id}`);
+        assert.equal(r.name, m.name, `name of ${r.id}`);
+        assert.equal(Number(r.tier), m.tier, `tier of ${r.id}`);
+        assert.deepEqual(r.meta, m.meta, `meta of ${r.id}`);
+      }
+      return got.length;
+    };
+    const run = async () => {
+      let matched = 0;
+      matched += await q('age is null', (r) => r.age === null);
+      matched += await q('age is not null and score IS NULL', (r) => r.age !== null && r.score === null);
+      matched += await q('age > 40', (r) => cmp(r.age, (x) => x > 40));
+      matched += await q('not (age > 40)', (r) => not(cmp(r.age, (x) => x > 40)));
+      matched += await q('ok or score < 2', (r) => or(r.ok, cmp(r.score, (x) => x < 2)));
+      matched += await q('not ok', (r) => not(r.ok));
+      matched += await q('name in ["n1", "n2"]', (r) => cmp(r.name, (x) => x === 'n1' || x === 'n2'));
+      matched += await q('name not in ["n1", "n2"] and age < 50', (r) => and(cmp(r.name, (x) => x !== 'n1' && x !== 'n2'), cmp(r.age, (x) => x < 50)));
+      matched += await q('tier == 7', (r) => r.tier === 7);
+      matched += await q('meta is null or meta["k"] == 1', (r) => or(r.meta === null, r.meta !== null && r.meta.k === 1));
+      assert.ok(matched > 150, `the filters matched ${matched} rows in all: too few to test anything`);
+    };
+    await run();
+    // sealed: the NULL bitmaps in the segment file, then after a release and load
+    ok('flush', await client.flushSync({ collection_names: [NC] }));
+    await run();
+    ok('release', await client.releaseCollection({ collection_name: NC }));
+    ok('load again', await client.loadCollectionSync({ collection_name: NC }));
+    await run();
+    // search output carries the NULLs too
+    const sr = ok('search', await client.search({ collection_name: NC, data: vec(3), limit: 1, output_fields: ['age', 'name'] }));
+    assert.equal(String(sr.results[0].id), '3');
+    assert.equal(sr.results[0].age, null);
+    assert.equal(sr.results[0].name, null);
+    // the key and the vector are not nullable; nothing is created
+    let bad;
+    try { // the SDK throws the Status of a failed create
+      bad = await client.createCollection({ collection_name: 'grpc_nullable_bad', fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true, nullable: true },
+        { name: 'vector', data_type: DataType.FloatVector, dim: DIM }] });
+    } catch (e) {
+      bad = e;
+    }
+    failed('nullable key', bad, 1100);
+    assert.match(bad.reason, /primary key field id cannot be nullable/);
+    assert.equal((await client.hasCollection({ collection_name: 'grpc_nullable_bad' })).value, false);
+    ok('drop', await client.dropCollection({ collection_name: NC }));
+  }],
+
   ['release: load state follows; search refused; load again; drop', async () => {
     ok('release', await client.releaseCollection({ collection_name: COLL }));
     assert.equal(ok('state', await client.getLoadState({ collection_name: COLL })).state, 'LoadStateNotLoad');
@@ -563,7 +664,7 @@ const steps = [
       console.log(`ok   ${name}`);
     } catch (e) {
       failedN++;
-      console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
+      console.log(`FAIL ${name}: ${e && e.stack ? e.stack : JSON.stringify(e)}`);
       break;
     }
   }
