@@ -2653,7 +2653,7 @@ static bool apply_inv(reg *g, const uint64_t *inv, size_t m)
 static bool load_nulls(const ectx *x, size_t f, size_t row0, size_t m, uint64_t *dst)
 {
     const uint64_t *src = x->cols[f].nulls;
-    if (!src)
+    if (!src || m == 0)
         return false;
     size_t nw = nwords(m);
     for (size_t w = 0; w < nw; w++)

@@ -644,10 +644,14 @@ static void col_put(arena *a, outcol *c, const json_t *v)
 /* Columns from the rows of a route's answer (search hits or query rows). `skip` is a key that
  * is not a field (search's "distance"). Keys of the schema become typed columns, "count(*)" an
  * Int64 column, other keys the $meta column (dynamic fields). Fills *fields / *n_fields and the
- * output field names (schema order, then dynamic keys in first-seen order). */
+ * output field names (schema order, then dynamic keys in first-seen order). `want` (optional: the
+ * outputFields asked for, "*" = all): with no rows, those fields are still answered as empty
+ * columns, as Milvus does (pymilvus's query raises "No fields returned" on none, which ends its
+ * query_iterator with an error instead of an empty batch). */
 static bool rows_to_columns(rpc *r,
                             const sx__coll_meta *m,
                             const json_t *rows,
+                            const json_t *want,
                             const char *skip,
                             PM(FieldData) * **fields,
                             size_t *n_fields,
@@ -667,6 +671,12 @@ static bool rows_to_columns(rpc *r,
         bool any = false;
         for (size_t i = 0; i < nrows && !any; i++)
             any = json_object_get(json_array_get(rows, i), m->fields[f].name) != NULL;
+        size_t k;
+        const json_t *w;
+        json_array_foreach(nrows ? NULL : want, k, w) {
+            const char *wn = json_string_value(w);
+            any |= wn && (strcmp(wn, m->fields[f].name) == 0 || strcmp(wn, "*") == 0);
+        }
         if (!any)
             continue;
         outcol *c = &cols[nc++];
@@ -2254,7 +2264,7 @@ static void *search_results(rpc *r, const char *name, const json_t *ans, int64_t
     d->n_scores = n;
     d->ids = ids_of(a, idv);
     json_decref(idv);
-    if (!rows_to_columns(r, s.m, rows, "distance", &d->fields_data, &d->n_fields_data,
+    if (!rows_to_columns(r, s.m, rows, NULL, "distance", &d->fields_data, &d->n_fields_data,
                          &d->output_fields, &d->n_output_fields))
         return NULL;
     if (pk)
@@ -2409,13 +2419,16 @@ static void *rpc_query(rpc *r)
         json_object_set_new(b, "partitionNames",
                             out_fields_json(q->partition_names, q->n_partition_names));
     json_t *ans = call_route(r, "/v2/vectordb/entities/query", b);
+    json_t *want = json_incref(json_object_get(b, "outputFields"));
     json_decref(b);
     o->status = status_of(&r->a, ans);
     o->collection_name = astr(&r->a, q->collection_name);
     if (ans_ok(ans)) {
         schema_ref s = schema_get(r, q->collection_name);
-        if (!s.m || !rows_to_columns(r, s.found ? s.m : NULL, ans_data(ans), NULL, &o->fields_data,
-                                     &o->n_fields_data, &o->output_fields, &o->n_output_fields)) {
+        if (!s.m ||
+            !rows_to_columns(r, s.found ? s.m : NULL, ans_data(ans), want, NULL, &o->fields_data,
+                             &o->n_fields_data, &o->output_fields, &o->n_output_fields)) {
+            json_decref(want);
             json_decref(ans);
             return NULL;
         }
@@ -2423,6 +2436,7 @@ static void *rpc_query(rpc *r)
             if (s.m->fields[i].is_primary)
                 o->primary_field_name = astr(&r->a, s.m->fields[i].name);
     }
+    json_decref(want);
     json_decref(ans);
     return o;
 }

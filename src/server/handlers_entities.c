@@ -2083,8 +2083,28 @@ static void h_search(sx__req *rq, sx__resp *rs)
         size_t want = (size_t)(limit + offset);
         uint32_t kk = (uint32_t)want;
         req.offset = 0;
+        /* the widened rounds ask for more candidates than the caller's list size: a graph's ef /
+         * search_list (which must be >= k) is raised with them (pymilvus's search_iterator
+         * runs range searches with ef = its batch size) */
+        sx_param wide[MAX_PARAMS];
+        char widebuf[MAX_PARAMS][24];
         for (;;) {
             req.k = kk;
+            if (kk > want) {
+                for (size_t i = 0; i < sp.n_eng; i++) {
+                    wide[i] = sp.eng[i];
+                    const char *pkey = sp.eng[i].key;
+                    if (strcmp(pkey, "ef") != 0 && strcmp(pkey, "search_list") != 0)
+                        continue;
+                    char *end = NULL;
+                    long long v = strtoll(sp.eng[i].value, &end, 10);
+                    if (end && *end == '\0' && v >= 0 && v < (long long)kk) {
+                        (void)snprintf(widebuf[i], sizeof widebuf[i], "%u", kk);
+                        wide[i].value = widebuf[i];
+                    }
+                }
+                req.params = wide;
+            }
             /* the candidates of this round are held too: bound them as an answer */
             if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(&c, kk), per_row, 0,
                               "nq x the candidates a range search needs"))

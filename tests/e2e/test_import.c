@@ -329,6 +329,77 @@ static void json_toplevel(void)
     sx_db_close(db);
 }
 
+/* Nullable fields from JSON rows: a null or an omitted key is NULL (a non-nullable field still
+ * must be there); the NULLs reach the segment file, `is null` and the rowset's valid marks, and
+ * survive a reopen. */
+static void json_nullable(void)
+{
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/jnull", g_dir);
+    snprintf(path, sizeof path, "%s.json", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT(f != NULL);
+    fprintf(f, "{\"rows\": [");
+    for (int i = 0; i < 120; i++) {
+        fprintf(f, "%s{\"id\": %d, \"vec\": [%d, 1]", i ? "," : "", i, i);
+        if (i % 3 == 1)
+            fprintf(f, ", \"n\": null");
+        else if (i % 3 == 2)
+            fprintf(f, ", \"n\": %d", i);
+        if (i % 4 != 0)
+            fprintf(f, ", \"s\": \"s%d\"", i);
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}");
+    ASSERT(fclose(f) == 0);
+    sx_db *db = open_db(dir);
+    sx_field_def fd[] = { { "id", SX_FIELD_INT64, true, false, 0, 0, false },
+                          { "vec", SX_FIELD_FLOAT_VECTOR, false, false, 2, 0, false },
+                          { "n", SX_FIELD_INT64, false, false, 0, 0, true },
+                          { "s", SX_FIELD_VARCHAR, false, false, 0, 16, true } };
+    sx_collection_def def = { "c", fd, 4, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &def));
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_collection_open(db, "c", &c));
+    const char *p[] = { path };
+    ASSERT_OK(import1(c, p, 1));
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t n = 0;
+        ASSERT_OK(sx_count(c, "n is null", &n));
+        ASSERT_EQ(n, 80); /* i % 3 != 2 */
+        ASSERT_OK(sx_count(c, "s is null", &n));
+        ASSERT_EQ(n, 30);
+        ASSERT_OK(sx_count(c, "n > 100 or s like \"s1%\"", &n));
+        uint64_t want = 0;
+        for (int i = 0; i < 120; i++) {
+            char sb[16];
+            snprintf(sb, sizeof sb, "s%d", i);
+            want += (i % 3 == 2 && i > 100) || (i % 4 != 0 && sb[1] == '1');
+        }
+        ASSERT_EQ(n, want);
+        const char *out[] = { "n", "s" };
+        sx_rowset *rs = NULL;
+        ASSERT_OK(sx_query(c, "id < 8", out, 2, 0, 0, &rs));
+        ASSERT_EQ(rs->n_rows, 8);
+        ASSERT(rs->cols[1].valid && rs->cols[2].valid);
+        for (size_t r = 0; r < rs->n_rows; r++) {
+            int64_t id = ((const int64_t *)rs->cols[0].data)[r];
+            ASSERT_EQ(rs->cols[1].valid[r], id % 3 == 2);
+            if (id % 3 == 2)
+                ASSERT_EQ(((const int64_t *)rs->cols[1].data)[r], id);
+            ASSERT_EQ(rs->cols[2].valid[r], id % 4 != 0);
+        }
+        sx_rowset_free(rs);
+        sx_collection_release(c);
+        sx_db_close(db);
+        db = open_db(dir);
+        ASSERT_OK(sx_collection_open(db, "c", &c));
+    }
+    ASSERT_OK(sx_db_check(db));
+    sx_collection_release(c);
+    sx_db_close(db);
+}
+
 /* A VARCHAR primary key from JSON and from <U .npy: get by key, a duplicate refused, a delete. */
 static void varchar_pk(void)
 {
@@ -1575,6 +1646,7 @@ int main(void)
     snprintf(g_dir, sizeof g_dir, "%s", test_tmpdir("import"));
     RUN(json_rows);
     RUN(json_toplevel);
+    RUN(json_nullable);
     RUN(npy_folder);
     RUN(varchar_pk);
     RUN(fvecs_bvecs);

@@ -4,7 +4,9 @@
  * fixed schema with every scalar type (INT64 primary key and field, DOUBLE, BOOL, two VARCHARs and
  * a vector field that expressions may not name); an expression that parses is evaluated on a fixed
  * block of rows holding edge values (INT64 extremes, -0.0, infinities, NaN, empty and non-ASCII
- * strings) and asked for its point-lookup form. Parse and eval errors are normal outcomes.
+ * strings) and asked for its point-lookup form. age, flag, name and color are nullable, with NULL
+ * rows (their NULL bits), so the three-valued paths and `is null` run too. Parse and eval errors
+ * are normal outcomes.
  */
 #include <math.h>
 
@@ -33,6 +35,13 @@ static const char *const g_color[N_ROWS] = { "red", "green", "[1,\"red\",2.5,[3]
                                              "",    "r%d",   "{\"a\":[true,-0.0]}", "red",
                                              "[]" };
 
+static const bool k_nullable[] = { false, false, true, false, true, true, true };
+/* NULL rows: bit r = row r is NULL */
+static const uint64_t g_age_nulls[1] = { 0x0A2 };   /* rows 1, 5, 7 */
+static const uint64_t g_flag_nulls[1] = { 0x110 };  /* rows 4, 8 */
+static const uint64_t g_name_nulls[1] = { 0x003 };  /* rows 0, 1 */
+static const uint64_t g_color_nulls[1] = { 0x040 }; /* row 6 */
+
 static sx__expr_schema g_schema;
 static sx__colref g_cols[N_FIELDS];
 
@@ -48,13 +57,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     g_schema.n_fields = N_FIELDS;
     g_schema.names = k_names;
     g_schema.types = k_types;
+    g_schema.nullable = k_nullable;
     g_cols[0] = (sx__colref){ .type = SX_FIELD_INT64, .i64 = g_id };
     g_cols[1] = (sx__colref){ .type = SX_FIELD_FLOAT_VECTOR };
-    g_cols[2] = (sx__colref){ .type = SX_FIELD_INT64, .i64 = g_age };
+    g_cols[2] = (sx__colref){ .type = SX_FIELD_INT64, .i64 = g_age, .nulls = g_age_nulls };
     g_cols[3] = (sx__colref){ .type = SX_FIELD_DOUBLE, .f64 = g_score };
-    g_cols[4] = (sx__colref){ .type = SX_FIELD_BOOL, .b = g_flag };
-    g_cols[5] = (sx__colref){ .type = SX_FIELD_VARCHAR, .str = g_name };
-    g_cols[6] = (sx__colref){ .type = SX_FIELD_VARCHAR, .str = g_color };
+    g_cols[4] = (sx__colref){ .type = SX_FIELD_BOOL, .b = g_flag, .nulls = g_flag_nulls };
+    g_cols[5] = (sx__colref){ .type = SX_FIELD_VARCHAR, .str = g_name, .nulls = g_name_nulls };
+    g_cols[6] = (sx__colref){ .type = SX_FIELD_VARCHAR, .str = g_color, .nulls = g_color_nulls };
     return 0;
 }
 

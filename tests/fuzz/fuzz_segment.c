@@ -10,8 +10,12 @@
  *   sx__delfile_read for segment 1 with FZ_N rows and with the row count the header claims
  *     (capped at 1 << 20);
  *   sx__idxfile_read expecting type HNSW, params "M=8,efConstruction=40", FZ_N rows, FZ_DIM.
- * gen_corpus.c writes the seeds with the same constants (segments of format version 2 with key
- * blocks on the INT64 and on the VARCHAR column; seed-seg-v1* are version 1 files, still read).
+ * Segments are read twice more against the same schema with age, flag and name nullable (the
+ * version 3 NULL bitmaps: borrowed from the mapping or copied and checked); on success every
+ * NULL word is read.
+ * gen_corpus.c writes the seeds with the same constants (segments of format version 3 with key
+ * blocks on the INT64 and on the VARCHAR column, seed-seg-nullable with NULL bitmaps;
+ * seed-seg-v2* and seed-seg-v1* are files of the older versions, still read).
  * Errors are normal outcomes. Each input runs twice: as is, and with every CRC recomputed
  * (fix_crcs, key block included), so mutations reach the decoders.
  */
@@ -29,6 +33,7 @@
 static char g_path[600];
 static volatile uint64_t g_sink;
 static sx__segcol g_expect[FZ_N_FIELDS];
+static sx__segcol g_expect_null[FZ_N_FIELDS]; /* age, flag, name nullable */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -40,6 +45,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         g_expect[i].name = (char *)fz_fields[i].name;
         g_expect[i].type = fz_fields[i].type;
         g_expect[i].dim = fz_fields[i].dim;
+        g_expect_null[i] = g_expect[i];
+        g_expect_null[i].nullable = fz_fields[i].type == SX_FIELD_BOOL ||
+                                    fz_fields[i].type == SX_FIELD_VARCHAR ||
+                                    strcmp(fz_fields[i].name, "age") == 0;
     }
     return 0;
 }
@@ -48,6 +57,9 @@ static void touch_cols(const sx__segcol *cols, uint64_t n)
 {
     volatile uint64_t sink = 0;
     for (size_t c = 0; c < FZ_N_FIELDS; c++) {
+        if (cols[c].nulls)
+            for (uint64_t w = 0; w < sx__bits_words(n); w++)
+                sink += ((const uint64_t *)cols[c].nulls)[w];
         for (uint64_t r = 0; r < n; r++) {
             switch (cols[c].type) {
             case SX_FIELD_INT64:
@@ -120,13 +132,14 @@ static void fix_crcs(uint8_t *p, size_t n)
     size_t off = 36;
     if (memcmp(p, "SXSEG001", 8) == 0) {
         uint32_t nc = sx__le32(p + 12);
+        size_t fl = sx__le32(p + 8) >= 3 ? 1 : 0; /* version 3: the flags byte */
         for (uint32_t i = 0; i < nc && i < 64; i++) {
             if (n - off < 4)
                 return;
             uint32_t nl = sx__le32(p + off);
-            if (nl > n - off - 4 || n - off - 4 - nl < 1 + 4 + 8 + 4)
+            if (nl > n - off - 4 || n - off - 4 - nl < 1 + fl + 4 + 8 + 4)
                 return;
-            off += 4 + nl + 1 + 4;
+            off += 4 + nl + 1 + fl + 4;
             uint64_t dlen = sx__le64(p + off);
             off += 8;
             size_t crc_at = off;
@@ -152,11 +165,11 @@ static void fix_crcs(uint8_t *p, size_t n)
                 if (o > n || n - o < 4)
                     return;
                 uint32_t nl = sx__le32(p + o);
-                if (nl > n - o - 4 || n - o - 4 - nl < 17)
+                if (nl > n - o - 4 || n - o - 4 - nl < 17 + fl)
                     return;
                 uint8_t type = p[o + 4 + nl];
-                uint64_t dlen = sx__le64(p + o + 4 + nl + 5);
-                o += 4 + nl + 17;
+                uint64_t dlen = sx__le64(p + o + 4 + nl + 5 + fl);
+                o += 4 + nl + 17 + fl;
                 o += (64 - o % 64) % 64;
                 if (o > n || dlen > n - o)
                     return;
@@ -202,20 +215,23 @@ static void one(const uint8_t *data, size_t size)
 {
     if (!fz_write_file(g_path, data, size))
         return;
-    uint64_t n = 0;
-    sx__segcol *cols = NULL;
-    if (sx__segfile_read(g_path, 1, g_expect, FZ_N_FIELDS, &n, &cols, NULL) == SX_OK) {
-        touch_cols(cols, n);
-        sx__segcols_free(cols, FZ_N_FIELDS, n);
-    }
-    cols = NULL;
-    sx__segmap map = { 0 };
-    if (sx__segfile_read(g_path, 1, g_expect, FZ_N_FIELDS, &n, &cols, &map) == SX_OK) {
-        touch_cols(cols, n);
-        touch_keys(cols, n, &map.pk);
-        sx__segcols_free(cols, FZ_N_FIELDS, n);
-        if (map.addr)
-            sx__fs_unmap(map.addr, map.len);
+    for (int nullable = 0; nullable < 2; nullable++) {
+        const sx__segcol *expect = nullable ? g_expect_null : g_expect;
+        uint64_t n = 0;
+        sx__segcol *cols = NULL;
+        if (sx__segfile_read(g_path, 1, expect, FZ_N_FIELDS, &n, &cols, NULL) == SX_OK) {
+            touch_cols(cols, n);
+            sx__segcols_free(cols, FZ_N_FIELDS, n);
+        }
+        cols = NULL;
+        sx__segmap map = { 0 };
+        if (sx__segfile_read(g_path, 1, expect, FZ_N_FIELDS, &n, &cols, &map) == SX_OK) {
+            touch_cols(cols, n);
+            touch_keys(cols, n, &map.pk);
+            sx__segcols_free(cols, FZ_N_FIELDS, n);
+            if (map.addr)
+                sx__fs_unmap(map.addr, map.len);
+        }
     }
 
     del_read(FZ_N);

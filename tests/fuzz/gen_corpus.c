@@ -377,7 +377,7 @@ static void gen_segment(void)
                                 .is_primary = fz_fields[i].is_primary };
     char path[700];
     snprintf(path, sizeof path, "%s/seg.sxs", g_tmp);
-    /* format version 2: a key block on the (sorted) INT64 primary key */
+    /* format version 3: a key block on the (sorted) INT64 primary key */
     sx_status st = sx__segfile_write(path, 1, FZ_N, cols, FZ_N_FIELDS);
     if (st == SX_OK)
         put_file_seed("fuzz_segment", "seg", path, -1);
@@ -405,6 +405,25 @@ static void gen_segment(void)
     st = sx__segfile_write(path, 1, FZ_N, cols, FZ_N_FIELDS);
     if (st == SX_OK)
         put_file_seed("fuzz_segment", "seg-nokey", path, -1);
+    /* nullable age, flag and name with NULL rows (version 3 bitmaps), the key block on id */
+    uint64_t nulls_age[1] = { 0x8000000000000005ull }, nulls_flag[1] = { 0xF0 },
+             nulls_name[1] = { 0 };
+    for (size_t i = 0; i < FZ_N_FIELDS; i++) {
+        cols[i].is_primary = fz_fields[i].is_primary;
+        cols[i].nullable = fz_fields[i].type == SX_FIELD_BOOL ||
+                           fz_fields[i].type == SX_FIELD_VARCHAR ||
+                           strcmp(cols[i].name, "age") == 0;
+    }
+    cols[2].nulls = nulls_age;
+    cols[4].nulls = nulls_flag;
+    cols[5].nulls = nulls_name;
+    st = sx__segfile_write(path, 1, FZ_N, cols, FZ_N_FIELDS);
+    if (st == SX_OK)
+        put_file_seed("fuzz_segment", "seg-nullable", path, -1);
+    for (size_t i = 0; i < FZ_N_FIELDS; i++) {
+        cols[i].nullable = false;
+        cols[i].nulls = NULL;
+    }
 
     uint64_t bits[(FZ_N + 63) / 64] = { 0 };
     sx__bits_set(bits, 0);

@@ -608,8 +608,10 @@ static void test_schema_errors(void)
         MK(",{\"fieldName\":\"x\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":8}}"),
         1100, "more than one vector field");
     expect_msg("collections/create",
-               MK(",{\"fieldName\":\"x\",\"dataType\":\"Int64\",\"nullable\":true}"), 1100,
-               "not supported by Sextant yet");
+               "{\"collectionName\":\"s\",\"schema\":{\"fields\":["
+               "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true,"
+               "\"nullable\":true}," F_VEC "]}}",
+               1100, "the primary key field id cannot be nullable");
     expect_msg("collections/create", MK(",{\"fieldName\":\"x\",\"dataType\":\"VarChar\"}"), 1100,
                "max_length");
     expect_msg("collections/create",
@@ -898,7 +900,7 @@ static void test_array_default_persist(void)
         "\"elementTypeParams\":{\"max_capacity\":\"5\",\"max_length\":12}},"
         "{\"fieldName\":\"grade\",\"dataType\":\"Int32\",\"defaultValue\":-3},"
         "{\"fieldName\":\"label\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":"
-        "9},\"defaultValue\":\"none\"}]}}";
+        "9},\"defaultValue\":\"none\",\"nullable\":true}]}}";
     ok("collections/create", create);
     ok("collections/create", create); /* the same schema again: fine */
     close_catalog();
@@ -916,6 +918,9 @@ static void test_array_default_persist(void)
     ASSERT_EQ(json_integer_value(json_object_get(grade, "defaultValue")), -3);
     ASSERT(strcmp(json_string_value(json_object_get(json_array_get(fields, 4), "defaultValue")),
                   "none") == 0);
+    /* nullable persisted too (label), and only where declared */
+    ASSERT(json_is_true(json_object_get(json_array_get(fields, 4), "nullable")));
+    ASSERT(json_is_false(json_object_get(grade, "nullable")));
     json_decref(r);
     /* another default is another schema: refused as an existing collection */
     const char *other =
@@ -924,7 +929,7 @@ static void test_array_default_persist(void)
         "\"elementTypeParams\":{\"max_capacity\":\"5\",\"max_length\":12}},"
         "{\"fieldName\":\"grade\",\"dataType\":\"Int32\",\"defaultValue\":4},"
         "{\"fieldName\":\"label\",\"dataType\":\"VarChar\",\"elementTypeParams\":{\"max_length\":"
-        "9},\"defaultValue\":\"none\"}]}}";
+        "9},\"defaultValue\":\"none\",\"nullable\":true}]}}";
     json_t *e = call("collections/create", other);
     ASSERT(e && json_integer_value(json_object_get(e, "code")) != 0);
     json_decref(e);

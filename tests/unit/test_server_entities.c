@@ -1365,6 +1365,54 @@ static void test_hybrid(void)
                 SX__MC_INVALID_PARAM);
 }
 
+/* A range search on a sealed HNSW segment whose ef equals its limit (as pymilvus's
+ * search_iterator sends them): the widened rounds ask for 4x, 16x ... the limit, and the graph's
+ * ef is raised with them instead of failing with "ef(5) should be larger than or equal to
+ * k(20)". The hits are the exact ones in range (ef >= the rows here). */
+static void test_range_search_hnsw_ef(void)
+{
+    sx__coll_meta *m = new_meta("rsh", SX_METRIC_L2, false);
+    add_field(m, "id", "Int64", SX_FIELD_INT64, true, false, 0, 0);
+    add_field(m, "v", "FloatVector", SX_FIELD_FLOAT_VECTOR, false, false, 2, 0);
+    ASSERT(create(m));
+    json_t *r = ok(call("/v2/vectordb/indexes/create",
+                        "{`collectionName`:`rsh`,`indexParams`:[{`fieldName`:`v`,`indexName`:`v`,"
+                        "`metricType`:`L2`,`params`:{`index_type`:`HNSW`,`M`:8,"
+                        "`efConstruction`:64}}]}"));
+    ASSERT(r);
+    json_decref(r);
+    char body[8192] = "{`collectionName`:`rsh`,`data`:[";
+    for (int i = 0; i < 60; i++) /* row i at distance^2 i^2 from the origin */
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s{`id`:%d,`v`:[%d,0]}",
+                 i ? "," : "", i, i);
+    strcat(body, "]}");
+    r = ok(call("/v2/vectordb/entities/insert", body));
+    ASSERT(r);
+    json_decref(r);
+    sx_collection *h = NULL;
+    sx__coll_meta meta;
+    ASSERT_OK(sx__cat_coll_get(g_cat, "default", "rsh", &h, &meta));
+    ASSERT_OK(sx_flush(h));
+    ASSERT_OK(sx_index_wait(h, 60000));
+    sx_collection_release(h);
+    /* rows 30..49: 900 <= d < 2500; limit 5 needs rounds of 5, 20, 80 candidates */
+    r = ok(call("/v2/vectordb/entities/search",
+                "{`collectionName`:`rsh`,`data`:[[0,0]],`limit`:5,"
+                "`searchParams`:{`params`:{`ef`:5,`radius`:2500,`range_filter`:900}}}"));
+    ASSERT(r);
+    json_t *d = data_of(r);
+    ASSERT_EQ(json_array_size(d), 5);
+    for (size_t i = 0; i < 5; i++)
+        ASSERT_EQ(jint(json_array_get(d, i), "id"), 30 + (int64_t)i);
+    json_decref(r);
+    /* the first round keeps the caller's ef: smaller than the limit is still an error */
+    EXPECT_CODE(call("/v2/vectordb/entities/search",
+                     "{`collectionName`:`rsh`,`data`:[[0,0]],`limit`:5,"
+                     "`searchParams`:{`params`:{`ef`:4,`radius`:2500}}}"),
+                SX__MC_INVALID_PARAM);
+    ASSERT_OK(sx__cat_coll_drop(g_cat, "default", "rsh"));
+}
+
 /* ------------------------------------------------------------------ search params */
 
 /* A bad searchParams value gets the same code and message whether the rows are growing (no
@@ -1458,6 +1506,7 @@ int main(void)
     RUN(test_fill_gt);
     RUN(test_search_ground_truth);
     RUN(test_range_search);
+    RUN(test_range_search_hnsw_ef);
     RUN(test_hybrid);
     RUN(test_partitions);
     RUN(test_search_params_whatever_the_data);

@@ -893,6 +893,8 @@ static int info_collection(const char *cmd, sx_db *db, const char *name)
             printf(" max_length=%u", fd->max_length);
         if (fd->is_primary)
             printf(" primary%s", fd->auto_id ? " auto_id" : "");
+        if (fd->nullable)
+            printf(" nullable");
         putchar('\n');
     }
     printf("  rows:          %" PRIu64 "\n", ci.n_rows);

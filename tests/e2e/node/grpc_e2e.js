@@ -423,6 +423,13 @@ const steps = [
     r = await raw('CreateAlias', Buffer.concat([pstr(3, COLL), pstr(4, 'al')]));
     assert.equal(r.err, null, String(r.err));
     assert.match(decode(r.res)[2][0].toString(), /not supported/);
+    // a query that matches nothing still answers its columns, empty (QueryResults.fields_data,
+    // field 2): pymilvus raises "No fields returned" on none, which broke its query_iterator
+    r = await raw('Query', Buffer.concat([pstr(3, COLL), pstr(4, 'id < -5'), pstr(5, 'color'), pstr(5, 'price')]));
+    assert.equal(r.err, null, String(r.err));
+    assert.equal(statusOf(r.res).code, 0, statusOf(r.res).reason);
+    const fds = (decode(r.res)[2] || []).map((fd) => decode(fd)[2][0].toString()).sort();
+    assert.deepEqual(fds, ['color', 'id', 'price'], `empty query columns ${fds}`);
     assert.equal(await count(''), before + 1);
   }],
 
