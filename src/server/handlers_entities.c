@@ -1854,6 +1854,25 @@ static bool in_range(const sparams *p, sx_metric m, float d)
     return (double)d > p->radius && (!p->has_range || (double)d <= p->range_filter);
 }
 
+/* sp's engine params with ef / search_list raised to at least k (a range search's widened
+ * round; the values are written into buf). Returns wide. */
+static const sx_param *
+widen_list_params(const sparams *sp, uint32_t k, sx_param *wide, char (*buf)[24])
+{
+    for (size_t i = 0; i < sp->n_eng; i++) {
+        wide[i] = sp->eng[i];
+        if (strcmp(wide[i].key, "ef") != 0 && strcmp(wide[i].key, "search_list") != 0)
+            continue;
+        char *end = NULL;
+        long long v = strtoll(wide[i].value, &end, 10);
+        if (end && *end == '\0' && v >= 0 && v < (long long)k) {
+            (void)snprintf(buf[i], sizeof buf[i], "%u", k);
+            wide[i].value = buf[i];
+        }
+    }
+    return wide;
+}
+
 /* Whether hits beyond `d` (the worst returned) could still be in range. */
 static bool maybe_more(const sparams *p, sx_metric m, float d)
 {
@@ -2090,21 +2109,8 @@ static void h_search(sx__req *rq, sx__resp *rs)
         char widebuf[MAX_PARAMS][24];
         for (;;) {
             req.k = kk;
-            if (kk > want) {
-                for (size_t i = 0; i < sp.n_eng; i++) {
-                    wide[i] = sp.eng[i];
-                    const char *pkey = sp.eng[i].key;
-                    if (strcmp(pkey, "ef") != 0 && strcmp(pkey, "search_list") != 0)
-                        continue;
-                    char *end = NULL;
-                    long long v = strtoll(sp.eng[i].value, &end, 10);
-                    if (end && *end == '\0' && v >= 0 && v < (long long)kk) {
-                        (void)snprintf(widebuf[i], sizeof widebuf[i], "%u", kk);
-                        wide[i].value = widebuf[i];
-                    }
-                }
-                req.params = wide;
-            }
+            if (kk > want)
+                req.params = widen_list_params(&sp, kk, wide, widebuf);
             /* the candidates of this round are held too: bound them as an answer */
             if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(&c, kk), per_row, 0,
                               "nq x the candidates a range search needs"))
