@@ -2200,6 +2200,10 @@ static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
         } else if (!strcmp(k, "group_by_field")) {
             if (*v)
                 json_object_set_new(b, "groupingField", json_string(v));
+        } else if (!strcmp(k, "group_size")) {
+            json_object_set_new(b, "groupSize", param_value(v));
+        } else if (!strcmp(k, "strict_group_size")) {
+            json_object_set_new(b, "strictGroupSize", param_value(v));
         } else if (!strcmp(k, "round_decimal") || !strcmp(k, "ignore_growing") ||
                    !strcmp(k, "hints") || !strcmp(k, "iterator") || !strcmp(k, "search_iter_v2") ||
                    !strcmp(k, "collection_id")) {

@@ -2005,6 +2005,260 @@ typedef struct picks {
     size_t *topks;
 } picks;
 
+/* ------------------------------------------------------------------ group-by search */
+
+/* groupingField / groupSize / strictGroupSize (gRPC: group_by_field, group_size,
+ * strict_group_size). The answer per query: the `limit` best groups (after `offset` groups), a
+ * group being the hits sharing one value of the field (NULL is a value of its own), ordered by
+ * their best hit; each group gives its best groupSize hits (default 1), consecutive, best first.
+ * The engine is asked for limit x groupSize candidates, then 4x more each round (raising ef /
+ * search_list with them, as range search does), until every query has its groups filled or its
+ * candidates run out (fewer than asked), or 16384; on exact (FLAT, growing) data the answer is
+ * then exact, on an index as approximate as the index. strictGroupSize is accepted: the rounds
+ * already widen until every group is full. Not combined with range search (1100). */
+#define MAX_GROUP_SIZE 1024
+
+typedef struct grouping {
+    const char *field; /* NULL: not a grouped search; borrowed from the body */
+    size_t fi;         /* index into meta->fields */
+    size_t size;
+    bool strict;
+} grouping;
+
+static bool parse_grouping(sx__req *rq, sx__resp *rs, const coll *c, grouping *g)
+{
+    memset(g, 0, sizeof *g);
+    const char *gf = NULL;
+    int64_t size = 1;
+    if (sx__jstr(rq->body, "groupingField", &gf) != 0 ||
+        sx__jint(rq->body, "groupSize", &size) != 0 ||
+        sx__jbool(rq->body, "strictGroupSize", &g->strict) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: groupingField must be a string, "
+                 "groupSize an integer, strictGroupSize a boolean");
+        return false;
+    }
+    if (!gf || !*gf)
+        return true;
+    int fi = field_index(c->meta, gf);
+    const sx__field_meta *fm = fi >= 0 ? &c->meta->fields[fi] : NULL;
+    if (!fm) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: groupBy field not found in schema: field %s is not in "
+                 "collection %s",
+                 gf, c->meta->name);
+        return false;
+    }
+    if (fm->engine_type == SX_FIELD_FLOAT_VECTOR || fm->engine_type == SX_FIELD_DOUBLE ||
+        is_json_type(fm)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: group by field %s of type %s is not supported (Bool, Int8, "
+                 "Int16, Int32, Int64 and VarChar fields can group)",
+                 gf, fm->type);
+        return false;
+    }
+    if (size < 1 || size > MAX_GROUP_SIZE) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: groupSize %lld is out of range [1, %d]", (long long)size,
+                 MAX_GROUP_SIZE);
+        return false;
+    }
+    g->field = gf;
+    g->fi = (size_t)fi;
+    g->size = (size_t)size;
+    return true;
+}
+
+/* Hashes of a hit's group value (col of r, row): NULL, an INT64 / BOOL, or a string. */
+static uint64_t group_hash(const sx_rowset *r, int col, size_t row)
+{
+    const sx_column *cl = &r->cols[col];
+    if (cl->valid && !cl->valid[row])
+        return 0x9e3779b97f4a7c15ull;
+    uint64_t h = 1469598103934665603ull;
+    if (cl->type == SX_FIELD_VARCHAR) {
+        for (const char *p = ((char *const *)cl->data)[row]; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        return h;
+    }
+    int64_t v = cl->type == SX_FIELD_BOOL ? ((const bool *)cl->data)[row]
+                                          : ((const int64_t *)cl->data)[row];
+    h ^= (uint64_t)v;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+static bool group_same(const sx_rowset *r, int col, size_t a, size_t b)
+{
+    const sx_column *cl = &r->cols[col];
+    bool na = cl->valid && !cl->valid[a], nb = cl->valid && !cl->valid[b];
+    if (na || nb)
+        return na == nb;
+    if (cl->type == SX_FIELD_VARCHAR)
+        return strcmp(((char *const *)cl->data)[a], ((char *const *)cl->data)[b]) == 0;
+    if (cl->type == SX_FIELD_BOOL)
+        return ((const bool *)cl->data)[a] == ((const bool *)cl->data)[b];
+    return ((const int64_t *)cl->data)[a] == ((const int64_t *)cl->data)[b];
+}
+
+/* Groups the hits [base, base + t) of one query: gid[h] = the group of hit h (in order of first
+ * appearance) when it is kept (the group is among the first `groups` and holds fewer than `size`
+ * hits before it), else SIZE_MAX. *n_groups = groups formed, *full = every one of them holds
+ * `size` hits. scratch: 2 * groups + 2 size_t (a hash table of first rows) and groups counters.
+ * Returns false on out of memory. */
+static bool group_hits(const sx_rowset *r,
+                       int col,
+                       size_t base,
+                       size_t t,
+                       size_t groups,
+                       size_t size,
+                       size_t *gid,
+                       size_t *n_groups,
+                       bool *full)
+{
+    size_t cap = 4;
+    while (cap < 2 * groups + 2)
+        cap *= 2;
+    size_t *slot = sx__malloc(cap * sizeof *slot);            /* group index + 1, 0 = empty */
+    size_t *first = sx__malloc((groups + 1) * sizeof *first); /* a row of each group */
+    size_t *count = sx__calloc(groups + 1, sizeof *count);
+    if (!slot || !first || !count) {
+        sx__free(slot);
+        sx__free(first);
+        sx__free(count);
+        return false;
+    }
+    memset(slot, 0, cap * sizeof *slot);
+    size_t ng = 0;
+    for (size_t h = 0; h < t; h++) {
+        size_t row = base + h, i = (size_t)group_hash(r, col, row) & (cap - 1), g = SIZE_MAX;
+        while (slot[i]) {
+            if (group_same(r, col, first[slot[i] - 1], row)) {
+                g = slot[i] - 1;
+                break;
+            }
+            i = (i + 1) & (cap - 1);
+        }
+        if (g == SIZE_MAX && ng < groups) {
+            g = ng++;
+            first[g] = row;
+            slot[i] = g + 1;
+        }
+        if (g != SIZE_MAX && count[g] < size)
+            count[g]++;
+        else
+            g = SIZE_MAX;
+        gid[h] = g;
+    }
+    bool all = ng == groups;
+    for (size_t g = 0; g < ng; g++)
+        all = all && count[g] == size;
+    *n_groups = ng;
+    *full = all;
+    sx__free(slot);
+    sx__free(first);
+    sx__free(count);
+    return true;
+}
+
+/* Runs the rounds of a grouped search (req.k grows) into *out. False with rs set on a failure. */
+static bool group_search(sx__req *rq,
+                         sx__resp *rs,
+                         coll *c,
+                         sx_search_req *req,
+                         const sparams *sp,
+                         const grouping *g,
+                         size_t window,
+                         uint64_t per_row,
+                         sx_rowset **out)
+{
+    size_t kk = window * g->size;
+    if (kk > MAX_LIMIT)
+        kk = MAX_LIMIT;
+    size_t user_k = req->k;
+    req->offset = 0;
+    sx_param wide[MAX_PARAMS];
+    char widebuf[MAX_PARAMS][24];
+    for (;;) {
+        req->k = (uint32_t)kk;
+        if (kk > user_k)
+            req->params = widen_list_params(sp, (uint32_t)kk, wide, widebuf);
+        if (!admit_answer(rq, rs, (uint64_t)req->nq * at_most_rows(c, kk), per_row, 0,
+                          "nq x the candidates a grouped search needs"))
+            return false;
+        sx_rowset *r = NULL;
+        sx_status st = sx_search(c->h, req, &r);
+        if (st != SX_OK) {
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search");
+            return false;
+        }
+        int col = col_of(r, g->field);
+        size_t *gid = sx__malloc((kk + 1) * sizeof *gid);
+        bool again = false, ok = col >= 0 && gid;
+        size_t base = 0;
+        for (size_t qi = 0; ok && qi < req->nq; qi++) {
+            size_t t = r->topks[qi], ng = 0;
+            bool full = false;
+            ok = group_hits(r, col, base, t, window, g->size, gid, &ng, &full);
+            if (ok && !full && t == kk && kk < MAX_LIMIT)
+                again = true; /* more candidates may fill the groups */
+            base += t;
+        }
+        sx__free(gid);
+        if (!ok) {
+            sx_rowset_free(r);
+            fail_nomem(rs);
+            return false;
+        }
+        if (!again) {
+            *out = r;
+            return true;
+        }
+        sx_rowset_free(r);
+        kk = kk > MAX_LIMIT / 4 ? MAX_LIMIT : kk * 4;
+    }
+}
+
+/* The hits of r to answer, group by group (groups in order of their best hit, offset groups
+ * skipped), into pk. False on out of memory. */
+static bool group_picks(
+    const sx_rowset *r, const grouping *g, size_t nq, size_t offset, size_t limit, picks *pk)
+{
+    int col = col_of(r, g->field);
+    size_t window = offset + limit, maxt = 0;
+    for (size_t qi = 0; qi < nq; qi++)
+        maxt = r->topks[qi] > maxt ? r->topks[qi] : maxt;
+    size_t *gid = sx__malloc((maxt + 1) * sizeof *gid);
+    size_t *start = sx__malloc((window + 2) * sizeof *start);
+    pk->rows = sx__malloc((r->n_rows + 1) * sizeof *pk->rows);
+    bool ok = col >= 0 && gid && start && pk->rows;
+    size_t base = 0;
+    for (size_t qi = 0; ok && qi < nq; qi++) {
+        size_t t = r->topks[qi], ng = 0;
+        bool full = false;
+        ok = group_hits(r, col, base, t, window, g->size, gid, &ng, &full);
+        if (!ok)
+            break;
+        /* a counting sort of the kept hits by group, stable: best first within a group */
+        memset(start, 0, (window + 2) * sizeof *start);
+        for (size_t h = 0; h < t; h++)
+            if (gid[h] != SIZE_MAX && gid[h] >= offset)
+                start[gid[h] - offset + 1]++;
+        for (size_t k = 1; k <= window; k++)
+            start[k] += start[k - 1];
+        size_t at = pk->n, kept = start[window];
+        for (size_t h = 0; h < t; h++)
+            if (gid[h] != SIZE_MAX && gid[h] >= offset)
+                pk->rows[at + start[gid[h] - offset]++] = base + h;
+        pk->n += kept;
+        pk->topks[qi] = kept;
+        base += t;
+    }
+    sx__free(gid);
+    sx__free(start);
+    return ok;
+}
+
 static void h_search(sx__req *rq, sx__resp *rs)
 {
     const char *sname = "SearchReqV2";
@@ -2054,15 +2308,18 @@ static void h_search(sx__req *rq, sx__resp *rs)
                  (unsigned long long)window, MAX_LIMIT);
         goto out;
     }
-    const char *gf = NULL;
-    if (sx__jstr(rq->body, "groupingField", &gf) != 0 || (gf && *gf)) {
-        sx__fail(rs, SX__MC_UNSUPPORTED, "unsupported operation: group by search (groupingField)");
+    grouping grp;
+    if (!parse_grouping(rq, rs, &c, &grp))
         goto out;
-    }
     if (!check_consistency(rq, rs))
         goto out;
     if (!parse_sparams(rs, &c, sx__jget(rq->body, "searchParams"), &sp))
         goto out;
+    if (grp.field && sp.has_radius) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: a range search (radius) cannot be grouped (groupingField)");
+        goto out;
+    }
     json_t *parts = sx__jget(rq->body, "partitionNames");
     if (parts && !json_is_array(parts)) {
         sx__fail(rs, SX__MC_BAD_JSON,
@@ -2073,6 +2330,8 @@ static void h_search(sx__req *rq, sx__resp *rs)
         goto out;
     if (!plan_outputs(rs, &c, sx__jget(rq->body, "outputFields"), false, o, false))
         goto out;
+    if (grp.field) /* the group's value is answered with each hit, as Milvus does */
+        plan_add_field(o, c.meta, grp.fi, c.pk);
     if (!need_loaded(rs, &c))
         goto out;
     uint64_t per_row = row_bytes(&c, o, true);
@@ -2097,7 +2356,15 @@ static void h_search(sx__req *rq, sx__resp *rs)
         goto out;
     }
     sx_metric metric = c.meta->metric;
-    if (sp.has_radius) {
+    if (grp.field) {
+        if (!group_search(rq, rs, &c, &req, &sp, &grp, (size_t)window, per_row, &r))
+            goto out;
+        if (!group_picks(r, &grp, nq, (size_t)offset, (size_t)limit, &pk)) {
+            fail_nomem(rs);
+            goto out;
+        }
+        st = SX_OK;
+    } else if (sp.has_radius) {
         /* range search: more hits until every query is exhausted or out of range */
         size_t want = (size_t)(limit + offset);
         uint32_t kk = (uint32_t)want;
@@ -2144,13 +2411,14 @@ static void h_search(sx__req *rq, sx__resp *rs)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search");
         goto out;
     }
-    pk.rows = sx__malloc((r->n_rows + 1) * sizeof *pk.rows);
+    if (!pk.rows)
+        pk.rows = sx__malloc((r->n_rows + 1) * sizeof *pk.rows);
     if (!pk.rows) {
         fail_nomem(rs);
         goto out;
     }
     size_t base = 0;
-    for (size_t qi = 0; qi < nq; qi++) {
+    for (size_t qi = 0; !grp.field && qi < nq; qi++) {
         size_t t = r->topks[qi], skipped = 0;
         for (size_t h = 0; h < t; h++) {
             size_t row = base + h;

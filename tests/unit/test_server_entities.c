@@ -1091,7 +1091,7 @@ static void test_search_ground_truth(void)
         { "`limit`:9223372036854775807,`offset`:1", SX__MC_INVALID_PARAM },
         { "`limit`:1,`offset`:9223372036854775807", SX__MC_INVALID_PARAM },
         { "`annsField`:`tag`", SX__MC_BAD_JSON },
-        { "`groupingField`:`tag`", SX__MC_UNSUPPORTED },
+        { "`groupingField`:`v`", SX__MC_INVALID_PARAM }, /* a vector cannot group */
         { "`partitionNames`:[`nope`]", SX__MC_PART_NOT_FOUND },
         { "`filter`:`nofield > 1`", SX__MC_INVALID_PARAM },
         { "`searchParams`:{`radius`:1,`range_filter`:2}", SX__MC_INVALID_PARAM },
@@ -1413,6 +1413,172 @@ static void test_range_search_hnsw_ef(void)
     ASSERT_OK(sx__cat_coll_drop(g_cat, "default", "rsh"));
 }
 
+/* Group-by search against brute force: groups in order of their best hit, groupSize hits each,
+ * offset counted in groups, a filter, a nullable field whose NULLs form one group, the group's
+ * value in every hit; errors for a bad grouping field, a bad groupSize and a grouped range
+ * search. The rows are growing and then sealed under a FLAT index (exact both times). */
+#define GRP_N 400
+static double grp_d[GRP_N];
+
+static int grp_doc(int i)
+{
+    return (i * 7) % 23;
+}
+
+static bool grp_label_null(int i)
+{
+    return i % 5 == 0;
+}
+
+static int grp_cmp(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    if (grp_d[x] != grp_d[y])
+        return grp_d[x] < grp_d[y] ? -1 : 1;
+    return x - y;
+}
+
+/* the expected ids: rows by distance (ties by id), grouped by key(i), first `size` per group */
+static size_t
+grp_expect(int (*key)(int), bool (*keep)(int), size_t offset, size_t limit, size_t size, int *out)
+{
+    int order[GRP_N];
+    for (int i = 0; i < GRP_N; i++)
+        order[i] = i;
+    qsort(order, GRP_N, sizeof order[0], grp_cmp);
+    int gkey[GRP_N];
+    size_t ng = 0, gcount[GRP_N] = { 0 }, n = 0;
+    int ghits[GRP_N][8];
+    for (int k = 0; k < GRP_N; k++) {
+        int i = order[k];
+        if (keep && !keep(i))
+            continue;
+        size_t g = 0;
+        while (g < ng && gkey[g] != key(i))
+            g++;
+        if (g == ng) {
+            if (ng == offset + limit)
+                continue;
+            gkey[ng++] = key(i);
+        }
+        if (gcount[g] < size)
+            ghits[g][gcount[g]++] = i;
+    }
+    for (size_t g = offset; g < ng; g++)
+        for (size_t h = 0; h < gcount[g]; h++)
+            out[n++] = ghits[g][h];
+    return n;
+}
+
+static int grp_label_key(int i)
+{
+    return grp_label_null(i) ? -1 : i % 3; /* labels "l0".."l2", NULL */
+}
+
+static bool grp_odd(int i)
+{
+    return i % 2 == 1;
+}
+
+static void grp_check(
+    const char *extra, int (*key)(int), bool (*keep)(int), size_t offset, size_t limit, size_t size)
+{
+    char body[600];
+    snprintf(body, sizeof body,
+             "{`collectionName`:`grp`,`data`:[[0.3,0.7,0.2,0.9]],`limit`:%zu,`offset`:%zu,%s}",
+             limit, offset, extra);
+    json_t *r = ok(call("/v2/vectordb/entities/search", body));
+    ASSERT(r);
+    int want[GRP_N];
+    size_t n = grp_expect(key, keep, offset, limit, size, want);
+    json_t *d = data_of(r);
+    if (json_array_size(d) != n)
+        FAILF("<%s>: %zu hits, want %zu", extra, json_array_size(d), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *h = json_array_get(d, i);
+        int64_t id = jint(h, "id");
+        if (id != want[i])
+            FAILF("<%s>: hit %zu is %lld, want %d", extra, i, (long long)id, want[i]);
+        if (key == grp_doc)
+            ASSERT_EQ(jint(h, "doc"), grp_doc((int)id)); /* the group value comes back */
+        else if (grp_label_null((int)id))
+            ASSERT(json_is_null(json_object_get(h, "label")));
+    }
+    json_decref(r);
+}
+
+static void test_group_by(void)
+{
+    json_t *r = ok(call("/v2/vectordb/collections/create",
+                        "{`collectionName`:`grp`,`schema`:{`fields`:["
+                        "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+                        "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:4}},"
+                        "{`fieldName`:`doc`,`dataType`:`Int32`},"
+                        "{`fieldName`:`label`,`dataType`:`VarChar`,`nullable`:true,"
+                        "`elementTypeParams`:{`max_length`:8}},"
+                        "{`fieldName`:`meta`,`dataType`:`JSON`}]},"
+                        "`indexParams`:[{`fieldName`:`v`,`metricType`:`L2`,`indexType`:`FLAT`}]}"));
+    ASSERT(r);
+    json_decref(r);
+    static char body[200000];
+    snprintf(body, sizeof body, "{`collectionName`:`grp`,`data`:[");
+    const float q[4] = { 0.3f, 0.7f, 0.2f, 0.9f };
+    for (int i = 0; i < GRP_N; i++) {
+        float v[4] = { (float)((i * 37) % 101) / 100.0f, (float)((i * 53) % 97) / 100.0f,
+                       (float)((i * 11) % 89) / 100.0f, (float)((i * 29) % 83) / 100.0f };
+        double d = 0;
+        for (int k = 0; k < 4; k++)
+            d += ((double)v[k] - (double)q[k]) * ((double)v[k] - (double)q[k]);
+        grp_d[i] = d;
+        char label[32];
+        if (grp_label_null(i))
+            snprintf(label, sizeof label, "null");
+        else
+            snprintf(label, sizeof label, "`l%d`", i % 3);
+        snprintf(body + strlen(body), sizeof body - strlen(body),
+                 "%s{`id`:%d,`v`:[%.2f,%.2f,%.2f,%.2f],`doc`:%d,`label`:%s,`meta`:{}}",
+                 i ? "," : "", i, (double)v[0], (double)v[1], (double)v[2], (double)v[3],
+                 grp_doc(i), label);
+    }
+    strcat(body, "]}");
+    r = ok(call("/v2/vectordb/entities/insert", body));
+    ASSERT(r);
+    json_decref(r);
+    for (int pass = 0; pass < 2; pass++) {
+        grp_check("`groupingField`:`doc`", grp_doc, NULL, 0, 5, 1);
+        grp_check("`groupingField`:`doc`,`groupSize`:3", grp_doc, NULL, 0, 5, 3);
+        grp_check("`groupingField`:`doc`,`groupSize`:2,`strictGroupSize`:true", grp_doc, NULL, 2, 4,
+                  2);
+        grp_check("`groupingField`:`doc`,`groupSize`:4,`filter`:`id % 2 == 1`", grp_doc, grp_odd, 0,
+                  30, 4); /* more groups than exist: every group */
+        grp_check("`groupingField`:`label`,`groupSize`:2,`outputFields`:[`label`]", grp_label_key,
+                  NULL, 0, 10, 2); /* NULL is one group */
+        if (pass == 0) {           /* then sealed under the FLAT index */
+            sx_collection *h = NULL;
+            sx__coll_meta meta;
+            ASSERT_OK(sx__cat_coll_get(g_cat, "default", "grp", &h, &meta));
+            ASSERT_OK(sx_flush(h));
+            ASSERT_OK(sx_index_wait(h, 60000));
+            sx_collection_release(h);
+        }
+    }
+    EXPECT_CODE(call("/v2/vectordb/entities/search",
+                     "{`collectionName`:`grp`,`data`:[[0,0,0,0]],`groupingField`:`nope`}"),
+                SX__MC_INVALID_PARAM);
+    EXPECT_CODE(call("/v2/vectordb/entities/search",
+                     "{`collectionName`:`grp`,`data`:[[0,0,0,0]],`groupingField`:`meta`}"),
+                SX__MC_INVALID_PARAM);
+    EXPECT_CODE(call("/v2/vectordb/entities/search",
+                     "{`collectionName`:`grp`,`data`:[[0,0,0,0]],`groupingField`:`doc`,"
+                     "`groupSize`:0}"),
+                SX__MC_INVALID_PARAM);
+    EXPECT_CODE(call("/v2/vectordb/entities/search",
+                     "{`collectionName`:`grp`,`data`:[[0,0,0,0]],`groupingField`:`doc`,"
+                     "`searchParams`:{`radius`:5}}"),
+                SX__MC_INVALID_PARAM);
+    ASSERT_OK(sx__cat_coll_drop(g_cat, "default", "grp"));
+}
+
 /* ------------------------------------------------------------------ search params */
 
 /* A bad searchParams value gets the same code and message whether the rows are growing (no
@@ -1507,6 +1673,7 @@ int main(void)
     RUN(test_search_ground_truth);
     RUN(test_range_search);
     RUN(test_range_search_hnsw_ef);
+    RUN(test_group_by);
     RUN(test_hybrid);
     RUN(test_partitions);
     RUN(test_search_params_whatever_the_data);

@@ -266,6 +266,32 @@ const steps = [
     assert.equal(await count('price < 15'), [...alive.values()].filter((r) => r.price < 15).length);
   }],
 
+  ['group-by search: groups by their best hit, group_size hits each, vs brute force over the model', async () => {
+    const qv = vec(31337);
+    const sorted = [...alive.values()].map((r) => ({ r, d: l2(qv, r.vector) }))
+      .sort((x, y) => x.d - y.d || x.r.id - y.r.id);
+    const expect = (key, limit, size) => {
+      const groups = new Map();
+      for (const { r, d } of sorted) {
+        const k = String(r[key]);
+        if (!groups.has(k)) {
+          if (groups.size === limit) continue;
+          groups.set(k, []);
+        }
+        const g = groups.get(k);
+        if (g.length < size) g.push({ id: r.id, distance: d });
+      }
+      return [...groups.values()].flat();
+    };
+    for (const [key, limit, size] of [['color', 3, 2], ['in_stock', 2, 3], ['color', 2, 1]]) {
+      const res = ok(`group by ${key}`, await client.search({ collection_name: COLL, data: qv, limit, group_by_field: key, group_size: size, output_fields: [key] }));
+      const want = expect(key, limit, size);
+      checkHits(res.results, want, `group by ${key} (limit ${limit}, group_size ${size})`);
+      for (const h of res.results) assert.equal(String(h[key]), String(alive.get(Number(h.id))[key]), `the group value of ${h.id}`);
+    }
+    failed('group by a vector', await client.search({ collection_name: COLL, data: qv, limit: 2, group_by_field: 'vector' }), 1100);
+  }],
+
   ['64 concurrent searches on one channel: each answer exact', async () => {
     const qs = [];
     for (let i = 0; i < 64; i++) qs.push(vec(5000 + i));
