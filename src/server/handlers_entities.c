@@ -2005,6 +2005,58 @@ typedef struct picks {
     size_t *topks;
 } picks;
 
+/* The rounds of a range search (more hits until every query is exhausted or out of range) into
+ * *out. False with rs set on a failure. */
+static bool range_search(sx__req *rq,
+                         sx__resp *rs,
+                         coll *c,
+                         sx_search_req *req,
+                         const sparams *sp,
+                         size_t want,
+                         uint64_t per_row,
+                         sx_rowset **out)
+{
+    sx_metric metric = c->meta->metric;
+    uint32_t kk = (uint32_t)want;
+    req->offset = 0;
+    /* the widened rounds ask for more candidates than the caller's list size: a graph's ef /
+     * search_list (which must be >= k) is raised with them (pymilvus's search_iterator runs
+     * range searches with ef = its batch size) */
+    sx_param wide[MAX_PARAMS];
+    char widebuf[MAX_PARAMS][24];
+    for (;;) {
+        req->k = kk;
+        if (kk > want)
+            req->params = widen_list_params(sp, kk, wide, widebuf);
+        /* the candidates of this round are held too: bound them as an answer */
+        if (!admit_answer(rq, rs, (uint64_t)req->nq * at_most_rows(c, kk), per_row, 0,
+                          "nq x the candidates a range search needs"))
+            return false;
+        sx_rowset *r = NULL;
+        sx_status st = sx_search(c->h, req, &r);
+        if (st != SX_OK) {
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search");
+            return false;
+        }
+        bool again = false;
+        size_t base = 0;
+        for (size_t qi = 0; qi < req->nq && kk < MAX_LIMIT; qi++) {
+            size_t t = r->topks[qi], kept = 0;
+            for (size_t h = 0; h < t; h++)
+                kept += in_range(sp, metric, r->distances[base + h]);
+            if (kept < want && t == kk && maybe_more(sp, metric, r->distances[base + t - 1]))
+                again = true;
+            base += t;
+        }
+        if (!again) {
+            *out = r;
+            return true;
+        }
+        sx_rowset_free(r);
+        kk = kk > MAX_LIMIT / 4 ? MAX_LIMIT : kk * 4;
+    }
+}
+
 /* ------------------------------------------------------------------ group-by search */
 
 /* groupingField / groupSize / strictGroupSize (gRPC: group_by_field, group_size,
@@ -2365,42 +2417,9 @@ static void h_search(sx__req *rq, sx__resp *rs)
         }
         st = SX_OK;
     } else if (sp.has_radius) {
-        /* range search: more hits until every query is exhausted or out of range */
-        size_t want = (size_t)(limit + offset);
-        uint32_t kk = (uint32_t)want;
-        req.offset = 0;
-        /* the widened rounds ask for more candidates than the caller's list size: a graph's ef /
-         * search_list (which must be >= k) is raised with them (pymilvus's search_iterator
-         * runs range searches with ef = its batch size) */
-        sx_param wide[MAX_PARAMS];
-        char widebuf[MAX_PARAMS][24];
-        for (;;) {
-            req.k = kk;
-            if (kk > want)
-                req.params = widen_list_params(&sp, kk, wide, widebuf);
-            /* the candidates of this round are held too: bound them as an answer */
-            if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(&c, kk), per_row, 0,
-                              "nq x the candidates a range search needs"))
-                goto out;
-            st = sx_search(c.h, &req, &r);
-            if (st != SX_OK)
-                break;
-            bool again = false;
-            size_t base = 0;
-            for (size_t qi = 0; qi < nq && kk < MAX_LIMIT; qi++) {
-                size_t t = r->topks[qi], kept = 0;
-                for (size_t h = 0; h < t; h++)
-                    kept += in_range(&sp, metric, r->distances[base + h]);
-                if (kept < want && t == kk && maybe_more(&sp, metric, r->distances[base + t - 1]))
-                    again = true;
-                base += t;
-            }
-            if (!again)
-                break;
-            sx_rowset_free(r);
-            r = NULL;
-            kk = kk > MAX_LIMIT / 4 ? MAX_LIMIT : kk * 4;
-        }
+        if (!range_search(rq, rs, &c, &req, &sp, (size_t)(limit + offset), per_row, &r))
+            goto out;
+        st = SX_OK;
     } else if (rq->merger) {
         key = merge_key(rq, &c, &sp, filter, req.k, req.offset, o);
         st = key ? sx__merger_search(rq->merger, c.h, key, &req, &r) : sx_search(c.h, &req, &r);
