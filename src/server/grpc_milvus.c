@@ -1915,9 +1915,14 @@ static void *rpc_describe_index(rpc *r)
             x->field_name = astr(a, json_string_value(json_object_get(d, "fieldName")));
             x->indexid = 1;
             x->params = amalloc(a, 3 * sizeof *x->params);
+            json_t *bp = json_object_get(d, "params");
             if (x->params) {
                 x->params[x->n_params++] = kv_new(a, "index_type", it ? it : "");
                 x->params[x->n_params++] = kv_new(a, "metric_type", mt ? mt : "");
+                char *bt = json_object_size(bp) ? json_dumps(bp, JSON_COMPACT) : NULL;
+                if (bt) /* the build params' JSON text, as Milvus gives it */
+                    x->params[x->n_params++] = kv_new(a, "params", bt);
+                free(bt);
             }
             x->indexed_rows = jint(json_object_get(d, "indexedRows"));
             x->total_rows = jint(json_object_get(d, "totalRows"));

@@ -128,6 +128,21 @@ static void h_describe(sx__req *rq, sx__resp *rs)
         json_object_set_new(o, "growingRows", json_integer((json_int_t)ii.growing_rows));
         json_object_set_new(o, "indexState", json_string(state_name(ii.state)));
         json_object_set_new(o, "failReason", json_string(ii.fail_reason));
+        /* the build params the engine uses ("M=16,efConstruction=200"), as an object of strings:
+         * a Sextant extension of the REST answer; gRPC's DescribeIndex gives it as Milvus does,
+         * the "params" entry's JSON text (pymilvus shows it in Collection.index().params) */
+        json_t *bp = json_object();
+        for (char *kv = ii.params, *next; kv && *kv; kv = next) {
+            next = strchr(kv, ',');
+            if (next)
+                *next++ = '\0';
+            char *eq = strchr(kv, '=');
+            if (eq && eq != kv) {
+                *eq = '\0';
+                json_object_set_new(bp, kv, json_string(eq + 1));
+            }
+        }
+        json_object_set_new(o, "params", bp);
         json_t *arr = json_array();
         json_array_append_new(arr, o);
         sx__ok(rs, arr);

@@ -1395,6 +1395,12 @@ static void test_range_search_hnsw_ef(void)
     ASSERT_OK(sx_flush(h));
     ASSERT_OK(sx_index_wait(h, 60000));
     sx_collection_release(h);
+    /* describe gives the build params the engine uses */
+    r = ok(call("/v2/vectordb/indexes/describe", "{`collectionName`:`rsh`,`indexName`:`v`}"));
+    ASSERT(r);
+    json_t *bp = json_object_get(json_array_get(data_of(r), 0), "params");
+    ASSERT(strcmp(jstr(bp, "M"), "8") == 0 && strcmp(jstr(bp, "efConstruction"), "64") == 0);
+    json_decref(r);
     /* rows 30..49: 900 <= d < 2500; limit 5 needs rounds of 5, 20, 80 candidates */
     r = ok(call("/v2/vectordb/entities/search",
                 "{`collectionName`:`rsh`,`data`:[[0,0]],`limit`:5,"
