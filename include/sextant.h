@@ -338,6 +338,9 @@ typedef struct sx_search_req {
     const sx_param *params; /* per-index search params (ef for HNSW) */
     size_t n_params;
     int metric; /* -1: the collection's; else must equal it */
+    /* skip the rows not yet sealed (the growing segment), as Milvus's ignore_growing: faster,
+     * and the latest writes are not seen */
+    bool ignore_growing;
 } sx_search_req;
 
 /* Searches the nq queries. Exact on rows not covered by a finished index; an index is used on

@@ -426,6 +426,8 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
         sx__expr_free(e);
         return st;
     }
+    if (req->ignore_growing)
+        v.rows[v.n - 1] = 0; /* the growing segment is the view's last */
     const float *queries = req->queries;
     if (c->metric == SX_METRIC_COSINE) {
         qcopy = sx__malloc(nq * dim * sizeof(float));

@@ -2209,9 +2209,10 @@ static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
             json_object_set_new(b, "groupSize", param_value(v));
         } else if (!strcmp(k, "strict_group_size")) {
             json_object_set_new(b, "strictGroupSize", param_value(v));
-        } else if (!strcmp(k, "round_decimal") || !strcmp(k, "ignore_growing") ||
-                   !strcmp(k, "hints") || !strcmp(k, "iterator") || !strcmp(k, "search_iter_v2") ||
-                   !strcmp(k, "collection_id")) {
+        } else if (!strcmp(k, "ignore_growing")) {
+            json_object_set_new(sparams, "ignoreGrowing", param_value(v));
+        } else if (!strcmp(k, "round_decimal") || !strcmp(k, "hints") || !strcmp(k, "iterator") ||
+                   !strcmp(k, "search_iter_v2") || !strcmp(k, "collection_id")) {
             /* applied by the client (round_decimal) or without meaning here */
         } else {
             json_object_set_new(inner, k, param_value(v));

@@ -1656,7 +1656,8 @@ typedef struct sparams {
     size_t n_eng;
     bool has_radius, has_range;
     double radius, range_filter;
-    const char *metric; /* borrowed */
+    bool ignore_growing; /* ignoreGrowing / ignore_growing: search sealed rows only */
+    const char *metric;  /* borrowed */
 } sparams;
 
 static void sparams_free(sparams *p)
@@ -1791,6 +1792,13 @@ static bool parse_sparams(sx__resp *rs, const coll *c, const json_t *sp, sparams
         const char *key = p->key[i];
         if (strcmp(key, "metricType") == 0) {
             p->metric = p->val[i];
+        } else if (strcmp(key, "ignoreGrowing") == 0 || strcmp(key, "ignore_growing") == 0) {
+            if (strcasecmp(p->val[i], "true") != 0 && strcasecmp(p->val[i], "false") != 0) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: %s must be true or false, got %s", key, p->val[i]);
+                return false;
+            }
+            p->ignore_growing = strcasecmp(p->val[i], "true") == 0;
         } else if (strcmp(key, "radius") == 0) {
             if (!param_double(rs, key, p->val[i], &p->radius))
                 return false;
@@ -2400,7 +2408,8 @@ static void h_search(sx__req *rq, sx__resp *rs)
                           .n_output_fields = o->n_eng,
                           .params = sp.eng,
                           .n_params = sp.n_eng,
-                          .metric = -1 };
+                          .metric = -1,
+                          .ignore_growing = sp.ignore_growing };
     sx_status st;
     pk.topks = sx__calloc(nq, sizeof *pk.topks);
     if (!pk.topks) {
@@ -2420,7 +2429,7 @@ static void h_search(sx__req *rq, sx__resp *rs)
         if (!range_search(rq, rs, &c, &req, &sp, (size_t)(limit + offset), per_row, &r))
             goto out;
         st = SX_OK;
-    } else if (rq->merger) {
+    } else if (rq->merger && !sp.ignore_growing) {
         key = merge_key(rq, &c, &sp, filter, req.k, req.offset, o);
         st = key ? sx__merger_search(rq->merger, c.h, key, &req, &r) : sx_search(c.h, &req, &r);
     } else {
@@ -2676,7 +2685,8 @@ static bool run_sub(sx__req *rq,
                           .filter = filter,
                           .params = sp.eng,
                           .n_params = sp.n_eng,
-                          .metric = -1 };
+                          .metric = -1,
+                          .ignore_growing = sp.ignore_growing };
     sx_status st = sx_search(c->h, &req, out);
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "hybrid_search");

@@ -1585,6 +1585,73 @@ static void test_group_by(void)
     ASSERT_OK(sx__cat_coll_drop(g_cat, "default", "grp"));
 }
 
+/* searchParams.ignoreGrowing: only sealed rows are searched (hybrid_search's sub-requests too);
+ * false or absent: every row. Also merged requests never mix the two (the merger is skipped). */
+static void test_ignore_growing(void)
+{
+    json_t *r =
+        ok(call("/v2/vectordb/collections/create",
+                "{`collectionName`:`ig`,`schema`:{`fields`:["
+                "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+                "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}}]},"
+                "`indexParams`:[{`fieldName`:`v`,`metricType`:`L2`,`indexType`:`FLAT`}]}"));
+    ASSERT(r);
+    json_decref(r);
+    for (int batch = 0; batch < 2; batch++) {
+        char body[2048] = "{`collectionName`:`ig`,`data`:[";
+        for (int i = 0; i < 10; i++)
+            snprintf(body + strlen(body), sizeof body - strlen(body), "%s{`id`:%d,`v`:[%d,1]}",
+                     i ? "," : "", batch * 10 + i, batch * 10 + i);
+        strcat(body, "]}");
+        r = ok(call("/v2/vectordb/entities/insert", body));
+        ASSERT(r);
+        json_decref(r);
+        if (batch == 0) { /* ids 0..9 sealed, 10..19 growing */
+            sx_collection *h = NULL;
+            sx__coll_meta meta;
+            ASSERT_OK(sx__cat_coll_get(g_cat, "default", "ig", &h, &meta));
+            ASSERT_OK(sx_flush(h));
+            sx_collection_release(h);
+        }
+    }
+
+    static const struct {
+        const char *path, *body;
+        size_t n;
+    } cs[] = {
+        { "/v2/vectordb/entities/search",
+          "{`collectionName`:`ig`,`data`:[[15,1]],`limit`:50,`searchParams`:{`ignoreGrowing`:true}"
+          "}",
+          10 },
+        { "/v2/vectordb/entities/search",
+          "{`collectionName`:`ig`,`data`:[[15,1]],`limit`:50,"
+          "`searchParams`:{`params`:{`ignore_growing`:false}}}",
+          20 },
+        { "/v2/vectordb/entities/search", "{`collectionName`:`ig`,`data`:[[15,1]],`limit`:50}",
+          20 },
+        { "/v2/vectordb/entities/hybrid_search",
+          "{`collectionName`:`ig`,`search`:[{`data`:[[15,1]],`limit`:50,"
+          "`params`:{`ignoreGrowing`:true}}],`rerank`:{`strategy`:`rrf`},`limit`:50}",
+          10 },
+    };
+
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        r = ok(call(cs[k].path, cs[k].body));
+        ASSERT(r);
+        json_t *d = data_of(r);
+        if (json_array_size(d) != cs[k].n)
+            FAILF("case %zu: %zu hits, want %zu", k, json_array_size(d), cs[k].n);
+        for (size_t i = 0; cs[k].n == 10 && i < json_array_size(d); i++)
+            ASSERT(jint(json_array_get(d, i), "id") < 10);
+        json_decref(r);
+    }
+    EXPECT_CODE(
+        call("/v2/vectordb/entities/search",
+             "{`collectionName`:`ig`,`data`:[[15,1]],`searchParams`:{`ignoreGrowing`:`maybe`}}"),
+        SX__MC_INVALID_PARAM);
+    ASSERT_OK(sx__cat_coll_drop(g_cat, "default", "ig"));
+}
+
 /* ------------------------------------------------------------------ search params */
 
 /* A bad searchParams value gets the same code and message whether the rows are growing (no
@@ -1680,6 +1747,7 @@ int main(void)
     RUN(test_range_search);
     RUN(test_range_search_hnsw_ef);
     RUN(test_group_by);
+    RUN(test_ignore_growing);
     RUN(test_hybrid);
     RUN(test_partitions);
     RUN(test_search_params_whatever_the_data);
