@@ -1161,7 +1161,7 @@ static enum MHD_Result answer_route(sx_server *s,
         finish(s, ctx, method, url, rt->path, 200, code);
         return send_err(c, 200, code, msg);
     }
-    if (body && json_is_null(body)) {
+    if (json_is_null(body)) {
         /* `null` is an empty request, as Go's json.Unmarshal into Milvus's request structs
          * takes it (Milvus's own REST tests send it to collections/list in every teardown) */
         json_decref(body);
