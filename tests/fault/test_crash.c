@@ -5,8 +5,10 @@
  * acknowledged operation through a pipe. The parent SIGKILLs it at a random moment, reopens the
  * database and checks: every acknowledged batch is fully present, every batch is all-or-nothing
  * (all its rows carry one version), no acknowledged upsert is rolled back, every acknowledged
- * delete stayed deleted. Repeated ROUNDS times (SX_KILL_ROUNDS, default 50) on the same
- * directory, so recovery also runs over earlier recoveries. Seed printed (SX_SEED replays).
+ * delete stayed deleted, and every row's nullable field `tag` is NULL exactly where it was
+ * written NULL (id % 3 == 0) and else holds id * 2 + ver (the NULL bits survive WAL replay and
+ * sealing). Repeated ROUNDS times (SX_KILL_ROUNDS, default 50) on the same directory, so recovery
+ * also runs over earlier recoveries. Seed printed (SX_SEED replays).
  */
 #include <sextant.h>
 #include <signal.h>
@@ -32,8 +34,9 @@ static void child(const char *dir, int fd, int round, uint64_t seed)
     sx_field_def f[] = { { "id", SX_FIELD_INT64, true, false, 0, 0 },
                          { "v", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
                          { "batch", SX_FIELD_INT64, false, false, 0, 0 },
-                         { "ver", SX_FIELD_INT64, false, false, 0, 0 } };
-    sx_collection_def d = { "c", f, 4, SX_METRIC_L2 };
+                         { "ver", SX_FIELD_INT64, false, false, 0, 0 },
+                         { "tag", SX_FIELD_INT64, false, false, 0, 0, true } };
+    sx_collection_def d = { "c", f, 5, SX_METRIC_L2 };
     sx_status st = sx_collection_create(db, &d);
     if (st != SX_OK && st != SX_EEXIST)
         _exit(4);
@@ -43,21 +46,25 @@ static void child(const char *dir, int fd, int round, uint64_t seed)
     if (round == 0 && sx_index_create(c, "HNSW", NULL, 0) != SX_OK)
         _exit(6);
     uint64_t s = seed;
-    int64_t ids[BATCH], bn[BATCH], ver[BATCH];
+    int64_t ids[BATCH], bn[BATCH], ver[BATCH], tag[BATCH];
+    bool tag_ok[BATCH];
     float v[BATCH * DIM];
     for (int b = round * 1000;; b++) {
         for (int i = 0; i < BATCH; i++) {
             ids[i] = (int64_t)b * BATCH + i;
             bn[i] = b;
             ver[i] = 0;
+            tag_ok[i] = ids[i] % 3 != 0;
+            tag[i] = ids[i] * 2;
             for (int k = 0; k < DIM; k++)
                 v[i * DIM + k] = test_randf(&s);
         }
         sx_column cols[] = { { "id", SX_FIELD_INT64, ids },
                              { "v", SX_FIELD_FLOAT_VECTOR, v },
                              { "batch", SX_FIELD_INT64, bn },
-                             { "ver", SX_FIELD_INT64, ver } };
-        sx_batch bt = { BATCH, cols, 4 };
+                             { "ver", SX_FIELD_INT64, ver },
+                             { "tag", SX_FIELD_INT64, tag, tag_ok } };
+        sx_batch bt = { BATCH, cols, 5 };
         if (sx_insert(c, &bt, NULL) != SX_OK)
             _exit(7);
         int32_t msg[3] = { ACK_INSERT, b, 0 };
@@ -69,6 +76,8 @@ static void child(const char *dir, int fd, int round, uint64_t seed)
                 ids[i] = (int64_t)up * BATCH + i;
                 bn[i] = up;
                 ver[i] = b;
+                tag_ok[i] = ids[i] % 3 != 0;
+                tag[i] = ids[i] * 2 + b;
             }
             if (sx_upsert(c, &bt) != SX_OK)
                 _exit(11);
@@ -157,8 +166,8 @@ static void test_kill9(void)
         }
         ASSERT_OK(st);
         sx_rowset *all;
-        const char *outs[] = { "batch", "ver" };
-        ASSERT_OK(sx_query(c, NULL, outs, 2, 0, 0, &all));
+        const char *outs[] = { "batch", "ver", "tag" };
+        ASSERT_OK(sx_query(c, NULL, outs, 3, 0, 0, &all));
         static int per_batch[MAXB];
         static int64_t batch_ver[MAXB];
         memset(per_batch, 0, sizeof per_batch);
@@ -166,7 +175,15 @@ static void test_kill9(void)
             int64_t b = ((int64_t *)all->cols[1].data)[i];
             int64_t vr = ((int64_t *)all->cols[2].data)[i];
             ASSERT(b >= 0 && b < MAXB);
-            ASSERT_EQ(((int64_t *)all->cols[0].data)[i] / BATCH, b);
+            int64_t id = ((int64_t *)all->cols[0].data)[i];
+            ASSERT_EQ(id / BATCH, b);
+            bool null = all->cols[3].valid && !all->cols[3].valid[i];
+            if (null != (id % 3 == 0))
+                FAILF("round %d: row %lld: tag NULL is %d, written %d", round, (long long)id,
+                      (int)null, (int)(id % 3 == 0));
+            if (!null && ((int64_t *)all->cols[3].data)[i] != id * 2 + vr)
+                FAILF("round %d: row %lld: tag %lld, written %lld", round, (long long)id,
+                      (long long)((int64_t *)all->cols[3].data)[i], (long long)(id * 2 + vr));
             if (per_batch[b] == 0)
                 batch_ver[b] = vr;
             else if (batch_ver[b] != vr)
