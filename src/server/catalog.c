@@ -314,6 +314,12 @@ static json_t *meta_to_json(const sx__coll_meta *m)
     json_object_set_new(j, "fields", fields);
     json_object_set_new(j, "enable_dynamic", json_boolean(m->enable_dynamic));
     json_object_set_new(j, "has_partitions", json_boolean(m->has_partitions));
+    if (m->n_aliases) {
+        json_t *al = json_array();
+        for (size_t i = 0; i < m->n_aliases; i++)
+            json_array_append_new(al, json_string(m->aliases[i]));
+        json_object_set_new(j, "aliases", al);
+    }
     json_object_set_new(j, "consistency", json_string(m->consistency));
     json_object_set_new(j, "loaded", json_boolean(m->loaded));
     json_object_set_new(j, "index_name", json_string(m->index_name));
@@ -407,6 +413,16 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
     copy_str(m->index_name, sizeof m->index_name, jstr_or(j, "index_name", ""));
     copy_str(m->index_field, sizeof m->index_field, jstr_or(j, "index_field", ""));
     copy_str(m->index_type, sizeof m->index_type, jstr_or(j, "index_type", ""));
+    const json_t *al = json_object_get(j, "aliases"); /* absent before 2026-12-04 */
+    m->n_aliases = 0;
+    if (json_is_array(al)) {
+        const json_t *a;
+        json_array_foreach(al, i, a) {
+            if (json_is_string(a) && m->n_aliases < SX__MAX_ALIASES &&
+                valid_name(json_string_value(a)))
+                copy_str(m->aliases[m->n_aliases++], sizeof m->aliases[0], json_string_value(a));
+        }
+    }
     const json_t *parts = json_object_get(j, "partitions");
     m->n_parts = 0;
     if (json_is_array(parts)) {
@@ -598,15 +614,19 @@ static sx_status cdb_add_meta(cdb *d, const sx__coll_meta *m)
     return SX_OK;
 }
 
-/* Requires cat->mu. */
+/* The collection named `name`, or holding it as an alias. Requires cat->mu. */
 static sx__coll_meta *find_meta(const cdb *d, const char *name, size_t *idx)
 {
-    for (size_t i = 0; i < d->n_metas; i++)
-        if (strcmp(d->metas[i]->name, name) == 0) {
+    for (size_t i = 0; i < d->n_metas; i++) {
+        bool hit = strcmp(d->metas[i]->name, name) == 0;
+        for (size_t a = 0; !hit && a < d->metas[i]->n_aliases; a++)
+            hit = strcmp(d->metas[i]->aliases[a], name) == 0;
+        if (hit) {
             if (idx)
                 *idx = i;
             return d->metas[i];
         }
+    }
     return NULL;
 }
 
@@ -1347,6 +1367,18 @@ sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name)
     cdb *d = find_db(cat, db);
     size_t idx = 0;
     sx__coll_meta *m = d && name ? find_meta(d, name, &idx) : NULL;
+    if (m && (strcmp(m->name, name) != 0 || m->n_aliases)) {
+        /* as Milvus: not through an alias, and not while aliases point at it */
+        st = strcmp(m->name, name) != 0
+                 ? sx__err(SX_EINVAL, "cannot drop the collection via alias = %s", name)
+                 : sx__err(SX_EINVAL,
+                           "unable to drop the collection [%s] because it has associated "
+                           "aliases [%s%s], please remove all aliases before dropping the "
+                           "collection",
+                           m->name, m->aliases[0], m->n_aliases > 1 ? ", ..." : "");
+        sx__mutex_unlock(&cat->mu);
+        goto out;
+    }
     if (m) { /* out of the cache first: new lookups fail from now on */
         memmove(&d->metas[idx], &d->metas[idx + 1], (d->n_metas - idx - 1) * sizeof *d->metas);
         d->n_metas--;
@@ -1548,6 +1580,180 @@ sx_status sx__cat_coll_rename(
     sx__mutex_unlock(&cat->ddl_mu);
     sx__free(tmp);
     return st;
+}
+
+/* ---------------------------------------------------------------- aliases */
+
+/* Writes m (a copy of a cached entry, changed) and puts it into the cache. Caller holds ddl_mu. */
+static sx_status alias_commit(sx__catalog *cat, cdb *d, const sx__coll_meta *m)
+{
+    sx_status st = write_meta(d, m);
+    if (st != SX_OK)
+        return st;
+    sx__mutex_lock(&cat->mu);
+    sx__coll_meta *c = find_meta_engine(d, m->engine_name); /* ddl_mu: still there */
+    if (c)
+        memcpy(c, m, sizeof *c);
+    sx__mutex_unlock(&cat->mu);
+    return SX_OK;
+}
+
+static void alias_remove(sx__coll_meta *m, const char *alias)
+{
+    for (size_t a = 0; a < m->n_aliases; a++)
+        if (strcmp(m->aliases[a], alias) == 0) {
+            memmove(m->aliases[a], m->aliases[a + 1],
+                    (m->n_aliases - a - 1) * sizeof m->aliases[0]);
+            m->n_aliases--;
+            return;
+        }
+}
+
+/* The alias operations under ddl_mu: op 'c' create, 'd' drop, 'a' alter. */
+static sx_status
+alias_op(sx__catalog *cat, const char *db, int op, const char *alias, const char *coll)
+{
+    if (!valid_name(alias))
+        return sx__err(SX_EINVAL, "invalid alias name \"%s\": must match [A-Za-z_][A-Za-z0-9_]*",
+                       alias ? alias : "");
+    if (cat->opts.read_only)
+        return sx__err(SX_EINVAL, "catalog is read-only");
+    sx__coll_meta *from = sx__malloc(sizeof *from), *to = sx__malloc(sizeof *to);
+    if (!from || !to) {
+        sx__free(from);
+        sx__free(to);
+        return sx__err(SX_ENOMEM, "catalog");
+    }
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    const sx__coll_meta *holder = d ? find_meta(d, alias, NULL) : NULL; /* name or alias */
+    bool is_coll_name = holder && strcmp(holder->name, alias) == 0;
+    const sx__coll_meta *target = d && coll ? find_meta(d, coll, NULL) : NULL;
+    bool target_is_alias = target && strcmp(target->name, coll) != 0;
+    if (holder)
+        memcpy(from, holder, sizeof *from);
+    if (target)
+        memcpy(to, target, sizeof *to);
+    sx__mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    if (!d) {
+        st = db_not_found(db);
+    } else if (is_coll_name) {
+        st = sx__err(SX_EEXIST, "alias %s is the name of a collection in database %s", alias,
+                     db && *db ? db : "default");
+    } else if (op == 'd') {
+        if (holder) {
+            alias_remove(from, alias);
+            st = alias_commit(cat, d, from);
+        }
+    } else if (!target || target_is_alias) {
+        st = sx__err(SX_ENOTFOUND, "collection not found[database=%s][collection=%s]",
+                     db && *db ? db : "default", coll ? coll : "");
+    } else if (op == 'c' && holder) {
+        st = sx__err(SX_EEXIST, "alias %s already exists (it names collection %s)", alias,
+                     from->name);
+    } else if (op == 'a' && !holder) {
+        st = sx__err(SX_ENOTFOUND, "alias not found[database=%s][alias=%s]",
+                     db && *db ? db : "default", alias);
+    } else if (holder && strcmp(from->engine_name, to->engine_name) == 0) {
+        st = SX_OK; /* alter to the collection it already names */
+    } else if (to->n_aliases == SX__MAX_ALIASES) {
+        st = sx__err(SX_EINVAL, "collection %s has %d aliases already, the most Sextant keeps",
+                     to->name, SX__MAX_ALIASES);
+    } else {
+        if (holder) { /* alter: off the old collection first (a crash loses it, never doubles it) */
+            alias_remove(from, alias);
+            st = alias_commit(cat, d, from);
+        }
+        if (st == SX_OK) {
+            copy_str(to->aliases[to->n_aliases++], sizeof to->aliases[0], alias);
+            st = alias_commit(cat, d, to);
+        }
+    }
+    sx__mutex_unlock(&cat->ddl_mu);
+    sx__free(from);
+    sx__free(to);
+    return st;
+}
+
+sx_status
+sx__cat_alias_create(sx__catalog *cat, const char *db, const char *alias, const char *coll)
+{
+    return alias_op(cat, db, 'c', alias, coll);
+}
+
+sx_status sx__cat_alias_drop(sx__catalog *cat, const char *db, const char *alias)
+{
+    return alias_op(cat, db, 'd', alias, NULL);
+}
+
+sx_status sx__cat_alias_alter(sx__catalog *cat, const char *db, const char *alias, const char *coll)
+{
+    return alias_op(cat, db, 'a', alias, coll);
+}
+
+sx_status sx__cat_alias_describe(sx__catalog *cat,
+                                 const char *db,
+                                 const char *alias,
+                                 char coll_out[SX_MAX_NAME + 1])
+{
+    sx__mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    const sx__coll_meta *m = d && alias ? find_meta(d, alias, NULL) : NULL;
+    bool ok = m && strcmp(m->name, alias) != 0;
+    if (ok)
+        copy_str(coll_out, SX_MAX_NAME + 1, m->name);
+    sx__mutex_unlock(&cat->mu);
+    if (!d)
+        return db_not_found(db);
+    if (!ok)
+        return sx__err(SX_ENOTFOUND, "alias not found[database=%s][alias=%s]",
+                       db && *db ? db : "default", alias ? alias : "");
+    return SX_OK;
+}
+
+sx_status
+sx__cat_alias_list(sx__catalog *cat, const char *db, const char *coll, char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    sx__mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    const sx__coll_meta *only = d && coll && *coll ? find_meta(d, coll, NULL) : NULL;
+    size_t count = 0;
+    for (size_t i = 0; d && i < d->n_metas; i++)
+        if (!only || d->metas[i] == only)
+            count += d->metas[i]->n_aliases;
+    char **out = d ? sx__calloc(count + 1, sizeof *out) : NULL;
+    sx_status st = !d                         ? SX_ENOTFOUND
+                   : (coll && *coll && !only) ? SX_ENOTFOUND
+                   : out                      ? SX_OK
+                                              : SX_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; st == SX_OK && i < d->n_metas; i++) {
+        if (only && d->metas[i] != only)
+            continue;
+        for (size_t a = 0; st == SX_OK && a < d->metas[i]->n_aliases; a++) {
+            out[k] = sx__strdup(d->metas[i]->aliases[a]);
+            st = out[k] ? SX_OK : SX_ENOMEM;
+            k += out[k] != NULL;
+        }
+    }
+    sx__mutex_unlock(&cat->mu);
+    if (st != SX_OK) {
+        sx_strings_free(out, k);
+        if (!d)
+            return db_not_found(db);
+        if (st == SX_ENOTFOUND)
+            return sx__err(SX_ENOTFOUND, "collection not found[database=%s][collection=%s]",
+                           db && *db ? db : "default", coll);
+        return sx__err(SX_ENOMEM, "catalog");
+    }
+    qsort(out, k, sizeof *out, cmp_str);
+    *names = out;
+    *n = k;
+    return SX_OK;
 }
 
 sx_status sx__cat_coll_list(sx__catalog *cat, const char *db, char ***names, size_t *n)

@@ -19,9 +19,9 @@
  * Errors, as Milvus answers them: business errors go inside the response's Status (error_code
  * and code, both set: CollectionNotExists/100, IndexNotExist/700, IllegalArgument/1100, ...)
  * with grpc-status 0; an undecodable message is INVALID_ARGUMENT; a declared RPC we do not serve
- * (aliases, resource groups, roles) gets a Status error naming it, never UNIMPLEMENTED (the Node
- * SDK turns UNIMPLEMENTED into an empty success); an RPC the definitions do not declare is
- * UNIMPLEMENTED.
+ * (resource groups, roles, credential changes) gets a Status error naming it, never UNIMPLEMENTED
+ * (the Node SDK turns UNIMPLEMENTED into an empty success); an RPC the definitions do not declare
+ * is UNIMPLEMENTED.
  *
  * Memory. The response is built in a per-call arena (every message, array and string), packed
  * into one sx__malloc'ed buffer for the transport, and the arena is freed in one go.
@@ -1499,6 +1499,9 @@ static void *rpc_describe_collection(rpc *r)
     o->collection_name = astr(a, m->name);
     o->db_name = astr(a, r->db);
     o->num_partitions = (int64_t)m->n_parts;
+    o->aliases = amalloc(a, (m->n_aliases ? m->n_aliases : 1) * sizeof *o->aliases);
+    for (size_t i = 0; o->aliases && i < m->n_aliases; i++)
+        o->aliases[o->n_aliases++] = astr(a, m->aliases[i]);
     o->virtual_channel_names = amalloc(a, sizeof(char *));
     o->physical_channel_names = amalloc(a, sizeof(char *));
     if (o->virtual_channel_names && o->physical_channel_names) {
@@ -2451,6 +2454,70 @@ static void *rpc_query(rpc *r)
     return o;
 }
 
+/* ------------------------------------------------------------------ RPCs: aliases */
+
+static json_t *alias_body(const rpc *r, bool with_coll)
+{
+    json_t *b = json_pack("{s:s}", "aliasName", str_field(r->req, "alias"));
+    if (with_coll)
+        json_object_set_new(b, "collectionName", json_string(str_field(r->req, "collection_name")));
+    return b;
+}
+
+static void *rpc_create_alias(rpc *r)
+{
+    return rpc_status_route(r, "/v2/vectordb/aliases/create", alias_body(r, true));
+}
+
+static void *rpc_drop_alias(rpc *r)
+{
+    return rpc_status_route(r, "/v2/vectordb/aliases/drop", alias_body(r, false));
+}
+
+static void *rpc_alter_alias(rpc *r)
+{
+    return rpc_status_route(r, "/v2/vectordb/aliases/alter", alias_body(r, true));
+}
+
+static void *rpc_describe_alias(rpc *r)
+{
+    PM(DescribeAliasResponse) *o = NEW(&r->a, describe_alias_response);
+    if (!o)
+        return NULL;
+    json_t *b = alias_body(r, false);
+    json_t *ans = call_route(r, "/v2/vectordb/aliases/describe", b);
+    json_decref(b);
+    o->status = status_of(&r->a, ans);
+    o->db_name = astr(&r->a, r->db);
+    o->alias = astr(&r->a, str_field(r->req, "alias"));
+    json_t *d = ans_data(ans);
+    const char *coll = json_string_value(json_object_get(d, "collectionName"));
+    o->collection = astr(&r->a, coll ? coll : "");
+    json_decref(ans);
+    return o;
+}
+
+static void *rpc_list_aliases(rpc *r)
+{
+    PM(ListAliasesResponse) *o = NEW(&r->a, list_aliases_response);
+    if (!o)
+        return NULL;
+    const char *coll = str_field(r->req, "collection_name");
+    json_t *b = *coll ? coll_body(r) : json_object();
+    json_t *ans = call_route(r, "/v2/vectordb/aliases/list", b);
+    json_decref(b);
+    o->status = status_of(&r->a, ans);
+    o->db_name = astr(&r->a, r->db);
+    o->collection_name = astr(&r->a, coll);
+    json_t *d = ans_data(ans);
+    size_t n = json_array_size(d);
+    o->aliases = amalloc(&r->a, (n ? n : 1) * sizeof *o->aliases);
+    for (size_t i = 0; o->aliases && i < n; i++)
+        o->aliases[o->n_aliases++] = astr(&r->a, json_string_value(json_array_get(d, i)));
+    json_decref(ans);
+    return o;
+}
+
 /* ------------------------------------------------------------------ RPCs: users */
 
 static void *rpc_list_cred_users(rpc *r)
@@ -2513,6 +2580,11 @@ static const struct {
     { "HybridSearch", rpc_hybrid_search },
     { "Query", rpc_query },
     { "ListCredUsers", rpc_list_cred_users },
+    { "CreateAlias", rpc_create_alias },
+    { "DropAlias", rpc_drop_alias },
+    { "AlterAlias", rpc_alter_alias },
+    { "DescribeAlias", rpc_describe_alias },
+    { "ListAliases", rpc_list_aliases },
 };
 
 bool sx__grpc_rpc_served(const char *method)

@@ -12,6 +12,10 @@
  *
  * Databases are the catalog's (one sx_db each, dir/databases/NAME/).
  *
+ * Aliases (/v2/vectordb/aliases/create, drop, alter, describe, list): names of collections kept
+ * in the collection's metadata (sx__cat_alias_*); every route that takes a collectionName takes an
+ * alias as well, so an application switches the collection behind a name with one alter.
+ *
  * Thread-safety: handlers keep no state.
  */
 #include <stdio.h>
@@ -464,6 +468,98 @@ static void h_db_drop_props(sx__req *rq, sx__resp *rs)
     change_props(rq, rs, true);
 }
 
+/* ---------------------------------------------------------------- aliases */
+
+static void alias_fail(sx__resp *rs, sx_status st, const char *what)
+{
+    if (st == SX_EEXIST) /* the name is taken: a parameter error, as Milvus answers it */
+        sx__fail(rs, SX__MC_INVALID_PARAM, "%s: %s", what, sx_errmsg());
+    else
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, what);
+}
+
+/* aliasName (and collectionName when `coll`) of an AliasReq / AliasCollectionReq. */
+static bool req_alias(sx__req *rq, sx__resp *rs, const char **alias, const char **coll)
+{
+    const char *req = coll ? "AliasCollectionReq" : "AliasReq";
+    if (coll && !sx__need_str(rq, rs, "collectionName", req, coll))
+        return false;
+    return sx__need_str(rq, rs, "aliasName", req, alias);
+}
+
+static void h_alias_create(sx__req *rq, sx__resp *rs)
+{
+    const char *alias = NULL, *coll = NULL;
+    if (!req_alias(rq, rs, &alias, &coll))
+        return;
+    sx_status st = sx__cat_alias_create(rq->cat, rq->db_name, alias, coll);
+    if (st != SX_OK)
+        alias_fail(rs, st, "create alias");
+    else
+        sx__ok(rs, NULL);
+}
+
+static void h_alias_drop(sx__req *rq, sx__resp *rs)
+{
+    const char *alias = NULL;
+    if (!req_alias(rq, rs, &alias, NULL))
+        return;
+    sx_status st = sx__cat_alias_drop(rq->cat, rq->db_name, alias);
+    if (st != SX_OK)
+        alias_fail(rs, st, "drop alias");
+    else
+        sx__ok(rs, NULL);
+}
+
+static void h_alias_alter(sx__req *rq, sx__resp *rs)
+{
+    const char *alias = NULL, *coll = NULL;
+    if (!req_alias(rq, rs, &alias, &coll))
+        return;
+    sx_status st = sx__cat_alias_alter(rq->cat, rq->db_name, alias, coll);
+    if (st != SX_OK)
+        alias_fail(rs, st, "alter alias");
+    else
+        sx__ok(rs, NULL);
+}
+
+static void h_alias_describe(sx__req *rq, sx__resp *rs)
+{
+    const char *alias = NULL;
+    if (!req_alias(rq, rs, &alias, NULL))
+        return;
+    char coll[SX_MAX_NAME + 1];
+    sx_status st = sx__cat_alias_describe(rq->cat, rq->db_name, alias, coll);
+    if (st != SX_OK) {
+        alias_fail(rs, st, "describe alias");
+        return;
+    }
+    sx__ok(rs, json_pack("{s:s,s:s,s:s}", "aliasName", alias, "collectionName", coll, "dbName",
+                         rq->db_name && *rq->db_name ? rq->db_name : "default"));
+}
+
+static void h_alias_list(sx__req *rq, sx__resp *rs)
+{
+    const char *coll = NULL;
+    if (sx__jstr(rq->body, "collectionName", &coll) != 0) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: collectionName must be a string");
+        return;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    sx_status st = sx__cat_alias_list(rq->cat, rq->db_name, coll, &names, &n);
+    if (st != SX_OK) {
+        alias_fail(rs, st, "list aliases");
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_string(names[i]));
+    sx_strings_free(names, n);
+    sx__ok(rs, arr);
+}
+
 const sx__route sx__routes_admin[] = {
     { "/v2/vectordb/partitions/list", h_part_list, false },
     { "/v2/vectordb/partitions/create", h_part_create, true },
@@ -478,5 +574,10 @@ const sx__route sx__routes_admin[] = {
     { "/v2/vectordb/databases/describe", h_db_describe, false },
     { "/v2/vectordb/databases/alter", h_db_alter, true },
     { "/v2/vectordb/databases/drop_properties", h_db_drop_props, true },
+    { "/v2/vectordb/aliases/create", h_alias_create, true },
+    { "/v2/vectordb/aliases/drop", h_alias_drop, true },
+    { "/v2/vectordb/aliases/alter", h_alias_alter, true },
+    { "/v2/vectordb/aliases/describe", h_alias_describe, false },
+    { "/v2/vectordb/aliases/list", h_alias_list, false },
     { NULL, NULL, false },
 };

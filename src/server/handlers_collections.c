@@ -588,6 +588,13 @@ static void h_create(sx__req *rq, sx__resp *rs)
         (void)snprintf(m->properties, sizeof m->properties, "{}");
 
     sx_status st = sx__cat_coll_get(rq->cat, rq->db_name, name, NULL, old);
+    if (st == SX_OK && strcmp(old->name, name) != 0) { /* the name is an alias */
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: collection name [%s] conflicts with an existing alias of "
+                 "collection %s",
+                 name, old->name);
+        goto out;
+    }
     if (st == SX_OK) {
         if (same_create(old, m))
             sx__ok(rs, NULL);
@@ -698,7 +705,10 @@ static void h_describe(sx__req *rq, sx__resp *rs)
         json_array_append_new(fields, field_json(&m->fields[i]));
     json_object_set_new(d, "fields", fields);
     json_object_set_new(d, "functions", json_array());
-    json_object_set_new(d, "aliases", json_array());
+    json_t *al = json_array();
+    for (size_t i = 0; i < m->n_aliases; i++)
+        json_array_append_new(al, json_string(m->aliases[i]));
+    json_object_set_new(d, "aliases", al);
     json_t *idx = json_array();
     if (m->index_name[0])
         json_array_append_new(idx,

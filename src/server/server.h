@@ -173,9 +173,10 @@ bool sx__metric_parse(const char *s, sx_metric *out); /* case-insensitive */
 
 /* ------------------------------------------------------------------ catalog.c */
 
-#define SX__META_FIELD "sx_meta_" /* hidden VARCHAR column: a row's dynamic fields, as JSON */
-#define SX__PART_FIELD "sx_part_" /* hidden VARCHAR column: the partition of a row */
-#define SX__MAX_PARTS  64
+#define SX__META_FIELD  "sx_meta_" /* hidden VARCHAR column: a row's dynamic fields, as JSON */
+#define SX__PART_FIELD  "sx_part_" /* hidden VARCHAR column: the partition of a row */
+#define SX__MAX_PARTS   64
+#define SX__MAX_ALIASES 16
 
 /* A field as Milvus clients declared it. The engine stores Int8/16/32/64 as INT64, Float/Double
  * as DOUBLE, VarChar/String/JSON as VARCHAR (JSON as its raw text), Bool as BOOL. */
@@ -231,7 +232,13 @@ typedef struct sx__coll_meta {
     char index_name[SX_MAX_NAME + 1]; /* "" = no index */
     char index_field[SX_MAX_NAME + 1];
     char index_type[32]; /* as the client asked: "AUTOINDEX", "HNSW", ... */
-    size_t n_parts;      /* partitions; [0] is always "_default" */
+    /* Aliases (Milvus's): other names of this collection in its database, unique among the
+     * database's collection names and aliases; every lookup by name takes them (search, insert,
+     * describe ... through an alias reach this collection); drop refuses an alias and a
+     * collection that still has one. Persisted with the collection's metadata. */
+    size_t n_aliases;
+    char aliases[SX__MAX_ALIASES][SX_MAX_NAME + 1];
+    size_t n_parts; /* partitions; [0] is always "_default" */
     char parts[SX__MAX_PARTS][SX_MAX_NAME + 1];
     char properties[2048]; /* JSON object text of collection properties ("{}") */
 } sx__coll_meta;
@@ -294,6 +301,28 @@ SX_NODISCARD sx_status sx__cat_coll_modify(sx__catalog *cat,
                                            void *ctx);
 SX_NODISCARD sx_status sx__cat_coll_rename(
     sx__catalog *cat, const char *db, const char *name, const char *new_db, const char *new_name);
+/* Aliases (under ddl_mu, each a metadata write of the collection concerned). create: alias a
+ * valid name used by no collection or alias of db, coll a collection's own name (not an alias);
+ * drop: a missing alias is fine; alter: moves an existing alias to coll (two writes: the old
+ * collection's first, so a crash between them loses the alias, never leaves it on both);
+ * describe: the collection's name into coll_out; list: db's aliases, or coll's (NULL: all),
+ * sorted (sx_strings_free). Errors: SX_EEXIST (the name is taken), SX_ENOTFOUND (the collection,
+ * or the alias for alter / describe), SX_EINVAL (a bad name, more than SX__MAX_ALIASES), SX_EIO. */
+SX_NODISCARD sx_status sx__cat_alias_create(sx__catalog *cat,
+                                            const char *db,
+                                            const char *alias,
+                                            const char *coll);
+SX_NODISCARD sx_status sx__cat_alias_drop(sx__catalog *cat, const char *db, const char *alias);
+SX_NODISCARD sx_status sx__cat_alias_alter(sx__catalog *cat,
+                                           const char *db,
+                                           const char *alias,
+                                           const char *coll);
+SX_NODISCARD sx_status sx__cat_alias_describe(sx__catalog *cat,
+                                              const char *db,
+                                              const char *alias,
+                                              char coll_out[SX_MAX_NAME + 1]);
+SX_NODISCARD sx_status
+sx__cat_alias_list(sx__catalog *cat, const char *db, const char *coll, char ***names, size_t *n);
 SX_NODISCARD sx_status sx__cat_coll_list(sx__catalog *cat,
                                          const char *db,
                                          char ***names,

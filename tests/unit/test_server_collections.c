@@ -178,7 +178,9 @@ static void test_routes_table(void)
             ASSERT(r->fn != NULL);
             n++;
         }
-    ASSERT_EQ(n, 18 + 6 + 13);
+    ASSERT_EQ(n, 18 + 6 + 13 + 5); /* + aliases */
+    ASSERT(find_route("/v2/vectordb/aliases/alter")->is_write);
+    ASSERT(!find_route("/v2/vectordb/aliases/list")->is_write);
     ASSERT(find_route("/v2/vectordb/collections/create")->is_write);
     ASSERT(find_route("/v2/vectordb/collections/drop")->is_write);
     ASSERT(!find_route("/v2/vectordb/collections/describe")->is_write);
@@ -903,6 +905,7 @@ static void test_array_default_persist(void)
         "9},\"defaultValue\":\"none\",\"nullable\":true}]}}";
     ok("collections/create", create);
     ok("collections/create", create); /* the same schema again: fine */
+    ok("aliases/create", "{\"collectionName\":\"ad\",\"aliasName\":\"ad_live\"}");
     close_catalog();
     ASSERT_OK(sx__cat_open(d, &o, &cat));
     json_t *r = expect("collections/describe", "{\"collectionName\":\"ad\"}", 0);
@@ -918,6 +921,13 @@ static void test_array_default_persist(void)
     ASSERT_EQ(json_integer_value(json_object_get(grade, "defaultValue")), -3);
     ASSERT(strcmp(json_string_value(json_object_get(json_array_get(fields, 4), "defaultValue")),
                   "none") == 0);
+    /* the alias survived the reopen */
+    json_t *al = json_object_get(json_object_get(r, "data"), "aliases");
+    ASSERT(json_array_size(al) == 1);
+    ASSERT(strcmp(json_string_value(json_array_get(al, 0)), "ad_live") == 0);
+    json_t *ra = expect("aliases/describe", "{\"aliasName\":\"ad_live\"}", 0);
+    ASSERT(strcmp(sget(json_object_get(ra, "data"), "collectionName"), "ad") == 0);
+    json_decref(ra);
     /* nullable persisted too (label), and only where declared */
     ASSERT(json_is_true(json_object_get(json_array_get(fields, 4), "nullable")));
     ASSERT(json_is_false(json_object_get(grade, "nullable")));

@@ -32,7 +32,8 @@ static json_t *call_ex(const char *path, const char *text, bool i64s)
     }
     free(buf);
     sx__handler_fn fn = NULL;
-    const sx__route *tables[] = { sx__routes_entities, sx__routes_indexes, sx__routes_collections };
+    const sx__route *tables[] = { sx__routes_entities, sx__routes_indexes, sx__routes_collections,
+                                  sx__routes_admin };
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
         for (const sx__route *r = tables[t]; r->path; r++)
             if (strcmp(r->path, path) == 0)
@@ -1652,6 +1653,125 @@ static void test_ignore_growing(void)
     ASSERT_OK(sx__cat_coll_drop(g_cat, "default", "ig"));
 }
 
+/* Aliases, as a blue/green switch: search, insert and describe through an alias reach its
+ * collection; alter moves it at once; the name rules (an alias is not a collection name, not
+ * twice, not of an alias) and the drop rules (not through an alias, not while aliased). */
+static void al_ids(const char *body, const char *want)
+{
+    json_t *r = ok(call("/v2/vectordb/entities/query", body));
+    ASSERT(r);
+    char got[128] = "";
+    for (size_t i = 0; i < json_array_size(data_of(r)); i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
+                 (long long)jint(json_array_get(data_of(r), i), "id"));
+    if (strcmp(got, want) != 0)
+        FAILF("<%s>: ids %s, want %s", body, got, want);
+    json_decref(r);
+}
+
+static void test_aliases(void)
+{
+    const char *mk[] = { "blue", "green" };
+    for (int k = 0; k < 2; k++) {
+        char body[600];
+        snprintf(body, sizeof body,
+                 "{`collectionName`:`%s`,`schema`:{`fields`:["
+                 "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+                 "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}}]},"
+                 "`indexParams`:[{`fieldName`:`v`,`metricType`:`L2`,`indexType`:`FLAT`}]}",
+                 mk[k]);
+        json_t *r = ok(call("/v2/vectordb/collections/create", body));
+        ASSERT(r);
+        json_decref(r);
+        snprintf(body, sizeof body,
+                 "{`collectionName`:`%s`,`data`:[{`id`:%d,`v`:[1,1]},{`id`:%d,`v`:[2,2]}]}", mk[k],
+                 k * 10 + 1, k * 10 + 2);
+        r = ok(call("/v2/vectordb/entities/insert", body));
+        ASSERT(r);
+        json_decref(r);
+    }
+    json_t *r =
+        ok(call("/v2/vectordb/aliases/create", "{`collectionName`:`blue`,`aliasName`:`prod`}"));
+    ASSERT(r);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/aliases/describe", "{`aliasName`:`prod`}"));
+    ASSERT(r);
+    ASSERT(strcmp(jstr(json_object_get(r, "data"), "collectionName"), "blue") == 0);
+    json_decref(r);
+    al_ids("{`collectionName`:`prod`,`filter`:`id > 0`}", "1,2");
+    r = ok(call("/v2/vectordb/entities/insert",
+                "{`collectionName`:`prod`,`data`:[{`id`:3,`v`:[3,3]}]}"));
+    ASSERT(r);
+    json_decref(r);
+    al_ids("{`collectionName`:`blue`,`filter`:`id > 0`}", "1,2,3");
+    r = ok(call("/v2/vectordb/collections/describe", "{`collectionName`:`blue`}"));
+    ASSERT(r);
+    json_t *al = json_object_get(json_object_get(r, "data"), "aliases");
+    ASSERT(json_array_size(al) == 1 &&
+           strcmp(json_string_value(json_array_get(al, 0)), "prod") == 0);
+    json_decref(r);
+    /* the rules */
+    EXPECT_CODE(
+        call("/v2/vectordb/aliases/create", "{`collectionName`:`green`,`aliasName`:`prod`}"),
+        SX__MC_INVALID_PARAM); /* taken */
+    EXPECT_CODE(
+        call("/v2/vectordb/aliases/create", "{`collectionName`:`blue`,`aliasName`:`green`}"),
+        SX__MC_INVALID_PARAM); /* a collection's name */
+    EXPECT_CODE(call("/v2/vectordb/aliases/create", "{`collectionName`:`prod`,`aliasName`:`p2`}"),
+                SX__MC_COLL_NOT_FOUND); /* an alias of an alias */
+    EXPECT_CODE(call("/v2/vectordb/aliases/create", "{`collectionName`:`nope`,`aliasName`:`p2`}"),
+                SX__MC_COLL_NOT_FOUND);
+    EXPECT_CODE(call("/v2/vectordb/aliases/create", "{`collectionName`:`blue`,`aliasName`:`9x`}"),
+                SX__MC_INVALID_PARAM);
+    EXPECT_CODE(call("/v2/vectordb/collections/create", "{`collectionName`:`prod`,`dimension`:2}"),
+                SX__MC_INVALID_PARAM); /* the name is an alias */
+    EXPECT_CODE(call("/v2/vectordb/collections/drop", "{`collectionName`:`blue`}"),
+                SX__MC_INVALID_PARAM); /* still aliased */
+    EXPECT_CODE(call("/v2/vectordb/collections/drop", "{`collectionName`:`prod`}"),
+                SX__MC_INVALID_PARAM); /* through an alias */
+    /* the switch */
+    r = ok(call("/v2/vectordb/aliases/alter", "{`collectionName`:`green`,`aliasName`:`prod`}"));
+    ASSERT(r);
+    json_decref(r);
+    al_ids("{`collectionName`:`prod`,`filter`:`id > 0`}", "11,12");
+    r = ok(call("/v2/vectordb/aliases/list", "{`collectionName`:`blue`}"));
+    ASSERT(r);
+    ASSERT_EQ(json_array_size(json_object_get(r, "data")), 0);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/aliases/create", "{`collectionName`:`blue`,`aliasName`:`old`}"));
+    ASSERT(r);
+    json_decref(r);
+    r = ok(call("/v2/vectordb/aliases/list", "{}"));
+    ASSERT(r);
+    json_t *all = json_object_get(r, "data");
+    ASSERT(json_array_size(all) == 2 &&
+           strcmp(json_string_value(json_array_get(all, 0)), "old") == 0 &&
+           strcmp(json_string_value(json_array_get(all, 1)), "prod") == 0);
+    json_decref(r);
+    EXPECT_CODE(call("/v2/vectordb/aliases/alter", "{`collectionName`:`blue`,`aliasName`:`none`}"),
+                SX__MC_COLL_NOT_FOUND); /* alter needs an existing alias */
+    /* drop: twice is fine; then the collections go */
+    for (int k = 0; k < 2; k++) {
+        r = ok(call("/v2/vectordb/aliases/drop", "{`aliasName`:`prod`}"));
+        ASSERT(r);
+        json_decref(r);
+    }
+    EXPECT_CODE(call("/v2/vectordb/aliases/describe", "{`aliasName`:`prod`}"),
+                SX__MC_COLL_NOT_FOUND);
+    EXPECT_CODE(call("/v2/vectordb/entities/query", "{`collectionName`:`prod`,`filter`:`id > 0`}"),
+                SX__MC_COLL_NOT_FOUND);
+    r = ok(call("/v2/vectordb/aliases/drop", "{`aliasName`:`old`}"));
+    ASSERT(r);
+    json_decref(r);
+    for (int k = 0; k < 2; k++) {
+        char body[100];
+        snprintf(body, sizeof body, "{`collectionName`:`%s`}", mk[k]);
+        r = ok(call("/v2/vectordb/collections/drop", body));
+        ASSERT(r);
+        json_decref(r);
+    }
+}
+
 /* ------------------------------------------------------------------ search params */
 
 /* A bad searchParams value gets the same code and message whether the rows are growing (no
@@ -1748,6 +1868,7 @@ int main(void)
     RUN(test_range_search_hnsw_ef);
     RUN(test_group_by);
     RUN(test_ignore_growing);
+    RUN(test_aliases);
     RUN(test_hybrid);
     RUN(test_partitions);
     RUN(test_search_params_whatever_the_data);

@@ -446,7 +446,7 @@ const steps = [
     // serve: a Status error with grpc-status OK (the Node SDK turns UNIMPLEMENTED into success)
     r = await raw('NoSuchRpc', Buffer.alloc(0));
     assert.equal(r.err && r.err.code, grpc.status.UNIMPLEMENTED, String(r.err));
-    r = await raw('CreateAlias', Buffer.concat([pstr(3, COLL), pstr(4, 'al')]));
+    r = await raw('CreateCredential', Buffer.concat([pstr(2, 'someone'), pstr(3, 'c2VjcmV0')]));
     assert.equal(r.err, null, String(r.err));
     assert.match(decode(r.res)[2][0].toString(), /not supported/);
     // a query that matches nothing still answers its columns, empty (QueryResults.fields_data,
@@ -673,6 +673,34 @@ const steps = [
     assert.match(bad.reason, /primary key field id cannot be nullable/);
     assert.equal((await client.hasCollection({ collection_name: 'grpc_nullable_bad' })).value, false);
     ok('drop', await client.dropCollection({ collection_name: NC }));
+  }],
+
+  ['aliases: create, describe, list, search through one, alter (a blue/green switch), drop; the rules', async () => {
+    const GREEN = 'grpc_green';
+    if ((await client.hasCollection({ collection_name: GREEN })).value) ok('drop old', await client.dropCollection({ collection_name: GREEN }));
+    ok('create green', await client.createCollection({ collection_name: GREEN, dimension: DIM }));
+    ok('insert green', await client.insert({ collection_name: GREEN, data: [{ id: 777001, vector: vec(777001) }] }));
+    ok('createAlias', await client.createAlias({ collection_name: COLL, alias: 'grpc_live' }));
+    const da = ok('describeAlias', await client.describeAlias({ alias: 'grpc_live', collection_name: COLL })); // the SDK asks for collection_name
+    assert.equal(da.collection, COLL);
+    const la = ok('listAliases', await client.listAliases({ collection_name: COLL }));
+    assert.deepEqual(la.aliases, ['grpc_live']);
+    const dc = ok('describe', await client.describeCollection({ collection_name: COLL }));
+    assert.deepEqual(dc.aliases, ['grpc_live']);
+    // through the alias: the collection's rows
+    const q = vec(5);
+    const s1 = ok('search via alias', await client.search({ collection_name: 'grpc_live', data: q, limit: 3 }));
+    checkHits(s1.results, bruteForce(q, 3), 'search via alias');
+    failed('alias taken', await client.createAlias({ collection_name: GREEN, alias: 'grpc_live' }), 1100);
+    failed('drop an aliased collection', await client.dropCollection({ collection_name: COLL }), 1100);
+    // the switch: the same name now reaches green
+    ok('alterAlias', await client.alterAlias({ collection_name: GREEN, alias: 'grpc_live' }));
+    const s2 = ok('search via alias after alter', await client.search({ collection_name: 'grpc_live', data: vec(777001), limit: 1 }));
+    assert.equal(String(s2.results[0].id), '777001');
+    ok('dropAlias', await client.dropAlias({ alias: 'grpc_live' }));
+    failed('describe a dropped alias', await client.describeAlias({ alias: 'grpc_live', collection_name: GREEN }));
+    assert.equal((await client.hasCollection({ collection_name: 'grpc_live' })).value, false);
+    ok('drop green', await client.dropCollection({ collection_name: GREEN }));
   }],
 
   ['release: load state follows; search refused; load again; drop', async () => {
