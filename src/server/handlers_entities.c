@@ -2006,6 +2006,81 @@ static char *merge_key(const sx__req *rq,
     return sb_take(&s);
 }
 
+/* Search by primary keys (`ids` instead of `data`, newer Milvus servers): the stored vectors of
+ * those rows are the queries, in the order given. Every key must exist (else 1100 naming it).
+ * Owned *out (nq x dim floats). */
+static bool read_id_vectors(
+    sx__req *rq, sx__resp *rs, const coll *c, const json_t *ids, float **out, size_t *nq_out)
+{
+    size_t n = json_array_size(ids);
+    uint32_t max_nq = rq->opts && rq->opts->max_nq ? rq->opts->max_nq : 16384;
+    if (!json_is_array(ids) || n == 0 || n > max_nq) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: ids must be an array of 1..%u primary keys", max_nq);
+        return false;
+    }
+    bool int_pk = c->meta->fields[c->pk].engine_type == SX_FIELD_INT64;
+    int64_t *ints = sx__calloc(n, sizeof *ints);
+    const char **strs = sx__calloc(n, sizeof *strs);
+    sx_rowset *r = NULL;
+    bool ok = ints && strs;
+    for (size_t i = 0; ok && i < n; i++) {
+        const json_t *v = json_array_get(ids, i);
+        ok = int_pk ? !json_is_boolean(v) && sx__json_to_int64(v, &ints[i]) : json_is_string(v);
+        if (!ok) {
+            fail_bad_pk(rs);
+            break;
+        }
+        strs[i] = int_pk ? NULL : json_string_value(v);
+    }
+    if (!ints || !strs)
+        fail_nomem(rs);
+    const char *vname = c->meta->fields[c->vec].name;
+    sx_keys k = { n, int_pk ? ints : NULL, int_pk ? NULL : strs };
+    sx_status st = ok ? sx_get(c->h, &k, &vname, 1, &r) : SX_OK;
+    if (ok && st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search by ids");
+        ok = false;
+    }
+    uint32_t dim = c->meta->fields[c->vec].dim;
+    float *q = ok ? sx__malloc(n * dim * sizeof(float)) : NULL;
+    if (ok && !q) {
+        fail_nomem(rs);
+        ok = false;
+    }
+    /* sx_get skips missing keys and keeps the given order: match them up */
+    int vcol = ok ? col_of(r, vname) : -1;
+    size_t at = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        bool found =
+            at < r->n_rows && (int_pk ? ((const int64_t *)r->cols[0].data)[at] == ints[i]
+                                      : strcmp(((char *const *)r->cols[0].data)[at], strs[i]) == 0);
+        if (!found || vcol < 0) {
+            char key[80];
+            if (int_pk)
+                (void)snprintf(key, sizeof key, "%lld", (long long)ints[i]);
+            else
+                (void)snprintf(key, sizeof key, "%.60s", strs[i]);
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: search by ids: no row has the primary key %s", key);
+            ok = false;
+            break;
+        }
+        memcpy(q + i * dim, (const float *)r->cols[vcol].data + at * dim, dim * sizeof(float));
+        at++;
+    }
+    sx_rowset_free(r);
+    sx__free(ints);
+    sx__free((void *)strs);
+    if (!ok) {
+        sx__free(q);
+        return false;
+    }
+    *out = q;
+    *nq_out = n;
+    return true;
+}
+
 /* Hits chosen for the response: rowset rows and per-query counts. */
 typedef struct picks {
     size_t *rows;
@@ -2355,7 +2430,14 @@ static void h_search(sx__req *rq, sx__resp *rs)
     }
     size_t nq = 0;
     uint32_t dim = c.meta->fields[c.vec].dim;
-    if (!read_vectors(rq, rs, sx__jget(rq->body, "data"), dim, sname, &q, &nq))
+    const json_t *ids = sx__jget(rq->body, "ids");
+    if (ids && sx__jget(rq->body, "data")) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: give either data (vectors) or ids (primary keys), not both");
+        goto out;
+    }
+    if (ids ? !read_id_vectors(rq, rs, &c, ids, &q, &nq)
+            : !read_vectors(rq, rs, sx__jget(rq->body, "data"), dim, sname, &q, &nq))
         goto out;
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))

@@ -1650,6 +1650,22 @@ static void test_ignore_growing(void)
         call("/v2/vectordb/entities/search",
              "{`collectionName`:`ig`,`data`:[[15,1]],`searchParams`:{`ignoreGrowing`:`maybe`}}"),
         SX__MC_INVALID_PARAM);
+    /* search by primary keys: each row's own vector is its query (a sealed and a growing row) */
+    r = ok(call("/v2/vectordb/entities/search", "{`collectionName`:`ig`,`ids`:[5,12],`limit`:2}"));
+    ASSERT(r);
+    json_t *d = data_of(r);
+    ASSERT_EQ(json_array_size(d), 4);
+    ASSERT_EQ(jint(json_array_get(d, 0), "id"), 5);
+    ASSERT(json_real_value(json_object_get(json_array_get(d, 0), "distance")) == 0.0);
+    ASSERT_EQ(jint(json_array_get(d, 2), "id"), 12);
+    json_decref(r);
+    EXPECT_CODE(call("/v2/vectordb/entities/search", "{`collectionName`:`ig`,`ids`:[5,99]}"),
+                SX__MC_INVALID_PARAM); /* no such row */
+    EXPECT_CODE(
+        call("/v2/vectordb/entities/search", "{`collectionName`:`ig`,`ids`:[5],`data`:[[1,1]]}"),
+        SX__MC_INVALID_PARAM);
+    EXPECT_CODE(call("/v2/vectordb/entities/search", "{`collectionName`:`ig`,`ids`:[]}"),
+                SX__MC_INVALID_PARAM);
     ASSERT_OK(sx__cat_coll_drop(g_cat, "default", "ig"));
 }
 
