@@ -2242,6 +2242,7 @@ static void *search_results(rpc *r, const char *name, const json_t *ans, int64_t
         return NULL;
     arena *a = &r->a;
     o->status = status_of(a, ans);
+    o->session_ts = hybrid_ts(now_ms()); /* as QueryResults.session_ts */
     o->collection_name = astr(a, name);
     if (!ans_ok(ans))
         return o;
@@ -2436,6 +2437,10 @@ static void *rpc_query(rpc *r)
     json_decref(b);
     o->status = status_of(&r->a, ans);
     o->collection_name = astr(&r->a, q->collection_name);
+    /* the read's timestamp (Milvus's hybrid form): pymilvus 2.5's iterators pin their reads to it
+     * (sent back as guarantee_timestamp, which reads here ignore: a read sees every write
+     * acknowledged before it); without it they warn and use the client's clock */
+    o->session_ts = hybrid_ts(now_ms());
     if (ans_ok(ans)) {
         schema_ref s = schema_get(r, q->collection_name);
         if (!s.m ||
