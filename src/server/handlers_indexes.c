@@ -206,9 +206,45 @@ static void h_drop(sx__req *rq, sx__resp *rs)
     sx__req_coll_done(h, m);
 }
 
-/* alter_properties / drop_properties (mmap.enabled and the like): nothing to change in Sextant,
- * so they succeed once the index is found. */
-static void h_props(sx__req *rq, sx__resp *rs)
+/* alter_properties / drop_properties: Milvus's one configurable index property is mmap.enabled
+ * (a boolean); Sextant already maps its index files, so there is nothing to change, and the calls
+ * succeed once the index is found and the properties are valid: `properties` a non-empty object
+ * of mmap.enabled (alter), `propertyKeys` a non-empty array naming it (drop); others are 1100. */
+static bool index_props_valid(sx__resp *rs, const json_t *body, bool drop)
+{
+    const json_t *p = sx__jget(body, drop ? "propertyKeys" : "properties");
+    if (drop ? !json_is_array(p) || json_array_size(p) == 0
+             : !json_is_object(p) || json_object_size(p) == 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s must be a non-empty %s",
+                 drop ? "propertyKeys" : "properties", drop ? "array" : "object");
+        return false;
+    }
+    size_t i;
+    const char *k;
+    const json_t *v;
+    json_array_foreach(drop ? p : NULL, i, v) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "mmap.enabled") != 0) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: %s is not a configurable index property (mmap.enabled "
+                     "is)",
+                     json_is_string(v) ? json_string_value(v) : "?");
+            return false;
+        }
+    }
+    json_object_foreach((json_t *)(drop ? NULL : p), k, v) {
+        bool b = false;
+        if (strcmp(k, "mmap.enabled") != 0 || sx__jbool(p, k, &b) != 0) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: %s is not a configurable index property, or not a "
+                     "boolean (mmap.enabled is)",
+                     k);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void props(sx__req *rq, sx__resp *rs, bool drop)
 {
     sx__coll_meta *m = NULL;
     const char *iname = NULL;
@@ -216,9 +252,19 @@ static void h_props(sx__req *rq, sx__resp *rs)
         return;
     if (!m->index_name[0] || strcmp(m->index_name, iname) != 0)
         sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[indexName=%s]", iname);
-    else
+    else if (index_props_valid(rs, rq->body, drop))
         sx__ok(rs, NULL);
     sx__req_coll_done(NULL, m);
+}
+
+static void h_props_alter(sx__req *rq, sx__resp *rs)
+{
+    props(rq, rs, false);
+}
+
+static void h_props_drop(sx__req *rq, sx__resp *rs)
+{
+    props(rq, rs, true);
 }
 
 const sx__route sx__routes_indexes[] = {
@@ -226,7 +272,7 @@ const sx__route sx__routes_indexes[] = {
     { "/v2/vectordb/indexes/describe", h_describe, false },
     { "/v2/vectordb/indexes/list", h_list, false },
     { "/v2/vectordb/indexes/drop", h_drop, true },
-    { "/v2/vectordb/indexes/alter_properties", h_props, true },
-    { "/v2/vectordb/indexes/drop_properties", h_props, true },
+    { "/v2/vectordb/indexes/alter_properties", h_props_alter, true },
+    { "/v2/vectordb/indexes/drop_properties", h_props_drop, true },
     { NULL, NULL, false },
 };

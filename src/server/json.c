@@ -98,12 +98,16 @@ int sx__jbool(const json_t *obj, const char *key, bool *out)
         return 0;
     }
     if (json_is_string(v)) {
+        /* the strings Go's strconv.ParseBool takes, as Milvus parses its params ("0" and "1"
+         * included: enableDynamicField "0"), case-insensitive for true / false */
         const char *s = json_string_value(v);
-        if (strcasecmp(s, "true") == 0) {
+        if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcmp(s, "t") == 0 ||
+            strcmp(s, "T") == 0) {
             *out = true;
             return 0;
         }
-        if (strcasecmp(s, "false") == 0) {
+        if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0 || strcmp(s, "f") == 0 ||
+            strcmp(s, "F") == 0) {
             *out = false;
             return 0;
         }

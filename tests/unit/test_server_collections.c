@@ -368,6 +368,16 @@ static void test_quick_create(void)
     ASSERT(json_is_false(json_object_get(d, "enableDynamicField")));
     ASSERT(strcmp(sget(d, "description"), "two") == 0);
     json_decref(r);
+    /* booleans as Go's ParseBool spells them: "0" / "1" too (Milvus's REST tests send "0") */
+    ok("collections/create", "{\"collectionName\":\"q0\",\"dimension\":2,"
+                             "\"params\":{\"enableDynamicField\":\"0\"}}");
+    r = expect("collections/describe", "{\"collectionName\":\"q0\"}", 0);
+    ASSERT(json_is_false(json_object_get(json_object_get(r, "data"), "enableDynamicField")));
+    json_decref(r);
+    expect_msg("collections/create",
+               "{\"collectionName\":\"q0b\",\"dimension\":2,"
+               "\"params\":{\"enableDynamicField\":\"yes\"}}",
+               1100, "enableDynamicField");
     ok("collections/create", "{\"collectionName\":\"q3\",\"dimension\":2,\"autoID\":true}");
     r = expect("collections/describe", "{\"collectionName\":\"q3\"}", 0);
     ASSERT(json_is_true(json_object_get(json_object_get(r, "data"), "autoId")));
@@ -392,8 +402,8 @@ static void test_quick_create(void)
     json_decref(
         expect("collections/create", "{\"collectionName\":\"e6\",\"dimension\":\"x\"}", 1801));
     json_t *lr = expect("collections/list", "{}", 0);
-    const char *want_list[] = { "q2", "q3", "quick" };
-    ASSERT(str_array_is(json_object_get(lr, "data"), want_list, 3));
+    const char *want_list[] = { "q0", "q2", "q3", "quick" };
+    ASSERT(str_array_is(json_object_get(lr, "data"), want_list, 4));
     json_decref(lr);
     ok("collections/create", "{\"collectionName\":\"q4\",\"dimension\":4,"
                              "\"params\":{\"consistencyLevel\":\"Strong\"}}");
@@ -503,6 +513,24 @@ static void test_custom_and_indexes(void)
     json_decref(r);
     ok("indexes/alter_properties", "{\"collectionName\":\"c\",\"indexName\":\"vidx\","
                                    "\"properties\":{\"mmap.enabled\":true}}");
+    ok("indexes/drop_properties", "{\"collectionName\":\"c\",\"indexName\":\"vidx\","
+                                  "\"propertyKeys\":[\"mmap.enabled\"]}");
+    /* Milvus's one configurable index property: others, and empty lists, are refused */
+    json_decref(expect("indexes/alter_properties",
+                       "{\"collectionName\":\"c\",\"indexName\":\"vidx\","
+                       "\"properties\":{\"nlist\":7}}",
+                       SX__MC_INVALID_PARAM));
+    json_decref(expect("indexes/alter_properties",
+                       "{\"collectionName\":\"c\",\"indexName\":\"vidx\",\"properties\":{}}",
+                       SX__MC_INVALID_PARAM));
+    json_decref(expect("indexes/alter_properties",
+                       "{\"collectionName\":\"c\",\"indexName\":\"vidx\","
+                       "\"properties\":{\"mmap.enabled\":\"maybe\"}}",
+                       SX__MC_INVALID_PARAM));
+    json_decref(expect("indexes/drop_properties",
+                       "{\"collectionName\":\"c\",\"indexName\":\"vidx\","
+                       "\"propertyKeys\":[\"nope\"]}",
+                       SX__MC_INVALID_PARAM));
 
     /* load, then the index cannot be dropped until release */
     ok("collections/load", "{\"collectionName\":\"c\"}");
