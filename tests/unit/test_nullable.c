@@ -10,6 +10,7 @@
  * written (manifest 2, segment 3), and readers running while a writer appends NULLs into the
  * same bitmap words (test_concurrent_nulls; in the TSan pass).
  */
+#include <math.h>
 #include <pthread.h>
 #include <sextant.h>
 #include <stdatomic.h>
@@ -223,7 +224,7 @@ static void write_rows(bool upsert, int64_t first, size_t n, int ver)
         vn[i] = m->has_name;
         /* the value of a NULL row is ignored: garbage here, and a NULL VARCHAR pointer */
         age[i] = m->has_age ? m->age : 777;
-        score[i] = m->has_score ? m->score : 0.0 / 0.0; /* even NaN */
+        score[i] = m->has_score ? m->score : (double)NAN; /* even NaN */
         flag[i] = m->has_flag ? m->flag : true;
         snprintf(nbuf[i], 16, "%s", m->name);
         name[i] = m->has_name ? nbuf[i] : (i % 2 ? NULL : nbuf[i]);
