@@ -2101,6 +2101,8 @@ static bool range_search(sx__req *rq,
 {
     sx_metric metric = c->meta->metric;
     uint32_t kk = (uint32_t)want;
+    sx_search_req local = *req; /* the rounds change k and params: the caller's stays as it was */
+    req = &local;
     req->offset = 0;
     /* the widened rounds ask for more candidates than the caller's list size: a graph's ef /
      * search_list (which must be >= k) is raised with them (pymilvus's search_iterator runs
@@ -2310,6 +2312,8 @@ static bool group_search(sx__req *rq,
     size_t kk = window * g->size;
     if (kk > MAX_LIMIT)
         kk = MAX_LIMIT;
+    sx_search_req local = *req; /* the rounds change k and params: the caller's stays as it was */
+    req = &local;
     size_t user_k = req->k;
     req->offset = 0;
     sx_param wide[MAX_PARAMS];
@@ -2688,11 +2692,14 @@ static bool parse_rerank(sx__req *rq, sx__resp *rs, size_t n_subs, rerank *rr)
 }
 
 /* Runs sub-request `sub` (limit hits per query, pk only). */
+/* One sub-request of a hybrid search; `grow` (a grouped hybrid search's groupSize, else 1)
+ * multiplies its limit, so the fused candidates can fill the groups. */
 static bool run_sub(sx__req *rq,
                     sx__resp *rs,
                     const coll *c,
                     const json_t *sub,
                     const json_t *parts,
+                    size_t grow,
                     size_t *nq_io,
                     sx_rowset **out)
 {
@@ -2757,15 +2764,23 @@ static bool run_sub(sx__req *rq,
     }
     if (!make_filter(sub, rs, c, parts, &filter))
         goto out;
+    int64_t user_limit = limit;
+    if (grow > 1)
+        limit =
+            limit * (int64_t)grow > (int64_t)MAX_LIMIT ? (int64_t)MAX_LIMIT : limit * (int64_t)grow;
     if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(c, (uint64_t)limit),
                       2 + field_bytes(&c->meta->fields[c->pk]) + 12 + JSON_NUM_BYTES, 0,
                       "nq x search[].limit"))
         goto out;
+    sx_param wide[MAX_PARAMS];
+    char widebuf[MAX_PARAMS][24];
     sx_search_req req = { .queries = q,
                           .nq = nq,
                           .k = (uint32_t)limit,
                           .filter = filter,
-                          .params = sp.eng,
+                          .params = limit > user_limit
+                                        ? widen_list_params(&sp, (uint32_t)limit, wide, widebuf)
+                                        : sp.eng,
                           .n_params = sp.n_eng,
                           .metric = -1,
                           .ignore_growing = sp.ignore_growing };
@@ -2780,6 +2795,98 @@ out:
     sparams_free(&sp);
     sx__free(q);
     sx__free(filter);
+    return ok;
+}
+
+/* A grouped hybrid search: the fused candidates hits[0, n) (by query, best first) are grouped by
+ * the field's value (read with one sx_get; rows deleted meanwhile drop out) as a grouped search
+ * groups engine hits: per query the limit best groups after `offset`, groupSize each, group by
+ * group. Kept hits go to the front of `hits` (*n_keep), counts into topks. False with rs set. */
+static bool group_fused(sx__resp *rs,
+                        const coll *c,
+                        const grouping *g,
+                        fhit *hits,
+                        size_t n,
+                        size_t offset,
+                        size_t limit,
+                        size_t *topks,
+                        size_t *n_keep)
+{
+    bool int_pk = c->meta->fields[c->pk].engine_type == SX_FIELD_INT64;
+    int64_t *ints = sx__calloc(n + 1, sizeof *ints);
+    const char **strs = sx__calloc(n + 1, sizeof *strs);
+    size_t window = offset + limit;
+    size_t *gid = sx__malloc((n + 1) * sizeof *gid),
+           *start = sx__malloc((window + 2) * sizeof *start);
+    fhit *out = sx__malloc((n + 1) * sizeof *out);
+    sx_rowset *gv = NULL;
+    bool ok = ints && strs && gid && start && out;
+    for (size_t i = 0; ok && i < n; i++) {
+        ints[i] = hits[i].ik;
+        strs[i] = hits[i].sk;
+    }
+    sx_keys keys = { n, int_pk ? ints : NULL, int_pk ? NULL : strs };
+    const char *fld = g->field;
+    sx_status st = ok ? sx_get(c->h, &keys, &fld, 1, &gv) : SX_OK;
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "hybrid_search");
+        sx__free(ints);
+        sx__free((void *)strs);
+        sx__free(gid);
+        sx__free(start);
+        sx__free(out);
+        return false;
+    }
+    /* the hits whose row still exists, in order: gv's rows match them one to one */
+    size_t m = 0, gr = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        fhit k = { 0 };
+        if (gr < gv->n_rows) {
+            k.ik = int_pk ? ((const int64_t *)gv->cols[0].data)[gr] : 0;
+            k.sk = int_pk ? NULL : ((char *const *)gv->cols[0].data)[gr];
+        }
+        if (gr < gv->n_rows && key_cmp(&k, &hits[i]) == 0) {
+            hits[m++] = hits[i];
+            gr++;
+        }
+    }
+    int col = ok ? col_of(gv, g->field) : -1;
+    ok = ok && col >= 0 && m == gv->n_rows;
+    size_t kept = 0;
+    for (size_t base = 0; ok && base < m;) {
+        size_t qi = hits[base].q, t = 0, ng = 0;
+        while (base + t < m && hits[base + t].q == qi)
+            t++;
+        bool full = false;
+        ok = group_hits(gv, col, base, t, window, g->size, gid, &ng, &full);
+        if (!ok)
+            break;
+        memset(start, 0, (window + 2) * sizeof *start);
+        for (size_t h = 0; h < t; h++)
+            if (gid[h] != SIZE_MAX && gid[h] >= offset)
+                start[gid[h] - offset + 1]++;
+        for (size_t k = 1; k <= window; k++)
+            start[k] += start[k - 1];
+        size_t q_kept = start[window];
+        for (size_t h = 0; h < t; h++)
+            if (gid[h] != SIZE_MAX && gid[h] >= offset)
+                out[kept + start[gid[h] - offset]++] = hits[base + h];
+        kept += q_kept;
+        topks[qi] = q_kept;
+        base += t;
+    }
+    if (ok) {
+        memcpy(hits, out, kept * sizeof *hits);
+        *n_keep = kept;
+    } else {
+        fail_nomem(rs);
+    }
+    sx_rowset_free(gv);
+    sx__free(ints);
+    sx__free((void *)strs);
+    sx__free(gid);
+    sx__free(start);
+    sx__free(out);
     return ok;
 }
 
@@ -2827,11 +2934,9 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
                  "invalid parameter: limit+offset should be in range [1, %u]", MAX_LIMIT);
         goto out;
     }
-    const char *gf = NULL;
-    if (sx__jstr(rq->body, "groupingField", &gf) != 0 || (gf && *gf)) {
-        sx__fail(rs, SX__MC_UNSUPPORTED, "unsupported operation: group by search (groupingField)");
+    grouping grp;
+    if (!parse_grouping(rq, rs, &c, &grp))
         goto out;
-    }
     if (!check_consistency(rq, rs) || !parse_rerank(rq, rs, json_array_size(subs), &rr))
         goto out;
     json_t *parts = sx__jget(rq->body, "partitionNames");
@@ -2842,10 +2947,13 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
     }
     if (!plan_outputs(rs, &c, sx__jget(rq->body, "outputFields"), false, o, false))
         goto out;
+    if (grp.field) /* the group's value is answered with each hit */
+        plan_add_field(o, c.meta, grp.fi, c.pk);
     if (!need_loaded(rs, &c))
         goto out;
     for (size_t i = 0; i < json_array_size(subs); i++) {
-        if (!run_sub(rq, rs, &c, json_array_get(subs, i), parts, &nq, &sub_rs[i]))
+        if (!run_sub(rq, rs, &c, json_array_get(subs, i), parts, grp.field ? grp.size : 1, &nq,
+                     &sub_rs[i]))
             goto out;
         n_subs = i + 1;
         n_hits += sub_rs[i]->n_rows;
@@ -2888,15 +2996,20 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
             hits[n_u++] = hits[i];
     }
     qsort(hits, n_u, sizeof *hits, fhit_by_score);
-    /* per query: skip offset, keep limit (in place) */
-    size_t seen = 0;
-    for (size_t i = 0; i < n_u; i++) {
-        if (i == 0 || hits[i].q != hits[i - 1].q)
-            seen = 0;
-        if (seen++ < (size_t)offset || topks[hits[i].q] >= (size_t)limit)
-            continue;
-        topks[hits[i].q]++;
-        hits[n_keep++] = hits[i];
+    if (grp.field) {
+        if (!group_fused(rs, &c, &grp, hits, n_u, (size_t)offset, (size_t)limit, topks, &n_keep))
+            goto out;
+    } else {
+        /* per query: skip offset, keep limit (in place) */
+        size_t seen = 0;
+        for (size_t i = 0; i < n_u; i++) {
+            if (i == 0 || hits[i].q != hits[i - 1].q)
+                seen = 0;
+            if (seen++ < (size_t)offset || topks[hits[i].q] >= (size_t)limit)
+                continue;
+            topks[hits[i].q]++;
+            hits[n_keep++] = hits[i];
+        }
     }
     ints = sx__calloc(n_keep + 1, sizeof *ints);
     strs = sx__calloc(n_keep + 1, sizeof *strs);

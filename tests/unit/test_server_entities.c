@@ -1569,6 +1569,39 @@ static void test_group_by(void)
             sx_collection_release(h);
         }
     }
+
+    /* hybrid_search grouped: two identical sub-searches fuse (RRF) into the distance order, so
+     * the groups are those of the plain grouped search */
+    static const struct {
+        const char *extra;
+        size_t offset, limit, size;
+    } hy[] = { { "`groupingField`:`doc`", 0, 5, 1 },
+               { "`groupingField`:`doc`,`groupSize`:2", 1, 4, 2 } };
+
+    for (size_t k = 0; k < 2; k++) {
+        char hb[800];
+        snprintf(
+            hb, sizeof hb,
+            "{`collectionName`:`grp`,`search`:["
+            "{`data`:[[0.3,0.7,0.2,0.9]],`limit`:100},{`data`:[[0.3,0.7,0.2,0.9]],`limit`:100}],"
+            "`rerank`:{`strategy`:`rrf`},`limit`:%zu,`offset`:%zu,%s}",
+            hy[k].limit, hy[k].offset, hy[k].extra);
+        r = ok(call("/v2/vectordb/entities/hybrid_search", hb));
+        ASSERT(r);
+        int want[GRP_N];
+        size_t n = grp_expect(grp_doc, NULL, hy[k].offset, hy[k].limit, hy[k].size, want);
+        json_t *d = data_of(r);
+        if (json_array_size(d) != n)
+            FAILF("hybrid <%s>: %zu hits, want %zu", hy[k].extra, json_array_size(d), n);
+        for (size_t i = 0; i < n; i++) {
+            json_t *h = json_array_get(d, i);
+            if (jint(h, "id") != want[i])
+                FAILF("hybrid <%s>: hit %zu is %lld, want %d", hy[k].extra, i,
+                      (long long)jint(h, "id"), want[i]);
+            ASSERT_EQ(jint(h, "doc"), grp_doc(want[i]));
+        }
+        json_decref(r);
+    }
     EXPECT_CODE(call("/v2/vectordb/entities/search",
                      "{`collectionName`:`grp`,`data`:[[0,0,0,0]],`groupingField`:`nope`}"),
                 SX__MC_INVALID_PARAM);
