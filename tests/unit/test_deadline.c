@@ -5,10 +5,10 @@
  *    sx_delete_where return SX_ETIMEDOUT "deadline exceeded after N ms", changing nothing; with
  *    the deadline cleared every call works again with the same results.
  * 2. Mid-work: a count whose filter takes T (>= 0.3 s, grown until it does) and an exact search
- *    of T (nq grown likewise) are given a deadline of T/10; each must stop with SX_ETIMEDOUT in
- *    under T/2 + 50 ms (generous: the checks are every 1024 rows / per block), and the collection
- *    answers the same afterwards. Bounds are relative to the same machine's unbounded run, so the
- *    load of the shared build machine cancels out.
+ *    of T (nq grown likewise; T the fastest of three unbounded runs) are given a deadline of T/10;
+ * each must stop with SX_ETIMEDOUT in under T/2 + 50 ms (generous: the checks are every 1024 rows /
+ * per block), and the collection answers the same afterwards. Bounds are relative to the same
+ * machine's unbounded run, so the load of the shared build machine cancels out.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -140,9 +140,13 @@ static void deadline_mid_count(void)
     for (;;) {
         free(f);
         f = heavy_filter(terms);
-        double t0 = now_s();
-        ASSERT_OK(sx_count(coll, f, &n_full));
-        t_full = now_s() - t0;
+        t_full = 1e9; /* the fastest of three runs, as deadline_mid_search says why */
+        for (int rep = 0; rep < 3; rep++) {
+            double t0 = now_s();
+            ASSERT_OK(sx_count(coll, f, &n_full));
+            double t = now_s() - t0;
+            t_full = t < t_full ? t : t_full;
+        }
         if (t_full >= 0.3 || terms >= 1024)
             break;
         terms *= 2;
@@ -171,12 +175,19 @@ static void deadline_mid_search(void)
     double t_full = 0;
     sx_rowset *rs = NULL;
     for (;;) {
+        /* the fastest of three runs: a first run can be several times slower (a cold start, or
+         * the parallel test's load; seen under ASan: 0.437 s, then 0.040 s for the same search),
+         * and a deadline of a tenth of a slow run would then not be reached at all */
         sx_search_req r = { .queries = vecs, .nq = nq, .k = 10, .metric = -1 };
-        double t0 = now_s();
-        ASSERT_OK(sx_search(coll, &r, &rs));
-        t_full = now_s() - t0;
-        sx_rowset_free(rs);
-        rs = NULL;
+        t_full = 1e9;
+        for (int rep = 0; rep < 3; rep++) {
+            double t0 = now_s();
+            ASSERT_OK(sx_search(coll, &r, &rs));
+            double t = now_s() - t0;
+            t_full = t < t_full ? t : t_full;
+            sx_rowset_free(rs);
+            rs = NULL;
+        }
         if (t_full >= 0.3 || nq >= NR)
             break;
         nq *= 2;
