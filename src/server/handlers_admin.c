@@ -487,40 +487,34 @@ static bool req_alias(sx__req *rq, sx__resp *rs, const char **alias, const char 
     return sx__need_str(rq, rs, "aliasName", req, alias);
 }
 
-static void h_alias_create(sx__req *rq, sx__resp *rs)
+/* create ('c'), drop ('d') and alter ('a'): the same request shape and answer */
+static void alias_write(sx__req *rq, sx__resp *rs, int op)
 {
     const char *alias = NULL, *coll = NULL;
-    if (!req_alias(rq, rs, &alias, &coll))
+    if (!req_alias(rq, rs, &alias, op == 'd' ? NULL : &coll))
         return;
-    sx_status st = sx__cat_alias_create(rq->cat, rq->db_name, alias, coll);
+    sx_status st = op == 'c'   ? sx__cat_alias_create(rq->cat, rq->db_name, alias, coll)
+                   : op == 'a' ? sx__cat_alias_alter(rq->cat, rq->db_name, alias, coll)
+                               : sx__cat_alias_drop(rq->cat, rq->db_name, alias);
     if (st != SX_OK)
-        alias_fail(rs, st, "create alias");
+        alias_fail(rs, st, op == 'c' ? "create alias" : op == 'a' ? "alter alias" : "drop alias");
     else
         sx__ok(rs, NULL);
+}
+
+static void h_alias_create(sx__req *rq, sx__resp *rs)
+{
+    alias_write(rq, rs, 'c');
 }
 
 static void h_alias_drop(sx__req *rq, sx__resp *rs)
 {
-    const char *alias = NULL;
-    if (!req_alias(rq, rs, &alias, NULL))
-        return;
-    sx_status st = sx__cat_alias_drop(rq->cat, rq->db_name, alias);
-    if (st != SX_OK)
-        alias_fail(rs, st, "drop alias");
-    else
-        sx__ok(rs, NULL);
+    alias_write(rq, rs, 'd');
 }
 
 static void h_alias_alter(sx__req *rq, sx__resp *rs)
 {
-    const char *alias = NULL, *coll = NULL;
-    if (!req_alias(rq, rs, &alias, &coll))
-        return;
-    sx_status st = sx__cat_alias_alter(rq->cat, rq->db_name, alias, coll);
-    if (st != SX_OK)
-        alias_fail(rs, st, "alter alias");
-    else
-        sx__ok(rs, NULL);
+    alias_write(rq, rs, 'a');
 }
 
 static void h_alias_describe(sx__req *rq, sx__resp *rs)

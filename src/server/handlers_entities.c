@@ -2358,6 +2358,24 @@ static bool group_search(sx__req *rq,
     }
 }
 
+/* The kept hits of one query's block in answer order (group by group, offset groups skipped, best
+ * first within a group: a stable counting sort of gid): order[k] = the hit's index in the block.
+ * start: window + 2 counters. Returns the number kept. */
+static size_t
+group_order(const size_t *gid, size_t t, size_t offset, size_t window, size_t *start, size_t *order)
+{
+    memset(start, 0, (window + 2) * sizeof *start);
+    for (size_t h = 0; h < t; h++)
+        if (gid[h] != SIZE_MAX && gid[h] >= offset)
+            start[gid[h] - offset + 1]++;
+    for (size_t k = 1; k <= window; k++)
+        start[k] += start[k - 1];
+    for (size_t h = 0; h < t; h++)
+        if (gid[h] != SIZE_MAX && gid[h] >= offset)
+            order[start[gid[h] - offset]++] = h;
+    return window ? start[window - 1] : 0; /* each start[k] now ends group k */
+}
+
 /* The hits of r to answer, group by group (groups in order of their best hit, offset groups
  * skipped), into pk. False on out of memory. */
 static bool group_picks(
@@ -2368,9 +2386,10 @@ static bool group_picks(
     for (size_t qi = 0; qi < nq; qi++)
         maxt = r->topks[qi] > maxt ? r->topks[qi] : maxt;
     size_t *gid = sx__malloc((maxt + 1) * sizeof *gid);
+    size_t *order = sx__malloc((maxt + 1) * sizeof *order);
     size_t *start = sx__malloc((window + 2) * sizeof *start);
     pk->rows = sx__malloc((r->n_rows + 1) * sizeof *pk->rows);
-    bool ok = col >= 0 && gid && start && pk->rows;
+    bool ok = col >= 0 && gid && order && start && pk->rows;
     size_t base = 0;
     for (size_t qi = 0; ok && qi < nq; qi++) {
         size_t t = r->topks[qi], ng = 0;
@@ -2378,22 +2397,15 @@ static bool group_picks(
         ok = group_hits(r, col, base, t, window, g->size, gid, &ng, &full);
         if (!ok)
             break;
-        /* a counting sort of the kept hits by group, stable: best first within a group */
-        memset(start, 0, (window + 2) * sizeof *start);
-        for (size_t h = 0; h < t; h++)
-            if (gid[h] != SIZE_MAX && gid[h] >= offset)
-                start[gid[h] - offset + 1]++;
-        for (size_t k = 1; k <= window; k++)
-            start[k] += start[k - 1];
-        size_t at = pk->n, kept = start[window];
-        for (size_t h = 0; h < t; h++)
-            if (gid[h] != SIZE_MAX && gid[h] >= offset)
-                pk->rows[at + start[gid[h] - offset]++] = base + h;
+        size_t kept = group_order(gid, t, offset, window, start, order);
+        for (size_t k = 0; k < kept; k++)
+            pk->rows[pk->n + k] = base + order[k];
         pk->n += kept;
         pk->topks[qi] = kept;
         base += t;
     }
     sx__free(gid);
+    sx__free(order);
     sx__free(start);
     return ok;
 }
@@ -2819,8 +2831,9 @@ static bool group_fused(sx__resp *rs,
     size_t *gid = sx__malloc((n + 1) * sizeof *gid),
            *start = sx__malloc((window + 2) * sizeof *start);
     fhit *out = sx__malloc((n + 1) * sizeof *out);
+    size_t *order = sx__malloc((n + 1) * sizeof *order);
     sx_rowset *gv = NULL;
-    bool ok = ints && strs && gid && start && out;
+    bool ok = ints && strs && gid && start && out && order;
     for (size_t i = 0; ok && i < n; i++) {
         ints[i] = hits[i].ik;
         strs[i] = hits[i].sk;
@@ -2835,6 +2848,7 @@ static bool group_fused(sx__resp *rs,
         sx__free(gid);
         sx__free(start);
         sx__free(out);
+        sx__free(order);
         return false;
     }
     /* the hits whose row still exists, in order: gv's rows match them one to one */
@@ -2861,16 +2875,9 @@ static bool group_fused(sx__resp *rs,
         ok = group_hits(gv, col, base, t, window, g->size, gid, &ng, &full);
         if (!ok)
             break;
-        memset(start, 0, (window + 2) * sizeof *start);
-        for (size_t h = 0; h < t; h++)
-            if (gid[h] != SIZE_MAX && gid[h] >= offset)
-                start[gid[h] - offset + 1]++;
-        for (size_t k = 1; k <= window; k++)
-            start[k] += start[k - 1];
-        size_t q_kept = start[window];
-        for (size_t h = 0; h < t; h++)
-            if (gid[h] != SIZE_MAX && gid[h] >= offset)
-                out[kept + start[gid[h] - offset]++] = hits[base + h];
+        size_t q_kept = group_order(gid, t, offset, window, start, order);
+        for (size_t k = 0; k < q_kept; k++)
+            out[kept + k] = hits[base + order[k]];
         kept += q_kept;
         topks[qi] = q_kept;
         base += t;
@@ -2887,6 +2894,7 @@ static bool group_fused(sx__resp *rs,
     sx__free(gid);
     sx__free(start);
     sx__free(out);
+    sx__free(order);
     return ok;
 }
 
