@@ -2,8 +2,9 @@
  * sextant.h: the public C API of Sextant, an embedded vector database.
  *
  * Model. A database is a directory. It holds collections; a collection has a schema: one primary
- * key (int64 or varchar, optionally auto-generated), exactly one FLOAT_VECTOR field, and scalar
- * fields (int64, double, bool, varchar). Rows are inserted in columnar batches, made durable in a
+ * key (int64 or varchar, optionally auto-generated), one to SX_MAX_VECTOR_FIELDS FLOAT_VECTOR
+ * fields (each with its own dimension, metric and index), and scalar fields (int64, double, bool,
+ * varchar). Rows are inserted in columnar batches, made durable in a
  * write-ahead log before the call returns, and are searchable at once. An optional index (see
  * sx_index_create for the types) is built in the background on sealed segments; searches stay
  * exact-correct meanwhile.
@@ -73,11 +74,14 @@ typedef enum sx_field_type {
 
 typedef enum sx_metric { SX_METRIC_L2 = 0, SX_METRIC_IP = 1, SX_METRIC_COSINE = 2 } sx_metric;
 
-#define SX_MAX_DIM     32768u
-#define SX_MAX_FIELDS  64u
-#define SX_MAX_NAME    255u
-#define SX_MAX_VARCHAR 65535u
-#define SX_MAX_TOPK    16384u
+#define SX_MAX_DIM           32768u
+#define SX_MAX_FIELDS        64u
+#define SX_MAX_NAME          255u
+#define SX_MAX_VARCHAR       65535u
+#define SX_MAX_TOPK          16384u
+/* FLOAT_VECTOR fields per collection (Milvus's proxy.maxVectorFieldNum default). The first in the
+ * schema is the default vector field of searches, index calls and metric changes. */
+#define SX_MAX_VECTOR_FIELDS 4u
 /* The largest squared L2 norm of a stored or query vector in an L2 or IP collection: 2^125
  * (about 4.25e37; a vector of dim d may have components up to about 6.5e18 / sqrt(d)). Within it
  * every float32 distance the engine computes is finite: ||q - x||^2 <= (||q|| + ||x||)^2 <= 2^127
@@ -86,7 +90,7 @@ typedef enum sx_metric { SX_METRIC_L2 = 0, SX_METRIC_IP = 1, SX_METRIC_COSINE = 
  * sx_insert / sx_upsert refuse the batch with SX_EINVAL naming the row, and sx_search refuses such
  * a query likewise. COSINE collections store unit vectors (normalised in double), so any finite
  * vector is accepted there. */
-#define SX_MAX_SQNORM  4.2535295865117308e37 /* 2^125, exactly (as a double) */
+#define SX_MAX_SQNORM        4.2535295865117308e37 /* 2^125, exactly (as a double) */
 
 typedef struct sx_field_def {
     const char *name; /* [A-Za-z_][A-Za-z0-9_]*, at most SX_MAX_NAME bytes */
@@ -105,7 +109,8 @@ typedef struct sx_collection_def {
     const char *name;
     const sx_field_def *fields;
     size_t n_fields;
-    sx_metric metric; /* the collection's metric; indexes and searches must agree */
+    sx_metric metric; /* every vector field's metric at create (sx_collection_set_metric_on changes
+                         one field's); its indexes and searches must agree */
 } sx_collection_def;
 
 /* ---------------------------------------------------------------- database */
@@ -245,6 +250,12 @@ SX_API SX_NODISCARD sx_status sx_collection_describe(sx_collection *c, sx_collec
  * search running at the same moment may use either metric, so change it before serving searches
  * (the REST server does it before the collection can be loaded). */
 SX_API SX_NODISCARD sx_status sx_collection_set_metric(sx_collection *c, sx_metric m);
+/* The same for one vector field (field NULL or "": the first vector field): each vector field has
+ * its own metric and its own index. Errors as sx_collection_set_metric, and SX_EINVAL naming a
+ * field that is not a vector field of the collection. */
+SX_API SX_NODISCARD sx_status sx_collection_set_metric_on(sx_collection *c,
+                                                          const char *field,
+                                                          sx_metric m);
 
 /* ---------------------------------------------------------------- data */
 
@@ -341,6 +352,9 @@ typedef struct sx_search_req {
     /* skip the rows not yet sealed (the growing segment), as Milvus's ignore_growing: faster,
      * and the latest writes are not seen */
     bool ignore_growing;
+    /* the vector field searched (Milvus's anns_field): NULL or "" = the first vector field; its
+     * dim, metric and index apply */
+    const char *anns_field;
 } sx_search_req;
 
 /* Searches the nq queries. Exact on rows not covered by a finished index; an index is used on
@@ -431,7 +445,8 @@ SX_API SX_NODISCARD sx_status sx_index_check_search_params(const char *index_typ
                                                            const sx_param *params,
                                                            size_t n_params,
                                                            uint32_t k);
-/* Creates the collection's index (one per collection). Builds run in the background, one job per
+/* Creates the index of the collection's first vector field (each vector field has at most one;
+ * sx_index_create_on names the field). Builds run in the background, one job per
  * sealed segment; growing rows are searched exactly until sealed.
  * Errors: SX_EINVAL (unknown type, parameter out of range for the collection's dim and metric:
  * the message names it; nothing changed), SX_EEXIST (an index with other params exists), SX_EIO. */
@@ -441,10 +456,26 @@ SX_API SX_NODISCARD sx_status sx_index_create(sx_collection *c,
                                               size_t n_params);
 SX_API SX_NODISCARD sx_status sx_index_describe(sx_collection *c, sx_index_info *out);
 SX_API SX_NODISCARD sx_status sx_index_drop(sx_collection *c);
-/* Waits until every sealed segment has its index (or a build failed). timeout_ms 0 = forever.
+/* Waits until every sealed segment has the index of every indexed vector field (or a build
+ * failed). timeout_ms 0 = forever.
  * Errors: SX_ETIMEDOUT, SX_ENOTFOUND (no index), or the failed build's own status (SX_ENOMEM
  * over the build memory limit, SX_EINVAL, SX_EIO, ...) with its reason in sx_errmsg(). */
 SX_API SX_NODISCARD sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms);
+/* The same on one vector field: `field` NULL or "" = the first vector field, else the name of a
+ * FLOAT_VECTOR field (SX_EINVAL otherwise). Each vector field's index is built, stored, described
+ * and dropped on its own; sx_index_wait_on waits for that field's only. */
+SX_API SX_NODISCARD sx_status sx_index_create_on(sx_collection *c,
+                                                 const char *field,
+                                                 const char *index_type,
+                                                 const sx_param *params,
+                                                 size_t n_params);
+SX_API SX_NODISCARD sx_status sx_index_describe_on(sx_collection *c,
+                                                   const char *field,
+                                                   sx_index_info *out);
+SX_API SX_NODISCARD sx_status sx_index_drop_on(sx_collection *c, const char *field);
+SX_API SX_NODISCARD sx_status sx_index_wait_on(sx_collection *c,
+                                               const char *field,
+                                               uint64_t timeout_ms);
 
 /* ---------------------------------------------------------------- misc */
 

@@ -1,11 +1,14 @@
 /*
  * build.c: background index builds and the index API.
  *
- * One builder thread per database takes jobs (collection, sealed segment) from a FIFO queue; each
- * build itself uses build_threads workers. A finished index is saved to seg-<id>.idx (atomic
- * replace) and published on the segment under idx_mu; searches pick it up in their next view.
- * Until then the segment is searched exactly, so results are always correct. A failed build sets
- * the collection's fail_reason (state FAILED). sx_index_wait sleeps on index_cv.
+ * One builder thread per database takes jobs (collection, sealed segment, vector field) from a FIFO
+ * queue; each build itself uses build_threads workers. A finished index is saved to seg-<id>.idx
+ * (seg-<id>.v<v>.idx for the collection's further vector fields; atomic replace) and published on
+ * the segment under idx_mu; searches pick it up in their next view. Until then the segment is
+ * searched exactly, so results are always correct. A failed build sets the vector field's
+ * fail_reason (state FAILED). sx_index_wait sleeps on index_cv.
+ * Each vector field has its own index spec (sx__vfield), built, described and dropped on its own;
+ * the functions without a field act on the first vector field.
  * On open, an index file whose type/params/rows match the spec is loaded instead of rebuilt; a
  * corrupt or stale one is rebuilt.
  */
@@ -20,6 +23,7 @@
 #include "platform/membudget.h"
 #include "storage/segfile.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/err.h"
 
 static void notify(sx_collection *c)
@@ -40,15 +44,16 @@ static void queue_push_locked(sx_db *db, sx__job *j)
     pthread_cond_signal(&db->job_cv);
 }
 
-void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
+void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s, size_t v)
 {
     if (db->opts.read_only)
         return;
     sx__job *j = sx__calloc(1, sizeof *j);
     if (!j) {
         sx__rwlock_wrlock(&c->seg_lock);
-        (void)snprintf(c->fail_reason, sizeof c->fail_reason, "out of memory queueing a build");
-        c->fail_status = SX_ENOMEM;
+        sx__vfield *vf = &c->vfs[v];
+        (void)snprintf(vf->fail_reason, sizeof vf->fail_reason, "out of memory queueing a build");
+        vf->fail_status = SX_ENOMEM;
         sx__rwlock_unlock(&c->seg_lock);
         return;
     }
@@ -56,8 +61,9 @@ void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
     sx__seg_ref(s);
     j->c = c;
     j->s = s;
+    j->v = v;
     sx__mutex_lock(&s->idx_mu);
-    s->build_pending = true;
+    s->build_pending[v] = true;
     sx__mutex_unlock(&s->idx_mu);
     sx__mutex_lock(&db->mu);
     queue_push_locked(db, j);
@@ -73,7 +79,7 @@ void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s)
  * need the room: the next open sizes it), none without a limit (the parameter decides) or when
  * under 64 KiB would be left for it. Charged as SX__MEM_CACHE (r->cache_charged); best effort: a
  * failed warm-up leaves no cache. */
-static void size_cache(sx_collection *c, sx__segment *s, sx__idxref *r)
+static void size_cache(const sx_collection *c, sx__segment *s, size_t v, sx__idxref *r)
 {
     sx__membudget *b = s->budget;
     uint64_t limit = sx__mem_limit(b);
@@ -84,7 +90,7 @@ static void size_cache(sx_collection *c, sx__segment *s, sx__idxref *r)
     avail = avail > own ? avail - own : 0; /* the index is charged only when published */
     uint64_t caches = sx__mem_used_kind(b, SX__MEM_CACHE);
     uint64_t share = limit / 16 > caches ? limit / 16 - caches : 0;
-    uint64_t raw = (uint64_t)atomic_load(&s->n_rows) * c->dim * sizeof(float);
+    uint64_t raw = (uint64_t)atomic_load(&s->n_rows) * c->vfs[v].dim * sizeof(float);
     uint64_t want = avail / 4 < raw / 10 ? avail / 4 : raw / 10;
     want = want < share ? want : share;
     if (want < (64u << 10))
@@ -98,7 +104,7 @@ static void size_cache(sx_collection *c, sx__segment *s, sx__idxref *r)
     sx__mem_force(b, SX__MEM_CACHE, r->cache_charged);
 }
 
-static void publish(sx__segment *s, sx__idxref *r)
+static void publish(sx__segment *s, size_t v, sx__idxref *r)
 {
     /* the in-RAM part is held for as long as the index serves: forced, not refusable */
     r->budget = s->budget;
@@ -106,25 +112,27 @@ static void publish(sx__segment *s, sx__idxref *r)
     r->charged = r->charged > r->cache_charged ? r->charged - r->cache_charged : 0;
     sx__mem_force(r->budget, SX__MEM_INDEX, r->charged);
     sx__mutex_lock(&s->idx_mu);
-    sx__idxref *old = s->index;
-    s->index = r;
-    s->build_pending = false;
+    sx__idxref *old = s->index[v];
+    s->index[v] = r;
+    s->build_pending[v] = false;
     sx__mutex_unlock(&s->idx_mu);
     sx__idxref_unref(old);
 }
 
 /* A file-backed index reads its own copy of the vectors: drop the segment's mapped vectors from
  * this process's resident set (they come back on demand, e.g. for an exact filtered scan). */
-static void release_vectors(const sx_collection *c, sx__segment *s, const sx__index_ops *ops)
+static void
+release_vectors(const sx_collection *c, sx__segment *s, size_t v, const sx__index_ops *ops)
 {
-    if (ops->reads_own_vectors && s->map && s->mapped_field == c->vf)
-        sx__fs_unneeded(s->chunks[c->vf][0], atomic_load(&s->n_rows) * c->dim * sizeof(float));
+    size_t f = c->vfs[v].field;
+    if (ops->reads_own_vectors && s->map && (s->mapped_mask >> f & 1))
+        sx__fs_unneeded(s->chunks[f][0], atomic_load(&s->n_rows) * c->vfs[v].dim * sizeof(float));
 }
 
-static void clear_pending(sx__segment *s)
+static void clear_pending(sx__segment *s, size_t v)
 {
     sx__mutex_lock(&s->idx_mu);
-    s->build_pending = false;
+    s->build_pending[v] = false;
     sx__mutex_unlock(&s->idx_mu);
 }
 
@@ -132,6 +140,9 @@ static void run_job(sx_db *db, sx__job *j)
 {
     sx_collection *c = j->c;
     sx__segment *s = j->s;
+    size_t v = j->v;
+    sx__vfield *vf = &c->vfs[v];
+    const size_t dim = vf->dim, fv = vf->field;
     /* The spec may be dropped or replaced (sx_index_drop frees its strings under seg_lock's
      * write side) while we build: private copies are taken under the read side. */
     sx_param params[64];
@@ -140,18 +151,19 @@ static void run_job(sx_db *db, sx__job *j)
     size_t np = 0;
     bool ok = true;
     sx__rwlock_rdlock(&c->seg_lock);
-    const sx__index_ops *ops = c->iops;
+    const sx__index_ops *ops = vf->iops;
+    const sx_metric metric = vf->metric;
     if (ops) {
-        np = c->n_index_params < 64 ? c->n_index_params : 64;
+        np = vf->n_index_params < 64 ? vf->n_index_params : 64;
         for (size_t i = 0; i < np; i++) {
-            keys[i] = sx__strdup(c->index_params[i].key);
-            vals[i] = sx__strdup(c->index_params[i].value);
+            keys[i] = sx__strdup(vf->index_params[i].key);
+            vals[i] = sx__strdup(vf->index_params[i].value);
             ok = ok && keys[i] && vals[i];
             params[i].key = keys[i];
             params[i].value = vals[i];
         }
         (void)snprintf(type, sizeof type, "%s", ops->name);
-        (void)snprintf(pstr, sizeof pstr, "%s", c->index_params_str);
+        (void)snprintf(pstr, sizeof pstr, "%s", vf->index_params_str);
     }
     sx__rwlock_unlock(&c->seg_lock);
     if (!ops || atomic_load(&c->dropped)) {
@@ -159,14 +171,14 @@ static void run_job(sx_db *db, sx__job *j)
             sx__free(keys[i]);
             sx__free(vals[i]);
         }
-        clear_pending(s);
+        clear_pending(s, v);
         return;
     }
     sx__idxref *r = sx__calloc(1, sizeof *r);
     sx_status st = ok && r ? SX_OK : sx__err(SX_ENOMEM, "index build");
     size_t n = atomic_load(&s->n_rows);
     char prefix[4096];
-    sx__idx_prefix(c, prefix, sizeof prefix, s->id);
+    sx__idx_prefix(c, prefix, sizeof prefix, s->id, v);
     atomic_store(&db->build_progress, 0);
     /* The build's limit: index_build_memory_limit, and within the memory budget what is free
      * when the build starts (a partitioning build such as DISKANN's plans within it; the others
@@ -180,7 +192,7 @@ static void run_job(sx_db *db, sx__job *j)
         bsrc = "the memory budget's free part";
     }
     uint64_t need =
-        ops->estimate_build_bytes ? ops->estimate_build_bytes(params, np, n, c->dim) : 0;
+        ops->estimate_build_bytes ? ops->estimate_build_bytes(params, np, n, (uint32_t)dim) : 0;
     uint64_t bcharge = need && (blimit == 0 || need < blimit) ? need : blimit;
     sx__build_ctx ctx = { db->opts.build_threads ? db->opts.build_threads
                                                  : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN),
@@ -196,13 +208,13 @@ static void run_job(sx_db *db, sx__job *j)
         sx__mem_force(db->budget, SX__MEM_BUILD, bcharge);
         /* graph builds touch rows in a random order: on a mapped file, no read-around (under a
          * small budget the kernel's 128 KiB per fault re-read a 250 MB segment ~1000 times) */
-        bool advise = s->map && s->mapped_field == c->vf;
-        size_t vbytes = n * c->dim * sizeof(float);
+        bool advise = s->map && (s->mapped_mask >> fv & 1);
+        size_t vbytes = n * dim * sizeof(float);
         if (advise)
-            sx__fs_advise_random(s->chunks[c->vf][0], vbytes, true);
-        st = ops->build(params, np, s->chunks[c->vf][0], n, c->dim, c->metric, &ctx, &r->idx);
+            sx__fs_advise_random(s->chunks[fv][0], vbytes, true);
+        st = ops->build(params, np, s->chunks[fv][0], n, (uint32_t)dim, metric, &ctx, &r->idx);
         if (advise)
-            sx__fs_advise_random(s->chunks[c->vf][0], vbytes, false);
+            sx__fs_advise_random(s->chunks[fv][0], vbytes, false);
         sx__mem_give(db->budget, SX__MEM_BUILD, bcharge);
     }
     if (st == SX_OK) {
@@ -223,26 +235,26 @@ static void run_job(sx_db *db, sx__job *j)
         parts[2] = (sx__iov){ tail.data, tail.len };
         if (sst == SX_OK && !atomic_load(&c->dropped)) {
             char path[4096];
-            sx__coll_path(c, path, sizeof path, "idx", s->id);
+            sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), s->id);
             /* best effort: a missing index file only means a rebuild after reopen. With an
              * object store the write is bracketed so a sync never reads it half-replaced. */
             sx__store_index_begin(c);
-            sx__ignore(sx__idxfile_write_parts(path, type, pstr, n, c->dim, parts, 3));
-            sx__store_index_end(c, s->id);
+            sx__ignore(sx__idxfile_write_parts(path, type, pstr, n, (uint32_t)dim, parts, 3));
+            sx__store_index_end(c, s->id, v);
         }
         sx__wbuf_fini(&w);
         sx__wbuf_fini(&tail);
         /* publish only if the spec is still the one we built for */
         sx__rwlock_rdlock(&c->seg_lock);
-        bool same = c->iops == ops && strcmp(c->index_params_str, pstr) == 0;
+        bool same = vf->iops == ops && strcmp(vf->index_params_str, pstr) == 0;
         sx__rwlock_unlock(&c->seg_lock);
         if (same) {
-            publish(s, r); /* no cache from the budget here: the next builds need that room */
-            release_vectors(c, s, ops);
+            publish(s, v, r); /* no cache from the budget here: the next builds need that room */
+            release_vectors(c, s, v, ops);
             r = NULL;
             sx__store_after_build(c, &db->cancel_build); /* upload the index files */
         } else {
-            clear_pending(s);
+            clear_pending(s, v);
         }
         if (r) {
             ops->free(r->idx);
@@ -250,12 +262,12 @@ static void run_job(sx_db *db, sx__job *j)
         }
     } else {
         sx__free(r);
-        clear_pending(s);
+        clear_pending(s, v);
         if (st != SX_ECANCELED) {
             sx__rwlock_wrlock(&c->seg_lock);
-            (void)snprintf(c->fail_reason, sizeof c->fail_reason, "segment %" PRIu64 ": %s (%s)",
+            (void)snprintf(vf->fail_reason, sizeof vf->fail_reason, "segment %" PRIu64 ": %s (%s)",
                            s->id, sx_errmsg(), sx_status_str(st));
-            c->fail_status = st;
+            vf->fail_status = st;
             sx__rwlock_unlock(&c->seg_lock);
         }
     }
@@ -291,7 +303,7 @@ void sx__merge_enqueue(sx_db *db, sx_collection *c)
 static void job_drop(sx__job *j)
 {
     if (j->s) {
-        clear_pending(j->s);
+        clear_pending(j->s, j->v);
         sx__seg_unref(j->s);
     } else {
         atomic_store(&j->c->merge_queued, false);
@@ -328,6 +340,7 @@ static void *builder_main(void *arg)
             continue;
         }
         db->building = j->c;
+        db->building_v = j->v;
         sx__mutex_unlock(&db->mu);
         run_job(db, j);
         sx__mutex_lock(&db->mu);
@@ -378,9 +391,42 @@ void sx__builder_stop(sx_db *db)
     db->has_builder = false;
 }
 
-void sx__idx_prefix(const sx_collection *c, char *buf, size_t n, uint64_t id)
+void sx__idx_prefix(const sx_collection *c, char *buf, size_t n, uint64_t id, size_t v)
 {
-    (void)snprintf(buf, n, "%s/seg-%020" PRIu64, c->dir, id);
+    if (v == 0)
+        (void)snprintf(buf, n, "%s/seg-%020" PRIu64, c->dir, id);
+    else
+        (void)snprintf(buf, n, "%s/seg-%020" PRIu64 ".v%zu", c->dir, id, v);
+}
+
+const char *sx__idx_ext(size_t v, bool remote)
+{
+    static const char *const ext[SX_MAX_VECTOR_FIELDS][2] = {
+        { "idx", "idx.remote" },
+        { "v1.idx", "v1.idx.remote" },
+        { "v2.idx", "v2.idx.remote" },
+        { "v3.idx", "v3.idx.remote" },
+    };
+    SX_ASSERT(v < SX_MAX_VECTOR_FIELDS);
+    return ext[v][remote ? 1 : 0];
+}
+
+sx_status sx__vfield_find(const sx_collection *c, const char *field, size_t *v)
+{
+    if (!field || !*field) {
+        *v = 0;
+        return SX_OK;
+    }
+    for (size_t i = 0; i < c->n_vf; i++)
+        if (strcmp(c->names[c->vfs[i].field], field) == 0) {
+            *v = i;
+            return SX_OK;
+        }
+    for (size_t f = 0; f < c->n_fields; f++)
+        if (strcmp(c->names[f], field) == 0)
+            return sx__err(SX_EINVAL, "field %s of collection %s is not a vector field", field,
+                           c->name);
+    return sx__err(SX_EINVAL, "collection %s has no field named %s", c->name, field);
 }
 
 void sx__build_cancel_coll(sx_db *db, sx_collection *c)
@@ -420,70 +466,94 @@ void sx__build_cancel_coll(sx_db *db, sx_collection *c)
     }
 }
 
-void sx__seg_attach_index(sx_collection *c, sx__segment *s)
+void sx__seg_attach_one(sx_collection *c, sx__segment *s, size_t v)
 {
+    sx__vfield *vf = &c->vfs[v];
     sx__rwlock_rdlock(&c->seg_lock);
-    const sx__index_ops *ops = c->iops;
+    const sx__index_ops *ops = vf->iops;
+    const sx_metric metric = vf->metric;
     char pstr[256];
-    (void)snprintf(pstr, sizeof pstr, "%s", c->index_params_str);
+    (void)snprintf(pstr, sizeof pstr, "%s", vf->index_params_str);
     sx__rwlock_unlock(&c->seg_lock);
     if (!ops)
         return;
+    const size_t fv = vf->field;
+    const uint32_t dim = vf->dim;
     char path[4096];
-    sx__coll_path(c, path, sizeof path, "idx", s->id);
+    sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), s->id);
     void *payload = NULL;
     size_t len = 0;
     size_t n = atomic_load(&s->n_rows);
     char prefix[4096];
-    sx__idx_prefix(c, prefix, sizeof prefix, s->id);
+    sx__idx_prefix(c, prefix, sizeof prefix, s->id, v);
     const char *slash = strrchr(path, '/');
     if (!sx__fs_exists(path) && c->cs) /* evicted by the cache limit: download it again */
         sx__ignore(sx__store_fetch(c, slash ? slash + 1 : path));
     if (sx__fs_exists(path) &&
-        sx__idxfile_read(path, ops->name, pstr, n, c->dim, &payload, &len) == SX_OK) {
+        sx__idxfile_read(path, ops->name, pstr, n, dim, &payload, &len) == SX_OK) {
         sx__store_touch(c, slash ? slash + 1 : path);
         sx__idxref *r = sx__calloc(1, sizeof *r);
         sx_status lst = SX_ENOMEM;
         if (r && ops->load_files) {
             /* payload is handed over: DISKANN keeps its codes where they were read */
             lst =
-                sx__store_load_files(c, ops, payload, len, prefix, s->chunks[c->vf][0], n, &r->idx);
+                sx__store_load_files(c, v, ops, payload, len, prefix, s->chunks[fv][0], n, &r->idx);
             payload = NULL;
         } else if (r)
-            lst =
-                ops->deserialize(payload, len, s->chunks[c->vf][0], n, c->dim, c->metric, &r->idx);
+            lst = ops->deserialize(payload, len, s->chunks[fv][0], n, dim, metric, &r->idx);
         if (lst == SX_OK) {
             r->ops = ops;
             atomic_init(&r->refs, 1);
-            size_cache(c, s, r);
-            publish(s, r);
-            release_vectors(c, s, ops);
+            size_cache(c, s, v, r);
+            publish(s, v, r);
+            release_vectors(c, s, v, ops);
             sx__free(payload);
             return;
         }
         sx__free(r);
     }
     sx__free(payload);
-    sx__build_enqueue(c->db, c, s);
+    sx__build_enqueue(c->db, c, s, v);
+}
+
+void sx__seg_attach_index(sx_collection *c, sx__segment *s)
+{
+    for (size_t v = 0; v < c->n_vf; v++)
+        sx__seg_attach_one(c, s, v);
+}
+
+void sx__seg_remove_index_files(sx_collection *c, uint64_t id)
+{
+    for (size_t v = 0; v < c->n_vf; v++) {
+        char path[4096];
+        sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), id);
+        sx__ignore(sx__fs_unlink(path));
+        sx__store_forget_local(c, id, v);
+        const sx__index_ops *ops = c->vfs[v].iops;
+        if (ops && ops->remove_files) {
+            sx__idx_prefix(c, path, sizeof path, id, v);
+            ops->remove_files(path);
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- API */
 
-static void free_spec(sx_collection *c)
+static void free_spec(sx__vfield *vf)
 {
-    sx__free(c->index_type);
-    for (size_t i = 0; i < c->n_index_params; i++) {
-        sx__free((char *)c->index_params[i].key);
-        sx__free((char *)c->index_params[i].value);
+    sx__free(vf->index_type);
+    for (size_t i = 0; i < vf->n_index_params; i++) {
+        sx__free((char *)vf->index_params[i].key);
+        sx__free((char *)vf->index_params[i].value);
     }
-    sx__free(c->index_params);
-    c->index_type = NULL;
-    c->index_params = NULL;
-    c->n_index_params = 0;
-    c->iops = NULL;
-    c->index_params_str[0] = '\0';
-    c->fail_reason[0] = '\0';
-    c->fail_status = SX_OK;
+    sx__free(vf->index_params);
+    vf->index_type = NULL;
+    vf->index_params = NULL;
+    vf->n_index_params = 0;
+    vf->iops = NULL;
+    vf->index_params_str[0] = '\0';
+    vf->fail_reason[0] = '\0';
+    vf->fail_status = SX_OK;
 }
 
 static bool ignored_param(const char *k)
@@ -537,14 +607,29 @@ sx_status sx_index_check_search_params(const char *index_type,
     return ops->check_search_params(params, n_params, k);
 }
 
-static sx_status
-index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
+/* The name the messages give vector field v: the collection's, and the field's when there are
+ * several vector fields. */
+static void vname(const sx_collection *c, size_t v, char *buf, size_t n)
 {
+    if (c->n_vf > 1)
+        (void)snprintf(buf, n, "%s (field %s)", c->name, c->names[c->vfs[v].field]);
+    else
+        (void)snprintf(buf, n, "%s", c->name);
+}
+
+static sx_status index_create(
+    sx_collection *c, size_t v, const char *index_type, const sx_param *params, size_t n_params)
+{
+    sx__vfield *vf = &c->vfs[v];
     const sx__index_ops *ops = NULL;
-    sx_status st = check_params(index_type, params, n_params, c->dim, c->metric, &ops);
+    sx__rwlock_rdlock(&c->seg_lock);
+    sx_metric metric = vf->metric;
+    sx__rwlock_unlock(&c->seg_lock);
+    sx_status st = check_params(index_type, params, n_params, vf->dim, metric, &ops);
     if (st != SX_OK)
         return st;
-    char pstr[256] = "";
+    char pstr[256] = "", who[600];
+    vname(c, v, who, sizeof who);
     size_t off = 0, kept = 0;
     for (size_t i = 0; i < n_params; i++) {
         if (ignored_param(params[i].key))
@@ -558,13 +643,13 @@ index_create(sx_collection *c, const char *index_type, const sx_param *params, s
     }
     sx__mutex_lock(&c->flush_mu);
     sx__mutex_lock(&c->write_mu);
-    if (c->iops) {
-        bool same = c->iops == ops && strcmp(c->index_params_str, pstr) == 0;
+    if (vf->iops) {
+        bool same = vf->iops == ops && strcmp(vf->index_params_str, pstr) == 0;
         sx__mutex_unlock(&c->write_mu);
         sx__mutex_unlock(&c->flush_mu);
         return same ? SX_OK
                     : sx__err(SX_EEXIST, "collection %s already has a %s index (%s): drop it first",
-                              c->name, c->iops->name, c->index_params_str);
+                              who, vf->iops->name, vf->index_params_str);
     }
     sx_param *copy = sx__calloc(kept + 1, sizeof *copy);
     char *tname = sx__strdup(ops->name);
@@ -590,24 +675,24 @@ index_create(sx_collection *c, const char *index_type, const sx_param *params, s
         return sx__err(SX_ENOMEM, "index create");
     }
     sx__rwlock_wrlock(&c->seg_lock);
-    c->index_type = tname;
-    c->index_params = copy;
-    c->n_index_params = kept;
-    c->iops = ops;
-    (void)snprintf(c->index_params_str, sizeof c->index_params_str, "%s", pstr);
-    c->fail_reason[0] = '\0';
-    c->fail_status = SX_OK;
+    vf->index_type = tname;
+    vf->index_params = copy;
+    vf->n_index_params = kept;
+    vf->iops = ops;
+    (void)snprintf(vf->index_params_str, sizeof vf->index_params_str, "%s", pstr);
+    vf->fail_reason[0] = '\0';
+    vf->fail_status = SX_OK;
     sx__rwlock_unlock(&c->seg_lock);
     sx__mutex_unlock(&c->write_mu);
     st = sx__write_manifest(c, NULL);
     if (st != SX_OK) {
         sx__rwlock_wrlock(&c->seg_lock);
-        free_spec(c);
+        free_spec(vf);
         sx__rwlock_unlock(&c->seg_lock);
     } else {
         for (size_t i = 0; i < c->n_segs; i++)
             if (c->segs[i]->persisted)
-                sx__seg_attach_index(c, c->segs[i]);
+                sx__seg_attach_one(c, c->segs[i], v);
         /* best effort: the store manifest gets the spec (a failure is retried by the next sync) */
         if (sx__store_sync_locked(c) != SX_OK)
             sx__err_clear();
@@ -618,31 +703,66 @@ index_create(sx_collection *c, const char *index_type, const sx_param *params, s
 
 /* Creating an index (its manifest update, loading index files found for sealed segments) is
  * optimize I/O: the calling thread is tagged BUILD for the call, its phase restored after. */
-sx_status
-sx_index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
+sx_status sx_index_create_on(sx_collection *c,
+                             const char *field,
+                             const char *index_type,
+                             const sx_param *params,
+                             size_t n_params)
 {
+    size_t v = 0;
+    sx_status st = sx__vfield_find(c, field, &v);
+    if (st != SX_OK)
+        return st;
     sx_io_phase prev = sx_io_phase_set(SX_IO_PHASE_BUILD);
-    sx_status st = index_create(c, index_type, params, n_params);
+    st = index_create(c, v, index_type, params, n_params);
     sx_io_phase_set(prev);
     return st;
 }
 
-sx_status sx_index_drop(sx_collection *c)
+sx_status
+sx_index_create(sx_collection *c, const char *index_type, const sx_param *params, size_t n_params)
 {
+    return sx_index_create_on(c, NULL, index_type, params, n_params);
+}
+
+sx_status sx_index_drop_on(sx_collection *c, const char *field)
+{
+    size_t v = 0;
+    sx_status st = sx__vfield_find(c, field, &v);
+    if (st != SX_OK)
+        return st;
+    sx__vfield *vf = &c->vfs[v];
     sx__mutex_lock(&c->flush_mu);
-    if (!c->iops) {
+    if (!vf->iops) {
         sx__mutex_unlock(&c->flush_mu);
-        return sx__err(SX_ENOTFOUND, "collection %s has no index", c->name);
+        char who[600];
+        vname(c, v, who, sizeof who);
+        return sx__err(SX_ENOTFOUND, "collection %s has no index", who);
     }
-    const sx__index_ops *old_ops = c->iops;
+    const sx__index_ops *old_ops = vf->iops;
     sx__mutex_lock(&c->write_mu);
     sx__rwlock_wrlock(&c->seg_lock);
-    free_spec(c);
+    free_spec(vf);
     sx__rwlock_unlock(&c->seg_lock);
     sx__mutex_unlock(&c->write_mu);
+    /* cancels the builds of every field; the others' are queued again below */
     sx__build_cancel_coll(c->db, c);
-    sx_status st = sx__write_manifest(c, NULL);
-    sx__coll_drop_indexes(c, old_ops);
+    st = sx__write_manifest(c, NULL);
+    sx__coll_drop_indexes(c, v, old_ops);
+    for (size_t w = 0; w < c->n_vf; w++) {
+        if (w == v)
+            continue;
+        sx__rwlock_rdlock(&c->seg_lock);
+        for (size_t i = 0; i < c->n_segs; i++) {
+            sx__segment *s = c->segs[i];
+            sx__mutex_lock(&s->idx_mu);
+            bool need = c->vfs[w].iops && s->persisted && !s->index[w] && !s->build_pending[w];
+            sx__mutex_unlock(&s->idx_mu);
+            if (need)
+                sx__build_enqueue(c->db, c, s, w);
+        }
+        sx__rwlock_unlock(&c->seg_lock);
+    }
     /* best effort: the store drops the index objects after its new manifest */
     if (st == SX_OK && sx__store_sync_locked(c) != SX_OK)
         sx__err_clear();
@@ -651,33 +771,39 @@ sx_status sx_index_drop(sx_collection *c)
     return st;
 }
 
-void sx__coll_drop_indexes(sx_collection *c, const sx__index_ops *ops)
+sx_status sx_index_drop(sx_collection *c)
+{
+    return sx_index_drop_on(c, NULL);
+}
+
+void sx__coll_drop_indexes(sx_collection *c, size_t v, const sx__index_ops *ops)
 {
     sx__rwlock_rdlock(&c->seg_lock);
     for (size_t i = 0; i < c->n_segs; i++) {
         sx__segment *s = c->segs[i];
         sx__mutex_lock(&s->idx_mu);
-        sx__idxref *old = s->index;
-        s->index = NULL;
+        sx__idxref *old = s->index[v];
+        s->index[v] = NULL;
         sx__mutex_unlock(&s->idx_mu);
         sx__idxref_unref(old);
         char path[4096];
-        sx__coll_path(c, path, sizeof path, "idx", s->id);
+        sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), s->id);
         sx__ignore(sx__fs_unlink(path));
-        sx__store_forget_local(c, s->id);
+        sx__store_forget_local(c, s->id, v);
         if (ops && ops->remove_files) {
-            sx__idx_prefix(c, path, sizeof path, s->id);
+            sx__idx_prefix(c, path, sizeof path, s->id, v);
             ops->remove_files(path);
         }
     }
     sx__rwlock_unlock(&c->seg_lock);
 }
 
-sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
+static void describe_one(sx_collection *c, size_t v, sx_index_info *out)
 {
+    const sx__vfield *vf = &c->vfs[v];
     memset(out, 0, sizeof *out);
     sx__rwlock_rdlock(&c->seg_lock);
-    out->metric = c->metric;
+    out->metric = vf->metric;
     bool all = true;
     for (size_t i = 0; i <= c->n_segs; i++) {
         sx__segment *s = i < c->n_segs ? c->segs[i] : c->growing;
@@ -688,15 +814,16 @@ sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
             continue;
         }
         sx__mutex_lock(&s->idx_mu);
-        if (s->index) {
-            const sx__index_ops *o = s->index->ops;
+        const sx__idxref *r = s->index[v];
+        if (r) {
+            const sx__index_ops *o = r->ops;
             out->indexed_rows += n;
-            out->memory_bytes += o->memory_bytes(s->index->idx);
+            out->memory_bytes += o->memory_bytes(r->idx);
             if (o->disk_bytes)
-                out->disk_bytes += o->disk_bytes(s->index->idx);
+                out->disk_bytes += o->disk_bytes(r->idx);
             if (o->io_stats) {
                 uint64_t ios = 0, bytes = 0;
-                o->io_stats(s->index->idx, &ios, &bytes);
+                o->io_stats(r->idx, &ios, &bytes);
                 out->read_ios += ios;
                 out->read_bytes += bytes;
             }
@@ -707,24 +834,41 @@ sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
     }
     out->pending_rows = out->total_rows - out->indexed_rows;
     sx__mutex_lock(&c->db->mu);
-    if (c->db->building == c)
+    /* the running job's progress counts for the field it builds only */
+    if (c->db->building == c && c->db->building_v == v)
         out->building_rows = atomic_load_explicit(&c->db->build_progress, memory_order_relaxed);
     sx__mutex_unlock(&c->db->mu);
-    if (!c->iops)
+    if (!vf->iops)
         out->state = SX_INDEX_NONE;
-    else if (c->fail_reason[0])
+    else if (vf->fail_reason[0])
         out->state = SX_INDEX_FAILED;
     else
         out->state = all ? SX_INDEX_FINISHED : SX_INDEX_IN_PROGRESS;
-    if (c->iops)
-        (void)snprintf(out->type, sizeof out->type, "%s", c->iops->name);
-    (void)snprintf(out->params, sizeof out->params, "%s", c->index_params_str);
-    (void)snprintf(out->fail_reason, sizeof out->fail_reason, "%s", c->fail_reason);
+    if (vf->iops)
+        (void)snprintf(out->type, sizeof out->type, "%s", vf->iops->name);
+    (void)snprintf(out->params, sizeof out->params, "%s", vf->index_params_str);
+    (void)snprintf(out->fail_reason, sizeof out->fail_reason, "%s", vf->fail_reason);
     sx__rwlock_unlock(&c->seg_lock);
+}
+
+sx_status sx_index_describe_on(sx_collection *c, const char *field, sx_index_info *out)
+{
+    size_t v = 0;
+    sx_status st = sx__vfield_find(c, field, &v);
+    if (st == SX_OK)
+        describe_one(c, v, out);
+    return st;
+}
+
+sx_status sx_index_describe(sx_collection *c, sx_index_info *out)
+{
+    describe_one(c, 0, out);
     return SX_OK;
 }
 
-sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms)
+/* Waits for the fields of mask (bit v: c->vfs[v]); any_none: SX_ENOTFOUND only when none of them
+ * has an index (else when one lacks it). */
+static sx_status wait_fields(sx_collection *c, unsigned mask, bool any_none, uint64_t timeout_ms)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -736,20 +880,30 @@ sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms)
     }
     sx__mutex_lock(&c->idx_wait_mu);
     for (;;) {
-        sx_index_info info;
-        sx__ignore(sx_index_describe(c, &info));
-        if (info.state == SX_INDEX_NONE) {
+        size_t indexed = 0, finished = 0;
+        for (size_t v = 0; v < c->n_vf; v++) {
+            if (!(mask >> v & 1))
+                continue;
+            sx_index_info info;
+            describe_one(c, v, &info);
+            if (info.state == SX_INDEX_NONE)
+                continue;
+            indexed++;
+            if (info.state == SX_INDEX_FAILED) {
+                sx__rwlock_rdlock(&c->seg_lock);
+                sx_status fst = c->vfs[v].fail_status != SX_OK ? c->vfs[v].fail_status : SX_EIO;
+                sx__rwlock_unlock(&c->seg_lock);
+                sx__mutex_unlock(&c->idx_wait_mu);
+                return sx__err(fst, "index build failed: %s", info.fail_reason);
+            }
+            if (info.state == SX_INDEX_FINISHED)
+                finished++;
+        }
+        if (indexed == 0 || (!any_none && indexed < (size_t)__builtin_popcount(mask))) {
             sx__mutex_unlock(&c->idx_wait_mu);
             return sx__err(SX_ENOTFOUND, "collection %s has no index", c->name);
         }
-        if (info.state == SX_INDEX_FAILED) {
-            sx__rwlock_rdlock(&c->seg_lock);
-            sx_status fst = c->fail_status != SX_OK ? c->fail_status : SX_EIO;
-            sx__rwlock_unlock(&c->seg_lock);
-            sx__mutex_unlock(&c->idx_wait_mu);
-            return sx__err(fst, "index build failed: %s", info.fail_reason);
-        }
-        if (info.state == SX_INDEX_FINISHED) {
+        if (finished == indexed) {
             sx__mutex_unlock(&c->idx_wait_mu);
             return SX_OK;
         }
@@ -773,4 +927,18 @@ sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms)
         }
         (void)sx__cond_timedwait(&c->index_cv, &c->idx_wait_mu, &t);
     }
+}
+
+sx_status sx_index_wait(sx_collection *c, uint64_t timeout_ms)
+{
+    return wait_fields(c, (1u << c->n_vf) - 1, true, timeout_ms);
+}
+
+sx_status sx_index_wait_on(sx_collection *c, const char *field, uint64_t timeout_ms)
+{
+    size_t v = 0;
+    sx_status st = sx__vfield_find(c, field, &v);
+    if (st != SX_OK)
+        return st;
+    return wait_fields(c, 1u << v, false, timeout_ms);
 }

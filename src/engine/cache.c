@@ -99,10 +99,10 @@ sx__stub_read(const char *file_path, char *key, size_t keycap, uint64_t *size, u
     return st;
 }
 
-void sx__store_forget_local(const sx_collection *c, uint64_t seg_id)
+void sx__store_forget_local(const sx_collection *c, uint64_t seg_id, size_t v)
 {
     char path[4096];
-    sx__coll_path(c, path, sizeof path, "idx.remote", seg_id);
+    sx__coll_path(c, path, sizeof path, sx__idx_ext(v, true), seg_id);
     sx__ignore(sx__fs_unlink(path));
 }
 
@@ -203,6 +203,7 @@ static void rd_close(void *ctx)
 }
 
 sx_status sx__store_load_files(sx_collection *c,
+                               size_t v,
                                const sx__index_ops *ops,
                                void *payload,
                                size_t len,
@@ -211,8 +212,12 @@ sx_status sx__store_load_files(sx_collection *c,
                                size_t n,
                                sx__index **out)
 {
+    sx__rwlock_rdlock(&c->seg_lock);
+    const uint32_t dim = c->vfs[v].dim;
+    const sx_metric metric = c->vfs[v].metric;
+    sx__rwlock_unlock(&c->seg_lock);
     if (ops != &sx__diskann_index_ops) {
-        sx_status st = ops->load_files(payload, len, prefix, vecs, n, c->dim, c->metric, out);
+        sx_status st = ops->load_files(payload, len, prefix, vecs, n, dim, metric, out);
         sx__free(payload);
         return st;
     }
@@ -225,7 +230,7 @@ sx_status sx__store_load_files(sx_collection *c,
     if (!sx__fs_exists(file))
         st = sx__stub_read(file, rel, sizeof rel, &size, &crc);
     if (st == SX_ENOTFOUND) /* a local file (or neither: load_files reports it) */
-        return sx__diskann_load_files_owned(payload, len, prefix, n, c->dim, c->metric, out);
+        return sx__diskann_load_files_owned(payload, len, prefix, n, dim, metric, out);
     if (st != SX_OK) {
         sx__free(payload);
         return st;
@@ -239,7 +244,7 @@ sx_status sx__store_load_files(sx_collection *c,
             sx__free(payload);
             return st;
         }
-        return sx__diskann_load_files_owned(payload, len, prefix, n, c->dim, c->metric, out);
+        return sx__diskann_load_files_owned(payload, len, prefix, n, dim, metric, out);
     }
     (void)snprintf(key, sizeof key, "%s/%s", c->name, rel);
     sx__bc_object *ob = NULL;
@@ -255,7 +260,7 @@ sx_status sx__store_load_files(sx_collection *c,
                               .close = rd_close,
                               .size = size,
                               .name = name };
-    st = sx__diskann_load_reader_owned(payload, len, &rd, n, c->dim, c->metric, out);
+    st = sx__diskann_load_reader_owned(payload, len, &rd, n, dim, metric, out);
     if (st != SX_OK)
         sx__blockcache_close(ob);
     return st;

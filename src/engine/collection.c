@@ -75,13 +75,16 @@ sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_gens)
     memset(&m, 0, sizeof m);
     m.generation = c->manifest_gen + 1;
     m.name = c->name;
-    m.metric = c->metric;
     m.n_fields = c->n_fields;
     m.fields = c->fields;
     sx__rwlock_rdlock(&c->seg_lock);
-    m.index_type = c->index_type;
-    m.n_index_params = c->n_index_params;
-    m.index_params = c->index_params;
+    m.n_vec = c->n_vf;
+    for (size_t v = 0; v < c->n_vf; v++) {
+        m.vec[v].metric = c->vfs[v].metric;
+        m.vec[v].index_type = c->vfs[v].index_type;
+        m.vec[v].n_index_params = c->vfs[v].n_index_params;
+        m.vec[v].index_params = c->vfs[v].index_params;
+    }
     m.checkpoint_lsn = c->checkpoint_lsn;
     m.next_auto_id = c->next_auto_id;
     m.next_seg_id = c->next_seg_id;
@@ -118,12 +121,12 @@ static sx_status load_schema(sx_collection *c, sx__manifest *m)
     c->fields = m->fields;
     m->fields = NULL;
     m->n_fields = 0;
-    c->metric = m->metric;
     c->types = sx__calloc(c->n_fields, sizeof(sx_field_type));
     c->names = sx__calloc(c->n_fields, sizeof(char *));
     if (!c->types || !c->names)
         return sx__err(SX_ENOMEM, "schema");
-    bool has_pk = false, has_vec = false;
+    bool has_pk = false;
+    c->n_vf = 0;
     for (size_t f = 0; f < c->n_fields; f++) {
         c->types[f] = c->fields[f].type;
         c->names[f] = c->fields[f].name;
@@ -132,14 +135,20 @@ static sx_status load_schema(sx_collection *c, sx__manifest *m)
             has_pk = true;
         }
         if (c->fields[f].type == SX_FIELD_FLOAT_VECTOR) {
-            c->vf = f;
-            c->dim = c->fields[f].dim;
-            has_vec = true;
+            uint32_t dim = c->fields[f].dim;
+            if (c->n_vf == SX_MAX_VECTOR_FIELDS || c->n_vf == m->n_vec || dim == 0 ||
+                dim > SX_MAX_DIM)
+                return sx__err(SX_ECORRUPT, "%s: manifest schema is invalid", c->dir);
+            sx__vfield *vf = &c->vfs[c->n_vf];
+            vf->field = f;
+            vf->dim = dim;
+            vf->metric = m->vec[c->n_vf].metric;
+            c->n_vf++;
         }
         if (c->types[f] < SX_FIELD_INT64 || c->types[f] > SX_FIELD_FLOAT_VECTOR)
             return sx__err(SX_ECORRUPT, "%s: manifest has a bad field type", c->dir);
     }
-    if (!has_pk || !has_vec || c->dim == 0 || c->dim > SX_MAX_DIM)
+    if (!has_pk || c->n_vf == 0 || c->n_vf != m->n_vec)
         return sx__err(SX_ECORRUPT, "%s: manifest schema is invalid", c->dir);
     c->nullable = sx__calloc(c->n_fields, sizeof(bool));
     if (!c->nullable)
@@ -156,18 +165,27 @@ static sx_status load_schema(sx_collection *c, sx__manifest *m)
     return SX_OK;
 }
 
-static sx_status index_params_str(sx_collection *c)
+static sx_status index_params_str(sx__vfield *vf)
 {
     size_t off = 0;
-    c->index_params_str[0] = '\0';
-    for (size_t i = 0; i < c->n_index_params; i++) {
-        int w = snprintf(c->index_params_str + off, sizeof c->index_params_str - off, "%s%s=%s",
-                         i ? "," : "", c->index_params[i].key, c->index_params[i].value);
-        if (w < 0 || (size_t)w >= sizeof c->index_params_str - off)
+    vf->index_params_str[0] = '\0';
+    for (size_t i = 0; i < vf->n_index_params; i++) {
+        int w = snprintf(vf->index_params_str + off, sizeof vf->index_params_str - off, "%s%s=%s",
+                         i ? "," : "", vf->index_params[i].key, vf->index_params[i].value);
+        if (w < 0 || (size_t)w >= sizeof vf->index_params_str - off)
             return sx__err(SX_EINVAL, "index parameters too long");
         off += (size_t)w;
     }
     return SX_OK;
+}
+
+/* Bytes of one row's vectors (every vector field). */
+static uint64_t vec_row_bytes(const sx_collection *c)
+{
+    uint64_t b = 0;
+    for (size_t v = 0; v < c->n_vf; v++)
+        b += (uint64_t)c->vfs[v].dim * sizeof(float);
+    return b;
 }
 
 static sx_status load_segments(sx_collection *c, const sx__manifest *m)
@@ -274,12 +292,15 @@ static void coll_free(sx_collection *c)
     sx__free(c->types);
     sx__free(c->nullable);
     sx__free(c->names);
-    sx__free(c->index_type);
-    for (size_t i = 0; i < c->n_index_params; i++) {
-        sx__free((char *)c->index_params[i].key);
-        sx__free((char *)c->index_params[i].value);
+    for (size_t v = 0; v < c->n_vf; v++) {
+        sx__vfield *vf = &c->vfs[v];
+        sx__free(vf->index_type);
+        for (size_t i = 0; i < vf->n_index_params; i++) {
+            sx__free((char *)vf->index_params[i].key);
+            sx__free((char *)vf->index_params[i].value);
+        }
+        sx__free(vf->index_params);
     }
-    sx__free(c->index_params);
     sx__free(c->name);
     sx__free(c->dir);
     sx__mutex_destroy(&c->write_mu);
@@ -337,19 +358,23 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
     c->next_auto_id = m.next_auto_id;
     c->next_seg_id = m.next_seg_id;
     c->manifest_gen = m.generation;
-    if (m.index_type) {
-        c->index_type = m.index_type;
-        m.index_type = NULL;
-        c->index_params = m.index_params;
-        c->n_index_params = m.n_index_params;
-        m.index_params = NULL;
-        m.n_index_params = 0;
-        c->iops = sx__index_lookup(c->index_type);
-        if (!c->iops) {
-            st = sx__err(SX_ECORRUPT, "%s: unknown index type %s", c->dir, c->index_type);
+    for (size_t v = 0; v < c->n_vf; v++) {
+        sx__vfield *vf = &c->vfs[v];
+        sx__mvec *mv = &m.vec[v];
+        if (!mv->index_type)
+            continue;
+        vf->index_type = mv->index_type;
+        mv->index_type = NULL;
+        vf->index_params = mv->index_params;
+        vf->n_index_params = mv->n_index_params;
+        mv->index_params = NULL;
+        mv->n_index_params = 0;
+        vf->iops = sx__index_lookup(vf->index_type);
+        if (!vf->iops) {
+            st = sx__err(SX_ECORRUPT, "%s: unknown index type %s", c->dir, vf->index_type);
             goto fail;
         }
-        st = index_params_str(c);
+        st = index_params_str(vf);
         if (st != SX_OK)
             goto fail;
     }
@@ -361,7 +386,7 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
     if (st != SX_OK)
         goto fail;
     uint64_t max_bytes = db->opts.segment_max_bytes ? db->opts.segment_max_bytes : 256u << 20;
-    uint64_t rows = max_bytes / ((uint64_t)c->dim * 4);
+    uint64_t rows = max_bytes / vec_row_bytes(c);
     if (rows < 64)
         rows = 64;
     if (rows > (1u << 30))
@@ -419,7 +444,7 @@ static sx_status write_flush_files(sx_collection *c,
         for (size_t f = 0; f < c->n_fields; f++) {
             cols[f].name = (char *)c->names[f];
             cols[f].type = c->types[f];
-            cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+            cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
             cols[f].data = chunked ? (void *)ws->chunks[f] : ws->chunks[f][0];
             cols[f].chunk_rows = chunked ? ws->chunk_rows : 0;
             cols[f].is_primary = f == c->pk;
@@ -491,7 +516,9 @@ static sx__segment *prepare_mapped(sx_collection *c, sx__segment *s, sx_status *
     *st = SX_OK;
     bool chunked = s->chunk_rows < atomic_load(&s->n_rows);
     sx__mutex_lock(&s->idx_mu);
-    bool busy = s->index != NULL || s->build_pending;
+    bool busy = false;
+    for (size_t v = 0; v < c->n_vf; v++)
+        busy = busy || s->index[v] != NULL || s->build_pending[v];
     sx__mutex_unlock(&s->idx_mu);
     if (busy && !chunked)
         return NULL;
@@ -771,7 +798,7 @@ sx_status sx__coll_check(sx_collection *c)
     for (size_t f = 0; st == SX_OK && f < c->n_fields; f++) {
         expect[f].name = (char *)c->names[f];
         expect[f].type = c->types[f];
-        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
         expect[f].is_primary = f == c->pk;
         expect[f].nullable = c->fields[f].nullable;
     }
@@ -791,18 +818,25 @@ sx_status sx__coll_check(sx_collection *c)
             if (st != SX_OK)
                 break;
         }
-        sx__coll_path(c, path, sizeof path, "idx", m.segs[i].id);
-        if (m.index_type && sx__fs_exists(path)) {
+        for (size_t v = 0; st == SX_OK && v < c->n_vf && v < m.n_vec; v++) {
+            sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), m.segs[i].id);
+            if (!m.vec[v].index_type || !sx__fs_exists(path))
+                continue;
             void *payload = NULL;
             size_t len = 0;
-            sx_status ist = sx__idxfile_read(path, c->iops ? c->iops->name : "",
-                                             c->index_params_str, n, c->dim, &payload, &len);
+            sx__rwlock_rdlock(&c->seg_lock);
+            const sx__vfield *vf = &c->vfs[v];
+            char iname[64], pstr[256];
+            (void)snprintf(iname, sizeof iname, "%s", vf->iops ? vf->iops->name : "");
+            (void)snprintf(pstr, sizeof pstr, "%s", vf->index_params_str);
+            sx__rwlock_unlock(&c->seg_lock);
+            sx_status ist = sx__idxfile_read(path, iname, pstr, n, vf->dim, &payload, &len);
             sx__free(payload);
-            if (ist == SX_ECORRUPT || ist == SX_EIO) {
+            if (ist == SX_ECORRUPT || ist == SX_EIO)
                 st = ist;
-                break;
-            }
         }
+        if (st != SX_OK)
+            break;
     }
     if (st == SX_OK) {
         uint64_t records = 0;
@@ -819,14 +853,15 @@ sx_status sx__coll_check(sx_collection *c)
 
 /* Rewrites sealed segment s without the rows set in `gone` (a delete bitmap: the segment's own,
  * or a snapshot of it), as a new segment `id`, and writes its file (durable, not yet named by the
- * manifest). `normalise`: scale every vector to unit length (a change of metric to COSINE).
+ * manifest). `norm_field` (SIZE_MAX: none): scale that vector field's vectors to unit length (a
+ * change of its metric to COSINE).
  * Reads only s's rows, which never change once sealed, so it needs no lock of its own; the
  * caller holds flush_mu (nothing else replaces s meanwhile). */
 static sx_status compact_copy(sx_collection *c,
                               const sx__segment *s,
                               const uint64_t *gone,
                               uint64_t id,
-                              bool normalise,
+                              size_t norm_field,
                               sx__segment **out_new)
 {
     size_t n = atomic_load(&s->n_rows);
@@ -871,9 +906,9 @@ static sx_status compact_copy(sx_collection *c,
             }
             k++;
         }
-        if (normalise && f == c->vf)
+        if (f == norm_field)
             for (size_t r = 0; r < live; r++)
-                sx__normalize((float *)cols[f] + r * c->dim, c->dim);
+                sx__normalize((float *)cols[f] + r * c->fields[f].dim, c->fields[f].dim);
     }
     sx__segment *ns = NULL;
     if (st == SX_OK)
@@ -900,7 +935,7 @@ static sx_status compact_copy(sx_collection *c,
     for (size_t f = 0; f < c->n_fields; f++) {
         sc[f].name = (char *)c->names[f];
         sc[f].type = c->types[f];
-        sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
         sc[f].data = ns->chunks[f][0];
         sc[f].is_primary = f == c->pk;
         sc[f].nullable = c->fields[f].nullable;
@@ -935,13 +970,7 @@ static void remove_seg_files(sx_collection *c, const sx__segment *old)
     char path[4096];
     sx__coll_path(c, path, sizeof path, "sxs", old->id);
     sx__ignore(sx__fs_unlink(path));
-    sx__coll_path(c, path, sizeof path, "idx", old->id);
-    sx__ignore(sx__fs_unlink(path));
-    sx__store_forget_local(c, old->id);
-    if (c->iops && c->iops->remove_files) {
-        sx__idx_prefix(c, path, sizeof path, old->id);
-        c->iops->remove_files(path);
-    }
+    sx__seg_remove_index_files(c, old->id);
     if (old->del_gen) {
         del_path(c, path, sizeof path, old->id, old->del_gen);
         sx__ignore(sx__fs_unlink(path));
@@ -994,7 +1023,7 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
     if (sx__compact_hook)
         sx__compact_hook(c, seg_id); /* tests: writes that race with the copy */
     sx__segment *ns = NULL;
-    sx_status st = compact_copy(c, old, snap, new_id, false, &ns);
+    sx_status st = compact_copy(c, old, snap, new_id, SIZE_MAX, &ns);
     if (st != SX_OK) {
         sx__free(snap);
         sx__seg_unref(old);
@@ -1051,8 +1080,7 @@ static sx_status compact_seg(sx_collection *c, uint64_t seg_id, bool *done)
         remove_seg_files(c, old);
     sx__seg_unref(old); /* the list's reference; views may still hold theirs */
     sx__seg_unref(old); /* ours */
-    if (c->iops)
-        sx__seg_attach_index(c, ns);
+    sx__seg_attach_index(c, ns);
     *done = true;
     return st;
 }
@@ -1109,7 +1137,7 @@ static sx_status merge_run(sx_collection *c, size_t at, size_t n, bool *done)
         }
         sc[f].name = (char *)c->names[f];
         sc[f].type = c->types[f];
-        sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
         sc[f].data = &ptrs[f * n];
         sc[f].chunk_ends = ends;
         sc[f].is_primary = f == c->pk;
@@ -1169,8 +1197,7 @@ static sx_status merge_run(sx_collection *c, size_t at, size_t n, bool *done)
             remove_seg_files(c, old[i]);
         sx__seg_unref(old[i]); /* the list's reference; views may still hold theirs */
     }
-    if (c->iops)
-        sx__seg_attach_index(c, ns);
+    sx__seg_attach_index(c, ns);
     *done = true;
 out:
     for (size_t i = 0; old && i < n; i++)
@@ -1191,7 +1218,9 @@ static uint64_t merge_target(sx_collection *c)
         return o->merge_max_bytes;
     uint64_t seg = o->segment_max_bytes ? o->segment_max_bytes : 256u << 20;
     sx__rwlock_rdlock(&c->seg_lock);
-    bool disk = c->iops && c->iops->reads_own_vectors;
+    bool disk = false;
+    for (size_t v = 0; v < c->n_vf; v++)
+        disk = disk || (c->vfs[v].iops && c->vfs[v].iops->reads_own_vectors);
     sx__rwlock_unlock(&c->seg_lock);
     return disk && seg < (2ull << 30) ? 2ull << 30 : seg;
 }
@@ -1199,7 +1228,7 @@ static uint64_t merge_target(sx_collection *c)
 /* Small mergeable sealed segments of c now (as merge_small picks them). */
 static size_t count_small(sx_collection *c, uint64_t target)
 {
-    uint64_t row_bytes = (uint64_t)c->dim * sizeof(float);
+    uint64_t row_bytes = vec_row_bytes(c);
     size_t small = 0;
     sx__rwlock_rdlock(&c->seg_lock);
     for (size_t i = 0; i < c->n_segs; i++) {
@@ -1222,7 +1251,7 @@ static size_t count_small(sx_collection *c, uint64_t target)
 static sx_status merge_small_ex(sx_collection *c, bool *any, bool background)
 {
     uint64_t max_bytes = merge_target(c);
-    uint64_t row_bytes = (uint64_t)c->dim * sizeof(float);
+    uint64_t row_bytes = vec_row_bytes(c);
     sx_status st = SX_OK;
     for (size_t at = 0; st == SX_OK;) {
         sx__mutex_lock(&c->write_mu);
@@ -1398,16 +1427,16 @@ static sx_status repoint_keys(sx_collection *c, const sx__segment *old, const sx
 }
 
 /* Changes the metric with no stored vector to convert. Caller holds flush_mu and write_mu. */
-static sx_status set_metric_only(sx_collection *c, sx_metric m)
+static sx_status set_metric_only(sx_collection *c, size_t v, sx_metric m)
 {
-    sx_metric old = c->metric;
+    sx_metric old = c->vfs[v].metric;
     sx__rwlock_wrlock(&c->seg_lock);
-    c->metric = m;
+    c->vfs[v].metric = m;
     sx__rwlock_unlock(&c->seg_lock);
     sx_status st = sx__write_manifest(c, NULL);
     if (st != SX_OK) {
         sx__rwlock_wrlock(&c->seg_lock);
-        c->metric = old;
+        c->vfs[v].metric = old;
         sx__rwlock_unlock(&c->seg_lock);
     }
     return st;
@@ -1417,8 +1446,9 @@ static sx_status set_metric_only(sx_collection *c, sx_metric m)
  * empty): every sealed segment is rewritten, normalised and without its deleted rows, under a new
  * id; one manifest write commits the new segments and the metric together. Before it, the new
  * files are unnamed (removed at the next open) and the old state stands; after it, the old files
- * are unnamed. Caller holds flush_mu and write_mu. */
-static sx_status normalise_all(sx_collection *c, sx_metric m)
+ * are unnamed. The other vector fields' indexes are built again for the new segments (the
+ * segment ids change). Caller holds flush_mu and write_mu. */
+static sx_status normalise_all(sx_collection *c, size_t v, sx_metric m)
 {
     size_t n = c->n_segs;
     sx__segment **olds = sx__calloc(n + 1, sizeof *olds);
@@ -1427,21 +1457,22 @@ static sx_status normalise_all(sx_collection *c, sx_metric m)
     char path[4096];
     for (size_t i = 0; st == SX_OK && i < n; i++) {
         olds[i] = c->segs[i];
-        st = compact_copy(c, olds[i], olds[i]->deleted, c->next_seg_id++, true, &news[i]);
+        st =
+            compact_copy(c, olds[i], olds[i]->deleted, c->next_seg_id++, c->vfs[v].field, &news[i]);
     }
-    sx_metric old_metric = c->metric;
+    sx_metric old_metric = c->vfs[v].metric;
     if (st == SX_OK) {
         sx__rwlock_wrlock(&c->seg_lock);
         for (size_t i = 0; i < n; i++)
             c->segs[i] = news[i];
-        c->metric = m;
+        c->vfs[v].metric = m;
         sx__rwlock_unlock(&c->seg_lock);
         st = sx__write_manifest(c, NULL);
         if (st != SX_OK) {
             sx__rwlock_wrlock(&c->seg_lock);
             for (size_t i = 0; i < n; i++)
                 c->segs[i] = olds[i];
-            c->metric = old_metric;
+            c->vfs[v].metric = old_metric;
             sx__rwlock_unlock(&c->seg_lock);
         }
     }
@@ -1463,13 +1494,9 @@ static sx_status normalise_all(sx_collection *c, sx_metric m)
         sx_status rst = repoint_keys(c, olds[i], news[i]);
         if (rst != SX_OK && kst == SX_OK)
             kst = rst;
-        sx__coll_path(c, path, sizeof path, "sxs", olds[i]->id);
-        sx__ignore(sx__fs_unlink(path));
-        if (olds[i]->del_gen) {
-            del_path(c, path, sizeof path, olds[i]->id, olds[i]->del_gen);
-            sx__ignore(sx__fs_unlink(path));
-        }
+        remove_seg_files(c, olds[i]);
         sx__seg_unref(olds[i]);
+        sx__seg_attach_index(c, news[i]); /* the other vector fields' indexes */
     }
     sx__free(olds);
     sx__free(news);
@@ -1478,11 +1505,25 @@ static sx_status normalise_all(sx_collection *c, sx_metric m)
 
 sx_status sx_collection_set_metric(sx_collection *c, sx_metric m)
 {
+    return sx_collection_set_metric_on(c, NULL, m);
+}
+
+sx_status sx_collection_set_metric_on(sx_collection *c, const char *field, sx_metric m)
+{
     sx__err_clear();
     if (!c || (unsigned)m > SX_METRIC_COSINE)
         return sx__err(SX_EINVAL, "metric must be L2, IP or COSINE");
     static const char *const names[] = { "L2", "IP", "COSINE" };
-    sx_status st = SX_OK;
+    size_t v = 0;
+    sx_status st = sx__vfield_find(c, field, &v);
+    if (st != SX_OK)
+        return st;
+    sx__vfield *vf = &c->vfs[v];
+    char who[600];
+    if (c->n_vf > 1)
+        (void)snprintf(who, sizeof who, "%s (field %s)", c->name, c->names[vf->field]);
+    else
+        (void)snprintf(who, sizeof who, "%s", c->name);
     for (int attempt = 0;; attempt++) {
         sx__mutex_lock(&c->flush_mu);
         sx__mutex_lock(&c->write_mu);
@@ -1493,24 +1534,24 @@ sx_status sx_collection_set_metric(sx_collection *c, sx_metric m)
             st = sx__err(SX_EINVAL, "database is open read-only");
         else if (sx__wal_is_fatal(c->wal))
             st = sx__err(SX_EFATAL, "database is in the error state after a failed write; reopen");
-        else if (c->metric == m)
+        else if (vf->metric == m)
             st = SX_OK;
-        else if (c->iops)
+        else if (vf->iops)
             st = sx__err(SX_EBUSY,
                          "collection %s has a %s index built for %s: the metric belongs to the "
                          "index, drop it before changing the metric",
-                         c->name, c->iops->name, names[c->metric]);
+                         who, vf->iops->name, names[vf->metric]);
         else {
             bool stored = c->n_segs > 0 || atomic_load(&c->growing->n_rows) > 0;
-            if (!stored || (m != SX_METRIC_COSINE && c->metric != SX_METRIC_COSINE))
-                st = set_metric_only(c, m); /* raw vectors serve L2 and IP alike */
-            else if (c->metric == SX_METRIC_COSINE)
+            if (!stored || (m != SX_METRIC_COSINE && vf->metric != SX_METRIC_COSINE))
+                st = set_metric_only(c, v, m); /* raw vectors serve L2 and IP alike */
+            else if (vf->metric == SX_METRIC_COSINE)
                 st = sx__err(SX_EINVAL,
                              "collection %s has rows stored normalised for COSINE: their original "
                              "vectors are gone, so the metric cannot become %s",
-                             c->name, names[m]);
+                             who, names[m]);
             else if (atomic_load(&c->growing->n_rows) == 0)
-                st = normalise_all(c, m);
+                st = normalise_all(c, v, m);
             else if (attempt < 8)
                 flush_first = true;
             else

@@ -287,8 +287,9 @@ static sx_status validate_def(const sx_collection_def *def)
     }
     if (n_pk != 1)
         return sx__err(SX_EINVAL, "exactly one primary key field is required (got %zu)", n_pk);
-    if (n_vec != 1)
-        return sx__err(SX_EINVAL, "exactly one FLOAT_VECTOR field is required (got %zu)", n_vec);
+    if (n_vec < 1 || n_vec > SX_MAX_VECTOR_FIELDS)
+        return sx__err(SX_EINVAL, "a collection needs 1 to %u FLOAT_VECTOR fields (got %zu)",
+                       SX_MAX_VECTOR_FIELDS, n_vec);
     return SX_OK;
 }
 
@@ -377,8 +378,10 @@ static sx_status create_on_disk(sx_db *db, const sx_collection_def *def)
         memset(&m, 0, sizeof m);
         m.generation = 1;
         m.name = (char *)def->name;
-        m.metric = def->metric;
         m.n_fields = def->n_fields;
+        for (size_t i = 0; i < def->n_fields; i++)
+            if (def->fields[i].type == SX_FIELD_FLOAT_VECTOR)
+                m.vec[m.n_vec++].metric = def->metric;
         m.fields = sx__calloc(def->n_fields, sizeof(sx_field_def));
         if (!m.fields) {
             st = sx__err(SX_ENOMEM, "create");
@@ -572,7 +575,9 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
 {
     memset(out, 0, sizeof *out);
     (void)snprintf(out->name, sizeof out->name, "%s", c->name);
-    out->metric = c->metric;
+    sx__rwlock_rdlock(&c->seg_lock);
+    out->metric = c->vfs[0].metric;
+    sx__rwlock_unlock(&c->seg_lock);
     out->n_fields = c->n_fields;
     memcpy(out->fields, c->fields, c->n_fields * sizeof(sx_field_def));
     sx__view v;
@@ -582,8 +587,9 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
     for (size_t i = 0; i < v.n; i++) {
         out->n_rows += v.rows[i] - sx__bits_count(v.segs[i]->deleted, v.rows[i]);
         out->memory_bytes += sx__seg_memory(c, v.segs[i]);
-        if (v.idx[i])
-            out->memory_bytes += v.idx[i]->ops->memory_bytes(v.idx[i]->idx);
+        for (size_t f = 0; f < c->n_vf; f++)
+            if (v.idx[i][f])
+                out->memory_bytes += v.idx[i][f]->ops->memory_bytes(v.idx[i][f]->idx);
     }
     out->n_segments = (uint32_t)(v.n - 1);
     out->growing_rows = v.rows[v.n - 1];

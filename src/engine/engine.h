@@ -64,7 +64,6 @@ typedef struct sx__segment {
     bool *types_is_str; /* per field: VARCHAR (strings owned by the segment) */
     void *map;          /* sealed from a file: read-only mapping of the segment file */
     size_t map_len;
-    size_t mapped_field;  /* the vector field when its chunk points into `map`, else SIZE_MAX */
     uint64_t mapped_mask; /* bit f: field f's chunk points into `map` (not freed with s) */
     /* Key index of a sealed segment opened from its file (the file's key block, mapped, or
      * built in the heap for a version 1 file: pk.owned, charged as SX__MEM_PKMAP). pk.col ==
@@ -78,10 +77,10 @@ typedef struct sx__segment {
     uint64_t del_gen;         /* generation of the persisted delete file (0 none) */
     size_t persisted_deleted; /* n_deleted when del_gen was written */
     bool persisted;           /* segment file is durable and in the manifest */
-    /* guarded by idx_mu */
+    /* guarded by idx_mu; [v]: the collection's v-th vector field (sx__vfield) */
     sx__mutex idx_mu;
-    sx__idxref *index;
-    bool build_pending;
+    sx__idxref *index[SX_MAX_VECTOR_FIELDS];
+    bool build_pending[SX_MAX_VECTOR_FIELDS];
     /* Memory charged to the database's budget for this segment's heap (a growing segment: its
      * chunks and strings, kind SX__MEM_GROWING), given back when the segment is freed (the last
      * reference). Guarded by the collection's write_mu while growing; immutable once sealed. */
@@ -91,6 +90,23 @@ typedef struct sx__segment {
 } sx__segment;
 
 typedef struct sx__pkmap sx__pkmap;
+
+/* A vector field of a collection: its dimension, metric and index spec. field and dim are
+ * immutable; metric changes only under flush_mu + write_mu + seg_lock (write side) while the
+ * field has no index (sx_collection_set_metric_on); the spec and the failure are guarded by
+ * seg_lock (changed under its write side with flush_mu and write_mu held). */
+typedef struct sx__vfield {
+    size_t field; /* index in the collection's fields */
+    uint32_t dim;
+    sx_metric metric;
+    char *index_type;       /* NULL: no index */
+    sx_param *index_params; /* owned */
+    size_t n_index_params;
+    char index_params_str[256];
+    const sx__index_ops *iops;
+    char fail_reason[256];
+    sx_status fail_status; /* the failed build's status (with fail_reason) */
+} sx__vfield;
 
 struct sx_collection {
     sx_db *db;
@@ -106,9 +122,10 @@ struct sx_collection {
     bool *nullable; /* per field (the schema's nullable flags) */
     const char **names;
     size_t pk; /* index of the primary key field */
-    size_t vf; /* index of the vector field */
-    uint32_t dim;
-    sx_metric metric;
+    /* the vector fields in schema order (vfs[0]: the default of searches and index calls);
+     * field and dim immutable, the rest guarded as sx__vfield says */
+    size_t n_vf;
+    sx__vfield vfs[SX_MAX_VECTOR_FIELDS];
     sx__expr_schema xschema;
 
     sx__mutex write_mu;
@@ -120,14 +137,7 @@ struct sx_collection {
     /* guarded by seg_lock (write side also holds write_mu when changing it) */
     sx__segment **segs; /* sealed, in id order */
     size_t n_segs;
-    sx__segment *growing;   /* never NULL while open */
-    char *index_type;       /* NULL: no index */
-    sx_param *index_params; /* owned */
-    size_t n_index_params;
-    char index_params_str[256];
-    const sx__index_ops *iops;
-    char fail_reason[256]; /* guarded by seg_lock */
-    sx_status fail_status; /* guarded by seg_lock: the failed build's status (with fail_reason) */
+    sx__segment *growing; /* never NULL while open */
     /* guarded by write_mu */
     sx__pkmap *pkmap;
     uint64_t next_auto_id;
@@ -143,10 +153,20 @@ struct sx_collection {
     struct sx__cstore *cs;
 };
 
+/* The index in c->vfs of field f, or SIZE_MAX when f is not a vector field. */
+static inline size_t sx__vslot(const sx_collection *c, size_t f)
+{
+    for (size_t v = 0; v < c->n_vf; v++)
+        if (c->vfs[v].field == f)
+            return v;
+    return SIZE_MAX;
+}
+
 typedef struct sx__job {
     struct sx__job *next;
     sx_collection *c; /* ref held */
     sx__segment *s;   /* ref held; NULL: a background merge of c's small segments */
+    size_t v;         /* the vector field (c->vfs[v]) whose index is built */
 } sx__job;
 
 struct sx_db {
@@ -169,6 +189,7 @@ struct sx_db {
     pthread_t builder;
     atomic_bool cancel_build;     /* set by close and by an index drop of the running job's coll. */
     sx_collection *building;      /* guarded by mu: collection of the running job (or NULL) */
+    size_t building_v;            /* guarded by mu: its vector field */
     atomic_size_t build_progress; /* rows done by the running job (relaxed) */
     struct sx__objstore *store;   /* NULL: local only (store.c); immutable while open */
     /* cache.c: NULL without a store or without cache_limit_bytes; freed after the collections */
@@ -190,7 +211,8 @@ typedef struct sx__view {
     size_t n;
     sx__segment **segs; /* ref held */
     size_t *rows;       /* visible rows per segment at view time */
-    sx__idxref **idx;   /* ref held or NULL */
+    /* idx[i][v]: segment i's index of vector field v (ref held) or NULL */
+    sx__idxref *(*idx)[SX_MAX_VECTOR_FIELDS];
 } sx__view;
 
 /* segment.c */
@@ -346,16 +368,29 @@ SX_NODISCARD sx_status sx__write_manifest(sx_collection *c, const uint64_t *del_
 void sx__coll_path(const sx_collection *c, char *buf, size_t n, const char *ext, uint64_t id);
 
 /* build.c */
-void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s);
+/* Queues the build of vector field v's index on sealed segment s. */
+void sx__build_enqueue(sx_db *db, sx_collection *c, sx__segment *s, size_t v);
 SX_NODISCARD sx_status sx__builder_start(sx_db *db);
 void sx__builder_stop(sx_db *db);
-/* Loads the index file of a sealed segment if it matches the spec; else queues a build. */
+/* For every indexed vector field: loads the index file of a sealed segment if it matches the
+ * field's spec; else queues a build. sx__seg_attach_one: field v only. */
 void sx__seg_attach_index(sx_collection *c, sx__segment *s);
-void sx__coll_drop_indexes(sx_collection *c, const sx__index_ops *ops);
+void sx__seg_attach_one(sx_collection *c, sx__segment *s, size_t v);
+/* Detaches and deletes vector field v's index (files of type ops) from every sealed segment. */
+void sx__coll_drop_indexes(sx_collection *c, size_t v, const sx__index_ops *ops);
+/* Removes the index files of every vector field of sealed segment `id` (types: the specs). */
+void sx__seg_remove_index_files(sx_collection *c, uint64_t id);
 /* Cancels queued and running builds of c (index drop, collection drop). */
 void sx__build_cancel_coll(sx_db *db, sx_collection *c);
-/* <dir>/seg-<id> : prefix under which file-backed indexes keep their files */
-void sx__idx_prefix(const sx_collection *c, char *buf, size_t n, uint64_t id);
+/* <dir>/seg-<id> (vector field 0) or <dir>/seg-<id>.v<v>: prefix under which file-backed
+ * indexes keep their files */
+void sx__idx_prefix(const sx_collection *c, char *buf, size_t n, uint64_t id, size_t v);
+/* The index file's extension for vector field v: "idx" (v = 0, the name before several vector
+ * fields), "v<v>.idx" (so seg-<id>.v1.idx); remote: with ".remote" appended. */
+const char *sx__idx_ext(size_t v, bool remote);
+/* The vector field named `field` (NULL or "": the first): *v = its index in c->vfs. SX_EINVAL
+ * naming the field when it is not a vector field of c. */
+SX_NODISCARD sx_status sx__vfield_find(const sx_collection *c, const char *field, size_t *v);
 
 /* store.c: the collection files in an object store (sx_db_options.storage_url). Every function
  * is a no-op returning SX_OK when the database has no store. */
@@ -373,7 +408,7 @@ void sx__store_mark_dirty(sx_collection *c);
 bool sx__store_is_dirty(sx_collection *c);
 /* The builder brackets writing a segment's index file with these (store_mu held between). */
 void sx__store_index_begin(sx_collection *c);
-void sx__store_index_end(sx_collection *c, uint64_t seg_id);
+void sx__store_index_end(sx_collection *c, uint64_t seg_id, size_t v);
 /* The builder, after publishing an index: sync if flush_mu can be had soon, else leave dirty. */
 void sx__store_after_build(sx_collection *c, const atomic_bool *cancel);
 /* Drop: the store manifest goes first (SX_EREMOTE: not dropped), the other objects after. */
@@ -391,8 +426,8 @@ SX_NODISCARD sx_status sx__stub_write(const char *file_path,
 /* SX_ENOTFOUND (no stub, no message), SX_ECORRUPT, SX_EIO, SX_ENOMEM. */
 SX_NODISCARD sx_status
 sx__stub_read(const char *file_path, char *key, size_t keycap, uint64_t *size, uint32_t *crc);
-/* Removes seg-<id>.idx.remote (with seg-<id>.idx: index drop, compaction). */
-void sx__store_forget_local(const sx_collection *c, uint64_t seg_id);
+/* Removes vector field v's seg-<id>.idx.remote (with seg-<id>.idx: index drop, compaction). */
+void sx__store_forget_local(const sx_collection *c, uint64_t seg_id, size_t v);
 /* Makes <dir>/<name> local again from its stub (download, size and CRC check, stub removed).
  * SX_OK when already local; SX_ENOTFOUND when neither file nor stub exists. */
 SX_NODISCARD sx_status sx__store_fetch(sx_collection *c, const char *name);
@@ -400,6 +435,7 @@ SX_NODISCARD sx_status sx__store_fetch(sx_collection *c, const char *name);
  * cache (or downloaded first when there is no cache). Ownership: payload (sx__malloc'd) is
  * taken over on every path; DISKANN keeps its PQ codes in it instead of copying them. */
 SX_NODISCARD sx_status sx__store_load_files(sx_collection *c,
+                                            size_t v,
                                             const sx__index_ops *ops,
                                             void *payload,
                                             size_t len,

@@ -122,15 +122,16 @@ static sx_status check_values(const sx_collection *c, const sx__imp_batch *b, ui
             continue;
         if (c->types[f] == SX_FIELD_FLOAT_VECTOR) {
             const float *v = b->col[f];
-            size_t total = b->n * c->dim;
+            const size_t dim = c->fields[f].dim;
+            size_t total = b->n * dim;
             for (size_t i = 0; i < total; i++)
                 if (!isfinite(v[i]))
                     return sx__err(SX_EINVAL,
                                    "import: field \"%s\": row %llu has a NaN or infinite value",
-                                   c->names[f], (unsigned long long)(first_row + i / c->dim));
+                                   c->names[f], (unsigned long long)(first_row + i / dim));
             double n2 = 0;
-            size_t over = sx__first_over_sqnorm(v, b->n, c->dim, &n2);
-            if (over < b->n && c->metric != SX_METRIC_COSINE)
+            size_t over = sx__first_over_sqnorm(v, b->n, dim, &n2);
+            if (over < b->n && c->vfs[sx__vslot(c, f)].metric != SX_METRIC_COSINE)
                 return sx__err(SX_EINVAL,
                                "import: field \"%s\": row %llu has squared norm %.3g, above the "
                                "limit 2^125 (SX_MAX_SQNORM) of L2 and IP collections",
@@ -224,15 +225,16 @@ static sx_status write_batch(sx_collection *c, sx__imp_batch *b, uint64_t first_
     if (auto_id)
         for (size_t i = 0; i < b->n; i++)
             ((int64_t *)b->col[c->pk])[i] = (int64_t)(base + i);
-    if (c->metric == SX_METRIC_COSINE)
-        for (size_t i = 0; i < b->n; i++)
-            sx__normalize((float *)b->col[c->vf] + i * c->dim, c->dim);
+    for (size_t v = 0; v < c->n_vf; v++)
+        if (c->vfs[v].metric == SX_METRIC_COSINE)
+            for (size_t i = 0; i < b->n; i++)
+                sx__normalize((float *)b->col[c->vfs[v].field] + i * c->vfs[v].dim, c->vfs[v].dim);
     sx__segcol cols[SX_MAX_FIELDS];
     memset(cols, 0, sizeof cols);
     for (size_t f = 0; f < c->n_fields; f++) {
         cols[f].name = (char *)c->names[f];
         cols[f].type = c->types[f];
-        cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
         cols[f].data = b->col[f];
         cols[f].is_primary = f == c->pk; /* the key block (segment format 2) */
         cols[f].nullable = c->fields[f].nullable;
@@ -493,7 +495,7 @@ sx_status sx_import_run(sx_collection *c,
         uint64_t gr = sx__imp_group_rows(gs[g]);
         if (gr == 0 && sx__imp_group_bytes(gs[g]) > 0) {
             json = true;
-            gr = sx__imp_group_bytes(gs[g]) / (2 * (uint64_t)c->dim) + 1;
+            gr = sx__imp_group_bytes(gs[g]) / (2 * (uint64_t)c->vfs[0].dim) + 1;
         }
         bound += gr;
     }

@@ -598,14 +598,13 @@ static sx_status json_row(
             ok = json_is_array(v);
             if (!ok)
                 break;
-            if (json_array_size(v) != c->dim)
-                return sx__err(
-                    SX_EINVAL,
-                    "import: %s: row %llu: field \"%s\" has %zu values, the collection's "
-                    "dim is %u",
-                    fn, rn, name, json_array_size(v), c->dim);
-            float *dst = (float *)b->col[f] + at * c->dim;
-            for (size_t j = 0; j < c->dim; j++) {
+            const uint32_t dim = c->fields[f].dim;
+            if (json_array_size(v) != dim)
+                return sx__err(SX_EINVAL,
+                               "import: %s: row %llu: field \"%s\" has %zu values, its dim is %u",
+                               fn, rn, name, json_array_size(v), dim);
+            float *dst = (float *)b->col[f] + at * dim;
+            for (size_t j = 0; j < dim; j++) {
                 json_t *e = json_array_get(v, j);
                 if (!json_is_number(e))
                     return sx__err(SX_EINVAL,
@@ -706,11 +705,12 @@ static sx_status npy_check(const sx_collection *c, prov *p)
         return sx__err(SX_EINVAL, "import: %s: field \"%s\": Fortran-order arrays are not read", fn,
                        name);
     if (c->types[f] == SX_FIELD_FLOAT_VECTOR) {
-        if (h->ndim != 2 || h->shape[1] != c->dim)
+        if (h->ndim != 2 || h->shape[1] != c->fields[f].dim)
             return sx__err(SX_EINVAL,
                            "import: %s: field \"%s\" needs shape (rows, %u); the file has %zu "
                            "dimension(s)%s%llu",
-                           fn, name, c->dim, h->ndim, h->ndim == 2 ? ", dim " : ", shape[0] ",
+                           fn, name, c->fields[f].dim, h->ndim,
+                           h->ndim == 2 ? ", dim " : ", shape[0] ",
                            (unsigned long long)(h->ndim == 2 ? h->shape[1] : h->shape[0]));
     } else if (h->ndim != 1) {
         return sx__err(SX_EINVAL,
@@ -794,7 +794,8 @@ static sx_status npy_read(const sx_collection *c, prov *p, sx__imp_batch *b, siz
     size_t f = p->field;
     const sx__npy *h = &p->h;
     if (c->types[f] == SX_FIELD_FLOAT_VECTOR) {
-        sx_status st = bsrc_read(&p->src, (float *)b->col[f] + b->n * c->dim, k * p->row_bytes);
+        sx_status st =
+            bsrc_read(&p->src, (float *)b->col[f] + b->n * c->fields[f].dim, k * p->row_bytes);
         if (st == SX_OK)
             p->row += k;
         return st;
@@ -872,9 +873,9 @@ static sx_status vecs_open(const sx_collection *c, prov *p)
         last_msg(msg, sizeof msg);
         return sx__err(SX_EINVAL, "import: %s", msg);
     }
-    if (dim != c->dim)
+    if (dim != c->vfs[0].dim)
         return sx__err(SX_EINVAL, "import: %s: vectors of dim %u; field \"%s\" has dim %u",
-                       p->src.name, dim, c->names[c->vf], c->dim);
+                       p->src.name, dim, c->names[c->vfs[0].field], c->vfs[0].dim);
     p->src.pos = 0;
     p->row_bytes = 4 + (size_t)dim * p->elem;
     return SX_OK;
@@ -891,19 +892,20 @@ static sx_status vecs_read(const sx_collection *c, prov *p, sx__imp_batch *b, si
         if (st != SX_OK)
             return st;
         const unsigned char *u = p->scratch;
+        const uint32_t dim = c->fields[p->field].dim;
         for (size_t i = 0; i < m; i++, u += p->row_bytes) {
             uint32_t d =
                 (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
-            if (d != c->dim)
+            if (d != dim)
                 return sx__err(SX_EINVAL,
                                "import: %s: record %llu has dimension %u, the first has %u: "
                                "corrupt file",
-                               p->src.name, (unsigned long long)p->row, d, c->dim);
-            float *dst = (float *)b->col[p->field] + (b->n + done + i) * c->dim;
+                               p->src.name, (unsigned long long)p->row, d, dim);
+            float *dst = (float *)b->col[p->field] + (b->n + done + i) * dim;
             if (p->elem == 4)
-                memcpy(dst, u + 4, (size_t)c->dim * 4);
+                memcpy(dst, u + 4, (size_t)dim * 4);
             else
-                for (size_t j = 0; j < c->dim; j++)
+                for (size_t j = 0; j < dim; j++)
                     dst[j] = (float)u[4 + j];
             p->row++;
         }
@@ -946,20 +948,21 @@ static sx_status hdf5_open_locked(sx_collection *c, prov *p, int *owner, int me)
     p->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (p->file < 0)
         return sx__err(SX_EINVAL, "import: %s: cannot open the HDF5 file (corrupt?)", fn);
-    const char *vname = c->names[c->vf];
+    const size_t vf0 = c->vfs[0].field; /* the first vector field may be read from "train" */
+    const char *vname = c->names[vf0];
     if (H5Lexists(p->file, vname, H5P_DEFAULT) <= 0)
         vname = "train";
     if (H5Lexists(p->file, vname, H5P_DEFAULT) <= 0)
         return sx__err(SX_EINVAL, "import: %s: no dataset \"%s\" or \"train\" for the vectors", fn,
-                       c->names[c->vf]);
+                       c->names[vf0]);
     p->n_rows = 0;
     for (size_t f = 0; f < c->n_fields; f++) {
         if (is_auto_pk(c, f))
             continue;
         if (owner[f] == FILLED)
             continue;
-        const char *dn = f == c->vf ? vname : c->names[f];
-        if (f != c->vf && H5Lexists(p->file, dn, H5P_DEFAULT) <= 0)
+        const char *dn = f == vf0 ? vname : c->names[f];
+        if (f != vf0 && H5Lexists(p->file, dn, H5P_DEFAULT) <= 0)
             continue;
         if (owner[f] >= 0)
             return sx__err(SX_EINVAL, "import: %s: field \"%s\" is given twice in the group", fn,
@@ -975,12 +978,12 @@ static sx_status hdf5_open_locked(sx_collection *c, prov *p, int *owner, int me)
         if (st != SX_OK)
             return st;
         bool num = cls == H5T_FLOAT || cls == H5T_INTEGER;
-        if (f == c->vf) {
-            if (rank != 2 || dims[1] != c->dim || !num)
+        if (c->types[f] == SX_FIELD_FLOAT_VECTOR) {
+            if (rank != 2 || dims[1] != c->fields[f].dim || !num)
                 return sx__err(SX_EINVAL,
                                "import: %s: dataset \"%s\" needs numbers of shape (rows, %u); it "
                                "has rank %d%s",
-                               fn, dn, c->dim, rank, num ? "" : " and is not numeric");
+                               fn, dn, c->fields[f].dim, rank, num ? "" : " and is not numeric");
         } else {
             if (c->types[f] == SX_FIELD_VARCHAR)
                 return sx__err(SX_EINVAL,
@@ -1016,8 +1019,8 @@ static sx_status hdf5_read(const sx_collection *c, prov *p, sx__imp_batch *b, si
     for (size_t f = 0; st == SX_OK && f < c->n_fields; f++) {
         if (p->dset[f] < 0)
             continue;
-        hsize_t start[2] = { p->row, 0 }, count[2] = { k, c->dim };
-        int rank = f == c->vf ? 2 : 1;
+        hsize_t start[2] = { p->row, 0 }, count[2] = { k, c->fields[f].dim };
+        int rank = c->types[f] == SX_FIELD_FLOAT_VECTOR ? 2 : 1;
         hid_t fs = H5Dget_space(p->dset[f]);
         hid_t ms = H5Screate_simple(rank, count, NULL);
         hid_t mt;
@@ -1025,7 +1028,7 @@ static sx_status hdf5_read(const sx_collection *c, prov *p, sx__imp_batch *b, si
         switch (c->types[f]) {
         case SX_FIELD_FLOAT_VECTOR:
             mt = H5T_NATIVE_FLOAT;
-            dst = (float *)b->col[f] + b->n * c->dim;
+            dst = (float *)b->col[f] + b->n * c->fields[f].dim;
             break;
         case SX_FIELD_INT64:
             mt = H5T_NATIVE_INT64;
@@ -1166,7 +1169,7 @@ static sx_status prov_open(sx_collection *c, sx__imp_group *g, const char *path,
             return sx__err(SX_EINVAL, "import: %s: primary key \"%s\" is auto-generated: omit it",
                            path, c->names[field]);
     } else if (p->kind == P_VECS) {
-        field = (int)c->vf;
+        field = (int)c->vfs[0].field;
         p->elem = has_suffix(bn, ".bvecs") ? 1 : 4;
     }
     if (field >= 0) {

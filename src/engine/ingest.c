@@ -41,9 +41,11 @@ typedef struct rows {
     const char **strs[SX_MAX_FIELDS]; /* decoded varchar pointers (owned by rows_fini) */
     const bool *valid[SX_MAX_FIELDS]; /* nullable fields: false = NULL (borrowed or scratch) */
     bool owns_strs;
-    bool over;         /* a vector's squared norm exceeds SX_MAX_SQNORM (refused unless COSINE) */
-    size_t over_row;   /* the first such row */
-    double over_norm2; /* and its squared norm */
+    /* [v]: a vector of vector field v has a squared norm over SX_MAX_SQNORM (refused unless the
+     * field is COSINE), the first such row and its squared norm */
+    bool over[SX_MAX_VECTOR_FIELDS];
+    size_t over_row[SX_MAX_VECTOR_FIELDS];
+    double over_norm2[SX_MAX_VECTOR_FIELDS];
 } rows;
 
 static void rows_fini(rows *r, size_t n_fields)
@@ -140,13 +142,14 @@ static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
             continue;
         if (c->types[f] == SX_FIELD_FLOAT_VECTOR) {
             const float *v = r->col[f];
-            size_t total = r->n * c->dim;
+            const size_t dim = c->fields[f].dim, vs = sx__vslot(c, f);
+            size_t total = r->n * dim;
             for (size_t i = 0; i < total; i++)
                 if (!isfinite(v[i]))
                     return sx__err(SX_EINVAL, "field \"%s\": row %zu has a NaN or infinite value",
-                                   c->names[f], i / c->dim);
-            r->over_row = sx__first_over_sqnorm(v, r->n, c->dim, &r->over_norm2);
-            r->over = r->over_row < r->n;
+                                   c->names[f], i / dim);
+            r->over_row[vs] = sx__first_over_sqnorm(v, r->n, dim, &r->over_norm2[vs]);
+            r->over[vs] = r->over_row[vs] < r->n;
         } else if (c->types[f] == SX_FIELD_VARCHAR) {
             const char *const *s = r->col[f];
             uint32_t maxlen = c->fields[f].max_length ? c->fields[f].max_length : SX_MAX_VARCHAR;
@@ -213,7 +216,7 @@ static void encode_rows(sx_collection *c, const rows *r, sx__wbuf *w)
                 sx__wbuf_str(w, ((const char *const *)d)[i]);
                 break;
             case SX_FIELD_FLOAT_VECTOR:
-                sx__wbuf_f32s(w, (const float *)d + i * c->dim, c->dim);
+                sx__wbuf_f32s(w, (const float *)d + i * c->fields[f].dim, c->fields[f].dim);
                 break;
             }
         }
@@ -409,9 +412,10 @@ static void commit_rows(sx_collection *c, const rows *r, prepared *p, bool upser
             else
                 memcpy(sx__seg_cell(g, f, base + i, w), src + i * w, w);
         }
-        if (f == c->vf && c->metric == SX_METRIC_COSINE)
+        size_t vs = sx__vslot(c, f);
+        if (vs != SIZE_MAX && c->vfs[vs].metric == SX_METRIC_COSINE)
             for (size_t i = 0; i < r->n; i++)
-                sx__normalize(sx__seg_cell(g, f, base + i, w), c->dim);
+                sx__normalize(sx__seg_cell(g, f, base + i, w), c->fields[f].dim);
     }
     for (size_t f = 0; f < c->n_fields; f++) {
         if (!g->nulls[f] || !r->valid[f])
@@ -533,13 +537,16 @@ static sx_status apply_rows(sx_collection *c, const rows *r, bool upsert)
  * write_mu, which a metric change holds. */
 static sx_status check_sqnorm(const sx_collection *c, const rows *r)
 {
-    if (!r->over || c->metric == SX_METRIC_COSINE)
-        return SX_OK;
-    return sx__err(SX_EINVAL,
-                   "field \"%s\": row %zu has squared norm %.3g, above the limit 2^125 (%.3g, "
-                   "SX_MAX_SQNORM) of L2 and IP collections, where larger vectors would overflow "
-                   "float32 distances",
-                   c->names[c->vf], r->over_row, r->over_norm2, SX_MAX_SQNORM);
+    for (size_t v = 0; v < c->n_vf; v++) {
+        if (!r->over[v] || c->vfs[v].metric == SX_METRIC_COSINE)
+            continue;
+        return sx__err(SX_EINVAL,
+                       "field \"%s\": row %zu has squared norm %.3g, above the limit 2^125 (%.3g, "
+                       "SX_MAX_SQNORM) of L2 and IP collections, where larger vectors would "
+                       "overflow float32 distances",
+                       c->names[c->vfs[v].field], r->over_row[v], r->over_norm2[v], SX_MAX_SQNORM);
+    }
+    return SX_OK;
 }
 
 static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_out, bool upsert)

@@ -146,7 +146,7 @@ static sx_status build_rowset(sx_collection *c,
         rs->cols[i].name = sx__strdup(c->names[f]);
         rs->cols[i].type = c->types[f];
         rs->n_cols = i + 1;
-        rs->dims[i] = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        rs->dims[i] = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
         char *data = sx__calloc(n ? n : 1, w);
         rs->cols[i].data = data;
         if (!data || !rs->cols[i].name)
@@ -287,7 +287,8 @@ static sx_status search_index(sx_collection *c, search_job *base, size_t nq)
     return st;
 }
 
-static sx_status search_exact(sx_collection *c,
+static sx_status search_exact(const sx__vfield *vf,
+                              sx_metric metric,
                               const sx__view *v,
                               uint32_t i,
                               const float *queries,
@@ -310,13 +311,13 @@ static sx_status search_exact(sx_collection *c,
     sx__deadline dl = sx__deadline_get();
     for (size_t base = 0; st == SX_OK && base < n; base += s->chunk_rows) {
         size_t m = n - base < s->chunk_rows ? n - base : s->chunk_rows;
-        const float *vecs = s->chunks[c->vf][base / s->chunk_rows];
+        const float *vecs = s->chunks[vf->field][base / s->chunk_rows];
         size_t step = dl.at_ns ? SX__DEADLINE_SCAN_ROWS : m;
         for (size_t r0 = 0; st == SX_OK && r0 < m; r0 += step) {
             size_t mr = m - r0 < step ? m - r0 : step;
             st = sx__deadline_check(&dl);
             if (st == SX_OK)
-                st = sx__flat_scan(vecs + r0 * c->dim, mr, c->dim, c->metric, (uint32_t)(base + r0),
+                st = sx__flat_scan(vecs + r0 * vf->dim, mr, vf->dim, metric, (uint32_t)(base + r0),
                                    allow, queries, nq, heaps);
         }
     }
@@ -335,17 +336,15 @@ static sx_status search_exact(sx_collection *c,
 
 /* Checks the request's search params against the collection's index type (see the file
  * comment); returns the checked ops in *checked (NULL when the collection has no index). */
-static sx_status check_search_params(sx_collection *c,
-                                     const sx_search_req *req,
-                                     size_t kk,
-                                     const sx__index_ops **checked)
+static sx_status check_search_params(
+    sx_collection *c, size_t vi, const sx_search_req *req, size_t kk, const sx__index_ops **checked)
 {
     *checked = NULL;
     for (size_t i = 0; i < req->n_params; i++)
         if (!req->params || !req->params[i].key || !req->params[i].value)
             return sx__err(SX_EINVAL, "search parameter %zu has no key or value", i);
     sx__rwlock_rdlock(&c->seg_lock);
-    const sx__index_ops *ops = c->iops; /* a static vtable: valid after the unlock */
+    const sx__index_ops *ops = c->vfs[vi].iops; /* a static vtable: valid after the unlock */
     sx__rwlock_unlock(&c->seg_lock);
     if (!ops)
         return SX_OK;
@@ -356,8 +355,13 @@ static sx_status check_search_params(sx_collection *c,
 /* The scratch one search allocates (see the note at the top), in bytes. */
 #define SX__SCRATCH_ALWAYS (8u << 20)
 
-static uint64_t search_scratch_bytes(
-    const sx_collection *c, const sx__view *v, const sx_search_req *req, size_t nq, size_t kk)
+static uint64_t search_scratch_bytes(const sx_collection *c,
+                                     const sx__view *v,
+                                     const sx_search_req *req,
+                                     size_t nq,
+                                     size_t kk,
+                                     size_t dim,
+                                     sx_metric metric)
 {
     uint64_t rows_max = 0;
     for (size_t i = 0; i < v->n; i++)
@@ -367,13 +371,14 @@ static uint64_t search_scratch_bytes(
         const char *name = req->output_fields[f];
         for (size_t j = 0; name && j < c->n_fields; j++)
             if (strcmp(c->names[j], name) == 0)
-                out_row += c->types[j] == SX_FIELD_FLOAT_VECTOR ? (uint64_t)c->dim * sizeof(float)
-                                                                : sizeof(int64_t);
+                out_row += c->types[j] == SX_FIELD_FLOAT_VECTOR
+                               ? (uint64_t)c->fields[j].dim * sizeof(float)
+                               : sizeof(int64_t);
     }
     uint32_t threads = c->db->opts.search_threads > 1 ? c->db->opts.search_threads : 1;
     uint64_t b = (uint64_t)nq * v->n * kk * sizeof(cand) + (uint64_t)nq * 3 * sizeof(size_t) +
                  (uint64_t)nq * req->k * (out_row + sizeof(float)) + rows_max / 8 +
-                 (c->metric == SX_METRIC_COSINE ? (uint64_t)nq * c->dim * sizeof(float) : 0) +
+                 (metric == SX_METRIC_COSINE ? (uint64_t)nq * dim * sizeof(float) : 0) +
                  (uint64_t)(threads < 64 ? threads : 64) * (rows_max / 8 + (64u << 10));
     return b;
 }
@@ -389,24 +394,33 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     if (req->k == 0 || req->k > SX_MAX_TOPK || req->offset > SX_MAX_TOPK - req->k)
         return sx__err(SX_EINVAL, "limit %u + offset %u must be in [1, %u]", req->k, req->offset,
                        SX_MAX_TOPK);
-    if (req->metric >= 0 && (sx_metric)req->metric != c->metric)
-        return sx__err(SX_EINVAL, "metric type mismatch: the collection uses %s",
-                       c->metric == SX_METRIC_L2   ? "L2"
-                       : c->metric == SX_METRIC_IP ? "IP"
-                                                   : "COSINE");
-    size_t nq = req->nq, dim = c->dim, kk = (size_t)req->k + req->offset;
+    size_t vi = 0;
+    sx_status st = sx__vfield_find(c, req->anns_field, &vi);
+    if (st != SX_OK)
+        return st;
+    const sx__vfield *vf = &c->vfs[vi];
+    sx__rwlock_rdlock(&c->seg_lock);
+    const sx_metric metric = vf->metric;
+    sx__rwlock_unlock(&c->seg_lock);
+    if (req->metric >= 0 && (sx_metric)req->metric != metric)
+        return sx__err(SX_EINVAL, "metric type mismatch: the %s uses %s",
+                       c->n_vf > 1 ? "vector field" : "collection",
+                       metric == SX_METRIC_L2   ? "L2"
+                       : metric == SX_METRIC_IP ? "IP"
+                                                : "COSINE");
+    size_t nq = req->nq, dim = vf->dim, kk = (size_t)req->k + req->offset;
     for (size_t i = 0; i < nq * dim; i++)
         if (!isfinite(req->queries[i]))
             return sx__err(SX_EINVAL, "query %zu has a NaN or infinite value", i / dim);
     double qn2;
     size_t over = sx__first_over_sqnorm(req->queries, nq, dim, &qn2);
-    if (over < nq && c->metric != SX_METRIC_COSINE)
+    if (over < nq && metric != SX_METRIC_COSINE)
         return sx__err(SX_EINVAL,
                        "query %zu has squared norm %.3g, above the limit 2^125 (%.3g, "
                        "SX_MAX_SQNORM) of L2 and IP collections",
                        over, qn2, SX_MAX_SQNORM);
     const sx__index_ops *checked = NULL;
-    sx_status st = check_search_params(c, req, kk, &checked);
+    st = check_search_params(c, vi, req, kk, &checked);
     if (st != SX_OK)
         return st;
     sx__expr *e = NULL;
@@ -429,7 +443,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     if (req->ignore_growing)
         v.rows[v.n - 1] = 0; /* the growing segment is the view's last */
     const float *queries = req->queries;
-    if (c->metric == SX_METRIC_COSINE) {
+    if (metric == SX_METRIC_COSINE) {
         qcopy = sx__malloc(nq * dim * sizeof(float));
         if (!qcopy) {
             st = sx__err(SX_ENOMEM, "search");
@@ -443,15 +457,15 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     /* A segment may still carry an index of a spec replaced since the check (drop + create
      * racing this search): its own type checks the params too. */
     for (size_t i = 0; i < v.n; i++) {
-        if (v.idx[i] && v.idx[i]->ops != checked) {
-            checked = v.idx[i]->ops;
+        if (v.idx[i][vi] && v.idx[i][vi]->ops != checked) {
+            checked = v.idx[i][vi]->ops;
             st = checked->check_search_params(req->params, req->n_params, kk);
             if (st != SX_OK)
                 goto out;
         }
     }
     size_t stride = v.n * kk;
-    scratch = search_scratch_bytes(c, &v, req, nq, kk);
+    scratch = search_scratch_bytes(c, &v, req, nq, kk, dim, metric);
     if (scratch <= SX__SCRATCH_ALWAYS) {
         sx__mem_force(c->db->budget, SX__MEM_SCRATCH, scratch);
     } else {
@@ -488,12 +502,13 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
              * the vtable; the segment scan does a batch in one pass over memory (and with GEMM
              * from SX__FLAT_GEMM_MIN_NQ queries), with identical results. So batches (merged
              * REST searches included) take the segment scan. */
-            SX_ASSERT(!v.idx[i] || v.idx[i]->ops); /* a built index has its vtable */
-            bool flat_batch = v.idx[i] && nq > 1 &&
-                              (strcmp(v.idx[i]->ops->name, "FLAT") == 0 ||
-                               strcmp(v.idx[i]->ops->name, "GPU_BRUTE_FORCE") == 0);
-            if (v.idx[i] && !few && !flat_batch) {
-                search_job j = { .idx = v.idx[i],
+            const sx__idxref *ix = v.idx[i][vi];
+            SX_ASSERT(!ix || ix->ops); /* a built index has its vtable */
+            bool flat_batch = ix && nq > 1 &&
+                              (strcmp(ix->ops->name, "FLAT") == 0 ||
+                               strcmp(ix->ops->name, "GPU_BRUTE_FORCE") == 0);
+            if (ix && !few && !flat_batch) {
+                search_job j = { .idx = ix,
                                  .queries = queries,
                                  .dim = dim,
                                  .kk = kk,
@@ -508,7 +523,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
                                  .st = SX_OK };
                 st = search_index(c, &j, nq);
             } else {
-                st = search_exact(c, &v, i, queries, nq, kk, allow, cands, counts, stride);
+                st = search_exact(vf, metric, &v, i, queries, nq, kk, allow, cands, counts, stride);
             }
         }
         sx__free(allow);
@@ -530,7 +545,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
         for (size_t h = req->offset; h < counts[q] && h < kk; h++) {
             refs[total].seg = cq[h].seg;
             refs[total].row = cq[h].row;
-            dists[total] = sx__dist_to_user(c->metric, cq[h].dist);
+            dists[total] = sx__dist_to_user(metric, cq[h].dist);
             total++;
             topks[q]++;
         }

@@ -35,7 +35,7 @@ size_t sx__field_width(const sx_collection *c, size_t f)
     case SX_FIELD_VARCHAR:
         return sizeof(char *);
     case SX_FIELD_FLOAT_VECTOR:
-        return (size_t)c->dim * sizeof(float);
+        return (size_t)c->fields[f].dim * sizeof(float);
     }
     return 0;
 }
@@ -54,7 +54,6 @@ seg_alloc(const sx_collection *c, uint64_t id, size_t cap, size_t chunk_rows, sx
     if (s->n_chunks == 0)
         s->n_chunks = 1;
     s->n_fields = c->n_fields;
-    s->mapped_field = SIZE_MAX;
     s->pk.col = UINT32_MAX;
     s->budget = c->db ? c->db->budget : NULL;
     s->charge_kind = SX__MEM_GROWING;
@@ -130,7 +129,7 @@ sx__seg_open_file(const sx_collection *c, uint64_t id, uint64_t n_expect, sx__se
     for (size_t f = 0; f < c->n_fields; f++) {
         expect[f].name = (char *)c->names[f];
         expect[f].type = c->types[f];
-        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->dim : 0;
+        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
         expect[f].is_primary = f == c->pk;
         expect[f].nullable = c->fields[f].nullable;
     }
@@ -167,8 +166,6 @@ sx__seg_open_file(const sx_collection *c, uint64_t id, uint64_t n_expect, sx__se
                 s->nulls_mapped |= (uint64_t)1 << f;
         }
     }
-    if (s->mapped_mask & ((uint64_t)1 << c->vf))
-        s->mapped_field = c->vf;
     sx__segcols_free(cols, c->n_fields, n);
     cols = NULL;
     atomic_store_explicit(&s->n_rows, n, memory_order_release);
@@ -230,8 +227,8 @@ static void seg_free(sx__segment *s)
     sx__free(s->types_is_str);
     sx__free(s->deleted);
     sx__fs_unmap(s->map, s->map_len);
-    if (s->index)
-        sx__idxref_unref(s->index);
+    for (size_t v = 0; v < SX_MAX_VECTOR_FIELDS; v++)
+        sx__idxref_unref(s->index[v]);
     sx__mutex_destroy(&s->idx_mu);
     sx__free(s);
 }

@@ -497,7 +497,10 @@ static sx_status local_objects(sx_collection *c, stm *out)
     size_t cap = 0;
     char **names = NULL;
     size_t n_names = 0;
-    if (man.index_type)
+    bool any_index = false;
+    for (size_t v = 0; v < man.n_vec; v++)
+        any_index = any_index || man.vec[v].index_type;
+    if (any_index)
         st = sx__fs_list(c->dir, &names, &n_names);
     for (size_t i = 0; st == SX_OK && i < man.n_segs; i++) {
         uint64_t id = man.segs[i].id, sz = 0;
@@ -804,13 +807,13 @@ void sx__store_index_begin(sx_collection *c)
         sx__mutex_lock(&c->store_mu);
 }
 
-void sx__store_index_end(sx_collection *c, uint64_t seg_id)
+void sx__store_index_end(sx_collection *c, uint64_t seg_id, size_t v)
 {
     if (!c->cs)
         return;
     forget_crcs(c->cs, seg_id);
     char name[64];
-    (void)snprintf(name, sizeof name, "seg-%020" PRIu64 ".idx", seg_id);
+    (void)snprintf(name, sizeof name, "seg-%020" PRIu64 ".%s", seg_id, sx__idx_ext(v, false));
     touch_locked(c->cs, name); /* just written: the most recently used */
     c->cs->dirty = true;
     sx__mutex_unlock(&c->store_mu);

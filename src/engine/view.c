@@ -17,7 +17,7 @@ sx_status sx__view_get(sx_collection *c, sx__view *v)
     size_t n = c->n_segs + 1;
     v->segs = sx__calloc(n, sizeof(sx__segment *));
     v->rows = sx__calloc(n, sizeof(size_t));
-    v->idx = sx__calloc(n, sizeof(sx__idxref *));
+    v->idx = sx__calloc(n, sizeof *v->idx);
     if (!v->segs || !v->rows || !v->idx) {
         sx__rwlock_unlock(&c->seg_lock);
         sx__view_release(v);
@@ -29,10 +29,11 @@ sx_status sx__view_get(sx_collection *c, sx__view *v)
         v->segs[i] = s;
         v->rows[i] = atomic_load_explicit(&s->n_rows, memory_order_acquire);
         sx__mutex_lock(&s->idx_mu);
-        if (s->index) {
-            atomic_fetch_add(&s->index->refs, 1);
-            v->idx[i] = s->index;
-        }
+        for (size_t f = 0; f < SX_MAX_VECTOR_FIELDS; f++)
+            if (s->index[f]) {
+                atomic_fetch_add(&s->index[f]->refs, 1);
+                v->idx[i][f] = s->index[f];
+            }
         sx__mutex_unlock(&s->idx_mu);
     }
     v->n = n;
@@ -43,7 +44,8 @@ sx_status sx__view_get(sx_collection *c, sx__view *v)
 void sx__view_release(sx__view *v)
 {
     for (size_t i = 0; i < v->n; i++) {
-        sx__idxref_unref(v->idx[i]);
+        for (size_t f = 0; f < SX_MAX_VECTOR_FIELDS; f++)
+            sx__idxref_unref(v->idx[i][f]);
         sx__seg_unref(v->segs[i]);
     }
     sx__free(v->segs);

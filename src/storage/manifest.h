@@ -18,15 +18,23 @@ typedef struct sx__mseg {
     uint64_t del_gen; /* 0: no delete file */
 } sx__mseg;
 
+/* One vector field's metric and index spec. */
+typedef struct sx__mvec {
+    sx_metric metric;
+    char *index_type; /* NULL: no index */
+    size_t n_index_params;
+    sx_param *index_params; /* keys/values owned */
+} sx__mvec;
+
 typedef struct sx__manifest {
     uint64_t generation;
     char *name;
-    sx_metric metric;
     size_t n_fields;
     sx_field_def *fields; /* names owned */
-    char *index_type;     /* NULL: no index */
-    size_t n_index_params;
-    sx_param *index_params; /* keys/values owned */
+    /* vec[v]: the v-th FLOAT_VECTOR field of `fields` in schema order (n_vec of them; the reader
+     * checks n_vec against the schema) */
+    size_t n_vec;
+    sx__mvec vec[SX_MAX_VECTOR_FIELDS];
     uint64_t checkpoint_lsn;
     uint64_t next_auto_id;
     uint64_t next_seg_id;

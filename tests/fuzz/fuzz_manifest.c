@@ -36,12 +36,14 @@ static void one(const uint8_t *data, size_t size)
     volatile size_t sink = strlen(m.name);
     for (size_t i = 0; i < m.n_fields; i++)
         sink += strlen(m.fields[i].name) + m.fields[i].dim;
-    for (size_t i = 0; i < m.n_index_params; i++)
-        sink += strlen(m.index_params[i].key) + strlen(m.index_params[i].value);
+    for (size_t v = 0; v < m.n_vec; v++) {
+        for (size_t i = 0; i < m.vec[v].n_index_params; i++)
+            sink += strlen(m.vec[v].index_params[i].key) + strlen(m.vec[v].index_params[i].value);
+        if (m.vec[v].index_type)
+            sink += strlen(m.vec[v].index_type);
+    }
     for (size_t i = 0; i < m.n_segs; i++)
         sink += (size_t)m.segs[i].id;
-    if (m.index_type)
-        sink += strlen(m.index_type);
     (void)sink;
 
     if (sx__manifest_write(g_out, &m) == SX_OK) {
@@ -52,8 +54,14 @@ static void one(const uint8_t *data, size_t size)
                     sx_errmsg());
             abort();
         }
-        if (m2.n_fields != m.n_fields || m2.n_segs != m.n_segs || m2.generation != m.generation ||
-            m2.n_index_params != m.n_index_params) {
+        bool same = m2.n_fields == m.n_fields && m2.n_segs == m.n_segs &&
+                    m2.generation == m.generation && m2.n_vec == m.n_vec;
+        for (size_t v = 0; same && v < m.n_vec; v++)
+            same = m2.vec[v].metric == m.vec[v].metric &&
+                   m2.vec[v].n_index_params == m.vec[v].n_index_params &&
+                   !m2.vec[v].index_type == !m.vec[v].index_type &&
+                   (!m.vec[v].index_type || !strcmp(m2.vec[v].index_type, m.vec[v].index_type));
+        if (!same) {
             fprintf(stderr, "fuzz_manifest: round trip changed the manifest\n");
             abort();
         }

@@ -331,9 +331,11 @@ static void gen_manifest_direct(void)
     memset(&m, 0, sizeof m);
     m.generation = 7;
     m.name = "m";
-    m.metric = SX_METRIC_COSINE;
     m.n_fields = FZ_N_FIELDS;
     m.fields = (sx_field_def *)fz_fields;
+    for (size_t f = 0; f < FZ_N_FIELDS; f++)
+        m.n_vec += fz_fields[f].type == SX_FIELD_FLOAT_VECTOR;
+    m.vec[0].metric = SX_METRIC_COSINE;
     m.checkpoint_lsn = 12;
     m.next_auto_id = 1;
     m.next_seg_id = 3;
@@ -346,6 +348,23 @@ static void gen_manifest_direct(void)
     if (st != SX_OK)
         return fail("manifest write", st);
     put_file_seed("fuzz_manifest", "direct", path, -1);
+    /* version 3: a second vector field with its own metric and index */
+    sx_field_def more[FZ_N_FIELDS + 1];
+    memcpy(more, fz_fields, sizeof fz_fields);
+    more[FZ_N_FIELDS] = (sx_field_def){ "v2", SX_FIELD_FLOAT_VECTOR, false, false, 3, 0, false };
+    m.fields = more;
+    m.n_fields = FZ_N_FIELDS + 1;
+    sx_param hp[2] = { { "M", "8" }, { "efConstruction", "40" } };
+    m.vec[m.n_vec].metric = SX_METRIC_IP;
+    m.vec[m.n_vec].index_type = "HNSW";
+    m.vec[m.n_vec].index_params = hp;
+    m.vec[m.n_vec].n_index_params = 2;
+    m.n_vec++;
+    snprintf(path, sizeof path, "%s/MANIFEST.direct-v3", g_tmp);
+    st = sx__manifest_write(path, &m);
+    if (st != SX_OK)
+        return fail("manifest write", st);
+    put_file_seed("fuzz_manifest", "direct-v3", path, -1);
 }
 
 /* ------------------------------------------------------------------ segment files */

@@ -903,16 +903,34 @@ static int info_collection(const char *cmd, sx_db *db, const char *name)
     printf("  WAL bytes:     %" PRIu64 "\n", ci.wal_bytes);
     printf("  memory:        %s (%" PRIu64 " bytes)\n",
            cli_human_bytes(ci.memory_bytes, hb, sizeof hb), ci.memory_bytes);
-    sx_index_info ii;
-    st = sx_index_describe(c, &ii);
-    if (st == SX_ENOTFOUND || (st == SX_OK && ii.state == SX_INDEX_NONE)) {
-        printf("  index:         none\n");
-    } else if (st != SX_OK) {
-        int rc = cli_sx_fail(cmd, "describe index", st);
-        sx_collection_release(c);
-        return rc;
-    } else {
-        printf("  index:         %s (%s), metric %s\n", ii.type, index_state_name(ii.state),
+    size_t n_vec = 0;
+    for (size_t j = 0; j < ci.n_fields; j++)
+        n_vec += ci.fields[j].type == SX_FIELD_FLOAT_VECTOR;
+    /* one index per vector field: "index:" alone with one vector field, else one per field */
+    for (size_t j = 0; j < ci.n_fields; j++) {
+        const sx_field_def *fd = &ci.fields[j];
+        if (fd->type != SX_FIELD_FLOAT_VECTOR)
+            continue;
+        char label[300];
+        if (n_vec > 1)
+            (void)snprintf(label, sizeof label, "index on %s:", fd->name);
+        else
+            (void)snprintf(label, sizeof label, "index:");
+        sx_index_info ii;
+        st = sx_index_describe_on(c, fd->name, &ii);
+        if (st == SX_ENOTFOUND || (st == SX_OK && ii.state == SX_INDEX_NONE)) {
+            if (n_vec > 1)
+                printf("  %-14s none (metric %s)\n", label, cli_metric_name(ii.metric));
+            else
+                printf("  %-14s none\n", label);
+            continue;
+        }
+        if (st != SX_OK) {
+            int rc = cli_sx_fail(cmd, "describe index", st);
+            sx_collection_release(c);
+            return rc;
+        }
+        printf("  %-14s %s (%s), metric %s\n", label, ii.type, index_state_name(ii.state),
                cli_metric_name(ii.metric));
         printf("    rows:        %" PRIu64 " indexed / %" PRIu64 " total (%" PRIu64 " pending)\n",
                ii.indexed_rows, ii.total_rows, ii.pending_rows);
