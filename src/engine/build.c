@@ -749,19 +749,22 @@ sx_status sx_index_drop_on(sx_collection *c, const char *field)
     sx__build_cancel_coll(c->db, c);
     st = sx__write_manifest(c, NULL);
     sx__coll_drop_indexes(c, v, old_ops);
+    /* the segment list only changes under flush_mu, which is held: no lock needed to walk it
+     * (and sx__build_enqueue may take seg_lock's write side) */
     for (size_t w = 0; w < c->n_vf; w++) {
         if (w == v)
             continue;
         sx__rwlock_rdlock(&c->seg_lock);
-        for (size_t i = 0; i < c->n_segs; i++) {
+        bool indexed = c->vfs[w].iops != NULL;
+        sx__rwlock_unlock(&c->seg_lock);
+        for (size_t i = 0; indexed && i < c->n_segs; i++) {
             sx__segment *s = c->segs[i];
             sx__mutex_lock(&s->idx_mu);
-            bool need = c->vfs[w].iops && s->persisted && !s->index[w] && !s->build_pending[w];
+            bool need = s->persisted && !s->index[w] && !s->build_pending[w];
             sx__mutex_unlock(&s->idx_mu);
             if (need)
                 sx__build_enqueue(c->db, c, s, w);
         }
-        sx__rwlock_unlock(&c->seg_lock);
     }
     /* best effort: the store drops the index objects after its new manifest */
     if (st == SX_OK && sx__store_sync_locked(c) != SX_OK)

@@ -10,7 +10,12 @@
  * normalised, the other fields' vectors unchanged and their index rebuilt). Also: the schema
  * limits, errors for a field that is not a vector field, per-field metric checks, the vectors of
  * every field read back by get, and the manifest version (3 with several vector fields).
+ * test_store_import: the same schema filled by a bulk import of one NumPy file per field, with a
+ * DISKANN index on the second field, over a file:// object store with a small cache limit, then
+ * opened in another directory from the store alone (the second field's DISKANN file read through
+ * the block cache, not downloaded) and searched against the oracle again.
  */
+#include <dirent.h>
 #include <math.h>
 #include <sextant.h>
 #include <stdio.h>
@@ -453,9 +458,165 @@ static void test_three_fields(void)
         free(vecs[f]);
 }
 
+static void
+write_npy(const char *path, const char *descr, const char *shape, const void *d, size_t n)
+{
+    char dict[256];
+    int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                      descr, shape);
+    size_t total = 10 + (size_t)dl + 1;
+    size_t pad = (64 - total % 64) % 64;
+    size_t hlen = (size_t)dl + pad + 1;
+    unsigned char *buf = malloc(10 + hlen + n);
+    ASSERT(buf != NULL);
+    static const unsigned char magic[8] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0 };
+    memcpy(buf, magic, sizeof magic);
+    buf[8] = (unsigned char)(hlen & 0xff);
+    buf[9] = (unsigned char)(hlen >> 8);
+    memcpy(buf + 10, dict, (size_t)dl);
+    memset(buf + 10 + dl, ' ', pad);
+    buf[10 + hlen - 1] = '\n';
+    memcpy(buf + 10 + hlen, d, n);
+    FILE *fp = fopen(path, "wb");
+    ASSERT(fp != NULL);
+    ASSERT_EQ(fwrite(buf, 1, 10 + hlen + n, fp), 10 + hlen + n);
+    ASSERT(fclose(fp) == 0);
+    free(buf);
+}
+
+/* Files in d whose name contains `part` and, when `suffix` is set, ends with it. */
+static int count_files(const char *d, const char *part, const char *suffix)
+{
+    DIR *dp = opendir(d);
+    ASSERT(dp != NULL);
+    int n = 0;
+    const struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        size_t l = strlen(e->d_name), sl = suffix ? strlen(suffix) : 0;
+        if (strstr(e->d_name, part) &&
+            (!suffix || (l >= sl && !strcmp(e->d_name + l - sl, suffix))))
+            n++;
+    }
+    (void)closedir(dp);
+    return n;
+}
+
+static void search_store_fields(int64_t n_ids)
+{
+    sx_param hnsw_ef[] = { { "ef", "200" } };
+    sx_param dk[] = { { "search_list", "200" } };
+    check_search(0, n_ids, NULL, -1, hnsw_ef, 1, 0.9);
+    check_search(1, n_ids, NULL, -1, dk, 1, 0.9);
+    check_search(1, n_ids, "tag == 3", 3, dk, 1, 0.9);
+    check_search(2, n_ids, NULL, -1, NULL, 0, 1.0);
+}
+
+static void test_store_import(void)
+{
+    enum { N = 3000 };
+
+    rng = test_seed();
+    char root[600], url[700], a[600], b[600], files[600], cdir[700];
+    snprintf(root, sizeof root, "%s", test_tmpdir("multivec_root"));
+    snprintf(url, sizeof url, "file://%s", root);
+    snprintf(a, sizeof a, "%s", test_tmpdir("multivec_a"));
+    snprintf(b, sizeof b, "%s", test_tmpdir("multivec_b"));
+    snprintf(files, sizeof files, "%s", test_tmpdir("multivec_files"));
+    for (int f = 0; f < NV; f++)
+        vecs[f] = calloc((size_t)MAXN * dims[f], sizeof(float));
+    memset(live, 0, sizeof live);
+    metrics[0] = SX_METRIC_L2;
+    metrics[1] = SX_METRIC_IP;
+    metrics[2] = SX_METRIC_COSINE;
+    int64_t *ids = malloc(N * sizeof *ids), *tags = malloc(N * sizeof *tags);
+    ASSERT(ids && tags);
+    for (int64_t i = 0; i < N; i++) {
+        ids[i] = i;
+        tags[i] = tag[i] = (int64_t)(test_rand(&rng) % 4);
+        live[i] = true;
+        for (int f = 0; f < NV; f++)
+            for (uint32_t j = 0; j < dims[f]; j++)
+                vecs[f][(size_t)i * dims[f] + j] = test_randf(&rng) * 2 - 1;
+    }
+    char path[NV + 2][700], shape[64];
+    const char *paths[NV + 2];
+    snprintf(shape, sizeof shape, "(%d,)", N);
+    snprintf(path[0], sizeof path[0], "%s/id.npy", files);
+    write_npy(path[0], "<i8", shape, ids, N * sizeof *ids);
+    snprintf(path[1], sizeof path[1], "%s/tag.npy", files);
+    write_npy(path[1], "<i8", shape, tags, N * sizeof *tags);
+    for (int f = 0; f < NV; f++) {
+        snprintf(path[f + 2], sizeof path[f + 2], "%s/%s.npy", files, vnames[f]);
+        snprintf(shape, sizeof shape, "(%d, %u)", N, dims[f]);
+        write_npy(path[f + 2], "<f4", shape, vecs[f], (size_t)N * dims[f] * sizeof(float));
+    }
+    for (int i = 0; i < NV + 2; i++)
+        paths[i] = path[i];
+    free(ids);
+    free(tags);
+
+    sx_db_options o = opts();
+    o.storage_url = url;
+    o.cache_limit_bytes = 256u << 10;
+    ASSERT_OK(sx_db_open(a, &o, &db));
+    sx_field_def fields[] = { { "id", SX_FIELD_INT64, true, false, 0, 0, false },
+                              { "a", SX_FIELD_FLOAT_VECTOR, false, false, 8, 0, false },
+                              { "tag", SX_FIELD_INT64, false, false, 0, 0, false },
+                              { "b", SX_FIELD_FLOAT_VECTOR, false, false, 16, 0, false },
+                              { "c", SX_FIELD_FLOAT_VECTOR, false, false, 4, 0, false } };
+    sx_collection_def d = { "mv", fields, 5, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &d));
+    ASSERT_OK(sx_collection_open(db, "mv", &coll));
+    ASSERT_OK(sx_collection_set_metric_on(coll, "b", SX_METRIC_IP));
+    ASSERT_OK(sx_collection_set_metric_on(coll, "c", SX_METRIC_COSINE));
+    /* a group without one vector field's file is refused, and imports nothing */
+    sx_import_group g = { paths, NV + 1 };
+    sx_import_result res;
+    ASSERT_STATUS(sx_import_run(coll, &g, 1, NULL, &res), SX_EINVAL);
+    uint64_t n = 1;
+    ASSERT_OK(sx_count(coll, NULL, &n));
+    ASSERT_EQ(n, 0);
+    g.n_paths = NV + 2;
+    ASSERT_OK(sx_import_run(coll, &g, 1, NULL, &res));
+    ASSERT_EQ(res.rows, N);
+    sx_param hp[] = { { "M", "16" }, { "efConstruction", "200" } };
+    sx_param dp[] = { { "max_degree", "32" }, { "search_list_size", "100" } };
+    ASSERT_OK(sx_index_create_on(coll, "a", "HNSW", hp, 2));
+    ASSERT_OK(sx_index_create_on(coll, "b", "DISKANN", dp, 2));
+    ASSERT_OK(sx_index_wait(coll, 0));
+    ASSERT_OK(sx_db_sync(db));
+    check_get(N);
+    search_store_fields(N);
+    snprintf(cdir, sizeof cdir, "%s/collections/mv", a);
+    ASSERT(count_files(cdir, ".v1.diskann", NULL) > 0); /* the second field's own files */
+    sx_collection_release(coll);
+    sx_db_close(db);
+
+    /* another directory, from the store alone */
+    ASSERT_OK(sx_db_open(b, &o, &db));
+    ASSERT_OK(sx_collection_open(db, "mv", &coll));
+    ASSERT_OK(sx_index_wait(coll, 0));
+    sx_index_info ii;
+    ASSERT_OK(sx_index_describe_on(coll, "b", &ii));
+    ASSERT(strcmp(ii.type, "DISKANN") == 0);
+    ASSERT_EQ(ii.metric, SX_METRIC_IP);
+    ASSERT_EQ(ii.indexed_rows, N);
+    snprintf(cdir, sizeof cdir, "%s/collections/mv", b);
+    ASSERT_EQ(count_files(cdir, ".v1.diskann", ".v1.diskann"), 0); /* read through the cache */
+    search_store_fields(N);
+    check_get(N);
+    sx_collection_release(coll);
+    sx_db_close(db);
+    coll = NULL;
+    db = NULL;
+    for (int f = 0; f < NV; f++)
+        free(vecs[f]);
+}
+
 int main(void)
 {
     RUN(test_schema_errors);
     RUN(test_three_fields);
+    RUN(test_store_import);
     return TEST_DONE();
 }
