@@ -3,7 +3,7 @@
 # Runs `apt-get update` once, and only if something has to be installed.
 set -euo pipefail
 need=(cmake gcc g++ make binutils pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
-      libmicrohttpd-dev libjansson-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev libcurl4-openssl-dev libssl-dev libexpat1-dev prometheus curl
+      libmicrohttpd-dev libjansson-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev libcurl4-openssl-dev libssl-dev libexpat1-dev libargon2-dev prometheus curl
       clang libclang-rt-14-dev clang-format clang-tidy libhdf5-dev chromium dataset-fashion-mnist)
 # clang-format, clang-tidy: the lint stage (ctest lint_format, make lint; issue 12).
 # chromium: the real-browser check of the HTML report (ctest report_browser_e2e, headless).

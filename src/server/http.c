@@ -106,6 +106,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/rbac.h"
 #include "server/server.h"
 #include "util/alloc.h"
 #include "util/buf.h"
@@ -278,6 +279,7 @@ struct sx_server {
     bool auth_on;
     cred *creds; /* token first (if any), then users-file entries */
     size_t n_creds;
+    sx__rbac *rbac; /* users and roles made through the API (rbac.c) */
     sx__catalog *cat;
     sx__metrics *metrics;
     sx__merger *merger;
@@ -688,7 +690,7 @@ static pthread_once_t routes_once = PTHREAD_ONCE_INIT;
 static void routes_build(void)
 {
     const sx__route *tables[] = { sx__routes_collections, sx__routes_indexes, sx__routes_admin,
-                                  sx__routes_entities, sx__routes_import };
+                                  sx__routes_entities,    sx__routes_import,  sx__routes_rbac };
     size_t n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         for (const sx__route *r = tables[t]; r && r->path; r++) {
@@ -874,13 +876,16 @@ static long b64_decode(const char *s, char *out, size_t cap)
     return (long)n;
 }
 
-typedef enum auth_result { AUTH_NONE, AUTH_OK, AUTH_OK_RO } auth_result;
+/* AUTH_OK_USER: "user:password" of a user of the API's users and roles (rbac.c), checked by its
+ * roles' privileges. */
+typedef enum auth_result { AUTH_NONE, AUTH_OK, AUTH_OK_RO, AUTH_OK_USER } auth_result;
 
-static auth_result auth_credential(const sx_server *s, const char *credential, size_t clen);
+static auth_result
+auth_credential(const sx_server *s, const char *credential, size_t clen, sx__principal *who);
 
 /* Checks the Authorization header against the configured credentials. Every digest is compared
  * in full; the result is selected without branching on secret bytes inside the loop. */
-static auth_result auth_check(const sx_server *s, struct MHD_Connection *c)
+static auth_result auth_check(const sx_server *s, struct MHD_Connection *c, sx__principal *who)
 {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!h)
@@ -907,11 +912,31 @@ static auth_result auth_check(const sx_server *s, struct MHD_Connection *c)
     } else {
         return AUTH_NONE;
     }
-    return auth_credential(s, credential, clen);
+    return auth_credential(s, credential, clen, who);
 }
 
-/* Checks one presented credential ("user:password" or a token) against every digest. */
-static auth_result auth_credential(const sx_server *s, const char *credential, size_t clen)
+/* The API's users: "user:password" verified by rbac.c (argon2id, then a cached digest). */
+static auth_result
+auth_api_user(const sx_server *s, const char *credential, size_t clen, sx__principal *who)
+{
+    const char *colon = memchr(credential, ':', clen);
+    size_t ul = colon ? (size_t)(colon - credential) : 0;
+    if (!s->rbac || !colon || ul == 0 || ul > SX__RBAC_NAME_MAX)
+        return AUTH_NONE;
+    char user[SX__RBAC_NAME_MAX + 1];
+    memcpy(user, credential, ul);
+    user[ul] = '\0';
+    if (sx__rbac_verify(s->rbac, user, colon + 1, clen - ul - 1) != 1)
+        return AUTH_NONE;
+    who->kind = SX__WHO_USER;
+    memcpy(who->user, user, ul + 1);
+    return AUTH_OK_USER;
+}
+
+/* Checks one presented credential ("user:password" or a token) against every digest, then
+ * against the API's users. *who: the principal on success. */
+static auth_result
+auth_credential(const sx_server *s, const char *credential, size_t clen, sx__principal *who)
 {
     while (clen > 0 && (credential[clen - 1] == ' ' || credential[clen - 1] == '\t'))
         clen--;
@@ -928,9 +953,14 @@ static auth_result auth_credential(const sx_server *s, const char *credential, s
         ok |= match;
         ok_rw |= match & (unsigned)!s->creds[i].read_only;
     }
+    memset(who, 0, sizeof *who);
     if (ok_rw)
         return AUTH_OK;
-    return ok ? AUTH_OK_RO : AUTH_NONE;
+    if (ok) {
+        who->kind = SX__WHO_RO;
+        return AUTH_OK_RO;
+    }
+    return auth_api_user(s, credential, clen, who);
 }
 
 static sx_status cred_add(sx_server *s, const char *text, size_t len, bool ro)
@@ -1124,9 +1154,9 @@ static enum MHD_Result answer_route(sx_server *s,
                                     const char *method,
                                     const char *url,
                                     const sx__route *rt,
-                                    bool read_only)
+                                    const sx__principal *who)
 {
-    char msg[256];
+    char msg[512];
     if (ctx->len == 0) {
         finish(s, ctx, method, url, rt->path, 200, SX__MC_BAD_JSON);
         return send_err(c, 200, SX__MC_BAD_JSON,
@@ -1195,7 +1225,8 @@ static enum MHD_Result answer_route(sx_server *s,
     rq.merger = s->merger;
     rq.opts = &s->opts;
     rq.body = body;
-    rq.read_only_user = read_only;
+    rq.read_only_user = who->kind == SX__WHO_RO;
+    rq.user = who->kind == SX__WHO_USER ? who->user : NULL;
     rq.db_name = "default";
     const char *dbh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
     if (dbh && *dbh)
@@ -1214,6 +1245,14 @@ static enum MHD_Result answer_route(sx_server *s,
             rq.timeout_s = v;
     }
 
+    /* an API user: its roles' privileges on the route's object (rbac.c) */
+    if (who->kind == SX__WHO_USER &&
+        !sx__rbac_allowed(s->rbac, who, rt->path, rq.db_name, body, msg, sizeof msg)) {
+        json_decref(body);
+        json_release(s, &acct);
+        finish(s, ctx, method, url, rt->path, 403, SX__MC_PRIV_DENIED);
+        return send_err(c, 403, SX__MC_PRIV_DENIED, msg);
+    }
     sx__resp rs = { 200, NULL, NULL, 0 };
     /* The request's deadline, for the engine reads the handler makes (sx_deadline_set is per
      * thread: this worker's, restored after). A merged search batch runs under the deadline of
@@ -1357,16 +1396,15 @@ static enum MHD_Result handle_request(sx_server *s,
         static const char nf[] = "404 page not found";
         return send_bytes(c, 404, "text/plain; charset=utf-8", nf, sizeof nf - 1);
     }
-    bool read_only = false;
+    sx__principal who = { SX__WHO_SUPER, "" };
     if (s->auth_on) {
-        auth_result a = auth_check(s, c);
+        auth_result a = auth_check(s, c, &who);
         const char *label = rt ? rt->path : hp;
         if (a == AUTH_NONE) {
             finish(s, ctx, method, url, label, 401, SX__MC_UNAUTHENTICATED);
             return send_err(c, 401, SX__MC_UNAUTHENTICATED, "user hasn't authenticated");
         }
-        read_only = a == AUTH_OK_RO;
-        if (read_only && rt && rt->is_write) {
+        if (a == AUTH_OK_RO && rt && rt->is_write) {
             finish(s, ctx, method, url, label, 403, SX__MC_PRIV_DENIED);
             return send_err(c, 403, SX__MC_PRIV_DENIED, "permission deny: the user is read-only");
         }
@@ -1375,7 +1413,7 @@ static enum MHD_Result handle_request(sx_server *s,
     }
     if (!rt) /* unreachable: hp with auth off was answered above */
         return answer_health(s, c, ctx, method, url, hp);
-    return answer_route(s, c, ctx, method, url, rt, read_only);
+    return answer_route(s, c, ctx, method, url, rt, &who);
 }
 
 /* MHD's access handler: handle_request, with the time spent in it counted as the worker's
@@ -1468,6 +1506,7 @@ static void server_free(sx_server *s)
     pthread_mutex_destroy(&s->conn_mu);
     sx__free(s->workers);
     sx__free(s->creds);
+    sx__rbac_close(s->rbac);
     sx__free(s->data_dir);
     sx__free(s->bind_addr);
     sx__free(s->import_root);
@@ -1667,6 +1706,9 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
         if (st != SX_OK)
             goto fail;
     }
+    st = sx__rbac_open(s->data_dir, &s->rbac);
+    if (st != SX_OK)
+        goto fail;
     st = sx__cat_open(s->data_dir, &s->opts.db, &s->cat);
     if (st != SX_OK)
         goto fail;
@@ -1726,8 +1768,23 @@ bool sx__server_stopping(const sx_server *s)
     return atomic_load(&s->stopping);
 }
 
+sx__rbac *sx__server_rbac(sx_server *s)
+{
+    return s->rbac;
+}
+
 int sx__server_auth_meta(const sx_server *s, const char *meta)
 {
+    sx__principal who;
+    int r = sx__server_auth_who(s, meta, &who);
+    /* callers that know no API users (sx__server_auth_who does) refuse them */
+    return r < 0 || who.kind == SX__WHO_USER ? -1 : who.kind == SX__WHO_RO ? 1 : 0;
+}
+
+int sx__server_auth_who(const sx_server *s, const char *meta, sx__principal *who)
+{
+    memset(who, 0, sizeof *who);
+    who->kind = SX__WHO_SUPER;
     if (!s->auth_on)
         return 0;
     if (!meta || !*meta)
@@ -1749,8 +1806,12 @@ int sx__server_auth_meta(const sx_server *s, const char *meta)
         presented = buf;
         clen = (size_t)n;
     }
-    auth_result r = auth_credential(s, presented, clen);
-    return r == AUTH_OK ? 0 : r == AUTH_OK_RO ? 1 : -1;
+    auth_result r = auth_credential(s, presented, clen, who);
+    if (r == AUTH_NONE) {
+        who->kind = SX__WHO_SUPER;
+        return -1;
+    }
+    return 0;
 }
 
 void sx__server_add_http(sx_server *s, int fd, const struct sockaddr *addr, socklen_t len)
@@ -1768,13 +1829,31 @@ json_t *sx__server_call(sx_server *s,
                         double timeout_s,
                         const char *log_name)
 {
+    sx__principal who = { read_only ? SX__WHO_RO : SX__WHO_SUPER, "" };
+    return sx__server_call_who(s, route, body, db, &who, timeout_s, log_name);
+}
+
+json_t *sx__server_call_who(sx_server *s,
+                            const char *route,
+                            const json_t *body,
+                            const char *db,
+                            const sx__principal *who,
+                            double timeout_s,
+                            const char *log_name)
+{
     double t0 = now_s();
     const sx__route *rt = route_find(route);
+    bool read_only = who->kind == SX__WHO_RO;
     if (!rt)
         return json_pack("{s:i,s:s}", "code", SX__MC_UNEXPECTED, "message", "no such route");
     if (read_only && rt->is_write)
         return json_pack("{s:i,s:s}", "code", SX__MC_PRIV_DENIED, "message",
                          "permission denied: read-only user");
+    char why[512];
+    if (who->kind == SX__WHO_USER &&
+        !sx__rbac_allowed(s->rbac, who, rt->path, db && *db ? db : "default", body, why,
+                          sizeof why))
+        return json_pack("{s:i,s:s}", "code", SX__MC_PRIV_DENIED, "message", why);
     json_t *ans = NULL;
     pthread_mutex_lock(&s->mu);
     s->inflight++;
@@ -1788,6 +1867,7 @@ json_t *sx__server_call(sx_server *s,
     rq.opts = &s->opts;
     rq.body = (json_t *)body; /* handlers only read it */
     rq.read_only_user = read_only;
+    rq.user = who->kind == SX__WHO_USER ? who->user : NULL;
     rq.db_name = db && *db ? db : "default";
     rq.int64_as_string = false;
     rq.timeout_s = s->opts.request_timeout_s ? (double)s->opts.request_timeout_s : 30.0;

@@ -93,6 +93,7 @@ typedef struct sx__req {
     bool int64_as_string; /* Accept-Type-Allow-Int64: false -> int64 values as strings */
     double timeout_s;     /* Request-Timeout header (default 30) */
     bool read_only_user;  /* authenticated with read-only credentials */
+    const char *user;     /* an API user (rbac.c) the request comes from, else NULL */
 } sx__req;
 
 /* The handler's answer. http.c sends `body` (owned here, freed by http.c) with `http_status`. */
@@ -121,6 +122,7 @@ extern const sx__route sx__routes_indexes[];
 extern const sx__route sx__routes_admin[];
 extern const sx__route sx__routes_entities[];
 extern const sx__route sx__routes_import[];
+extern const sx__route sx__routes_rbac[]; /* users and roles (handlers_rbac.c) */
 
 /* Every route the server answers, in one NULL-terminated array (http.c). The health and metrics
  * routes (GET /livez, /readyz, /healthz, /metrics) are not in it; they are listed by
