@@ -53,12 +53,22 @@
  * changes of one collection (say load and create partition) both land. sx__cat_coll_update writes
  * what its caller read earlier and would lose one of them; handlers do not use it.
  *
- * Metric. meta.metric mirrors the engine collection's metric. A custom-schema collection created
- * without a vector index has metric_pending set and an L2 engine collection (raw vectors); the
- * first vector index changes the engine metric (sx_collection_set_metric, under ddl_mu through
- * sx__cat_coll_modify) and clears the flag. If the process dies between the engine change and the
- * metadata write, open takes the engine's metric (and clears the flag once the engine has an
- * index): the engine is the truth for the metric.
+ * Metric. A collection has one to SX_MAX_VECTOR_FIELDS (4) FloatVector fields, each with its own
+ * metric and index (meta.vecs[], in schema order). vecs[i].metric mirrors the engine field's
+ * metric. A vector field of a custom-schema collection created without an index on it has
+ * metric_pending set and is L2 in the engine (raw vectors); the field's first index changes its
+ * engine metric (sx_collection_set_metric_on, under ddl_mu through sx__cat_coll_modify) and
+ * clears the flag. If the process dies between the engine change and the metadata write, open
+ * takes the engine's metric of each field (and clears its flag once the engine has an index on
+ * it): the engine is the truth for the metric.
+ *
+ * Metadata file versions. Version 1 (single vector field) keeps the vector state at the top
+ * level: "metric", "metric_pending", "index_name", "index_field", "index_type". Version 2 adds
+ * "vectors": [{"field","metric","metric_pending","index_name","index_type"}, ...], one per
+ * FloatVector field, and still writes the version 1 keys from the first vector field, so a
+ * server of version 1 reads a single-vector collection of version 2 unchanged. A file without
+ * "vectors" is read as version 1: its state goes to the field index_field names (or the first
+ * vector field).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -264,6 +274,43 @@ static sx_field_type engine_type_of(const char *t)
     return (sx_field_type)0;
 }
 
+/* ---------------------------------------------------------------- vector fields */
+
+/* Lays m->vecs out as the schema's FloatVector fields in order, each named after its field.
+ * by_name: an entry takes the state of the entry of the same name in m->vecs as it was (a
+ * file's "vectors"; none: L2, no index); else the state of the entry at the same position (the
+ * caller of sx__cat_coll_create fills metric / metric_pending by position). Returns false when
+ * the schema has more than SX_MAX_VECTOR_FIELDS vector fields. */
+static bool vecs_layout(sx__coll_meta *m, bool by_name)
+{
+    sx__vec_meta old[SX_MAX_VECTOR_FIELDS];
+    size_t n_old = m->n_vecs < SX_MAX_VECTOR_FIELDS ? m->n_vecs : SX_MAX_VECTOR_FIELDS;
+    memcpy(old, m->vecs, sizeof old);
+    size_t k = 0;
+    for (size_t i = 0; i < m->n_fields; i++) {
+        const sx__field_meta *f = &m->fields[i];
+        if (f->engine_type != SX_FIELD_FLOAT_VECTOR)
+            continue;
+        if (k == SX_MAX_VECTOR_FIELDS)
+            return false;
+        sx__vec_meta *v = &m->vecs[k];
+        memset(v, 0, sizeof *v);
+        if (!by_name) {
+            *v = old[k];
+        } else {
+            for (size_t j = 0; j < n_old; j++)
+                if (strcmp(old[j].field, f->name) == 0)
+                    *v = old[j];
+        }
+        copy_str(v->field, sizeof v->field, f->name);
+        k++;
+    }
+    for (size_t j = k; j < SX_MAX_VECTOR_FIELDS; j++)
+        memset(&m->vecs[j], 0, sizeof m->vecs[j]);
+    m->n_vecs = k;
+    return true;
+}
+
 /* ---------------------------------------------------------------- metadata <-> JSON */
 
 static json_t *meta_to_json(const sx__coll_meta *m)
@@ -277,14 +324,25 @@ static json_t *meta_to_json(const sx__coll_meta *m)
         json_decref(parts);
         return NULL;
     }
-    json_object_set_new(j, "version", json_integer(1));
+    json_object_set_new(j, "version", json_integer(2));
     json_object_set_new(j, "name", json_string(m->name));
     json_object_set_new(j, "engine_name", json_string(m->engine_name));
     json_object_set_new(j, "collection_id", json_integer(m->collection_id));
     json_object_set_new(j, "created_ms", json_integer(m->created_ms));
     json_object_set_new(j, "description", json_string(m->description));
-    json_object_set_new(j, "metric", json_string(sx__metric_name(m->metric)));
-    json_object_set_new(j, "metric_pending", json_boolean(m->metric_pending));
+    /* version 1 keys: the first vector field's state (see the file's comment) */
+    const sx__vec_meta *v0 = m->n_vecs ? &m->vecs[0] : NULL;
+    json_object_set_new(j, "metric", json_string(sx__metric_name(v0 ? v0->metric : SX_METRIC_L2)));
+    json_object_set_new(j, "metric_pending", json_boolean(v0 && v0->metric_pending));
+    json_t *vecs = json_array();
+    for (size_t i = 0; vecs && i < m->n_vecs; i++) {
+        const sx__vec_meta *v = &m->vecs[i];
+        json_array_append_new(vecs, json_pack("{s:s,s:s,s:b,s:s,s:s}", "field", v->field, "metric",
+                                              sx__metric_name(v->metric), "metric_pending",
+                                              v->metric_pending, "index_name", v->index_name,
+                                              "index_type", v->index_type));
+    }
+    json_object_set_new(j, "vectors", vecs ? vecs : json_array());
     for (size_t i = 0; i < m->n_fields; i++) {
         const sx__field_meta *f = &m->fields[i];
         json_t *o = json_object();
@@ -322,9 +380,10 @@ static json_t *meta_to_json(const sx__coll_meta *m)
     }
     json_object_set_new(j, "consistency", json_string(m->consistency));
     json_object_set_new(j, "loaded", json_boolean(m->loaded));
-    json_object_set_new(j, "index_name", json_string(m->index_name));
-    json_object_set_new(j, "index_field", json_string(m->index_field));
-    json_object_set_new(j, "index_type", json_string(m->index_type));
+    bool v0_index = v0 && v0->index_name[0];
+    json_object_set_new(j, "index_name", json_string(v0_index ? v0->index_name : ""));
+    json_object_set_new(j, "index_field", json_string(v0_index ? v0->field : ""));
+    json_object_set_new(j, "index_type", json_string(v0_index ? v0->index_type : ""));
     for (size_t i = 0; i < m->n_parts; i++)
         json_array_append_new(parts, json_string(m->parts[i]));
     json_object_set_new(j, "partitions", parts);
@@ -355,6 +414,47 @@ static bool jbool_or(const json_t *o, const char *k, bool def)
     return json_is_boolean(v) ? json_is_true(v) : def;
 }
 
+/* The vector fields' state of a metadata file (version 2 "vectors", else the version 1 keys) into
+ * m->vecs; m->fields are read. False when the schema has too many vector fields. */
+static bool vecs_from_json(const json_t *j, sx__coll_meta *m)
+{
+    memset(m->vecs, 0, sizeof m->vecs);
+    m->n_vecs = 0;
+    const json_t *vecs = json_object_get(j, "vectors");
+    size_t i;
+    const json_t *vo;
+    if (json_is_array(vecs)) {
+        json_array_foreach(vecs, i, vo) {
+            if (m->n_vecs == SX_MAX_VECTOR_FIELDS)
+                break;
+            sx__vec_meta *v = &m->vecs[m->n_vecs++];
+            copy_str(v->field, sizeof v->field, jstr_or(vo, "field", ""));
+            if (!sx__metric_parse(jstr_or(vo, "metric", "L2"), &v->metric))
+                v->metric = SX_METRIC_L2;
+            v->metric_pending = jbool_or(vo, "metric_pending", false);
+            copy_str(v->index_name, sizeof v->index_name, jstr_or(vo, "index_name", ""));
+            copy_str(v->index_type, sizeof v->index_type, jstr_or(vo, "index_type", ""));
+        }
+        return vecs_layout(m, true);
+    }
+    /* version 1: one vector field */
+    if (!vecs_layout(m, true))
+        return false;
+    if (m->n_vecs == 0)
+        return true;
+    sx__vec_meta *v = &m->vecs[0];
+    if (!sx__metric_parse(jstr_or(j, "metric", "L2"), &v->metric))
+        v->metric = SX_METRIC_L2;
+    v->metric_pending = jbool_or(j, "metric_pending", false);
+    const char *ifield = jstr_or(j, "index_field", "");
+    for (size_t k = 0; k < m->n_vecs; k++)
+        if (strcmp(m->vecs[k].field, ifield) == 0)
+            v = &m->vecs[k];
+    copy_str(v->index_name, sizeof v->index_name, jstr_or(j, "index_name", ""));
+    copy_str(v->index_type, sizeof v->index_type, jstr_or(j, "index_type", ""));
+    return true;
+}
+
 /* Returns false when the file is not a usable metadata object. */
 static bool meta_from_json(const json_t *j, sx__coll_meta *m)
 {
@@ -370,9 +470,6 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
     m->created_ms = jint_or(j, "created_ms", 0);
     copy_str(m->description, sizeof m->description, jstr_or(j, "description", ""));
     utf8_cut(m->description);
-    if (!sx__metric_parse(jstr_or(j, "metric", "L2"), &m->metric))
-        m->metric = SX_METRIC_L2;
-    m->metric_pending = jbool_or(j, "metric_pending", false);
     const json_t *fields = json_object_get(j, "fields");
     if (!json_is_array(fields) || json_array_size(fields) == 0 ||
         json_array_size(fields) > SX_MAX_FIELDS)
@@ -410,9 +507,8 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
     m->has_partitions = jbool_or(j, "has_partitions", false);
     copy_str(m->consistency, sizeof m->consistency, jstr_or(j, "consistency", "Bounded"));
     m->loaded = jbool_or(j, "loaded", false);
-    copy_str(m->index_name, sizeof m->index_name, jstr_or(j, "index_name", ""));
-    copy_str(m->index_field, sizeof m->index_field, jstr_or(j, "index_field", ""));
-    copy_str(m->index_type, sizeof m->index_type, jstr_or(j, "index_type", ""));
+    if (!vecs_from_json(j, m))
+        return false;
     const json_t *al = json_object_get(j, "aliases"); /* absent before 2026-12-04 */
     m->n_aliases = 0;
     if (json_is_array(al)) {
@@ -482,16 +578,11 @@ static sx_status derive_meta(sx_db *db, const char *ename, sx__coll_meta *m)
         return sx__err(SX_ENOMEM, "catalog: derive %s", ename);
     }
     st = sx_collection_describe(h, info);
-    sx_index_info ii;
-    if (st == SX_OK)
-        st = sx_index_describe(h, &ii);
     if (st != SX_OK)
         goto out;
     memset(m, 0, sizeof *m);
     copy_str(m->name, sizeof m->name, ename);
     copy_str(m->engine_name, sizeof m->engine_name, ename);
-    m->metric = info->metric;
-    const char *vec = NULL;
     for (size_t i = 0; i < info->n_fields; i++) {
         const sx_field_def *f = &info->fields[i];
         if (strcmp(f->name, SX__META_FIELD) == 0 && f->type == SX_FIELD_VARCHAR) {
@@ -512,16 +603,27 @@ static sx_status derive_meta(sx_db *db, const char *ename, sx__coll_meta *m)
         fm->dim = f->dim;
         fm->max_length =
             f->type == SX_FIELD_VARCHAR ? (f->max_length ? f->max_length : SX_MAX_VARCHAR) : 0;
-        if (f->type == SX_FIELD_FLOAT_VECTOR)
-            vec = fm->name;
         m->n_fields++;
     }
     copy_str(m->consistency, sizeof m->consistency, "Bounded");
     m->loaded = true;
-    if (ii.state != SX_INDEX_NONE && vec) {
-        copy_str(m->index_name, sizeof m->index_name, vec);
-        copy_str(m->index_field, sizeof m->index_field, vec);
-        copy_str(m->index_type, sizeof m->index_type, ii.type);
+    if (!vecs_layout(m, false)) {
+        st = sx__err(SX_EINVAL, "catalog: %s has more than %u vector fields", ename,
+                     SX_MAX_VECTOR_FIELDS);
+        goto out;
+    }
+    /* each vector field's metric and index, named after its field (as Milvus names them) */
+    for (size_t i = 0; i < m->n_vecs; i++) {
+        sx__vec_meta *v = &m->vecs[i];
+        sx_index_info ii;
+        st = sx_index_describe_on(h, v->field, &ii);
+        if (st != SX_OK)
+            goto out;
+        v->metric = ii.metric;
+        if (ii.state != SX_INDEX_NONE) {
+            copy_str(v->index_name, sizeof v->index_name, v->field);
+            copy_str(v->index_type, sizeof v->index_type, ii.type);
+        }
     }
     m->n_parts = 1;
     copy_str(m->parts[0], sizeof m->parts[0], "_default");
@@ -532,27 +634,28 @@ out:
     return st;
 }
 
-/* The engine is the truth for the metric: a crash between sx_collection_set_metric and the
+/* The engine is the truth for the metric: a crash between sx_collection_set_metric_on and the
  * metadata write leaves the metadata behind. Returns true when *m changed. */
 static bool reconcile_metric(sx_db *db, sx__coll_meta *m)
 {
     sx_collection *h = NULL;
     if (sx_collection_open(db, m->engine_name, &h) != SX_OK)
         return false;
-    sx_collection_info *info = sx__malloc(sizeof *info);
-    sx_index_info ii;
     bool changed = false;
-    if (info && sx_collection_describe(h, info) == SX_OK && sx_index_describe(h, &ii) == SX_OK) {
-        if (info->metric != m->metric) {
-            m->metric = info->metric;
+    for (size_t i = 0; i < m->n_vecs; i++) {
+        sx__vec_meta *v = &m->vecs[i];
+        sx_index_info ii;
+        if (sx_index_describe_on(h, v->field, &ii) != SX_OK)
+            continue;
+        if (ii.metric != v->metric) {
+            v->metric = ii.metric;
             changed = true;
         }
-        if (m->metric_pending && ii.state != SX_INDEX_NONE) {
-            m->metric_pending = false;
+        if (v->metric_pending && ii.state != SX_INDEX_NONE) {
+            v->metric_pending = false;
             changed = true;
         }
     }
-    sx__free(info);
     sx_collection_release(h);
     return changed;
 }
@@ -1230,6 +1333,25 @@ sx_status sx__cat_coll_get(
     return st;
 }
 
+/* The engine collection is created with the first vector field's metric for every vector field
+ * (sx_collection_def.metric): the others that differ are set on the new, empty collection. */
+static sx_status other_metrics(sx_db *db, const sx__coll_meta *meta)
+{
+    bool differ = false;
+    for (size_t i = 1; i < meta->n_vecs; i++)
+        differ |= meta->vecs[i].metric != meta->vecs[0].metric;
+    if (!differ)
+        return SX_OK;
+    sx_collection *h = NULL;
+    sx_status st = sx_collection_open(db, meta->engine_name, &h);
+    for (size_t i = 1; st == SX_OK && i < meta->n_vecs; i++)
+        if (meta->vecs[i].metric != meta->vecs[0].metric)
+            st = sx_collection_set_metric_on(h, meta->vecs[i].field, meta->vecs[i].metric);
+    if (h)
+        sx_collection_release(h);
+    return st;
+}
+
 sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *meta)
 {
     if (!meta || !valid_name(meta->name))
@@ -1259,6 +1381,11 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         if (strcmp(f->name, SX__META_FIELD) == 0 || strcmp(f->name, SX__PART_FIELD) == 0)
             return sx__err(SX_EINVAL, "field name %s is reserved", f->name);
     }
+    if (!vecs_layout(meta, false))
+        return sx__err(SX_EINVAL, "maximum vector field's number should be limited to %u",
+                       SX_MAX_VECTOR_FIELDS);
+    for (size_t i = 0; i < meta->n_vecs; i++) /* a new collection has no index */
+        meta->vecs[i].index_name[0] = meta->vecs[i].index_type[0] = '\0';
     sx_field_def *defs = sx__calloc(SX_MAX_FIELDS, sizeof *defs);
     char **en = NULL;
     size_t n_en = 0;
@@ -1326,7 +1453,8 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
     if (meta->has_partitions)
         defs[nd++] =
             (sx_field_def){ SX__PART_FIELD, SX_FIELD_VARCHAR, false, false, 0, SX_MAX_NAME, false };
-    sx_collection_def def = { meta->engine_name, defs, nd, meta->metric };
+    sx_collection_def def = { meta->engine_name, defs, nd,
+                              meta->n_vecs ? meta->vecs[0].metric : SX_METRIC_L2 };
 
     st = write_meta(d, meta); /* invariant 1: metadata first */
     if (st != SX_OK) {        /* a failed fsync after the rename may leave the file: it goes too */
@@ -1337,9 +1465,14 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         goto out;
     }
     st = sx_collection_create(d->db, &def);
+    bool created = st == SX_OK;
+    if (created)
+        st = other_metrics(d->db, meta);
     if (st != SX_OK) {
         char msg[512];
         copy_str(msg, sizeof msg, sx_errmsg());
+        if (created) /* other_metrics failed: the new engine collection goes too */
+            sx__ignore(sx_collection_drop(d->db, meta->engine_name));
         unlink_meta(d, meta->engine_name);
         st = sx__err(st, "%s", msg);
         goto out;
@@ -1427,8 +1560,12 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
         copy_str(tmp->name, sizeof tmp->name, m->name);
         tmp->collection_id = m->collection_id;
         tmp->created_ms = m->created_ms;
-        tmp->metric = m->metric;
-        tmp->metric_pending = m->metric_pending;
+        for (size_t i = 0; i < SX_MAX_VECTOR_FIELDS; i++) {
+            copy_str(tmp->vecs[i].field, sizeof tmp->vecs[i].field, m->vecs[i].field);
+            tmp->vecs[i].metric = m->vecs[i].metric;
+            tmp->vecs[i].metric_pending = m->vecs[i].metric_pending;
+        }
+        tmp->n_vecs = m->n_vecs;
         tmp->n_fields = m->n_fields;
         memcpy(tmp->fields, m->fields, sizeof tmp->fields);
         tmp->enable_dynamic = m->enable_dynamic;
@@ -1505,6 +1642,9 @@ sx_status sx__cat_coll_modify(sx__catalog *cat,
         tmp->created_ms = orig->created_ms;
         tmp->n_fields = orig->n_fields;
         memcpy(tmp->fields, orig->fields, sizeof tmp->fields);
+        tmp->n_vecs = orig->n_vecs;
+        for (size_t i = 0; i < SX_MAX_VECTOR_FIELDS; i++)
+            copy_str(tmp->vecs[i].field, sizeof tmp->vecs[i].field, orig->vecs[i].field);
         tmp->enable_dynamic = orig->enable_dynamic;
         tmp->has_partitions = orig->has_partitions;
         utf8_cut(tmp->description);

@@ -1855,27 +1855,43 @@ static void *rpc_create_index(rpc *r)
     return rpc_status_route(r, "/v2/vectordb/indexes/create", b);
 }
 
-/* The collection's index (named, or the only one) as the REST describe answers it: on success
- * *desc is a borrowed object of *ans (json_decref *ans). */
-static PM(Status) * index_describe(rpc *r, json_t **ans, json_t **desc)
+/* The index a gRPC index request names: index_name; "" : the index of field_name, else the
+ * collection's only vector index. NULL with *st set (700) when there is none, or several and the
+ * request names neither (Milvus's message). */
+static const char *pick_index(rpc *r, const sx__coll_meta *m, PM(Status) * *st, bool *several)
 {
     const char *name = str_field(r->req, "collection_name");
     const char *iname = str_field(r->req, "index_name");
-    *ans = NULL;
-    *desc = NULL;
-    schema_ref s = schema_get(r, name);
-    if (!s.m)
-        return NULL;
-    if (!s.found)
-        return not_found(r, name);
-    if (!*iname)
-        iname = s.m->index_name;
-    if (!*iname) {
-        const char *f = str_field(r->req, "field_name");
-        return status_new(&r->a, SX__MC_INDEX_NOT_FOUND,
-                          astrf(&r->a, "index not found[collection=%s]%s%s%s", name,
-                                *f ? "[field=" : "", f, *f ? "]" : ""));
+    const char *f = str_field(r->req, "field_name");
+    if (*iname)
+        return iname;
+    size_t n = 0;
+    const char *only = NULL;
+    for (size_t i = 0; i < m->n_vecs; i++) {
+        const sx__vec_meta *v = &m->vecs[i];
+        if (!v->index_name[0] || (*f && strcmp(v->field, f) != 0))
+            continue;
+        only = v->index_name;
+        n++;
     }
+    if (n == 1)
+        return astr(&r->a, only);
+    *several = n > 1;
+    *st = n ? status_new(&r->a, SX__MC_INDEX_NOT_FOUND,
+                         astrf(&r->a,
+                               "there are multiple indexes, please specify the index_name "
+                               "[collection=%s]",
+                               name))
+            : status_new(&r->a, SX__MC_INDEX_NOT_FOUND,
+                         astrf(&r->a, "index not found[collection=%s]%s%s%s", name,
+                               *f ? "[field=" : "", f, *f ? "]" : ""));
+    return NULL;
+}
+
+/* One index as the REST describe answers it: on success *desc is a borrowed object of *ans
+ * (json_decref *ans). */
+static PM(Status) * index_describe_named(rpc *r, const char *iname, json_t **ans, json_t **desc)
+{
     json_t *b = coll_body(r);
     json_object_set_new(b, "indexName", json_string(iname));
     *ans = call_route(r, "/v2/vectordb/indexes/describe", b);
@@ -1884,6 +1900,26 @@ static PM(Status) * index_describe(rpc *r, json_t **ans, json_t **desc)
         return status_of(&r->a, *ans);
     *desc = json_array_get(ans_data(*ans), 0);
     return status_new(&r->a, 0, "");
+}
+
+/* The collection's index (named, that of field_name, or the only one) as the REST describe
+ * answers it: on success *desc is a borrowed object of *ans (json_decref *ans). */
+static PM(Status) * index_describe(rpc *r, json_t **ans, json_t **desc)
+{
+    const char *name = str_field(r->req, "collection_name");
+    *ans = NULL;
+    *desc = NULL;
+    schema_ref s = schema_get(r, name);
+    if (!s.m)
+        return NULL;
+    if (!s.found)
+        return not_found(r, name);
+    PM(Status) *st = NULL;
+    bool several = false;
+    const char *iname = pick_index(r, s.m, &st, &several);
+    if (!iname)
+        return st;
+    return index_describe_named(r, iname, ans, desc);
 }
 
 static PM(IndexState) index_state(const json_t *d)
@@ -1900,44 +1936,81 @@ static PM(IndexState) index_state(const json_t *d)
     return PI(INDEX_STATE__IndexStateNone);
 }
 
+/* An IndexDescription from the REST describe of one index. NULL on out of memory. */
+static PM(IndexDescription) * index_description(arena *a, const json_t *d, int64_t id)
+{
+    PM(IndexDescription) *x = NEW(a, index_description);
+    if (!x)
+        return NULL;
+    const char *it = json_string_value(json_object_get(d, "indexType"));
+    const char *mt = json_string_value(json_object_get(d, "metricType"));
+    x->index_name = astr(a, json_string_value(json_object_get(d, "indexName")));
+    x->field_name = astr(a, json_string_value(json_object_get(d, "fieldName")));
+    x->indexid = id;
+    x->params = amalloc(a, 3 * sizeof *x->params);
+    json_t *bp = json_object_get(d, "params");
+    if (x->params) {
+        x->params[x->n_params++] = kv_new(a, "index_type", it ? it : "");
+        x->params[x->n_params++] = kv_new(a, "metric_type", mt ? mt : "");
+        char *bt = json_object_size(bp) ? json_dumps(bp, JSON_COMPACT) : NULL;
+        if (bt) /* the build params' JSON text, as Milvus gives it */
+            x->params[x->n_params++] = kv_new(a, "params", bt);
+        free(bt);
+    }
+    x->indexed_rows = jint(json_object_get(d, "indexedRows"));
+    x->total_rows = jint(json_object_get(d, "totalRows"));
+    x->pending_index_rows = jint(json_object_get(d, "pendingRows"));
+    x->state = index_state(d);
+    x->index_state_fail_reason = astr(a, json_string_value(json_object_get(d, "failReason")));
+    return x;
+}
+
+/* DescribeIndex: the named index; index_name "": every vector index of the collection (those of
+ * field_name when it is set), one IndexDescription each, in schema order, as Milvus answers. */
 static void *rpc_describe_index(rpc *r)
 {
     PM(DescribeIndexResponse) *o = NEW(&r->a, describe_index_response);
     if (!o)
         return NULL;
-    json_t *ans, *d;
-    o->status = index_describe(r, &ans, &d);
-    if (d) {
-        arena *a = &r->a;
-        PM(IndexDescription) *x = NEW(a, index_description);
-        o->index_descriptions = amalloc(a, sizeof *o->index_descriptions);
-        if (x && o->index_descriptions) {
-            const char *it = json_string_value(json_object_get(d, "indexType"));
-            const char *mt = json_string_value(json_object_get(d, "metricType"));
-            x->index_name = astr(a, json_string_value(json_object_get(d, "indexName")));
-            x->field_name = astr(a, json_string_value(json_object_get(d, "fieldName")));
-            x->indexid = 1;
-            x->params = amalloc(a, 3 * sizeof *x->params);
-            json_t *bp = json_object_get(d, "params");
-            if (x->params) {
-                x->params[x->n_params++] = kv_new(a, "index_type", it ? it : "");
-                x->params[x->n_params++] = kv_new(a, "metric_type", mt ? mt : "");
-                char *bt = json_object_size(bp) ? json_dumps(bp, JSON_COMPACT) : NULL;
-                if (bt) /* the build params' JSON text, as Milvus gives it */
-                    x->params[x->n_params++] = kv_new(a, "params", bt);
-                free(bt);
-            }
-            x->indexed_rows = jint(json_object_get(d, "indexedRows"));
-            x->total_rows = jint(json_object_get(d, "totalRows"));
-            x->pending_index_rows = jint(json_object_get(d, "pendingRows"));
-            x->state = index_state(d);
-            x->index_state_fail_reason =
-                astr(a, json_string_value(json_object_get(d, "failReason")));
-            o->index_descriptions[0] = x;
-            o->n_index_descriptions = 1;
-        }
+    arena *a = &r->a;
+    const char *name = str_field(r->req, "collection_name");
+    const char *iname = str_field(r->req, "index_name");
+    const char *f = str_field(r->req, "field_name");
+    schema_ref s = schema_get(r, name);
+    if (!s.m)
+        return NULL;
+    if (!s.found) {
+        o->status = not_found(r, name);
+        return o;
     }
-    json_decref(ans);
+    o->index_descriptions = amalloc(a, (s.m->n_vecs + 1) * sizeof *o->index_descriptions);
+    if (!o->index_descriptions)
+        return NULL;
+    for (size_t i = 0; i < s.m->n_vecs; i++) {
+        const sx__vec_meta *v = &s.m->vecs[i];
+        if (!v->index_name[0] || (*iname && strcmp(v->index_name, iname) != 0) ||
+            (!*iname && *f && strcmp(v->field, f) != 0))
+            continue;
+        json_t *ans = NULL, *d = NULL;
+        PM(Status) *st = index_describe_named(r, v->index_name, &ans, &d);
+        PM(IndexDescription) *x = d ? index_description(a, d, (int64_t)i + 1) : NULL;
+        json_decref(ans);
+        if (!st || (!x && st->code == 0))
+            return NULL;
+        if (st->code != 0) {
+            o->status = st;
+            o->n_index_descriptions = 0;
+            return o;
+        }
+        o->index_descriptions[o->n_index_descriptions++] = x;
+    }
+    if (o->n_index_descriptions == 0)
+        o->status = status_new(a, SX__MC_INDEX_NOT_FOUND,
+                               *iname ? astrf(a, "index not found[indexName=%s]", iname)
+                                      : astrf(a, "index not found[collection=%s]%s%s%s", name,
+                                              *f ? "[field=" : "", f, *f ? "]" : ""));
+    else
+        o->status = status_new(a, 0, "");
     return o;
 }
 
@@ -1967,13 +2040,21 @@ static void *rpc_get_index_build_progress(rpc *r)
     return o;
 }
 
+/* DropIndex: the named index; index_name "": that of field_name, else the only one (several:
+ * Milvus's "there are multiple indexes" error; none: success, as dropping a missing index). */
 static void *rpc_drop_index(rpc *r)
 {
     const char *iname = str_field(r->req, "index_name");
     if (!*iname) {
         schema_ref s = schema_get(r, str_field(r->req, "collection_name"));
-        if (s.m && s.found)
-            iname = astr(&r->a, s.m->index_name);
+        PM(Status) *st = NULL;
+        bool several = false;
+        if (s.m && s.found) {
+            const char *p = pick_index(r, s.m, &st, &several);
+            if (several)
+                return st;
+            iname = p ? p : "";
+        }
     }
     json_t *b = coll_body(r);
     json_object_set_new(b, "indexName", json_string(iname));

@@ -5,14 +5,17 @@
  * collection through the catalog, calls the engine and answers with Milvus's codes and shapes.
  *
  * Sextant differences a client can see, each answered with a clear message:
- *  - the metric belongs to the vector index, as in Milvus: quick setup takes metricType (default
- *    COSINE); a custom schema takes the vector field's indexParams metricType (else the request's
- *    metricType, else COSINE) when it has a vector index entry, and otherwise leaves the metric
- *    pending (meta.metric_pending, engine collection L2 with raw vectors; the request's
- *    metricType, which the Node SDK always fills, is ignored as Milvus ignores it) until the
- *    first indexes/create picks it (request.c sx__index_apply). Once an index exists the metric
- *    is that index's; another metric is refused (1100) until the index is dropped;
- *  - one FloatVector field per collection; binary,
+ *  - the metric belongs to the vector index, as in Milvus, one per vector field: quick setup
+ *    takes metricType (default COSINE); in a custom schema each vector field takes its own
+ *    indexParams entry's metricType (else the request's metricType, else COSINE) when it has
+ *    one, and otherwise its metric stays pending (meta.vecs[i].metric_pending, engine field L2
+ *    with raw vectors; the request's metricType, which the Node SDK always fills, is ignored as
+ *    Milvus ignores it) until the field's first indexes/create picks it (request.c
+ *    sx__index_apply). Once a field has an index its metric is that index's; another metric is
+ *    refused (1100) until the index is dropped;
+ *  - one to four FloatVector fields per collection (Milvus's proxy.maxVectorFieldNum; a fifth is
+ *    1100 "maximum vector field's number should be limited to 4"); load needs an index on every
+ *    one of them (700, as Milvus); binary,
  *    float16, sparse and int8 vectors and functions are refused with 1100 "... not supported by
  *    Sextant yet";
  *  - load state: a collection is "loaded" as soon as load succeeds (the engine serves searches at
@@ -53,23 +56,29 @@ static bool set_meta_props(sx__coll_meta *m, const json_t *props)
     return true;
 }
 
-/* "LoadStateLoaded" etc.; *progress is 0..100. */
+/* "LoadStateLoaded" etc.; *progress is 0..100: while some vector field's index build runs, the
+ * indexed share of the sealed rows over every vector field. */
 static const char *load_state(sx_collection *h, const sx__coll_meta *m, int *progress)
 {
     *progress = 0;
     if (!m->loaded)
         return "LoadStateNotLoad";
-    sx_index_info ii;
-    if (sx_index_describe(h, &ii) != SX_OK || ii.state != SX_INDEX_IN_PROGRESS) {
+    uint64_t indexed = 0, sealed = 0;
+    bool building = false;
+    for (size_t i = 0; i < m->n_vecs; i++) {
+        sx_index_info ii;
+        if (sx_index_describe_on(h, m->vecs[i].field, &ii) != SX_OK)
+            continue;
+        uint64_t s = ii.total_rows > ii.growing_rows ? ii.total_rows - ii.growing_rows : 0;
+        building |= ii.state == SX_INDEX_IN_PROGRESS;
+        sealed += s;
+        indexed += ii.indexed_rows < s ? ii.indexed_rows : s;
+    }
+    if (!building) {
         *progress = 100;
         return "LoadStateLoaded";
     }
-    sx_collection_info ci;
-    uint64_t growing = 0;
-    if (sx_collection_describe(h, &ci) == SX_OK)
-        growing = ci.growing_rows;
-    uint64_t sealed = ii.total_rows > growing ? ii.total_rows - growing : 0;
-    uint64_t p = sealed ? ii.indexed_rows * 100 / sealed : 0;
+    uint64_t p = sealed ? indexed * 100 / sealed : 0;
     *progress = p > 99 ? 99 : (int)p;
     return "LoadStateLoading";
 }
@@ -259,8 +268,8 @@ static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json
             return false;
         }
     }
-    m->metric = SX_METRIC_COSINE;
-    if (metric && *metric && !sx__metric_parse(metric, &m->metric)) {
+    m->vecs[0].metric = SX_METRIC_COSINE;
+    if (metric && *metric && !sx__metric_parse(metric, &m->vecs[0].metric)) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: metric type %s not found or not supported by Sextant, "
                  "supported: [L2 IP COSINE]",
@@ -360,11 +369,11 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
         const json_t *tp = sx__jget(fo, "elementTypeParams");
         int64_t v = 0;
         if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
-            if (++n_vec > 1) {
+            if (++n_vec > SX_MAX_VECTOR_FIELDS) {
                 sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: more than one vector field (%s) is not supported "
-                         "by Sextant yet",
-                         fname);
+                         "invalid parameter: maximum vector field's number should be limited to "
+                         "%u (field %s is vector field number %zu)",
+                         SX_MAX_VECTOR_FIELDS, fname, n_vec);
                 return false;
             }
             int r = type_param(tp, "dim", &v);
@@ -435,8 +444,9 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
     }
     if (n_vec == 0) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: schema does not contain vector field (Sextant needs exactly "
-                 "one FloatVector field)");
+                 "invalid parameter: schema does not contain vector field (Sextant needs one to "
+                 "%u FloatVector fields)",
+                 SX_MAX_VECTOR_FIELDS);
         return false;
     }
     return true;
@@ -459,11 +469,31 @@ static bool same_schema(const sx__coll_meta *a, const sx__coll_meta *b)
     return true;
 }
 
-/* A repeated create is fine when it asks for what exists; one that names no metric (pending)
- * matches whatever metric the collection's index has chosen since. */
+/* A repeated create is fine when it asks for what exists; a vector field it names no metric for
+ * (pending) matches whatever metric the field's index has chosen since. m's vecs[] are by
+ * position (not laid out yet), as old's are once the schemas match. */
 static bool same_create(const sx__coll_meta *old, const sx__coll_meta *m)
 {
-    return same_schema(old, m) && (m->metric_pending || old->metric == m->metric);
+    if (!same_schema(old, m))
+        return false;
+    for (size_t i = 0; i < old->n_vecs; i++)
+        if (!m->vecs[i].metric_pending && old->vecs[i].metric != m->vecs[i].metric)
+            return false;
+    return true;
+}
+
+/* The position of vector field `name` among the schema's vector fields, -1 if it is none. */
+static int vec_pos(const sx__coll_meta *m, const char *name)
+{
+    int k = 0;
+    for (size_t i = 0; i < m->n_fields; i++) {
+        if (m->fields[i].engine_type != SX_FIELD_FLOAT_VECTOR)
+            continue;
+        if (strcmp(m->fields[i].name, name) == 0)
+            return k;
+        k++;
+    }
+    return -1;
 }
 
 static bool valid_consistency(const char *s)
@@ -523,10 +553,11 @@ static void h_create(sx__req *rq, sx__resp *rs)
         goto out;
     m->has_partitions = true;
     const sx__field_meta *vf = sx__meta_vector_field(m);
-    /* every indexParams field must exist; the vector field's metric becomes the collection's
-     * (custom schema), else the request's metricType, else COSINE; a custom schema without a
-     * vector index entry leaves it pending */
-    bool metric_from_index = false, vec_index = false;
+    /* every indexParams field must exist; a custom schema's vector field with an entry takes the
+     * entry's metricType, else the request's metricType, else COSINE; one without an entry
+     * stays pending. vecs[k] is the k-th vector field (sx__cat_coll_create lays them out). */
+    bool metric_from_index[SX_MAX_VECTOR_FIELDS] = { false },
+         vec_index[SX_MAX_VECTOR_FIELDS] = { false };
     size_t i;
     const json_t *ip;
     json_array_foreach(ips, i, ip) {
@@ -545,33 +576,38 @@ static void h_create(sx__req *rq, sx__resp *rs)
                      fname ? fname : "");
             goto out;
         }
-        if (!quick && strcmp(fname, vf->name) == 0)
-            vec_index = true;
-        if (!quick && strcmp(fname, vf->name) == 0 && metric && *metric) {
-            if (!sx__metric_parse(metric, &m->metric)) {
+        int k = quick ? -1 : vec_pos(m, fname);
+        if (k < 0)
+            continue;
+        vec_index[k] = true;
+        if (metric && *metric) {
+            if (!sx__metric_parse(metric, &m->vecs[k].metric)) {
                 sx__fail(rs, SX__MC_INVALID_PARAM,
                          "invalid parameter: metric type %s not found or not supported by "
                          "Sextant, supported: [L2 IP COSINE]",
                          metric);
                 goto out;
             }
-            metric_from_index = true;
+            metric_from_index[k] = true;
         }
     }
-    if (!quick && !vec_index) {
-        /* raw vectors: any metric can follow (sx_collection_set_metric) */
-        m->metric = SX_METRIC_L2;
-        m->metric_pending = true;
-    } else if (!quick && !metric_from_index) {
-        const char *metric = NULL;
-        m->metric = SX_METRIC_COSINE;
-        if (sx__jstr(rq->body, "metricType", &metric) == 0 && metric && *metric &&
-            !sx__metric_parse(metric, &m->metric)) {
-            sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "invalid parameter: metric type %s not found or not supported by Sextant, "
-                     "supported: [L2 IP COSINE]",
-                     metric);
-            goto out;
+    for (size_t k = 0; !quick && k < SX_MAX_VECTOR_FIELDS; k++) {
+        sx__vec_meta *v = &m->vecs[k];
+        if (!vec_index[k]) {
+            /* raw vectors: any metric can follow (sx_collection_set_metric_on) */
+            v->metric = SX_METRIC_L2;
+            v->metric_pending = true;
+        } else if (!metric_from_index[k]) {
+            const char *metric = NULL;
+            v->metric = SX_METRIC_COSINE;
+            if (sx__jstr(rq->body, "metricType", &metric) == 0 && metric && *metric &&
+                !sx__metric_parse(metric, &v->metric)) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: metric type %s not found or not supported by "
+                         "Sextant, supported: [L2 IP COSINE]",
+                         metric);
+                goto out;
+            }
         }
     }
     /* properties: ttlSeconds and the like */
@@ -626,8 +662,9 @@ static void h_create(sx__req *rq, sx__resp *rs)
         goto out;
     }
     if (quick) {
-        json_t *qip = json_pack("{s:s,s:s,s:s,s:s}", "fieldName", vf->name, "indexName", vf->name,
-                                "metricType", sx__metric_name(m->metric), "indexType", "AUTOINDEX");
+        json_t *qip =
+            json_pack("{s:s,s:s,s:s,s:s}", "fieldName", vf->name, "indexName", vf->name,
+                      "metricType", sx__metric_name(m->vecs[0].metric), "indexType", "AUTOINDEX");
         bool ok = qip && sx__index_apply(rq, rs, h, m, qip);
         json_decref(qip);
         if (!ok)
@@ -710,10 +747,13 @@ static void h_describe(sx__req *rq, sx__resp *rs)
         json_array_append_new(al, json_string(m->aliases[i]));
     json_object_set_new(d, "aliases", al);
     json_t *idx = json_array();
-    if (m->index_name[0])
-        json_array_append_new(idx,
-                              json_pack("{s:s,s:s,s:s}", "fieldName", m->index_field, "indexName",
-                                        m->index_name, "metricType", sx__metric_name(m->metric)));
+    for (size_t i = 0; i < m->n_vecs; i++) {
+        const sx__vec_meta *v = &m->vecs[i];
+        if (v->index_name[0])
+            json_array_append_new(idx, json_pack("{s:s,s:s,s:s}", "fieldName", v->field,
+                                                 "indexName", v->index_name, "metricType",
+                                                 sx__metric_name(v->metric)));
+    }
     json_object_set_new(d, "indexes", idx);
     int progress = 0;
     json_object_set_new(d, "load", json_string(load_state(h, m, &progress)));

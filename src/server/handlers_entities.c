@@ -33,9 +33,16 @@
  * the ones returned, then applies offset and limit per query. Plain searches go through the
  * merger (merge.c) when the server has one, keyed by every parameter but the vectors.
  *
- * Hybrid search runs each sub-request (its own vectors, filter, limit, metricType/params) on the
- * one vector field, then fuses per query: RRF (score = sum 1/(k + rank), rank from 1, k = 60 by
- * default) or weighted (sum w_i * normalised distance, Milvus's normalisation: L2
+ * Vector fields. A collection has one to four FloatVector fields, each with its own dim, metric
+ * and index; inserts need every one of them (each checked against its own dim). A search names
+ * the field it searches with annsField (sx_search_req.anns_field); without it, the only vector
+ * field, and a collection with several refuses the search (1100, Milvus's "multiple anns_fields
+ * exist"). The metric a search may name is its field's.
+ *
+ * Hybrid search runs each sub-request (its own annsField, vectors, filter, limit,
+ * metricType/params) on its own vector field, then fuses per query: RRF (score = sum
+ * 1/(k + rank), rank from 1, k = 60 by default) or weighted (sum w_i * normalised distance, each
+ * by its field's metric, Milvus's normalisation: L2
  * 1 - 2 atan(d)/pi, IP 0.5 + atan(d)/pi, COSINE (1 + d)/2). Ties sort by primary key. The fused
  * score is returned as "distance" (larger is better); output fields are read with one sx_get.
  *
@@ -194,20 +201,61 @@ static bool coll_open(sx__req *rq, sx__resp *rs, const char *struct_name, coll *
     return true;
 }
 
-static bool need_loaded(sx__resp *rs, const coll *c)
-{
-    if (c->meta->loaded)
-        return true;
-    sx__fail(rs, SX__MC_COLL_NOT_LOADED, "collection not loaded[collection=%s]", c->meta->name);
-    return false;
-}
-
 static int field_index(const sx__coll_meta *m, const char *name)
 {
     for (size_t i = 0; i < m->n_fields; i++)
         if (strcmp(m->fields[i].name, name) == 0)
             return (int)i;
     return -1;
+}
+
+/* The vector field a search or a hybrid sub-request names (Milvus's anns_field): `anns`, a
+ * FloatVector field of the collection; absent or "": the only vector field, and a collection with
+ * several needs it named, as Milvus. *fi: its index in meta->fields, *v: its vecs[] entry. False
+ * with rs set (1100, Milvus's texts). */
+static bool anns_of(sx__resp *rs, const coll *c, const char *anns, int *fi, const sx__vec_meta **v)
+{
+    const sx__coll_meta *m = c->meta;
+    if (c->vec < 0 || m->n_vecs == 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: the collection has no vector field");
+        return false;
+    }
+    if (!anns || !*anns) {
+        if (m->n_vecs > 1) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: multiple anns_fields exist, please specify a anns_field "
+                     "in search_params (collection %s has %zu vector fields)",
+                     m->name, m->n_vecs);
+            return false;
+        }
+        anns = m->vecs[0].field;
+    }
+    int f = field_index(m, anns), vi = sx__meta_vec_at(m, anns);
+    if (f < 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: failed to create query plan: failed to get field schema by "
+                 "name: fieldName(%s) not found",
+                 anns);
+        return false;
+    }
+    if (vi < 0 || m->fields[f].engine_type != SX_FIELD_FLOAT_VECTOR) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: failed to create query plan: field (%s) to search is not of "
+                 "vector data type",
+                 anns);
+        return false;
+    }
+    *fi = f;
+    *v = &m->vecs[vi];
+    return true;
+}
+
+static bool need_loaded(sx__resp *rs, const coll *c)
+{
+    if (c->meta->loaded)
+        return true;
+    sx__fail(rs, SX__MC_COLL_NOT_LOADED, "collection not loaded[collection=%s]", c->meta->name);
+    return false;
 }
 
 /* JSON and Array fields: VARCHAR columns holding the value's compact JSON text. */
@@ -981,9 +1029,10 @@ static bool check_array(sx__resp *rs, const sx__field_meta *fm, size_t row, cons
 }
 
 /* Stores one declared field's value of row `row` into cb. */
-static bool put_value(sx__resp *rs, colbuf *cb, uint32_t dim, size_t row, const json_t *v)
+static bool put_value(sx__resp *rs, colbuf *cb, size_t row, const json_t *v)
 {
     const sx__field_meta *fm = cb->fm;
+    uint32_t dim = fm->dim; /* vector fields: each its own */
     switch (fm->engine_type) {
     case SX_FIELD_INT64: {
         int64_t x;
@@ -1085,7 +1134,6 @@ static bool decode_rows(sx__resp *rs,
     const sx__coll_meta *m = c->meta;
     size_t n = json_array_size(rows);
     size_t k = 0;
-    uint32_t dim = c->vec >= 0 ? m->fields[c->vec].dim : 0;
     for (size_t f = 0; f < m->n_fields; f++) {
         if ((int)f == c->pk && !with_pk)
             continue;
@@ -1163,7 +1211,7 @@ static bool decode_rows(sx__resp *rs,
             }
             if (!v)
                 BAD_ROW("row %zu: the field %s is missing", r, fm->name);
-            if (!put_value(rs, &cb[ci], dim, r, v))
+            if (!put_value(rs, &cb[ci], r, v))
                 return false;
             ci++;
         }
@@ -1754,8 +1802,9 @@ static bool param_double(sx__resp *rs, const char *key, const char *txt, double 
     return true;
 }
 
-/* Merges searchParams (flat and nested) and checks the metric and range. */
-static bool parse_sparams(sx__resp *rs, const coll *c, const json_t *sp, sparams *p)
+/* Merges searchParams (flat and nested) and checks the metric (cm: the searched field's) and
+ * range. */
+static bool parse_sparams(sx__resp *rs, sx_metric cm, const json_t *sp, sparams *p)
 {
     memset(p, 0, sizeof *p);
     if (!sp)
@@ -1813,7 +1862,6 @@ static bool parse_sparams(sx__resp *rs, const coll *c, const json_t *sp, sparams
             p->n_eng++;
         }
     }
-    sx_metric cm = c->meta->metric;
     if (p->metric && *p->metric) {
         sx_metric m;
         if (!sx__metric_parse(p->metric, &m)) {
@@ -1976,6 +2024,7 @@ static bool check_consistency(sx__req *rq, sx__resp *rs)
 /* The merge key: every input of the search but the vectors. Owned or NULL. */
 static char *merge_key(const sx__req *rq,
                        const coll *c,
+                       const sx__vec_meta *v,
                        const sparams *p,
                        const char *filter,
                        uint32_t k,
@@ -1988,8 +2037,10 @@ static char *merge_key(const sx__req *rq,
     sb_add(&s, "\x1f");
     sb_add(&s, c->meta->engine_name);
     (void)snprintf(num, sizeof num, "\x1f%lld\x1f%s\x1f%u\x1f%u\x1f",
-                   (long long)c->meta->collection_id, sx__metric_name(c->meta->metric), k, offset);
+                   (long long)c->meta->collection_id, sx__metric_name(v->metric), k, offset);
     sb_add(&s, num);
+    sb_add(&s, v->field); /* the searched vector field */
+    sb_add(&s, "\x1f");
     for (size_t i = 0; i < p->n_eng; i++) {
         sb_add(&s, p->eng[i].key);
         sb_add(&s, "=");
@@ -2009,8 +2060,13 @@ static char *merge_key(const sx__req *rq,
 /* Search by primary keys (`ids` instead of `data`, newer Milvus servers): the stored vectors of
  * those rows are the queries, in the order given. Every key must exist (else 1100 naming it).
  * Owned *out (nq x dim floats). */
-static bool read_id_vectors(
-    sx__req *rq, sx__resp *rs, const coll *c, const json_t *ids, float **out, size_t *nq_out)
+static bool read_id_vectors(sx__req *rq,
+                            sx__resp *rs,
+                            const coll *c,
+                            int vfi,
+                            const json_t *ids,
+                            float **out,
+                            size_t *nq_out)
 {
     size_t n = json_array_size(ids);
     uint32_t max_nq = rq->opts && rq->opts->max_nq ? rq->opts->max_nq : 16384;
@@ -2035,14 +2091,14 @@ static bool read_id_vectors(
     }
     if (!ints || !strs)
         fail_nomem(rs);
-    const char *vname = c->meta->fields[c->vec].name;
+    const char *vname = c->meta->fields[vfi].name;
     sx_keys k = { n, int_pk ? ints : NULL, int_pk ? NULL : strs };
     sx_status st = ok ? sx_get(c->h, &k, &vname, 1, &r) : SX_OK;
     if (ok && st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search by ids");
         ok = false;
     }
-    uint32_t dim = c->meta->fields[c->vec].dim;
+    uint32_t dim = c->meta->fields[vfi].dim;
     float *q = ok ? sx__malloc(n * dim * sizeof(float)) : NULL;
     if (ok && !q) {
         fail_nomem(rs);
@@ -2093,13 +2149,13 @@ typedef struct picks {
 static bool range_search(sx__req *rq,
                          sx__resp *rs,
                          coll *c,
+                         sx_metric metric,
                          sx_search_req *req,
                          const sparams *sp,
                          size_t want,
                          uint64_t per_row,
                          sx_rowset **out)
 {
-    sx_metric metric = c->meta->metric;
     uint32_t kk = (uint32_t)want;
     sx_search_req local = *req; /* the rounds change k and params: the caller's stays as it was */
     req = &local;
@@ -2427,32 +2483,25 @@ static void h_search(sx__req *rq, sx__resp *rs)
         fail_nomem(rs);
         goto out;
     }
-    if (c.vec < 0) {
-        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: the collection has no vector field");
-        goto out;
-    }
     const char *anns = NULL;
     if (sx__jstr(rq->body, "annsField", &anns) != 0) {
         sx__fail(rs, SX__MC_BAD_JSON,
                  "can only accept json format request, error: annsField must be a string");
         goto out;
     }
-    if (anns && *anns && strcmp(anns, c.meta->fields[c.vec].name) != 0) {
-        sx__fail(rs, SX__MC_BAD_JSON,
-                 "can only accept json format request, error: field not found[field=%s]: %s is "
-                 "not a vector field of collection %s",
-                 anns, anns, c.meta->name);
+    int vfi = -1;
+    const sx__vec_meta *vm = NULL;
+    if (!anns_of(rs, &c, anns, &vfi, &vm))
         goto out;
-    }
     size_t nq = 0;
-    uint32_t dim = c.meta->fields[c.vec].dim;
+    uint32_t dim = c.meta->fields[vfi].dim;
     const json_t *ids = sx__jget(rq->body, "ids");
     if (ids && sx__jget(rq->body, "data")) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: give either data (vectors) or ids (primary keys), not both");
         goto out;
     }
-    if (ids ? !read_id_vectors(rq, rs, &c, ids, &q, &nq)
+    if (ids ? !read_id_vectors(rq, rs, &c, vfi, ids, &q, &nq)
             : !read_vectors(rq, rs, sx__jget(rq->body, "data"), dim, sname, &q, &nq))
         goto out;
     int64_t limit = 100, offset = 0;
@@ -2471,7 +2520,7 @@ static void h_search(sx__req *rq, sx__resp *rs)
         goto out;
     if (!check_consistency(rq, rs))
         goto out;
-    if (!parse_sparams(rs, &c, sx__jget(rq->body, "searchParams"), &sp))
+    if (!parse_sparams(rs, vm->metric, sx__jget(rq->body, "searchParams"), &sp))
         goto out;
     if (grp.field && sp.has_radius) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
@@ -2507,14 +2556,15 @@ static void h_search(sx__req *rq, sx__resp *rs)
                           .params = sp.eng,
                           .n_params = sp.n_eng,
                           .metric = -1,
-                          .ignore_growing = sp.ignore_growing };
+                          .ignore_growing = sp.ignore_growing,
+                          .anns_field = vm->field };
     sx_status st;
     pk.topks = sx__calloc(nq, sizeof *pk.topks);
     if (!pk.topks) {
         fail_nomem(rs);
         goto out;
     }
-    sx_metric metric = c.meta->metric;
+    sx_metric metric = vm->metric;
     if (grp.field) {
         if (!group_search(rq, rs, &c, &req, &sp, &grp, (size_t)window, per_row, &r))
             goto out;
@@ -2524,11 +2574,11 @@ static void h_search(sx__req *rq, sx__resp *rs)
         }
         st = SX_OK;
     } else if (sp.has_radius) {
-        if (!range_search(rq, rs, &c, &req, &sp, (size_t)(limit + offset), per_row, &r))
+        if (!range_search(rq, rs, &c, metric, &req, &sp, (size_t)(limit + offset), per_row, &r))
             goto out;
         st = SX_OK;
     } else if (rq->merger && !sp.ignore_growing) {
-        key = merge_key(rq, &c, &sp, filter, req.k, req.offset, o);
+        key = merge_key(rq, &c, vm, &sp, filter, req.k, req.offset, o);
         st = key ? sx__merger_search(rq->merger, c.h, key, &req, &r) : sx_search(c.h, &req, &r);
     } else {
         st = sx_search(c.h, &req, &r);
@@ -2713,6 +2763,7 @@ static bool run_sub(sx__req *rq,
                     const json_t *parts,
                     size_t grow,
                     size_t *nq_io,
+                    sx_metric *metric_out,
                     sx_rowset **out)
 {
     bool ok = false;
@@ -2731,16 +2782,20 @@ static bool run_sub(sx__req *rq,
         goto out;
     }
     const char *anns = NULL;
-    if (sx__jstr(sub, "annsField", &anns) != 0 ||
-        (anns && *anns && strcmp(anns, c->meta->fields[c->vec].name) != 0)) {
+    if (sx__jstr(sub, "annsField", &anns) != 0) {
         sx__fail(rs, SX__MC_BAD_JSON,
-                 "can only accept json format request, error: field not found[field=%s]",
-                 anns ? anns : "?");
+                 "can only accept json format request, error: search[].annsField must be a "
+                 "string");
         goto out;
     }
+    int vfi = -1;
+    const sx__vec_meta *vm = NULL;
+    if (!anns_of(rs, c, anns, &vfi, &vm))
+        goto out;
+    *metric_out = vm->metric;
     size_t nq = 0;
-    if (!read_vectors(rq, rs, sx__jget(sub, "data"), c->meta->fields[c->vec].dim, "SubSearchReq",
-                      &q, &nq))
+    if (!read_vectors(rq, rs, sx__jget(sub, "data"), c->meta->fields[vfi].dim, "SubSearchReq", &q,
+                      &nq))
         goto out;
     if (*nq_io && nq != *nq_io) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
@@ -2767,7 +2822,7 @@ static bool run_sub(sx__req *rq,
         json_object_set(tmp, "metricType", mt);
     if (pr)
         json_object_set(tmp, "params", pr);
-    if (!parse_sparams(rs, c, tmp, &sp))
+    if (!parse_sparams(rs, vm->metric, tmp, &sp))
         goto out;
     if (sp.has_radius) {
         sx__fail(rs, SX__MC_UNSUPPORTED,
@@ -2795,7 +2850,8 @@ static bool run_sub(sx__req *rq,
                                         : sp.eng,
                           .n_params = sp.n_eng,
                           .metric = -1,
-                          .ignore_growing = sp.ignore_growing };
+                          .ignore_growing = sp.ignore_growing,
+                          .anns_field = vm->field };
     sx_status st = sx_search(c->h, &req, out);
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "hybrid_search");
@@ -2904,6 +2960,7 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
     if (!coll_open(rq, rs, "HybridSearchReq", &c))
         return;
     sx_rowset *sub_rs[MAX_SUBS] = { NULL };
+    sx_metric sub_metric[MAX_SUBS];
     size_t n_subs = 0, nq = 0, n_hits = 0, n_keep = 0;
     fhit *hits = NULL;
     size_t *topks = NULL;
@@ -2961,7 +3018,7 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
         goto out;
     for (size_t i = 0; i < json_array_size(subs); i++) {
         if (!run_sub(rq, rs, &c, json_array_get(subs, i), parts, grp.field ? grp.size : 1, &nq,
-                     &sub_rs[i]))
+                     &sub_metric[i], &sub_rs[i]))
             goto out;
         n_subs = i + 1;
         n_hits += sub_rs[i]->n_rows;
@@ -2988,9 +3045,8 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
                 f->q = qi;
                 f->ik = int_pk ? ((const int64_t *)r->cols[0].data)[base + h] : 0;
                 f->sk = int_pk ? NULL : ((char *const *)r->cols[0].data)[base + h];
-                f->score = rr.weighted
-                               ? rr.w[i] * norm_score(c.meta->metric, r->distances[base + h])
-                               : 1.0 / (rr.k + (double)(h + 1));
+                f->score = rr.weighted ? rr.w[i] * norm_score(sub_metric[i], r->distances[base + h])
+                                       : 1.0 / (rr.k + (double)(h + 1));
             }
             base += r->topks[qi];
         }

@@ -1,9 +1,12 @@
 /*
  * handlers_indexes.c: /v2/vectordb/indexes/... (milvus-rest-v2.md sections 7.1, 7.2 and 8).
  *
- * A collection has at most one vector index (the engine's, on its only vector field); its name,
- * field and the type the client asked for ("AUTOINDEX", "HNSW", ...) are kept in the collection
- * metadata, the build state comes from sx_index_describe. Scalar index requests (INVERTED,
+ * Each vector field of a collection (up to four) has at most one index (the engine's,
+ * sx_index_create_on), with a name unique in the collection (default: the field's name); its
+ * name and the type the client asked for ("AUTOINDEX", "HNSW", ...) are kept in the field's
+ * entry of the collection metadata (meta.vecs[]), the build state comes from
+ * sx_index_describe_on. describe, drop and the properties routes find an index by its name; one
+ * indexes/create may carry an entry per field. Scalar index requests (INVERTED,
  * STL_SORT, Trie, BITMAP, or AUTOINDEX on a scalar field) are accepted and build nothing: the
  * engine's filters scan columns, which is what such an index would speed up. They are not listed.
  *
@@ -11,8 +14,8 @@
  * the engine as strings; index_type and metric_type inside params are not build params.
  *
  * The metric belongs to the index (Milvus). A vector index asks for metricType (default: the
- * collection's, or COSINE while it is pending); when it differs and the collection has no index
- * yet, the engine collection's metric changes first (sx_collection_set_metric: L2 <-> IP as
+ * field's, or COSINE while it is pending); when it differs and the field has no index yet, the
+ * engine field's metric changes first (sx_collection_set_metric_on: L2 <-> IP as
  * stored, to COSINE normalises the stored rows; from COSINE with rows is refused, 1100). Metric
  * change, engine index creation and the metadata write run as one sx__cat_coll_modify, under the
  * catalog's DDL lock, so concurrent creates cannot interleave. With an index, another metric is
@@ -105,19 +108,20 @@ static void h_describe(sx__req *rq, sx__resp *rs)
     if (!req_index(rq, rs, "IndexReq", &h, &m, &iname))
         return;
     sx_index_info ii;
-    sx_status st = sx_index_describe(h, &ii);
+    int vi = sx__meta_index_at(m, iname);
+    const sx__vec_meta *v = vi >= 0 ? &m->vecs[vi] : NULL;
+    sx_status st = v ? sx_index_describe_on(h, v->field, &ii) : SX_OK;
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_INDEX_NOT_FOUND, "describe index");
-    } else if (!m->index_name[0] || strcmp(m->index_name, iname) != 0 ||
-               ii.state == SX_INDEX_NONE) {
+    } else if (!v || ii.state == SX_INDEX_NONE) {
         sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[indexName=%s]", iname);
     } else {
         json_t *o = json_object();
-        json_object_set_new(o, "indexName", json_string(m->index_name));
-        json_object_set_new(o, "fieldName", json_string(m->index_field));
+        json_object_set_new(o, "indexName", json_string(v->index_name));
+        json_object_set_new(o, "fieldName", json_string(v->field));
         json_object_set_new(o, "indexType",
-                            json_string(m->index_type[0] ? m->index_type : ii.type));
-        json_object_set_new(o, "metricType", json_string(sx__metric_name(m->metric)));
+                            json_string(v->index_type[0] ? v->index_type : ii.type));
+        json_object_set_new(o, "metricType", json_string(sx__metric_name(v->metric)));
         /* Milvus counts sealed (flushed) segments only: indexState Finished means every sealed
          * row is indexed, so Finished comes with indexedRows == totalRows. Rows of the growing
          * segment (searched exactly until sealed) are in growingRows, a Sextant extension. */
@@ -156,8 +160,9 @@ static void h_list(sx__req *rq, sx__resp *rs)
     if (!sx__req_coll(rq, rs, "CollectionNameReq", NULL, &m))
         return;
     json_t *arr = json_array();
-    if (m->index_name[0])
-        json_array_append_new(arr, json_string(m->index_name));
+    for (size_t i = 0; i < m->n_vecs; i++)
+        if (m->vecs[i].index_name[0])
+            json_array_append_new(arr, json_string(m->vecs[i].index_name));
     sx__ok(rs, arr);
     sx__req_coll_done(NULL, m);
 }
@@ -172,21 +177,23 @@ typedef struct drop_ctx {
 static sx_status drop_fn(void *ctx, sx__coll_meta *m)
 {
     drop_ctx *d = ctx;
-    if (!m->index_name[0] || strcmp(m->index_name, d->iname) != 0)
+    int vi = sx__meta_index_at(m, d->iname);
+    if (vi < 0)
         return SX_OK; /* Milvus: dropping an index that is not there succeeds */
+    sx__vec_meta *v = &m->vecs[vi];
     if (m->loaded) {
         sx__fail(d->rs, SX__MC_UNEXPECTED,
                  "index cannot be dropped, collection is loaded, please release it first");
         d->answered = true;
         return SX_EBUSY;
     }
-    sx_status st = sx_index_drop(d->h);
+    sx_status st = sx_index_drop_on(d->h, v->field);
     if (st != SX_OK && st != SX_ENOTFOUND) {
         sx__fail_st(d->rs, st, SX__MC_INDEX_NOT_FOUND, "drop index");
         d->answered = true;
         return st;
     }
-    m->index_name[0] = m->index_field[0] = m->index_type[0] = '\0';
+    v->index_name[0] = v->index_type[0] = '\0';
     return SX_OK;
 }
 
@@ -250,7 +257,7 @@ static void props(sx__req *rq, sx__resp *rs, bool drop)
     const char *iname = NULL;
     if (!req_index(rq, rs, "IndexReqWithProperties", NULL, &m, &iname))
         return;
-    if (!m->index_name[0] || strcmp(m->index_name, iname) != 0)
+    if (sx__meta_index_at(m, iname) < 0)
         sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[indexName=%s]", iname);
     else if (index_props_valid(rs, rq->body, drop))
         sx__ok(rs, NULL);

@@ -6,8 +6,10 @@
  * describes (sx__index_apply: used by indexes/create and by collections/create with
  * indexParams).
  *
- * Index creation. A collection has at most one vector index (the engine's, on its only vector
- * field); its name, field and the type the client asked for are kept in the collection metadata.
+ * Index creation. Each vector field (up to SX_MAX_VECTOR_FIELDS) has at most one index (the
+ * engine's, sx_index_create_on), named (default: the field's name, as Milvus) uniquely within the
+ * collection; its name and the type the client asked for are kept in the field's meta.vecs[]
+ * entry.
  * Scalar index requests (INVERTED, STL_SORT, Trie, BITMAP, or AUTOINDEX on a scalar field) are
  * accepted and build nothing. Build params arrive as numbers or strings and are handed to the
  * engine as strings; index_type and metric_type inside params are not build params. Metric
@@ -81,22 +83,43 @@ const sx__field_meta *sx__meta_primary_field(const sx__coll_meta *m)
     return NULL;
 }
 
+int sx__meta_vec_at(const sx__coll_meta *m, const char *field)
+{
+    if (!field || !*field)
+        return m->n_vecs ? 0 : -1;
+    for (size_t i = 0; i < m->n_vecs; i++)
+        if (strcmp(m->vecs[i].field, field) == 0)
+            return (int)i;
+    return -1;
+}
+
+int sx__meta_index_at(const sx__coll_meta *m, const char *index_name)
+{
+    for (size_t i = 0; index_name && *index_name && i < m->n_vecs; i++)
+        if (strcmp(m->vecs[i].index_name, index_name) == 0)
+            return (int)i;
+    return -1;
+}
+
 typedef struct load_ctx {
-    const char *index_type; /* the engine's, for metadata of an index made through the C API */
-    sx__coll_meta *out;     /* the caller's copy, refreshed */
+    /* per vecs[] entry: the engine's index type, for metadata of an index made through the C API
+     */
+    char types[SX_MAX_VECTOR_FIELDS][32];
+    sx__coll_meta *out; /* the caller's copy, refreshed */
 } load_ctx;
 
 static sx_status load_fn(void *ctx, sx__coll_meta *m)
 {
     load_ctx *l = ctx;
-    if (!m->index_name[0]) { /* made through the C API while the server ran */
-        const sx__field_meta *vf = sx__meta_vector_field(m);
-        const char *vn = vf ? vf->name : "";
-        (void)snprintf(m->index_name, sizeof m->index_name, "%s", vn);
-        (void)snprintf(m->index_field, sizeof m->index_field, "%s", vn);
-        (void)snprintf(m->index_type, sizeof m->index_type, "%s", l->index_type);
+    for (size_t i = 0; i < m->n_vecs; i++) {
+        sx__vec_meta *v = &m->vecs[i];
+        if (!v->index_name[0] && sx__meta_index_at(m, v->field) < 0) {
+            /* made through the C API while the server ran: named after its field */
+            (void)snprintf(v->index_name, sizeof v->index_name, "%s", v->field);
+            (void)snprintf(v->index_type, sizeof v->index_type, "%s", l->types[i]);
+        }
+        v->metric_pending = false; /* the engine has an index, so its metric is chosen */
     }
-    m->metric_pending = false; /* the engine has an index, so its metric is chosen */
     m->loaded = true;
     memcpy(l->out, m, sizeof *m);
     return SX_OK;
@@ -104,20 +127,43 @@ static sx_status load_fn(void *ctx, sx__coll_meta *m)
 
 bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta)
 {
-    sx_index_info ii;
-    sx_status st = sx_index_describe(h, &ii);
-    if (st != SX_OK) {
-        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
-        return false;
+    load_ctx l;
+    memset(&l, 0, sizeof l);
+    l.out = meta;
+    size_t n_indexed = 0;
+    const char *missing = NULL;
+    bool current = meta->loaded;
+    for (size_t i = 0; i < meta->n_vecs; i++) {
+        const sx__vec_meta *v = &meta->vecs[i];
+        sx_index_info ii;
+        sx_status st = sx_index_describe_on(h, v->field, &ii);
+        if (st != SX_OK) {
+            sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
+            return false;
+        }
+        if (ii.state == SX_INDEX_NONE) {
+            if (!missing)
+                missing = v->field;
+            continue;
+        }
+        n_indexed++;
+        (void)snprintf(l.types[i], sizeof l.types[i], "%s", ii.type);
+        current = current && v->index_name[0] && !v->metric_pending;
     }
-    if (ii.state == SX_INDEX_NONE) {
+    if (n_indexed == 0) {
         sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[collection=%s]", meta->name);
         return false;
     }
-    if (meta->loaded && meta->index_name[0] && !meta->metric_pending)
+    if (missing) {
+        sx__fail(rs, SX__MC_INDEX_NOT_FOUND,
+                 "there is no vector index on field: [%s], please create index firstly: "
+                 "collection=%s: index not found",
+                 missing, meta->name);
+        return false;
+    }
+    if (current)
         return true;
-    load_ctx l = { ii.type, meta };
-    st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, load_fn, &l);
+    sx_status st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, load_fn, &l);
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "load collection");
         return false;
@@ -256,44 +302,59 @@ static sx_status apply_fn(void *ctx, sx__coll_meta *m)
 {
     apply_ctx *a = ctx;
     char emsg[1024];
-    if (m->index_name[0] && strcmp(m->index_name, a->iname) != 0) {
+    int vi = sx__meta_vec_at(m, a->fname), other = sx__meta_index_at(m, a->iname);
+    if (vi < 0) { /* the caller checked the field: the metadata changed under it */
+        sx__fail(a->rs, SX__MC_FIELD_NOT_FOUND, "field not found[field=%s]", a->fname);
+        a->answered = true;
+        return SX_ENOTFOUND;
+    }
+    sx__vec_meta *v = &m->vecs[vi];
+    if (v->index_name[0] && strcmp(v->index_name, a->iname) != 0) {
         sx__fail(a->rs, SX__MC_UNEXPECTED,
                  "CreateIndex failed: at most one distinct index is allowed per field (field %s "
                  "has index %s)",
-                 m->index_field, m->index_name);
+                 v->field, v->index_name);
+        a->answered = true;
+        return SX_EEXIST;
+    }
+    if (other >= 0 && other != vi) { /* index names are unique in a collection (Milvus) */
+        sx__fail(a->rs, SX__MC_UNEXPECTED,
+                 "CreateIndex failed: at most one distinct index is allowed per field (index %s "
+                 "is on field %s)",
+                 a->iname, m->vecs[other].field);
         a->answered = true;
         return SX_EEXIST;
     }
     sx_metric want = a->has_metric       ? a->metric
-                     : m->metric_pending ? SX_METRIC_COSINE /* Milvus's default */
-                                         : m->metric;
+                     : v->metric_pending ? SX_METRIC_COSINE /* Milvus's default */
+                                         : v->metric;
     sx_status st = SX_OK;
-    if (want != m->metric) {
-        if (m->index_name[0]) {
+    if (want != v->metric) {
+        if (v->index_name[0]) {
             sx__fail(a->rs, SX__MC_INVALID_PARAM,
                      "invalid parameter[expected=%s][actual=%s]: collection %s has index %s with "
                      "metric %s; drop the index to change the metric",
-                     sx__metric_name(m->metric), sx__metric_name(want), m->name, m->index_name,
-                     sx__metric_name(m->metric));
+                     sx__metric_name(v->metric), sx__metric_name(want), m->name, v->index_name,
+                     sx__metric_name(v->metric));
             a->answered = true;
             return SX_EINVAL;
         }
-        st = sx_collection_set_metric(a->h, want);
+        st = sx_collection_set_metric_on(a->h, v->field, want);
         if (st != SX_OK) {
             if (st == SX_EINVAL || st == SX_EBUSY)
                 sx__fail(a->rs, SX__MC_INVALID_PARAM,
                          "invalid parameter[expected=%s][actual=%s]: cannot change the metric of "
-                         "collection %s: %s",
-                         sx__metric_name(m->metric), sx__metric_name(want), m->name,
+                         "field %s of collection %s: %s",
+                         sx__metric_name(v->metric), sx__metric_name(want), v->field, m->name,
                          sx__errmsg_safe(emsg, sizeof emsg));
             else
                 sx__fail_st(a->rs, st, SX__MC_COLL_NOT_FOUND, "create index");
             a->answered = true;
             return st;
         }
-        m->metric = want;
+        v->metric = want;
     }
-    st = sx_index_create(a->h, a->itype, a->ps, a->np);
+    st = sx_index_create_on(a->h, v->field, a->itype, a->ps, a->np);
     if (st != SX_OK) {
         if (st == SX_EEXIST)
             sx__fail(a->rs, SX__MC_UNEXPECTED,
@@ -308,10 +369,9 @@ static sx_status apply_fn(void *ctx, sx__coll_meta *m)
         memcpy(a->out, m, sizeof *m);
         return SX_OK;
     }
-    m->metric_pending = false;
-    (void)snprintf(m->index_name, sizeof m->index_name, "%s", a->iname);
-    (void)snprintf(m->index_field, sizeof m->index_field, "%s", a->fname);
-    (void)snprintf(m->index_type, sizeof m->index_type, "%s", a->itype);
+    v->metric_pending = false;
+    (void)snprintf(v->index_name, sizeof v->index_name, "%s", a->iname);
+    (void)snprintf(v->index_type, sizeof v->index_type, "%s", a->itype);
     memcpy(a->out, m, sizeof *m);
     return SX_OK;
 }

@@ -214,26 +214,37 @@ typedef struct sx__field_meta {
 /* The most elements an Array field may declare (Milvus's limit on max_capacity). */
 #define SX__MAX_ARRAY_CAPACITY 4096u
 
+/* The state of one FloatVector field (Milvus's model: every vector field has its own metric and
+ * at most one index, with its own name). */
+typedef struct sx__vec_meta {
+    char field[SX_MAX_NAME + 1]; /* the FloatVector field's name */
+    sx_metric metric;            /* the engine field's metric (= its index's) */
+    /* No metric chosen yet (custom schema created without an index on this field, as Milvus
+     * allows): the engine field is L2 with raw vectors, and the field's first index sets the
+     * metric it asks for (sx_collection_set_metric_on). Persisted. */
+    bool metric_pending;
+    char index_name[SX_MAX_NAME + 1]; /* "" = no index */
+    char index_type[32];              /* as the client asked: "AUTOINDEX", "HNSW", ... */
+} sx__vec_meta;
+
 typedef struct sx__coll_meta {
     char name[SX_MAX_NAME + 1];        /* the name clients use (may differ after rename) */
     char engine_name[SX_MAX_NAME + 1]; /* the engine collection's name in its sx_db */
     int64_t collection_id;
     int64_t created_ms;
     char description[1024];
-    sx_metric metric; /* the engine collection's metric (= the index's) */
-    /* No metric chosen yet (custom schema created without an index on its vector field, as
-     * Milvus allows): the engine collection is L2 with raw vectors, and the first vector index
-     * sets the metric it asks for (sx_collection_set_metric). Persisted. */
-    bool metric_pending;
+    /* One entry per FloatVector field, in schema order (vecs[0]: the first vector field, the
+     * engine's default one). sx__cat_coll_create names them after the schema (a caller fills
+     * metric / metric_pending by position); their metric and index state may change through
+     * sx__cat_coll_modify, their names never. */
+    size_t n_vecs;
+    sx__vec_meta vecs[SX_MAX_VECTOR_FIELDS];
     size_t n_fields; /* user fields only (no hidden columns) */
     sx__field_meta fields[SX_MAX_FIELDS];
-    bool enable_dynamic;              /* hidden column SX__META_FIELD exists */
-    bool has_partitions;              /* hidden column SX__PART_FIELD exists */
-    char consistency[16];             /* "Bounded" by default */
-    bool loaded;                      /* persisted: survives restarts as in Milvus */
-    char index_name[SX_MAX_NAME + 1]; /* "" = no index */
-    char index_field[SX_MAX_NAME + 1];
-    char index_type[32]; /* as the client asked: "AUTOINDEX", "HNSW", ... */
+    bool enable_dynamic;  /* hidden column SX__META_FIELD exists */
+    bool has_partitions;  /* hidden column SX__PART_FIELD exists */
+    char consistency[16]; /* "Bounded" by default */
+    bool loaded;          /* persisted: survives restarts as in Milvus */
     /* Aliases (Milvus's): other names of this collection in its database, unique among the
      * database's collection names and aliases; every lookup by name takes them (search, insert,
      * describe ... through an alias reach this collection); drop refuses an alias and a
@@ -282,19 +293,20 @@ SX_NODISCARD sx_status sx__cat_coll_get(
  * SX_ENOTFOUND (database). */
 SX_NODISCARD sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *meta);
 SX_NODISCARD sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name);
-/* Persists changed metadata (load state, index name, partitions, properties, description). The
- * schema part (fields, metric, metric_pending) must not change. It writes the whole mutable part
- * the caller read earlier: a concurrent change to the same collection is lost, so handlers use
- * sx__cat_coll_modify instead. */
+/* Persists changed metadata (load state, index names, partitions, properties, description). The
+ * schema part (fields, the vector fields' names, metrics and metric_pending) must not change. It
+ * writes the whole mutable part the caller read earlier: a concurrent change to the same collection
+ * is lost, so handlers use sx__cat_coll_modify instead. */
 SX_NODISCARD sx_status sx__cat_coll_update(sx__catalog *cat,
                                            const char *db,
                                            const sx__coll_meta *meta);
 /* Read-modify-write of a collection's metadata under the catalog's DDL lock: fn gets a fresh copy
  * of the metadata and changes it (or returns an error: nothing is written, its status is
  * returned); then the copy is persisted and cached. fn runs holding the DDL lock: it may call the
- * engine (sx_collection_set_metric, sx_index_create) but no sx__cat_* function that changes
- * anything. fn may change every mutable part and metric / metric_pending (it keeps the engine in
- * step); identity and fields are restored from the cache. Errors: fn's, SX_ENOTFOUND, SX_EIO,
+ * engine (sx_collection_set_metric_on, sx_index_create_on) but no sx__cat_* function that
+ * changes anything. fn may change every mutable part and the vecs[] metric, metric_pending and
+ * index (it keeps the engine in step); identity, fields and the vecs[] names are restored from
+ * the cache. Errors: fn's, SX_ENOTFOUND, SX_EIO,
  * SX_EINVAL (read-only catalog, bad partition count). */
 SX_NODISCARD sx_status sx__cat_coll_modify(sx__catalog *cat,
                                            const char *db,
@@ -369,8 +381,13 @@ void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta); /* either may be 
 const sx__field_meta *sx__meta_field(const sx__coll_meta *meta, const char *name);
 const sx__field_meta *sx__meta_vector_field(const sx__coll_meta *meta);
 const sx__field_meta *sx__meta_primary_field(const sx__coll_meta *meta);
-/* Marks the collection loaded (persisted). 700 "index not found[collection=NAME]" when its vector
- * field has no index. */
+/* The vecs[] entry of a vector field by its name (NULL or "": the first vector field), or of the
+ * vector index named index_name: its position in meta->vecs, -1 when there is none. */
+int sx__meta_vec_at(const sx__coll_meta *meta, const char *field);
+int sx__meta_index_at(const sx__coll_meta *meta, const char *index_name);
+/* Marks the collection loaded (persisted). 700 "index not found[collection=NAME]" when no vector
+ * field has an index, 700 "there is no vector index on field: [F], please create index firstly"
+ * (Milvus's) when one of several has none. */
 bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta);
 /* Collection and database properties: a JSON object of strings. props_to_kv returns
  * [{"key":k,"value":v}] (new reference); props_merge sets every member of src in dst with its

@@ -320,7 +320,7 @@ static void quick_meta(sx__coll_meta *m, const char *name)
 {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
-    m->metric = SX_METRIC_L2;
+    m->vecs[0].metric = SX_METRIC_L2;
     snprintf(m->fields[0].name, sizeof m->fields[0].name, "id");
     snprintf(m->fields[0].type, sizeof m->fields[0].type, "Int64");
     m->fields[0].is_primary = true;

@@ -55,7 +55,7 @@ static void make_meta(sx__coll_meta *m, const char *name)
 {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
-    m->metric = SX_METRIC_L2;
+    m->vecs[0].metric = SX_METRIC_L2;
     const char *names[] = { "id", "vector", "age" };
     const char *types[] = { "Int64", "FloatVector", "Int32" };
     for (size_t i = 0; i < 3; i++) {

@@ -61,8 +61,8 @@ static bool quick_ok(void)
     if (sx__cat_coll_get(sx__server_catalog(g_srv), "default", "quick", &h, &m) != SX_OK)
         return false;
     sx_collection_info st;
-    bool ok = m.loaded && m.index_name[0] && sx_collection_describe(h, &st) == SX_OK &&
-              st.n_rows <= ROW_CAP;
+    bool ok = m.loaded && m.n_vecs && m.vecs[0].index_name[0] &&
+              sx_collection_describe(h, &st) == SX_OK && st.n_rows <= ROW_CAP;
     sx_collection_release(h);
     return ok;
 }

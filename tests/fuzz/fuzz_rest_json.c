@@ -184,8 +184,9 @@ static bool fixture_ok(const char *name)
     bool ok = false;
     if (sx__cat_coll_get(g_cat, "default", name, &h, meta) == SX_OK) {
         sx_collection_info info;
-        ok = meta->loaded && meta->index_name[0] && !meta->metric_pending &&
-             sx_collection_describe(h, &info) == SX_OK && info.n_rows <= ROW_CAP;
+        ok = meta->loaded && meta->n_vecs && meta->vecs[0].index_name[0] &&
+             !meta->vecs[0].metric_pending && sx_collection_describe(h, &info) == SX_OK &&
+             info.n_rows <= ROW_CAP;
         sx_collection_release(h);
     }
     free(meta);

@@ -33,7 +33,7 @@ static void make_meta(sx__coll_meta *m, const char *name)
 {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
-    m->metric = SX_METRIC_L2;
+    m->vecs[0].metric = SX_METRIC_L2;
     const char *names[] = { "id", "vector", "age", "tag", "doc" };
     const char *types[] = { "Int64", "FloatVector", "Int32", "VarChar", "JSON" };
     for (size_t i = 0; i < 5; i++) {
@@ -122,9 +122,8 @@ static void test_create_get_persist(void)
 
     /* update: load state, index, partitions, properties */
     g.loaded = true;
-    snprintf(g.index_name, sizeof g.index_name, "vidx");
-    snprintf(g.index_field, sizeof g.index_field, "vector");
-    snprintf(g.index_type, sizeof g.index_type, "HNSW");
+    snprintf(g.vecs[0].index_name, sizeof g.vecs[0].index_name, "vidx");
+    snprintf(g.vecs[0].index_type, sizeof g.vecs[0].index_type, "HNSW");
     snprintf(g.parts[1], sizeof g.parts[1], "p1");
     g.n_parts = 2;
     snprintf(g.properties, sizeof g.properties, "{\"collection.ttl.seconds\":\"60\"}");
@@ -157,8 +156,8 @@ static void test_create_get_persist(void)
     ASSERT(strcmp(g.engine_name, "books") == 0);
     ASSERT_EQ(g.collection_id, m.collection_id);
     ASSERT(g.loaded);
-    ASSERT(strcmp(g.index_name, "vidx") == 0);
-    ASSERT(strcmp(g.index_type, "HNSW") == 0);
+    ASSERT(strcmp(g.vecs[0].index_name, "vidx") == 0);
+    ASSERT(strcmp(g.vecs[0].index_type, "HNSW") == 0);
     ASSERT_EQ(g.n_parts, 2);
     ASSERT(strcmp(g.parts[1], "p1") == 0);
     ASSERT(strstr(g.properties, "collection.ttl.seconds") != NULL);
@@ -230,7 +229,7 @@ static void test_derived_and_orphans(void)
     static sx__coll_meta g;
     ASSERT_OK(sx__cat_coll_get(cat, NULL, "capi", NULL, &g));
     ASSERT(strcmp(g.engine_name, "capi") == 0);
-    ASSERT_EQ(g.metric, SX_METRIC_IP);
+    ASSERT_EQ(g.vecs[0].metric, SX_METRIC_IP);
     ASSERT_EQ(g.n_fields, 4);
     ASSERT(strcmp(g.fields[0].type, "VarChar") == 0);
     ASSERT_EQ(g.fields[0].max_length, 64);
@@ -242,17 +241,17 @@ static void test_derived_and_orphans(void)
     ASSERT_EQ(g.fields[3].field_id, 103);
     ASSERT(g.loaded);
     ASSERT(!g.enable_dynamic && !g.has_partitions);
-    ASSERT(strcmp(g.index_name, "emb") == 0);
-    ASSERT(strcmp(g.index_field, "emb") == 0);
-    ASSERT(strcmp(g.index_type, "HNSW") == 0);
+    ASSERT(strcmp(g.vecs[0].index_name, "emb") == 0);
+    ASSERT(strcmp(g.vecs[0].field, "emb") == 0);
+    ASSERT(strcmp(g.vecs[0].index_type, "HNSW") == 0);
     ASSERT_EQ(g.n_parts, 1);
     ASSERT(strcmp(g.consistency, "Bounded") == 0);
     int64_t id1 = g.collection_id;
     ASSERT(id1 > 0);
     ASSERT_OK(sx__cat_coll_get(cat, NULL, "plain", NULL, &g));
-    ASSERT(g.index_name[0] == '\0');
+    ASSERT(g.vecs[0].index_name[0] == '\0');
     ASSERT(g.fields[0].auto_id);
-    ASSERT_EQ(g.metric, SX_METRIC_COSINE);
+    ASSERT_EQ(g.vecs[0].metric, SX_METRIC_COSINE);
     ASSERT(g.collection_id != id1);
     /* derived metadata was persisted: the same id after a reopen */
     ASSERT_OK(sx__cat_close(cat));
@@ -296,10 +295,10 @@ static void test_databases(void)
     ASSERT_EQ(list_colls(cat, "default", buf, sizeof buf), 0);
     ASSERT_EQ(list_colls(cat, "zoo", buf, sizeof buf), 1);
     make_meta(&m, "animals");
-    m.metric = SX_METRIC_IP;
+    m.vecs[0].metric = SX_METRIC_IP;
     ASSERT_OK(sx__cat_coll_create(cat, "default", &m));
     ASSERT_OK(sx__cat_coll_get(cat, "zoo", "animals", NULL, &g));
-    ASSERT_EQ(g.metric, SX_METRIC_L2);
+    ASSERT_EQ(g.vecs[0].metric, SX_METRIC_L2);
     ASSERT_STATUS(sx__cat_coll_get(cat, "nodb", "animals", NULL, &g), SX_ENOTFOUND);
     ASSERT(strstr(sx_errmsg(), "database not found[database=nodb]") != NULL);
     ASSERT_STATUS(sx__cat_coll_create(cat, "nodb", &m), SX_ENOTFOUND);
@@ -334,9 +333,9 @@ static void test_databases(void)
     ASSERT(strcmp(names[1], "zoo") == 0);
     sx_strings_free(names, n);
     ASSERT_OK(sx__cat_coll_get(cat, "zoo", "animals", NULL, &g));
-    ASSERT_EQ(g.metric, SX_METRIC_L2);
+    ASSERT_EQ(g.vecs[0].metric, SX_METRIC_L2);
     ASSERT_OK(sx__cat_coll_get(cat, "default", "animals", NULL, &g));
-    ASSERT_EQ(g.metric, SX_METRIC_IP);
+    ASSERT_EQ(g.vecs[0].metric, SX_METRIC_IP);
     int64_t id2 = 0;
     ASSERT_OK(sx__cat_db_describe(cat, "zoo", &p, &id2));
     ASSERT_EQ(id2, id);

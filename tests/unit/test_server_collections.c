@@ -633,10 +633,12 @@ static void test_schema_errors(void)
     expect_msg("collections/create",
                MK(",{\"fieldName\":\"x\",\"dataType\":\"SparseFloatVector\"}"), 1100,
                "not supported by Sextant yet");
-    expect_msg(
-        "collections/create",
-        MK(",{\"fieldName\":\"x\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":8}}"),
-        1100, "more than one vector field");
+#define F_VEC8(n) \
+ ",{\"fieldName\":\"" n "\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":8}}"
+    /* F_VEC and four more: a fifth vector field is refused as Milvus does */
+    expect_msg("collections/create", MK(F_VEC8("x1") F_VEC8("x2") F_VEC8("x3") F_VEC8("x4")), 1100,
+               "maximum vector field's number should be limited to 4");
+#undef F_VEC8
     expect_msg("collections/create",
                "{\"collectionName\":\"s\",\"schema\":{\"fields\":["
                "{\"fieldName\":\"id\",\"dataType\":\"Int64\",\"isPrimary\":true,"
@@ -1046,8 +1048,8 @@ static void test_sdk_flow_metric_from_index(void)
 {
     fresh_catalog("h_sdk_flow");
     ok("collections/create", DEMO_CREATE);
-    ASSERT(meta_of("demo_http")->metric_pending);
-    ASSERT_EQ(meta_of("demo_http")->metric, SX_METRIC_L2);
+    ASSERT(meta_of("demo_http")->vecs[0].metric_pending);
+    ASSERT_EQ(meta_of("demo_http")->vecs[0].metric, SX_METRIC_L2);
     ok("collections/create", DEMO_CREATE); /* repeated: still the same collection */
     json_t *r = expect("entities/insert",
                        "{\"collectionName\":\"demo_http\",\"data\":["
@@ -1075,8 +1077,8 @@ static void test_sdk_flow_metric_from_index(void)
                "{\"collectionName\":\"demo_http\",\"indexName\":\"vector_idx\"}", 0);
     ASSERT(strcmp(sget(json_array_get(json_object_get(r, "data"), 0), "metricType"), "L2") == 0);
     json_decref(r);
-    ASSERT(!meta_of("demo_http")->metric_pending);
-    ASSERT_EQ(meta_of("demo_http")->metric, SX_METRIC_L2);
+    ASSERT(!meta_of("demo_http")->vecs[0].metric_pending);
+    ASSERT_EQ(meta_of("demo_http")->vecs[0].metric, SX_METRIC_L2);
     /* the search of the example: squared L2 */
     static const float q[4] = { 0.1f, 0.2f, 0.3f, 0.4f };
     sx_rowset *rs = engine_search("demo_http", q, 2, "color == \"red\"");
@@ -1101,8 +1103,8 @@ static void test_sdk_flow_metric_from_index(void)
     json_decref(r);
     /* the metric persists, and no longer pending */
     reopen_catalog();
-    ASSERT(!meta_of("demo_http")->metric_pending);
-    ASSERT_EQ(meta_of("demo_http")->metric, SX_METRIC_L2);
+    ASSERT(!meta_of("demo_http")->vecs[0].metric_pending);
+    ASSERT_EQ(meta_of("demo_http")->vecs[0].metric, SX_METRIC_L2);
     close_catalog();
 }
 
@@ -1127,11 +1129,11 @@ static void test_pending_to_cosine_with_rows(void)
     ok("entities/insert", "{\"collectionName\":\"cc\",\"partitionName\":\"p1\",\"data\":["
                           "{\"vector\":[0.9,0.1,0.2,0.3],\"color\":\"red\"},"
                           "{\"vector\":[2,0,0,0],\"color\":\"green\"}]}");
-    ASSERT(meta_of("cc")->metric_pending);
+    ASSERT(meta_of("cc")->vecs[0].metric_pending);
     ok("indexes/create", "{\"collectionName\":\"cc\",\"indexParams\":[{\"fieldName\":\"vector\","
                          "\"metricType\":\"COSINE\",\"indexType\":\"HNSW\"}]}");
-    ASSERT(!meta_of("cc")->metric_pending);
-    ASSERT_EQ(meta_of("cc")->metric, SX_METRIC_COSINE);
+    ASSERT(!meta_of("cc")->vecs[0].metric_pending);
+    ASSERT_EQ(meta_of("cc")->vecs[0].metric, SX_METRIC_COSINE);
     ok("collections/load", "{\"collectionName\":\"cc\"}");
     for (int pass = 0; pass < 2; pass++) {
         json_t *r = expect("collections/describe", "{\"collectionName\":\"cc\"}", 0);
@@ -1193,7 +1195,7 @@ static void test_pending_to_cosine_with_rows(void)
                "{\"collectionName\":\"cc\",\"indexParams\":[{\"fieldName\":\"vector\","
                "\"metricType\":\"L2\",\"indexType\":\"HNSW\"}]}",
                1100, "original vectors");
-    ASSERT_EQ(meta_of("cc")->metric, SX_METRIC_COSINE);
+    ASSERT_EQ(meta_of("cc")->vecs[0].metric, SX_METRIC_COSINE);
     close_catalog();
 }
 

@@ -127,7 +127,8 @@ static sx__coll_meta *new_meta(const char *name, sx_metric metric, bool dynamic)
 {
     sx__coll_meta *m = calloc(1, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
-    m->metric = metric;
+    for (size_t i = 0; i < SX_MAX_VECTOR_FIELDS; i++) /* by position: every vector field */
+        m->vecs[i].metric = metric;
     m->enable_dynamic = dynamic;
     m->has_partitions = true;
     m->loaded = true;
@@ -1091,7 +1092,8 @@ static void test_search_ground_truth(void)
         { "`limit`:16000,`offset`:385", SX__MC_INVALID_PARAM },
         { "`limit`:9223372036854775807,`offset`:1", SX__MC_INVALID_PARAM },
         { "`limit`:1,`offset`:9223372036854775807", SX__MC_INVALID_PARAM },
-        { "`annsField`:`tag`", SX__MC_BAD_JSON },
+        { "`annsField`:`tag`", SX__MC_INVALID_PARAM },   /* not a vector field */
+        { "`annsField`:`nope`", SX__MC_INVALID_PARAM },  /* no such field */
         { "`groupingField`:`v`", SX__MC_INVALID_PARAM }, /* a vector cannot group */
         { "`partitionNames`:[`nope`]", SX__MC_PART_NOT_FOUND },
         { "`filter`:`nofield > 1`", SX__MC_INVALID_PARAM },
