@@ -703,6 +703,152 @@ const steps = [
     ok('drop green', await client.dropCollection({ collection_name: GREEN }));
   }],
 
+  ['several vector fields: two dims and metrics, an index each, search each, hybrid (RRF, weighted) vs brute force', async () => {
+    const MV = 'grpc_multi';
+    const DA = 8;
+    const DB = 16;
+    const NM = 150;
+    if ((await client.hasCollection({ collection_name: MV })).value) ok('drop old', await client.dropCollection({ collection_name: MV }));
+    const mvec = (i, d, s) => {
+      const v = [];
+      for (let j = 0; j < d; j++) v.push(Math.fround(Math.sin(i * 0.61 + j * 0.93 + s) * (1 + (i % 5) * 0.2)));
+      return v;
+    };
+    const mrows = [];
+    for (let i = 0; i < NM; i++) mrows.push({ id: i, va: mvec(i, DA, 0), tag: i % 4, vb: mvec(i, DB, 7) });
+    const ip = (a, b) => a.reduce((s, x, j) => s + x * b[j], 0);
+    // exact rankings: va by L2 (smaller first), vb by IP (larger first)
+    const rankA = (q) => mrows.map((r) => ({ id: r.id, distance: l2(q, r.va) })).sort((x, y) => x.distance - y.distance || x.id - y.id);
+    const rankB = (q) => mrows.map((r) => ({ id: r.id, distance: ip(q, r.vb) })).sort((x, y) => y.distance - x.distance || x.id - y.id);
+    ok('create', await client.createCollection({
+      collection_name: MV,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
+        { name: 'va', data_type: DataType.FloatVector, dim: DA },
+        { name: 'tag', data_type: DataType.Int64 },
+        { name: 'vb', data_type: DataType.FloatVector, dim: DB },
+      ],
+    }));
+    const d = ok('describe', await client.describeCollection({ collection_name: MV }));
+    const f = Object.fromEntries(d.schema.fields.map((x) => [x.name, x]));
+    assert.equal(f.va.data_type, 'FloatVector');
+    assert.equal(Number(f.va.dim), DA);
+    assert.equal(f.vb.data_type, 'FloatVector');
+    assert.equal(Number(f.vb.dim), DB);
+    ok('createIndex va', await client.createIndex({
+      collection_name: MV, field_name: 'va', index_name: 'va_idx', index_type: 'HNSW', metric_type: 'L2', params: { M: 16, efConstruction: 200 },
+    }));
+    // Milvus refuses to load while a vector field has no index
+    const nl = failed('load without vb index', await client.loadCollectionAsync({ collection_name: MV }), 700);
+    assert.match(nl.reason, /there is no vector index on field: \[vb\]/);
+    ok('createIndex vb', await client.createIndex({
+      collection_name: MV, field_name: 'vb', index_type: 'IVF_FLAT', metric_type: 'IP', params: { nlist: 4 },
+    }));
+    ok('load', await client.loadCollectionSync({ collection_name: MV }));
+    const res = ok('insert', await client.insert({ collection_name: MV, data: mrows }));
+    assert.equal(Number(res.insert_cnt), NM);
+    // a row without vb, and one with a 8-float vb: refused, nothing written
+    const bad1 = await client.insert({ collection_name: MV, data: [{ id: 9001, va: mvec(1, DA, 0), tag: 1, vb: mvec(1, DA, 0) }] });
+    failed('vb of dim 8', bad1);
+    assert.match(bad1.status.reason, /vb/);
+    ok('flush', await client.flushSync({ collection_names: [MV] }));
+    const cnt = ok('count', await client.query({ collection_name: MV, filter: '', output_fields: ['count(*)'] }));
+    assert.equal(Number(cnt.data[0]['count(*)']), NM);
+    // DescribeIndex without a name: every index, one per field
+    let di;
+    for (let t = 0; t < 600; t++) {
+      di = ok('describeIndex', await client.describeIndex({ collection_name: MV }));
+      if (di.index_descriptions.every((x) => x.state === 'Finished')) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(di.index_descriptions.length, 2);
+    const byField = Object.fromEntries(di.index_descriptions.map((x) => [x.field_name, x]));
+    assert.equal(byField.va.index_name, 'va_idx');
+    assert.equal(byField.vb.index_name, 'vb');
+    for (const x of di.index_descriptions) assert.equal(x.state, 'Finished', `${x.index_name}: ${x.state}`);
+    const kv = (x, k) => (x.params.find((p) => p.key === k) || {}).value;
+    assert.equal(kv(byField.va, 'index_type'), 'HNSW');
+    assert.equal(kv(byField.va, 'metric_type'), 'L2');
+    assert.equal(kv(byField.vb, 'index_type'), 'IVF_FLAT');
+    assert.equal(kv(byField.vb, 'metric_type'), 'IP');
+    assert.equal(Number(byField.vb.indexed_rows), NM);
+    const one = ok('describeIndex vb', await client.describeIndex({ collection_name: MV, index_name: 'vb' }));
+    assert.equal(one.index_descriptions.length, 1);
+    assert.equal(one.index_descriptions[0].field_name, 'vb');
+    // each field searched with its own metric and index
+    const qa = mvec(1000, DA, 0.5);
+    const qb = mvec(1001, DB, 3.5);
+    const sa = ok('search va', await client.search({ collection_name: MV, anns_field: 'va', data: qa, limit: 5, params: { ef: 300 } }));
+    checkHits(sa.results, rankA(qa).slice(0, 5), 'search va (HNSW, L2)');
+    const sb = ok('search vb', await client.search({ collection_name: MV, anns_field: 'vb', data: qb, limit: 5, params: { nprobe: 4 }, output_fields: ['va', 'vb'] }));
+    checkHits(sb.results, rankB(qb).slice(0, 5), 'search vb (IVF_FLAT all lists, IP)');
+    for (const h of sb.results) { // both vectors come back as stored
+      const m = mrows[Number(h.id)];
+      assert.deepEqual(h.va.map(Math.fround), m.va, `va of ${h.id}`);
+      assert.deepEqual(h.vb.map(Math.fround), m.vb, `vb of ${h.id}`);
+    }
+    for (const i of [3, 77, 149]) { // self hit on HNSW
+      const s = ok('self', await client.search({ collection_name: MV, anns_field: 'va', data: mrows[i].va, limit: 1, params: { ef: 300 } }));
+      assert.equal(String(s.results[0].id), String(i));
+      assert.ok(Math.abs(s.results[0].score) < 1e-6);
+    }
+    const q = ok('query', await client.query({ collection_name: MV, filter: 'id in [5, 6]', output_fields: ['va', 'vb', 'tag'] }));
+    assert.equal(q.data.length, 2);
+    for (const r of q.data) {
+      const m = mrows[Number(r.id)];
+      assert.deepEqual(r.va.map(Math.fround), m.va);
+      assert.deepEqual(r.vb.map(Math.fround), m.vb);
+      assert.equal(Number(r.tag), m.tag);
+    }
+    // hybrid: RRF and weighted, against the fusion of the two exact rankings
+    const SUB = 20;
+    const LIM = 8;
+    const fuse = (weights) => {
+      const score = new Map();
+      const add = (id, x) => score.set(id, (score.get(id) || 0) + x);
+      rankA(qa).slice(0, SUB).forEach((h, r) => add(h.id, weights ? weights[0] * (1 - 2 * Math.atan(h.distance) / Math.PI) : 1 / (60 + r + 1)));
+      rankB(qb).slice(0, SUB).forEach((h, r) => add(h.id, weights ? weights[1] * (0.5 + Math.atan(h.distance) / Math.PI) : 1 / (60 + r + 1)));
+      return [...score.entries()].map(([id, s]) => ({ id, distance: s })).sort((x, y) => y.distance - x.distance || x.id - y.id).slice(0, LIM);
+    };
+    for (const [rerank, weights] of [[{ strategy: 'rrf', params: { k: 60 } }, null], [{ strategy: 'weighted', params: { weights: [0.6, 0.4] } }, [0.6, 0.4]]]) {
+      const h = ok(`hybrid ${rerank.strategy}`, await client.hybridSearch({
+        collection_name: MV,
+        data: [{ data: qa, anns_field: 'va', params: { ef: 300 }, limit: SUB }, { data: qb, anns_field: 'vb', params: { nprobe: 4 }, limit: SUB }],
+        rerank,
+        limit: LIM,
+        output_fields: ['tag'],
+      }));
+      checkHits(h.results, fuse(weights), `hybrid ${rerank.strategy}`);
+      for (const x of h.results) assert.equal(Number(x.tag), mrows[Number(x.id)].tag);
+    }
+    // the server's own checks, with hand-made SearchRequests (the SDK fills anns_field itself):
+    // no anns_field with two vector fields, an unknown one
+    const searchMsg = (anns) => {
+      const pg = ld(1, Buffer.concat([pstr(1, '$0'), pint(2, 101), ld(3, floats(qa))]));
+      const kvs = [['topk', '3'], ['params', '{}']].concat(anns ? [['anns_field', anns]] : []);
+      return Buffer.concat([pstr(3, MV), ld(6, pg), pint(7, 1)].concat(kvs.map(([k, v]) => ld(9, Buffer.concat([pstr(1, k), pstr(2, v)])))));
+    };
+    const r1 = await raw('Search', searchMsg(null));
+    assert.ifError(r1.err);
+    const s1 = statusOf(r1.res);
+    assert.equal(s1.code, 1100, s1.reason);
+    assert.match(s1.reason, /multiple anns_fields exist, please specify a anns_field in search_params/);
+    const r2 = await raw('Search', searchMsg('nope'));
+    assert.ifError(r2.err);
+    const s2 = statusOf(r2.res);
+    assert.equal(s2.code, 1100, s2.reason);
+    assert.match(s2.reason, /failed to get field schema by name: fieldName\(nope\) not found/);
+    const r3 = await raw('Search', searchMsg('va'));
+    assert.ifError(r3.err);
+    assert.equal(statusOf(r3.res).code, 0);
+    // DropIndex by field (index_name empty): released first, as Milvus asks
+    ok('release', await client.releaseCollection({ collection_name: MV }));
+    ok('dropIndex vb', await client.dropIndex({ collection_name: MV, field_name: 'vb', index_name: '' }));
+    const left = ok('describeIndex after drop', await client.describeIndex({ collection_name: MV }));
+    assert.deepEqual(left.index_descriptions.map((x) => x.index_name), ['va_idx']);
+    ok('drop', await client.dropCollection({ collection_name: MV }));
+  }],
+
   ['release: load state follows; search refused; load again; drop', async () => {
     ok('release', await client.releaseCollection({ collection_name: COLL }));
     assert.equal(ok('state', await client.getLoadState({ collection_name: COLL })).state, 'LoadStateNotLoad');
