@@ -66,6 +66,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "server/rbac.h"
 #include "server/server.h"
 #include "util/alloc.h"
 #include "util/err.h"
@@ -93,8 +94,9 @@ typedef struct gcall {
     char method[96];
     char db[SX_MAX_NAME + 1];
     bool read_only;
-    uint64_t deadline_ns; /* monotonic; 0: none */
-    uint8_t *msg;         /* the request message (decompressed), owned */
+    char user[SX__RBAC_NAME_MAX + 1]; /* an API user (rbac.c), "" for the others */
+    uint64_t deadline_ns;             /* monotonic; 0: none */
+    uint8_t *msg;                     /* the request message (decompressed), owned */
     size_t len;
     sx__grpc_reply reply; /* filled by the worker */
 } gcall;
@@ -226,7 +228,9 @@ static void *worker_main(void *arg)
             snprintf(k->reply.message, sizeof k->reply.message,
                      "deadline exceeded before the call could run");
         } else {
-            sx__grpc_call call = { k->method, k->msg, k->len, k->db, k->read_only, 0 };
+            sx__grpc_call call = {
+                k->method, k->msg, k->len, k->db, k->read_only, 0, k->user[0] ? k->user : NULL
+            };
             if (k->deadline_ns)
                 call.timeout_s = (double)(k->deadline_ns - now) / 1e9;
             sx__grpc_milvus(g->srv, &call, &k->reply);
@@ -417,7 +421,8 @@ static void stream_complete(sx__grpc *g, gstream *st)
         answer_error(st, SX__GRPC_UNAVAILABLE, "server is shutting down");
         return;
     }
-    int auth = sx__server_auth_meta(s, st->auth);
+    sx__principal who;
+    int auth = sx__server_auth_who(s, st->auth, &who);
     if (auth < 0) {
         answer_error(st, SX__GRPC_UNAUTHENTICATED,
                      st->auth[0] ? "invalid credentials" : "missing credentials");
@@ -447,7 +452,9 @@ static void stream_complete(sx__grpc *g, gstream *st)
     atomic_init(&k->cancelled, false);
     snprintf(k->method, sizeof k->method, "%s", st->path + strlen(pfx));
     snprintf(k->db, sizeof k->db, "%s", st->db[0] ? st->db : "default");
-    k->read_only = auth == 1;
+    k->read_only = who.kind == SX__WHO_RO;
+    if (who.kind == SX__WHO_USER)
+        snprintf(k->user, sizeof k->user, "%s", who.user);
     if (st->timeout_s > 0)
         k->deadline_ns = mono_ns() + (uint64_t)(st->timeout_s * 1e9);
     if (st->buf[0]) {

@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "milvus.pb-c.h"
+#include "server/rbac.h"
 #include "server/server.h"
 #include "util/alloc.h"
 
@@ -283,6 +284,12 @@ static json_t *call_route(rpc *r, const char *route, const json_t *body)
     if (!body)
         return json_pack("{s:i,s:s}", "code", SX__MC_INVALID_PARAM, "message",
                          "invalid parameter: a string in the request is not valid UTF-8");
+    if (r->call->user) { /* an API user: its roles' privileges (rbac.c) */
+        sx__principal who = { SX__WHO_USER, "" };
+        (void)snprintf(who.user, sizeof who.user, "%s", r->call->user);
+        return sx__server_call_who(r->srv, route, body, r->db, &who, r->call->timeout_s,
+                                   r->call->method);
+    }
     return sx__server_call(r->srv, route, body, r->db, r->call->read_only, r->call->timeout_s,
                            r->call->method);
 }
@@ -2606,13 +2613,66 @@ static void *rpc_list_aliases(rpc *r)
 
 /* ------------------------------------------------------------------ RPCs: users */
 
+/* The SDKs send passwords base64-encoded (Milvus's convention). NULL when the field is not. */
+static const char *b64_field(rpc *r, const char *name)
+{
+    const char *in = str_field(r->req, name);
+    char *out = amalloc(&r->a, SX__RBAC_PW_MAX * 2 + 2);
+    if (!in || !out)
+        return NULL;
+    long n = sx__b64_decode(in, out, SX__RBAC_PW_MAX * 2 + 1);
+    if (n < 0)
+        return NULL;
+    out[n] = '\0';
+    return out;
+}
+
+static void *rpc_create_credential(rpc *r)
+{
+    const char *pw = b64_field(r, "password");
+    if (!pw)
+        return status_new(&r->a, SX__MC_INVALID_PARAM,
+                          "invalid parameter: the password must be base64 (as the SDKs send it)");
+    return rpc_status_route(
+        r, "/v2/vectordb/users/create",
+        json_pack("{s:s,s:s}", "userName", str_field(r->req, "username"), "password", pw));
+}
+
+static void *rpc_update_credential(rpc *r)
+{
+    const char *old = b64_field(r, "oldPassword"), *npw = b64_field(r, "newPassword");
+    if (!old || !npw)
+        return status_new(
+            &r->a, SX__MC_INVALID_PARAM,
+            "invalid parameter: the passwords must be base64 (as the SDKs send them)");
+    return rpc_status_route(r, "/v2/vectordb/users/update_password",
+                            json_pack("{s:s,s:s,s:s}", "userName", str_field(r->req, "username"),
+                                      "password", old, "newPassword", npw));
+}
+
+static void *rpc_delete_credential(rpc *r)
+{
+    return rpc_status_route(r, "/v2/vectordb/users/drop",
+                            json_pack("{s:s}", "userName", str_field(r->req, "username")));
+}
+
+/* The API's users (rbac.c); the --users file's entries are the operator's and are not listed. */
 static void *rpc_list_cred_users(rpc *r)
 {
     PM(ListCredUsersResponse) *o = NEW(&r->a, list_cred_users_response);
     if (!o)
         return NULL;
-    o->status = status_new(&r->a, 0, "");
-    return o; /* users come from --users FILE and are not listed */
+    json_t *b = json_object();
+    json_t *ans = call_route(r, "/v2/vectordb/users/list", b);
+    json_decref(b);
+    o->status = status_of(&r->a, ans);
+    json_t *d = ans_data(ans);
+    size_t n = json_array_size(d);
+    o->usernames = amalloc(&r->a, (n ? n : 1) * sizeof *o->usernames);
+    for (size_t i = 0; o->usernames && i < n; i++)
+        o->usernames[o->n_usernames++] = astr(&r->a, json_string_value(json_array_get(d, i)));
+    json_decref(ans);
+    return o;
 }
 
 /* ------------------------------------------------------------------ dispatch */
@@ -2666,6 +2726,9 @@ static const struct {
     { "HybridSearch", rpc_hybrid_search },
     { "Query", rpc_query },
     { "ListCredUsers", rpc_list_cred_users },
+    { "CreateCredential", rpc_create_credential },
+    { "UpdateCredential", rpc_update_credential },
+    { "DeleteCredential", rpc_delete_credential },
     { "CreateAlias", rpc_create_alias },
     { "DropAlias", rpc_drop_alias },
     { "AlterAlias", rpc_alter_alias },

@@ -854,6 +854,13 @@ static int b64val(unsigned char ch)
 }
 
 /* Decodes base64 (padding optional) into out (cap bytes). Returns the length or -1. */
+static long b64_decode(const char *s, char *out, size_t cap);
+
+long sx__b64_decode(const char *s, char *out, size_t cap)
+{
+    return b64_decode(s, out, cap);
+}
+
 static long b64_decode(const char *s, char *out, size_t cap)
 {
     uint32_t acc = 0;

@@ -90,6 +90,10 @@ json_t *sx__rbac_role_grants_json(sx__rbac *r, const char *role, sx_status *st);
 struct sx_server;
 sx__rbac *sx__server_rbac(struct sx_server *s);
 
+/* Standard base64 (padding optional) into out (cap bytes, NUL-terminated when room): the length,
+ * or -1 (bad input, too long). http.c's decoder, for the gRPC credential RPCs' passwords. */
+long sx__b64_decode(const char *s, char *out, size_t cap);
+
 /* The authorization metadata of a gRPC call (as sx__server_auth_meta) to a principal: 0 and *who,
  * or -1 (not authenticated). Without authentication on, always 0 and a superuser. */
 int sx__server_auth_who(const struct sx_server *s, const char *meta, sx__principal *who);
@@ -102,6 +106,5 @@ json_t *sx__server_call_who(struct sx_server *s,
                             const sx__principal *who,
                             double timeout_s,
                             const char *log_name);
-
 
 #endif

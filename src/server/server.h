@@ -472,6 +472,8 @@ typedef struct sx__grpc_call {
     const char *db;   /* dbname metadata, "default" when absent */
     bool read_only;   /* authenticated with read-only credentials */
     double timeout_s; /* what is left of grpc-timeout; 0: none (the server's default) */
+    const char
+        *user; /* an API user (rbac.c) the call comes from, checked by its roles; else NULL */
 } sx__grpc_call;
 
 /* Its answer: grpc_status 0 and a packed response message (sx__malloc'ed, the transport frees
