@@ -334,18 +334,17 @@ static sx_status search_exact(const sx__vfield *vf,
     return st;
 }
 
-/* Checks the request's search params against the collection's index type (see the file
- * comment); returns the checked ops in *checked (NULL when the collection has no index). */
-static sx_status check_search_params(
-    sx_collection *c, size_t vi, const sx_search_req *req, size_t kk, const sx__index_ops **checked)
+/* Checks the request's search params against the vector field's index type `ops` (see the
+ * file comment; NULL: no index); returns the checked ops in *checked (NULL without an index). */
+static sx_status check_search_params(const sx__index_ops *ops,
+                                     const sx_search_req *req,
+                                     size_t kk,
+                                     const sx__index_ops **checked)
 {
     *checked = NULL;
     for (size_t i = 0; i < req->n_params; i++)
         if (!req->params || !req->params[i].key || !req->params[i].value)
             return sx__err(SX_EINVAL, "search parameter %zu has no key or value", i);
-    sx__rwlock_rdlock(&c->seg_lock);
-    const sx__index_ops *ops = c->vfs[vi].iops; /* a static vtable: valid after the unlock */
-    sx__rwlock_unlock(&c->seg_lock);
     if (!ops)
         return SX_OK;
     *checked = ops;
@@ -401,6 +400,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     const sx__vfield *vf = &c->vfs[vi];
     sx__rwlock_rdlock(&c->seg_lock);
     const sx_metric metric = vf->metric;
+    const sx__index_ops *spec_ops = vf->iops; /* a static vtable: valid after the unlock */
     sx__rwlock_unlock(&c->seg_lock);
     if (req->metric >= 0 && (sx_metric)req->metric != metric)
         return sx__err(SX_EINVAL, "metric type mismatch: the %s uses %s",
@@ -420,7 +420,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
                        "SX_MAX_SQNORM) of L2 and IP collections",
                        over, qn2, SX_MAX_SQNORM);
     const sx__index_ops *checked = NULL;
-    st = check_search_params(c, vi, req, kk, &checked);
+    st = check_search_params(spec_ops, req, kk, &checked);
     if (st != SX_OK)
         return st;
     sx__expr *e = NULL;

@@ -275,6 +275,17 @@ static json_t *ans_data(const json_t *ans)
     return ans ? json_object_get(ans, "data") : NULL;
 }
 
+/* The strings of a JSON array as an arena array (*n of them; NULL when out of memory). */
+static char **arena_strings(arena *a, const json_t *arr, size_t *n)
+{
+    size_t k = json_array_size(arr);
+    char **out = amalloc(a, (k ? k : 1) * sizeof *out);
+    *n = 0;
+    for (size_t i = 0; out && i < k; i++)
+        out[(*n)++] = astr(a, json_string_value(json_array_get(arr, i)));
+    return out;
+}
+
 /* ------------------------------------------------------------------ route calls */
 
 static json_t *call_route(rpc *r, const char *route, const json_t *body)
@@ -284,14 +295,15 @@ static json_t *call_route(rpc *r, const char *route, const json_t *body)
     if (!body)
         return json_pack("{s:i,s:s}", "code", SX__MC_INVALID_PARAM, "message",
                          "invalid parameter: a string in the request is not valid UTF-8");
-    if (r->call->user) { /* an API user: its roles' privileges (rbac.c) */
-        sx__principal who = { SX__WHO_USER, "" };
+    /* an API user is held to its roles' privileges (rbac.c) */
+    sx__principal who = { r->call->user        ? SX__WHO_USER
+                          : r->call->read_only ? SX__WHO_RO
+                                               : SX__WHO_SUPER,
+                          "" };
+    if (r->call->user)
         (void)snprintf(who.user, sizeof who.user, "%s", r->call->user);
-        return sx__server_call_who(r->srv, route, body, r->db, &who, r->call->timeout_s,
-                                   r->call->method);
-    }
-    return sx__server_call(r->srv, route, body, r->db, r->call->read_only, r->call->timeout_s,
-                           r->call->method);
+    return sx__server_call_who(r->srv, route, body, r->db, &who, r->call->timeout_s,
+                               r->call->method);
 }
 
 /* A body with collectionName (from the request's collection_name) and more members. */
@@ -2602,11 +2614,7 @@ static void *rpc_list_aliases(rpc *r)
     o->status = status_of(&r->a, ans);
     o->db_name = astr(&r->a, r->db);
     o->collection_name = astr(&r->a, coll);
-    json_t *d = ans_data(ans);
-    size_t n = json_array_size(d);
-    o->aliases = amalloc(&r->a, (n ? n : 1) * sizeof *o->aliases);
-    for (size_t i = 0; o->aliases && i < n; i++)
-        o->aliases[o->n_aliases++] = astr(&r->a, json_string_value(json_array_get(d, i)));
+    o->aliases = arena_strings(&r->a, ans_data(ans), &o->n_aliases);
     json_decref(ans);
     return o;
 }
@@ -2666,11 +2674,7 @@ static void *rpc_list_cred_users(rpc *r)
     json_t *ans = call_route(r, "/v2/vectordb/users/list", b);
     json_decref(b);
     o->status = status_of(&r->a, ans);
-    json_t *d = ans_data(ans);
-    size_t n = json_array_size(d);
-    o->usernames = amalloc(&r->a, (n ? n : 1) * sizeof *o->usernames);
-    for (size_t i = 0; o->usernames && i < n; i++)
-        o->usernames[o->n_usernames++] = astr(&r->a, json_string_value(json_array_get(d, i)));
+    o->usernames = arena_strings(&r->a, ans_data(ans), &o->n_usernames);
     json_decref(ans);
     return o;
 }

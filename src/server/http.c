@@ -1780,14 +1780,6 @@ sx__rbac *sx__server_rbac(sx_server *s)
     return s->rbac;
 }
 
-int sx__server_auth_meta(const sx_server *s, const char *meta)
-{
-    sx__principal who;
-    int r = sx__server_auth_who(s, meta, &who);
-    /* callers that know no API users (sx__server_auth_who does) refuse them */
-    return r < 0 || who.kind == SX__WHO_USER ? -1 : who.kind == SX__WHO_RO ? 1 : 0;
-}
-
 int sx__server_auth_who(const sx_server *s, const char *meta, sx__principal *who)
 {
     memset(who, 0, sizeof *who);

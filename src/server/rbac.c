@@ -30,8 +30,9 @@
  * wrong password always pays the full argon2 cost.
  *
  * Durability: the whole state is one JSON file, <data>/rbac.json, replaced atomically (write,
- * fsync, rename, fsync dir) before a change is acknowledged; a change whose write fails is undone
- * in memory. Format: {"version":1,"users":[{"name","hash","roles":[..]}],
+ * fsync, rename, fsync dir) before a change is acknowledged; when the write fails, the state is
+ * read back from the file (commit_locked), so a failed change leaves nothing behind in memory.
+ * Format: {"version":1,"users":[{"name","hash","roles":[..]}],
  * "roles":[{"name","grants":[{"objectType","objectName","dbName","privilege","grantor"}]}]}.
  *
  * Locking: one mutex (mu) guards everything; argon2 runs outside it (on a copy of the hash).
@@ -367,6 +368,31 @@ static sx_status save_locked(sx__rbac *r)
     return st;
 }
 
+static sx_status load(sx__rbac *r);
+
+/* Writes the changed state. When the write fails, the state is read back from the file (which
+ * the failed atomic replace left as it was), so memory never holds what the file does not; if
+ * even that fails, no API user is left (every one is refused) until a restart. */
+static sx_status commit_locked(sx__rbac *r)
+{
+    sx_status st = save_locked(r);
+    if (st == SX_OK)
+        return SX_OK;
+    char msg[512];
+    (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+    state_free(r->users, r->n_users, r->roles, r->n_roles);
+    r->users = NULL;
+    r->roles = NULL;
+    r->n_users = r->n_roles = 0;
+    if (load(r) != SX_OK) {
+        state_free(r->users, r->n_users, r->roles, r->n_roles);
+        r->users = NULL;
+        r->roles = NULL;
+        r->n_users = r->n_roles = 0;
+    }
+    return sx__err(st, "%s (nothing changed)", msg);
+}
+
 static char *jdup(const json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
@@ -537,21 +563,15 @@ int sx__rbac_verify(sx__rbac *r, const char *user, const char *pw, size_t pw_len
         pthread_mutex_unlock(&r->mu);
         return 0;
     }
-    if (u->cached) {
-        bool ok = digest_eq(u->digest, dg);
+    if (u->cached && digest_eq(u->digest, dg)) {
         pthread_mutex_unlock(&r->mu);
-        if (ok)
-            return 1;
-    } else {
-        pthread_mutex_unlock(&r->mu);
+        return 1;
     }
     /* the full cost, outside the lock, on a copy of the hash */
-    pthread_mutex_lock(&r->mu);
-    u = find_user(r, user);
-    char *hash = u ? sx__strdup(u->hash) : NULL;
+    char *hash = sx__strdup(u->hash);
     pthread_mutex_unlock(&r->mu);
     if (!hash)
-        return 0;
+        return -1; /* out of memory: refused, not "no such user" */
     int rc = argon2id_verify(hash, pw, pw_len);
     if (rc == ARGON2_OK) {
         pthread_mutex_lock(&r->mu);
@@ -614,9 +634,7 @@ bool sx__rbac_allowed(sx__rbac *r,
     if (strcmp(object, "User") == 0 && uname && strcmp(uname, p->user) == 0)
         return true;
     const char *name = strcmp(object, "User") == 0 ? (uname ? uname : "") : (coll ? coll : "");
-    if (strcmp(object, "Collection") == 0 && public_has(priv))
-        return true;
-    if (strcmp(object, "Global") == 0 && public_has(priv))
+    if (public_has(priv)) /* every user holds the public role */
         return true;
     bool ok = false;
     pthread_mutex_lock(&r->mu);
@@ -691,9 +709,7 @@ sx_status sx__rbac_user_create(sx__rbac *r, const char *user, const char *pw)
             u->name = name;
             u->hash = hash;
             name = hash = NULL;
-            st = save_locked(r);
-            if (st != SX_OK)
-                user_fini(&r->users[--r->n_users]);
+            st = commit_locked(r);
         }
     }
     pthread_mutex_unlock(&r->mu);
@@ -710,18 +726,11 @@ sx_status sx__rbac_user_drop(sx__rbac *r, const char *user)
     if (!u) {
         st = sx__err(SX_ENOTFOUND, "user not found: %s", user ? user : "(none)");
     } else {
-        rb_user keep = *u;
         size_t at = (size_t)(u - r->users);
+        user_fini(u);
         memmove(u, u + 1, (r->n_users - at - 1) * sizeof *u);
         r->n_users--;
-        st = save_locked(r);
-        if (st != SX_OK) { /* put it back */
-            memmove(&r->users[at + 1], &r->users[at], (r->n_users - at) * sizeof *u);
-            r->users[at] = keep;
-            r->n_users++;
-        } else {
-            user_fini(&keep);
-        }
+        st = commit_locked(r);
     }
     pthread_mutex_unlock(&r->mu);
     return st;
@@ -750,16 +759,10 @@ sx__rbac_user_passwd(sx__rbac *r, const char *user, const char *old_pw, const ch
         st = sx__err(SX_ENOTFOUND, "user not found: %s", user);
     } else {
         char *old = u->hash;
-        bool was = u->cached;
         u->hash = hash;
         u->cached = false;
-        st = save_locked(r);
-        if (st != SX_OK) {
-            u->hash = old;
-            u->cached = was;
-        } else {
-            hash = old;
-        }
+        hash = old; /* freed below */
+        st = commit_locked(r);
     }
     pthread_mutex_unlock(&r->mu);
     sx__free(hash);
@@ -790,22 +793,13 @@ sx_status sx__rbac_user_role(sx__rbac *r, const char *user, const char *role, bo
         } else {
             u->roles = nr;
             u->roles[u->n_roles++] = copy;
-            st = save_locked(r);
-            if (st != SX_OK)
-                sx__free(u->roles[--u->n_roles]);
+            st = commit_locked(r);
         }
     } else if (st == SX_OK && !grant && at != SIZE_MAX) {
-        char *gone = u->roles[at];
+        sx__free(u->roles[at]);
         memmove(&u->roles[at], &u->roles[at + 1], (u->n_roles - at - 1) * sizeof *u->roles);
         u->n_roles--;
-        st = save_locked(r);
-        if (st != SX_OK) {
-            memmove(&u->roles[at + 1], &u->roles[at], (u->n_roles - at) * sizeof *u->roles);
-            u->roles[at] = gone;
-            u->n_roles++;
-        } else {
-            sx__free(gone);
-        }
+        st = commit_locked(r);
     }
     pthread_mutex_unlock(&r->mu);
     return st;
@@ -830,9 +824,7 @@ sx_status sx__rbac_role_create(sx__rbac *r, const char *role)
             memset(ro, 0, sizeof *ro);
             ro->name = name;
             name = NULL;
-            st = save_locked(r);
-            if (st != SX_OK)
-                role_fini(&r->roles[--r->n_roles]);
+            st = commit_locked(r);
         }
     }
     pthread_mutex_unlock(&r->mu);
@@ -857,38 +849,25 @@ sx_status sx__rbac_role_drop(sx__rbac *r, const char *role)
                      "them first",
                      role, ro->n_grants);
     } else {
-        /* taken from every user first, so a failed write leaves users unchanged in the file */
-        rb_role keep = *ro;
+        /* Milvus takes the role from its users too */
         size_t at = (size_t)(ro - r->roles);
+        role_fini(ro);
         memmove(ro, ro + 1, (r->n_roles - at - 1) * sizeof *ro);
         r->n_roles--;
-        size_t held = 0;
-        for (size_t i = 0; i < r->n_users; i++)
-            for (size_t k = 0; k < r->users[i].n_roles; k++)
-                held += strcmp(r->users[i].roles[k], role) == 0;
-        if (held) { /* Milvus removes the role from its users too */
-            for (size_t i = 0; i < r->n_users; i++) {
-                rb_user *u = &r->users[i];
-                for (size_t k = 0; k < u->n_roles;) {
-                    if (strcmp(u->roles[k], role) == 0) {
-                        sx__free(u->roles[k]);
-                        memmove(&u->roles[k], &u->roles[k + 1],
-                                (u->n_roles - k - 1) * sizeof *u->roles);
-                        u->n_roles--;
-                    } else {
-                        k++;
-                    }
+        for (size_t i = 0; i < r->n_users; i++) {
+            rb_user *u = &r->users[i];
+            for (size_t k = 0; k < u->n_roles;) {
+                if (strcmp(u->roles[k], role) == 0) {
+                    sx__free(u->roles[k]);
+                    memmove(&u->roles[k], &u->roles[k + 1],
+                            (u->n_roles - k - 1) * sizeof *u->roles);
+                    u->n_roles--;
+                } else {
+                    k++;
                 }
             }
         }
-        st = save_locked(r);
-        if (st != SX_OK && !held) {
-            memmove(&r->roles[at + 1], &r->roles[at], (r->n_roles - at) * sizeof *ro);
-            r->roles[at] = keep;
-            r->n_roles++;
-        } else {
-            role_fini(&keep);
-        }
+        st = commit_locked(r);
     }
     pthread_mutex_unlock(&r->mu);
     return st;
@@ -947,22 +926,13 @@ sx_status sx__rbac_grant(sx__rbac *r,
         } else {
             ro->grants = ng;
             ro->grants[ro->n_grants++] = g;
-            st = save_locked(r);
-            if (st != SX_OK)
-                grant_fini(&ro->grants[--ro->n_grants]);
+            st = commit_locked(r);
         }
     } else if (!grant && at != SIZE_MAX) {
-        rb_grant keep = ro->grants[at];
-        memmove(&ro->grants[at], &ro->grants[at + 1], (ro->n_grants - at - 1) * sizeof keep);
+        grant_fini(&ro->grants[at]);
+        memmove(&ro->grants[at], &ro->grants[at + 1], (ro->n_grants - at - 1) * sizeof *ro->grants);
         ro->n_grants--;
-        st = save_locked(r);
-        if (st != SX_OK) {
-            memmove(&ro->grants[at + 1], &ro->grants[at], (ro->n_grants - at) * sizeof keep);
-            ro->grants[at] = keep;
-            ro->n_grants++;
-        } else {
-            grant_fini(&keep);
-        }
+        st = commit_locked(r);
     }
     pthread_mutex_unlock(&r->mu);
     return st;

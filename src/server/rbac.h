@@ -94,8 +94,9 @@ sx__rbac *sx__server_rbac(struct sx_server *s);
  * or -1 (bad input, too long). http.c's decoder, for the gRPC credential RPCs' passwords. */
 long sx__b64_decode(const char *s, char *out, size_t cap);
 
-/* The authorization metadata of a gRPC call (as sx__server_auth_meta) to a principal: 0 and *who,
- * or -1 (not authenticated). Without authentication on, always 0 and a superuser. */
+/* The authorization metadata of a gRPC call (base64 of "user:password" or of a token; "Basic x",
+ * "Bearer x" too) checked against the server's credentials, then the API's users: 0 and *who, or
+ * -1 (not authenticated). Without authentication on, always 0 and a superuser. */
 int sx__server_auth_who(const struct sx_server *s, const char *meta, sx__principal *who);
 /* sx__server_call on behalf of `who`: an API user's privileges are checked first (a denial is
  * {"code":1401,"message":...}). */

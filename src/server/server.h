@@ -502,10 +502,6 @@ void sx__grpc_milvus(sx_server *srv, const sx__grpc_call *call, sx__grpc_reply *
 const sx_server_options *sx__server_opts(const sx_server *s);
 sx__catalog *sx__server_catalog(sx_server *s);
 bool sx__server_stopping(const sx_server *s);
-/* The authorization metadata (base64 of "user:password" or of a token; "Basic x", "Bearer x"
- * too) checked against the server's credentials: 0 read-write (or no credentials configured),
- * 1 read-only, -1 refused. */
-int sx__server_auth_meta(const sx_server *s, const char *meta);
 /* Hands an accepted HTTP/1 socket to libmicrohttpd (which owns it from then on). */
 void sx__server_add_http(sx_server *s, int fd, const struct sockaddr *addr, socklen_t len);
 /* The service layer's entry: runs the route's handler on a JSON request (borrowed) in database

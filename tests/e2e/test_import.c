@@ -54,6 +54,7 @@
 
 #include "harness.h"
 #include "http.h"
+#include "npy.h"
 #include "util/alloc.h"
 
 #define DIM 8
@@ -94,30 +95,6 @@ static void write_file(const char *path, const void *d, size_t n)
         FAILF("cannot write %s", path);
     if (fclose(f) != 0)
         FAILF("cannot close %s", path);
-}
-
-/* A NumPy v1 file: header dict padded to a multiple of 64 with spaces and '\n'. */
-static void
-write_npy(const char *path, const char *descr, const char *shape, const void *d, size_t n)
-{
-    char dict[256];
-    int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                      descr, shape);
-    size_t total = 10 + (size_t)dl + 1;
-    size_t pad = (64 - total % 64) % 64;
-    size_t hlen = (size_t)dl + pad + 1;
-    unsigned char *buf = malloc(10 + hlen + n);
-    ASSERT(buf != NULL);
-    memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    buf[8] = (unsigned char)(hlen & 0xff);
-    buf[9] = (unsigned char)(hlen >> 8);
-    memcpy(buf + 10, dict, (size_t)dl);
-    memset(buf + 10 + dl, ' ', pad);
-    buf[10 + hlen - 1] = '\n';
-    if (n)
-        memcpy(buf + 10 + hlen, d, n);
-    write_file(path, buf, 10 + hlen + n);
-    free(buf);
 }
 
 static sx_db *open_db(const char *dir)
@@ -198,16 +175,16 @@ static void write_npy_folder(const char *dir, size_t n, int dim)
     }
     snprintf(shape, sizeof shape, "(%zu,)", n);
     snprintf(p, sizeof p, "%s/id.npy", dir);
-    write_npy(p, "<i8", shape, ids, n * 8);
+    th_write_npy(p, "<i8", shape, ids, n * 8);
     snprintf(p, sizeof p, "%s/price.npy", dir);
-    write_npy(p, "<f8", shape, pr, n * 8);
+    th_write_npy(p, "<f8", shape, pr, n * 8);
     snprintf(p, sizeof p, "%s/ok.npy", dir);
-    write_npy(p, "|b1", shape, ok, n);
+    th_write_npy(p, "|b1", shape, ok, n);
     snprintf(p, sizeof p, "%s/tag.npy", dir);
-    write_npy(p, "<U8", shape, tags, n * 32);
+    th_write_npy(p, "<U8", shape, tags, n * 32);
     snprintf(shape, sizeof shape, "(%zu, %d)", n, dim);
     snprintf(p, sizeof p, "%s/vec.npy", dir);
-    write_npy(p, "<f4", shape, v, n * (size_t)dim * 4);
+    th_write_npy(p, "<f4", shape, v, n * (size_t)dim * 4);
     free(ids);
     free(v);
     free(pr);
@@ -427,9 +404,9 @@ static void varchar_pk(void)
         v[i * 2 + 1] = 2;
     }
     snprintf(p1, sizeof p1, "%s/name.npy", ndir);
-    write_npy(p1, "<U6", "(50,)", names, sizeof names);
+    th_write_npy(p1, "<U6", "(50,)", names, sizeof names);
     snprintf(p2, sizeof p2, "%s/vec.npy", ndir);
-    write_npy(p2, "<f4", "(50, 2)", v, sizeof v);
+    th_write_npy(p2, "<f4", "(50, 2)", v, sizeof v);
     sx_db *db = open_db(dir);
     sx_field_def fd[2] = {
         { "name", SX_FIELD_VARCHAR, true, false, 0, 16 },
@@ -778,7 +755,7 @@ static void malformed(void)
         snprintf(d2, sizeof d2, "%s.dtype", dir);
         write_npy_folder(d2, 400, DIM);
         double *dv = calloc(400 * DIM, 8);
-        write_npy(path, "<f8", "(400, 8)", dv, 400 * DIM * 8);
+        th_write_npy(path, "<f8", "(400, 8)", dv, 400 * DIM * 8);
         free(dv);
         char dp[5][1024];
         const char *dptrs[5];
@@ -789,7 +766,7 @@ static void malformed(void)
         /* ids as <f4 */
         float *fi = calloc(400, 4);
         snprintf(path, sizeof path, "%s/id.npy", d2);
-        write_npy(path, "<f4", "(400,)", fi, 400 * 4);
+        th_write_npy(path, "<f4", "(400,)", fi, 400 * 4);
         free(fi);
         bad_case c2b = { "wrong dtype (pk)", SX_EINVAL, "\"id\" (INT64) needs dtype" };
         expect_fail(c, cdir, &dg, 1, &small, &c2b, 10);
@@ -895,7 +872,7 @@ static void malformed(void)
         for (int i = 0; i < 400; i++)
             k[i] = i == 390 ? 1000003 : key_of((size_t)i);
         snprintf(path, sizeof path, "%s/id.npy", d4);
-        write_npy(path, "<i8", "(400,)", k, 400 * 8);
+        th_write_npy(path, "<i8", "(400,)", k, 400 * 8);
         free(k);
         char dp[5][1024];
         const char *dptrs[5];
@@ -921,7 +898,7 @@ static void malformed(void)
         float *nv = calloc(400 * DIM, 4);
         nv[399 * DIM] = NAN;
         snprintf(path, sizeof path, "%s/vec.npy", d5);
-        write_npy(path, "<f4", "(400, 8)", nv, 400 * DIM * 4);
+        th_write_npy(path, "<f4", "(400, 8)", nv, 400 * DIM * 4);
         free(nv);
         char dp[5][1024];
         const char *dptrs[5];

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "npy.h"
 
 #define NV   3
 #define MAXN 6000
@@ -458,32 +459,6 @@ static void test_three_fields(void)
         free(vecs[f]);
 }
 
-static void
-write_npy(const char *path, const char *descr, const char *shape, const void *d, size_t n)
-{
-    char dict[256];
-    int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                      descr, shape);
-    size_t total = 10 + (size_t)dl + 1;
-    size_t pad = (64 - total % 64) % 64;
-    size_t hlen = (size_t)dl + pad + 1;
-    unsigned char *buf = malloc(10 + hlen + n);
-    ASSERT(buf != NULL);
-    static const unsigned char magic[8] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0 };
-    memcpy(buf, magic, sizeof magic);
-    buf[8] = (unsigned char)(hlen & 0xff);
-    buf[9] = (unsigned char)(hlen >> 8);
-    memcpy(buf + 10, dict, (size_t)dl);
-    memset(buf + 10 + dl, ' ', pad);
-    buf[10 + hlen - 1] = '\n';
-    memcpy(buf + 10 + hlen, d, n);
-    FILE *fp = fopen(path, "wb");
-    ASSERT(fp != NULL);
-    ASSERT_EQ(fwrite(buf, 1, 10 + hlen + n, fp), 10 + hlen + n);
-    ASSERT(fclose(fp) == 0);
-    free(buf);
-}
-
 /* Files in d whose name contains `part` and, when `suffix` is set, ends with it. */
 static int count_files(const char *d, const char *part, const char *suffix)
 {
@@ -542,13 +517,13 @@ static void test_store_import(void)
     const char *paths[NV + 2];
     snprintf(shape, sizeof shape, "(%d,)", N);
     snprintf(path[0], sizeof path[0], "%s/id.npy", files);
-    write_npy(path[0], "<i8", shape, ids, N * sizeof *ids);
+    th_write_npy(path[0], "<i8", shape, ids, N * sizeof *ids);
     snprintf(path[1], sizeof path[1], "%s/tag.npy", files);
-    write_npy(path[1], "<i8", shape, tags, N * sizeof *tags);
+    th_write_npy(path[1], "<i8", shape, tags, N * sizeof *tags);
     for (int f = 0; f < NV; f++) {
         snprintf(path[f + 2], sizeof path[f + 2], "%s/%s.npy", files, vnames[f]);
         snprintf(shape, sizeof shape, "(%d, %u)", N, dims[f]);
-        write_npy(path[f + 2], "<f4", shape, vecs[f], (size_t)N * dims[f] * sizeof(float));
+        th_write_npy(path[f + 2], "<f4", shape, vecs[f], (size_t)N * dims[f] * sizeof(float));
     }
     for (int i = 0; i < NV + 2; i++)
         paths[i] = path[i];
