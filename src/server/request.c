@@ -115,7 +115,8 @@ static sx_status load_fn(void *ctx, sx__coll_meta *m)
         sx__vec_meta *v = &m->vecs[i];
         if (!v->index_name[0] && sx__meta_index_at(m, v->field) < 0) {
             /* made through the C API while the server ran: named after its field */
-            (void)snprintf(v->index_name, sizeof v->index_name, "%s", v->field);
+            _Static_assert(sizeof v->index_name == sizeof v->field, "same name buffers");
+            memcpy(v->index_name, v->field, sizeof v->index_name);
             (void)snprintf(v->index_type, sizeof v->index_type, "%s", l->types[i]);
         }
         v->metric_pending = false; /* the engine has an index, so its metric is chosen */
