@@ -635,6 +635,15 @@ typedef struct sx_import_opts {
      * partition column; the files must not give them. */
     const sx_param *consts;
     size_t n_consts;
+    /* Hash routing (Milvus's partition key mode): every row's VARCHAR field route_field (not
+     * given by the files) gets "<route_prefix><i>", where i in [0, route_parts) is the bucket of
+     * the row's value of route_key (an INT64 or VARCHAR field, not nullable) as Milvus hashes
+     * partition keys (MurmurHash3 of an integer, CRC-32 of a string's first 100 bytes). NULL
+     * route_field: off. */
+    const char *route_field;
+    const char *route_key;
+    const char *route_prefix; /* NULL: "" */
+    uint32_t route_parts;     /* >= 1 when route_field is set */
 } sx_import_opts;
 
 typedef struct sx_import_result {

@@ -574,6 +574,8 @@ typedef struct ijob {
     char *dynamic_field; /* owned, or NULL */
     sx_param *consts;    /* keys and values owned */
     size_t n_consts;
+    char *route_field, *route_key, *route_prefix; /* owned, or NULL */
+    uint32_t route_parts;
     /* guarded by the importer's mu */
     sx_import_state state;
     sx_import_progress prog;
@@ -620,6 +622,9 @@ static void job_free(ijob *j)
     }
     sx__free(j->consts);
     sx__free(j->dynamic_field);
+    sx__free(j->route_field);
+    sx__free(j->route_key);
+    sx__free(j->route_prefix);
     sx__free(j->g_rows);
     sx__free(j->g_bytes);
     sx__free(j->g_total);
@@ -653,7 +658,15 @@ static void run_job(sx__importer *im, ijob *j)
     sx_import_result res;
     memset(&res, 0, sizeof res);
     jctx x = { im, j };
-    sx_import_opts o = { job_progress, &x, 0, j->dynamic_field, j->consts, j->n_consts };
+    sx_import_opts o = { .progress = job_progress,
+                         .progress_ctx = &x,
+                         .dynamic_field = j->dynamic_field,
+                         .consts = j->consts,
+                         .n_consts = j->n_consts,
+                         .route_field = j->route_field,
+                         .route_key = j->route_key,
+                         .route_prefix = j->route_prefix,
+                         .route_parts = j->route_parts };
     sx_status st = sx_collection_open(im->db, j->coll, &c);
     if (st == SX_OK) {
         st = sx_import_run(c, j->groups, j->n_groups, &o, &res);
@@ -784,6 +797,16 @@ static ijob *job_copy(const char *name,
     if (opts && opts->dynamic_field) {
         j->dynamic_field = sx__strdup(opts->dynamic_field);
         if (!j->dynamic_field) {
+            job_free(j);
+            return NULL;
+        }
+    }
+    if (opts && opts->route_field) {
+        j->route_field = sx__strdup(opts->route_field);
+        j->route_key = sx__strdup(opts->route_key ? opts->route_key : "");
+        j->route_prefix = sx__strdup(opts->route_prefix ? opts->route_prefix : "");
+        j->route_parts = opts->route_parts;
+        if (!j->route_field || !j->route_key || !j->route_prefix) {
             job_free(j);
             return NULL;
         }

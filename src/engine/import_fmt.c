@@ -44,6 +44,7 @@
 #include "util/alloc.h"
 #include "util/buf.h"
 #include "util/err.h"
+#include "util/hash.h"
 #include "util/vecfile.h"
 
 #define IMP_BUF_BYTES ((size_t)1 << 20)
@@ -312,7 +313,10 @@ struct sx__imp_group {
     int owner[SX_MAX_FIELDS];        /* provider of each field, -1 none (auto id), FILLED below */
     int dyn;                         /* the dynamic field, -1 none */
     const char *cval[SX_MAX_FIELDS]; /* FILLED constant fields: the value (borrowed) */
-    uint64_t rows;                   /* 0 for JSON */
+    int route_f, route_k;            /* hash routing: the filled field and its key, -1 none */
+    const char *route_prefix;        /* borrowed from the opts */
+    uint32_t route_parts;
+    uint64_t rows; /* 0 for JSON */
     uint64_t bytes;
     bool json;
 };
@@ -1213,8 +1217,31 @@ static sx_status prov_open(sx_collection *c, sx__imp_group *g, const char *path,
 static sx_status set_filled(sx_collection *c, sx__imp_group *g, const sx_import_opts *o)
 {
     g->dyn = -1;
+    g->route_f = g->route_k = -1;
     if (!o)
         return SX_OK;
+    if (o->route_field) {
+        const char *rk = o->route_key ? o->route_key : "";
+        int f = field_index(c, o->route_field, strlen(o->route_field));
+        int k = field_index(c, rk, strlen(rk));
+        if (f < 0 || c->types[f] != SX_FIELD_VARCHAR || (size_t)f == c->pk)
+            return sx__err(SX_EINVAL,
+                           "import: the routed field \"%s\" is not a VARCHAR field of %s",
+                           o->route_field, c->name);
+        if (k < 0 || k == f || c->nullable[k] ||
+            (c->types[k] != SX_FIELD_INT64 && c->types[k] != SX_FIELD_VARCHAR))
+            return sx__err(SX_EINVAL,
+                           "import: the routing key \"%s\" is not a non-nullable INT64 or VARCHAR "
+                           "field of %s",
+                           rk, c->name);
+        if (o->route_parts == 0)
+            return sx__err(SX_EINVAL, "import: hash routing into 0 partitions");
+        g->owner[f] = FILLED;
+        g->route_f = f;
+        g->route_k = k;
+        g->route_prefix = o->route_prefix ? o->route_prefix : "";
+        g->route_parts = o->route_parts;
+    }
     for (size_t i = 0; i <= o->n_consts; i++) {
         bool is_dyn = i == o->n_consts;
         const char *name = is_dyn ? o->dynamic_field : o->consts[i].key;
@@ -1249,6 +1276,22 @@ static sx_status fill_rows(const sx__imp_group *g, sx__imp_batch *b, size_t at, 
     for (size_t f = 0; f < c->n_fields; f++) {
         if (g->owner[f] != FILLED || ((int)f == g->dyn && g->json))
             continue;
+        if ((int)f == g->route_f) {
+            const void *key = b->col[g->route_k];
+            bool is_int = c->types[g->route_k] == SX_FIELD_INT64;
+            for (size_t i = 0; i < k; i++) {
+                const char *ks = is_int ? NULL : ((char *const *)key)[at + i];
+                uint32_t p = sx__key_bucket(is_int ? ((const int64_t *)key)[at + i] : 0,
+                                            is_int ? NULL : (ks ? ks : ""), g->route_parts);
+                char name[SX_MAX_NAME + 1];
+                int w = snprintf(name, sizeof name, "%s%u", g->route_prefix, p);
+                char *s = w > 0 && (size_t)w < sizeof name ? sx__strdup(name) : NULL;
+                if (!s)
+                    return sx__err(SX_ENOMEM, "import");
+                ((char **)b->col[f])[at + i] = s;
+            }
+            continue;
+        }
         const char *v = (int)f == g->dyn ? "{}" : g->cval[f];
         for (size_t i = 0; i < k; i++) {
             char *s = sx__strdup(v);

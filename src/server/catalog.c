@@ -387,6 +387,8 @@ static json_t *meta_to_json(const sx__coll_meta *m)
     for (size_t i = 0; i < m->n_parts; i++)
         json_array_append_new(parts, json_string(m->parts[i]));
     json_object_set_new(j, "partitions", parts);
+    if (m->key_parts)
+        json_object_set_new(j, "key_partitions", json_integer((json_int_t)m->key_parts));
     json_t *props = json_loads(m->properties[0] ? m->properties : "{}", 0, NULL);
     if (!json_is_object(props)) {
         json_decref(props);
@@ -534,6 +536,14 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
         memmove(m->parts[1], m->parts[0], m->n_parts * sizeof m->parts[0]);
         copy_str(m->parts[0], sizeof m->parts[0], "_default");
         m->n_parts++;
+    }
+    /* partition key mode (absent before 2026-12-06: 0, the rows stay in "_default") */
+    int64_t kp = jint_or(j, "key_partitions", 0);
+    m->key_parts = 0;
+    if (kp > 0 && kp <= (int64_t)SX__MAX_KEY_PARTS) {
+        for (size_t f = 0; f < m->n_fields; f++)
+            if (m->fields[f].is_partition_key)
+                m->key_parts = (uint32_t)kp;
     }
     const json_t *props = json_object_get(j, "properties");
     size_t plen = 0;
@@ -1381,6 +1391,19 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         if (strcmp(f->name, SX__META_FIELD) == 0 || strcmp(f->name, SX__PART_FIELD) == 0)
             return sx__err(SX_EINVAL, "field name %s is reserved", f->name);
     }
+    if (meta->key_parts) {
+        size_t n_key = 0;
+        for (size_t i = 0; i < meta->n_fields; i++)
+            n_key += meta->fields[i].is_partition_key &&
+                     (meta->fields[i].engine_type == SX_FIELD_INT64 ||
+                      meta->fields[i].engine_type == SX_FIELD_VARCHAR) &&
+                     !meta->fields[i].is_primary && !meta->fields[i].nullable;
+        if (n_key != 1 || meta->key_parts > SX__MAX_KEY_PARTS || !meta->has_partitions)
+            return sx__err(SX_EINVAL,
+                           "partition key mode needs one non-primary, non-nullable Int64 or "
+                           "VarChar partition key field and 1..%u partitions",
+                           SX__MAX_KEY_PARTS);
+    }
     if (!vecs_layout(meta, false))
         return sx__err(SX_EINVAL, "maximum vector field's number should be limited to %u",
                        SX_MAX_VECTOR_FIELDS);
@@ -1570,6 +1593,7 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
         memcpy(tmp->fields, m->fields, sizeof tmp->fields);
         tmp->enable_dynamic = m->enable_dynamic;
         tmp->has_partitions = m->has_partitions;
+        tmp->key_parts = m->key_parts;
     }
     sx__mutex_unlock(&cat->mu);
     sx_status st = SX_OK;
@@ -1647,6 +1671,7 @@ sx_status sx__cat_coll_modify(sx__catalog *cat,
             copy_str(tmp->vecs[i].field, sizeof tmp->vecs[i].field, orig->vecs[i].field);
         tmp->enable_dynamic = orig->enable_dynamic;
         tmp->has_partitions = orig->has_partitions;
+        tmp->key_parts = orig->key_parts;
         utf8_cut(tmp->description);
         if (tmp->n_parts == 0 || tmp->n_parts > SX__MAX_PARTS)
             st = sx__err(SX_EINVAL, "a collection has 1..%d partitions", SX__MAX_PARTS);

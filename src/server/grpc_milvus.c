@@ -1343,6 +1343,8 @@ static void *rpc_create_collection(rpc *r)
         for (size_t i = 0; i < q->n_properties; i++)
             if (q->properties[i]->key && !strcmp(q->properties[i]->key, "collection.ttl.seconds"))
                 json_object_set_new(params, "ttlSeconds", param_value(q->properties[i]->value));
+        if (q->num_partitions) /* 0: not given */
+            json_object_set_new(params, "partitionsNum", json_integer(q->num_partitions));
         b = json_pack("{s:s,s:o,s:o}", "collectionName", q->collection_name, "schema", schema,
                       "params", params);
         if (sc->description && *sc->description)
@@ -1517,7 +1519,7 @@ static void *rpc_describe_collection(rpc *r)
     o->consistency_level = consistency_of(m->consistency);
     o->collection_name = astr(a, m->name);
     o->db_name = astr(a, r->db);
-    o->num_partitions = (int64_t)m->n_parts;
+    o->num_partitions = (int64_t)sx__meta_n_parts(m);
     o->aliases = amalloc(a, (m->n_aliases ? m->n_aliases : 1) * sizeof *o->aliases);
     for (size_t i = 0; o->aliases && i < m->n_aliases; i++)
         o->aliases[o->n_aliases++] = astr(a, m->aliases[i]);
@@ -1820,7 +1822,7 @@ static void *rpc_show_partitions(rpc *r)
         return o;
     }
     arena *a = &r->a;
-    size_t n = s.m->n_parts ? s.m->n_parts : 1;
+    size_t np = sx__meta_n_parts(s.m), n = np ? np : 1;
     o->partition_names = amalloc(a, n * sizeof(char *));
     o->partitionids = amalloc(a, n * sizeof(int64_t));
     o->created_timestamps = amalloc(a, n * sizeof(uint64_t));
@@ -1828,15 +1830,16 @@ static void *rpc_show_partitions(rpc *r)
     o->inmemory_percentages = amalloc(a, n * sizeof(int64_t));
     if (!o->inmemory_percentages)
         return NULL;
-    for (size_t i = 0; i < s.m->n_parts; i++) {
-        o->partition_names[i] = astr(a, s.m->parts[i]);
+    for (size_t i = 0; i < np; i++) {
+        char pb[SX_MAX_NAME + 1];
+        o->partition_names[i] = astr(a, sx__meta_part_name(s.m, i, pb));
         o->partitionids[i] = s.m->collection_id + 1 + (int64_t)i; /* ids after the collection's */
         o->created_timestamps[i] = hybrid_ts(s.m->created_ms);
         o->created_utc_timestamps[i] = (uint64_t)s.m->created_ms;
         o->inmemory_percentages[i] = s.m->loaded ? 100 : 0;
     }
-    o->n_partition_names = o->n_partitionids = o->n_created_timestamps = s.m->n_parts;
-    o->n_created_utc_timestamps = o->n_inmemory_percentages = s.m->n_parts;
+    o->n_partition_names = o->n_partitionids = o->n_created_timestamps = np;
+    o->n_created_utc_timestamps = o->n_inmemory_percentages = np;
     o->status = status_new(a, 0, "");
     return o;
 }

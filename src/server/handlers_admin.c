@@ -40,13 +40,22 @@ static bool valid_name(const char *s)
 
 static int find_part(const sx__coll_meta *m, const char *name)
 {
-    for (size_t i = 0; i < m->n_parts; i++)
-        if (strcmp(m->parts[i], name) == 0)
-            return (int)i;
-    return -1;
+    return sx__meta_part_find(m, name);
 }
 
 /* ---------------------------------------------------------------- partitions */
+
+/* Partition key mode manages its partitions itself: Milvus refuses these operations on them
+ * (1100, its messages). True when refused. */
+static bool key_mode_refuses(sx__resp *rs, const sx__coll_meta *m, const char *what)
+{
+    if (!m->key_parts)
+        return false;
+    sx__fail(rs, SX__MC_INVALID_PARAM,
+             "invalid parameter: disable %s if partition key mode is used (collection %s)", what,
+             m->name);
+    return true;
+}
 
 static void h_part_list(sx__req *rq, sx__resp *rs)
 {
@@ -54,8 +63,9 @@ static void h_part_list(sx__req *rq, sx__resp *rs)
     if (!sx__req_coll(rq, rs, "CollectionNameReq", NULL, &m))
         return;
     json_t *arr = json_array();
-    for (size_t i = 0; i < m->n_parts; i++)
-        json_array_append_new(arr, json_string(m->parts[i]));
+    char pb[SX_MAX_NAME + 1];
+    for (size_t i = 0; i < sx__meta_n_parts(m); i++)
+        json_array_append_new(arr, json_string(sx__meta_part_name(m, i, pb)));
     sx__ok(rs, arr);
     sx__req_coll_done(NULL, m);
 }
@@ -132,6 +142,8 @@ static void h_part_create(sx__req *rq, sx__resp *rs)
     const char *part = NULL;
     if (!req_part(rq, rs, NULL, &m, &part))
         return;
+    if (key_mode_refuses(rs, m, "create partition"))
+        goto out;
     if (!m->has_partitions) {
         sx__fail(rs, SX__MC_UNSUPPORTED,
                  "unsupported operation: collection %s was not created through the REST API, so "
@@ -163,6 +175,8 @@ static void h_part_drop(sx__req *rq, sx__resp *rs)
     const char *part = NULL;
     if (!req_part(rq, rs, &h, &m, &part))
         return;
+    if (key_mode_refuses(rs, m, "drop partition"))
+        goto out;
     if (strcmp(part, "_default") == 0) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: default partition cannot be deleted");
@@ -276,7 +290,7 @@ static void h_part_load(sx__req *rq, sx__resp *rs)
     const json_t *names = NULL;
     if (!req_parts(rq, rs, &h, &m, &names))
         return;
-    if (sx__coll_load(rq, rs, h, m))
+    if (!key_mode_refuses(rs, m, "load partitions") && sx__coll_load(rq, rs, h, m))
         sx__ok(rs, NULL);
     sx__req_coll_done(h, m);
 }
@@ -287,6 +301,10 @@ static void h_part_release(sx__req *rq, sx__resp *rs)
     const json_t *names = NULL;
     if (!req_parts(rq, rs, NULL, &m, &names))
         return;
+    if (key_mode_refuses(rs, m, "release partitions")) {
+        sx__req_coll_done(NULL, m);
+        return;
+    }
     part_ctx p = { rs, NULL, names, false };
     sx_status st =
         m->loaded ? sx__cat_coll_modify(rq->cat, rq->db_name, m->name, part_release_fn, &p) : SX_OK;

@@ -319,7 +319,7 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
                  "invalid parameter: the number of fields should be at most %u", SX_MAX_FIELDS - 2);
         return false;
     }
-    size_t i, n_pk = 0, n_vec = 0;
+    size_t i, n_pk = 0, n_vec = 0, n_key = 0;
     const json_t *fo;
     json_array_foreach(fields, i, fo) {
         const char *fname = NULL, *dtype = NULL;
@@ -406,6 +406,22 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
             f->max_length = SX_MAX_VARCHAR;
         if (!strcmp(dtype, "Array") && !array_params(rs, m, f, fo, tp))
             return false;
+        if (pkey) {
+            const char *why = NULL;
+            if (++n_key > 1)
+                why = "there are more than one partition key";
+            else if (is_pk)
+                why = "the partition key field must not be primary field";
+            else if (strcmp(dtype, "Int64") != 0 && strcmp(dtype, "VarChar") != 0)
+                why = "the data type of partition key should be Int64 or VarChar";
+            else if (nullable)
+                why = "partition key field not support nullable";
+            if (why) {
+                sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s, field name = %s", why,
+                         fname);
+                return false;
+            }
+        }
         f->is_partition_key = pkey;
         if (is_pk) {
             if (++n_pk > 1) {
@@ -454,7 +470,8 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
 
 static bool same_schema(const sx__coll_meta *a, const sx__coll_meta *b)
 {
-    if (a->n_fields != b->n_fields || a->enable_dynamic != b->enable_dynamic)
+    if (a->n_fields != b->n_fields || a->enable_dynamic != b->enable_dynamic ||
+        a->key_parts != b->key_parts)
         return false;
     for (size_t i = 0; i < a->n_fields; i++) {
         const sx__field_meta *x = &a->fields[i], *y = &b->fields[i];
@@ -506,6 +523,48 @@ static bool valid_consistency(const char *s)
     return false;
 }
 
+/* Partition key mode: params.partitionsNum (a number or its digits; Milvus's default when the
+ * schema has a partition key and none is given), refused without a partition key field. */
+static bool key_partitions(sx__resp *rs, sx__coll_meta *m, const json_t *params)
+{
+    bool has_key = false;
+    for (size_t i = 0; i < m->n_fields; i++)
+        has_key |= m->fields[i].is_partition_key;
+    const json_t *pn = sx__jget(params, "partitionsNum");
+    int64_t n = SX__DEFAULT_KEY_PARTS;
+    if (pn && sx__jint(params, "partitionsNum", &n) != 0) {
+        fail_type(rs, "CollectionReq", "params.partitionsNum", "int64");
+        return false;
+    }
+    if (pn && !has_key) {
+        /* 0 is what clients send when they mean "not given" (gRPC's num_partitions) */
+        if (n == 0)
+            return true;
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: num_partitions should only be specified with partition key "
+                 "field enabled");
+        return false;
+    }
+    if (!has_key)
+        return true;
+    if (pn && n == 0)
+        n = SX__DEFAULT_KEY_PARTS;
+    if (n < 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: the specified partitions should be greater than 0 if "
+                 "partition key is used");
+        return false;
+    }
+    if (n > (int64_t)SX__MAX_KEY_PARTS) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: partition number (%lld) exceeds max configuration (%u)",
+                 (long long)n, SX__MAX_KEY_PARTS);
+        return false;
+    }
+    m->key_parts = (uint32_t)n;
+    return true;
+}
+
 static void h_create(sx__req *rq, sx__resp *rs)
 {
     const char *name = NULL;
@@ -552,6 +611,8 @@ static void h_create(sx__req *rq, sx__resp *rs)
     if (quick ? !quick_schema(rq, rs, m, params) : !custom_schema(rs, m, schema))
         goto out;
     m->has_partitions = true;
+    if (!key_partitions(rs, m, params))
+        goto out;
     const sx__field_meta *vf = sx__meta_vector_field(m);
     /* every indexParams field must exist; a custom schema's vector field with an entry takes the
      * entry's metricType, else the request's metricType, else COSINE; one without an entry
@@ -758,7 +819,7 @@ static void h_describe(sx__req *rq, sx__resp *rs)
     int progress = 0;
     json_object_set_new(d, "load", json_string(load_state(h, m, &progress)));
     json_object_set_new(d, "shardsNum", json_integer(1));
-    json_object_set_new(d, "partitionsNum", json_integer((json_int_t)m->n_parts));
+    json_object_set_new(d, "partitionsNum", json_integer((json_int_t)sx__meta_n_parts(m)));
     json_object_set_new(d, "consistencyLevel", json_string(m->consistency));
     json_object_set_new(d, "enableDynamicField", json_boolean(m->enable_dynamic));
     json_t *props = meta_props(m);

@@ -276,10 +276,7 @@ static bool is_hidden_name(const char *s)
 
 static bool part_exists(const sx__coll_meta *m, const char *p)
 {
-    for (size_t i = 0; i < m->n_parts; i++)
-        if (strcmp(m->parts[i], p) == 0)
-            return true;
-    return false;
+    return sx__meta_part_find(m, p) >= 0;
 }
 
 /* ------------------------------------------------------------------ filters */
@@ -526,6 +523,15 @@ make_filter(const json_t *src, sx__resp *rs, const coll *c, const json_t *parts,
         sub = rw;
     }
     bool have_parts = parts && (!json_is_array(parts) || json_array_size(parts) > 0);
+    if (have_parts && json_is_string(parts) && !*json_string_value(parts))
+        have_parts = false; /* "" = every partition, as gRPC's unset partition_name */
+    if (have_parts && c->meta->key_parts) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: not support manually specifying the partition names if "
+                 "partition key mode is used");
+        sx__free(sub);
+        return false;
+    }
     if (have_parts && !c->meta->has_partitions) {
         /* No partition column: only "_default" exists, and it holds every row. */
         size_t n = json_is_array(parts) ? json_array_size(parts) : 1;
@@ -1121,7 +1127,19 @@ static size_t width_of(sx_field_type t, uint32_t dim)
     return 8;
 }
 
-/* Decodes `rows` into columns. with_pk: the primary key is a column (false for autoID). */
+/* The partition of row r in partition key mode, by its key in key_cb (int64 or string cells). */
+static const char *
+key_part(const sx__coll_meta *m, const colbuf *key_cb, size_t r, char (*names)[SX_MAX_NAME + 1])
+{
+    uint32_t i = key_cb->type == SX_FIELD_INT64
+                     ? sx__meta_key_part(m, ((const int64_t *)key_cb->data)[r], NULL)
+                     : sx__meta_key_part(m, 0, ((char *const *)key_cb->data)[r]);
+    return names[i];
+}
+
+/* Decodes `rows` into columns. with_pk: the primary key is a column (false for autoID). In
+ * partition key mode *key_names_out gets the partition names the partition column points into
+ * (owned by the caller: sx__free after the columns are written). */
 static bool decode_rows(sx__resp *rs,
                         const coll *c,
                         const json_t *rows,
@@ -1129,7 +1147,8 @@ static bool decode_rows(sx__resp *rs,
                         bool pk_forbidden,
                         const char *part,
                         colbuf *cb,
-                        size_t *n_cb)
+                        size_t *n_cb,
+                        char (**key_names_out)[SX_MAX_NAME + 1])
 {
     const sx__coll_meta *m = c->meta;
     size_t n = json_array_size(rows);
@@ -1152,7 +1171,23 @@ static bool decode_rows(sx__resp *rs,
             return false;
         }
     }
-    colbuf *meta_cb = NULL, *part_cb = NULL;
+    colbuf *meta_cb = NULL, *part_cb = NULL, *key_cb = NULL;
+    /* partition key mode: each row's partition from its key (the names live in key_names) */
+    char(*key_names)[SX_MAX_NAME + 1] = NULL;
+    if (sx__meta_key_field(m) && m->has_partitions) {
+        for (size_t i = 0; i < k; i++)
+            if (cb[i].fm && cb[i].fm->is_partition_key)
+                key_cb = &cb[i];
+        SX_ASSERT(key_cb); /* never the (autoID) primary key */
+        key_names = sx__calloc(m->key_parts, sizeof *key_names);
+        if (!key_names) {
+            fail_nomem(rs);
+            return false;
+        }
+        *key_names_out = key_names;
+        for (size_t i = 0; i < m->key_parts; i++)
+            (void)sx__meta_part_name(m, i, key_names[i]);
+    }
     if (m->enable_dynamic) {
         meta_cb = &cb[k++];
         meta_cb->name = SX__META_FIELD;
@@ -1260,7 +1295,7 @@ static bool decode_rows(sx__resp *rs,
         }
         json_decref(dyn);
         if (part_cb)
-            ((const char **)part_cb->data)[r] = part;
+            ((const char **)part_cb->data)[r] = key_cb ? key_part(m, key_cb, r, key_names) : part;
     }
     return true;
 }
@@ -1307,6 +1342,7 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
     size_t n_cb = 0, n = 0;
     int64_t *ids = NULL, *old_keys = NULL;
     sx_column *cols = NULL;
+    char(*key_names)[SX_MAX_NAME + 1] = NULL; /* partition key mode: the partition column's */
     json_t *rows = sx__jget(rq->body, "data");
     if (!rows) {
         sx__fail(rs, SX__MC_MISSING_REQUIRED,
@@ -1327,15 +1363,21 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
         sx__fail(rs, SX__MC_BAD_INSERT, "fail to deal the insert data, error: no rows in data");
         goto out;
     }
-    const char *part = "_default";
+    const char *part = "";
     if (sx__jstr(rq->body, "partitionName", &part) != 0) {
         sx__fail(rs, SX__MC_BAD_JSON,
                  "can only accept json format request, error: partitionName must be a string");
         goto out;
     }
+    if (*part && c.meta->key_parts) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: not support manually specifying the partition names if "
+                 "partition key mode is used");
+        goto out;
+    }
     if (!*part)
         part = "_default";
-    if (!part_exists(c.meta, part) && !(strcmp(part, "_default") == 0)) {
+    if (!c.meta->key_parts && !part_exists(c.meta, part) && !(strcmp(part, "_default") == 0)) {
         sx__fail(rs, SX__MC_PART_NOT_FOUND, "partition not found[partition=%s]", part);
         goto out;
     }
@@ -1350,7 +1392,7 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
         if (!upsert_auto_keys(rs, &c, rows, old_keys))
             goto out;
     }
-    if (!decode_rows(rs, &c, rows, !auto_id, !upsert, part, cb, &n_cb))
+    if (!decode_rows(rs, &c, rows, !auto_id, !upsert, part, cb, &n_cb, &key_names))
         goto out;
     cols = sx__calloc(n_cb, sizeof *cols);
     if (!cols) {
@@ -1408,6 +1450,7 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
         sx__metrics_rows(rq->metrics, n, 0, 0);
 out:
     colbufs_free(cb, n_cb, n);
+    sx__free(key_names);
     sx__free(cols);
     sx__free(ids);
     sx__free(old_keys);

@@ -91,7 +91,8 @@ static void h_create(sx__req *rq, sx__resp *rs)
         sx__fail(rs, SX__MC_BAD_JSON, "partitionName must be a string");
         return;
     }
-    if (!part || !*part)
+    bool part_given = part && *part;
+    if (!part_given)
         part = "_default";
     const json_t *files = sx__jget(rq->body, "files");
     if (!files) {
@@ -110,9 +111,14 @@ static void h_create(sx__req *rq, sx__resp *rs)
     sx__coll_meta *m = NULL;
     if (!sx__req_coll(rq, rs, "ImportReq", NULL, &m))
         return;
-    bool found = strcmp(part, "_default") == 0;
-    for (size_t i = 0; !found && i < m->n_parts; i++)
-        found = strcmp(m->parts[i], part) == 0;
+    if (part_given && m->key_parts) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: not support manually specifying the partition names if "
+                 "partition key mode is used");
+        sx__req_coll_done(NULL, m);
+        return;
+    }
+    bool found = m->key_parts || strcmp(part, "_default") == 0 || sx__meta_part_find(m, part) >= 0;
     if (!found) {
         sx__fail(rs, SX__MC_PART_NOT_FOUND, "partition not found[partition=%s]", part);
         sx__req_coll_done(NULL, m);
@@ -121,12 +127,19 @@ static void h_create(sx__req *rq, sx__resp *rs)
     /* the hidden columns: a JSON row's keys outside the schema go to the dynamic field (as
      * entities/insert puts them), and every row into the partition asked for */
     sx_param pconst = { SX__PART_FIELD, part };
-    sx_import_opts io = { NULL,
-                          NULL,
-                          0,
-                          m->enable_dynamic ? SX__META_FIELD : NULL,
-                          m->has_partitions ? &pconst : NULL,
-                          m->has_partitions ? 1 : 0 };
+    /* partition key mode: each row to the partition its key hashes to, as entities/insert */
+    const sx__field_meta *kf = m->has_partitions ? sx__meta_key_field(m) : NULL;
+    char key_name[SX_MAX_NAME + 1] = "";
+    if (kf)
+        memcpy(key_name, kf->name, sizeof key_name);
+    bool consts = m->has_partitions && !kf;
+    sx_import_opts io = { .dynamic_field = m->enable_dynamic ? SX__META_FIELD : NULL,
+                          .consts = consts ? &pconst : NULL,
+                          .n_consts = consts ? 1 : 0,
+                          .route_field = kf ? SX__PART_FIELD : NULL,
+                          .route_key = kf ? key_name : NULL,
+                          .route_prefix = "_default_",
+                          .route_parts = kf ? m->key_parts : 0 };
     sx__req_coll_done(NULL, m);
     size_t ng = json_array_size(files);
     sx_import_group *groups = sx__calloc(ng, sizeof *groups);

@@ -28,7 +28,9 @@
 
 #include "server/server.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/err.h"
+#include "util/hash.h"
 
 /* ---------------------------------------------------------------- collections of requests */
 
@@ -81,6 +83,56 @@ const sx__field_meta *sx__meta_primary_field(const sx__coll_meta *m)
         if (m->fields[i].is_primary)
             return &m->fields[i];
     return NULL;
+}
+
+size_t sx__meta_n_parts(const sx__coll_meta *m)
+{
+    return m->key_parts ? m->key_parts : m->n_parts;
+}
+
+const char *sx__meta_part_name(const sx__coll_meta *m, size_t i, char buf[SX_MAX_NAME + 1])
+{
+    if (m->key_parts)
+        (void)snprintf(buf, SX_MAX_NAME + 1, "_default_%zu", i);
+    else
+        memcpy(buf, m->parts[i], SX_MAX_NAME + 1);
+    return buf;
+}
+
+int sx__meta_part_find(const sx__coll_meta *m, const char *name)
+{
+    if (m->key_parts) {
+        /* "_default_<i>" with i in [0, key_parts), written without leading zeros */
+        static const char pre[] = "_default_";
+        if (strncmp(name, pre, sizeof pre - 1) != 0)
+            return -1;
+        const char *d = name + sizeof pre - 1;
+        uint64_t i = 0;
+        size_t nd = 0;
+        for (; *d >= '0' && *d <= '9' && nd < 6; d++, nd++)
+            i = i * 10 + (uint64_t)(*d - '0');
+        if (*d || nd == 0 || (nd > 1 && name[sizeof pre - 1] == '0') || i >= m->key_parts)
+            return -1;
+        return (int)i;
+    }
+    for (size_t i = 0; i < m->n_parts; i++)
+        if (strcmp(m->parts[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+const sx__field_meta *sx__meta_key_field(const sx__coll_meta *m)
+{
+    for (size_t i = 0; m->key_parts && i < m->n_fields; i++)
+        if (m->fields[i].is_partition_key)
+            return &m->fields[i];
+    return NULL;
+}
+
+uint32_t sx__meta_key_part(const sx__coll_meta *m, int64_t v, const char *s)
+{
+    SX_ASSERT(m->key_parts > 0);
+    return sx__key_bucket(v, s, m->key_parts);
 }
 
 int sx__meta_vec_at(const sx__coll_meta *m, const char *field)

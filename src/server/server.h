@@ -175,10 +175,14 @@ bool sx__metric_parse(const char *s, sx_metric *out); /* case-insensitive */
 
 /* ------------------------------------------------------------------ catalog.c */
 
-#define SX__META_FIELD  "sx_meta_" /* hidden VARCHAR column: a row's dynamic fields, as JSON */
-#define SX__PART_FIELD  "sx_part_" /* hidden VARCHAR column: the partition of a row */
-#define SX__MAX_PARTS   64
-#define SX__MAX_ALIASES 16
+#define SX__META_FIELD        "sx_meta_" /* hidden VARCHAR column: a row's dynamic fields, as JSON */
+#define SX__PART_FIELD        "sx_part_" /* hidden VARCHAR column: the partition of a row */
+#define SX__MAX_PARTS         64
+/* Partition key mode: partitions made when partitionsNum / num_partitions is not given
+ * (Milvus 2.4's default), and the most a collection may ask for (Milvus's maxPartitionNum). */
+#define SX__DEFAULT_KEY_PARTS 64u
+#define SX__MAX_KEY_PARTS     1024u
+#define SX__MAX_ALIASES       16
 
 /* A field as Milvus clients declared it. The engine stores Int8/16/32/64 as INT64, Float/Double
  * as DOUBLE, VarChar/String/JSON as VARCHAR (JSON as its raw text), Bool as BOOL. */
@@ -253,6 +257,14 @@ typedef struct sx__coll_meta {
     char aliases[SX__MAX_ALIASES][SX_MAX_NAME + 1];
     size_t n_parts; /* partitions; [0] is always "_default" */
     char parts[SX__MAX_PARTS][SX_MAX_NAME + 1];
+    /* Partition-key collections (Milvus's partition key mode: a field with is_partition_key and
+     * key_parts > 0): the partitions are "_default_0" .. "_default_<key_parts-1>", made at create
+     * and never changed; each row goes to the one its key's hash names (sx__meta_key_part). The
+     * parts[] list above then keeps its hidden "_default" and is never shown: read partitions
+     * through sx__meta_n_parts / sx__meta_part_name / sx__meta_part_find. Schema, not mutable
+     * metadata. 0 for other collections and for partition-key collections made before routing
+     * existed (2026-12-06: their rows stay in "_default", which they still list). */
+    uint32_t key_parts;
     char properties[2048]; /* JSON object text of collection properties ("{}") */
 } sx__coll_meta;
 
@@ -381,6 +393,18 @@ void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta); /* either may be 
 const sx__field_meta *sx__meta_field(const sx__coll_meta *meta, const char *name);
 const sx__field_meta *sx__meta_vector_field(const sx__coll_meta *meta);
 const sx__field_meta *sx__meta_primary_field(const sx__coll_meta *meta);
+/* Partitions, whatever the mode: their number, the i-th name (written into buf, which is
+ * returned; i < sx__meta_n_parts), the position of a name (-1: none). In partition key mode they
+ * are the generated "_default_<i>"; otherwise parts[]. */
+size_t sx__meta_n_parts(const sx__coll_meta *meta);
+const char *sx__meta_part_name(const sx__coll_meta *meta, size_t i, char buf[SX_MAX_NAME + 1]);
+int sx__meta_part_find(const sx__coll_meta *meta, const char *name);
+/* The partition key field (NULL: none, or a collection from before routing: key_parts == 0). */
+const sx__field_meta *sx__meta_key_field(const sx__coll_meta *meta);
+/* The partition (index below key_parts) of a row whose partition key is the integer v or the
+ * string s (s non-NULL), as Milvus routes it: MurmurHash3 x86_32 (seed 0, masked to 31 bits) of
+ * v's 8 little-endian bytes, or the CRC-32 (IEEE) of s's first 100 bytes, modulo key_parts. */
+uint32_t sx__meta_key_part(const sx__coll_meta *meta, int64_t v, const char *s);
 /* The vecs[] entry of a vector field by its name (NULL or "": the first vector field), or of the
  * vector index named index_name: its position in meta->vecs, -1 when there is none. */
 int sx__meta_vec_at(const sx__coll_meta *meta, const char *field);

@@ -569,7 +569,7 @@ static void hdf5(void)
     ASSERT_OK(sx_collection_open(db, "h", &c));
     const char *p[] = { path };
     sx_import_group g = { p, 1 };
-    sx_import_opts o = { NULL, NULL, 400, NULL, NULL, 0 };
+    sx_import_opts o = { .progress = NULL, .progress_ctx = NULL, .batch_rows = 400 };
     sx_import_result res;
     ASSERT_OK(sx_import_run(c, &g, 1, &o, &res));
     ASSERT_EQ(res.segments, 4);
@@ -615,7 +615,7 @@ static void batches(void)
     ASSERT_OK(sx_collection_open(db, "c", &c));
     prog_log log = { 0, 0, true, 0 };
     sx_import_group g = { ptrs, 5 };
-    sx_import_opts o = { on_progress, &log, 100, NULL, NULL, 0 };
+    sx_import_opts o = { .progress = on_progress, .progress_ctx = &log, .batch_rows = 100 };
     sx_import_result res;
     ASSERT_OK(sx_import_run(c, &g, 1, &o, &res));
     ASSERT_EQ(res.rows, 1000);
@@ -726,7 +726,7 @@ static void malformed(void)
     ASSERT_OK(sx_insert(c, &b, NULL));
     ASSERT_OK(sx_flush(c));
     sx_import_group g = { ptrs, 5 };
-    sx_import_opts small = { NULL, NULL, 64, NULL, NULL, 0 };
+    sx_import_opts small = { .progress = NULL, .progress_ctx = NULL, .batch_rows = 64 };
 
     /* truncated .npy: the last 100 bytes of the vectors cut off */
     char tp[5][1024];
@@ -910,7 +910,7 @@ static void malformed(void)
     /* cancel from the progress callback after 2 batches */
     {
         prog_log log = { 0, 0, true, 2 };
-        sx_import_opts co = { on_progress, &log, 64, NULL, NULL, 0 };
+        sx_import_opts co = { .progress = on_progress, .progress_ctx = &log, .batch_rows = 64 };
         bad_case c10 = { "cancelled", SX_ECANCELED, "cancelled" };
         expect_fail(c, cdir, &g, 1, &co, &c10, 10);
     }
@@ -1016,7 +1016,7 @@ static void crash(void)
         crash_ctx x = { pp[1], 0 };
         const char *p[] = { fv };
         sx_import_group g = { p, 1 };
-        sx_import_opts io = { crash_progress, &x, 5000, NULL, NULL, 0 };
+        sx_import_opts io = { .progress = crash_progress, .progress_ctx = &x, .batch_rows = 5000 };
         sx_status st = sx_import_run(c, &g, 1, &io, NULL);
         _exit(st == SX_OK ? 4 : 5);
     }
@@ -1039,7 +1039,7 @@ static void crash(void)
     /* and the import runs to the end after the restart */
     const char *p[] = { fv };
     sx_import_group g = { p, 1 };
-    sx_import_opts io = { NULL, NULL, 5000, NULL, NULL, 0 };
+    sx_import_opts io = { .progress = NULL, .progress_ctx = NULL, .batch_rows = 5000 };
     ASSERT_OK(sx_import_run(c, &g, 1, &io, NULL));
     ASSERT_EQ(count_of(c), n);
     sx_collection_release(c);
@@ -1081,7 +1081,7 @@ static void index_budget(void)
     ASSERT_OK(sx_index_create(c, "HNSW", hp, 2));
     mem_ctx m = { db, 0 };
     sx_import_group g = { ptrs, 5 };
-    sx_import_opts o = { mem_progress, &m, 1000, NULL, NULL, 0 };
+    sx_import_opts o = { .progress = mem_progress, .progress_ctx = &m, .batch_rows = 1000 };
     ASSERT_OK(sx_import_run(c, &g, 1, &o, NULL));
     ASSERT(m.seen >= 1000 * (DIM * 4 + 8 + 8 + 1 + 8));
     sx_memory_stats ms;
@@ -1150,7 +1150,7 @@ static void oom(void)
         sx_collection *c = NULL;
         ASSERT_OK(sx_collection_open(db, names[k], &c));
         snprintf(cdir, sizeof cdir, "%s/collections/%s", dir, names[k]);
-        sx_import_opts o = { NULL, NULL, 16, NULL, NULL, 0 };
+        sx_import_opts o = { .progress = NULL, .progress_ctx = NULL, .batch_rows = 16 };
         sx_status st = SX_ENOMEM;
         long nth;
         for (nth = 1; nth < 5000 && st != SX_OK; nth++) {

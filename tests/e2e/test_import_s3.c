@@ -279,7 +279,7 @@ static void fault_mid(void)
     int calls = 0;
     const char *p[] = { "s3://" BUCKET "/raw/base.fvecs" };
     sx_import_group g = { p, 1 };
-    sx_import_opts o = { break_after_two, &calls, 5000, NULL, NULL, 0 };
+    sx_import_opts o = { .progress = break_after_two, .progress_ctx = &calls, .batch_rows = 5000 };
     sx_status st = sx_import_run(c, &g, 1, &o, NULL);
     fp_clear(&fp);
     fprintf(stderr, "     after %d batches: %s: %s\n", calls, sx_status_str(st), sx_errmsg());
@@ -289,7 +289,7 @@ static void fault_mid(void)
     ASSERT_OK(sx_count(c, NULL, &n));
     ASSERT_EQ(n, 0);
     ASSERT_EQ(seg_files(cdir), 0);
-    sx_import_opts o2 = { NULL, NULL, 5000, NULL, NULL, 0 };
+    sx_import_opts o2 = { .progress = NULL, .progress_ctx = NULL, .batch_rows = 5000 };
     ASSERT_OK(sx_import_run(c, &g, 1, &o2, NULL));
     check_rows(c);
     sx_collection_release(c);

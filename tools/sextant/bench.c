@@ -2071,7 +2071,7 @@ static int import_base(bench *b)
     sx_import_group g = { paths, 1 };
     prog pr;
     prog_begin(&pr, "import", "MiB", 0);
-    sx_import_opts io = { import_progress, &pr, 0, NULL, NULL, 0 };
+    sx_import_opts io = { .progress = import_progress, .progress_ctx = &pr, .batch_rows = 0 };
     sx_import_result res;
     memset(&res, 0, sizeof res);
     sx_io_phase ph = sx_io_phase_set(SX_IO_PHASE_INSERT);

@@ -193,7 +193,7 @@ int cli_import_job(int argc, char **argv)
     if (rc == CLI_EXIT_OK) {
         prog pr;
         prog_begin(&pr, "import", "MiB", 0);
-        sx_import_opts io = { on_progress, &pr, batch, NULL, NULL, 0 };
+        sx_import_opts io = { .progress = on_progress, .progress_ctx = &pr, .batch_rows = batch };
         sx_import_result res;
         double t0 = now_s();
         sx_status st = sx_import_run(c, groups, n_files, &io, &res);

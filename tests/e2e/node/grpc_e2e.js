@@ -849,6 +849,60 @@ const steps = [
     ok('drop', await client.dropCollection({ collection_name: MV }));
   }],
 
+  ['partition key: rows routed by the hash of the key, managed partitions refused, filtered search', async () => {
+    const PK = 'grpc_pkey';
+    const NP = 8;
+    const NR = 120;
+    const tenant = (i) => `tenant_${i % 13}`;
+    ok('create', await client.createCollection({
+      collection_name: PK,
+      num_partitions: NP,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true },
+        { name: 'vector', data_type: DataType.FloatVector, dim: DIM },
+        { name: 'tenant', data_type: DataType.VarChar, max_length: 32, is_partition_key: true },
+      ],
+    }));
+    const d = ok('describe', await client.describeCollection({ collection_name: PK }));
+    assert.equal(Number(d.num_partitions), NP);
+    assert.ok(d.schema.fields.find((f) => f.name === 'tenant').is_partition_key);
+    const sp = ok('partitions', await client.showPartitions({ collection_name: PK }));
+    assert.deepEqual(sp.partition_names, Array.from({ length: NP }, (_, i) => `_default_${i}`));
+    ok('index', await client.createIndex({ collection_name: PK, field_name: 'vector', index_type: 'FLAT', metric_type: 'L2' }));
+    ok('load', await client.loadCollectionSync({ collection_name: PK }));
+    const prow = (i) => ({ id: i, vector: vec(i), tenant: tenant(i) });
+    ok('insert', await client.insert({ collection_name: PK, data: Array.from({ length: NR }, (_, i) => prow(i)) }));
+    // each partition holds the rows whose key's CRC-32 (as Milvus hashes VarChar keys) modulo NP
+    // names it
+    const crc32 = (str) => { // bitwise CRC-32 (IEEE), independent of the server's nibble table
+      let c = 0xffffffff;
+      for (const b of Buffer.from(str)) {
+        c ^= b;
+        for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0xedb88320 : c >>> 1;
+      }
+      return (c ^ 0xffffffff) >>> 0;
+    };
+    assert.equal(crc32('a'), 0xe8b7be43);
+    const want = new Array(NP).fill(0);
+    for (let i = 0; i < NR; i++) want[crc32(tenant(i)) % NP]++;
+    for (let p = 0; p < NP; p++) {
+      const st = ok('partition stats', await client.getPartitionStatistics({ collection_name: PK, partition_name: `_default_${p}` }));
+      assert.equal(Number(st.data.row_count), want[p], `_default_${p}`);
+    }
+    const f = ok('filtered search', await client.search({ collection_name: PK, data: vec(5), limit: 4, filter: 'tenant == "tenant_5"', output_fields: ['tenant'] }));
+    const mine = [];
+    for (let i = 0; i < NR; i++) if (tenant(i) === 'tenant_5') mine.push({ id: i, distance: l2(vec(5), vec(i)) });
+    mine.sort((x, y) => x.distance - y.distance || x.id - y.id);
+    checkHits(f.results, mine.slice(0, 4), 'search tenant_5');
+    for (const h of f.results) assert.equal(h.tenant, 'tenant_5');
+    failed('create partition', await client.createPartition({ collection_name: PK, partition_name: 'p9' }), 1100);
+    failed('search with partition names', await client.search({ collection_name: PK, data: vec(1), limit: 1, partition_names: ['_default_0'] }), 1100);
+    failed('insert into a partition', await client.insert({ collection_name: PK, partition_name: '_default_1', data: [prow(500)] }), 1100);
+    const c = ok('count', await client.query({ collection_name: PK, filter: '', output_fields: ['count(*)'] }));
+    assert.equal(Number(c.data[0]['count(*)']), NR, 'the refused insert wrote nothing');
+    ok('drop', await client.dropCollection({ collection_name: PK }));
+  }],
+
   ['users: create, list, an API user held to its privileges, own password, drop', async () => {
     ok('create user', await client.createUser({ username: 'gina', password: 'ginapw12' }));
     failed('create again', await client.createUser({ username: 'gina', password: 'ginapw12' }));
