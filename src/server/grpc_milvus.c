@@ -2682,6 +2682,321 @@ static void *rpc_list_cred_users(rpc *r)
     return o;
 }
 
+/* ------------------------------------------------------------------ RPCs: roles */
+
+/* Each runs the REST route that does the same (handlers_rbac.c), so an API user is held to the
+ * same privileges and the answers carry the same errors. */
+
+static void *rpc_create_role(rpc *r)
+{
+    const PM(CreateRoleRequest) *q = (const void *)r->req;
+    return rpc_status_route(
+        r, "/v2/vectordb/roles/create",
+        json_pack("{s:s}", "roleName", q->entity && q->entity->name ? q->entity->name : ""));
+}
+
+/* force_drop (Milvus's): the role's grants are revoked first, then it is dropped. */
+static void *rpc_drop_role(rpc *r)
+{
+    const PM(DropRoleRequest) *q = (const void *)r->req;
+    const char *role = q->role_name ? q->role_name : "";
+    if (q->force_drop) {
+        json_t *b = json_pack("{s:s}", "roleName", role);
+        json_t *ans = call_route(r, "/v2/vectordb/roles/describe", b);
+        json_decref(b);
+        if (!ans_ok(ans)) {
+            PM(Status) *s = status_of(&r->a, ans);
+            json_decref(ans);
+            return s;
+        }
+        size_t i;
+        const json_t *g;
+        json_array_foreach(ans_data(ans), i, g) {
+            json_t *rb =
+                json_pack("{s:s,s:O,s:O,s:O,s:O}", "roleName", role, "objectType",
+                          json_object_get(g, "objectType"), "objectName",
+                          json_object_get(g, "objectName"), "privilege",
+                          json_object_get(g, "privilege"), "dbName", json_object_get(g, "dbName"));
+            json_t *ra = call_route(r, "/v2/vectordb/roles/revoke_privilege", rb);
+            json_decref(rb);
+            if (!ans_ok(ra)) {
+                PM(Status) *s = status_of(&r->a, ra);
+                json_decref(ra);
+                json_decref(ans);
+                return s;
+            }
+            json_decref(ra);
+        }
+        json_decref(ans);
+    }
+    return rpc_status_route(r, "/v2/vectordb/roles/drop", json_pack("{s:s}", "roleName", role));
+}
+
+static void *rpc_operate_user_role(rpc *r)
+{
+    const PM(OperateUserRoleRequest) *q = (const void *)r->req;
+    bool add = q->type == PI(OPERATE_USER_ROLE_TYPE__AddUserToRole);
+    return rpc_status_route(
+        r, add ? "/v2/vectordb/users/grant_role" : "/v2/vectordb/users/revoke_role",
+        json_pack("{s:s,s:s}", "userName", q->username ? q->username : "", "roleName",
+                  q->role_name ? q->role_name : ""));
+}
+
+static PM(RoleEntity) * role_entity(arena *a, const char *name)
+{
+    PM(RoleEntity) *e = NEW(a, role_entity);
+    if (e)
+        e->name = astr(a, name);
+    return e;
+}
+
+static PM(UserEntity) * user_entity(arena *a, const char *name)
+{
+    PM(UserEntity) *e = NEW(a, user_entity);
+    if (e)
+        e->name = astr(a, name);
+    return e;
+}
+
+/* users/list, or the one user asked for; each user's roles through users/describe. NULL answer
+ * (with *st set) on an error. The map user -> roles is what both Select RPCs read. */
+static json_t *users_roles(rpc *r, const char *only, PM(Status) * *st)
+{
+    json_t *names = NULL;
+    if (only && *only) {
+        names = json_pack("[s]", only);
+    } else {
+        json_t *b = json_object();
+        json_t *ans = call_route(r, "/v2/vectordb/users/list", b);
+        json_decref(b);
+        if (!ans_ok(ans)) {
+            *st = status_of(&r->a, ans);
+            json_decref(ans);
+            return NULL;
+        }
+        names = json_incref(ans_data(ans));
+        json_decref(ans);
+    }
+    json_t *out = json_object();
+    size_t i;
+    const json_t *n;
+    json_array_foreach(names, i, n) {
+        json_t *b = json_pack("{s:O}", "userName", n);
+        json_t *ans = call_route(r, "/v2/vectordb/users/describe", b);
+        json_decref(b);
+        if (!ans_ok(ans)) {
+            *st = status_of(&r->a, ans);
+            json_decref(ans);
+            json_decref(out);
+            json_decref(names);
+            return NULL;
+        }
+        json_object_set(out, json_string_value(n), ans_data(ans));
+        json_decref(ans);
+    }
+    json_decref(names);
+    return out;
+}
+
+static void *rpc_select_role(rpc *r)
+{
+    const PM(SelectRoleRequest) *q = (const void *)r->req;
+    PM(SelectRoleResponse) *o = NEW(&r->a, select_role_response);
+    if (!o)
+        return NULL;
+    const char *only = q->role && q->role->name ? q->role->name : "";
+    json_t *roles = NULL;
+    if (*only) { /* one role: it must exist (roles/describe says so) */
+        json_t *b = json_pack("{s:s}", "roleName", only);
+        json_t *ans = call_route(r, "/v2/vectordb/roles/describe", b);
+        json_decref(b);
+        if (!ans_ok(ans)) {
+            o->status = status_of(&r->a, ans);
+            json_decref(ans);
+            return o;
+        }
+        json_decref(ans);
+        roles = json_pack("[s]", only);
+    } else {
+        json_t *b = json_object();
+        json_t *ans = call_route(r, "/v2/vectordb/roles/list", b);
+        json_decref(b);
+        if (!ans_ok(ans)) {
+            o->status = status_of(&r->a, ans);
+            json_decref(ans);
+            return o;
+        }
+        roles = json_incref(ans_data(ans));
+        json_decref(ans);
+    }
+    PM(Status) *st = NULL;
+    json_t *ur = q->include_user_info ? users_roles(r, NULL, &st) : NULL;
+    if (q->include_user_info && !ur) {
+        json_decref(roles);
+        o->status = st;
+        return o;
+    }
+    size_t nr = json_array_size(roles);
+    o->results = amalloc(&r->a, (nr ? nr : 1) * sizeof *o->results);
+    for (size_t i = 0; o->results && i < nr; i++) {
+        const char *role = json_string_value(json_array_get(roles, i));
+        PM(RoleResult) *res = NEW(&r->a, role_result);
+        if (!res)
+            break;
+        res->role = role_entity(&r->a, role);
+        size_t nu = json_object_size(ur);
+        res->users = amalloc(&r->a, (nu ? nu : 1) * sizeof *res->users);
+        const char *user;
+        const json_t *held;
+        json_object_foreach(ur, user, held) {
+            size_t k;
+            const json_t *x;
+            json_array_foreach(held, k, x) {
+                if (res->users && strcmp(json_string_value(x), role) == 0)
+                    res->users[res->n_users++] = user_entity(&r->a, user);
+            }
+        }
+        o->results[o->n_results++] = res;
+    }
+    json_decref(ur);
+    json_decref(roles);
+    o->status = status_new(&r->a, 0, "");
+    return o;
+}
+
+static void *rpc_select_user(rpc *r)
+{
+    const PM(SelectUserRequest) *q = (const void *)r->req;
+    PM(SelectUserResponse) *o = NEW(&r->a, select_user_response);
+    if (!o)
+        return NULL;
+    PM(Status) *st = NULL;
+    json_t *ur = users_roles(r, q->user && q->user->name ? q->user->name : "", &st);
+    if (!ur) {
+        o->status = st;
+        return o;
+    }
+    size_t nu = json_object_size(ur);
+    o->results = amalloc(&r->a, (nu ? nu : 1) * sizeof *o->results);
+    const char *user;
+    const json_t *held;
+    json_object_foreach(ur, user, held) {
+        PM(UserResult) *res = o->results ? NEW(&r->a, user_result) : NULL;
+        if (!res)
+            break;
+        res->user = user_entity(&r->a, user);
+        size_t nr = q->include_role_info ? json_array_size(held) : 0;
+        res->roles = amalloc(&r->a, (nr ? nr : 1) * sizeof *res->roles);
+        for (size_t k = 0; res->roles && k < nr; k++)
+            res->roles[res->n_roles++] =
+                role_entity(&r->a, json_string_value(json_array_get(held, k)));
+        o->results[o->n_results++] = res;
+    }
+    json_decref(ur);
+    o->status = status_new(&r->a, 0, "");
+    return o;
+}
+
+static void *grant_route(rpc *r,
+                         bool grant,
+                         const char *role,
+                         const char *otype,
+                         const char *oname,
+                         const char *db,
+                         const char *priv)
+{
+    json_t *b = json_pack("{s:s,s:s,s:s,s:s}", "roleName", role, "objectType", otype, "objectName",
+                          oname && *oname ? oname : "*", "privilege", priv);
+    if (b && db && *db)
+        json_object_set_new(b, "dbName", json_string(db));
+    return rpc_status_route(
+        r, grant ? "/v2/vectordb/roles/grant_privilege" : "/v2/vectordb/roles/revoke_privilege", b);
+}
+
+static void *rpc_operate_privilege(rpc *r)
+{
+    const PM(OperatePrivilegeRequest) *q = (const void *)r->req;
+    const PM(GrantEntity) *e = q->entity;
+    const char *role = e && e->role && e->role->name ? e->role->name : "";
+    const char *otype = e && e->object && e->object->name ? e->object->name : "";
+    const char *priv = e && e->grantor && e->grantor->privilege && e->grantor->privilege->name
+                           ? e->grantor->privilege->name
+                           : "";
+    return grant_route(r, q->type == PI(OPERATE_PRIVILEGE_TYPE__Grant), role, otype,
+                       e && e->object_name ? e->object_name : "", e ? e->db_name : NULL, priv);
+}
+
+/* V2 names a privilege, a database and a collection ("*": all); the object type is the one the
+ * privilege belongs to. Privilege groups (ClusterReadOnly, CollectionReadWrite, ...) are not
+ * served. */
+static void *rpc_operate_privilege_v2(rpc *r)
+{
+    const PM(OperatePrivilegeV2Request) *q = (const void *)r->req;
+    const char *role = q->role && q->role->name ? q->role->name : "";
+    const char *priv = q->grantor && q->grantor->privilege && q->grantor->privilege->name
+                           ? q->grantor->privilege->name
+                           : "";
+    const char *otype = sx__rbac_priv_object(priv);
+    if (!otype)
+        return status_new(&r->a, SX__MC_INVALID_PARAM,
+                          astrf(&r->a,
+                                "invalid parameter: privilege %s is not a privilege Sextant knows "
+                                "(privilege groups are not supported by Sextant)",
+                                priv));
+    const char *coll = q->collection_name && *q->collection_name ? q->collection_name : "*";
+    return grant_route(r, q->type == PI(OPERATE_PRIVILEGE_TYPE__Grant), role, otype,
+                       strcmp(otype, "Collection") == 0 ? coll : "*", q->db_name, priv);
+}
+
+static void *rpc_select_grant(rpc *r)
+{
+    const PM(SelectGrantRequest) *q = (const void *)r->req;
+    PM(SelectGrantResponse) *o = NEW(&r->a, select_grant_response);
+    if (!o)
+        return NULL;
+    const PM(GrantEntity) *e = q->entity;
+    const char *role = e && e->role && e->role->name ? e->role->name : "";
+    const char *otype = e && e->object && e->object->name ? e->object->name : "";
+    const char *oname = e && e->object_name ? e->object_name : "";
+    const char *db = e && e->db_name ? e->db_name : "";
+    json_t *b = json_pack("{s:s}", "roleName", role);
+    json_t *ans = call_route(r, "/v2/vectordb/roles/describe", b);
+    json_decref(b);
+    o->status = status_of(&r->a, ans);
+    size_t n = json_array_size(ans_data(ans));
+    o->entities = amalloc(&r->a, (n ? n : 1) * sizeof *o->entities);
+    for (size_t i = 0; ans_ok(ans) && o->entities && i < n; i++) {
+        const json_t *g = json_array_get(ans_data(ans), i);
+        const char *gt = json_string_value(json_object_get(g, "objectType"));
+        const char *gn = json_string_value(json_object_get(g, "objectName"));
+        const char *gd = json_string_value(json_object_get(g, "dbName"));
+        /* "" or "*" asks for every grant; a grant on database "*" is on every database */
+        bool any_db = !*db || strcmp(db, "*") == 0 || (gd && strcmp(gd, "*") == 0);
+        if ((*otype && (!gt || strcmp(gt, otype) != 0)) ||
+            (*oname && (!gn || strcmp(gn, oname) != 0)) ||
+            (!any_db && (!gd || strcmp(gd, db) != 0)))
+            continue;
+        PM(GrantEntity) *x = NEW(&r->a, grant_entity);
+        PM(ObjectEntity) *ob = NEW(&r->a, object_entity);
+        PM(GrantorEntity) *gr = NEW(&r->a, grantor_entity);
+        PM(PrivilegeEntity) *pv = NEW(&r->a, privilege_entity);
+        if (!x || !ob || !gr || !pv)
+            break;
+        x->role = role_entity(&r->a, role);
+        ob->name = astr(&r->a, gt ? gt : "");
+        x->object = ob;
+        x->object_name = astr(&r->a, gn ? gn : "");
+        pv->name = astr(&r->a, json_string_value(json_object_get(g, "privilege")));
+        gr->privilege = pv;
+        gr->user = user_entity(&r->a, json_string_value(json_object_get(g, "grantor")));
+        x->grantor = gr;
+        x->db_name = astr(&r->a, gd ? gd : "");
+        o->entities[o->n_entities++] = x;
+    }
+    json_decref(ans);
+    return o;
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 typedef void *(*rpc_fn)(rpc *r);
@@ -2736,6 +3051,14 @@ static const struct {
     { "CreateCredential", rpc_create_credential },
     { "UpdateCredential", rpc_update_credential },
     { "DeleteCredential", rpc_delete_credential },
+    { "CreateRole", rpc_create_role },
+    { "DropRole", rpc_drop_role },
+    { "OperateUserRole", rpc_operate_user_role },
+    { "SelectRole", rpc_select_role },
+    { "SelectUser", rpc_select_user },
+    { "OperatePrivilege", rpc_operate_privilege },
+    { "OperatePrivilegeV2", rpc_operate_privilege_v2 },
+    { "SelectGrant", rpc_select_grant },
     { "CreateAlias", rpc_create_alias },
     { "DropAlias", rpc_drop_alias },
     { "AlterAlias", rpc_alter_alias },

@@ -163,6 +163,15 @@ static const char *const *privs_of(const char *object)
     return NULL;
 }
 
+const char *sx__rbac_priv_object(const char *privilege)
+{
+    static const char *const objects[] = { "Global", "Collection", "User" };
+    for (size_t i = 0; privilege && i < sizeof objects / sizeof objects[0]; i++)
+        if (in_list(privs_of(objects[i]), privilege))
+            return objects[i];
+    return NULL;
+}
+
 typedef struct route_priv {
     const char *route; /* after /v2/vectordb/ */
     const char *object;

@@ -52,6 +52,9 @@ bool sx__rbac_allowed(sx__rbac *r,
  * false for a route the map lacks (then only superusers may call it). */
 bool sx__rbac_route_priv(const char *route, const char **object_type, const char **privilege);
 
+/* The object type a privilege belongs to ("Global", "Collection", "User"), NULL for a name no
+ * table has (gRPC's OperatePrivilegeV2 names the privilege and the collection only). */
+const char *sx__rbac_priv_object(const char *privilege);
 /* Management. Errors: SX_EINVAL (bad name, password length, unknown object type or privilege:
  * the message says which), SX_EEXIST, SX_ENOTFOUND, SX_EBUSY (a built-in role; a role that still
  * has grants), SX_EIO (the file could not be written: nothing changed). Each change is written

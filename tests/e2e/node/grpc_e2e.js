@@ -926,6 +926,49 @@ const steps = [
     ok('drop user', await client.deleteUser({ username: 'gina' }));
     assert.ok(!(await client.listUsers()).usernames.includes('gina'));
   }],
+  ['roles: create, grant (v1 and v2), a user held to them, list / describe / grants, revoke, force drop', async () => {
+    ok('create role', await client.createRole({ roleName: 'searcher' }));
+    failed('create role again', await client.createRole({ roleName: 'searcher' }));
+    ok('create user', await client.createUser({ username: 'ivy', password: 'ivypw123' }));
+    ok('add user to role', await client.addUserToRole({ username: 'ivy', roleName: 'searcher' }));
+    ok('grant Search', await client.grantPrivilege({ roleName: 'searcher', object: 'Collection', objectName: COLL, privilegeName: 'Search' }));
+    ok('grant v2 Query', await client.grantPrivilegeV2({ role: 'searcher', privilege: 'Query', db_name: 'default', collection_name: COLL }));
+    failed('grant v2 of a privilege group', await client.grantPrivilegeV2({ role: 'searcher', privilege: 'CollectionReadOnly', db_name: 'default', collection_name: COLL }), 1100);
+    const ivy = mk({ username: 'ivy', password: 'ivypw123' });
+    const q = vec(7);
+    const s = ok('ivy searches', await ivy.search({ collection_name: COLL, data: q, limit: 3 }));
+    checkHits(s.results, bruteForce(q, 3), 'ivy search');
+    const qr = ok('ivy queries', await ivy.query({ collection_name: COLL, filter: 'id in [1, 2]', output_fields: ['id'] }));
+    assert.equal(qr.data.length, [1, 2].filter((i) => alive.has(i)).length);
+    failed('ivy inserts', await ivy.insert({ collection_name: COLL, data: [row(9100)] }), 1401);
+    const lr = ok('list roles', await client.listRoles());
+    const names = lr.results.map((x) => x.role.name);
+    for (const n of ['admin', 'public', 'searcher']) assert.ok(names.includes(n), `roles: ${names}`);
+    assert.deepEqual(lr.results.find((x) => x.role.name === 'searcher').users.map((u) => u.name), ['ivy']);
+    const dr = ok('describe role', await client.describeRole({ roleName: 'searcher' }));
+    assert.equal(dr.results.length, 1);
+    assert.deepEqual(dr.results[0].users.map((u) => u.name), ['ivy']);
+    const du = ok('describe user', await client.describeUser({ username: 'ivy' }));
+    assert.deepEqual(du.results[0].roles.map((x) => x.name), ['searcher']);
+    const lg = ok('list grants', await client.listGrants({ roleName: 'searcher' }));
+    const grants = lg.entities.map((e) => `${e.object.name}/${e.object_name}/${e.grantor.privilege.name}/${e.db_name}`).sort();
+    assert.deepEqual(grants, [`Collection/${COLL}/Query/default`, `Collection/${COLL}/Search/default`]);
+    failed('drop a role with grants', await client.dropRole({ roleName: 'searcher' }));
+    ok('revoke Search', await client.revokePrivilege({ roleName: 'searcher', object: 'Collection', objectName: COLL, privilegeName: 'Search' }));
+    failed('ivy searches after the revoke', await ivy.search({ collection_name: COLL, data: q, limit: 3 }), 1401);
+    failed('describe a missing role', await client.describeRole({ roleName: 'nosuch' }));
+    failed('privilege groups are refused, not an empty success', await client.createPrivilegeGroup({ group_name: 'g1' }));
+    // DropRole with force_drop (the SDK's dropRole does not send it): the Query grant goes too
+    const fd = await raw('DropRole', Buffer.concat([pstr(2, 'searcher'), pint(3, 1)]));
+    assert.ifError(fd.err);
+    const fst = decode(fd.res);
+    assert.equal(fst[3] ? Number(fst[3][0]) : 0, 0, fst[2] ? fst[2][0].toString() : '');
+    assert.ok(!ok('list roles', await client.listRoles()).results.some((x) => x.role.name === 'searcher'));
+    assert.deepEqual(ok('describe user', await client.describeUser({ username: 'ivy' })).results[0].roles, []);
+    failed('ivy queries without a role', await ivy.query({ collection_name: COLL, filter: 'id in [1]', output_fields: ['id'] }), 1401);
+    await ivy.closeConnection().catch(() => {});
+    ok('drop user', await client.deleteUser({ username: 'ivy' }));
+  }],
   ['release: load state follows; search refused; load again; drop', async () => {
     ok('release', await client.releaseCollection({ collection_name: COLL }));
     assert.equal(ok('state', await client.getLoadState({ collection_name: COLL })).state, 'LoadStateNotLoad');
