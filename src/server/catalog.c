@@ -793,6 +793,11 @@ static bool db_name_of(const char *path, const char *entry, char *out)
     return true;
 }
 
+static sx_status coll_not_found(const char *db, const char *name)
+{
+    return sx__err(SX_ENOTFOUND, SX__COLL_NOT_FOUND, db && *db ? db : "default", name ? name : "");
+}
+
 static sx_status db_not_found(const char *db)
 {
     return sx__err(SX_ENOTFOUND, "database not found[database=%s]", db && *db ? db : "default");
@@ -1326,11 +1331,11 @@ sx_status sx__cat_coll_get(
     if (!d)
         st = db_not_found(db);
     else if (!m)
-        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name ? name : "");
+        st = coll_not_found(db, name ? name : "");
     else if (h) {
         st = sx_collection_open(d->db, tmp->engine_name, &c);
         if (st == SX_ENOTFOUND) /* dropped meanwhile */
-            st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name);
+            st = coll_not_found(db, name);
     }
     if (st == SX_OK) {
         if (meta)
@@ -1545,7 +1550,7 @@ sx_status sx__cat_coll_drop(sx__catalog *cat, const char *db, const char *name)
         goto out;
     }
     if (!m) {
-        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name ? name : "");
+        st = coll_not_found(db, name ? name : "");
         goto out;
     }
     st = sx_collection_drop(d->db, m->engine_name);
@@ -1600,7 +1605,7 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
     if (!d)
         st = db_not_found(db);
     else if (!m)
-        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", meta->name);
+        st = coll_not_found(db, meta->name);
     else if (tmp->n_parts == 0 || tmp->n_parts > SX__MAX_PARTS)
         st = sx__err(SX_EINVAL, "a collection has 1..%d partitions", SX__MAX_PARTS);
     else if (cat->opts.read_only)
@@ -1653,7 +1658,7 @@ sx_status sx__cat_coll_modify(sx__catalog *cat,
     if (!d)
         st = db_not_found(db);
     else if (!m)
-        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name ? name : "");
+        st = coll_not_found(db, name ? name : "");
     else if (cat->opts.read_only)
         st = sx__err(SX_EINVAL, "catalog is read-only");
     else
@@ -1719,7 +1724,7 @@ sx_status sx__cat_coll_rename(
     if (!d)
         st = db_not_found(db);
     else if (!m)
-        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name ? name : "");
+        st = coll_not_found(db, name ? name : "");
     else if (strcmp(name, new_name) == 0)
         st = SX_OK;
     else if (taken)
@@ -1813,8 +1818,7 @@ alias_op(sx__catalog *cat, const char *db, int op, const char *alias, const char
             st = alias_commit(cat, d, from);
         }
     } else if (!target || target_is_alias) {
-        st = sx__err(SX_ENOTFOUND, "collection not found[database=%s][collection=%s]",
-                     db && *db ? db : "default", coll ? coll : "");
+        st = coll_not_found(db, coll);
     } else if (op == 'c' && holder) {
         st = sx__err(SX_EEXIST, "alias %s already exists (it names collection %s)", alias,
                      from->name);
@@ -1911,8 +1915,7 @@ sx__cat_alias_list(sx__catalog *cat, const char *db, const char *coll, char ***n
         if (!d)
             return db_not_found(db);
         if (st == SX_ENOTFOUND)
-            return sx__err(SX_ENOTFOUND, "collection not found[database=%s][collection=%s]",
-                           db && *db ? db : "default", coll);
+            return coll_not_found(db, coll);
         return sx__err(SX_ENOMEM, "catalog");
     }
     qsort(out, k, sizeof *out, cmp_str);
@@ -2025,7 +2028,7 @@ sx_status sx__cat_import_submit(sx__catalog *cat,
         copy_str(ename, sizeof ename, m->engine_name);
     sx__mutex_unlock(&cat->mu);
     if (!*ename)
-        st = sx__err(SX_ENOTFOUND, "collection not found[collection=%s]", name);
+        st = coll_not_found(db, name);
     else
         st = sx_import_submit(d->db, ename, groups, n_groups, opts, job_id);
     cdb_put(cat, d);

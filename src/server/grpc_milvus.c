@@ -1410,9 +1410,7 @@ static PM(Status) * not_found(rpc *r, const char *name)
     if (!sx__cat_db_exists(sx__server_catalog(r->srv), r->db))
         return status_new(&r->a, SX__MC_DB_NOT_FOUND,
                           astrf(&r->a, "database not found[database=%s]", r->db));
-    return status_new(
-        &r->a, SX__MC_COLL_NOT_FOUND,
-        astrf(&r->a, "collection not found[database=%s][collection=%s]", r->db, name));
+    return status_new(&r->a, SX__MC_COLL_NOT_FOUND, astrf(&r->a, SX__COLL_NOT_FOUND, r->db, name));
 }
 
 static PM(FieldSchema) * field_schema(arena *a, const sx__field_meta *f)

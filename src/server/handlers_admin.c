@@ -509,7 +509,8 @@ static bool req_alias(sx__req *rq, sx__resp *rs, const char **alias, const char 
 static void alias_write(sx__req *rq, sx__resp *rs, int op)
 {
     const char *alias = NULL, *coll = NULL;
-    if (!req_alias(rq, rs, &alias, op == 'd' ? NULL : &coll))
+    if (!req_alias(rq, rs, &alias, op == 'd' ? NULL : &coll) ||
+        (op == 'c' && !sx__check_coll_name(rs, alias, "alias")))
         return;
     sx_status st = op == 'c'   ? sx__cat_alias_create(rq->cat, rq->db_name, alias, coll)
                    : op == 'a' ? sx__cat_alias_alter(rq->cat, rq->db_name, alias, coll)

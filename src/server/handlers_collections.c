@@ -568,7 +568,8 @@ static bool key_partitions(sx__resp *rs, sx__coll_meta *m, const json_t *params)
 static void h_create(sx__req *rq, sx__resp *rs)
 {
     const char *name = NULL;
-    if (!sx__need_str(rq, rs, "collectionName", "CollectionReq", &name))
+    if (!sx__need_str(rq, rs, "collectionName", "CollectionReq", &name) ||
+        !sx__check_coll_name(rs, name, "name"))
         return;
     if (!sx__cat_db_exists(rq->cat, rq->db_name)) {
         sx__fail(rs, SX__MC_DB_NOT_FOUND, "database not found[database=%s]", rq->db_name);
@@ -975,7 +976,8 @@ static void h_rename(sx__req *rq, sx__resp *rs)
 {
     const char *name = NULL, *new_name = NULL, *new_db = NULL;
     if (!sx__need_str(rq, rs, "collectionName", "RenameCollectionReq", &name) ||
-        !sx__need_str(rq, rs, "newCollectionName", "RenameCollectionReq", &new_name))
+        !sx__need_str(rq, rs, "newCollectionName", "RenameCollectionReq", &new_name) ||
+        !sx__check_coll_name(rs, new_name, "name"))
         return;
     if (sx__jstr(rq->body, "newDbName", &new_db) != 0) {
         fail_type(rs, "RenameCollectionReq", "newDbName", "string");
@@ -991,7 +993,7 @@ static void h_rename(sx__req *rq, sx__resp *rs)
     }
     sx_status st = sx__cat_coll_rename(rq->cat, rq->db_name, name, new_db, new_name);
     if (st == SX_ENOTFOUND)
-        sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]", name);
+        sx__fail(rs, SX__MC_COLL_NOT_FOUND, SX__COLL_NOT_FOUND, rq->db_name, name);
     else if (st != SX_OK)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "rename collection");
     else

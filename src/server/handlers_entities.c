@@ -1511,13 +1511,34 @@ static bool read_limit(sx__req *rq, sx__resp *rs, const char *key, int64_t def, 
                  key);
         return false;
     }
-    if (v < 0) {
-        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s (%lld) must not be negative", key,
-                 (long long)v);
+    if (v < 0) { /* Milvus's texts and its code for them (65535: plain errors in its proxy) */
+        if (strcmp(key, "offset") == 0)
+            sx__fail(rs, SX__MC_UNEXPECTED, "offset [%lld] is invalid, should be gte than 0",
+                     (long long)v);
+        else
+            sx__fail(rs, SX__MC_UNEXPECTED,
+                     "topk [%lld] is invalid, it should be in range [1, %u], but got %lld",
+                     (long long)v, MAX_LIMIT, (long long)v);
         return false;
     }
     *out = v ? v : def;
     return true;
+}
+
+/* A search's limit and limit + offset (both in [0, INT64_MAX]) against MAX_LIMIT, with Milvus's
+ * texts and code (65535). */
+static bool check_window(sx__resp *rs, int64_t limit, int64_t offset)
+{
+    uint64_t window = (uint64_t)limit + (uint64_t)offset;
+    if ((uint64_t)limit > MAX_LIMIT)
+        sx__fail(rs, SX__MC_UNEXPECTED,
+                 "topk [%lld] is invalid, it should be in range [1, %u], but got %lld",
+                 (long long)limit, MAX_LIMIT, (long long)limit);
+    else if (window > MAX_LIMIT)
+        sx__fail(rs, SX__MC_UNEXPECTED,
+                 "offset+topk [%llu] is invalid, it should be in range [1, %u], but got %llu",
+                 (unsigned long long)window, MAX_LIMIT, (unsigned long long)window);
+    return window <= MAX_LIMIT;
 }
 
 /* Answers every row of r (optionally only those whose partition is in parts) as rs's text.
@@ -1617,9 +1638,9 @@ static void h_query(sx__req *rq, sx__resp *rs)
     }
     uint64_t window = (uint64_t)limit + (uint64_t)offset; /* both in [0, INT64_MAX] */
     if (window > MAX_LIMIT) {
-        sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: invalid max query result window, (offset+limit) should be in "
-                 "range [1, %u], but got %llu",
+        sx__fail(rs, SX__MC_UNEXPECTED,
+                 "invalid max query result window, (offset+limit) should be in range [1, %u], but "
+                 "got %llu",
                  MAX_LIMIT, (unsigned long long)window);
         goto out;
     }
@@ -2550,14 +2571,9 @@ static void h_search(sx__req *rq, sx__resp *rs)
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
         goto out;
-    uint64_t window = (uint64_t)limit + (uint64_t)offset; /* both in [0, INT64_MAX] */
-    if (window > MAX_LIMIT) {
-        sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: topk [%llu] is invalid, limit+offset should be in range [1, "
-                 "%u]",
-                 (unsigned long long)window, MAX_LIMIT);
+    if (!check_window(rs, limit, offset))
         goto out;
-    }
+    uint64_t window = (uint64_t)limit + (uint64_t)offset;
     grouping grp;
     if (!parse_grouping(rq, rs, &c, &grp))
         goto out;
@@ -3037,11 +3053,8 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
         goto out;
-    if ((uint64_t)limit + (uint64_t)offset > MAX_LIMIT) { /* both in [0, INT64_MAX] */
-        sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: limit+offset should be in range [1, %u]", MAX_LIMIT);
+    if (!check_window(rs, limit, offset))
         goto out;
-    }
     grouping grp;
     if (!parse_grouping(rq, rs, &c, &grp))
         goto out;

@@ -53,7 +53,7 @@ bool sx__req_coll(
     if (st != SX_OK) {
         sx__free(m);
         if (st == SX_ENOTFOUND)
-            sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]", name);
+            sx__fail(rs, SX__MC_COLL_NOT_FOUND, SX__COLL_NOT_FOUND, rq->db_name, name);
         else
             sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "collection");
         return false;
@@ -83,6 +83,46 @@ const sx__field_meta *sx__meta_primary_field(const sx__coll_meta *m)
         if (m->fields[i].is_primary)
             return &m->fields[i];
     return NULL;
+}
+
+static bool is_alpha(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+bool sx__check_coll_name(sx__resp *rs, const char *name, const char *what)
+{
+    size_t n = strlen(name);
+    if (n == 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "collection %s should not be empty: invalid parameter",
+                 what);
+        return false;
+    }
+    int rule = 0; /* 1 too long, 2 first character, 3 another character */
+    if (n > SX_MAX_NAME)
+        rule = 1;
+    else if (name[0] != '_' && !is_alpha(name[0]))
+        rule = 2;
+    for (size_t i = 1; !rule && i < n; i++)
+        if (name[i] != '_' && !is_alpha(name[i]) && !(name[i] >= '0' && name[i] <= '9'))
+            rule = 3;
+    if (!rule)
+        return true;
+    char why[128];
+    if (rule == 1)
+        (void)snprintf(why, sizeof why,
+                       "the length of a collection %s must be less than %u characters", what,
+                       SX_MAX_NAME);
+    else if (rule == 2)
+        (void)snprintf(why, sizeof why,
+                       "the first character of a collection %s must be an underscore or a letter.",
+                       what);
+    else
+        (void)snprintf(why, sizeof why,
+                       "collection %s can only contain numbers, letters and underscores.", what);
+    sx__fail(rs, SX__MC_INVALID_PARAM, "Invalid collection %s: %.*s%s. %s: invalid parameter", what,
+             n > 300 ? 300 : (int)n, name, n > 300 ? "..." : "", why);
+    return false;
 }
 
 size_t sx__meta_n_parts(const sx__coll_meta *m)
@@ -559,8 +599,7 @@ bool sx__index_apply(
         st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, apply_fn, &a);
         if (st != SX_OK && !a.answered) {
             if (st == SX_ENOTFOUND)
-                sx__fail(rs, SX__MC_COLL_NOT_FOUND, "collection not found[collection=%s]",
-                         meta->name);
+                sx__fail(rs, SX__MC_COLL_NOT_FOUND, SX__COLL_NOT_FOUND, rq->db_name, meta->name);
             else
                 sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");
         }

@@ -177,6 +177,9 @@ bool sx__metric_parse(const char *s, sx_metric *out); /* case-insensitive */
 
 #define SX__META_FIELD        "sx_meta_" /* hidden VARCHAR column: a row's dynamic fields, as JSON */
 #define SX__PART_FIELD        "sx_part_" /* hidden VARCHAR column: the partition of a row */
+/* Milvus 2.5's text for a missing collection (code 100), with the database and the name: code
+ * written against Milvus matches on "can't find collection". */
+#define SX__COLL_NOT_FOUND    "can't find collection[database=%s][collection=%s]"
 #define SX__MAX_PARTS         64
 /* Partition key mode: partitions made when partitionsNum / num_partitions is not given
  * (Milvus 2.4's default), and the most a collection may ask for (Milvus's maxPartitionNum). */
@@ -393,6 +396,11 @@ void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta); /* either may be 
 const sx__field_meta *sx__meta_field(const sx__coll_meta *meta, const char *name);
 const sx__field_meta *sx__meta_vector_field(const sx__coll_meta *meta);
 const sx__field_meta *sx__meta_primary_field(const sx__coll_meta *meta);
+/* Checks a new collection name or alias (what = "name" or "alias") with Milvus's rules and texts
+ * (1100: empty, longer than SX_MAX_NAME bytes, a first character other than a letter or '_',
+ * another character other than a letter, digit or '_'), before anything reaches the file system.
+ * False with rs set. */
+bool sx__check_coll_name(sx__resp *rs, const char *name, const char *what);
 /* Partitions, whatever the mode: their number, the i-th name (written into buf, which is
  * returned; i < sx__meta_n_parts), the position of a name (-1: none). In partition key mode they
  * are the generated "_default_<i>"; otherwise parts[]. */

@@ -290,7 +290,8 @@ static void test_databases(void)
     make_meta(&m, "animals");
     ASSERT_OK(sx__cat_coll_create(cat, "zoo", &m));
     ASSERT_STATUS(sx__cat_coll_get(cat, "default", "animals", NULL, &g), SX_ENOTFOUND);
-    ASSERT(strstr(sx_errmsg(), "collection not found[collection=animals]") != NULL);
+    ASSERT(strstr(sx_errmsg(), "can't find collection[database=default][collection=animals]") !=
+           NULL);
     char buf[256];
     ASSERT_EQ(list_colls(cat, "default", buf, sizeof buf), 0);
     ASSERT_EQ(list_colls(cat, "zoo", buf, sizeof buf), 1);

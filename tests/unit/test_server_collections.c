@@ -255,11 +255,44 @@ static void test_missing_params(void)
     close_catalog();
 }
 
+/* New names are checked with Milvus's rules and texts before the file system sees them. */
+static void test_name_rules(void)
+{
+    fresh_catalog("h_names");
+    char long_name[300], body[400];
+    memset(long_name, 'a', sizeof long_name);
+    long_name[256] = '\0'; /* 255 is the most */
+    snprintf(body, sizeof body, "{\"collectionName\":\"%s\",\"dimension\":4}", long_name);
+    expect_msg("collections/create", body, 1100,
+               "the length of a collection name must be less than 255 characters");
+    long_name[255] = '\0';
+    snprintf(body, sizeof body, "{\"collectionName\":\"%s\",\"dimension\":4}", long_name);
+    json_decref(expect("collections/create", body, 0));
+    expect_msg("collections/create", "{\"collectionName\":\"1abc\",\"dimension\":4}", 1100,
+               "Invalid collection name: 1abc. the first character of a collection name must be an "
+               "underscore or a letter.");
+    expect_msg("collections/create", "{\"collectionName\":\"a-b\",\"dimension\":4}", 1100,
+               "collection name can only contain numbers, letters and underscores.");
+    expect_msg("collections/create", "{\"collectionName\":\"\",\"dimension\":4}", 1802,
+               "CollectionName");
+    expect_msg("collections/rename", "{\"collectionName\":\"x\",\"newCollectionName\":\"b c\"}",
+               1100, "can only contain numbers, letters and underscores");
+    json_decref(expect("collections/create", "{\"collectionName\":\"ok_1\",\"dimension\":4}", 0));
+    expect_msg("aliases/create", "{\"collectionName\":\"ok_1\",\"aliasName\":\"9x\"}", 1100,
+               "the first character of a collection alias must be an underscore or a letter.");
+    /* nothing was made but the two good ones */
+    json_t *r = expect("collections/list", "{}", 0);
+    ASSERT_EQ(json_array_size(json_object_get(r, "data")), 2);
+    json_decref(r);
+    close_catalog();
+}
+
 static void test_unknown_collection(void)
 {
     fresh_catalog("h_unknown");
     const char *b = "{\"collectionName\":\"nope\"}";
-    expect_msg("collections/describe", b, 100, "collection not found[collection=nope]");
+    expect_msg("collections/describe", b, 100,
+               "can't find collection[database=default][collection=nope]");
     json_decref(expect("collections/get_stats", b, 100));
     json_decref(expect("collections/load", b, 100));
     json_decref(expect("collections/release", b, 100));
@@ -1247,6 +1280,7 @@ int main(void)
 {
     RUN(test_routes_table);
     RUN(test_missing_params);
+    RUN(test_name_rules);
     RUN(test_unknown_collection);
     RUN(test_quick_create);
     RUN(test_custom_and_indexes);
