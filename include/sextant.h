@@ -365,6 +365,67 @@ SX_API SX_NODISCARD sx_status sx_search(sx_collection *c,
                                         const sx_search_req *req,
                                         sx_rowset **out);
 
+/* ---------------------------------------------------------------- sparse vectors
+ *
+ * Sparse vectors (Milvus's SPARSE_FLOAT_VECTOR: (index, value) pairs, indexes in [0, 2^32 - 2],
+ * values finite and >= 0) are held in a VARCHAR field in this text form: entries "i:v" joined by
+ * ',', indexes strictly increasing, each value written with 9 significant digits (a float32 reads
+ * back bit for bit), e.g. "3:0.5,17:1.25"; "" is the empty vector. The engine stores, logs and
+ * compacts such a field like any VARCHAR (so its rows are at most SX_MAX_VARCHAR bytes of text,
+ * about 5,000 entries) and searches it with sx_sparse_search. */
+
+/* Writes the text of (idx[i], val[i]) (nnz entries, already valid: increasing indexes, finite
+ * values >= 0) into buf (cap bytes, NUL-terminated when it fits). Returns the length the text
+ * needs without its NUL (compare with cap to see whether it fit). */
+SX_API size_t
+sx_sparse_format(const uint32_t *idx, const float *val, size_t nnz, char *buf, size_t cap);
+/* Reads a sparse vector's text into idx / val (cap entries each; both may be NULL with cap 0 to
+ * count): *nnz = its entries. Errors (SX_EINVAL, the message names the entry): bad syntax, an
+ * index not above the previous one or equal to 2^32 - 1, a negative, NaN or infinite value,
+ * more than cap entries. */
+SX_API SX_NODISCARD sx_status
+sx_sparse_parse(const char *text, uint32_t *idx, float *val, size_t cap, size_t *nnz);
+
+typedef struct sx_sparse_query {
+    const uint32_t *idx; /* strictly increasing */
+    const float *val;    /* finite, >= 0 */
+    size_t nnz;          /* 0: the query matches nothing */
+} sx_sparse_query;
+
+typedef struct sx_sparse_req {
+    const char *field; /* a VARCHAR field holding sparse vectors (the text form above) */
+    const sx_sparse_query *queries;
+    size_t nq;
+    uint32_t k, offset; /* k + offset <= SX_MAX_TOPK */
+    const char *filter; /* optional, as sx_search's */
+    const char *const *output_fields;
+    size_t n_output_fields;
+    /* Milvus's drop_ratio_search: each query's smallest values (this fraction of its entries,
+     * rounded down) are left out. [0, 1). */
+    float drop_ratio_search;
+    /* Milvus's drop_ratio_build: each stored row's smallest values (this fraction of its
+     * entries, rounded down) are left out of scoring, on sealed and growing rows alike. [0, 1). */
+    float drop_ratio_build;
+    bool ignore_growing; /* as sx_search's */
+    /* score every row that shares an index with the query (no pruning): the reference the
+     * pruned search (MaxScore over per-segment inverted lists) must equal; for tests and
+     * measurement */
+    bool exhaustive;
+} sx_sparse_req;
+
+/* Inner-product search of sparse vectors: per query, the k + offset rows (after `offset`) with
+ * the highest inner product among the rows that share at least one index with the query (with
+ * both drop ratios applied), ties broken by storage order. The rowset's distances are the inner
+ * products (higher is better). Sealed segments are searched through an inverted index built on
+ * first use and kept with the segment (charged to the memory budget as index memory); the
+ * growing segment's rows are scored one by one. Exact: the pruning skips only rows that cannot
+ * enter the top k. A row whose text does not parse fails the search (SX_ECORRUPT naming it).
+ * Errors: SX_EINVAL (field, k, ratios, a bad query), SX_EPARSE (filter), SX_ENOMEM, SX_ETIMEDOUT
+ * (the thread's deadline), SX_ECORRUPT. */
+SX_API SX_NODISCARD sx_status sx_sparse_search(sx_collection *c,
+                                               const sx_sparse_req *req,
+                                               sx_rowset **out);
+
 /* Returns rows matching `filter` (NULL/"" = all) in primary-key insertion order, after skipping
  * `offset` of them, at most `limit` (0 = no limit). */
 SX_API SX_NODISCARD sx_status sx_query(sx_collection *c,

@@ -81,6 +81,10 @@ typedef struct sx__segment {
     sx__mutex idx_mu;
     sx__idxref *index[SX_MAX_VECTOR_FIELDS];
     bool build_pending[SX_MAX_VECTOR_FIELDS];
+    /* sealed segments: the inverted index of a sparse-vector VARCHAR field f, built on first
+     * search (sparse.c), NULL until then; freed with the segment. Guarded by idx_mu (installed
+     * once; read under it, used after, since it never changes once installed). */
+    struct sx__sparse_ix *sparse[SX_MAX_FIELDS];
     /* Memory charged to the database's budget for this segment's heap (a growing segment: its
      * chunks and strings, kind SX__MEM_GROWING), given back when the segment is freed (the last
      * reference). Guarded by the collection's write_mu while growing; immutable once sealed. */
@@ -260,6 +264,27 @@ static inline bool sx__seg_is_null(const sx__segment *s, size_t f, size_t row)
 }
 
 size_t sx__field_width(const sx_collection *c, size_t f);
+
+/* query.c, shared with sparse.c: result rows by (segment of the view, row), the output fields a
+ * request names (the primary key first; "*" = all), the rowset of such rows, a filter (NULL for
+ * none or blank). */
+typedef struct sx__rowref {
+    uint32_t seg;
+    uint32_t row;
+} sx__rowref;
+
+SX_NODISCARD sx_status sx__resolve_fields(
+    sx_collection *c, const char *const *names, size_t n, size_t *out, size_t *n_out);
+SX_NODISCARD sx_status sx__build_rowset(sx_collection *c,
+                                        const struct sx__view *v,
+                                        const sx__rowref *refs,
+                                        size_t n,
+                                        const size_t *fields,
+                                        size_t n_fields,
+                                        sx_rowset **out);
+SX_NODISCARD sx_status sx__parse_filter(sx_collection *c, const char *filter, sx__expr **e);
+/* sparse.c: frees a segment's sparse index (and gives its memory back). */
+void sx__sparse_ix_free(struct sx__sparse_ix *ix);
 /* Copies the growing segment's visible rows into a new contiguous sealed segment (same id),
  * moving varchar strings. Caller holds write_mu. */
 SX_NODISCARD sx_status sx__seg_seal_copy(const sx_collection *c, sx__segment *g, sx__segment **out);

@@ -64,10 +64,7 @@ static int cand_cmp(const void *a, const void *b)
 
 /* ---------------------------------------------------------------- rowsets */
 
-typedef struct rowref {
-    uint32_t seg;
-    uint32_t row;
-} rowref;
+typedef sx__rowref rowref;
 
 void sx_rowset_free(sx_rowset *rs)
 {
@@ -91,8 +88,8 @@ void sx_rowset_free(sx_rowset *rs)
 }
 
 /* Resolves output field names to field indexes: pk first, then the requested ones. */
-static sx_status
-resolve_fields(sx_collection *c, const char *const *names, size_t n, size_t *out, size_t *n_out)
+sx_status
+sx__resolve_fields(sx_collection *c, const char *const *names, size_t n, size_t *out, size_t *n_out)
 {
     size_t k = 0;
     out[k++] = c->pk;
@@ -124,13 +121,13 @@ resolve_fields(sx_collection *c, const char *const *names, size_t n, size_t *out
     return SX_OK;
 }
 
-static sx_status build_rowset(sx_collection *c,
-                              const sx__view *v,
-                              const rowref *refs,
-                              size_t n,
-                              const size_t *fields,
-                              size_t n_fields,
-                              sx_rowset **out)
+sx_status sx__build_rowset(sx_collection *c,
+                           const sx__view *v,
+                           const rowref *refs,
+                           size_t n,
+                           const size_t *fields,
+                           size_t n_fields,
+                           sx_rowset **out)
 {
     sx_rowset *rs = sx__calloc(1, sizeof *rs);
     if (!rs)
@@ -186,7 +183,7 @@ nomem:
     return sx__err(SX_ENOMEM, "result");
 }
 
-static sx_status parse_filter(sx_collection *c, const char *filter, sx__expr **e)
+sx_status sx__parse_filter(sx_collection *c, const char *filter, sx__expr **e)
 {
     *e = NULL;
     if (!filter)
@@ -424,7 +421,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     if (st != SX_OK)
         return st;
     sx__expr *e = NULL;
-    st = parse_filter(c, req->filter, &e);
+    st = sx__parse_filter(c, req->filter, &e);
     if (st != SX_OK)
         return st;
     sx__view v;
@@ -552,11 +549,11 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     }
     size_t fields[SX_MAX_FIELDS * 2];
     size_t n_fields = 0;
-    st = resolve_fields(c, req->output_fields, req->n_output_fields, fields, &n_fields);
+    st = sx__resolve_fields(c, req->output_fields, req->n_output_fields, fields, &n_fields);
     if (st != SX_OK)
         goto out;
     sx_rowset *rs = NULL;
-    st = build_rowset(c, &v, refs, total, fields, n_fields, &rs);
+    st = sx__build_rowset(c, &v, refs, total, fields, n_fields, &rs);
     if (st != SX_OK)
         goto out;
     rs->nq = nq;
@@ -601,13 +598,13 @@ static sx_status query_impl(sx_collection *c,
 {
     size_t fields[SX_MAX_FIELDS * 2];
     size_t n_fields = 0;
-    sx_status st = resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
+    sx_status st = sx__resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
     if (st != SX_OK)
         return st;
     if (sx__deadline_check_ambient() != SX_OK)
         return SX_ETIMEDOUT;
     sx__expr *e = NULL;
-    st = parse_filter(c, filter, &e);
+    st = sx__parse_filter(c, filter, &e);
     if (st != SX_OK)
         return st;
     sx__view v;
@@ -656,7 +653,7 @@ static sx_status query_impl(sx_collection *c,
         sx__free(allow);
     }
     if (st == SX_OK)
-        st = build_rowset(c, &v, refs, n, fields, n_fields, out);
+        st = sx__build_rowset(c, &v, refs, n, fields, n_fields, out);
     sx__free(refs);
     sx__view_release(&v);
     sx__expr_free(e);
@@ -682,7 +679,7 @@ static sx_status count_impl(sx_collection *c, const char *filter, uint64_t *out)
     if (sx__deadline_check_ambient() != SX_OK)
         return SX_ETIMEDOUT;
     sx__expr *e = NULL;
-    sx_status st = parse_filter(c, filter, &e);
+    sx_status st = sx__parse_filter(c, filter, &e);
     if (st != SX_OK)
         return st;
     sx__view v;
@@ -735,7 +732,7 @@ static sx_status get_impl(sx_collection *c,
                        want_int ? "int64" : "varchar");
     size_t fields[SX_MAX_FIELDS * 2];
     size_t n_fields = 0;
-    sx_status st = resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
+    sx_status st = sx__resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
     if (st != SX_OK)
         return st;
     if (sx__deadline_check_ambient() != SX_OK)
@@ -778,7 +775,7 @@ static sx_status get_impl(sx_collection *c,
      * copy after them is checked once more */
     st = sx__deadline_check_ambient();
     if (st == SX_OK)
-        st = build_rowset(c, &v, refs, n, fields, n_fields, out);
+        st = sx__build_rowset(c, &v, refs, n, fields, n_fields, out);
     sx__free(refs);
     sx__view_release(&v);
     return st;

@@ -229,6 +229,8 @@ static void seg_free(sx__segment *s)
     sx__fs_unmap(s->map, s->map_len);
     for (size_t v = 0; v < SX_MAX_VECTOR_FIELDS; v++)
         sx__idxref_unref(s->index[v]);
+    for (size_t f = 0; f < SX_MAX_FIELDS; f++)
+        sx__sparse_ix_free(s->sparse[f]);
     sx__mutex_destroy(&s->idx_mu);
     sx__free(s);
 }
