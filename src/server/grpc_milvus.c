@@ -1006,9 +1006,25 @@ static size_t scalar_count(const PM(ScalarField) * s)
 static json_t *
 columns_to_rows(PM(FieldData) *const *fds, size_t n_fds, uint32_t num_rows, char *why, size_t cap)
 {
+    if (n_fds == 0) {
+        (void)snprintf(why, cap, "no fields_data: an insert gives every field as a column");
+        return NULL;
+    }
     size_t rows = num_rows;
-    if (rows == 0 && n_fds > 0)
+    if (rows == 0)
         rows = column_rows(fds[0]);
+    /* every column must hold the rows num_rows claims, before anything is built from it: a
+     * message of a few bytes must not make the server build millions of rows (found by
+     * fuzz_grpc: num_rows 73,000,000 and one $meta value) */
+    for (size_t f = 0; f < n_fds; f++) {
+        size_t got = column_rows(fds[f]);
+        if (got != rows) {
+            (void)snprintf(why, cap,
+                           "the num_rows (%zu) of field (%s) is not equal to passed num_rows (%zu)",
+                           got, fds[f]->field_name ? fds[f]->field_name : "", rows);
+            return NULL;
+        }
+    }
     /* per column: compact (1) or not, and the valid rows seen so far */
     size_t *seen = sx__calloc(n_fds ? 2 * n_fds : 1, sizeof *seen);
     if (!seen)
