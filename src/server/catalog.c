@@ -260,12 +260,19 @@ static sx_field_type engine_type_of(const char *t)
         const char *name;
         sx_field_type type;
     } map[] = {
-        { "Int8", SX_FIELD_INT64 },     { "Int16", SX_FIELD_INT64 },
-        { "Int32", SX_FIELD_INT64 },    { "Int64", SX_FIELD_INT64 },
-        { "Float", SX_FIELD_DOUBLE },   { "Double", SX_FIELD_DOUBLE },
-        { "Bool", SX_FIELD_BOOL },      { "VarChar", SX_FIELD_VARCHAR },
-        { "String", SX_FIELD_VARCHAR }, { "JSON", SX_FIELD_VARCHAR },
-        { "Array", SX_FIELD_VARCHAR },  { "FloatVector", SX_FIELD_FLOAT_VECTOR },
+        { "Int8", SX_FIELD_INT64 },
+        { "Int16", SX_FIELD_INT64 },
+        { "Int32", SX_FIELD_INT64 },
+        { "Int64", SX_FIELD_INT64 },
+        { "Float", SX_FIELD_DOUBLE },
+        { "Double", SX_FIELD_DOUBLE },
+        { "Bool", SX_FIELD_BOOL },
+        { "VarChar", SX_FIELD_VARCHAR },
+        { "String", SX_FIELD_VARCHAR },
+        { "JSON", SX_FIELD_VARCHAR },
+        { "Array", SX_FIELD_VARCHAR },
+        { "FloatVector", SX_FIELD_FLOAT_VECTOR },
+        { SX__SPARSE_TYPE, SX_FIELD_VARCHAR },
     };
 
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -311,6 +318,35 @@ static bool vecs_layout(sx__coll_meta *m, bool by_name)
     return true;
 }
 
+/* Lays m->sparse out as the schema's SparseFloatVector fields in order; an entry keeps the index
+ * state of the entry of the same name in m->sparse as it was (a file's "sparse"; none: no
+ * index). False when dense and sparse vector fields together are over SX_MAX_VECTOR_FIELDS. */
+static bool sparse_layout(sx__coll_meta *m)
+{
+    sx__sparse_meta old[SX_MAX_VECTOR_FIELDS];
+    size_t n_old = m->n_sparse < SX_MAX_VECTOR_FIELDS ? m->n_sparse : SX_MAX_VECTOR_FIELDS;
+    memcpy(old, m->sparse, sizeof old);
+    size_t k = 0;
+    for (size_t i = 0; i < m->n_fields; i++) {
+        const sx__field_meta *f = &m->fields[i];
+        if (!sx__field_is_sparse(f))
+            continue;
+        if (k + m->n_vecs >= SX_MAX_VECTOR_FIELDS)
+            return false;
+        sx__sparse_meta *s = &m->sparse[k];
+        memset(s, 0, sizeof *s);
+        for (size_t j = 0; j < n_old; j++)
+            if (strcmp(old[j].field, f->name) == 0)
+                *s = old[j];
+        copy_str(s->field, sizeof s->field, f->name);
+        k++;
+    }
+    for (size_t j = k; j < SX_MAX_VECTOR_FIELDS; j++)
+        memset(&m->sparse[j], 0, sizeof m->sparse[j]);
+    m->n_sparse = k;
+    return true;
+}
+
 /* ---------------------------------------------------------------- metadata <-> JSON */
 
 static json_t *meta_to_json(const sx__coll_meta *m)
@@ -343,6 +379,17 @@ static json_t *meta_to_json(const sx__coll_meta *m)
                                               "index_type", v->index_type));
     }
     json_object_set_new(j, "vectors", vecs ? vecs : json_array());
+    if (m->n_sparse) {
+        json_t *sp = json_array();
+        for (size_t i = 0; sp && i < m->n_sparse; i++) {
+            const sx__sparse_meta *s = &m->sparse[i];
+            json_array_append_new(sp, json_pack("{s:s,s:s,s:s,s:s,s:f}", "field", s->field,
+                                                "index_name", s->index_name, "index_type",
+                                                s->index_type, "algo", s->algo, "drop_ratio_build",
+                                                (double)s->drop_ratio_build));
+        }
+        json_object_set_new(j, "sparse", sp ? sp : json_array());
+    }
     for (size_t i = 0; i < m->n_fields; i++) {
         const sx__field_meta *f = &m->fields[i];
         json_t *o = json_object();
@@ -457,6 +504,30 @@ static bool vecs_from_json(const json_t *j, sx__coll_meta *m)
     return true;
 }
 
+/* The sparse fields' index state of a metadata file ("sparse", absent before 2026-12-06: no
+ * sparse fields then) into m->sparse; m->fields and m->vecs are read. */
+static bool sparse_from_json(const json_t *j, sx__coll_meta *m)
+{
+    memset(m->sparse, 0, sizeof m->sparse);
+    m->n_sparse = 0;
+    const json_t *arr = json_object_get(j, "sparse");
+    size_t i;
+    const json_t *so;
+    json_array_foreach(arr, i, so) {
+        if (m->n_sparse == SX_MAX_VECTOR_FIELDS)
+            break;
+        sx__sparse_meta *s = &m->sparse[m->n_sparse++];
+        copy_str(s->field, sizeof s->field, jstr_or(so, "field", ""));
+        copy_str(s->index_name, sizeof s->index_name, jstr_or(so, "index_name", ""));
+        copy_str(s->index_type, sizeof s->index_type, jstr_or(so, "index_type", ""));
+        copy_str(s->algo, sizeof s->algo, jstr_or(so, "algo", ""));
+        const json_t *d = json_object_get(so, "drop_ratio_build");
+        double dr = json_is_number(d) ? json_number_value(d) : 0;
+        s->drop_ratio_build = dr >= 0 && dr < 1 ? (float)dr : 0.0f;
+    }
+    return sparse_layout(m);
+}
+
 /* Returns false when the file is not a usable metadata object. */
 static bool meta_from_json(const json_t *j, sx__coll_meta *m)
 {
@@ -509,7 +580,7 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
     m->has_partitions = jbool_or(j, "has_partitions", false);
     copy_str(m->consistency, sizeof m->consistency, jstr_or(j, "consistency", "Bounded"));
     m->loaded = jbool_or(j, "loaded", false);
-    if (!vecs_from_json(j, m))
+    if (!vecs_from_json(j, m) || !sparse_from_json(j, m))
         return false;
     const json_t *al = json_object_get(j, "aliases"); /* absent before 2026-12-04 */
     m->n_aliases = 0;
@@ -1409,7 +1480,8 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
                            "VarChar partition key field and 1..%u partitions",
                            SX__MAX_KEY_PARTS);
     }
-    if (!vecs_layout(meta, false))
+    meta->n_sparse = 0;
+    if (!vecs_layout(meta, false) || !sparse_layout(meta))
         return sx__err(SX_EINVAL, "maximum vector field's number should be limited to %u",
                        SX_MAX_VECTOR_FIELDS);
     for (size_t i = 0; i < meta->n_vecs; i++) /* a new collection has no index */
@@ -1594,6 +1666,9 @@ sx_status sx__cat_coll_update(sx__catalog *cat, const char *db, const sx__coll_m
             tmp->vecs[i].metric_pending = m->vecs[i].metric_pending;
         }
         tmp->n_vecs = m->n_vecs;
+        tmp->n_sparse = m->n_sparse;
+        for (size_t i = 0; i < SX_MAX_VECTOR_FIELDS; i++)
+            copy_str(tmp->sparse[i].field, sizeof tmp->sparse[i].field, m->sparse[i].field);
         tmp->n_fields = m->n_fields;
         memcpy(tmp->fields, m->fields, sizeof tmp->fields);
         tmp->enable_dynamic = m->enable_dynamic;
@@ -1674,6 +1749,9 @@ sx_status sx__cat_coll_modify(sx__catalog *cat,
         tmp->n_vecs = orig->n_vecs;
         for (size_t i = 0; i < SX_MAX_VECTOR_FIELDS; i++)
             copy_str(tmp->vecs[i].field, sizeof tmp->vecs[i].field, orig->vecs[i].field);
+        tmp->n_sparse = orig->n_sparse;
+        for (size_t i = 0; i < SX_MAX_VECTOR_FIELDS; i++)
+            copy_str(tmp->sparse[i].field, sizeof tmp->sparse[i].field, orig->sparse[i].field);
         tmp->enable_dynamic = orig->enable_dynamic;
         tmp->has_partitions = orig->has_partitions;
         tmp->key_parts = orig->key_parts;

@@ -129,6 +129,8 @@ static sx_field_type engine_type(const char *t)
         return SX_FIELD_VARCHAR;
     if (!strcmp(t, "FloatVector"))
         return SX_FIELD_FLOAT_VECTOR;
+    if (!strcmp(t, SX__SPARSE_TYPE)) /* the engine's sparse text in a VARCHAR column */
+        return SX_FIELD_VARCHAR;
     return (sx_field_type)0;
 }
 
@@ -319,7 +321,7 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
                  "invalid parameter: the number of fields should be at most %u", SX_MAX_FIELDS - 2);
         return false;
     }
-    size_t i, n_pk = 0, n_vec = 0, n_key = 0;
+    size_t i, n_pk = 0, n_vec = 0, n_key = 0, n_sparse = 0;
     const json_t *fo;
     json_array_foreach(fields, i, fo) {
         const char *fname = NULL, *dtype = NULL;
@@ -350,7 +352,7 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: data type %s (field %s) is not supported by Sextant yet "
                      "(supported: Bool, Int8, Int16, Int32, Int64, Float, Double, VarChar, "
-                     "String, JSON, Array, FloatVector)",
+                     "String, JSON, Array, FloatVector, SparseFloatVector)",
                      dtype, fname);
             return false;
         }
@@ -360,16 +362,34 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
             fail_type(rs, "CollectionReq", "schema.fields", "bool");
             return false;
         }
-        if (nullable && (is_pk || f->engine_type == SX_FIELD_FLOAT_VECTOR)) {
+        bool sparse = sx__field_is_sparse(f);
+        if (nullable && (is_pk || f->engine_type == SX_FIELD_FLOAT_VECTOR || sparse)) {
             sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s field %s cannot be nullable",
                      is_pk ? "the primary key" : "the vector", fname);
             return false;
+        }
+        if (sparse) {
+            if (++n_sparse + n_vec > SX_MAX_VECTOR_FIELDS) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: maximum vector field's number should be limited to "
+                         "%u (field %s)",
+                         SX_MAX_VECTOR_FIELDS, fname);
+                return false;
+            }
+            if (is_pk || pkey) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: the sparse vector field %s cannot be a primary or "
+                         "partition key",
+                         fname);
+                return false;
+            }
+            f->max_length = SX_MAX_VARCHAR; /* the engine's sparse text */
         }
         f->nullable = nullable;
         const json_t *tp = sx__jget(fo, "elementTypeParams");
         int64_t v = 0;
         if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
-            if (++n_vec > SX_MAX_VECTOR_FIELDS) {
+            if (++n_vec + n_sparse > SX_MAX_VECTOR_FIELDS) {
                 sx__fail(rs, SX__MC_INVALID_PARAM,
                          "invalid parameter: maximum vector field's number should be limited to "
                          "%u (field %s is vector field number %zu)",
@@ -456,6 +476,13 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
     if (n_pk == 0) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: schema does not contain primary key field");
+        return false;
+    }
+    if (n_vec == 0 && n_sparse) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: Sextant needs a FloatVector field besides the "
+                 "SparseFloatVector ones (a collection of sparse vectors only is not supported "
+                 "yet)");
         return false;
     }
     if (n_vec == 0) {
@@ -815,6 +842,12 @@ static void h_describe(sx__req *rq, sx__resp *rs)
             json_array_append_new(idx, json_pack("{s:s,s:s,s:s}", "fieldName", v->field,
                                                  "indexName", v->index_name, "metricType",
                                                  sx__metric_name(v->metric)));
+    }
+    for (size_t i = 0; i < m->n_sparse; i++) {
+        const sx__sparse_meta *s = &m->sparse[i];
+        if (s->index_name[0])
+            json_array_append_new(idx, json_pack("{s:s,s:s,s:s}", "fieldName", s->field,
+                                                 "indexName", s->index_name, "metricType", "IP"));
     }
     json_object_set_new(d, "indexes", idx);
     int progress = 0;

@@ -221,11 +221,11 @@ static bool anns_of(sx__resp *rs, const coll *c, const char *anns, int *fi, cons
         return false;
     }
     if (!anns || !*anns) {
-        if (m->n_vecs > 1) {
+        if (m->n_vecs + m->n_sparse > 1) {
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: multiple anns_fields exist, please specify a anns_field "
                      "in search_params (collection %s has %zu vector fields)",
-                     m->name, m->n_vecs);
+                     m->name, m->n_vecs + m->n_sparse);
             return false;
         }
         anns = m->vecs[0].field;
@@ -430,8 +430,17 @@ static char *check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const cha
         size_t cn = n > SX_MAX_NAME ? SX_MAX_NAME : n;
         memcpy(name, s0, cn);
         name[cn] = '\0';
-        if (*p == '"' || *p == '\'' || is_keyword(s0, n) || *q == '(' ||
-            (n <= SX_MAX_NAME && field_index(m, name) >= 0)) {
+        int fi = n <= SX_MAX_NAME ? field_index(m, name) : -1;
+        if (fi >= 0 && sx__field_is_sparse(&m->fields[fi]) && *p != '"' && *p != '\'' &&
+            *q != '(') {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: cannot parse expression: the sparse vector field %s "
+                     "cannot be used in a filter",
+                     name);
+            sb_free(&out);
+            return NULL;
+        }
+        if (*p == '"' || *p == '\'' || is_keyword(s0, n) || *q == '(' || fi >= 0) {
             sb_addn(&out, s0, n);
             continue;
         }
@@ -680,6 +689,10 @@ cell_json(const sx__req *rq, const sx__field_meta *fm, const sx_rowset *r, size_
         return json_boolean(((const bool *)d)[row]);
     case SX_FIELD_VARCHAR: {
         const char *s = ((char *const *)d)[row];
+        if (fm && sx__field_is_sparse(fm)) { /* the engine's text, as {"index": value} */
+            json_t *o = sx__sparse_to_json(s);
+            return o ? o : json_object();
+        }
         if (fm && is_array_type(fm)) { /* the stored JSON text, as the array it is */
             json_t *a = s && *s ? json_loads(s, 0, NULL) : NULL;
             return json_is_array(a) ? a : (json_decref(a), json_array());
@@ -1065,6 +1078,13 @@ static bool put_value(sx__resp *rs, colbuf *cb, size_t row, const json_t *v)
         ((bool *)cb->data)[row] = json_is_true(v);
         return true;
     case SX_FIELD_VARCHAR: {
+        if (sx__field_is_sparse(fm)) {
+            char why[256], *txt = NULL;
+            if (!sx__sparse_from_json(v, &txt, why, sizeof why))
+                BAD_ROW("row %zu: field %s: %s", row, fm->name, why);
+            ((char **)cb->data)[row] = txt;
+            return true;
+        }
         if (is_json_type(fm)) {
             if (is_array_type(fm) && !check_array(rs, fm, row, v))
                 return false;
@@ -1159,7 +1179,7 @@ static bool decode_rows(sx__resp *rs,
         cb[k].fm = &m->fields[f];
         cb[k].name = m->fields[f].name;
         cb[k].type = m->fields[f].engine_type;
-        cb[k].owns_strings = is_json_type(&m->fields[f]);
+        cb[k].owns_strings = is_json_type(&m->fields[f]) || sx__field_is_sparse(&m->fields[f]);
         cb[k].def = m->fields[f].default_json[0]
                         ? json_loads(m->fields[f].default_json, JSON_DECODE_ANY, NULL)
                         : NULL;
@@ -2530,6 +2550,221 @@ static bool group_picks(
     return ok;
 }
 
+/* ------------------------------------------------------------------ sparse vector search */
+
+/* The queries of a search on a sparse field: data[] of sparse vectors (the forms
+ * sx__sparse_from_json takes). Owned arrays (sparse_queries_free). */
+typedef struct sparse_queries {
+    size_t nq;
+    sx_sparse_query *q;
+} sparse_queries;
+
+static void sparse_queries_free(sparse_queries *s)
+{
+    for (size_t i = 0; s->q && i < s->nq; i++) {
+        sx__free((void *)s->q[i].idx);
+        sx__free((void *)s->q[i].val);
+    }
+    sx__free(s->q);
+    memset(s, 0, sizeof *s);
+}
+
+static bool read_sparse_queries(
+    sx__req *rq, sx__resp *rs, const json_t *data, const char *sname, sparse_queries *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!data) {
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: '%s.Data' Error:Field validation for "
+                 "'Data' failed on the 'required' tag",
+                 sname);
+        return false;
+    }
+    size_t nq = json_array_size(data);
+    uint32_t max_nq = rq->opts && rq->opts->max_nq ? rq->opts->max_nq : 16384;
+    if (!json_is_array(data) || nq == 0 || nq > max_nq) {
+        sx__fail(rs, nq > max_nq ? SX__MC_PARAM_TOO_LARGE : SX__MC_BAD_JSON,
+                 "can only accept json format request, error: data must be an array of 1 to %u "
+                 "sparse vectors",
+                 max_nq);
+        return false;
+    }
+    out->q = sx__calloc(nq, sizeof *out->q);
+    if (!out->q) {
+        fail_nomem(rs);
+        return false;
+    }
+    out->nq = nq;
+    for (size_t i = 0; i < nq; i++) {
+        char why[256], *txt = NULL;
+        if (!sx__sparse_from_json(json_array_get(data, i), &txt, why, sizeof why)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: data[%zu]: %s", i, why);
+            return false;
+        }
+        size_t n = 0;
+        uint32_t *idx = NULL;
+        float *val = NULL;
+        sx_status st = sx_sparse_parse(txt, NULL, NULL, 0, &n);
+        if (st == SX_OK) {
+            idx = sx__malloc((n ? n : 1) * sizeof *idx);
+            val = sx__malloc((n ? n : 1) * sizeof *val);
+            st = idx && val ? sx_sparse_parse(txt, idx, val, n, &n) : SX_ENOMEM;
+        }
+        sx__free(txt);
+        out->q[i] = (sx_sparse_query){ idx, val, n };
+        if (st != SX_OK) {
+            fail_nomem(rs);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* drop_ratio_search (and the generic keys parse_sparams takes) of a sparse search; anything else
+ * is refused, naming what is accepted. */
+static bool sparse_params(sx__resp *rs, const sparams *sp, float *drop)
+{
+    *drop = 0;
+    for (size_t i = 0; i < sp->n_eng; i++) {
+        const char *k = sp->eng[i].key, *v = sp->eng[i].value;
+        if (strcmp(k, "drop_ratio_search") == 0) {
+            char *end = NULL;
+            double d = strtod(v, &end);
+            if (!end || *end || !(d >= 0 && d < 1)) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: drop_ratio_search must be a number in [0, 1), got %s",
+                         v);
+                return false;
+            }
+            *drop = (float)d;
+        } else {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: %s is not a search parameter of sparse vectors "
+                     "(drop_ratio_search)",
+                     k);
+            return false;
+        }
+    }
+    if (sp->has_radius) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: range search (radius) on a sparse vector field is not "
+                 "supported by Sextant yet");
+        return false;
+    }
+    return true;
+}
+
+/* The hits of r (every row, per query as r->topks says) as the search answer. */
+static bool answer_hits(sx__req *rq,
+                        sx__resp *rs,
+                        const coll *c,
+                        const outplan *o,
+                        const sx_rowset *r,
+                        const size_t *rows,
+                        size_t n,
+                        const size_t *topks,
+                        size_t nq)
+{
+    uint64_t per_row = row_bytes(c, o, true);
+    if (!admit_answer(rq, rs, n, per_row, rowset_string_bytes(r, rows, n),
+                      "hits found, with their strings"))
+        return false;
+    rowmap mp;
+    map_rows(c, o, r, &mp);
+    atext at;
+    at_begin(&at);
+    bool enc = true;
+    for (size_t i = 0; enc && i < n; i++)
+        enc = at_row(&at, row_json(rq, c, o, &mp, r, rows[i], &r->distances[rows[i]]));
+    if (!enc || !at_end(&at, rs, topks, nq)) {
+        at_abort(&at);
+        fail_nomem(rs);
+        return false;
+    }
+    if (rq->metrics)
+        sx__metrics_rows(rq->metrics, 0, 0, nq);
+    return true;
+}
+
+/* A search whose annsField is the sparse field si: sx_sparse_search with the field's index
+ * params (drop_ratio_build) and the request's (drop_ratio_search). Grouping, range search and
+ * ids are refused (1100). */
+static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o)
+{
+    const char *sname = "SearchReqV2";
+    const sx__sparse_meta *sm = &c->meta->sparse[si];
+    sparse_queries sq = { 0 };
+    sparams sp;
+    memset(&sp, 0, sizeof sp);
+    char *filter = NULL;
+    sx_rowset *r = NULL;
+    size_t *rows = NULL;
+    if (sx__jget(rq->body, "ids") || sx__jget(rq->body, "groupingField")) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: %s on a sparse vector field is not supported by Sextant yet",
+                 sx__jget(rq->body, "ids") ? "search by ids" : "group-by search");
+        goto out;
+    }
+    if (!read_sparse_queries(rq, rs, sx__jget(rq->body, "data"), sname, &sq))
+        goto out;
+    int64_t limit = 100, offset = 0;
+    if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset) ||
+        !check_window(rs, limit, offset) || !check_consistency(rq, rs))
+        goto out;
+    float drop = 0;
+    if (!parse_sparams(rs, SX_METRIC_IP, sx__jget(rq->body, "searchParams"), &sp) ||
+        !sparse_params(rs, &sp, &drop))
+        goto out;
+    json_t *parts = sx__jget(rq->body, "partitionNames");
+    if (parts && !json_is_array(parts)) {
+        sx__fail(rs, SX__MC_BAD_JSON,
+                 "can only accept json format request, error: partitionNames must be an array");
+        goto out;
+    }
+    if (!make_filter(rq->body, rs, c, parts, &filter) ||
+        !plan_outputs(rs, c, sx__jget(rq->body, "outputFields"), false, o, false) ||
+        !need_loaded(rs, c))
+        goto out;
+    if (!sm->index_name[0]) { /* loaded implies indexed; kept for a concurrent drop */
+        sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[field=%s]", sm->field);
+        goto out;
+    }
+    if (!admit_answer(rq, rs, (uint64_t)sq.nq * at_most_rows(c, (uint64_t)limit),
+                      row_bytes(c, o, true), 0, "nq x limit, or x the rows the collection holds"))
+        goto out;
+    sx_sparse_req req = { .field = sm->field,
+                          .queries = sq.q,
+                          .nq = sq.nq,
+                          .k = (uint32_t)limit,
+                          .offset = (uint32_t)offset,
+                          .filter = filter,
+                          .output_fields = o->eng,
+                          .n_output_fields = o->n_eng,
+                          .drop_ratio_search = drop,
+                          .drop_ratio_build = sm->drop_ratio_build,
+                          .ignore_growing = sp.ignore_growing,
+                          .exhaustive = strcmp(sm->algo, "TAAT_NAIVE") == 0 };
+    sx_status st = sx_sparse_search(c->h, &req, &r);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search");
+        goto out;
+    }
+    rows = sx__malloc((r->n_rows + 1) * sizeof *rows);
+    if (!rows) {
+        fail_nomem(rs);
+        goto out;
+    }
+    for (size_t i = 0; i < r->n_rows; i++)
+        rows[i] = i;
+    (void)answer_hits(rq, rs, c, o, r, rows, r->n_rows, r->topks, sq.nq);
+out:
+    sparse_queries_free(&sq);
+    sparams_free(&sp);
+    sx__free(filter);
+    sx__free(rows);
+    sx_rowset_free(r);
+}
+
 static void h_search(sx__req *rq, sx__resp *rs)
 {
     const char *sname = "SearchReqV2";
@@ -2551,6 +2786,11 @@ static void h_search(sx__req *rq, sx__resp *rs)
     if (sx__jstr(rq->body, "annsField", &anns) != 0) {
         sx__fail(rs, SX__MC_BAD_JSON,
                  "can only accept json format request, error: annsField must be a string");
+        goto out;
+    }
+    int si = anns && *anns ? sx__meta_sparse_at(c.meta, anns) : -1;
+    if (si >= 0) {
+        search_sparse(rq, rs, &c, si, o);
         goto out;
     }
     int vfi = -1;
@@ -2672,23 +2912,7 @@ static void h_search(sx__req *rq, sx__resp *rs)
         }
         base += t;
     }
-    if (!admit_answer(rq, rs, pk.n, per_row, rowset_string_bytes(r, pk.rows, pk.n),
-                      "hits found, with their strings"))
-        goto out;
-    rowmap mp;
-    map_rows(&c, o, r, &mp);
-    atext at;
-    at_begin(&at);
-    bool enc = true;
-    for (size_t i = 0; enc && i < pk.n; i++)
-        enc = at_row(&at, row_json(rq, &c, o, &mp, r, pk.rows[i], &r->distances[pk.rows[i]]));
-    if (!enc || !at_end(&at, rs, pk.topks, nq)) {
-        at_abort(&at);
-        fail_nomem(rs);
-        goto out;
-    }
-    if (rq->metrics)
-        sx__metrics_rows(rq->metrics, 0, 0, nq);
+    (void)answer_hits(rq, rs, &c, o, r, pk.rows, pk.n, pk.topks, nq);
 out:
     sx_rowset_free(r);
     sparams_free(&sp);
@@ -2830,6 +3054,7 @@ static bool run_sub(sx__req *rq,
     char *filter = NULL;
     sparams sp;
     memset(&sp, 0, sizeof sp);
+    sparse_queries sq = { 0 };
     json_t *tmp = json_object();
     if (!tmp) {
         fail_nomem(rs);
@@ -2847,15 +3072,19 @@ static bool run_sub(sx__req *rq,
                  "string");
         goto out;
     }
+    int si = anns && *anns ? sx__meta_sparse_at(c->meta, anns) : -1;
     int vfi = -1;
     const sx__vec_meta *vm = NULL;
-    if (!anns_of(rs, c, anns, &vfi, &vm))
+    if (si < 0 && !anns_of(rs, c, anns, &vfi, &vm))
         goto out;
-    *metric_out = vm->metric;
+    *metric_out = si >= 0 ? SX_METRIC_IP : vm->metric;
     size_t nq = 0;
-    if (!read_vectors(rq, rs, sx__jget(sub, "data"), c->meta->fields[vfi].dim, "SubSearchReq", &q,
-                      &nq))
+    if (si >= 0 ? !read_sparse_queries(rq, rs, sx__jget(sub, "data"), "SubSearchReq", &sq)
+                : !read_vectors(rq, rs, sx__jget(sub, "data"), c->meta->fields[vfi].dim,
+                                "SubSearchReq", &q, &nq))
         goto out;
+    if (si >= 0)
+        nq = sq.nq;
     if (*nq_io && nq != *nq_io) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: every search request must have the same nq");
@@ -2881,13 +3110,16 @@ static bool run_sub(sx__req *rq,
         json_object_set(tmp, "metricType", mt);
     if (pr)
         json_object_set(tmp, "params", pr);
-    if (!parse_sparams(rs, vm->metric, tmp, &sp))
+    if (!parse_sparams(rs, *metric_out, tmp, &sp))
         goto out;
     if (sp.has_radius) {
         sx__fail(rs, SX__MC_UNSUPPORTED,
                  "unsupported operation: range search inside hybrid_search");
         goto out;
     }
+    float drop = 0;
+    if (si >= 0 && !sparse_params(rs, &sp, &drop))
+        goto out;
     if (!make_filter(sub, rs, c, parts, &filter))
         goto out;
     int64_t user_limit = limit;
@@ -2898,6 +3130,29 @@ static bool run_sub(sx__req *rq,
                       2 + field_bytes(&c->meta->fields[c->pk]) + 12 + JSON_NUM_BYTES, 0,
                       "nq x search[].limit"))
         goto out;
+    if (si >= 0) {
+        const sx__sparse_meta *sm = &c->meta->sparse[si];
+        if (!sm->index_name[0]) {
+            sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[field=%s]", sm->field);
+            goto out;
+        }
+        sx_sparse_req sreq = { .field = sm->field,
+                               .queries = sq.q,
+                               .nq = sq.nq,
+                               .k = (uint32_t)limit,
+                               .filter = filter,
+                               .drop_ratio_search = drop,
+                               .drop_ratio_build = sm->drop_ratio_build,
+                               .ignore_growing = sp.ignore_growing,
+                               .exhaustive = strcmp(sm->algo, "TAAT_NAIVE") == 0 };
+        sx_status sst = sx_sparse_search(c->h, &sreq, out);
+        if (sst != SX_OK) {
+            sx__fail_st(rs, sst, SX__MC_COLL_NOT_FOUND, "hybrid_search");
+            goto out;
+        }
+        ok = true;
+        goto out;
+    }
     sx_param wide[MAX_PARAMS];
     char widebuf[MAX_PARAMS][24];
     sx_search_req req = { .queries = q,
@@ -2920,6 +3175,7 @@ static bool run_sub(sx__req *rq,
 out:
     json_decref(tmp);
     sparams_free(&sp);
+    sparse_queries_free(&sq);
     sx__free(q);
     sx__free(filter);
     return ok;

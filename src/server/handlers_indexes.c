@@ -100,6 +100,41 @@ static bool req_index(sx__req *rq,
     return sx__req_coll(rq, rs, sname, h, m);
 }
 
+/* A sparse field's index: nothing is built ahead (the engine builds each sealed segment's
+ * inverted lists on its first search), so it is Finished with every sealed row indexed; the
+ * row counts are the collection's (its first dense field's). */
+static void describe_sparse(sx__resp *rs, sx_collection *h, const sx__coll_meta *m, int si)
+{
+    const sx__sparse_meta *s = &m->sparse[si];
+    sx_index_info ii;
+    sx_status st = sx_index_describe_on(h, m->vecs[0].field, &ii);
+    if (st != SX_OK) {
+        sx__fail_st(rs, st, SX__MC_INDEX_NOT_FOUND, "describe index");
+        return;
+    }
+    uint64_t sealed = ii.total_rows - ii.growing_rows;
+    json_t *o = json_object();
+    json_object_set_new(o, "indexName", json_string(s->index_name));
+    json_object_set_new(o, "fieldName", json_string(s->field));
+    json_object_set_new(o, "indexType", json_string(s->index_type));
+    json_object_set_new(o, "metricType", json_string("IP"));
+    json_object_set_new(o, "totalRows", json_integer((json_int_t)sealed));
+    json_object_set_new(o, "indexedRows", json_integer((json_int_t)sealed));
+    json_object_set_new(o, "pendingRows", json_integer(0));
+    json_object_set_new(o, "growingRows", json_integer((json_int_t)ii.growing_rows));
+    json_object_set_new(o, "indexState", json_string("Finished"));
+    json_object_set_new(o, "failReason", json_string(""));
+    char buf[32];
+    (void)snprintf(buf, sizeof buf, "%g", (double)s->drop_ratio_build);
+    json_t *bp = json_pack("{s:s}", "drop_ratio_build", buf);
+    if (s->algo[0])
+        json_object_set_new(bp, "inverted_index_algo", json_string(s->algo));
+    json_object_set_new(o, "params", bp);
+    json_t *arr = json_array();
+    json_array_append_new(arr, o);
+    sx__ok(rs, arr);
+}
+
 static void h_describe(sx__req *rq, sx__resp *rs)
 {
     sx_collection *h = NULL;
@@ -107,6 +142,12 @@ static void h_describe(sx__req *rq, sx__resp *rs)
     const char *iname = NULL;
     if (!req_index(rq, rs, "IndexReq", &h, &m, &iname))
         return;
+    int si = sx__meta_sparse_index_at(m, iname);
+    if (si >= 0) {
+        describe_sparse(rs, h, m, si);
+        sx__req_coll_done(h, m);
+        return;
+    }
     sx_index_info ii;
     int vi = sx__meta_index_at(m, iname);
     const sx__vec_meta *v = vi >= 0 ? &m->vecs[vi] : NULL;
@@ -163,6 +204,9 @@ static void h_list(sx__req *rq, sx__resp *rs)
     for (size_t i = 0; i < m->n_vecs; i++)
         if (m->vecs[i].index_name[0])
             json_array_append_new(arr, json_string(m->vecs[i].index_name));
+    for (size_t i = 0; i < m->n_sparse; i++)
+        if (m->sparse[i].index_name[0])
+            json_array_append_new(arr, json_string(m->sparse[i].index_name));
     sx__ok(rs, arr);
     sx__req_coll_done(NULL, m);
 }
@@ -177,7 +221,19 @@ typedef struct drop_ctx {
 static sx_status drop_fn(void *ctx, sx__coll_meta *m)
 {
     drop_ctx *d = ctx;
-    int vi = sx__meta_index_at(m, d->iname);
+    int vi = sx__meta_index_at(m, d->iname), si = sx__meta_sparse_index_at(m, d->iname);
+    if ((vi >= 0 || si >= 0) && m->loaded) {
+        sx__fail(d->rs, SX__MC_UNEXPECTED,
+                 "index cannot be dropped, collection is loaded, please release it first");
+        d->answered = true;
+        return SX_EBUSY;
+    }
+    if (si >= 0) {
+        sx__sparse_meta *s = &m->sparse[si];
+        s->index_name[0] = s->index_type[0] = s->algo[0] = '\0';
+        s->drop_ratio_build = 0;
+        return SX_OK;
+    }
     if (vi < 0)
         return SX_OK; /* Milvus: dropping an index that is not there succeeds */
     sx__vec_meta *v = &m->vecs[vi];

@@ -18,6 +18,7 @@
  *
  * Thread-safety: no state; the catalog and the engine do their own locking.
  */
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -175,6 +176,164 @@ uint32_t sx__meta_key_part(const sx__coll_meta *m, int64_t v, const char *s)
     return sx__key_bucket(v, s, m->key_parts);
 }
 
+typedef struct sp_entry {
+    uint32_t idx;
+    float val;
+} sp_entry;
+
+static int sp_cmp(const void *a, const void *b)
+{
+    const sp_entry *x = a, *y = b;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* One (index, value) pair from JSON: false with why set. */
+static bool
+sp_pair(const json_t *k, const char *ks, const json_t *v, sp_entry *e, char *why, size_t cap)
+{
+    int64_t i = -1;
+    if (ks) { /* an object key: decimal digits only */
+        char *end = NULL;
+        errno = 0;
+        long long x = *ks >= '0' && *ks <= '9' ? strtoll(ks, &end, 10) : -1;
+        i = end && !*end && errno == 0 ? x : -1;
+    } else if (!json_is_integer(k) || !sx__json_to_int64(k, &i)) {
+        i = -1;
+    }
+    if (i < 0 || i >= (int64_t)UINT32_MAX) {
+        (void)snprintf(why, cap, "sparse vector index %s%s is not an integer in [0, 4294967294]",
+                       ks ? ks : "", ks ? "" : "(given)");
+        return false;
+    }
+    double d = json_is_number(v) ? json_number_value(v) : (double)NAN;
+    if (!isfinite(d) || fabs(d) > (double)FLT_MAX) {
+        (void)snprintf(why, cap, "sparse vector value of index %lld is not a finite float",
+                       (long long)i);
+        return false;
+    }
+    if (d < 0) {
+        (void)snprintf(why, cap, "negative value in sparse float vector (index %lld)",
+                       (long long)i);
+        return false;
+    }
+    e->idx = (uint32_t)i;
+    e->val = (float)d;
+    return true;
+}
+
+bool sx__sparse_from_json(const json_t *v, char **out, char *why, size_t cap)
+{
+    if (!json_is_object(v)) {
+        (void)snprintf(why, cap,
+                       "a sparse vector is an object of index: value, or {\"indices\": [...], "
+                       "\"values\": [...]}");
+        return false;
+    }
+    const json_t *ji = json_object_get(v, "indices"), *jv = json_object_get(v, "values");
+    bool csr = ji || jv;
+    size_t n = csr ? json_array_size(ji) : json_object_size(v);
+    if (csr && (!json_is_array(ji) || !json_is_array(jv) || json_array_size(jv) != n ||
+                json_object_size(v) != 2)) {
+        (void)snprintf(why, cap,
+                       "a sparse vector's \"indices\" and \"values\" must be arrays of the same "
+                       "length");
+        return false;
+    }
+    sp_entry *e = sx__malloc((n ? n : 1) * sizeof *e);
+    if (!e) {
+        (void)snprintf(why, cap, "out of memory");
+        return false;
+    }
+    bool ok = true;
+    if (csr) {
+        for (size_t i = 0; ok && i < n; i++)
+            ok = sp_pair(json_array_get(ji, i), NULL, json_array_get(jv, i), &e[i], why, cap);
+    } else {
+        size_t i = 0;
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x) {
+            if (!ok)
+                break;
+            ok = sp_pair(NULL, k, x, &e[i++], why, cap);
+        }
+    }
+    if (ok) {
+        qsort(e, n, sizeof *e, sp_cmp);
+        for (size_t i = 1; ok && i < n; i++)
+            if (e[i].idx == e[i - 1].idx) {
+                (void)snprintf(why, cap, "sparse vector index %u is given twice", e[i].idx);
+                ok = false;
+            }
+    }
+    char *text = NULL;
+    if (ok) {
+        uint32_t *idx = sx__malloc((n ? n : 1) * sizeof *idx);
+        float *val = sx__malloc((n ? n : 1) * sizeof *val);
+        for (size_t i = 0; idx && val && i < n; i++) {
+            idx[i] = e[i].idx;
+            val[i] = e[i].val;
+        }
+        size_t len = idx && val ? sx_sparse_format(idx, val, n, NULL, 0) : 0;
+        text = idx && val && len <= SX_MAX_VARCHAR ? sx__malloc(len + 1) : NULL;
+        if (text)
+            (void)sx_sparse_format(idx, val, n, text, len + 1);
+        else if (idx && val && len > SX_MAX_VARCHAR)
+            (void)snprintf(why, cap,
+                           "the sparse vector of %zu entries takes %zu bytes as text, over the "
+                           "%u Sextant keeps per row (about 5,000 entries)",
+                           n, len, SX_MAX_VARCHAR);
+        else
+            (void)snprintf(why, cap, "out of memory");
+        ok = text != NULL;
+        sx__free(idx);
+        sx__free(val);
+    }
+    sx__free(e);
+    *out = text;
+    return ok;
+}
+
+json_t *sx__sparse_to_json(const char *text)
+{
+    size_t n = 0;
+    if (!text || sx_sparse_parse(text, NULL, NULL, 0, &n) != SX_OK)
+        return NULL;
+    uint32_t *idx = sx__malloc((n ? n : 1) * sizeof *idx);
+    float *val = sx__malloc((n ? n : 1) * sizeof *val);
+    json_t *o =
+        idx && val && sx_sparse_parse(text, idx, val, n, &n) == SX_OK ? json_object() : NULL;
+    for (size_t i = 0; o && i < n; i++) {
+        char k[16];
+        (void)snprintf(k, sizeof k, "%u", idx[i]);
+        json_object_set_new(o, k, json_real((double)val[i]));
+    }
+    sx__free(idx);
+    sx__free(val);
+    return o;
+}
+
+bool sx__field_is_sparse(const sx__field_meta *f)
+{
+    return strcmp(f->type, SX__SPARSE_TYPE) == 0;
+}
+
+int sx__meta_sparse_at(const sx__coll_meta *m, const char *field)
+{
+    for (size_t i = 0; field && i < m->n_sparse; i++)
+        if (strcmp(m->sparse[i].field, field) == 0)
+            return (int)i;
+    return -1;
+}
+
+int sx__meta_sparse_index_at(const sx__coll_meta *m, const char *index_name)
+{
+    for (size_t i = 0; index_name && *index_name && i < m->n_sparse; i++)
+        if (strcmp(m->sparse[i].index_name, index_name) == 0)
+            return (int)i;
+    return -1;
+}
+
 int sx__meta_vec_at(const sx__coll_meta *m, const char *field)
 {
     if (!field || !*field)
@@ -242,6 +401,12 @@ bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *m
         n_indexed++;
         (void)snprintf(l.types[i], sizeof l.types[i], "%s", ii.type);
         current = current && v->index_name[0] && !v->metric_pending;
+    }
+    for (size_t i = 0; i < meta->n_sparse; i++) { /* a sparse field needs its index too */
+        if (meta->sparse[i].index_name[0])
+            n_indexed++;
+        else if (!missing)
+            missing = meta->sparse[i].field;
     }
     if (n_indexed == 0) {
         sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[collection=%s]", meta->name);
@@ -350,11 +515,8 @@ static bool is_engine_index(const char *t)
 /* Index types Milvus has that Sextant does not (yet): 701 rather than "invalid". */
 static bool is_known_unsupported(const char *t)
 {
-    static const char *const names[] = { "SCANN",        "BIN_FLAT",
-                                         "BIN_IVF_FLAT", "SPARSE_INVERTED_INDEX",
-                                         "SPARSE_WAND",  "IVF_RABITQ",
-                                         "HNSW_PQ",      "HNSW_PRQ",
-                                         "IVF_HNSW",     "MINHASH_LSH" };
+    static const char *const names[] = { "SCANN",   "BIN_FLAT", "BIN_IVF_FLAT", "IVF_RABITQ",
+                                         "HNSW_PQ", "HNSW_PRQ", "IVF_HNSW",     "MINHASH_LSH" };
     if (strncasecmp(t, "GPU_", 4) == 0 && !is_engine_index(t))
         return true;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -407,6 +569,14 @@ static sx_status apply_fn(void *ctx, sx__coll_meta *m)
                  "CreateIndex failed: at most one distinct index is allowed per field (field %s "
                  "has index %s)",
                  v->field, v->index_name);
+        a->answered = true;
+        return SX_EEXIST;
+    }
+    if (sx__meta_sparse_index_at(m, a->iname) >= 0) {
+        sx__fail(a->rs, SX__MC_UNEXPECTED,
+                 "CreateIndex failed: at most one distinct index is allowed per field (index %s "
+                 "is on field %s)",
+                 a->iname, m->sparse[sx__meta_sparse_index_at(m, a->iname)].field);
         a->answered = true;
         return SX_EEXIST;
     }
@@ -469,6 +639,121 @@ static sx_status apply_fn(void *ctx, sx__coll_meta *m)
     return SX_OK;
 }
 
+/* ---- sparse vector indexes: recorded in the metadata; the engine builds per segment */
+
+typedef struct sparse_apply_ctx {
+    sx__resp *rs;
+    bool answered;
+    const char *iname, *fname, *itype, *algo;
+    float drop;
+    sx__coll_meta *out;
+} sparse_apply_ctx;
+
+static sx_status sparse_apply_fn(void *ctx, sx__coll_meta *m)
+{
+    sparse_apply_ctx *a = ctx;
+    int si = sx__meta_sparse_at(m, a->fname);
+    if (si < 0) {
+        sx__fail(a->rs, SX__MC_FIELD_NOT_FOUND, "field not found[field=%s]", a->fname);
+        a->answered = true;
+        return SX_ENOTFOUND;
+    }
+    sx__sparse_meta *s = &m->sparse[si];
+    int other = sx__meta_sparse_index_at(m, a->iname);
+    bool same = s->index_name[0] && strcmp(s->index_name, a->iname) == 0 &&
+                strcasecmp(s->index_type, a->itype) == 0 && strcmp(s->algo, a->algo) == 0 &&
+                s->drop_ratio_build == a->drop;
+    if (same) { /* Milvus: creating the same index again succeeds */
+        memcpy(a->out, m, sizeof *m);
+        return SX_OK;
+    }
+    if (s->index_name[0] || (other >= 0 && other != si) || sx__meta_index_at(m, a->iname) >= 0) {
+        sx__fail(a->rs, SX__MC_UNEXPECTED,
+                 "CreateIndex failed: at most one distinct index is allowed per field (field %s "
+                 "has index %s)",
+                 s->field, s->index_name[0] ? s->index_name : a->iname);
+        a->answered = true;
+        return SX_EEXIST;
+    }
+    (void)snprintf(s->index_name, sizeof s->index_name, "%s", a->iname);
+    (void)snprintf(s->index_type, sizeof s->index_type, "%s", a->itype);
+    (void)snprintf(s->algo, sizeof s->algo, "%s", a->algo);
+    s->drop_ratio_build = a->drop;
+    memcpy(a->out, m, sizeof *m);
+    return SX_OK;
+}
+
+/* A SPARSE_INVERTED_INDEX / SPARSE_WAND (AUTOINDEX) on a sparse field: metric IP, params
+ * drop_ratio_build in [0, 1) and inverted_index_algo (TAAT_NAIVE, DAAT_WAND, DAAT_MAXSCORE: the
+ * engine runs MaxScore for all of them, which answers what each would). */
+static bool sparse_index_apply(sx__req *rq,
+                               sx__resp *rs,
+                               sx__coll_meta *meta,
+                               const char *fname,
+                               const char *iname,
+                               const char *itype,
+                               const char *metric,
+                               const json_t *params)
+{
+    if (strcasecmp(itype, "SPARSE_INVERTED_INDEX") != 0 && strcasecmp(itype, "SPARSE_WAND") != 0 &&
+        strcasecmp(itype, "AUTOINDEX") != 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: invalid index type: %s for the sparse vector field %s "
+                 "(SPARSE_INVERTED_INDEX, SPARSE_WAND or AUTOINDEX)",
+                 itype, fname);
+        return false;
+    }
+    if (metric && *metric && strcasecmp(metric, "IP") != 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 strcasecmp(metric, "BM25") == 0
+                     ? "invalid parameter: metric type BM25 needs the output field of a BM25 "
+                       "function (full-text search is not supported by Sextant yet)"
+                     : "invalid parameter: only IP is the supported metric type for sparse index");
+        return false;
+    }
+    float drop = 0;
+    const char *algo = "";
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)params, k, v) {
+        if (skip_param(k))
+            continue;
+        if (strcmp(k, "drop_ratio_build") == 0) {
+            double d = json_is_number(v)   ? json_number_value(v)
+                       : json_is_string(v) ? strtod(json_string_value(v), NULL)
+                                           : -1;
+            if (!(d >= 0 && d < 1)) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: param 'drop_ratio_build' should be a number in range "
+                         "[0, 1)");
+                return false;
+            }
+            drop = (float)d;
+        } else if (strcmp(k, "inverted_index_algo") == 0) {
+            const char *s = json_string_value(v);
+            if (!s || (strcmp(s, "TAAT_NAIVE") != 0 && strcmp(s, "DAAT_WAND") != 0 &&
+                       strcmp(s, "DAAT_MAXSCORE") != 0)) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: inverted_index_algo must be TAAT_NAIVE, DAAT_WAND or "
+                         "DAAT_MAXSCORE");
+                return false;
+            }
+            algo = s;
+        } else {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: %s is not a parameter of sparse indexes "
+                     "(drop_ratio_build, inverted_index_algo)",
+                     k);
+            return false;
+        }
+    }
+    sparse_apply_ctx a = { rs, false, iname, fname, itype, algo, drop, meta };
+    sx_status st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, sparse_apply_fn, &a);
+    if (st != SX_OK && !a.answered)
+        sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");
+    return st == SX_OK;
+}
+
 bool sx__index_apply(
     sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta, const json_t *ip)
 {
@@ -513,6 +798,8 @@ bool sx__index_apply(
         sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: index name too long");
         return false;
     }
+    if (sx__field_is_sparse(f))
+        return sparse_index_apply(rq, rs, meta, fname, iname, itype, metric, params);
     if (f->engine_type != SX_FIELD_FLOAT_VECTOR) {
         if (is_scalar_index(itype) || strcasecmp(itype, "AUTOINDEX") == 0)
             return true; /* accepted, nothing to build */

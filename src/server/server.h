@@ -234,6 +234,20 @@ typedef struct sx__vec_meta {
     char index_type[32];              /* as the client asked: "AUTOINDEX", "HNSW", ... */
 } sx__vec_meta;
 
+/* A SparseFloatVector field (Milvus's sparse vectors, held in an engine VARCHAR column as the
+ * engine's sparse text, sextant.h "sparse vectors") and its index. Searches go through
+ * sx_sparse_search with the index's drop_ratio_build; the engine builds its inverted lists per
+ * sealed segment on first use, so "creating" the index records it here and builds nothing. */
+typedef struct sx__sparse_meta {
+    char field[SX_MAX_NAME + 1];
+    char index_name[SX_MAX_NAME + 1]; /* "" = no index */
+    char index_type[32];              /* SPARSE_INVERTED_INDEX, SPARSE_WAND (as asked) */
+    char algo[24];                    /* inverted_index_algo as asked, "" = none given */
+    float drop_ratio_build;           /* [0, 1) */
+} sx__sparse_meta;
+
+#define SX__SPARSE_TYPE "SparseFloatVector"
+
 typedef struct sx__coll_meta {
     char name[SX_MAX_NAME + 1];        /* the name clients use (may differ after rename) */
     char engine_name[SX_MAX_NAME + 1]; /* the engine collection's name in its sx_db */
@@ -248,6 +262,11 @@ typedef struct sx__coll_meta {
     sx__vec_meta vecs[SX_MAX_VECTOR_FIELDS];
     size_t n_fields; /* user fields only (no hidden columns) */
     sx__field_meta fields[SX_MAX_FIELDS];
+    /* One entry per SparseFloatVector field, in schema order (named like vecs[]: names from the
+     * schema, the index state mutable). Dense and sparse vector fields together are at most
+     * SX_MAX_VECTOR_FIELDS. */
+    size_t n_sparse;
+    sx__sparse_meta sparse[SX_MAX_VECTOR_FIELDS];
     bool enable_dynamic;  /* hidden column SX__META_FIELD exists */
     bool has_partitions;  /* hidden column SX__PART_FIELD exists */
     char consistency[16]; /* "Bounded" by default */
@@ -413,6 +432,17 @@ const sx__field_meta *sx__meta_key_field(const sx__coll_meta *meta);
  * string s (s non-NULL), as Milvus routes it: MurmurHash3 x86_32 (seed 0, masked to 31 bits) of
  * v's 8 little-endian bytes, or the CRC-32 (IEEE) of s's first 100 bytes, modulo key_parts. */
 uint32_t sx__meta_key_part(const sx__coll_meta *meta, int64_t v, const char *s);
+/* A sparse vector as the SDKs send it in JSON: an object of index -> value ({"3": 0.5, "17":
+ * 1.25}, keys decimal) or {"indices": [..], "values": [..]}; indexes in [0, 2^32 - 2], values
+ * finite and >= 0 (Milvus's rules). Into the engine's text (sx__malloc'd, *out) or why[] set.
+ * sx__sparse_to_json: the engine's text back into the object form (NULL on bad text or OOM). */
+bool sx__sparse_from_json(const json_t *v, char **out, char *why, size_t why_cap);
+json_t *sx__sparse_to_json(const char *text);
+/* Sparse vector fields: whether f is one; the sparse[] entry of field name (-1: none); the
+ * sparse[] entry whose index is index_name (-1: none). */
+bool sx__field_is_sparse(const sx__field_meta *f);
+int sx__meta_sparse_at(const sx__coll_meta *meta, const char *field);
+int sx__meta_sparse_index_at(const sx__coll_meta *meta, const char *index_name);
 /* The vecs[] entry of a vector field by its name (NULL or "": the first vector field), or of the
  * vector index named index_name: its position in meta->vecs, -1 when there is none. */
 int sx__meta_vec_at(const sx__coll_meta *meta, const char *field);
