@@ -88,7 +88,7 @@ static void test_create_get_persist(void)
     ASSERT_STATUS(sx__cat_coll_create(cat, "default", &m2), SX_EEXIST);
     /* a bad type */
     make_meta(&m2, "bad");
-    snprintf(m2.fields[2].type, sizeof m2.fields[2].type, "SparseFloatVector");
+    snprintf(m2.fields[2].type, sizeof m2.fields[2].type, "BinaryVector");
     m2.fields[2].engine_type = (sx_field_type)0;
     ASSERT_STATUS(sx__cat_coll_create(cat, "default", &m2), SX_EINVAL);
     /* an Array without its element type and capacity */

@@ -664,13 +664,28 @@ static void test_schema_errors(void)
                   "\"dim\":8}}"),
                1100, "not supported by Sextant yet");
     expect_msg("collections/create",
-               MK(",{\"fieldName\":\"x\",\"dataType\":\"SparseFloatVector\"}"), 1100,
-               "not supported by Sextant yet");
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"Float16Vector\",\"elementTypeParams\":{"
+                  "\"dim\":8}}"),
+               1100, "not supported by Sextant yet");
+    /* sparse vectors: served beside a FloatVector field, counted among the four vector fields,
+     * never nullable */
+    expect_msg("collections/create",
+               "{\"collectionName\":\"s\",\"schema\":{\"fields\":[{\"fieldName\":\"id\","
+               "\"dataType\":\"Int64\",\"isPrimary\":true},{\"fieldName\":\"x\",\"dataType\":"
+               "\"SparseFloatVector\"}]}}",
+               1100, "a collection of sparse vectors only is not supported yet");
+    expect_msg("collections/create",
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"SparseFloatVector\",\"nullable\":true}"),
+               1100, "cannot be nullable");
 #define F_VEC8(n) \
  ",{\"fieldName\":\"" n "\",\"dataType\":\"FloatVector\",\"elementTypeParams\":{\"dim\":8}}"
     /* F_VEC and four more: a fifth vector field is refused as Milvus does */
     expect_msg("collections/create", MK(F_VEC8("x1") F_VEC8("x2") F_VEC8("x3") F_VEC8("x4")), 1100,
                "maximum vector field's number should be limited to 4");
+    expect_msg("collections/create",
+               MK(F_VEC8("x1") F_VEC8("x2")
+                      F_VEC8("x3") ",{\"fieldName\":\"x4\",\"dataType\":\"SparseFloatVector\"}"),
+               1100, "maximum vector field's number should be limited to 4");
 #undef F_VEC8
     expect_msg("collections/create",
                "{\"collectionName\":\"s\",\"schema\":{\"fields\":["
