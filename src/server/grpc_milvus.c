@@ -459,6 +459,17 @@ static bool col_init(arena *a, outcol *c, size_t rows)
     fd->type = c->type;
     fd->is_dynamic = c->dynamic;
     size_t n = rows ? rows : 1;
+    if (c->type == PI(DATA_TYPE__SparseFloatVector)) {
+        PM(VectorField) *v = NEW(a, vector_field);
+        PM(SparseFloatArray) *sa = NEW(a, sparse_float_array);
+        if (!v || !sa || !(sa->contents = amalloc(a, n * sizeof *sa->contents)))
+            return false;
+        v->data_case = PI(VECTOR_FIELD__DATA_SPARSE_FLOAT_VECTOR);
+        v->sparse_float_vector = sa;
+        fd->field_case = PI(FIELD_DATA__FIELD_VECTORS);
+        fd->vectors = v;
+        return true;
+    }
     if (c->type == PI(DATA_TYPE__FloatVector)) {
         PM(VectorField) *v = NEW(a, vector_field);
         PM(FloatArray) *fa = NEW(a, float_array);
@@ -589,8 +600,39 @@ static ProtobufCBinaryData jtext(arena *a, const json_t *v)
     return b;
 }
 
+/* The REST object {"index": value} (ascending indexes) of a sparse row -> the wire's pairs. */
+static void sparse_put(arena *a, outcol *c, const json_t *v)
+{
+    PM(SparseFloatArray) *sa = c->fd->vectors->sparse_float_vector;
+    size_t n = json_object_size(v), k = 0;
+    ProtobufCBinaryData b = { 0, amalloc(a, n * 8 + 1) };
+    const char *key;
+    json_t *x;
+    json_object_foreach((json_t *)v, key, x) {
+        if (!b.data)
+            break;
+        uint32_t idx = (uint32_t)strtoul(key, NULL, 10);
+        float f = (float)jnum(x);
+        uint8_t *p = b.data + 8 * k++;
+        p[0] = (uint8_t)idx;
+        p[1] = (uint8_t)(idx >> 8);
+        p[2] = (uint8_t)(idx >> 16);
+        p[3] = (uint8_t)(idx >> 24);
+        memcpy(p + 4, &f, 4);
+        if ((int64_t)idx + 1 > c->fd->vectors->dim)
+            c->fd->vectors->dim = (int64_t)idx + 1; /* the batch's largest index + 1 */
+    }
+    b.len = b.data ? 8 * k : 0;
+    sa->contents[sa->n_contents++] = b;
+}
+
 static void col_put(arena *a, outcol *c, const json_t *v)
 {
+    if (c->type == PI(DATA_TYPE__SparseFloatVector)) {
+        c->n++;
+        sparse_put(a, c, v);
+        return;
+    }
     size_t i = c->n++;
     if (c->type == PI(DATA_TYPE__FloatVector)) {
         PM(FloatArray) *fa = c->fd->vectors->float_vector;
@@ -826,6 +868,41 @@ array_cell(const PM(FieldData) * fd, const PM(ScalarField) * es, char *why, size
     return arr;
 }
 
+/* A sparse row as the SDKs send it (Milvus's wire form: pairs of a little-endian uint32 index and
+ * float32 value) -> the REST object {"index": value} the shared handlers take, which check the
+ * rules (order is theirs to fix, values >= 0, ...). NULL with why set on a bad length or a
+ * non-finite value. */
+static json_t *
+sparse_row_json(const uint8_t *p, size_t len, const char *what, char *why, size_t cap)
+{
+    if (len % 8) {
+        snprintf(why, cap, "%s: %zu bytes are not pairs of a uint32 index and a float32 value",
+                 what, len);
+        return NULL;
+    }
+    json_t *o = json_object();
+    for (size_t k = 0; o && k < len / 8; k++) {
+        uint32_t idx = (uint32_t)p[8 * k] | (uint32_t)p[8 * k + 1] << 8 |
+                       (uint32_t)p[8 * k + 2] << 16 | (uint32_t)p[8 * k + 3] << 24;
+        float x;
+        memcpy(&x, p + 8 * k + 4, 4);
+        if (!isfinite(x)) {
+            snprintf(why, cap, "%s: the value of index %u is NaN or infinite", what, idx);
+            json_decref(o);
+            return NULL;
+        }
+        char key[16];
+        snprintf(key, sizeof key, "%u", idx);
+        if (json_object_get(o, key)) {
+            snprintf(why, cap, "%s: index %u is given twice", what, idx);
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, key, json_real((double)x));
+    }
+    return o;
+}
+
 /* A column of an insert's fields_data: the value of row i as JSON (new reference), or NULL
  * with *why set. With a null mask (valid_data), row i is null where the mask says so, and its
  * value is at data index di: the SDKs send only the valid rows' values (compact; di counts the
@@ -834,8 +911,22 @@ static json_t *cell(const PM(FieldData) * fd, size_t i, size_t di, char *why, si
 {
     if (fd->field_case == PI(FIELD_DATA__FIELD_VECTORS)) {
         const PM(VectorField) *v = fd->vectors;
+        if (v->data_case == PI(VECTOR_FIELD__DATA_SPARSE_FLOAT_VECTOR) && v->sparse_float_vector) {
+            const PM(SparseFloatArray) *sa = v->sparse_float_vector;
+            if (i >= sa->n_contents) {
+                snprintf(why, cap, "field %s: %zu sparse rows do not cover row %zu", fd->field_name,
+                         sa->n_contents, i);
+                return NULL;
+            }
+            char what[300];
+            snprintf(what, sizeof what, "field %s row %zu", fd->field_name, i);
+            return sparse_row_json(sa->contents[i].data, sa->contents[i].len, what, why, cap);
+        }
         if (v->data_case != PI(VECTOR_FIELD__DATA_FLOAT_VECTOR) || !v->float_vector) {
-            snprintf(why, cap, "field %s: only FloatVector vectors are supported", fd->field_name);
+            snprintf(why, cap,
+                     "field %s: only FloatVector and SparseFloatVector vectors are "
+                     "supported",
+                     fd->field_name);
             return NULL;
         }
         size_t dim = v->dim > 0 ? (size_t)v->dim : 0;
@@ -964,6 +1055,8 @@ static size_t column_rows(const PM(FieldData) * fd)
         const PM(VectorField) *v = fd->vectors;
         if (v->data_case == PI(VECTOR_FIELD__DATA_FLOAT_VECTOR) && v->float_vector && v->dim > 0)
             return v->float_vector->n_data / (size_t)v->dim;
+        if (v->data_case == PI(VECTOR_FIELD__DATA_SPARSE_FLOAT_VECTOR) && v->sparse_float_vector)
+            return v->sparse_float_vector->n_contents;
         return 0;
     }
     const PM(ScalarField) *s = fd->field_case == PI(FIELD_DATA__FIELD_SCALARS) ? fd->scalars : NULL;
@@ -1891,6 +1984,24 @@ static void *rpc_create_index(rpc *r)
     return rpc_status_route(r, "/v2/vectordb/indexes/create", b);
 }
 
+/* The collection's vector indexes, dense then sparse: field and index names (borrowed from m).
+ * Returns how many (at most 2 * SX_MAX_VECTOR_FIELDS). */
+static size_t all_indexes(const sx__coll_meta *m, const char **fields, const char **names)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_vecs; i++)
+        if (m->vecs[i].index_name[0]) {
+            fields[n] = m->vecs[i].field;
+            names[n++] = m->vecs[i].index_name;
+        }
+    for (size_t i = 0; i < m->n_sparse; i++)
+        if (m->sparse[i].index_name[0]) {
+            fields[n] = m->sparse[i].field;
+            names[n++] = m->sparse[i].index_name;
+        }
+    return n;
+}
+
 /* The index a gRPC index request names: index_name; "" : the index of field_name, else the
  * collection's only vector index. NULL with *st set (700) when there is none, or several and the
  * request names neither (Milvus's message). */
@@ -1903,11 +2014,12 @@ static const char *pick_index(rpc *r, const sx__coll_meta *m, PM(Status) * *st, 
         return iname;
     size_t n = 0;
     const char *only = NULL;
-    for (size_t i = 0; i < m->n_vecs; i++) {
-        const sx__vec_meta *v = &m->vecs[i];
-        if (!v->index_name[0] || (*f && strcmp(v->field, f) != 0))
+    const char *fields[2 * SX_MAX_VECTOR_FIELDS], *names[2 * SX_MAX_VECTOR_FIELDS];
+    size_t ni = all_indexes(m, fields, names);
+    for (size_t i = 0; i < ni; i++) {
+        if (*f && strcmp(fields[i], f) != 0)
             continue;
-        only = v->index_name;
+        only = names[i];
         n++;
     }
     if (n == 1)
@@ -2019,16 +2131,17 @@ static void *rpc_describe_index(rpc *r)
         o->status = not_found(r, name);
         return o;
     }
-    o->index_descriptions = amalloc(a, (s.m->n_vecs + 1) * sizeof *o->index_descriptions);
+    const char *fields[2 * SX_MAX_VECTOR_FIELDS], *names[2 * SX_MAX_VECTOR_FIELDS];
+    size_t ni = all_indexes(s.m, fields, names);
+    o->index_descriptions = amalloc(a, (ni + 1) * sizeof *o->index_descriptions);
     if (!o->index_descriptions)
         return NULL;
-    for (size_t i = 0; i < s.m->n_vecs; i++) {
-        const sx__vec_meta *v = &s.m->vecs[i];
-        if (!v->index_name[0] || (*iname && strcmp(v->index_name, iname) != 0) ||
-            (!*iname && *f && strcmp(v->field, f) != 0))
+    for (size_t i = 0; i < ni; i++) {
+        if ((*iname && strcmp(names[i], iname) != 0) ||
+            (!*iname && *f && strcmp(fields[i], f) != 0))
             continue;
         json_t *ans = NULL, *d = NULL;
-        PM(Status) *st = index_describe_named(r, v->index_name, &ans, &d);
+        PM(Status) *st = index_describe_named(r, names[i], &ans, &d);
         PM(IndexDescription) *x = d ? index_description(a, d, (int64_t)i + 1) : NULL;
         json_decref(ans);
         if (!st || (!x && st->code == 0))
@@ -2267,12 +2380,24 @@ static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
     const PM(PlaceholderValue) *pv = pg->placeholders[0];
     json_t *data = json_array();
     bool ok = true;
-    if (pv->type != PI(PLACEHOLDER_TYPE__Placeholder_FloatVector)) {
-        snprintf(why, cap, "only FloatVector queries are supported (placeholder type %d)",
+    bool sparse = pv->type == PI(PLACEHOLDER_TYPE__Placeholder_SparseFloatVector);
+    if (pv->type != PI(PLACEHOLDER_TYPE__Placeholder_FloatVector) && !sparse) {
+        snprintf(why, cap,
+                 "only FloatVector and SparseFloatVector queries are supported (placeholder type "
+                 "%d)",
                  (int)pv->type);
         ok = false;
     }
-    for (size_t i = 0; ok && i < pv->n_values; i++) {
+    for (size_t i = 0; ok && sparse && i < pv->n_values; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "sparse query %zu", i);
+        json_t *o = sparse_row_json(pv->values[i].data, pv->values[i].len, what, why, cap);
+        if (!o)
+            ok = false;
+        else
+            json_array_append_new(data, o);
+    }
+    for (size_t i = 0; ok && !sparse && i < pv->n_values; i++) {
         const ProtobufCBinaryData *v = &pv->values[i];
         if (v->len == 0 || v->len % 4) {
             snprintf(why, cap, "query vector %zu has %zu bytes, not a whole number of float32", i,

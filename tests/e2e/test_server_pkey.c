@@ -18,7 +18,6 @@
  *   schema     the create errors (two keys, the primary key as key, an Int32 or nullable key,
  *              partitionsNum without a key, out of range).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
@@ -39,47 +38,11 @@ static float g_vec[N_ROWS][DIM];
 static char g_tenant[N_ROWS][32]; /* the current key of row i (upserts change it) */
 static bool g_live[N_ROWS];
 
-/* POSTs a body where ` stands for "; returns the parsed answer (owned by th_last). */
-static json_t *post(const char *path, const char *fmt, ...)
-{
-    char body[1 << 16];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
-    va_end(ap);
-    for (char *p = body; *p; p++)
-        if (*p == '`')
-            *p = '"';
-    th_resp *r = th_post(path, body, NULL);
-    ASSERT(r != NULL);
-    ASSERT_EQ(r->status, 200);
-    if (!r->json)
-        FAILF("%s: not JSON: %s", path, r->text);
-    return r->json;
-}
-
-static json_t *post_ok(const char *path, const char *body)
-{
-    json_t *j = post(path, "%s", body);
-    if (th_code() != 0)
-        FAILF("%s %s: %s", path, body, th_last.text);
-    return json_object_get(j, "data");
-}
-
-/* The answer of path must be code `code` with `part` in its message. */
-static void expect(const char *path, const char *body, long long code, const char *part)
-{
-    json_t *j = post(path, "%s", body);
-    const char *m = json_string_value(json_object_get(j, "message"));
-    if (th_code() != code || !m || !strstr(m, part))
-        FAILF("%s %s: want %lld \"%s\", got %s", path, body, code, part, th_last.text);
-}
-
 static uint64_t part_rows(const char *coll, const char *part)
 {
     char b[256];
     snprintf(b, sizeof b, "{`collectionName`:`%s`,`partitionName`:`%s`}", coll, part);
-    json_t *d = post_ok("/v2/vectordb/partitions/get_stats", b);
+    json_t *d = th_post_ok("/v2/vectordb/partitions/get_stats", b);
     return (uint64_t)json_integer_value(json_object_get(d, "rowCount"));
 }
 
@@ -160,7 +123,7 @@ static void insert_rows(size_t from, size_t to, const char *verb)
     snprintf(body + n, sizeof body - n, "]}");
     char path[64];
     snprintf(path, sizeof path, "/v2/vectordb/entities/%s", verb);
-    (void)post_ok(path, body);
+    (void)th_post_ok(path, body);
     for (size_t i = from; i < to; i++)
         g_live[i] = true;
 }
@@ -193,7 +156,7 @@ static void check_search(const char *t)
              "{`collectionName`:`pk`,`data`:[[3,-2,5,1]],`limit`:10,`filter`:`tenant == \\`%s\\``,"
              "`outputFields`:[`tenant`]}",
              t);
-    json_t *hits = post_ok("/v2/vectordb/entities/search", b);
+    json_t *hits = th_post_ok("/v2/vectordb/entities/search", b);
     size_t want_n = nw < 10 ? nw : 10;
     ASSERT_EQ(json_array_size(hits), want_n);
     for (size_t i = 0; i < want_n; i++) {
@@ -215,31 +178,31 @@ static void varchar_key(void)
         snprintf(g_tenant[i], sizeof g_tenant[i], "t%zu", i % N_TENANTS);
     }
     start();
-    (void)post_ok("/v2/vectordb/collections/create",
-                  "{`collectionName`:`pk`,`schema`:{`enableDynamicField`:true,`fields`:["
-                  "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
-                  "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:4}},"
-                  "{`fieldName`:`tenant`,`dataType`:`VarChar`,`isPartitionKey`:true,"
-                  "`elementTypeParams`:{`max_length`:32}}]},`params`:{`partitionsNum`:8},"
-                  "`indexParams`:[{`fieldName`:`v`,`metricType`:`L2`,"
-                  "`params`:{`index_type`:`FLAT`}}]}");
-    json_t *d = post_ok("/v2/vectordb/partitions/list", "{`collectionName`:`pk`}");
+    (void)th_post_ok("/v2/vectordb/collections/create",
+                     "{`collectionName`:`pk`,`schema`:{`enableDynamicField`:true,`fields`:["
+                     "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+                     "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:4}},"
+                     "{`fieldName`:`tenant`,`dataType`:`VarChar`,`isPartitionKey`:true,"
+                     "`elementTypeParams`:{`max_length`:32}}]},`params`:{`partitionsNum`:8},"
+                     "`indexParams`:[{`fieldName`:`v`,`metricType`:`L2`,"
+                     "`params`:{`index_type`:`FLAT`}}]}");
+    json_t *d = th_post_ok("/v2/vectordb/partitions/list", "{`collectionName`:`pk`}");
     ASSERT_EQ(json_array_size(d), PARTS);
     for (size_t p = 0; p < PARTS; p++) {
         char name[32];
         snprintf(name, sizeof name, "_default_%zu", p);
         ASSERT(strcmp(json_string_value(json_array_get(d, p)), name) == 0);
     }
-    d = post_ok("/v2/vectordb/partitions/has",
-                "{`collectionName`:`pk`,`partitionName`:`_default_7`}");
+    d = th_post_ok("/v2/vectordb/partitions/has",
+                   "{`collectionName`:`pk`,`partitionName`:`_default_7`}");
     ASSERT(json_is_true(json_object_get(d, "has")));
-    d = post_ok("/v2/vectordb/partitions/has",
-                "{`collectionName`:`pk`,`partitionName`:`_default_8`}");
+    d = th_post_ok("/v2/vectordb/partitions/has",
+                   "{`collectionName`:`pk`,`partitionName`:`_default_8`}");
     ASSERT(json_is_false(json_object_get(d, "has")));
-    d = post_ok("/v2/vectordb/partitions/has",
-                "{`collectionName`:`pk`,`partitionName`:`_default`}");
+    d = th_post_ok("/v2/vectordb/partitions/has",
+                   "{`collectionName`:`pk`,`partitionName`:`_default`}");
     ASSERT(json_is_false(json_object_get(d, "has")));
-    d = post_ok("/v2/vectordb/collections/describe", "{`collectionName`:`pk`}");
+    d = th_post_ok("/v2/vectordb/collections/describe", "{`collectionName`:`pk`}");
     ASSERT_EQ(json_integer_value(json_object_get(d, "partitionsNum")), PARTS);
     ASSERT(json_is_true(
         json_object_get(json_array_get(json_object_get(d, "fields"), 2), "partitionKey")));
@@ -253,36 +216,37 @@ static void varchar_key(void)
     /* refused, nothing written */
     const char *no_names = "not support manually specifying the partition names if partition key "
                            "mode is used";
-    expect("/v2/vectordb/entities/insert",
-           "{`collectionName`:`pk`,`partitionName`:`_default_1`,`data`:[{`id`:9999,"
-           "`v`:[1,2,3,4],`tenant`:`t1`}]}",
-           1100, no_names);
-    expect("/v2/vectordb/entities/upsert",
-           "{`collectionName`:`pk`,`partitionName`:`_default`,`data`:[{`id`:1,"
-           "`v`:[1,2,3,4],`tenant`:`t1`}]}",
-           1100, no_names);
-    expect("/v2/vectordb/entities/search",
-           "{`collectionName`:`pk`,`data`:[[1,2,3,4]],`partitionNames`:[`_default_0`]}", 1100,
-           no_names);
-    expect("/v2/vectordb/entities/query",
-           "{`collectionName`:`pk`,`filter`:`id >= 0`,`partitionNames`:[`_default_0`]}", 1100,
-           no_names);
-    expect("/v2/vectordb/entities/delete",
-           "{`collectionName`:`pk`,`filter`:`id >= 0`,`partitionName`:`_default_0`}", 1100,
-           no_names);
-    expect("/v2/vectordb/jobs/import/create",
-           "{`collectionName`:`pk`,`partitionName`:`_default_0`,`files`:[[`x.json`]]}", 1100,
-           no_names);
-    expect("/v2/vectordb/partitions/create", "{`collectionName`:`pk`,`partitionName`:`p1`}", 1100,
-           "disable create partition if partition key mode is used");
-    expect("/v2/vectordb/partitions/drop", "{`collectionName`:`pk`,`partitionName`:`_default_1`}",
-           1100, "disable drop partition if partition key mode is used");
-    expect("/v2/vectordb/partitions/load",
-           "{`collectionName`:`pk`,`partitionNames`:[`_default_1`]}", 1100,
-           "disable load partitions if partition key mode is used");
-    expect("/v2/vectordb/partitions/release",
-           "{`collectionName`:`pk`,`partitionNames`:[`_default_1`]}", 1100,
-           "disable release partitions if partition key mode is used");
+    th_expect("/v2/vectordb/entities/insert",
+              "{`collectionName`:`pk`,`partitionName`:`_default_1`,`data`:[{`id`:9999,"
+              "`v`:[1,2,3,4],`tenant`:`t1`}]}",
+              1100, no_names);
+    th_expect("/v2/vectordb/entities/upsert",
+              "{`collectionName`:`pk`,`partitionName`:`_default`,`data`:[{`id`:1,"
+              "`v`:[1,2,3,4],`tenant`:`t1`}]}",
+              1100, no_names);
+    th_expect("/v2/vectordb/entities/search",
+              "{`collectionName`:`pk`,`data`:[[1,2,3,4]],`partitionNames`:[`_default_0`]}", 1100,
+              no_names);
+    th_expect("/v2/vectordb/entities/query",
+              "{`collectionName`:`pk`,`filter`:`id >= 0`,`partitionNames`:[`_default_0`]}", 1100,
+              no_names);
+    th_expect("/v2/vectordb/entities/delete",
+              "{`collectionName`:`pk`,`filter`:`id >= 0`,`partitionName`:`_default_0`}", 1100,
+              no_names);
+    th_expect("/v2/vectordb/jobs/import/create",
+              "{`collectionName`:`pk`,`partitionName`:`_default_0`,`files`:[[`x.json`]]}", 1100,
+              no_names);
+    th_expect("/v2/vectordb/partitions/create", "{`collectionName`:`pk`,`partitionName`:`p1`}",
+              1100, "disable create partition if partition key mode is used");
+    th_expect("/v2/vectordb/partitions/drop",
+              "{`collectionName`:`pk`,`partitionName`:`_default_1`}", 1100,
+              "disable drop partition if partition key mode is used");
+    th_expect("/v2/vectordb/partitions/load",
+              "{`collectionName`:`pk`,`partitionNames`:[`_default_1`]}", 1100,
+              "disable load partitions if partition key mode is used");
+    th_expect("/v2/vectordb/partitions/release",
+              "{`collectionName`:`pk`,`partitionNames`:[`_default_1`]}", 1100,
+              "disable release partitions if partition key mode is used");
     check_counts();
 
     /* upsert moves rows 0..29 to another key (and so, mostly, another partition) */
@@ -292,8 +256,8 @@ static void varchar_key(void)
     check_counts();
     check_search("moved1");
     /* delete by key */
-    (void)post_ok("/v2/vectordb/entities/delete", "{`collectionName`:`pk`,`filter`:`tenant == "
-                                                  "\\`t4\\``}");
+    (void)th_post_ok("/v2/vectordb/entities/delete", "{`collectionName`:`pk`,`filter`:`tenant == "
+                                                     "\\`t4\\``}");
     for (size_t i = 0; i < N_ROWS; i++)
         if (strcmp(g_tenant[i], "t4") == 0)
             g_live[i] = false;
@@ -309,7 +273,8 @@ static void import_routed(void)
     FILE *f = fopen(path, "w");
     ASSERT(f != NULL);
     fprintf(f, "{\"rows\":[");
-    (void)post_ok("/v2/vectordb/entities/delete", "{`collectionName`:`pk`,`filter`:`id >= 300`}");
+    (void)th_post_ok("/v2/vectordb/entities/delete",
+                     "{`collectionName`:`pk`,`filter`:`id >= 300`}");
     for (size_t i = 300; i < N_ROWS; i++) {
         g_live[i] = false;
         snprintf(g_tenant[i], sizeof g_tenant[i], "imp%zu", i % 11);
@@ -320,16 +285,16 @@ static void import_routed(void)
     fprintf(f, "]}");
     ASSERT_EQ(fclose(f), 0);
     check_counts();
-    json_t *d =
-        post("/v2/vectordb/jobs/import/create", "{`collectionName`:`pk`,`files`:[[`%s`]]}", path);
+    json_t *d = th_postf("/v2/vectordb/jobs/import/create",
+                         "{`collectionName`:`pk`,`files`:[[`%s`]]}", path);
     ASSERT_EQ(th_code(), 0);
     char job[64];
     snprintf(job, sizeof job, "%s",
              json_string_value(json_object_get(json_object_get(d, "data"), "jobId")));
     for (int i = 0;; i++) {
         ASSERT(i < 600);
-        d = json_object_get(post("/v2/vectordb/jobs/import/get_progress", "{`jobId`:`%s`}", job),
-                            "data");
+        d = json_object_get(
+            th_postf("/v2/vectordb/jobs/import/get_progress", "{`jobId`:`%s`}", job), "data");
         const char *st = json_string_value(json_object_get(d, "state"));
         ASSERT(st != NULL);
         if (strcmp(st, "Failed") == 0)
@@ -347,29 +312,29 @@ static void import_routed(void)
 
 static void after_restart(void)
 {
-    (void)post_ok("/v2/vectordb/collections/flush", "{`collectionName`:`pk`}");
+    (void)th_post_ok("/v2/vectordb/collections/flush", "{`collectionName`:`pk`}");
     stop();
     start();
-    json_t *d = post_ok("/v2/vectordb/partitions/list", "{`collectionName`:`pk`}");
+    json_t *d = th_post_ok("/v2/vectordb/partitions/list", "{`collectionName`:`pk`}");
     ASSERT_EQ(json_array_size(d), PARTS);
     check_counts();
     check_search("t3");
     check_search("imp5");
     /* still refused after the reopen */
-    expect("/v2/vectordb/partitions/create", "{`collectionName`:`pk`,`partitionName`:`p1`}", 1100,
-           "partition key mode");
+    th_expect("/v2/vectordb/partitions/create", "{`collectionName`:`pk`,`partitionName`:`p1`}",
+              1100, "partition key mode");
 }
 
 static void int64_key(void)
 {
-    (void)post_ok("/v2/vectordb/collections/create",
-                  "{`collectionName`:`pk64`,`schema`:{`fields`:["
-                  "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
-                  "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}},"
-                  "{`fieldName`:`org`,`dataType`:`Int64`,`isPartitionKey`:true}]},"
-                  "`indexParams`:[{`fieldName`:`v`,`metricType`:`IP`,"
-                  "`params`:{`index_type`:`FLAT`}}]}");
-    json_t *d = post_ok("/v2/vectordb/collections/describe", "{`collectionName`:`pk64`}");
+    (void)th_post_ok("/v2/vectordb/collections/create",
+                     "{`collectionName`:`pk64`,`schema`:{`fields`:["
+                     "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+                     "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}},"
+                     "{`fieldName`:`org`,`dataType`:`Int64`,`isPartitionKey`:true}]},"
+                     "`indexParams`:[{`fieldName`:`v`,`metricType`:`IP`,"
+                     "`params`:{`index_type`:`FLAT`}}]}");
+    json_t *d = th_post_ok("/v2/vectordb/collections/describe", "{`collectionName`:`pk64`}");
     ASSERT_EQ(json_integer_value(json_object_get(d, "partitionsNum")), SX__DEFAULT_KEY_PARTS);
     static char body[1 << 16];
     uint64_t want[SX__DEFAULT_KEY_PARTS] = { 0 };
@@ -399,12 +364,12 @@ static void int64_key(void)
 /* A partition key collection whose metadata predates routing keeps its "_default". */
 static void legacy(void)
 {
-    (void)post_ok("/v2/vectordb/collections/create",
-                  "{`collectionName`:`old`,`schema`:{`fields`:["
-                  "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
-                  "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}},"
-                  "{`fieldName`:`k`,`dataType`:`Int64`,`isPartitionKey`:true}]},"
-                  "`params`:{`partitionsNum`:4}}");
+    (void)th_post_ok("/v2/vectordb/collections/create",
+                     "{`collectionName`:`old`,`schema`:{`fields`:["
+                     "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+                     "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}},"
+                     "{`fieldName`:`k`,`dataType`:`Int64`,`isPartitionKey`:true}]},"
+                     "`params`:{`partitionsNum`:4}}");
     stop();
     char path[4096];
     snprintf(path, sizeof path, "%s/rest/old.json", g_dir);
@@ -416,14 +381,14 @@ static void legacy(void)
     ASSERT_EQ(json_dump_file(j, path, JSON_COMPACT), 0);
     json_decref(j);
     start();
-    json_t *d = post_ok("/v2/vectordb/partitions/list", "{`collectionName`:`old`}");
+    json_t *d = th_post_ok("/v2/vectordb/partitions/list", "{`collectionName`:`old`}");
     ASSERT_EQ(json_array_size(d), 1);
     ASSERT(strcmp(json_string_value(json_array_get(d, 0)), "_default") == 0);
-    (void)post_ok("/v2/vectordb/entities/insert",
-                  "{`collectionName`:`old`,`data`:[{`id`:1,`v`:[1,2],`k`:5},"
-                  "{`id`:2,`v`:[1,2],`k`:6}]}");
+    (void)th_post_ok("/v2/vectordb/entities/insert",
+                     "{`collectionName`:`old`,`data`:[{`id`:1,`v`:[1,2],`k`:5},"
+                     "{`id`:2,`v`:[1,2],`k`:6}]}");
     ASSERT_EQ(part_rows("old", "_default"), 2);
-    d = post_ok("/v2/vectordb/collections/describe", "{`collectionName`:`old`}");
+    d = th_post_ok("/v2/vectordb/collections/describe", "{`collectionName`:`old`}");
     ASSERT_EQ(json_integer_value(json_object_get(d, "partitionsNum")), 1);
 }
 
@@ -431,49 +396,49 @@ static void schema_errors(void)
 {
 #define F_ID  "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true}"
 #define F_VEC "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}}"
-    expect("/v2/vectordb/collections/create",
-           "{`collectionName`:`e1`,`schema`:{`fields`:[" F_ID "," F_VEC
-           ",{`fieldName`:`a`,`dataType`:`Int64`,`isPartitionKey`:true},"
-           "{`fieldName`:`b`,`dataType`:`Int64`,`isPartitionKey`:true}]}}",
-           1100, "there are more than one partition key");
-    expect("/v2/vectordb/collections/create",
-           "{`collectionName`:`e2`,`schema`:{`fields`:["
-           "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true,`isPartitionKey`:true}," F_VEC
-           "]}}",
-           1100, "the partition key field must not be primary field");
-    expect("/v2/vectordb/collections/create",
-           "{`collectionName`:`e3`,`schema`:{`fields`:[" F_ID "," F_VEC
-           ",{`fieldName`:`a`,`dataType`:`Int32`,`isPartitionKey`:true}]}}",
-           1100, "the data type of partition key should be Int64 or VarChar");
-    expect("/v2/vectordb/collections/create",
-           "{`collectionName`:`e4`,`schema`:{`fields`:[" F_ID "," F_VEC
-           ",{`fieldName`:`a`,`dataType`:`Int64`,`isPartitionKey`:true,`nullable`:true}]}}",
-           1100, "partition key field not support nullable");
-    expect("/v2/vectordb/collections/create",
-           "{`collectionName`:`e5`,`schema`:{`fields`:[" F_ID "," F_VEC "]},"
-           "`params`:{`partitionsNum`:4}}",
-           1100, "num_partitions should only be specified with partition key field enabled");
-    expect("/v2/vectordb/collections/create",
-           "{`collectionName`:`e6`,`schema`:{`fields`:[" F_ID "," F_VEC
-           ",{`fieldName`:`a`,`dataType`:`Int64`,`isPartitionKey`:true}]},"
-           "`params`:{`partitionsNum`:1025}}",
-           1100, "partition number (1025) exceeds max configuration (1024)");
-    expect("/v2/vectordb/collections/create",
-           "{`collectionName`:`e7`,`schema`:{`fields`:[" F_ID "," F_VEC
-           ",{`fieldName`:`a`,`dataType`:`Int64`,`isPartitionKey`:true}]},"
-           "`params`:{`partitionsNum`:-3}}",
-           1100, "the specified partitions should be greater than 0");
-    json_t *d = post_ok("/v2/vectordb/collections/list", "{}");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`e1`,`schema`:{`fields`:[" F_ID "," F_VEC
+              ",{`fieldName`:`a`,`dataType`:`Int64`,`isPartitionKey`:true},"
+              "{`fieldName`:`b`,`dataType`:`Int64`,`isPartitionKey`:true}]}}",
+              1100, "there are more than one partition key");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`e2`,`schema`:{`fields`:["
+              "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true,`isPartitionKey`:true}," F_VEC
+              "]}}",
+              1100, "the partition key field must not be primary field");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`e3`,`schema`:{`fields`:[" F_ID "," F_VEC
+              ",{`fieldName`:`a`,`dataType`:`Int32`,`isPartitionKey`:true}]}}",
+              1100, "the data type of partition key should be Int64 or VarChar");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`e4`,`schema`:{`fields`:[" F_ID "," F_VEC
+              ",{`fieldName`:`a`,`dataType`:`Int64`,`isPartitionKey`:true,`nullable`:true}]}}",
+              1100, "partition key field not support nullable");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`e5`,`schema`:{`fields`:[" F_ID "," F_VEC "]},"
+              "`params`:{`partitionsNum`:4}}",
+              1100, "num_partitions should only be specified with partition key field enabled");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`e6`,`schema`:{`fields`:[" F_ID "," F_VEC
+              ",{`fieldName`:`a`,`dataType`:`Int64`,`isPartitionKey`:true}]},"
+              "`params`:{`partitionsNum`:1025}}",
+              1100, "partition number (1025) exceeds max configuration (1024)");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`e7`,`schema`:{`fields`:[" F_ID "," F_VEC
+              ",{`fieldName`:`a`,`dataType`:`Int64`,`isPartitionKey`:true}]},"
+              "`params`:{`partitionsNum`:-3}}",
+              1100, "the specified partitions should be greater than 0");
+    json_t *d = th_post_ok("/v2/vectordb/collections/list", "{}");
     for (size_t i = 0; i < json_array_size(d); i++)
         ASSERT(json_string_value(json_array_get(d, i))[0] != 'e'); /* none was made */
     /* a different partition count is a different collection */
-    expect("/v2/vectordb/collections/create",
-           "{`collectionName`:`pk`,`schema`:{`enableDynamicField`:true,`fields`:["
-           "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
-           "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:4}},"
-           "{`fieldName`:`tenant`,`dataType`:`VarChar`,`isPartitionKey`:true,"
-           "`elementTypeParams`:{`max_length`:32}}]},`params`:{`partitionsNum`:9}}",
-           65535, "create duplicate collection with different parameters");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`pk`,`schema`:{`enableDynamicField`:true,`fields`:["
+              "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+              "{`fieldName`:`v`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:4}},"
+              "{`fieldName`:`tenant`,`dataType`:`VarChar`,`isPartitionKey`:true,"
+              "`elementTypeParams`:{`max_length`:32}}]},`params`:{`partitionsNum`:9}}",
+              65535, "create duplicate collection with different parameters");
 #undef F_ID
 #undef F_VEC
 }

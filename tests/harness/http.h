@@ -4,6 +4,10 @@
  *   th_server_start(dir, &opts)  starts sx_server on an ephemeral loopback port (quiet)
  *   th_post(path, body, auth)    POSTs to the last started server; returns status + parsed body
  *   th_request(method, ...)      any method, extra headers, raw response text
+ *   th_postf(path, fmt, ...)     POSTs a printf-formatted body where ` stands for "; fails the
+ *                                test unless the answer is HTTP 200 JSON; returns the parsed body
+ *   th_post_ok(path, body)       the same (body as is, ` for "), and code 0: returns "data"
+ *   th_expect(path, body, code, part)  the answer's code is `code` and its message has `part`
  *
  * Include after harness.h. Every response body is kept in th_last (freed on the next call).
  */
@@ -12,6 +16,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <sys/socket.h>
 
 #include "sextant_server.h"
@@ -138,6 +143,43 @@ static inline size_t th_raw_read(int fd, char *out, size_t cap, int timeout_ms)
     }
     out[n] = 0;
     return n;
+}
+
+static inline json_t *th_postf(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static inline json_t *th_postf(const char *path, const char *fmt, ...)
+{
+    static char body[1 << 17];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    for (char *p = body; *p; p++)
+        if (*p == '`')
+            *p = '"';
+    th_resp *r = th_post(path, body, NULL);
+    ASSERT(r != NULL);
+    ASSERT_EQ(r->status, 200);
+    if (!r->json)
+        FAILF("%s: not JSON: %s", path, r->text);
+    return r->json;
+}
+
+static inline json_t *th_post_ok(const char *path, const char *body)
+{
+    json_t *j = th_postf(path, "%s", body);
+    if (th_code() != 0)
+        FAILF("%s %.300s: %s", path, body, th_last.text);
+    return json_object_get(j, "data");
+}
+
+static inline void th_expect(const char *path, const char *body, long long code, const char *part)
+{
+    json_t *j = th_postf(path, "%s", body);
+    const char *m = json_string_value(json_object_get(j, "message"));
+    if (th_code() != code || !m || !strstr(m, part))
+        FAILF("%s %.300s: want %lld \"%s\", got %s", path, body, code, part, th_last.text);
 }
 
 #endif /* SX_TEST_HTTP_H */

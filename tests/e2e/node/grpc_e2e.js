@@ -903,6 +903,89 @@ const steps = [
     ok('drop', await client.dropCollection({ collection_name: PK }));
   }],
 
+  ['sparse vectors: insert (dict and CSR), SPARSE_INVERTED_INDEX, search vs brute force (growing and sealed), read back, hybrid with a dense field, bad input', async () => {
+    const SP = 'grpc_sparse';
+    const NS = 160;
+    let seed = 12345;
+    const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+    const srow = () => { // 1..8 entries over 60 indexes (many rows share them), values in (0, 2]
+      const o = {};
+      const n = 1 + Math.floor(rnd() * 8);
+      for (let k = 0; k < n; k++) o[String(Math.floor(rnd() * 60) * 37)] = Math.fround(0.01 + rnd() * 2);
+      return o;
+    };
+    const sp = [];
+    const dv = [];
+    for (let i = 0; i < NS; i++) {
+      sp.push(srow());
+      dv.push([Math.fround(rnd()), Math.fround(rnd()), Math.fround(rnd()), Math.fround(rnd())]);
+    }
+    ok('create', await client.createCollection({
+      collection_name: SP,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true },
+        { name: 'dense', data_type: DataType.FloatVector, dim: 4 },
+        { name: 'sp', data_type: DataType.SparseFloatVector },
+      ],
+    }));
+    const d = ok('describe', await client.describeCollection({ collection_name: SP }));
+    assert.equal(d.schema.fields.find((f) => f.name === 'sp').data_type, 'SparseFloatVector');
+    ok('dense index', await client.createIndex({ collection_name: SP, field_name: 'dense', index_type: 'FLAT', metric_type: 'L2' }));
+    ok('sparse index', await client.createIndex({ collection_name: SP, field_name: 'sp', index_name: 'sp_idx', index_type: 'SPARSE_INVERTED_INDEX', metric_type: 'IP', params: { drop_ratio_build: 0 } }));
+    const di = ok('describe sparse index', await client.describeIndex({ collection_name: SP, index_name: 'sp_idx' }));
+    assert.equal(di.index_descriptions[0].field_name, 'sp');
+    ok('load', await client.loadCollectionSync({ collection_name: SP }));
+    // half the rows as dicts, half as CSR (indices unsorted: the server sorts)
+    const asCsr = (o) => { const ks = Object.keys(o).reverse(); return { indices: ks.map(Number), values: ks.map((k) => o[k]) }; };
+    const data = sp.map((o, i) => ({ id: i, dense: dv[i], sp: i % 2 ? asCsr(o) : o }));
+    ok('insert', await client.insert({ collection_name: SP, data }));
+    const ip = (q, o) => { let s = 0; let any = false; for (const k of Object.keys(q)) if (k in o) { s += q[k] * o[k]; any = true; } return any ? s : null; };
+    const rankSp = (q) => sp.map((o, id) => ({ id, distance: ip(q, o) })).filter((x) => x.distance !== null).sort((a, b) => b.distance - a.distance || a.id - b.id);
+    const rankDense = (q) => dv.map((v, id) => ({ id, distance: l2(q, v) })).sort((a, b) => a.distance - b.distance || a.id - b.id);
+    const checkSp = async (what) => {
+      for (const qi of [3, 50, 121]) {
+        const q = sp[qi];
+        const r = ok(what, await client.search({ collection_name: SP, anns_field: 'sp', data: [q], limit: 6, output_fields: ['sp'] }));
+        const want = rankSp(q).slice(0, 6);
+        assert.equal(r.results.length, want.length, `${what}: ${r.results.length} hits vs ${want.length}`);
+        for (let h = 0; h < want.length; h++) {
+          assert.ok(Math.abs(r.results[h].score - want[h].distance) <= 1e-4 * (1 + want[h].distance), `${what}: hit ${h} score ${r.results[h].score} vs ${want[h].distance}`);
+          const got = r.results[h].sp;
+          const stored = sp[Number(r.results[h].id)];
+          assert.deepEqual(Object.keys(got).map(Number).sort((a, b) => a - b), Object.keys(stored).map(Number).sort((a, b) => a - b));
+          for (const k of Object.keys(stored)) assert.equal(Math.fround(got[k]), stored[k]);
+        }
+        assert.equal(String(r.results[0].id), String(want[0].id), `${what}: best hit`);
+      }
+    };
+    await checkSp('sparse search (growing)');
+    ok('flush', await client.flushSync({ collection_names: [SP] }));
+    await checkSp('sparse search (sealed)');
+    const qr = ok('query', await client.query({ collection_name: SP, filter: 'id in [7, 8]', output_fields: ['sp'] }));
+    for (const row of qr.data) for (const k of Object.keys(sp[Number(row.id)])) assert.equal(Math.fround(row.sp[k]), sp[Number(row.id)][k]);
+    // hybrid: dense + sparse, RRF, against the fusion of the two exact rankings
+    const qd = dv[9];
+    const qs = sp[9];
+    const SUB = 12;
+    const hy = ok('hybrid', await client.hybridSearch({
+      collection_name: SP,
+      data: [{ data: qd, anns_field: 'dense', limit: SUB }, { data: qs, anns_field: 'sp', limit: SUB }],
+      rerank: { strategy: 'rrf', params: { k: 60 } },
+      limit: 5,
+    }));
+    const fused = new Map();
+    rankDense(qd).slice(0, SUB).forEach((h, r) => fused.set(h.id, (fused.get(h.id) || 0) + 1 / (60 + r + 1)));
+    rankSp(qs).slice(0, SUB).forEach((h, r) => fused.set(h.id, (fused.get(h.id) || 0) + 1 / (60 + r + 1)));
+    const wantF = [...fused.entries()].map(([id, s]) => ({ id, distance: s })).sort((a, b) => b.distance - a.distance || a.id - b.id).slice(0, 5);
+    checkHits(hy.results, wantF, 'hybrid dense + sparse');
+    failed('negative value', await client.insert({ collection_name: SP, data: [{ id: 999, dense: dv[0], sp: { 5: -1 } }] }));
+    failed('filter on the sparse field', await client.query({ collection_name: SP, filter: 'sp == "x"', output_fields: ['id'] }), 1100);
+    failed('L2 on a sparse index', await client.createIndex({ collection_name: SP, field_name: 'sp', index_name: 'other', index_type: 'SPARSE_WAND', metric_type: 'L2' }), 1100);
+    const cnt = ok('count', await client.query({ collection_name: SP, filter: '', output_fields: ['count(*)'] }));
+    assert.equal(Number(cnt.data[0]['count(*)']), NS, 'the refused insert wrote nothing');
+    ok('drop', await client.dropCollection({ collection_name: SP }));
+  }],
+
   ['users: create, list, an API user held to its privileges, own password, drop', async () => {
     ok('create user', await client.createUser({ username: 'gina', password: 'ginapw12' }));
     failed('create again', await client.createUser({ username: 'gina', password: 'ginapw12' }));
