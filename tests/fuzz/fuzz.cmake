@@ -11,6 +11,7 @@
 #   fuzz_s3_xml      the S3 client's XML response parsing, kind picked by byte 0 (src/storage/s3.c)
 #   fuzz_grpc        the MilvusService RPCs on a protobuf message, RPC picked by byte 0
 #                    (src/server/grpc_milvus.c: pre-scan, protobuf-c unpack, REST handlers)
+#   fuzz_sparse      the sparse-vector text reader and writer (src/engine/sparse.c)
 # Seed corpora: tests/fuzz/corpus/<harness>/seed-* (written by gen_corpus.c with the real writers:
 # `build-fuzz/fuzz_gen_corpus tests/fuzz/corpus`; fuzz_s3_xml's are hand-written S3 responses)
 # and regress-* (inputs that once crashed).
@@ -32,7 +33,7 @@
 option(SX_FUZZ "Build the libFuzzer harnesses (clang only; see tests/fuzz/fuzz.cmake)" OFF)
 
 set(SX_FUZZ_HARNESSES fuzz_filter fuzz_rest_json fuzz_wal fuzz_manifest fuzz_segment fuzz_index_load
-    fuzz_s3_xml fuzz_grpc)
+    fuzz_s3_xml fuzz_grpc fuzz_sparse)
 set(SX_FUZZ_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz)
 
 if(SX_FUZZ)

@@ -19,6 +19,7 @@
  *                 ratios; a stored row that does not parse fails the search with SX_ECORRUPT.
  */
 #include <math.h>
+#include <pthread.h>
 #include <sextant.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +460,65 @@ static void pruning_timing(void)
            queries[1].nnz, (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
 }
 
+/* Four threads search segments none of which has its inverted lists yet (just reopened): they
+ * race to build and install them (sparse.c: the first install wins, the others'
+ * builds are freed). Every answer must equal the exhaustive one computed before. Run under TSan
+ * too (the Makefile's TSAN_TESTS). */
+#define N_THREADS 4
+
+typedef struct race_arg {
+    const sx_rowset *ref;
+    int failures;
+} race_arg;
+
+static void *race_main(void *p)
+{
+    race_arg *a = p;
+    sx_sparse_query qs[NQ];
+    for (size_t q = 0; q < NQ; q++)
+        qs[q] = as_query(&queries[q]);
+    sx_sparse_req req = { .field = "sp", .queries = qs, .nq = NQ, .k = 25 };
+    for (int round = 0; round < 3; round++) {
+        sx_rowset *r = NULL;
+        if (sx_sparse_search(coll, &req, &r) != SX_OK) {
+            a->failures++;
+            continue;
+        }
+        if (r->n_rows != a->ref->n_rows ||
+            memcmp(r->cols[0].data, a->ref->cols[0].data, r->n_rows * sizeof(int64_t)) != 0 ||
+            memcmp(r->distances, a->ref->distances, r->n_rows * sizeof(float)) != 0)
+            a->failures++;
+        sx_rowset_free(r);
+    }
+    return NULL;
+}
+
+static void concurrent_builds(void)
+{
+    ASSERT_OK(sx_flush(coll));
+    sx_sparse_query qs[NQ];
+    for (size_t q = 0; q < NQ; q++)
+        qs[q] = as_query(&queries[q]);
+    sx_sparse_req req = { .field = "sp", .queries = qs, .nq = NQ, .k = 25, .exhaustive = true };
+    sx_rowset *ref = NULL;
+    ASSERT_OK(sx_sparse_search(coll, &req, &ref));
+    close_db(); /* the segments come back from their files, without lists */
+    open_db();
+    pthread_t th[N_THREADS];
+    race_arg args[N_THREADS];
+    for (int t = 0; t < N_THREADS; t++) {
+        args[t] = (race_arg){ ref, 0 };
+        ASSERT_EQ(pthread_create(&th[t], NULL, race_main, &args[t]), 0);
+    }
+    int failures = 0;
+    for (int t = 0; t < N_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        failures += args[t].failures;
+    }
+    sx_rowset_free(ref);
+    ASSERT_EQ(failures, 0);
+}
+
 static void errors(void)
 {
     uint32_t idx[2] = { 5, 3 };
@@ -510,6 +570,7 @@ int main(void)
     RUN(setup);
     RUN(search);
     RUN(pruning_timing);
+    RUN(concurrent_builds);
     RUN(errors);
     return TEST_DONE();
 }
