@@ -392,6 +392,11 @@ typedef struct sx_sparse_query {
     size_t nnz;          /* 0: the query matches nothing */
 } sx_sparse_query;
 
+typedef enum sx_sparse_scoring {
+    SX_SPARSE_IP = 0,  /* the inner product of the query's and the row's values */
+    SX_SPARSE_BM25 = 1 /* BM25: rows hold term frequencies, the query its terms' counts */
+} sx_sparse_scoring;
+
 typedef struct sx_sparse_req {
     const char *field; /* a VARCHAR field holding sparse vectors (the text form above) */
     const sx_sparse_query *queries;
@@ -411,6 +416,17 @@ typedef struct sx_sparse_req {
      * pruned search (MaxScore over per-segment inverted lists) must equal; for tests and
      * measurement */
     bool exhaustive;
+    /* SX_SPARSE_BM25 (Okapi BM25, as Milvus's full-text search): the score of a row is the sum
+     * over the query's indexes t of q(t) * idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl /
+     * avgdl)), where q(t) is the query's value (its count of the term), tf the row's value, dl
+     * the sum of the row's values, avgdl their mean over the live rows of the field and idf(t) =
+     * ln(1 + (N - df + 0.5) / (df + 0.5)) with N the live rows and df those having t. The
+     * statistics are the collection's live rows at the time of the search (deleted rows out,
+     * the growing rows in, whatever the filter), merged from every segment, so the scores equal
+     * a single BM25 index over those rows. drop_ratio_build must be 0. */
+    sx_sparse_scoring scoring;
+    float bm25_k1; /* > 0 (0: 1.2) */
+    float bm25_b;  /* [0, 1]; used as given (Milvus's default is 0.75) */
 } sx_sparse_req;
 
 /* Inner-product search of sparse vectors: per query, the k + offset rows (after `offset`) with

@@ -216,6 +216,9 @@ typedef struct sx__sparse_ix {
     uint32_t *rows;  /* per term ascending */
     float *vals;     /* the row's value of the term */
     float *max_val;  /* per term */
+    size_t n_rows;
+    float *doc_len; /* per row: the sum of its values (BM25's document length) */
+    double sum_len; /* of every row */
     sx__membudget *budget;
     uint64_t charged;
 } sx__sparse_ix;
@@ -230,6 +233,7 @@ static void ix_free_one(sx__sparse_ix *ix)
     sx__free(ix->rows);
     sx__free(ix->vals);
     sx__free(ix->max_val);
+    sx__free(ix->doc_len);
     sx__free(ix);
 }
 
@@ -308,6 +312,12 @@ static sx_status ix_build(const sx_collection *c,
         goto out;
     }
     ix->drop_ratio_build = drop_build;
+    ix->n_rows = n;
+    ix->doc_len = sx__calloc(n ? n : 1, sizeof *ix->doc_len);
+    if (!ix->doc_len) {
+        st = sx__err(SX_ENOMEM, "sparse index of %zu rows", n);
+        goto out;
+    }
     size_t m = 0;
     for (size_t r = 0; r < n; r++) {
         const char *t = row_text(s, f, r);
@@ -320,6 +330,11 @@ static sx_status ix_build(const sx_collection *c,
                          (unsigned long long)s->id, r, sx_errmsg());
             goto out;
         }
+        double len = 0;
+        for (size_t e = 0; e < k; e++)
+            len += (double)rv[e];
+        ix->doc_len[r] = (float)len;
+        ix->sum_len += (double)ix->doc_len[r];
         if (drop_build > 0)
             k = apply_drop(ri, rv, k, drop_build, rt);
         for (size_t e = 0; e < k; e++)
@@ -354,7 +369,8 @@ static sx_status ix_build(const sx_collection *c,
     }
     ix->start[nt] = m;
     ix->charged = sizeof *ix + nt * (sizeof *ix->terms + sizeof *ix->start + sizeof *ix->max_val) +
-                  sizeof *ix->start + m * (sizeof *ix->rows + sizeof *ix->vals);
+                  sizeof *ix->start + m * (sizeof *ix->rows + sizeof *ix->vals) +
+                  n * sizeof *ix->doc_len;
     ix->budget = c->db->budget;
     sx__mem_force(ix->budget, SX__MEM_INDEX, ix->charged);
     *out = ix;
@@ -477,6 +493,32 @@ static int hit_cmp(const void *a, const void *b)
     return better(x, y) ? -1 : better(y, x) ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------- scoring */
+
+/* What a row's entry adds to its score: IP w * tf; BM25 w * tf (k1 + 1) / (tf + k1 (1 - b + b dl /
+ * avgdl)), w being the query value times the term's idf. */
+typedef struct scorer {
+    sx_sparse_scoring mode;
+    double k1, b, avgdl;
+} scorer;
+
+static double contrib(const scorer *s, double w, double tf, double dl)
+{
+    if (s->mode == SX_SPARSE_IP)
+        return w * tf;
+    return w * tf * (s->k1 + 1) / (tf + s->k1 * (1 - s->b + s->b * dl / s->avgdl));
+}
+
+/* The most one entry of a list whose largest value is maxtf can add (for any dl >= 0: BM25's
+ * denominator is smallest at dl = 0, and tf / (tf + K) grows with tf). */
+static double bound(const scorer *s, double w, double maxtf)
+{
+    if (s->mode == SX_SPARSE_IP)
+        return w * maxtf;
+    double kmin = s->k1 * (1 - s->b);
+    return maxtf + kmin > 0 ? w * maxtf * (s->k1 + 1) / (maxtf + kmin) : w * (s->k1 + 1);
+}
+
 /* ---------------------------------------------------------------- one query on one segment */
 
 typedef struct qterm {
@@ -500,6 +542,7 @@ static bool allowed(const seg_ctx *sc, uint32_t row)
 static sx_status scan_rows(const sx_collection *c,
                            const sx__segment *s,
                            size_t f,
+                           const scorer *so,
                            seg_ctx *sc,
                            const qterm *q,
                            size_t nq_terms,
@@ -526,6 +569,10 @@ static sx_status scan_rows(const sx_collection *c,
         if (st != SX_OK)
             return sx__err(SX_ECORRUPT, "sparse field %s, segment %llu row %zu: %s", c->names[f],
                            (unsigned long long)s->id, r, sx_errmsg());
+        double dl = 0; /* as the index keeps it: a float */
+        for (size_t e = 0; e < k; e++)
+            dl += (double)rv[e];
+        dl = (double)(float)dl;
         if (drop_build > 0)
             k = apply_drop(ri, rv, k, drop_build, rt);
         double score = 0;
@@ -536,7 +583,7 @@ static sx_status scan_rows(const sx_collection *c,
             } else if (q[a].term > ri[b]) {
                 b++;
             } else {
-                score += q[a].w * (double)rv[b];
+                score += contrib(so, q[a].w, (double)rv[b], dl);
                 any = true;
                 a++;
                 b++;
@@ -580,8 +627,8 @@ static int cursor_ub_cmp(const void *a, const void *b)
 /* Exhaustive: every posting of the query's terms into a dense accumulator (term at a time, terms
  * in canonical order, so each row's sum runs in index order), then every touched allowed row is
  * offered. */
-static sx_status
-ix_exhaustive(const sx__sparse_ix *ix, seg_ctx *sc, const qterm *q, size_t nqt, heap *hp)
+static sx_status ix_exhaustive(
+    const sx__sparse_ix *ix, const scorer *so, seg_ctx *sc, const qterm *q, size_t nqt, heap *hp)
 {
     double *acc = sx__calloc(sc->n ? sc->n : 1, sizeof *acc);
     uint64_t *touched = sx__calloc(sx__bits_words(sc->n) + 1, sizeof *touched);
@@ -598,7 +645,7 @@ ix_exhaustive(const sx__sparse_ix *ix, seg_ctx *sc, const qterm *q, size_t nqt, 
             uint32_t r = ix->rows[p];
             if (r >= sc->n)
                 break; /* rows ascending: the rest are past the view */
-            acc[r] += q[i].w * (double)ix->vals[p];
+            acc[r] += contrib(so, q[i].w, (double)ix->vals[p], (double)ix->doc_len[r]);
             sx__bits_set(touched, r);
         }
     }
@@ -637,10 +684,11 @@ static uint64_t seek(const sx__sparse_ix *ix, uint64_t at, uint64_t end, uint32_
 
 /* MaxScore, document at a time. contrib: nqt doubles of scratch. */
 static sx_status ix_maxscore(const sx__sparse_ix *ix,
+                             const scorer *so,
                              seg_ctx *sc,
                              const qterm *q,
                              size_t nqt,
-                             double *contrib,
+                             double *parts,
                              cursor *cur,
                              double *prefix,
                              heap *hp)
@@ -650,8 +698,8 @@ static sx_status ix_maxscore(const sx__sparse_ix *ix,
         size_t t = ix_slot(ix, q[i].term);
         if (t == SIZE_MAX)
             continue;
-        cur[nc++] =
-            (cursor){ i, q[i].w, q[i].w * (double)ix->max_val[t], ix->start[t], ix->start[t + 1] };
+        cur[nc++] = (cursor){ i, q[i].w, bound(so, q[i].w, (double)ix->max_val[t]), ix->start[t],
+                              ix->start[t + 1] };
     }
     if (nc == 0)
         return SX_OK;
@@ -660,7 +708,7 @@ static sx_status ix_maxscore(const sx__sparse_ix *ix,
     for (size_t i = 0; i < nc; i++)
         prefix[i + 1] = prefix[i] + cur[i].ub;
     for (size_t i = 0; i < nqt; i++)
-        contrib[i] = 0;
+        parts[i] = 0;
     size_t ne = 0; /* cur[0, ne) are non-essential */
     uint64_t steps = 0;
     for (;;) {
@@ -682,8 +730,9 @@ static sx_status ix_maxscore(const sx__sparse_ix *ix,
         double part = 0;
         for (size_t i = ne; i < nc; i++) {
             if (cur[i].at < cur[i].end && ix->rows[cur[i].at] == row) {
-                double x = cur[i].w * (double)ix->vals[cur[i].at];
-                contrib[cur[i].qi] = x;
+                double x =
+                    contrib(so, cur[i].w, (double)ix->vals[cur[i].at], (double)ix->doc_len[row]);
+                parts[cur[i].qi] = x;
                 part += x;
                 cur[i].at++;
             }
@@ -697,25 +746,32 @@ static sx_status ix_maxscore(const sx__sparse_ix *ix,
             }
             cur[i].at = seek(ix, cur[i].at, cur[i].end, row);
             if (cur[i].at < cur[i].end && ix->rows[cur[i].at] == row) {
-                double x = cur[i].w * (double)ix->vals[cur[i].at];
-                contrib[cur[i].qi] = x;
+                double x =
+                    contrib(so, cur[i].w, (double)ix->vals[cur[i].at], (double)ix->doc_len[row]);
+                parts[cur[i].qi] = x;
                 part += x;
             }
         }
         if (ok) {
             double score = 0; /* canonical order */
             for (size_t i = 0; i < nqt; i++)
-                score += contrib[i];
+                score += parts[i];
             sc->scored++;
             heap_push(hp, (hit){ score, sc->seg_i, row });
         }
         for (size_t i = 0; i < nc; i++)
-            contrib[cur[i].qi] = 0;
+            parts[cur[i].qi] = 0;
     }
     return SX_OK;
 }
 
 /* ---------------------------------------------------------------- the search */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
 
 static sx_status check_req(const sx_collection *c, const sx_sparse_req *req, size_t *field)
 {
@@ -735,6 +791,15 @@ static sx_status check_req(const sx_collection *c, const sx_sparse_req *req, siz
     if (req->k == 0 || req->k > SX_MAX_TOPK || req->offset > SX_MAX_TOPK - req->k)
         return sx__err(SX_EINVAL, "limit %u + offset %u must be in [1, %u]", req->k, req->offset,
                        SX_MAX_TOPK);
+    if (req->scoring != SX_SPARSE_IP && req->scoring != SX_SPARSE_BM25)
+        return sx__err(SX_EINVAL, "sparse search: unknown scoring %d", (int)req->scoring);
+    if (req->scoring == SX_SPARSE_BM25 &&
+        (req->drop_ratio_build != 0 || !(req->bm25_k1 >= 0 && req->bm25_k1 <= 1000) ||
+         !(req->bm25_b >= 0 && req->bm25_b <= 1)))
+        return sx__err(SX_EINVAL,
+                       "BM25: k1 must be in (0, 1000] (0: 1.2), b in [0, 1], drop_ratio_build 0 "
+                       "(k1 %g, b %g, drop_ratio_build %g)",
+                       (double)req->bm25_k1, (double)req->bm25_b, (double)req->drop_ratio_build);
     if (!(req->drop_ratio_search >= 0 && req->drop_ratio_search < 1) ||
         !(req->drop_ratio_build >= 0 && req->drop_ratio_build < 1))
         return sx__err(SX_EINVAL, "drop ratios must be in [0, 1) (search %g, build %g)",
@@ -756,6 +821,106 @@ static sx_status check_req(const sx_collection *c, const sx_sparse_req *req, siz
     }
     *field = f;
     return SX_OK;
+}
+
+/* BM25's statistics over the live rows of the view's segments (the first rows[i] rows of each,
+ * the growing one with all its visible rows whatever ignore_growing says): *n_docs, *sum_len,
+ * and df[u] for each term terms[u] (ascending, distinct). Sealed segments through their index
+ * (built here when missing), the growing rows parsed. */
+static sx_status bm25_stats(const sx_collection *c,
+                            const sx__view *v,
+                            const size_t *rows,
+                            size_t f,
+                            const uint32_t *terms,
+                            size_t n_terms,
+                            double *n_docs,
+                            double *sum_len,
+                            double *df)
+{
+    *n_docs = 0;
+    *sum_len = 0;
+    for (size_t u = 0; u < n_terms; u++)
+        df[u] = 0;
+    sx_status st = SX_OK;
+    uint32_t *ri = NULL;
+    float *rv = NULL;
+    for (size_t i = 0; st == SX_OK && i < v->n; i++) {
+        sx__segment *s = v->segs[i];
+        size_t n = rows[i];
+        if (n == 0)
+            continue;
+        const uint64_t *del = s->deleted;
+        if (s->sealed) {
+            sx__sparse_ix *ix = NULL;
+            st = ix_get(c, s, f, n, 0.0f, &ix);
+            if (st != SX_OK)
+                break;
+            double len = ix->sum_len, live = (double)n;
+            bool any_del = atomic_load(&s->n_deleted) > 0;
+            for (size_t r = 0; any_del && r < n; r++)
+                if (sx__bits_test_atomic(del, r)) {
+                    live -= 1;
+                    len -= (double)ix->doc_len[r];
+                }
+            *n_docs += live;
+            *sum_len += len;
+            for (size_t u = 0; u < n_terms; u++) {
+                size_t t = ix_slot(ix, terms[u]);
+                if (t == SIZE_MAX)
+                    continue;
+                uint64_t cnt = ix->start[t + 1] - ix->start[t];
+                for (uint64_t pp = ix->start[t]; any_del && pp < ix->start[t + 1]; pp++)
+                    cnt -= sx__bits_test_atomic(del, ix->rows[pp]);
+                df[u] += (double)cnt;
+            }
+            continue;
+        }
+        size_t cap = 0;
+        for (size_t r = 0; r < n; r++) {
+            size_t e = text_entries(row_text(s, f, r));
+            cap = e > cap ? e : cap;
+        }
+        sx__free(ri);
+        sx__free(rv);
+        ri = sx__malloc((cap ? cap : 1) * sizeof *ri);
+        rv = sx__malloc((cap ? cap : 1) * sizeof *rv);
+        if (!ri || !rv) {
+            st = sx__err(SX_ENOMEM, "BM25 statistics");
+            break;
+        }
+        for (size_t r = 0; st == SX_OK && r < n; r++) {
+            if (sx__bits_test_atomic(del, r))
+                continue;
+            *n_docs += 1;
+            const char *t = row_text(s, f, r);
+            size_t k = 0;
+            if (!t || !*t)
+                continue;
+            if (sx_sparse_parse(t, ri, rv, cap, &k) != SX_OK) {
+                st = sx__err(SX_ECORRUPT, "sparse field %s, segment %llu row %zu: %s", c->names[f],
+                             (unsigned long long)s->id, r, sx_errmsg());
+                break;
+            }
+            double len = 0;
+            for (size_t e = 0; e < k; e++)
+                len += (double)rv[e];
+            *sum_len += (double)(float)len;
+            for (size_t a = 0, b = 0; a < n_terms && b < k;) {
+                if (terms[a] < ri[b]) {
+                    a++;
+                } else if (terms[a] > ri[b]) {
+                    b++;
+                } else {
+                    df[a] += 1;
+                    a++;
+                    b++;
+                }
+            }
+        }
+    }
+    sx__free(ri);
+    sx__free(rv);
+    return st;
 }
 
 /* The longest row text of the view's growing rows, in entries (for the scan's scratch). */
@@ -792,12 +957,19 @@ static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rows
         sx__expr_free(e);
         return st;
     }
+    size_t *all_rows = sx__malloc(v.n * sizeof *all_rows); /* before ignore_growing: BM25 */
+    if (all_rows)
+        memcpy(all_rows, v.rows, v.n * sizeof *all_rows);
     if (req->ignore_growing)
         v.rows[v.n - 1] = 0;
+    scorer so = { req->scoring, req->bm25_k1 > 0 ? (double)req->bm25_k1 : 1.2, (double)req->bm25_b,
+                  1.0 };
+    uint32_t *uterms = NULL;
+    double *udf = NULL;
     heap *heaps = sx__calloc(nq, sizeof *heaps);
     qterm *qt = sx__malloc(nq * (max_q ? max_q : 1) * sizeof *qt);
     size_t *nqt = sx__calloc(nq, sizeof *nqt);
-    double *contrib = sx__malloc((max_q ? max_q : 1) * sizeof *contrib);
+    double *parts = sx__malloc((max_q ? max_q : 1) * sizeof *parts);
     cursor *cur = sx__malloc((max_q ? max_q : 1) * sizeof *cur);
     double *prefix = sx__malloc((max_q + 1) * sizeof *prefix);
     uint32_t *qi_tmp = sx__malloc((max_q ? max_q : 1) * sizeof *qi_tmp);
@@ -808,7 +980,8 @@ static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rows
     float *dists = NULL;
     size_t *topks = NULL;
     uint64_t **allows = sx__calloc(v.n, sizeof *allows);
-    if (!heaps || !qt || !nqt || !contrib || !cur || !prefix || !qi_tmp || !qv_tmp || !allows) {
+    if (!heaps || !qt || !nqt || !parts || !cur || !prefix || !qi_tmp || !qv_tmp || !allows ||
+        !all_rows) {
         st = sx__err(SX_ENOMEM, "sparse search");
         goto out;
     }
@@ -828,6 +1001,39 @@ static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rows
             k = apply_drop(qi_tmp, qv_tmp, k, req->drop_ratio_search, qv_tmp + max_q);
         for (size_t i = 0; i < k; i++)
             qt[q * max_q + nqt[q]++] = (qterm){ qi_tmp[i], (double)qv_tmp[i] };
+    }
+    if (so.mode == SX_SPARSE_BM25) {
+        /* the statistics of every query term at once, then w = the query's count x idf */
+        size_t nu = 0;
+        for (size_t q = 0; q < nq; q++)
+            nu += nqt[q];
+        uterms = sx__malloc((nu ? nu : 1) * sizeof *uterms);
+        udf = sx__malloc((nu ? nu : 1) * sizeof *udf);
+        if (!uterms || !udf) {
+            st = sx__err(SX_ENOMEM, "sparse search");
+            goto out;
+        }
+        nu = 0;
+        for (size_t q = 0; q < nq; q++)
+            for (size_t i = 0; i < nqt[q]; i++)
+                uterms[nu++] = qt[q * max_q + i].term;
+        qsort(uterms, nu, sizeof *uterms, cmp_u32);
+        size_t nd = 0;
+        for (size_t i = 0; i < nu; i++)
+            if (nd == 0 || uterms[i] != uterms[nd - 1])
+                uterms[nd++] = uterms[i];
+        double n_docs = 0, sum_len = 0;
+        st = bm25_stats(c, &v, all_rows, f, uterms, nd, &n_docs, &sum_len, udf);
+        if (st != SX_OK)
+            goto out;
+        so.avgdl = n_docs > 0 && sum_len > 0 ? sum_len / n_docs : 1.0;
+        for (size_t q = 0; q < nq; q++)
+            for (size_t i = 0; i < nqt[q]; i++) {
+                qterm *x = &qt[q * max_q + i];
+                const uint32_t *hit_t = bsearch(&x->term, uterms, nd, sizeof *uterms, cmp_u32);
+                double df = hit_t ? udf[hit_t - uterms] : 0;
+                x->w *= log(1 + (n_docs - df + 0.5) / (df + 0.5));
+            }
     }
     /* each segment: its allow bits (filter and deletes), then every query */
     for (uint32_t i = 0; st == SX_OK && i < v.n; i++) {
@@ -860,8 +1066,8 @@ static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rows
                 break;
             }
             for (size_t q = 0; st == SX_OK && q < nq; q++)
-                st = scan_rows(c, s, f, &sc, qt + q * max_q, nqt[q], req->drop_ratio_build, ri, rv,
-                               rt, cap, &heaps[q]);
+                st = scan_rows(c, s, f, &so, &sc, qt + q * max_q, nqt[q], req->drop_ratio_build, ri,
+                               rv, rt, cap, &heaps[q]);
             continue;
         }
         sx__sparse_ix *ix = NULL;
@@ -869,8 +1075,8 @@ static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rows
         if (st != SX_OK)
             break;
         for (size_t q = 0; st == SX_OK && q < nq; q++)
-            st = req->exhaustive ? ix_exhaustive(ix, &sc, qt + q * max_q, nqt[q], &heaps[q])
-                                 : ix_maxscore(ix, &sc, qt + q * max_q, nqt[q], contrib, cur,
+            st = req->exhaustive ? ix_exhaustive(ix, &so, &sc, qt + q * max_q, nqt[q], &heaps[q])
+                                 : ix_maxscore(ix, &so, &sc, qt + q * max_q, nqt[q], parts, cur,
                                                prefix, &heaps[q]);
     }
     if (st != SX_OK)
@@ -917,7 +1123,7 @@ out:
     sx__free(heaps);
     sx__free(qt);
     sx__free(nqt);
-    sx__free(contrib);
+    sx__free(parts);
     sx__free(cur);
     sx__free(prefix);
     sx__free(qi_tmp);
@@ -928,6 +1134,9 @@ out:
     sx__free(refs);
     sx__free(dists);
     sx__free(topks);
+    sx__free(all_rows);
+    sx__free(uterms);
+    sx__free(udf);
     sx__view_release(&v);
     sx__expr_free(e);
     return st;
