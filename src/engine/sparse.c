@@ -935,6 +935,54 @@ static size_t longest_row(const sx__segment *s, size_t f, size_t n)
     return m;
 }
 
+/* BM25: the statistics of every query term at once (bm25_stats), then each query term's weight
+ * becomes the query's count x its idf, and so->avgdl the mean document length. */
+static sx_status bm25_weigh(const sx_collection *c,
+                            const sx__view *v,
+                            const size_t *all_rows,
+                            size_t f,
+                            qterm *qt,
+                            const size_t *nqt,
+                            size_t nq,
+                            size_t max_q,
+                            scorer *so)
+{
+    size_t nu = 0;
+    for (size_t q = 0; q < nq; q++)
+        nu += nqt[q];
+    uint32_t *uterms = sx__malloc((nu ? nu : 1) * sizeof *uterms);
+    double *udf = sx__malloc((nu ? nu : 1) * sizeof *udf);
+    if (!uterms || !udf) {
+        sx__free(uterms);
+        sx__free(udf);
+        return sx__err(SX_ENOMEM, "sparse search");
+    }
+    nu = 0;
+    for (size_t q = 0; q < nq; q++)
+        for (size_t i = 0; i < nqt[q]; i++)
+            uterms[nu++] = qt[q * max_q + i].term;
+    qsort(uterms, nu, sizeof *uterms, cmp_u32);
+    size_t nd = 0;
+    for (size_t i = 0; i < nu; i++)
+        if (nd == 0 || uterms[i] != uterms[nd - 1])
+            uterms[nd++] = uterms[i];
+    double n_docs = 0, sum_len = 0;
+    sx_status st = bm25_stats(c, v, all_rows, f, uterms, nd, &n_docs, &sum_len, udf);
+    if (st == SX_OK) {
+        so->avgdl = n_docs > 0 && sum_len > 0 ? sum_len / n_docs : 1.0;
+        for (size_t q = 0; q < nq; q++)
+            for (size_t i = 0; i < nqt[q]; i++) {
+                qterm *x = &qt[q * max_q + i];
+                const uint32_t *t = bsearch(&x->term, uterms, nd, sizeof *uterms, cmp_u32);
+                double df = t ? udf[t - uterms] : 0;
+                x->w *= log(1 + (n_docs - df + 0.5) / (df + 0.5));
+            }
+    }
+    sx__free(uterms);
+    sx__free(udf);
+    return st;
+}
+
 static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rowset **out)
 {
     if (sx__deadline_check_ambient() != SX_OK)
@@ -964,8 +1012,6 @@ static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rows
         v.rows[v.n - 1] = 0;
     scorer so = { req->scoring, req->bm25_k1 > 0 ? (double)req->bm25_k1 : 1.2, (double)req->bm25_b,
                   1.0 };
-    uint32_t *uterms = NULL;
-    double *udf = NULL;
     heap *heaps = sx__calloc(nq, sizeof *heaps);
     qterm *qt = sx__malloc(nq * (max_q ? max_q : 1) * sizeof *qt);
     size_t *nqt = sx__calloc(nq, sizeof *nqt);
@@ -1003,37 +1049,9 @@ static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rows
             qt[q * max_q + nqt[q]++] = (qterm){ qi_tmp[i], (double)qv_tmp[i] };
     }
     if (so.mode == SX_SPARSE_BM25) {
-        /* the statistics of every query term at once, then w = the query's count x idf */
-        size_t nu = 0;
-        for (size_t q = 0; q < nq; q++)
-            nu += nqt[q];
-        uterms = sx__malloc((nu ? nu : 1) * sizeof *uterms);
-        udf = sx__malloc((nu ? nu : 1) * sizeof *udf);
-        if (!uterms || !udf) {
-            st = sx__err(SX_ENOMEM, "sparse search");
-            goto out;
-        }
-        nu = 0;
-        for (size_t q = 0; q < nq; q++)
-            for (size_t i = 0; i < nqt[q]; i++)
-                uterms[nu++] = qt[q * max_q + i].term;
-        qsort(uterms, nu, sizeof *uterms, cmp_u32);
-        size_t nd = 0;
-        for (size_t i = 0; i < nu; i++)
-            if (nd == 0 || uterms[i] != uterms[nd - 1])
-                uterms[nd++] = uterms[i];
-        double n_docs = 0, sum_len = 0;
-        st = bm25_stats(c, &v, all_rows, f, uterms, nd, &n_docs, &sum_len, udf);
+        st = bm25_weigh(c, &v, all_rows, f, qt, nqt, nq, max_q, &so);
         if (st != SX_OK)
             goto out;
-        so.avgdl = n_docs > 0 && sum_len > 0 ? sum_len / n_docs : 1.0;
-        for (size_t q = 0; q < nq; q++)
-            for (size_t i = 0; i < nqt[q]; i++) {
-                qterm *x = &qt[q * max_q + i];
-                const uint32_t *hit_t = bsearch(&x->term, uterms, nd, sizeof *uterms, cmp_u32);
-                double df = hit_t ? udf[hit_t - uterms] : 0;
-                x->w *= log(1 + (n_docs - df + 0.5) / (df + 0.5));
-            }
     }
     /* each segment: its allow bits (filter and deletes), then every query */
     for (uint32_t i = 0; st == SX_OK && i < v.n; i++) {
@@ -1135,8 +1153,6 @@ out:
     sx__free(dists);
     sx__free(topks);
     sx__free(all_rows);
-    sx__free(uterms);
-    sx__free(udf);
     sx__view_release(&v);
     sx__expr_free(e);
     return st;
