@@ -383,10 +383,12 @@ static json_t *meta_to_json(const sx__coll_meta *m)
         json_t *sp = json_array();
         for (size_t i = 0; sp && i < m->n_sparse; i++) {
             const sx__sparse_meta *s = &m->sparse[i];
-            json_array_append_new(sp, json_pack("{s:s,s:s,s:s,s:s,s:f}", "field", s->field,
-                                                "index_name", s->index_name, "index_type",
+            json_array_append_new(sp, json_pack("{s:s,s:s,s:s,s:s,s:f,s:s,s:s,s:f,s:f}", "field",
+                                                s->field, "index_name", s->index_name, "index_type",
                                                 s->index_type, "algo", s->algo, "drop_ratio_build",
-                                                (double)s->drop_ratio_build));
+                                                (double)s->drop_ratio_build, "function",
+                                                s->function, "bm25_input", s->bm25_input, "bm25_k1",
+                                                (double)s->bm25_k1, "bm25_b", (double)s->bm25_b));
         }
         json_object_set_new(j, "sparse", sp ? sp : json_array());
     }
@@ -408,6 +410,10 @@ static json_t *meta_to_json(const sx__coll_meta *m)
             json_object_set_new(o, "default", json_string(f->default_json));
         if (f->nullable)
             json_object_set_new(o, "nullable", json_true());
+        if (f->enable_analyzer) { /* absent before 2026-12-06 */
+            json_object_set_new(o, "enable_analyzer", json_true());
+            json_object_set_new(o, "analyzer", json_string(f->analyzer));
+        }
         if (f->elem_type[0]) {
             json_object_set_new(o, "element_type", json_string(f->elem_type));
             json_object_set_new(o, "max_capacity", json_integer(f->max_capacity));
@@ -524,6 +530,11 @@ static bool sparse_from_json(const json_t *j, sx__coll_meta *m)
         const json_t *d = json_object_get(so, "drop_ratio_build");
         double dr = json_is_number(d) ? json_number_value(d) : 0;
         s->drop_ratio_build = dr >= 0 && dr < 1 ? (float)dr : 0.0f;
+        copy_str(s->function, sizeof s->function, jstr_or(so, "function", ""));
+        copy_str(s->bm25_input, sizeof s->bm25_input, jstr_or(so, "bm25_input", ""));
+        const json_t *k1 = json_object_get(so, "bm25_k1"), *b = json_object_get(so, "bm25_b");
+        s->bm25_k1 = json_is_number(k1) ? (float)json_number_value(k1) : 1.2f;
+        s->bm25_b = json_is_number(b) ? (float)json_number_value(b) : 0.75f;
     }
     return sparse_layout(m);
 }
@@ -572,6 +583,8 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
         f->elem_max_length = (uint32_t)jint_or(fo, "element_max_length", 0);
         copy_str(f->default_json, sizeof f->default_json, jstr_or(fo, "default", ""));
         f->nullable = jbool_or(fo, "nullable", false); /* absent in files before 2026-12-04 */
+        f->enable_analyzer = jbool_or(fo, "enable_analyzer", false);
+        copy_str(f->analyzer, sizeof f->analyzer, jstr_or(fo, "analyzer", ""));
         copy_str(f->description, sizeof f->description, jstr_or(fo, "description", ""));
         utf8_cut(f->description);
     }
@@ -1480,12 +1493,18 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
                            "VarChar partition key field and 1..%u partitions",
                            SX__MAX_KEY_PARTS);
     }
-    meta->n_sparse = 0;
     if (!vecs_layout(meta, false) || !sparse_layout(meta))
         return sx__err(SX_EINVAL, "maximum vector field's number should be limited to %u",
                        SX_MAX_VECTOR_FIELDS);
     for (size_t i = 0; i < meta->n_vecs; i++) /* a new collection has no index */
         meta->vecs[i].index_name[0] = meta->vecs[i].index_type[0] = '\0';
+    for (size_t i = 0; i < meta->n_sparse; i++) { /* its functions come from the caller */
+        sx__sparse_meta *s = &meta->sparse[i];
+        s->index_name[0] = s->index_type[0] = s->algo[0] = '\0';
+        s->drop_ratio_build = 0;
+        s->bm25_k1 = 1.2f;
+        s->bm25_b = 0.75f;
+    }
     sx_field_def *defs = sx__calloc(SX_MAX_FIELDS, sizeof *defs);
     char **en = NULL;
     size_t n_en = 0;

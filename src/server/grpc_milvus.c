@@ -1401,8 +1401,24 @@ static json_t *schema_json(const PM(CollectionSchema) * sc, char *why, size_t ca
             json_decref(tp);
         json_array_append_new(fields, fo);
     }
-    return json_pack("{s:b,s:b,s:o}", "autoID", auto_id, "enableDynamicField",
-                     sc->enable_dynamic_field, "fields", fields);
+    json_t *fns = json_array();
+    for (size_t i = 0; i < sc->n_functions; i++) {
+        const PM(FunctionSchema) *fs = sc->functions[i];
+        json_t *in = json_array(), *out = json_array(), *ps = json_object();
+        for (size_t k = 0; k < fs->n_input_field_names; k++)
+            json_array_append_new(in, json_string(fs->input_field_names[k]));
+        for (size_t k = 0; k < fs->n_output_field_names; k++)
+            json_array_append_new(out, json_string(fs->output_field_names[k]));
+        for (size_t k = 0; k < fs->n_params; k++)
+            if (fs->params[k]->key)
+                json_object_set_new(ps, fs->params[k]->key, param_value(fs->params[k]->value));
+        json_array_append_new(
+            fns, json_pack("{s:s,s:s,s:o,s:o,s:o}", "name", fs->name ? fs->name : "", "type",
+                           fs->type == PI(FUNCTION_TYPE__BM25) ? "BM25" : "Unsupported",
+                           "inputFieldNames", in, "outputFieldNames", out, "params", ps));
+    }
+    return json_pack("{s:b,s:b,s:o,s:o}", "autoID", auto_id, "enableDynamicField",
+                     sc->enable_dynamic_field, "fields", fields, "functions", fns);
 }
 
 static const char *consistency_name(PM(ConsistencyLevel) c)
@@ -1535,7 +1551,7 @@ static PM(FieldSchema) * field_schema(arena *a, const sx__field_meta *f)
     o->autoid = f->auto_id;
     o->is_partition_key = f->is_partition_key;
     o->nullable = f->nullable;
-    o->type_params = amalloc(a, 3 * sizeof *o->type_params);
+    o->type_params = amalloc(a, 5 * sizeof *o->type_params);
     if (o->type_params && f->dim) {
         char v[16];
         snprintf(v, sizeof v, "%u", f->dim);
@@ -1577,10 +1593,16 @@ static PM(FieldSchema) * field_schema(arena *a, const sx__field_meta *f)
             snprintf(v, sizeof v, "%u", f->elem_max_length);
             o->type_params[o->n_type_params++] = kv_new(a, "max_length", v);
         }
-    } else if (o->type_params && f->max_length && strcmp(f->type, "JSON") != 0) {
+    } else if (o->type_params && f->max_length && strcmp(f->type, "JSON") != 0 &&
+               !sx__field_is_sparse(f)) {
         char v[16];
         snprintf(v, sizeof v, "%u", f->max_length);
         o->type_params[o->n_type_params++] = kv_new(a, "max_length", v);
+    }
+    if (o->type_params && f->enable_analyzer) {
+        o->type_params[o->n_type_params++] = kv_new(a, "enable_analyzer", "true");
+        if (f->analyzer[0])
+            o->type_params[o->n_type_params++] = kv_new(a, "analyzer_params", f->analyzer);
     }
     return o;
 }
@@ -1616,6 +1638,44 @@ static void *rpc_describe_collection(rpc *r)
             sc->autoid = true;
     }
     sc->n_fields = m->n_fields;
+    /* BM25 functions, and their outputs marked */
+    sc->functions = amalloc(a, (m->n_sparse ? m->n_sparse : 1) * sizeof *sc->functions);
+    for (size_t i = 0; sc->functions && i < m->n_sparse; i++) {
+        const sx__sparse_meta *sp = &m->sparse[i];
+        PM(FunctionSchema) *fs = sp->function[0] ? NEW(a, function_schema) : NULL;
+        if (!fs)
+            continue;
+        fs->name = astr(a, sp->function);
+        fs->id = 100 + (int64_t)i;
+        fs->description = astr(a, "");
+        fs->type = PI(FUNCTION_TYPE__BM25);
+        fs->input_field_names = amalloc(a, sizeof(char *));
+        fs->output_field_names = amalloc(a, sizeof(char *));
+        if (!fs->input_field_names || !fs->output_field_names)
+            return NULL;
+        fs->input_field_names[0] = astr(a, sp->bm25_input);
+        fs->output_field_names[0] = astr(a, sp->field);
+        fs->n_input_field_names = fs->n_output_field_names = 1;
+        for (size_t k = 0; k < m->n_fields; k++) {
+            if (!strcmp(m->fields[k].name, sp->field) && sc->fields[k])
+                sc->fields[k]->is_function_output = true;
+            if (!strcmp(m->fields[k].name, sp->bm25_input)) {
+                fs->input_field_ids = amalloc(a, sizeof(int64_t));
+                if (fs->input_field_ids) {
+                    fs->input_field_ids[0] = m->fields[k].field_id;
+                    fs->n_input_field_ids = 1;
+                }
+            }
+            if (!strcmp(m->fields[k].name, sp->field)) {
+                fs->output_field_ids = amalloc(a, sizeof(int64_t));
+                if (fs->output_field_ids) {
+                    fs->output_field_ids[0] = m->fields[k].field_id;
+                    fs->n_output_field_ids = 1;
+                }
+            }
+        }
+        sc->functions[sc->n_functions++] = fs;
+    }
     o->schema = sc;
     o->collectionid = m->collection_id;
     o->created_timestamp = hybrid_ts(m->created_ms);
@@ -2381,7 +2441,19 @@ static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
     json_t *data = json_array();
     bool ok = true;
     bool sparse = pv->type == PI(PLACEHOLDER_TYPE__Placeholder_SparseFloatVector);
-    if (pv->type != PI(PLACEHOLDER_TYPE__Placeholder_FloatVector) && !sparse) {
+    bool texts = pv->type == PI(PLACEHOLDER_TYPE__Placeholder_VarChar); /* BM25 search */
+    for (size_t i = 0; texts && i < pv->n_values; i++) {
+        json_t *t = json_stringn((const char *)pv->values[i].data, pv->values[i].len);
+        if (!t) {
+            snprintf(why, cap, "query text %zu is not valid UTF-8", i);
+            ok = false;
+            break;
+        }
+        json_array_append_new(data, t);
+    }
+    if (texts) {
+        /* the texts are the data */
+    } else if (pv->type != PI(PLACEHOLDER_TYPE__Placeholder_FloatVector) && !sparse) {
         snprintf(why, cap,
                  "only FloatVector and SparseFloatVector queries are supported (placeholder type "
                  "%d)",
@@ -2397,7 +2469,7 @@ static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
         else
             json_array_append_new(data, o);
     }
-    for (size_t i = 0; ok && !sparse && i < pv->n_values; i++) {
+    for (size_t i = 0; ok && !sparse && !texts && i < pv->n_values; i++) {
         const ProtobufCBinaryData *v = &pv->values[i];
         if (v->len == 0 || v->len % 4) {
             snprintf(why, cap, "query vector %zu has %zu bytes, not a whole number of float32", i,

@@ -31,6 +31,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "server/analyzer.h"
 #include "server/server.h"
 #include "util/alloc.h"
 #include "util/err.h"
@@ -297,6 +298,281 @@ static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json
     return true;
 }
 
+/* enable_analyzer / analyzer_params of a VarChar field (elementTypeParams; values may be strings,
+ * as Milvus stringifies them): the analyzer is built once to check it. */
+static bool analyzer_params(sx__resp *rs, sx__field_meta *f, const json_t *tp)
+{
+    const json_t *ea = sx__jget(tp, "enable_analyzer");
+    bool on = false;
+    if (ea && sx__jbool(tp, "enable_analyzer", &on) != 0) {
+        fail_type(rs, "CollectionReq", "enable_analyzer", "bool");
+        return false;
+    }
+    json_t *ap = sx__jget(tp, "analyzer_params");
+    json_t *parsed = NULL;
+    if (json_is_string(ap)) { /* gRPC type params and some SDKs send it as JSON text */
+        parsed = json_loads(json_string_value(ap), 0, NULL);
+        ap = parsed;
+        if (!json_is_object(ap)) {
+            json_decref(parsed);
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: analyzer_params of field %s is not a JSON object",
+                     f->name);
+            return false;
+        }
+    }
+    bool ok = true;
+    if (ap && !on) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: field %s has analyzer_params without enable_analyzer",
+                 f->name);
+        ok = false;
+    }
+    char why[256] = "";
+    sx__analyzer *an = ok && on ? sx__analyzer_new(ap, why, sizeof why) : NULL;
+    if (ok && on && !an) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: field %s: %s", f->name, why);
+        ok = false;
+    }
+    sx__analyzer_free(an);
+    char *txt = ok && ap ? json_dumps(ap, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (ok && txt && strlen(txt) >= sizeof f->analyzer) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: analyzer_params of field %s are longer than %zu bytes",
+                 f->name, sizeof f->analyzer - 1);
+        ok = false;
+    }
+    if (ok) {
+        f->enable_analyzer = on;
+        (void)snprintf(f->analyzer, sizeof f->analyzer, "%s", txt ? txt : "");
+    }
+    sx__jansson_free(txt);
+    json_decref(parsed);
+    return ok;
+}
+
+/* One schema function: BM25 only, one VarChar input with enable_analyzer, one SparseFloatVector
+ * output (Milvus's rules and texts where it has them). */
+static bool bm25_function(sx__resp *rs, sx__coll_meta *m, const json_t *fo)
+{
+    const char *name = NULL, *type = NULL;
+    const json_t *in = sx__jget(fo, "inputFieldNames"), *out = sx__jget(fo, "outputFieldNames");
+    if (!json_is_object(fo) || sx__jstr(fo, "name", &name) != 0 ||
+        sx__jstr(fo, "type", &type) != 0 || !name || !*name || !type) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: a schema function needs a name, a type, inputFieldNames and "
+                 "outputFieldNames");
+        return false;
+    }
+    if (strcasecmp(type, "BM25") != 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: function type %s is not supported by Sextant (BM25)", type);
+        return false;
+    }
+    if (json_array_size(in) != 1 || json_array_size(out) != 1 ||
+        !json_is_string(json_array_get(in, 0)) || !json_is_string(json_array_get(out, 0))) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: BM25 function %s needs one input field and one output field",
+                 name);
+        return false;
+    }
+    const char *iname = json_string_value(json_array_get(in, 0));
+    const char *oname = json_string_value(json_array_get(out, 0));
+    const sx__field_meta *fi = sx__meta_field(m, iname), *fo2 = sx__meta_field(m, oname);
+    if (!fi || (strcmp(fi->type, "VarChar") != 0 && strcmp(fi->type, "String") != 0) ||
+        !fi->enable_analyzer) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: the input field %s of BM25 function %s must be a VarChar "
+                 "field with enable_analyzer",
+                 iname, name);
+        return false;
+    }
+    int si = sx__meta_sparse_at(m, oname);
+    if (!fo2 || si < 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: the output field %s of BM25 function %s must be a "
+                 "SparseFloatVector field",
+                 oname, name);
+        return false;
+    }
+    sx__sparse_meta *s = &m->sparse[si];
+    if (s->function[0]) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: field %s is the output of two functions (%s and %s)", oname,
+                 s->function, name);
+        return false;
+    }
+    for (size_t k = 0; k < m->n_sparse; k++)
+        if (!strcmp(m->sparse[k].function, name)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: duplicate function name %s",
+                     name);
+            return false;
+        }
+    (void)snprintf(s->function, sizeof s->function, "%s", name);
+    (void)snprintf(s->bm25_input, sizeof s->bm25_input, "%s", iname);
+    return true;
+}
+
+typedef struct field_counts {
+    size_t pk, vec, key, sparse;
+} field_counts;
+
+/* Field i of a custom schema (fo) into m->fields[i], counted in *n. False with rs set. */
+static bool
+one_field(sx__resp *rs, sx__coll_meta *m, size_t i, const json_t *fo, bool auto_id, field_counts *n)
+{
+    const char *fname = NULL, *dtype = NULL;
+    if (!json_is_object(fo) || sx__jstr(fo, "fieldName", &fname) != 0 ||
+        sx__jstr(fo, "dataType", &dtype) != 0) {
+        fail_type(rs, "CollectionReq", "schema.fields", "httpserver.FieldSchema");
+        return false;
+    }
+    if (!fname || !*fname || !dtype || !*dtype) {
+        const char *f = !fname || !*fname ? "FieldName" : "DataType";
+        sx__fail(rs, SX__MC_MISSING_REQUIRED,
+                 "missing required parameters, error: Key: 'CollectionReq.Schema.Fields[%zu]."
+                 "%s' Error:Field validation for '%s' failed on the 'required' tag",
+                 i, f, f);
+        return false;
+    }
+    if (!known_type(dtype)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "data type %s is invalid(case sensitive).: invalid parameter", dtype);
+        return false;
+    }
+    sx__field_meta *f = &m->fields[i];
+    if (!set_field(f, fname, dtype)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: field name too long");
+        return false;
+    }
+    if (!f->engine_type) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: data type %s (field %s) is not supported by Sextant yet "
+                 "(supported: Bool, Int8, Int16, Int32, Int64, Float, Double, VarChar, "
+                 "String, JSON, Array, FloatVector, SparseFloatVector)",
+                 dtype, fname);
+        return false;
+    }
+    bool nullable = false, is_pk = false, pkey = false, fauto = false;
+    if (sx__jbool(fo, "nullable", &nullable) != 0 || sx__jbool(fo, "isPrimary", &is_pk) != 0 ||
+        sx__jbool(fo, "isPartitionKey", &pkey) != 0 || sx__jbool(fo, "autoID", &fauto) != 0) {
+        fail_type(rs, "CollectionReq", "schema.fields", "bool");
+        return false;
+    }
+    bool sparse = sx__field_is_sparse(f);
+    if (nullable && (is_pk || f->engine_type == SX_FIELD_FLOAT_VECTOR || sparse)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s field %s cannot be nullable",
+                 is_pk ? "the primary key" : "the vector", fname);
+        return false;
+    }
+    if (sparse) {
+        if (++n->sparse + n->vec > SX_MAX_VECTOR_FIELDS) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: maximum vector field's number should be limited to "
+                     "%u (field %s)",
+                     SX_MAX_VECTOR_FIELDS, fname);
+            return false;
+        }
+        if (is_pk || pkey) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: the sparse vector field %s cannot be a primary or "
+                     "partition key",
+                     fname);
+            return false;
+        }
+        f->max_length = SX_MAX_VARCHAR; /* the engine's sparse text */
+    }
+    f->nullable = nullable;
+    const json_t *tp = sx__jget(fo, "elementTypeParams");
+    int64_t v = 0;
+    if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
+        if (++n->vec + n->sparse > SX_MAX_VECTOR_FIELDS) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: maximum vector field's number should be limited to "
+                     "%u (field %s is vector field number %zu)",
+                     SX_MAX_VECTOR_FIELDS, fname, n->vec);
+            return false;
+        }
+        int r = type_param(tp, "dim", &v);
+        if (r <= 0 || v <= 0 || v > SX_MAX_DIM) {
+            char got[32];
+            if (r > 0)
+                (void)snprintf(got, sizeof got, "%lld", (long long)v);
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: dim of field %s should be in range 1..%u, got %s", fname,
+                     SX_MAX_DIM,
+                     r == 0  ? "nothing"
+                     : r < 0 ? "a bad value"
+                             : got);
+            return false;
+        }
+        f->dim = (uint32_t)v;
+    }
+    if (!strcmp(dtype, "VarChar") || !strcmp(dtype, "String")) {
+        int r = type_param(tp, "max_length", &v);
+        if (r <= 0 || v <= 0 || v > SX_MAX_VARCHAR) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: type param(max_length) should be specified for the "
+                     "field(%s) of collection %s, in range 1..%u",
+                     fname, m->name, SX_MAX_VARCHAR);
+            return false;
+        }
+        f->max_length = (uint32_t)v;
+        if (!analyzer_params(rs, f, tp))
+            return false;
+    }
+    if (!strcmp(dtype, "JSON"))
+        f->max_length = SX_MAX_VARCHAR;
+    if (!strcmp(dtype, "Array") && !array_params(rs, m, f, fo, tp))
+        return false;
+    if (pkey) {
+        const char *why = NULL;
+        if (++n->key > 1)
+            why = "there are more than one partition key";
+        else if (is_pk)
+            why = "the partition key field must not be primary field";
+        else if (strcmp(dtype, "Int64") != 0 && strcmp(dtype, "VarChar") != 0)
+            why = "the data type of partition key should be Int64 or VarChar";
+        else if (nullable)
+            why = "partition key field not support nullable";
+        if (why) {
+            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s, field name = %s", why,
+                     fname);
+            return false;
+        }
+    }
+    f->is_partition_key = pkey;
+    if (is_pk) {
+        if (++n->pk > 1) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: there are more than one primary key, field name = %s",
+                     fname);
+            return false;
+        }
+        if (strcmp(dtype, "Int64") != 0 && strcmp(dtype, "VarChar") != 0) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: the data type of primary key should be Int64 or "
+                     "VarChar");
+            return false;
+        }
+        f->is_primary = true;
+        f->auto_id = auto_id || fauto;
+        if (f->auto_id && f->engine_type != SX_FIELD_INT64) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: autoID on a VarChar primary key is not supported by "
+                     "Sextant yet (use Int64)");
+            return false;
+        }
+    }
+    const json_t *dv = sx__jget(fo, "defaultValue"); /* NULL for JSON null too */
+    if (dv && !sx__field_set_default(rs, f, dv))
+        return false;
+    const char *desc = NULL;
+    if (sx__jstr(fo, "description", &desc) == 0 && desc)
+        (void)snprintf(f->description, sizeof f->description, "%s", desc);
+    return true;
+}
+
 static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
 {
     const json_t *fields = sx__jget(schema, "fields");
@@ -310,10 +586,8 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
         return false;
     }
     const json_t *fns = sx__jget(schema, "functions");
-    if (json_is_array(fns) && json_array_size(fns) > 0) {
-        sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: schema functions (BM25, embeddings) are not supported by "
-                 "Sextant yet");
+    if (fns && !json_is_array(fns)) {
+        fail_type(rs, "CollectionReq", "schema.functions", "[]httpserver.FunctionSchema");
         return false;
     }
     if (json_array_size(fields) > SX_MAX_FIELDS - 2) {
@@ -321,171 +595,37 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
                  "invalid parameter: the number of fields should be at most %u", SX_MAX_FIELDS - 2);
         return false;
     }
-    size_t i, n_pk = 0, n_vec = 0, n_key = 0, n_sparse = 0;
+    size_t i;
+    field_counts n = { 0, 0, 0, 0 };
     const json_t *fo;
     json_array_foreach(fields, i, fo) {
-        const char *fname = NULL, *dtype = NULL;
-        if (!json_is_object(fo) || sx__jstr(fo, "fieldName", &fname) != 0 ||
-            sx__jstr(fo, "dataType", &dtype) != 0) {
-            fail_type(rs, "CollectionReq", "schema.fields", "httpserver.FieldSchema");
+        if (!one_field(rs, m, i, fo, auto_id, &n))
             return false;
-        }
-        if (!fname || !*fname || !dtype || !*dtype) {
-            const char *f = !fname || !*fname ? "FieldName" : "DataType";
-            sx__fail(rs, SX__MC_MISSING_REQUIRED,
-                     "missing required parameters, error: Key: 'CollectionReq.Schema.Fields[%zu]."
-                     "%s' Error:Field validation for '%s' failed on the 'required' tag",
-                     i, f, f);
-            return false;
-        }
-        if (!known_type(dtype)) {
-            sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "data type %s is invalid(case sensitive).: invalid parameter", dtype);
-            return false;
-        }
-        sx__field_meta *f = &m->fields[i];
-        if (!set_field(f, fname, dtype)) {
-            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: field name too long");
-            return false;
-        }
-        if (!f->engine_type) {
-            sx__fail(rs, SX__MC_INVALID_PARAM,
-                     "invalid parameter: data type %s (field %s) is not supported by Sextant yet "
-                     "(supported: Bool, Int8, Int16, Int32, Int64, Float, Double, VarChar, "
-                     "String, JSON, Array, FloatVector, SparseFloatVector)",
-                     dtype, fname);
-            return false;
-        }
-        bool nullable = false, is_pk = false, pkey = false, fauto = false;
-        if (sx__jbool(fo, "nullable", &nullable) != 0 || sx__jbool(fo, "isPrimary", &is_pk) != 0 ||
-            sx__jbool(fo, "isPartitionKey", &pkey) != 0 || sx__jbool(fo, "autoID", &fauto) != 0) {
-            fail_type(rs, "CollectionReq", "schema.fields", "bool");
-            return false;
-        }
-        bool sparse = sx__field_is_sparse(f);
-        if (nullable && (is_pk || f->engine_type == SX_FIELD_FLOAT_VECTOR || sparse)) {
-            sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s field %s cannot be nullable",
-                     is_pk ? "the primary key" : "the vector", fname);
-            return false;
-        }
-        if (sparse) {
-            if (++n_sparse + n_vec > SX_MAX_VECTOR_FIELDS) {
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: maximum vector field's number should be limited to "
-                         "%u (field %s)",
-                         SX_MAX_VECTOR_FIELDS, fname);
-                return false;
-            }
-            if (is_pk || pkey) {
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: the sparse vector field %s cannot be a primary or "
-                         "partition key",
-                         fname);
-                return false;
-            }
-            f->max_length = SX_MAX_VARCHAR; /* the engine's sparse text */
-        }
-        f->nullable = nullable;
-        const json_t *tp = sx__jget(fo, "elementTypeParams");
-        int64_t v = 0;
-        if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
-            if (++n_vec + n_sparse > SX_MAX_VECTOR_FIELDS) {
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: maximum vector field's number should be limited to "
-                         "%u (field %s is vector field number %zu)",
-                         SX_MAX_VECTOR_FIELDS, fname, n_vec);
-                return false;
-            }
-            int r = type_param(tp, "dim", &v);
-            if (r <= 0 || v <= 0 || v > SX_MAX_DIM) {
-                char got[32];
-                if (r > 0)
-                    (void)snprintf(got, sizeof got, "%lld", (long long)v);
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: dim of field %s should be in range 1..%u, got %s",
-                         fname, SX_MAX_DIM,
-                         r == 0  ? "nothing"
-                         : r < 0 ? "a bad value"
-                                 : got);
-                return false;
-            }
-            f->dim = (uint32_t)v;
-        }
-        if (!strcmp(dtype, "VarChar") || !strcmp(dtype, "String")) {
-            int r = type_param(tp, "max_length", &v);
-            if (r <= 0 || v <= 0 || v > SX_MAX_VARCHAR) {
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: type param(max_length) should be specified for the "
-                         "field(%s) of collection %s, in range 1..%u",
-                         fname, m->name, SX_MAX_VARCHAR);
-                return false;
-            }
-            f->max_length = (uint32_t)v;
-        }
-        if (!strcmp(dtype, "JSON"))
-            f->max_length = SX_MAX_VARCHAR;
-        if (!strcmp(dtype, "Array") && !array_params(rs, m, f, fo, tp))
-            return false;
-        if (pkey) {
-            const char *why = NULL;
-            if (++n_key > 1)
-                why = "there are more than one partition key";
-            else if (is_pk)
-                why = "the partition key field must not be primary field";
-            else if (strcmp(dtype, "Int64") != 0 && strcmp(dtype, "VarChar") != 0)
-                why = "the data type of partition key should be Int64 or VarChar";
-            else if (nullable)
-                why = "partition key field not support nullable";
-            if (why) {
-                sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s, field name = %s", why,
-                         fname);
-                return false;
-            }
-        }
-        f->is_partition_key = pkey;
-        if (is_pk) {
-            if (++n_pk > 1) {
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: there are more than one primary key, field name = %s",
-                         fname);
-                return false;
-            }
-            if (strcmp(dtype, "Int64") != 0 && strcmp(dtype, "VarChar") != 0) {
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: the data type of primary key should be Int64 or "
-                         "VarChar");
-                return false;
-            }
-            f->is_primary = true;
-            f->auto_id = auto_id || fauto;
-            if (f->auto_id && f->engine_type != SX_FIELD_INT64) {
-                sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: autoID on a VarChar primary key is not supported by "
-                         "Sextant yet (use Int64)");
-                return false;
-            }
-        }
-        const json_t *dv = sx__jget(fo, "defaultValue"); /* NULL for JSON null too */
-        if (dv && !sx__field_set_default(rs, f, dv))
-            return false;
-        const char *desc = NULL;
-        if (sx__jstr(fo, "description", &desc) == 0 && desc)
-            (void)snprintf(f->description, sizeof f->description, "%s", desc);
     }
     m->n_fields = json_array_size(fields);
-    if (n_pk == 0) {
+    /* the sparse entries by schema order (the catalog keeps them by name), then the functions */
+    m->n_sparse = 0;
+    for (size_t k = 0; k < m->n_fields && m->n_sparse < SX_MAX_VECTOR_FIELDS; k++)
+        if (sx__field_is_sparse(&m->fields[k]))
+            (void)snprintf(m->sparse[m->n_sparse++].field, sizeof m->sparse[0].field, "%s",
+                           m->fields[k].name);
+    json_array_foreach(fns, i, fo) {
+        if (!bm25_function(rs, m, fo))
+            return false;
+    }
+    if (n.pk == 0) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: schema does not contain primary key field");
         return false;
     }
-    if (n_vec == 0 && n_sparse) {
+    if (n.vec == 0 && n.sparse) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: Sextant needs a FloatVector field besides the "
                  "SparseFloatVector ones (a collection of sparse vectors only is not supported "
                  "yet)");
         return false;
     }
-    if (n_vec == 0) {
+    if (n.vec == 0) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: schema does not contain vector field (Sextant needs one to "
                  "%u FloatVector fields)",
@@ -799,8 +939,15 @@ static json_t *field_json(const sx__field_meta *f)
         json_object_set_new(o, "params", json_pack("[{s:s,s:s}]", "key", "dim", "value", buf));
     } else if (!strcmp(f->type, "VarChar") || !strcmp(f->type, "String")) {
         (void)snprintf(buf, sizeof buf, "%u", f->max_length);
-        json_object_set_new(o, "params",
-                            json_pack("[{s:s,s:s}]", "key", "max_length", "value", buf));
+        json_t *ps = json_pack("[{s:s,s:s}]", "key", "max_length", "value", buf);
+        if (f->enable_analyzer) {
+            json_array_append_new(
+                ps, json_pack("{s:s,s:s}", "key", "enable_analyzer", "value", "true"));
+            if (f->analyzer[0])
+                json_array_append_new(
+                    ps, json_pack("{s:s,s:s}", "key", "analyzer_params", "value", f->analyzer));
+        }
+        json_object_set_new(o, "params", ps);
     } else if (f->elem_type[0]) {
         json_object_set_new(o, "elementType", json_string(f->elem_type));
         (void)snprintf(buf, sizeof buf, "%u", f->max_capacity);
@@ -830,7 +977,22 @@ static void h_describe(sx__req *rq, sx__resp *rs)
     for (size_t i = 0; i < m->n_fields; i++)
         json_array_append_new(fields, field_json(&m->fields[i]));
     json_object_set_new(d, "fields", fields);
-    json_object_set_new(d, "functions", json_array());
+    json_t *fns = json_array();
+    for (size_t i = 0; i < m->n_sparse; i++) {
+        const sx__sparse_meta *s = &m->sparse[i];
+        if (s->function[0])
+            json_array_append_new(fns,
+                                  json_pack("{s:s,s:s,s:s,s:[s],s:[s],s:[]}", "name", s->function,
+                                            "type", "BM25", "description", "", "inputFieldNames",
+                                            s->bm25_input, "outputFieldNames", s->field, "params"));
+    }
+    for (size_t i = 0; i < json_array_size(fields); i++) {
+        json_t *fo = json_array_get(fields, i);
+        int si = sx__meta_sparse_at(m, json_string_value(json_object_get(fo, "name")));
+        if (si >= 0 && m->sparse[si].function[0])
+            json_object_set_new(fo, "isFunctionOutput", json_true());
+    }
+    json_object_set_new(d, "functions", fns);
     json_t *al = json_array();
     for (size_t i = 0; i < m->n_aliases; i++)
         json_array_append_new(al, json_string(m->aliases[i]));
@@ -847,7 +1009,8 @@ static void h_describe(sx__req *rq, sx__resp *rs)
         const sx__sparse_meta *s = &m->sparse[i];
         if (s->index_name[0])
             json_array_append_new(idx, json_pack("{s:s,s:s,s:s}", "fieldName", s->field,
-                                                 "indexName", s->index_name, "metricType", "IP"));
+                                                 "indexName", s->index_name, "metricType",
+                                                 s->function[0] ? "BM25" : "IP"));
     }
     json_object_set_new(d, "indexes", idx);
     int progress = 0;

@@ -62,6 +62,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/analyzer.h"
 #include "server/server.h"
 #include "util/alloc.h"
 #include "util/assert.h"
@@ -1147,6 +1148,73 @@ static size_t width_of(sx_field_type t, uint32_t dim)
     return 8;
 }
 
+/* The analyzers of a collection's BM25 functions, one per sparse[] entry (NULL: not a function
+ * output), made once per request. */
+typedef struct bm25_set {
+    sx__analyzer *an[SX_MAX_VECTOR_FIELDS];
+} bm25_set;
+
+static void bm25_set_free(bm25_set *b)
+{
+    for (size_t i = 0; i < SX_MAX_VECTOR_FIELDS; i++)
+        sx__analyzer_free(b->an[i]);
+    memset(b, 0, sizeof *b);
+}
+
+/* The analyzer of sparse[si]'s function input (its field's analyzer_params). False with rs set. */
+static bool bm25_analyzer(sx__resp *rs, const sx__coll_meta *m, size_t si, sx__analyzer **out)
+{
+    const sx__field_meta *in = sx__meta_field(m, m->sparse[si].bm25_input);
+    json_t *ap = in && in->analyzer[0] ? json_loads(in->analyzer, 0, NULL) : NULL;
+    char why[256] = "";
+    *out = in ? sx__analyzer_new(ap, why, sizeof why) : NULL;
+    json_decref(ap);
+    if (!*out) {
+        sx__fail(rs, SX__MC_UNEXPECTED, "BM25 function %s: %s", m->sparse[si].function,
+                 in ? why : "its input field is gone");
+        return false;
+    }
+    return true;
+}
+
+static bool bm25_set_make(sx__resp *rs, const sx__coll_meta *m, bm25_set *b)
+{
+    memset(b, 0, sizeof *b);
+    for (size_t i = 0; i < m->n_sparse; i++)
+        if (m->sparse[i].function[0] && !bm25_analyzer(rs, m, i, &b->an[i])) {
+            bm25_set_free(b);
+            return false;
+        }
+    return true;
+}
+
+/* The engine's sparse text of a BM25 document: the term frequencies of the analyzed text. NULL
+ * with why set (too many distinct terms for a row, or out of memory). */
+static char *bm25_doc(const sx__analyzer *a, const char *text, char *why, size_t cap)
+{
+    uint32_t *idx = NULL;
+    float *val = NULL;
+    size_t n = 0;
+    if (!sx__analyze_tf(a, text, &idx, &val, &n)) {
+        (void)snprintf(why, cap, "out of memory");
+        return NULL;
+    }
+    size_t len = sx_sparse_format(idx, val, n, NULL, 0);
+    char *t = len <= SX_MAX_VARCHAR ? sx__malloc(len + 1) : NULL;
+    if (t)
+        (void)sx_sparse_format(idx, val, n, t, len + 1);
+    else
+        (void)snprintf(why, cap,
+                       len > SX_MAX_VARCHAR
+                           ? "the text has %zu distinct terms, more than Sextant keeps for a row "
+                             "(about 5,000)"
+                           : "out of memory (%zu terms)",
+                       n);
+    sx__free(idx);
+    sx__free(val);
+    return t;
+}
+
 /* The partition of row r in partition key mode, by its key in key_cb (int64 or string cells). */
 static const char *
 key_part(const sx__coll_meta *m, const colbuf *key_cb, size_t r, char (*names)[SX_MAX_NAME + 1])
@@ -1168,7 +1236,8 @@ static bool decode_rows(sx__resp *rs,
                         const char *part,
                         colbuf *cb,
                         size_t *n_cb,
-                        char (**key_names_out)[SX_MAX_NAME + 1])
+                        char (**key_names_out)[SX_MAX_NAME + 1],
+                        const bm25_set *bm)
 {
     const sx__coll_meta *m = c->meta;
     size_t n = json_array_size(rows);
@@ -1247,6 +1316,22 @@ static bool decode_rows(sx__resp *rs,
                     BAD_ROW("row %zu: the primary key %s is auto-generated (autoID): do not "
                             "give it",
                             r, fm->name);
+                continue;
+            }
+            int bi = sx__field_is_sparse(fm) ? sx__meta_sparse_at(m, fm->name) : -1;
+            if (bi >= 0 && bm->an[bi]) { /* a BM25 function's output: from its input text */
+                if (v)
+                    BAD_ROW("row %zu: field %s is the output of BM25 function %s (computed from "
+                            "%s): do not give it",
+                            r, fm->name, m->sparse[bi].function, m->sparse[bi].bm25_input);
+                const json_t *tv = json_object_get(row, m->sparse[bi].bm25_input);
+                char why[256];
+                char *txt = bm25_doc(bm->an[bi], json_is_string(tv) ? json_string_value(tv) : "",
+                                     why, sizeof why);
+                if (!txt)
+                    BAD_ROW("row %zu: field %s: %s", r, m->sparse[bi].bm25_input, why);
+                ((char **)cb[ci].data)[r] = txt;
+                ci++;
                 continue;
             }
             if (!v)
@@ -1363,6 +1448,7 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
     int64_t *ids = NULL, *old_keys = NULL;
     sx_column *cols = NULL;
     char(*key_names)[SX_MAX_NAME + 1] = NULL; /* partition key mode: the partition column's */
+    bm25_set bm = { { NULL } };
     json_t *rows = sx__jget(rq->body, "data");
     if (!rows) {
         sx__fail(rs, SX__MC_MISSING_REQUIRED,
@@ -1412,7 +1498,9 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
         if (!upsert_auto_keys(rs, &c, rows, old_keys))
             goto out;
     }
-    if (!decode_rows(rs, &c, rows, !auto_id, !upsert, part, cb, &n_cb, &key_names))
+    if (!bm25_set_make(rs, c.meta, &bm))
+        goto out;
+    if (!decode_rows(rs, &c, rows, !auto_id, !upsert, part, cb, &n_cb, &key_names, &bm))
         goto out;
     cols = sx__calloc(n_cb, sizeof *cols);
     if (!cols) {
@@ -1470,6 +1558,7 @@ static void write_rows(sx__req *rq, sx__resp *rs, bool upsert)
         sx__metrics_rows(rq->metrics, n, 0, 0);
 out:
     colbufs_free(cb, n_cb, n);
+    bm25_set_free(&bm);
     sx__free(key_names);
     sx__free(cols);
     sx__free(ids);
@@ -1790,6 +1879,7 @@ typedef struct sparams {
     double radius, range_filter;
     bool ignore_growing; /* ignoreGrowing / ignore_growing: search sealed rows only */
     const char *metric;  /* borrowed */
+    json_t *owned;       /* the object the keys are borrowed from, when it is a copy */
 } sparams;
 
 static void sparams_free(sparams *p)
@@ -1797,6 +1887,8 @@ static void sparams_free(sparams *p)
     for (size_t i = 0; i < p->n; i++)
         sx__free(p->val[i]);
     p->n = 0;
+    json_decref(p->owned);
+    p->owned = NULL;
 }
 
 /* Canonical text of a parameter value: integers in decimal, integral reals as integers, strings
@@ -2569,8 +2661,12 @@ static void sparse_queries_free(sparse_queries *s)
     memset(s, 0, sizeof *s);
 }
 
-static bool read_sparse_queries(
-    sx__req *rq, sx__resp *rs, const json_t *data, const char *sname, sparse_queries *out)
+static bool read_sparse_queries(sx__req *rq,
+                                sx__resp *rs,
+                                const json_t *data,
+                                const char *sname,
+                                const sx__analyzer *an,
+                                sparse_queries *out)
 {
     memset(out, 0, sizeof *out);
     if (!data) {
@@ -2595,7 +2691,23 @@ static bool read_sparse_queries(
         return false;
     }
     out->nq = nq;
-    for (size_t i = 0; i < nq; i++) {
+    for (size_t i = 0; an && i < nq; i++) { /* BM25: raw texts, their term counts */
+        const json_t *t = json_array_get(data, i);
+        if (!json_is_string(t)) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: data[%zu]: a full-text (BM25) search takes texts", i);
+            return false;
+        }
+        uint32_t *idx = NULL;
+        float *val = NULL;
+        size_t n = 0;
+        if (!sx__analyze_tf(an, json_string_value(t), &idx, &val, &n)) {
+            fail_nomem(rs);
+            return false;
+        }
+        out->q[i] = (sx_sparse_query){ idx, val, n };
+    }
+    for (size_t i = 0; !an && i < nq; i++) {
         char why[256], *txt = NULL;
         if (!sx__sparse_from_json(json_array_get(data, i), &txt, why, sizeof why)) {
             sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: data[%zu]: %s", i, why);
@@ -2618,6 +2730,39 @@ static bool read_sparse_queries(
         }
     }
     return true;
+}
+
+/* The searchParams of a search on sparse field sm: its metricType (top level or in params) must
+ * be the field's (BM25 for a function output, else IP) or absent; the rest goes through
+ * parse_sparams. False with rs set. */
+static bool sparse_sparams(sx__resp *rs, const sx__sparse_meta *sm, const json_t *sp, sparams *p)
+{
+    memset(p, 0, sizeof *p);
+    const char *want = sm->function[0] ? "BM25" : "IP";
+    json_t *copy = json_is_object(sp) ? json_deep_copy(sp) : NULL;
+    json_t *inner = json_object_get(copy, "params");
+    json_t *objs[2] = { copy, json_is_object(inner) ? inner : NULL };
+    static const char *const keys[] = { "metricType", "metric_type" };
+    bool ok = true;
+    for (size_t w = 0; ok && w < 2; w++) {
+        for (size_t k = 0; ok && objs[w] && k < 2; k++) {
+            const json_t *mt = json_object_get(objs[w], keys[k]);
+            if (!mt)
+                continue;
+            if (!json_is_string(mt) || strcasecmp(json_string_value(mt), want) != 0) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter[expected=%s][actual=%s]: metric type not match", want,
+                         json_is_string(mt) ? json_string_value(mt) : "?");
+                ok = false;
+                break;
+            }
+            json_object_del(objs[w], keys[k]);
+        }
+    }
+    ok = ok && parse_sparams(rs, SX_METRIC_IP, copy ? copy : sp, p);
+    /* p borrows keys from the parsed object: the copy lives as long as p */
+    p->owned = copy;
+    return ok;
 }
 
 /* drop_ratio_search (and the generic keys parse_sparams takes) of a sparse search; anything else
@@ -2699,20 +2844,23 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
     char *filter = NULL;
     sx_rowset *r = NULL;
     size_t *rows = NULL;
+    sx__analyzer *an = NULL;
+    if (sm->function[0] && !bm25_analyzer(rs, c->meta, (size_t)si, &an))
+        goto out;
     if (sx__jget(rq->body, "ids") || sx__jget(rq->body, "groupingField")) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: %s on a sparse vector field is not supported by Sextant yet",
                  sx__jget(rq->body, "ids") ? "search by ids" : "group-by search");
         goto out;
     }
-    if (!read_sparse_queries(rq, rs, sx__jget(rq->body, "data"), sname, &sq))
+    if (!read_sparse_queries(rq, rs, sx__jget(rq->body, "data"), sname, an, &sq))
         goto out;
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset) ||
         !check_window(rs, limit, offset) || !check_consistency(rq, rs))
         goto out;
     float drop = 0;
-    if (!parse_sparams(rs, SX_METRIC_IP, sx__jget(rq->body, "searchParams"), &sp) ||
+    if (!sparse_sparams(rs, sm, sx__jget(rq->body, "searchParams"), &sp) ||
         !sparse_params(rs, &sp, &drop))
         goto out;
     json_t *parts = sx__jget(rq->body, "partitionNames");
@@ -2743,7 +2891,10 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
                           .drop_ratio_search = drop,
                           .drop_ratio_build = sm->drop_ratio_build,
                           .ignore_growing = sp.ignore_growing,
-                          .exhaustive = strcmp(sm->algo, "TAAT_NAIVE") == 0 };
+                          .exhaustive = strcmp(sm->algo, "TAAT_NAIVE") == 0,
+                          .scoring = sm->function[0] ? SX_SPARSE_BM25 : SX_SPARSE_IP,
+                          .bm25_k1 = sm->bm25_k1,
+                          .bm25_b = sm->bm25_b };
     sx_status st = sx_sparse_search(c->h, &req, &r);
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search");
@@ -2760,6 +2911,7 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
 out:
     sparse_queries_free(&sq);
     sparams_free(&sp);
+    sx__analyzer_free(an);
     sx__free(filter);
     sx__free(rows);
     sx_rowset_free(r);
@@ -2961,8 +3113,15 @@ static int fhit_by_score(const void *x, const void *y)
 }
 
 /* Milvus's weighted-ranker normalisation of a raw distance into [0, 1], larger is better. */
+/* The sub-search metric of a BM25 field, for the weighted ranker only (not an engine metric). */
+#define METRIC_BM25 ((sx_metric)100)
+
+/* Milvus's normalisation of a sub-search's scores for the weighted ranker: L2 1 - 2 atan(d) / pi,
+ * IP 0.5 + atan(d) / pi, BM25 2 atan(d) / pi, COSINE (1 + d) / 2. */
 static double norm_score(sx_metric m, float d)
 {
+    if (m == METRIC_BM25)
+        return 2.0 * atan((double)d) / PI_D;
     if (m == SX_METRIC_L2)
         return 1.0 - 2.0 * atan((double)d) / PI_D;
     if (m == SX_METRIC_IP)
@@ -3055,6 +3214,7 @@ static bool run_sub(sx__req *rq,
     sparams sp;
     memset(&sp, 0, sizeof sp);
     sparse_queries sq = { 0 };
+    sx__analyzer *an = NULL;
     json_t *tmp = json_object();
     if (!tmp) {
         fail_nomem(rs);
@@ -3077,9 +3237,13 @@ static bool run_sub(sx__req *rq,
     const sx__vec_meta *vm = NULL;
     if (si < 0 && !anns_of(rs, c, anns, &vfi, &vm))
         goto out;
-    *metric_out = si >= 0 ? SX_METRIC_IP : vm->metric;
+    *metric_out = si < 0                            ? vm->metric
+                  : c->meta->sparse[si].function[0] ? METRIC_BM25
+                                                    : SX_METRIC_IP;
     size_t nq = 0;
-    if (si >= 0 ? !read_sparse_queries(rq, rs, sx__jget(sub, "data"), "SubSearchReq", &sq)
+    if (si >= 0 && c->meta->sparse[si].function[0] && !bm25_analyzer(rs, c->meta, (size_t)si, &an))
+        goto out;
+    if (si >= 0 ? !read_sparse_queries(rq, rs, sx__jget(sub, "data"), "SubSearchReq", an, &sq)
                 : !read_vectors(rq, rs, sx__jget(sub, "data"), c->meta->fields[vfi].dim,
                                 "SubSearchReq", &q, &nq))
         goto out;
@@ -3110,7 +3274,8 @@ static bool run_sub(sx__req *rq,
         json_object_set(tmp, "metricType", mt);
     if (pr)
         json_object_set(tmp, "params", pr);
-    if (!parse_sparams(rs, *metric_out, tmp, &sp))
+    if (si >= 0 ? !sparse_sparams(rs, &c->meta->sparse[si], tmp, &sp)
+                : !parse_sparams(rs, *metric_out, tmp, &sp))
         goto out;
     if (sp.has_radius) {
         sx__fail(rs, SX__MC_UNSUPPORTED,
@@ -3144,7 +3309,10 @@ static bool run_sub(sx__req *rq,
                                .drop_ratio_search = drop,
                                .drop_ratio_build = sm->drop_ratio_build,
                                .ignore_growing = sp.ignore_growing,
-                               .exhaustive = strcmp(sm->algo, "TAAT_NAIVE") == 0 };
+                               .exhaustive = strcmp(sm->algo, "TAAT_NAIVE") == 0,
+                               .scoring = sm->function[0] ? SX_SPARSE_BM25 : SX_SPARSE_IP,
+                               .bm25_k1 = sm->bm25_k1,
+                               .bm25_b = sm->bm25_b };
         sx_status sst = sx_sparse_search(c->h, &sreq, out);
         if (sst != SX_OK) {
             sx__fail_st(rs, sst, SX__MC_COLL_NOT_FOUND, "hybrid_search");
@@ -3176,6 +3344,7 @@ out:
     json_decref(tmp);
     sparams_free(&sp);
     sparse_queries_free(&sq);
+    sx__analyzer_free(an);
     sx__free(q);
     sx__free(filter);
     return ok;

@@ -117,7 +117,7 @@ static void describe_sparse(sx__resp *rs, sx_collection *h, const sx__coll_meta 
     json_object_set_new(o, "indexName", json_string(s->index_name));
     json_object_set_new(o, "fieldName", json_string(s->field));
     json_object_set_new(o, "indexType", json_string(s->index_type));
-    json_object_set_new(o, "metricType", json_string("IP"));
+    json_object_set_new(o, "metricType", json_string(s->function[0] ? "BM25" : "IP"));
     json_object_set_new(o, "totalRows", json_integer((json_int_t)sealed));
     json_object_set_new(o, "indexedRows", json_integer((json_int_t)sealed));
     json_object_set_new(o, "pendingRows", json_integer(0));
@@ -129,6 +129,12 @@ static void describe_sparse(sx__resp *rs, sx_collection *h, const sx__coll_meta 
     json_t *bp = json_pack("{s:s}", "drop_ratio_build", buf);
     if (s->algo[0])
         json_object_set_new(bp, "inverted_index_algo", json_string(s->algo));
+    if (s->function[0]) {
+        (void)snprintf(buf, sizeof buf, "%g", (double)s->bm25_k1);
+        json_object_set_new(bp, "bm25_k1", json_string(buf));
+        (void)snprintf(buf, sizeof buf, "%g", (double)s->bm25_b);
+        json_object_set_new(bp, "bm25_b", json_string(buf));
+    }
     json_object_set_new(o, "params", bp);
     json_t *arr = json_array();
     json_array_append_new(arr, o);

@@ -645,7 +645,7 @@ typedef struct sparse_apply_ctx {
     sx__resp *rs;
     bool answered;
     const char *iname, *fname, *itype, *algo;
-    float drop;
+    float drop, k1, b;
     sx__coll_meta *out;
 } sparse_apply_ctx;
 
@@ -662,7 +662,7 @@ static sx_status sparse_apply_fn(void *ctx, sx__coll_meta *m)
     int other = sx__meta_sparse_index_at(m, a->iname);
     bool same = s->index_name[0] && strcmp(s->index_name, a->iname) == 0 &&
                 strcasecmp(s->index_type, a->itype) == 0 && strcmp(s->algo, a->algo) == 0 &&
-                s->drop_ratio_build == a->drop;
+                s->drop_ratio_build == a->drop && s->bm25_k1 == a->k1 && s->bm25_b == a->b;
     if (same) { /* Milvus: creating the same index again succeeds */
         memcpy(a->out, m, sizeof *m);
         return SX_OK;
@@ -679,8 +679,21 @@ static sx_status sparse_apply_fn(void *ctx, sx__coll_meta *m)
     (void)snprintf(s->index_type, sizeof s->index_type, "%s", a->itype);
     (void)snprintf(s->algo, sizeof s->algo, "%s", a->algo);
     s->drop_ratio_build = a->drop;
+    s->bm25_k1 = a->k1;
+    s->bm25_b = a->b;
     memcpy(a->out, m, sizeof *m);
     return SX_OK;
+}
+
+/* A number parameter (a number or its digits) into *out; false when it is not one. */
+static bool param_num(const json_t *v, double *out)
+{
+    char *end = NULL;
+    if (json_is_number(v))
+        *out = json_number_value(v);
+    else if (json_is_string(v))
+        *out = strtod(json_string_value(v), &end);
+    return json_is_number(v) || (end && !*end && end != json_string_value(v));
 }
 
 /* A SPARSE_INVERTED_INDEX / SPARSE_WAND (AUTOINDEX) on a sparse field: metric IP, params
@@ -703,15 +716,25 @@ static bool sparse_index_apply(sx__req *rq,
                  itype, fname);
         return false;
     }
-    if (metric && *metric && strcasecmp(metric, "IP") != 0) {
+    int si = sx__meta_sparse_at(meta, fname);
+    bool bm25 = si >= 0 && meta->sparse[si].function[0];
+    if (bm25 && (!metric || strcasecmp(metric, "BM25") != 0)) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: the output field %s of BM25 function %s needs metric type "
+                 "BM25",
+                 fname, meta->sparse[si].function);
+        return false;
+    }
+    if (!bm25 && metric && *metric && strcasecmp(metric, "IP") != 0) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  strcasecmp(metric, "BM25") == 0
                      ? "invalid parameter: metric type BM25 needs the output field of a BM25 "
-                       "function (full-text search is not supported by Sextant yet)"
+                       "function"
                      : "invalid parameter: only IP is the supported metric type for sparse index");
         return false;
     }
     float drop = 0;
+    double k1 = 1.2, b = 0.75;
     const char *algo = "";
     const char *k;
     json_t *v;
@@ -729,6 +752,16 @@ static bool sparse_index_apply(sx__req *rq,
                 return false;
             }
             drop = (float)d;
+        } else if (bm25 && (strcmp(k, "bm25_k1") == 0 || strcmp(k, "bm25_b") == 0)) {
+            double x = -1;
+            bool is_k1 = strcmp(k, "bm25_k1") == 0;
+            if (!param_num(v, &x) || !(is_k1 ? x >= 1.2 && x <= 2.0 : x >= 0 && x <= 1)) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: %s should be a number in range [%s]", k,
+                         is_k1 ? "1.2, 2.0" : "0, 1");
+                return false;
+            }
+            *(is_k1 ? &k1 : &b) = x;
         } else if (strcmp(k, "inverted_index_algo") == 0) {
             const char *s = json_string_value(v);
             if (!s || (strcmp(s, "TAAT_NAIVE") != 0 && strcmp(s, "DAAT_WAND") != 0 &&
@@ -742,12 +775,17 @@ static bool sparse_index_apply(sx__req *rq,
         } else {
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: %s is not a parameter of sparse indexes "
-                     "(drop_ratio_build, inverted_index_algo)",
-                     k);
+                     "(drop_ratio_build, inverted_index_algo%s)",
+                     k, bm25 ? ", bm25_k1, bm25_b" : "");
             return false;
         }
     }
-    sparse_apply_ctx a = { rs, false, iname, fname, itype, algo, drop, meta };
+    if (bm25 && drop != 0) {
+        sx__fail(rs, SX__MC_INVALID_PARAM,
+                 "invalid parameter: drop_ratio_build is not supported with BM25 by Sextant");
+        return false;
+    }
+    sparse_apply_ctx a = { rs, false, iname, fname, itype, algo, drop, (float)k1, (float)b, meta };
     sx_status st = sx__cat_coll_modify(rq->cat, rq->db_name, meta->name, sparse_apply_fn, &a);
     if (st != SX_OK && !a.answered)
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "create index");

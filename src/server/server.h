@@ -214,6 +214,10 @@ typedef struct sx__field_meta {
      * the field or gives null stores NULL unless the field has a default. Not the primary key,
      * not vectors. */
     bool nullable;
+    /* VarChar fields of full-text search (Milvus's enable_analyzer): the analyzer_params as
+     * compact JSON text ("" = the standard analyzer), analyzer.h. */
+    bool enable_analyzer;
+    char analyzer[256];
 } sx__field_meta;
 
 #define SX__MAX_DEFAULT_TEXT 255u
@@ -244,6 +248,12 @@ typedef struct sx__sparse_meta {
     char index_type[32];              /* SPARSE_INVERTED_INDEX, SPARSE_WAND (as asked) */
     char algo[24];                    /* inverted_index_algo as asked, "" = none given */
     float drop_ratio_build;           /* [0, 1) */
+    /* The output of a BM25 function (schema, immutable): its name and its input, a VarChar
+     * field with enable_analyzer; rows get term frequencies of the analyzed text at insert and
+     * the index's metric is BM25 (k1, b), searched by raw text. "" = a plain sparse field. */
+    char function[SX_MAX_NAME + 1];
+    char bm25_input[SX_MAX_NAME + 1];
+    float bm25_k1, bm25_b; /* the index's (mutable with it) */
 } sx__sparse_meta;
 
 #define SX__SPARSE_TYPE "SparseFloatVector"

@@ -443,6 +443,147 @@ static void rebuild_and_restart(void)
     check_search("drop_ratio_build 0.5 after a restart", q3, 3, -1, 0, NULL);
 }
 
+/* ---------------------------------------------------------------- full-text search (BM25) */
+
+#define ND   240
+#define VOC  30
+#define MAXW 20
+
+static const char *const g_voc[VOC] = { "alpha",   "bravo",  "charlie", "delta",    "echo",
+                                        "foxtrot", "golf",   "hotel",   "india",    "juliet",
+                                        "kilo",    "lima",   "mike",    "november", "oscar",
+                                        "papa",    "quebec", "romeo",   "sierra",   "tango",
+                                        "uniform", "victor", "whiskey", "xray",     "yankee",
+                                        "zulu",    "one",    "two",     "three",    "four" };
+static int g_doc[ND][MAXW];
+static int g_doc_n[ND];
+static bool g_doc_live[ND];
+
+/* BM25 (k1 1.2, b 0.75) of document d for the query words q (with repeats), over the live
+ * documents: tokens are the words as written (the standard analyzer lowercases; they are). */
+static double bm25(size_t d, const int *q, size_t nq)
+{
+    double n = 0, sum = 0;
+    for (size_t i = 0; i < ND; i++)
+        if (g_doc_live[i]) {
+            n += 1;
+            sum += g_doc_n[i];
+        }
+    double avgdl = sum / n, s = 0;
+    for (size_t a = 0; a < nq; a++) {
+        double df = 0, tf = 0;
+        for (size_t i = 0; i < ND; i++) {
+            bool has = false;
+            for (int w = 0; w < g_doc_n[i]; w++)
+                has |= g_doc[i][w] == q[a];
+            df += g_doc_live[i] && has;
+        }
+        for (int w = 0; w < g_doc_n[d]; w++)
+            tf += g_doc[d][w] == q[a];
+        if (tf == 0)
+            continue;
+        double idf = log(1 + (n - df + 0.5) / (df + 0.5));
+        s += idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * g_doc_n[d] / avgdl));
+    }
+    return s;
+}
+
+static void check_bm25(const char *what, const int *q, size_t nq)
+{
+    char text[256] = "";
+    size_t n = 0;
+    for (size_t a = 0; a < nq; a++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", a ? " " : "", g_voc[q[a]]);
+    json_t *ans = th_postf("/v2/vectordb/entities/search",
+                           "{`collectionName`:`ft`,`annsField`:`sparse`,`limit`:8,"
+                           "`data`:[`%s`],`searchParams`:{`metricType`:`BM25`}}",
+                           text);
+    if (th_code() != 0)
+        FAILF("%s: %s", what, th_last.text);
+    static hit want[ND];
+    size_t m = 0;
+    for (size_t d = 0; d < ND; d++) {
+        if (!g_doc_live[d])
+            continue;
+        double s = bm25(d, q, nq);
+        if (s > 0)
+            want[m++] = (hit){ s, d };
+    }
+    qsort(want, m, sizeof *want, hit_cmp);
+    check_hits(what, json_object_get(ans, "data"), want, m < 8 ? m : 8);
+}
+
+static void full_text(void)
+{
+    (void)th_post_ok(
+        "/v2/vectordb/collections/create",
+        "{`collectionName`:`ft`,`schema`:{`fields`:["
+        "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+        "{`fieldName`:`d`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}},"
+        "{`fieldName`:`text`,`dataType`:`VarChar`,`elementTypeParams`:{`max_length`:1000,"
+        "`enable_analyzer`:true,`analyzer_params`:{`type`:`standard`}}},"
+        "{`fieldName`:`sparse`,`dataType`:`SparseFloatVector`}],"
+        "`functions`:[{`name`:`bm25`,`type`:`BM25`,`inputFieldNames`:[`text`],"
+        "`outputFieldNames`:[`sparse`],`params`:{}}]},"
+        "`indexParams`:[{`fieldName`:`d`,`metricType`:`L2`,`params`:{`index_type`:`FLAT`}},"
+        "{`fieldName`:`sparse`,`metricType`:`BM25`,`params`:{`index_type`:"
+        "`SPARSE_INVERTED_INDEX`,`bm25_k1`:1.2,`bm25_b`:0.75}}]}");
+    th_expect("/v2/vectordb/collections/create",
+              "{`collectionName`:`ft2`,`schema`:{`fields`:["
+              "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+              "{`fieldName`:`d`,`dataType`:`FloatVector`,`elementTypeParams`:{`dim`:2}},"
+              "{`fieldName`:`text`,`dataType`:`VarChar`,`elementTypeParams`:{`max_length`:9,"
+              "`enable_analyzer`:true,`analyzer_params`:{`type`:`chinese`}}}]}}",
+              1100, "analyzer type chinese is not supported by Sextant");
+    uint64_t s = 99;
+    static char body[1 << 16];
+    size_t n = (size_t)snprintf(body, sizeof body, "{`collectionName`:`ft`,`data`:[");
+    for (size_t d = 0; d < ND; d++) {
+        g_doc_n[d] = 3 + (int)(test_rand(&s) % (MAXW - 3));
+        g_doc_live[d] = true;
+        n += (size_t)snprintf(body + n, sizeof body - n, "%s{`id`:%zu,`d`:[0,0],`text`:`",
+                              d ? "," : "", d);
+        for (int w = 0; w < g_doc_n[d]; w++) {
+            /* skewed: low words often */
+            int x = (int)(test_rand(&s) % VOC);
+            g_doc[d][w] = x % 3 == 0 ? x / 3 : x;
+            n += (size_t)snprintf(body + n, sizeof body - n, "%s%s", w ? " " : "",
+                                  g_voc[g_doc[d][w]]);
+        }
+        n += (size_t)snprintf(body + n, sizeof body - n, "`}");
+    }
+    snprintf(body + n, sizeof body - n, "]}");
+    (void)th_post_ok("/v2/vectordb/entities/insert", body);
+    th_expect("/v2/vectordb/entities/insert",
+              "{`collectionName`:`ft`,`data`:[{`id`:999,`d`:[0,0],`text`:`a`,`sparse`:{`1`:1}}]}",
+              1804, "is the output of BM25 function bm25");
+    const int q1[] = { 1, 7 }, q2[] = { 5, 5, 22, 9 }, q3[] = { 29 };
+    check_bm25("BM25 growing", q1, 2);
+    check_bm25("BM25 growing, repeated word", q2, 4);
+    (void)th_post_ok("/v2/vectordb/collections/flush", "{`collectionName`:`ft`}");
+    check_bm25("BM25 sealed", q1, 2);
+    check_bm25("BM25 sealed, rare word", q3, 1);
+    (void)th_post_ok("/v2/vectordb/entities/delete", "{`collectionName`:`ft`,`filter`:`id < 60`}");
+    for (size_t d = 0; d < 60; d++)
+        g_doc_live[d] = false;
+    check_bm25("BM25 after deletes (statistics of the live rows)", q2, 4);
+    th_expect("/v2/vectordb/entities/search",
+              "{`collectionName`:`ft`,`annsField`:`sparse`,`data`:[`alpha`],"
+              "`searchParams`:{`metricType`:`IP`}}",
+              1100, "metric type not match");
+    th_expect("/v2/vectordb/entities/search",
+              "{`collectionName`:`ft`,`annsField`:`sparse`,`data`:[{`1`:1}]}", 1100,
+              "a full-text (BM25) search takes texts");
+    json_t *d = th_post_ok("/v2/vectordb/collections/describe", "{`collectionName`:`ft`}");
+    const json_t *fn = json_array_get(json_object_get(d, "functions"), 0);
+    ASSERT(strcmp(json_string_value(json_object_get(fn, "type")), "BM25") == 0);
+    ASSERT(json_is_true(
+        json_object_get(json_array_get(json_object_get(d, "fields"), 3), "isFunctionOutput")));
+    stop();
+    start();
+    check_bm25("BM25 after a restart", q1, 2);
+}
+
 int main(void)
 {
     g_dir = test_tmpdir("srv_sparse");
@@ -450,6 +591,7 @@ int main(void)
     RUN(data_rules);
     RUN(searches);
     RUN(rebuild_and_restart);
+    RUN(full_text);
     if (g_srv)
         stop();
     return TEST_DONE();
