@@ -986,6 +986,79 @@ const steps = [
     ok('drop', await client.dropCollection({ collection_name: SP }));
   }],
 
+  ['full-text search: analyzer, BM25 function, insert of texts, search by text vs an independent BM25, hybrid with dense', async () => {
+    const FT = 'grpc_fulltext';
+    const { FunctionType } = require('@zilliz/milvus2-sdk-node');
+    const words = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliet', 'kilo', 'lima'];
+    let seed = 777;
+    const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+    const docs = [];
+    for (let i = 0; i < 90; i++) {
+      const n = 3 + Math.floor(rnd() * 12);
+      const w = [];
+      for (let k = 0; k < n; k++) w.push(words[Math.floor(rnd() * rnd() * words.length)]); // skewed
+      docs.push(w);
+    }
+    ok('create', await client.createCollection({
+      collection_name: FT,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true },
+        { name: 'dense', data_type: DataType.FloatVector, dim: 2 },
+        { name: 'text', data_type: DataType.VarChar, max_length: 512, enable_analyzer: true, analyzer_params: { type: 'standard' } },
+        { name: 'sparse', data_type: DataType.SparseFloatVector },
+      ],
+      functions: [{ name: 'text_bm25', description: '', type: FunctionType.BM25, input_field_names: ['text'], output_field_names: ['sparse'], params: {} }],
+    }));
+    const d = ok('describe', await client.describeCollection({ collection_name: FT }));
+    assert.equal(d.schema.functions.length, 1);
+    assert.equal(d.schema.functions[0].name, 'text_bm25');
+    assert.ok(d.schema.fields.find((f) => f.name === 'sparse').is_function_output);
+    ok('dense index', await client.createIndex({ collection_name: FT, field_name: 'dense', index_type: 'FLAT', metric_type: 'L2' }));
+    ok('bm25 index', await client.createIndex({ collection_name: FT, field_name: 'sparse', index_type: 'SPARSE_INVERTED_INDEX', metric_type: 'BM25', params: { bm25_k1: 1.2, bm25_b: 0.75 } }));
+    ok('load', await client.loadCollectionSync({ collection_name: FT }));
+    ok('insert texts', await client.insert({ collection_name: FT, data: docs.map((w, i) => ({ id: i, dense: [i / 90, 1 - i / 90], text: w.join(' ') })) }));
+    // BM25 computed here over the same tokens (the standard analyzer keeps these words as they are)
+    const bm25 = (q) => {
+      const N = docs.length;
+      const avgdl = docs.reduce((s, w) => s + w.length, 0) / N;
+      const out = [];
+      docs.forEach((w, id) => {
+        let s = 0;
+        for (const t of q) {
+          const tf = w.filter((x) => x === t).length;
+          if (!tf) continue;
+          const df = docs.filter((x) => x.includes(t)).length;
+          const idf = Math.log(1 + (N - df + 0.5) / (df + 0.5));
+          s += idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * w.length / avgdl));
+        }
+        if (s > 0) out.push({ id, distance: s });
+      });
+      return out.sort((a, b) => b.distance - a.distance || a.id - b.id);
+    };
+    const check = async (what) => {
+      for (const q of [['bravo', 'hotel'], ['lima'], ['alpha', 'alpha', 'kilo']]) {
+        const r = ok(what, await client.search({ collection_name: FT, anns_field: 'sparse', data: [q.join(' ')], limit: 5, output_fields: ['text'] }));
+        const want = bm25(q).slice(0, 5);
+        assert.equal(r.results.length, want.length, `${what} ${q}: ${r.results.length} hits vs ${want.length}`);
+        for (let h = 0; h < want.length; h++)
+          assert.ok(Math.abs(r.results[h].score - want[h].distance) <= 1e-4 * (1 + want[h].distance), `${what} ${q}: hit ${h} ${r.results[h].score} vs ${want[h].distance}`);
+        assert.equal(String(r.results[0].id), String(want[0].id), `${what} ${q}: best`);
+        assert.equal(r.results[0].text, docs[Number(r.results[0].id)].join(' '));
+      }
+    };
+    await check('bm25 search (growing)');
+    ok('flush', await client.flushSync({ collection_names: [FT] }));
+    await check('bm25 search (sealed)');
+    const hy = ok('hybrid dense + bm25', await client.hybridSearch({
+      collection_name: FT,
+      data: [{ data: [0.5, 0.5], anns_field: 'dense', limit: 10 }, { data: 'bravo hotel', anns_field: 'sparse', limit: 10 }],
+      rerank: { strategy: 'rrf', params: { k: 60 } },
+      limit: 4,
+    }));
+    assert.equal(hy.results.length, 4);
+    ok('drop', await client.dropCollection({ collection_name: FT }));
+  }],
+
   ['users: create, list, an API user held to its privileges, own password, drop', async () => {
     ok('create user', await client.createUser({ username: 'gina', password: 'ginapw12' }));
     failed('create again', await client.createUser({ username: 'gina', password: 'ginapw12' }));
