@@ -413,6 +413,8 @@ const char *sx__idx_ext(size_t v, bool remote)
 
 sx_status sx__vfield_find(const sx_collection *c, const char *field, size_t *v)
 {
+    if (c->n_vf == 0)
+        return sx__err(SX_EINVAL, "collection %s has no FLOAT_VECTOR field", c->name);
     if (!field || !*field) {
         *v = 0;
         return SX_OK;

@@ -148,7 +148,7 @@ static sx_status load_schema(sx_collection *c, sx__manifest *m)
         if (c->types[f] < SX_FIELD_INT64 || c->types[f] > SX_FIELD_FLOAT_VECTOR)
             return sx__err(SX_ECORRUPT, "%s: manifest has a bad field type", c->dir);
     }
-    if (!has_pk || c->n_vf == 0 || c->n_vf != m->n_vec)
+    if (!has_pk || c->n_vf != m->n_vec)
         return sx__err(SX_ECORRUPT, "%s: manifest schema is invalid", c->dir);
     c->nullable = sx__calloc(c->n_fields, sizeof(bool));
     if (!c->nullable)
@@ -386,7 +386,10 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
     if (st != SX_OK)
         goto fail;
     uint64_t max_bytes = db->opts.segment_max_bytes ? db->opts.segment_max_bytes : 256u << 20;
-    uint64_t rows = max_bytes / vec_row_bytes(c);
+    /* without vectors (a collection of sparse or scalar fields only), rows are sized as if each
+     * held 1 KiB: 262,144 rows in 256 MiB */
+    uint64_t rb = vec_row_bytes(c);
+    uint64_t rows = max_bytes / (rb ? rb : 1024);
     if (rows < 64)
         rows = 64;
     if (rows > (1u << 30))

@@ -287,8 +287,8 @@ static sx_status validate_def(const sx_collection_def *def)
     }
     if (n_pk != 1)
         return sx__err(SX_EINVAL, "exactly one primary key field is required (got %zu)", n_pk);
-    if (n_vec < 1 || n_vec > SX_MAX_VECTOR_FIELDS)
-        return sx__err(SX_EINVAL, "a collection needs 1 to %u FLOAT_VECTOR fields (got %zu)",
+    if (n_vec > SX_MAX_VECTOR_FIELDS) /* none is fine: sparse vectors and scalars only */
+        return sx__err(SX_EINVAL, "a collection has at most %u FLOAT_VECTOR fields (got %zu)",
                        SX_MAX_VECTOR_FIELDS, n_vec);
     return SX_OK;
 }
@@ -576,7 +576,7 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
     memset(out, 0, sizeof *out);
     (void)snprintf(out->name, sizeof out->name, "%s", c->name);
     sx__rwlock_rdlock(&c->seg_lock);
-    out->metric = c->vfs[0].metric;
+    out->metric = c->n_vf ? c->vfs[0].metric : SX_METRIC_L2;
     sx__rwlock_unlock(&c->seg_lock);
     out->n_fields = c->n_fields;
     memcpy(out->fields, c->fields, c->n_fields * sizeof(sx_field_def));

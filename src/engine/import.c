@@ -495,7 +495,8 @@ sx_status sx_import_run(sx_collection *c,
         uint64_t gr = sx__imp_group_rows(gs[g]);
         if (gr == 0 && sx__imp_group_bytes(gs[g]) > 0) {
             json = true;
-            gr = sx__imp_group_bytes(gs[g]) / (2 * (uint64_t)c->vfs[0].dim) + 1;
+            /* no vector: a row is at least "{}" */
+            gr = sx__imp_group_bytes(gs[g]) / (2 * (uint64_t)(c->n_vf ? c->vfs[0].dim : 1)) + 1;
         }
         bound += gr;
     }

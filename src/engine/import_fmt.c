@@ -877,6 +877,9 @@ static sx_status vecs_open(const sx_collection *c, prov *p)
         last_msg(msg, sizeof msg);
         return sx__err(SX_EINVAL, "import: %s", msg);
     }
+    if (c->n_vf == 0)
+        return sx__err(SX_EINVAL, "import: %s: collection %s has no FLOAT_VECTOR field",
+                       p->src.name, c->name);
     if (dim != c->vfs[0].dim)
         return sx__err(SX_EINVAL, "import: %s: vectors of dim %u; field \"%s\" has dim %u",
                        p->src.name, dim, c->names[c->vfs[0].field], c->vfs[0].dim);
@@ -952,6 +955,9 @@ static sx_status hdf5_open_locked(sx_collection *c, prov *p, int *owner, int me)
     p->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (p->file < 0)
         return sx__err(SX_EINVAL, "import: %s: cannot open the HDF5 file (corrupt?)", fn);
+    if (c->n_vf == 0)
+        return sx__err(SX_EINVAL, "import: %s: collection %s has no FLOAT_VECTOR field for HDF5",
+                       fn, c->name);
     const size_t vf0 = c->vfs[0].field; /* the first vector field may be read from "train" */
     const char *vname = c->names[vf0];
     if (H5Lexists(p->file, vname, H5P_DEFAULT) <= 0)
@@ -1173,6 +1179,9 @@ static sx_status prov_open(sx_collection *c, sx__imp_group *g, const char *path,
             return sx__err(SX_EINVAL, "import: %s: primary key \"%s\" is auto-generated: omit it",
                            path, c->names[field]);
     } else if (p->kind == P_VECS) {
+        if (c->n_vf == 0)
+            return sx__err(SX_EINVAL, "import: %s: collection %s has no FLOAT_VECTOR field", path,
+                           c->name);
         field = (int)c->vfs[0].field;
         p->elem = has_suffix(bn, ".bvecs") ? 1 : 4;
     }

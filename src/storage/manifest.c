@@ -26,7 +26,7 @@
 #include "util/err.h"
 
 #define MAGIC            "SXMAN001"
-#define MANIFEST_VERSION 3
+#define MANIFEST_VERSION 4 /* 2: one vector field, 3: several, 4: none (2026-12-06) */
 
 static void put_index(sx__wbuf *w, const sx__mvec *v)
 {
@@ -43,12 +43,14 @@ static void put_index(sx__wbuf *w, const sx__mvec *v)
 
 sx_status sx__manifest_write(const char *path, const sx__manifest *m)
 {
-    if (m->n_vec < 1 || m->n_vec > SX_MAX_VECTOR_FIELDS)
+    if (m->n_vec > SX_MAX_VECTOR_FIELDS)
         return sx__err(SX_EINVAL, "%s: %zu vector fields", path, m->n_vec);
     sx__wbuf w;
     sx__wbuf_init(&w);
     sx__wbuf_put(&w, MAGIC, 8);
-    sx__wbuf_u32(&w, m->n_vec > 1 ? MANIFEST_VERSION : 2);
+    /* the oldest version that can say it: older builds keep reading what they wrote, and refuse
+     * (unsupported version) what they could not understand */
+    sx__wbuf_u32(&w, m->n_vec == 0 ? 4 : m->n_vec > 1 ? 3 : 2);
     sx__wbuf_u64(&w, m->generation);
     sx__wbuf_str(&w, m->name);
     sx__wbuf_u8(&w, (uint8_t)m->vec[0].metric);
@@ -182,7 +184,12 @@ sx_status sx__manifest_read(const char *path, sx__manifest *m)
     }
     sx_status ist = get_index(&r, &m->vec[0]);
     size_t more = 0;
-    if (ist == SX_OK && version >= 3) {
+    if (version == 4) { /* no vector field: the first slot is a placeholder without an index */
+        if (ist == SX_ENOMEM)
+            goto nomem;
+        if (ist != SX_OK || m->n_vec != 0 || m->vec[0].index_type)
+            goto corrupt;
+    } else if (ist == SX_OK && version >= 3) {
         more = sx__rbuf_u8(&r);
         if (!sx__rbuf_ok(&r) || more + 1 != m->n_vec)
             goto corrupt;
@@ -195,7 +202,7 @@ sx_status sx__manifest_read(const char *path, sx__manifest *m)
     }
     if (ist == SX_ENOMEM)
         goto nomem;
-    if (ist != SX_OK || m->n_vec != more + 1)
+    if (ist != SX_OK || (version != 4 && m->n_vec != more + 1))
         goto corrupt;
     m->checkpoint_lsn = sx__rbuf_u64(&r);
     m->next_auto_id = sx__rbuf_u64(&r);

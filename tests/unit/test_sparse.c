@@ -624,6 +624,79 @@ static void errors(void)
     close_db();
 }
 
+/* A collection without a FLOAT_VECTOR field (sparse vectors and scalars only): it is created,
+ * written, flushed, compacted and reopened (its manifest is version 4, which older builds refuse
+ * as an unsupported version), searched through sx_sparse_search against the oracle; dense-vector
+ * calls say it has none. */
+static void no_vectors(void)
+{
+    char d2[600];
+    snprintf(d2, sizeof d2, "%s.novec", dir);
+    sx_db_options o = opts();
+    o.segment_max_bytes = 64 * 1024; /* rows sized at 1 KiB without vectors: 64 a segment */
+    sx_db *db2 = NULL;
+    ASSERT_OK(sx_db_open(d2, &o, &db2));
+    sx_field_def f[] = { { .name = "id", .type = SX_FIELD_INT64, .is_primary = true },
+                         { .name = "sp", .type = SX_FIELD_VARCHAR, .max_length = 65535 } };
+    sx_collection_def d = { "nv", f, 2, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db2, &d));
+    sx_collection *c2 = NULL;
+    ASSERT_OK(sx_collection_open(db2, "nv", &c2));
+    size_t n = 60;
+    int64_t *ids = malloc(n * sizeof *ids);
+    char **txt = malloc(n * sizeof *txt);
+    ASSERT(ids && txt);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = (int64_t)i;
+        size_t len = sx_sparse_format(rows[i].idx, rows[i].val, rows[i].nnz, NULL, 0);
+        txt[i] = malloc(len + 1);
+        (void)sx_sparse_format(rows[i].idx, rows[i].val, rows[i].nnz, txt[i], len + 1);
+    }
+    sx_column cols[] = { { "id", SX_FIELD_INT64, ids, NULL },
+                         { "sp", SX_FIELD_VARCHAR, txt, NULL } };
+    sx_batch b = { n, cols, 2 };
+    ASSERT_OK(sx_insert(c2, &b, NULL));
+    sx_sparse_query q = as_query(&queries[1]);
+    sx_sparse_req req = { .field = "sp", .queries = &q, .nq = 1, .k = 5 };
+    sx_rowset *before = NULL, *after = NULL;
+    ASSERT_OK(sx_sparse_search(c2, &req, &before));
+    ASSERT(before->n_rows > 0);
+    ASSERT_OK(sx_flush(c2));
+    ASSERT_OK(sx_compact(c2));
+    float qv[2] = { 0, 0 };
+    sx_search_req dr = { .queries = qv, .nq = 1, .k = 1, .metric = -1 };
+    sx_rowset *r = NULL;
+    ASSERT_STATUS(sx_search(c2, &dr, &r), SX_EINVAL);
+    ASSERT(strstr(sx_errmsg(), "no FLOAT_VECTOR field") != NULL);
+    sx_collection_release(c2);
+    sx_db_close(db2);
+    ASSERT_OK(sx_db_open(d2, &o, &db2));
+    ASSERT_OK(sx_collection_open(db2, "nv", &c2));
+    ASSERT_OK(sx_sparse_search(c2, &req, &after));
+    ASSERT_EQ(after->n_rows, before->n_rows);
+    ASSERT(memcmp(after->cols[0].data, before->cols[0].data, after->n_rows * sizeof(int64_t)) == 0);
+    ASSERT(memcmp(after->distances, before->distances, after->n_rows * sizeof(float)) == 0);
+    uint64_t cnt = 0;
+    ASSERT_OK(sx_count(c2, NULL, &cnt));
+    ASSERT_EQ(cnt, n);
+    char mpath[700];
+    snprintf(mpath, sizeof mpath, "%s/collections/nv/MANIFEST", d2);
+    FILE *fp = fopen(mpath, "rb");
+    ASSERT(fp != NULL);
+    unsigned char hdr[12]; /* the version (u32, little-endian) follows the 8-byte magic */
+    ASSERT_EQ(fread(hdr, 1, 12, fp), 12);
+    fclose(fp);
+    ASSERT_EQ(hdr[8], 4);
+    sx_rowset_free(before);
+    sx_rowset_free(after);
+    sx_collection_release(c2);
+    sx_db_close(db2);
+    for (size_t i = 0; i < n; i++)
+        free(txt[i]);
+    free(txt);
+    free(ids);
+}
+
 int main(void)
 {
     RUN(format);
@@ -631,6 +704,7 @@ int main(void)
     RUN(search);
     RUN(pruning_timing);
     RUN(concurrent_builds);
+    RUN(no_vectors);
     RUN(errors);
     return TEST_DONE();
 }
