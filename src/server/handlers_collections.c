@@ -618,17 +618,10 @@ static bool custom_schema(sx__resp *rs, sx__coll_meta *m, const json_t *schema)
                  "invalid parameter: schema does not contain primary key field");
         return false;
     }
-    if (n.vec == 0 && n.sparse) {
+    if (n.vec + n.sparse == 0) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: Sextant needs a FloatVector field besides the "
-                 "SparseFloatVector ones (a collection of sparse vectors only is not supported "
-                 "yet)");
-        return false;
-    }
-    if (n.vec == 0) {
-        sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: schema does not contain vector field (Sextant needs one to "
-                 "%u FloatVector fields)",
+                 "invalid parameter: schema does not contain vector field (one to %u FloatVector "
+                 "or SparseFloatVector fields)",
                  SX_MAX_VECTOR_FIELDS);
         return false;
     }

@@ -2941,6 +2941,8 @@ static void h_search(sx__req *rq, sx__resp *rs)
         goto out;
     }
     int si = anns && *anns ? sx__meta_sparse_at(c.meta, anns) : -1;
+    if ((!anns || !*anns) && c.meta->n_vecs == 0 && c.meta->n_sparse == 1)
+        si = 0; /* the only vector field is sparse */
     if (si >= 0) {
         search_sparse(rq, rs, &c, si, o);
         goto out;
@@ -3233,6 +3235,8 @@ static bool run_sub(sx__req *rq,
         goto out;
     }
     int si = anns && *anns ? sx__meta_sparse_at(c->meta, anns) : -1;
+    if ((!anns || !*anns) && c->meta->n_vecs == 0 && c->meta->n_sparse == 1)
+        si = 0;
     int vfi = -1;
     const sx__vec_meta *vm = NULL;
     if (si < 0 && !anns_of(rs, c, anns, &vfi, &vm))

@@ -106,13 +106,13 @@ static bool req_index(sx__req *rq,
 static void describe_sparse(sx__resp *rs, sx_collection *h, const sx__coll_meta *m, int si)
 {
     const sx__sparse_meta *s = &m->sparse[si];
-    sx_index_info ii;
-    sx_status st = sx_index_describe_on(h, m->vecs[0].field, &ii);
+    sx_collection_info ci; /* live rows: sealed and growing */
+    sx_status st = sx_collection_describe(h, &ci);
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_INDEX_NOT_FOUND, "describe index");
         return;
     }
-    uint64_t sealed = ii.total_rows - ii.growing_rows;
+    uint64_t sealed = ci.n_rows > ci.growing_rows ? ci.n_rows - ci.growing_rows : 0;
     json_t *o = json_object();
     json_object_set_new(o, "indexName", json_string(s->index_name));
     json_object_set_new(o, "fieldName", json_string(s->field));
@@ -121,7 +121,7 @@ static void describe_sparse(sx__resp *rs, sx_collection *h, const sx__coll_meta 
     json_object_set_new(o, "totalRows", json_integer((json_int_t)sealed));
     json_object_set_new(o, "indexedRows", json_integer((json_int_t)sealed));
     json_object_set_new(o, "pendingRows", json_integer(0));
-    json_object_set_new(o, "growingRows", json_integer((json_int_t)ii.growing_rows));
+    json_object_set_new(o, "growingRows", json_integer((json_int_t)ci.growing_rows));
     json_object_set_new(o, "indexState", json_string("Finished"));
     json_object_set_new(o, "failReason", json_string(""));
     char buf[32];

@@ -579,9 +579,42 @@ static void full_text(void)
     ASSERT(strcmp(json_string_value(json_object_get(fn, "type")), "BM25") == 0);
     ASSERT(json_is_true(
         json_object_get(json_array_get(json_object_get(d, "fields"), 3), "isFunctionOutput")));
+    /* the Milvus full-text quickstart's shape: no dense vector, auto ids, the english analyzer;
+     * searched without annsField (the only vector field) */
+    (void)th_post_ok(
+        "/v2/vectordb/collections/create",
+        "{`collectionName`:`fq`,`schema`:{`autoID`:true,`fields`:["
+        "{`fieldName`:`id`,`dataType`:`Int64`,`isPrimary`:true},"
+        "{`fieldName`:`text`,`dataType`:`VarChar`,`elementTypeParams`:{`max_length`:200,"
+        "`enable_analyzer`:true,`analyzer_params`:{`type`:`english`}}},"
+        "{`fieldName`:`sparse`,`dataType`:`SparseFloatVector`}],"
+        "`functions`:[{`name`:`bm25`,`type`:`BM25`,`inputFieldNames`:[`text`],"
+        "`outputFieldNames`:[`sparse`],`params`:{}}]},"
+        "`indexParams`:[{`fieldName`:`sparse`,`metricType`:`BM25`,`params`:{`index_type`:"
+        "`AUTOINDEX`}}]}");
+    (void)th_post_ok("/v2/vectordb/entities/insert",
+                     "{`collectionName`:`fq`,`data`:[{`text`:`The runners were running`},"
+                     "{`text`:`Vectors and embeddings`},{`text`:`A run of the mill day`}]}");
+    for (int round = 0; round < 2; round++) {
+        json_t *h = th_post_ok("/v2/vectordb/entities/search",
+                               "{`collectionName`:`fq`,`data`:[`RUNS`],`limit`:5,"
+                               "`outputFields`:[`text`]}");
+        /* runs / running / run stem to run; runners to runner: rows 1 and 3, the shorter
+         * text first (BM25's length normalisation) */
+        ASSERT_EQ(json_array_size(h), 2);
+        ASSERT(strcmp(json_string_value(json_object_get(json_array_get(h, 0), "text")),
+                      "A run of the mill day") == 0 ||
+               strcmp(json_string_value(json_object_get(json_array_get(h, 0), "text")),
+                      "The runners were running") == 0);
+        (void)th_post_ok("/v2/vectordb/collections/flush", "{`collectionName`:`fq`}");
+    }
     stop();
     start();
     check_bm25("BM25 after a restart", q1, 2);
+    json_t *h = th_post_ok("/v2/vectordb/entities/search",
+                           "{`collectionName`:`fq`,`data`:[`embedding`],`limit`:5}");
+    ASSERT_EQ(json_array_size(h), 1);
+    ASSERT_EQ(json_integer_value(json_object_get(json_array_get(h, 0), "id")), 2);
 }
 
 int main(void)

@@ -667,13 +667,13 @@ static void test_schema_errors(void)
                MK(",{\"fieldName\":\"x\",\"dataType\":\"Float16Vector\",\"elementTypeParams\":{"
                   "\"dim\":8}}"),
                1100, "not supported by Sextant yet");
-    /* sparse vectors: served beside a FloatVector field, counted among the four vector fields,
-     * never nullable */
+    /* sparse vectors: counted among the four vector fields, never nullable; without any vector
+     * field the schema is refused */
     expect_msg("collections/create",
                "{\"collectionName\":\"s\",\"schema\":{\"fields\":[{\"fieldName\":\"id\","
                "\"dataType\":\"Int64\",\"isPrimary\":true},{\"fieldName\":\"x\",\"dataType\":"
-               "\"SparseFloatVector\"}]}}",
-               1100, "a collection of sparse vectors only is not supported yet");
+               "\"Int64\"}]}}",
+               1100, "schema does not contain vector field");
     expect_msg("collections/create",
                MK(",{\"fieldName\":\"x\",\"dataType\":\"SparseFloatVector\",\"nullable\":true}"),
                1100, "cannot be nullable");

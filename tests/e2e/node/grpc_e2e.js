@@ -1057,6 +1057,26 @@ const steps = [
     }));
     assert.equal(hy.results.length, 4);
     ok('drop', await client.dropCollection({ collection_name: FT }));
+    // the Milvus full-text quickstart's shape: no dense vector, auto ids, the english analyzer
+    const FQ = 'grpc_fulltext_only';
+    ok('create text-only', await client.createCollection({
+      collection_name: FQ,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: true },
+        { name: 'text', data_type: DataType.VarChar, max_length: 512, enable_analyzer: true, analyzer_params: { type: 'english' } },
+        { name: 'sparse', data_type: DataType.SparseFloatVector },
+      ],
+      functions: [{ name: 'bm25', description: '', type: FunctionType.BM25, input_field_names: ['text'], output_field_names: ['sparse'], params: {} }],
+      index_params: [{ field_name: 'sparse', index_type: 'AUTOINDEX', metric_type: 'BM25' }],
+    }));
+    ok('load text-only', await client.loadCollectionSync({ collection_name: FQ }));
+    const texts = ['Information retrieval is the science of searching', 'Vector databases store embeddings', 'The searcher retrieved the informative documents'];
+    const ins = ok('insert text-only', await client.insert({ collection_name: FQ, data: texts.map((text) => ({ text })) }));
+    assert.equal(ins.IDs.int_id.data.length, 3);
+    const fr = ok('search text-only', await client.search({ collection_name: FQ, anns_field: 'sparse', data: ['retrieving information'], limit: 3, output_fields: ['text'] }));
+    // english stems: retrieving/retrieval/retrieved -> retriev, information/informative -> inform
+    assert.deepEqual(fr.results.map((h) => h.text).sort(), [texts[0], texts[2]].sort());
+    ok('drop text-only', await client.dropCollection({ collection_name: FQ }));
   }],
 
   ['users: create, list, an API user held to its privileges, own password, drop', async () => {
