@@ -59,8 +59,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     static const char *const params[3] = {
         "{\"type\":\"english\"}", "{\"type\":\"standard\"}",
-        "{\"tokenizer\":\"whitespace\",\"filter\":[\"lowercase\",{\"type\":\"stop\","
-        "\"stop_words\":[\"_english_\",\"x\"]},{\"type\":\"length\",\"max\":12}]}"
+        ("{\"tokenizer\":\"whitespace\",\"filter\":[\"lowercase\",{\"type\":\"stop\","
+         "\"stop_words\":[\"_english_\",\"x\"]},{\"type\":\"length\",\"max\":12}]}")
     };
     for (int i = 0; i < 3; i++) {
         json_t *p = json_loads(params[i], 0, NULL);
