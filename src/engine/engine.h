@@ -283,6 +283,19 @@ SX_NODISCARD sx_status sx__build_rowset(sx_collection *c,
                                         size_t n_fields,
                                         sx_rowset **out);
 SX_NODISCARD sx_status sx__parse_filter(sx_collection *c, const char *filter, sx__expr **e);
+/* A search's answer: the rowset of the hits refs[0, n) (nq queries, *topks hits each) with the
+ * output fields asked for (the primary key first); on SX_OK the rowset owns *topks and *dists
+ * (set to NULL here). */
+SX_NODISCARD sx_status sx__search_rowset(sx_collection *c,
+                                         const struct sx__view *v,
+                                         const sx__rowref *refs,
+                                         size_t n,
+                                         const char *const *output_fields,
+                                         size_t n_output_fields,
+                                         size_t nq,
+                                         size_t **topks,
+                                         float **dists,
+                                         sx_rowset **out);
 /* sparse.c: frees a segment's sparse index (and gives its memory back). */
 void sx__sparse_ix_free(struct sx__sparse_ix *ix);
 /* Copies the growing segment's visible rows into a new contiguous sealed segment (same id),

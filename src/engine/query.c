@@ -196,6 +196,34 @@ sx_status sx__parse_filter(sx_collection *c, const char *filter, sx__expr **e)
     return sx__expr_parse(filter, &c->xschema, e);
 }
 
+sx_status sx__search_rowset(sx_collection *c,
+                            const sx__view *v,
+                            const rowref *refs,
+                            size_t n,
+                            const char *const *output_fields,
+                            size_t n_output_fields,
+                            size_t nq,
+                            size_t **topks,
+                            float **dists,
+                            sx_rowset **out)
+{
+    size_t fields[SX_MAX_FIELDS * 2];
+    size_t n_fields = 0;
+    sx_status st = sx__resolve_fields(c, output_fields, n_output_fields, fields, &n_fields);
+    sx_rowset *rs = NULL;
+    if (st == SX_OK)
+        st = sx__build_rowset(c, v, refs, n, fields, n_fields, &rs);
+    if (st != SX_OK)
+        return st;
+    rs->nq = nq;
+    rs->topks = *topks;
+    rs->distances = *dists;
+    *topks = NULL;
+    *dists = NULL;
+    *out = rs;
+    return SX_OK;
+}
+
 /* ---------------------------------------------------------------- search */
 
 typedef struct search_job {
@@ -547,21 +575,8 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
             topks[q]++;
         }
     }
-    size_t fields[SX_MAX_FIELDS * 2];
-    size_t n_fields = 0;
-    st = sx__resolve_fields(c, req->output_fields, req->n_output_fields, fields, &n_fields);
-    if (st != SX_OK)
-        goto out;
-    sx_rowset *rs = NULL;
-    st = sx__build_rowset(c, &v, refs, total, fields, n_fields, &rs);
-    if (st != SX_OK)
-        goto out;
-    rs->nq = nq;
-    rs->topks = topks;
-    rs->distances = dists;
-    topks = NULL;
-    dists = NULL;
-    *out = rs;
+    st = sx__search_rowset(c, &v, refs, total, req->output_fields, req->n_output_fields, nq, &topks,
+                           &dists, out);
 out:
     sx__mem_give(c->db->budget, SX__MEM_SCRATCH, scratch);
     sx__view_release(&v);

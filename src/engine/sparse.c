@@ -1117,21 +1117,8 @@ static sx_status search_impl(sx_collection *c, const sx_sparse_req *req, sx_rows
             topks[q]++;
         }
     }
-    size_t fields[SX_MAX_FIELDS * 2];
-    size_t n_fields = 0;
-    st = sx__resolve_fields(c, req->output_fields, req->n_output_fields, fields, &n_fields);
-    if (st != SX_OK)
-        goto out;
-    sx_rowset *rs = NULL;
-    st = sx__build_rowset(c, &v, refs, total, fields, n_fields, &rs);
-    if (st != SX_OK)
-        goto out;
-    rs->nq = nq;
-    rs->topks = topks;
-    rs->distances = dists;
-    topks = NULL;
-    dists = NULL;
-    *out = rs;
+    st = sx__search_rowset(c, &v, refs, total, req->output_fields, req->n_output_fields, nq, &topks,
+                           &dists, out);
 out:
     for (size_t i = 0; allows && i < v.n; i++)
         sx__free(allows[i]);
