@@ -2412,15 +2412,99 @@ static void *rpc_delete(rpc *r)
 
 /* ------------------------------------------------------------------ RPCs: search, query */
 
+/* A gRPC search's filter (dsl) and search_params key/values into REST body b: annsField, limit,
+ * offset, groupingField / groupSize / strictGroupSize, searchParams (metricType, ignoreGrowing,
+ * params). */
+static void search_params_into(json_t *b, const char *dsl, PM(KeyValuePair) *const *sp, size_t n_sp)
+{
+    if (dsl && *dsl)
+        json_object_set_new(b, "filter", json_string(dsl));
+    json_t *sparams = json_object(), *inner = json_object();
+    for (size_t i = 0; i < n_sp; i++) {
+        const char *k = sp[i]->key, *v = sp[i]->value;
+        if (!k || !v)
+            continue;
+        if (!strcmp(k, "anns_field")) {
+            if (*v)
+                json_object_set_new(b, "annsField", json_string(v));
+        } else if (!strcmp(k, "topk") || !strcmp(k, "limit")) {
+            json_object_set_new(b, "limit", param_value(v));
+        } else if (!strcmp(k, "offset")) {
+            json_object_set_new(b, "offset", param_value(v));
+        } else if (!strcmp(k, "metric_type")) {
+            if (*v)
+                json_object_set_new(sparams, "metricType", json_string(v));
+        } else if (!strcmp(k, "params")) {
+            json_error_t e;
+            json_t *p = json_loads(v, 0, &e);
+            if (json_is_object(p))
+                json_object_update(inner, p);
+            json_decref(p);
+        } else if (!strcmp(k, "group_by_field")) {
+            if (*v)
+                json_object_set_new(b, "groupingField", json_string(v));
+        } else if (!strcmp(k, "group_size")) {
+            json_object_set_new(b, "groupSize", param_value(v));
+        } else if (!strcmp(k, "strict_group_size")) {
+            json_object_set_new(b, "strictGroupSize", param_value(v));
+        } else if (!strcmp(k, "ignore_growing")) {
+            json_object_set_new(sparams, "ignoreGrowing", param_value(v));
+        } else if (!strcmp(k, "round_decimal") || !strcmp(k, "hints") || !strcmp(k, "iterator") ||
+                   !strcmp(k, "search_iter_v2") || !strcmp(k, "collection_id")) {
+            /* applied by the client (round_decimal) or without meaning here */
+        } else {
+            json_object_set_new(inner, k, param_value(v));
+        }
+    }
+    json_object_set_new(sparams, "params", inner);
+    json_object_set_new(b, "searchParams", sparams);
+}
+
+/* The primary keys of a search by ids (SearchRequest.ids), as REST's "ids". NULL with why. */
+static json_t *ids_json_of(const PM(IDs) * ids, char *why, size_t cap)
+{
+    json_t *a = json_array();
+    if (ids && ids->id_field_case == PI(IDS__ID_FIELD_INT_ID) && ids->int_id) {
+        for (size_t i = 0; a && i < ids->int_id->n_data; i++)
+            json_array_append_new(a, json_integer((json_int_t)ids->int_id->data[i]));
+    } else if (ids && ids->id_field_case == PI(IDS__ID_FIELD_STR_ID) && ids->str_id) {
+        for (size_t i = 0; a && i < ids->str_id->n_data; i++) {
+            json_t *s = json_string(ids->str_id->data[i] ? ids->str_id->data[i] : "");
+            if (!s) {
+                snprintf(why, cap, "primary key %zu is not valid UTF-8", i);
+                json_decref(a);
+                return NULL;
+            }
+            json_array_append_new(a, s);
+        }
+    }
+    if (a && json_array_size(a) == 0) {
+        snprintf(why, cap, "search by primary keys without keys (ids is empty)");
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
 /* The REST search request of one gRPC SearchRequest / SubSearchRequest: data (vectors from the
- * serialized PlaceholderGroup), annsField, limit, offset, filter, searchParams. NULL with why. */
+ * serialized PlaceholderGroup) or ids (search by primary keys: those rows' stored vectors),
+ * annsField, limit, offset, filter, searchParams. NULL with why. */
 static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
+                           const PM(IDs) * ids,
                            const char *dsl,
                            PM(KeyValuePair) *const *sp,
                            size_t n_sp,
                            char *why,
                            size_t cap)
 {
+    if (ids) {
+        json_t *ij = ids_json_of(ids, why, cap);
+        if (!ij)
+            return NULL;
+        json_t *b = json_pack("{s:o}", "ids", ij);
+        search_params_into(b, dsl, sp, n_sp);
+        return b;
+    }
     if (!pg_bytes || !pg_bytes->len) {
         snprintf(why, cap, "search without query vectors (placeholder_group is empty)");
         return NULL;
@@ -2496,47 +2580,7 @@ static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
         return NULL;
     }
     json_t *b = json_pack("{s:o}", "data", data);
-    if (dsl && *dsl)
-        json_object_set_new(b, "filter", json_string(dsl));
-    json_t *sparams = json_object(), *inner = json_object();
-    for (size_t i = 0; i < n_sp; i++) {
-        const char *k = sp[i]->key, *v = sp[i]->value;
-        if (!k || !v)
-            continue;
-        if (!strcmp(k, "anns_field")) {
-            if (*v)
-                json_object_set_new(b, "annsField", json_string(v));
-        } else if (!strcmp(k, "topk") || !strcmp(k, "limit")) {
-            json_object_set_new(b, "limit", param_value(v));
-        } else if (!strcmp(k, "offset")) {
-            json_object_set_new(b, "offset", param_value(v));
-        } else if (!strcmp(k, "metric_type")) {
-            if (*v)
-                json_object_set_new(sparams, "metricType", json_string(v));
-        } else if (!strcmp(k, "params")) {
-            json_error_t e;
-            json_t *p = json_loads(v, 0, &e);
-            if (json_is_object(p))
-                json_object_update(inner, p);
-            json_decref(p);
-        } else if (!strcmp(k, "group_by_field")) {
-            if (*v)
-                json_object_set_new(b, "groupingField", json_string(v));
-        } else if (!strcmp(k, "group_size")) {
-            json_object_set_new(b, "groupSize", param_value(v));
-        } else if (!strcmp(k, "strict_group_size")) {
-            json_object_set_new(b, "strictGroupSize", param_value(v));
-        } else if (!strcmp(k, "ignore_growing")) {
-            json_object_set_new(sparams, "ignoreGrowing", param_value(v));
-        } else if (!strcmp(k, "round_decimal") || !strcmp(k, "hints") || !strcmp(k, "iterator") ||
-                   !strcmp(k, "search_iter_v2") || !strcmp(k, "collection_id")) {
-            /* applied by the client (round_decimal) or without meaning here */
-        } else {
-            json_object_set_new(inner, k, param_value(v));
-        }
-    }
-    json_object_set_new(sparams, "params", inner);
-    json_object_set_new(b, "searchParams", sparams);
+    search_params_into(b, dsl, sp, n_sp);
     return b;
 }
 
@@ -2634,15 +2678,9 @@ static void *rpc_search(rpc *r)
 {
     const PM(SearchRequest) *q = (const void *)r->req;
     char why[256] = "";
-    if (q->search_input_case == PI(SEARCH_REQUEST__SEARCH_INPUT_IDS)) {
-        PM(SearchResults) *o = NEW(&r->a, search_results);
-        if (o)
-            o->status = status_new(&r->a, SX__MC_UNSUPPORTED,
-                                   "search by primary keys is not supported; send vectors");
-        return o;
-    }
-    json_t *b = search_body(&q->placeholder_group, q->dsl, q->search_params, q->n_search_params,
-                            why, sizeof why);
+    bool by_ids = q->search_input_case == PI(SEARCH_REQUEST__SEARCH_INPUT_IDS);
+    json_t *b = search_body(by_ids ? NULL : &q->placeholder_group, by_ids ? q->ids : NULL, q->dsl,
+                            q->search_params, q->n_search_params, why, sizeof why);
     if (!b) {
         PM(SearchResults) *o = NEW(&r->a, search_results);
         if (o)
@@ -2672,7 +2710,7 @@ static void *rpc_hybrid_search(rpc *r)
     json_t *subs = json_array();
     for (size_t i = 0; i < q->n_requests; i++) {
         const PM(SearchRequest) *s = q->requests[i];
-        json_t *sb = search_body(&s->placeholder_group, s->dsl, s->search_params,
+        json_t *sb = search_body(&s->placeholder_group, NULL, s->dsl, s->search_params,
                                  s->n_search_params, why, sizeof why);
         if (!sb) {
             json_decref(subs);

@@ -248,6 +248,24 @@ const steps = [
     const res = ok('search', await client.search({ collection_name: COLL, data: vec(42), limit: 1 }));
     assert.equal(String(res.results[0].id), '42');
     assert.ok(Math.abs(res.results[0].score) < 1e-6);
+    // search by primary keys (SearchRequest.ids, the newer SDKs' form; hand-made: the pinned SDK
+    // sends vectors): rows 42 and 7's stored vectors are the queries, answered as the same search
+    const ids = ld(22, ld(1, ld(1, Buffer.concat([varint(42), varint(7)]))));
+    const msg = Buffer.concat([pstr(3, COLL), ids, ld(9, Buffer.concat([pstr(1, 'topk'), pstr(2, '3')]))]);
+    const rr = await raw('Search', msg);
+    assert.ifError(rr.err);
+    const st = statusOf(rr.res);
+    assert.equal(st.code, 0, st.reason);
+    const byVec = ok('search by vectors', await client.search({ collection_name: COLL, data: [vec(42), vec(7)], limit: 3 }));
+    const res2 = decode(decode(rr.res)[2][0]); // SearchResultData
+    const gotIds = decode(decode(res2[5][0])[1][0])[1][0]; // IDs.int_id (LongArray).data, packed
+    const want = byVec.results.flat().map((h) => BigInt(h.id));
+    let p = 0;
+    const got = [];
+    while (p < gotIds.length) { let x = 0n; let sh = 0n; for (;;) { const b = gotIds[p++]; x |= BigInt(b & 0x7f) << sh; sh += 7n; if (!(b & 0x80)) break; } got.push(x); }
+    assert.deepEqual(got, want, 'search by ids answers what the same search by vectors answers');
+    const noKeys = await raw('Search', Buffer.concat([pstr(3, COLL), ld(22, Buffer.alloc(0))]));
+    assert.match(statusOf(noKeys.res).reason, /ids is empty|without keys/);
   }],
 
   ['filtered search and query against the model', async () => {
