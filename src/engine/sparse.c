@@ -823,6 +823,49 @@ static sx_status check_req(const sx_collection *c, const sx_sparse_req *req, siz
     return SX_OK;
 }
 
+/* Takes deleted row r of a sealed segment out of the document frequencies df[] of terms[] (its
+ * text parsed into *ri / *rv, grown to *cap as needed). */
+static sx_status take_out_row(const sx_collection *c,
+                              const sx__segment *s,
+                              size_t f,
+                              size_t r,
+                              const uint32_t *terms,
+                              size_t n_terms,
+                              double *df,
+                              uint32_t **ri,
+                              float **rv,
+                              size_t *cap)
+{
+    const char *t = row_text(s, f, r);
+    size_t e = text_entries(t), k = 0;
+    if (e == 0)
+        return SX_OK;
+    if (e > *cap) {
+        sx__free(*ri);
+        sx__free(*rv);
+        *ri = sx__malloc(e * sizeof **ri);
+        *rv = sx__malloc(e * sizeof **rv);
+        *cap = *ri && *rv ? e : 0;
+        if (!*cap)
+            return sx__err(SX_ENOMEM, "BM25 statistics");
+    }
+    if (sx_sparse_parse(t, *ri, *rv, *cap, &k) != SX_OK)
+        return sx__err(SX_ECORRUPT, "sparse field %s, segment %llu row %zu: %s", c->names[f],
+                       (unsigned long long)s->id, r, sx_errmsg());
+    for (size_t a = 0, b = 0; a < n_terms && b < k;) { /* both ascending */
+        if (terms[a] < (*ri)[b]) {
+            a++;
+        } else if (terms[a] > (*ri)[b]) {
+            b++;
+        } else {
+            df[a] -= 1;
+            a++;
+            b++;
+        }
+    }
+    return SX_OK;
+}
+
 /* BM25's statistics over the live rows of the view's segments (the first rows[i] rows of each,
  * the growing one with all its visible rows whatever ignore_growing says): *n_docs, *sum_len,
  * and df[u] for each term terms[u] (ascending, distinct). Sealed segments through their index
@@ -844,6 +887,7 @@ static sx_status bm25_stats(const sx_collection *c,
     sx_status st = SX_OK;
     uint32_t *ri = NULL;
     float *rv = NULL;
+    size_t cap = 0;
     for (size_t i = 0; st == SX_OK && i < v->n; i++) {
         sx__segment *s = v->segs[i];
         size_t n = rows[i];
@@ -855,38 +899,46 @@ static sx_status bm25_stats(const sx_collection *c,
             st = ix_get(c, s, f, n, 0.0f, &ix);
             if (st != SX_OK)
                 break;
+            /* every row's counts from the lists, then the deleted rows taken out one by one
+             * (their text parsed: deletes are few next to the rows a frequent term has) */
             double len = ix->sum_len, live = (double)n;
-            bool any_del = atomic_load(&s->n_deleted) > 0;
-            for (size_t r = 0; any_del && r < n; r++)
-                if (sx__bits_test_atomic(del, r)) {
-                    live -= 1;
-                    len -= (double)ix->doc_len[r];
-                }
-            *n_docs += live;
-            *sum_len += len;
             for (size_t u = 0; u < n_terms; u++) {
                 size_t t = ix_slot(ix, terms[u]);
-                if (t == SIZE_MAX)
-                    continue;
-                uint64_t cnt = ix->start[t + 1] - ix->start[t];
-                for (uint64_t pp = ix->start[t]; any_del && pp < ix->start[t + 1]; pp++)
-                    cnt -= sx__bits_test_atomic(del, ix->rows[pp]);
-                df[u] += (double)cnt;
+                if (t != SIZE_MAX)
+                    df[u] += (double)(ix->start[t + 1] - ix->start[t]);
             }
+            for (size_t w = 0;
+                 st == SX_OK && atomic_load(&s->n_deleted) > 0 && w < sx__bits_words(n); w++) {
+                uint64_t x = __atomic_load_n(&del[w], __ATOMIC_RELAXED);
+                while (x && st == SX_OK) {
+                    size_t r = w * 64 + (size_t)__builtin_ctzll(x);
+                    x &= x - 1;
+                    if (r >= n)
+                        break;
+                    live -= 1;
+                    len -= (double)ix->doc_len[r];
+                    st = take_out_row(c, s, f, r, terms, n_terms, df, &ri, &rv, &cap);
+                }
+            }
+            *n_docs += live;
+            *sum_len += len;
             continue;
         }
-        size_t cap = 0;
+        size_t need = 0;
         for (size_t r = 0; r < n; r++) {
             size_t e = text_entries(row_text(s, f, r));
-            cap = e > cap ? e : cap;
+            need = e > need ? e : need;
         }
-        sx__free(ri);
-        sx__free(rv);
-        ri = sx__malloc((cap ? cap : 1) * sizeof *ri);
-        rv = sx__malloc((cap ? cap : 1) * sizeof *rv);
-        if (!ri || !rv) {
-            st = sx__err(SX_ENOMEM, "BM25 statistics");
-            break;
+        if (need > cap || !ri || !rv) {
+            sx__free(ri);
+            sx__free(rv);
+            cap = need ? need : 1;
+            ri = sx__malloc(cap * sizeof *ri);
+            rv = sx__malloc(cap * sizeof *rv);
+            if (!ri || !rv) {
+                st = sx__err(SX_ENOMEM, "BM25 statistics");
+                break;
+            }
         }
         for (size_t r = 0; st == SX_OK && r < n; r++) {
             if (sx__bits_test_atomic(del, r))
