@@ -69,10 +69,80 @@ typedef enum sx_field_type {
     SX_FIELD_DOUBLE = 2,
     SX_FIELD_BOOL = 3,
     SX_FIELD_VARCHAR = 4,
-    SX_FIELD_FLOAT_VECTOR = 5
+    SX_FIELD_FLOAT_VECTOR = 5,
+    /* Vectors of other element types (Milvus's FLOAT16_VECTOR, BFLOAT16_VECTOR, BINARY_VECTOR),
+     * stored as given: IEEE 754 binary16 and bfloat16 values of 2 bytes (uint16_t, the bits),
+     * or dim bits packed 8 to a byte (bit i of a row is bit 7 - i % 8 of byte i / 8: the first
+     * bit is the first byte's most significant, as Milvus and FAISS pack them). dim counts
+     * values, or bits for BINARY_VECTOR (a multiple of 8). In columns (sx_column.data) and
+     * rowsets such a field is uint16_t[n * dim] or uint8_t[n * dim / 8]. FLOAT16 and BFLOAT16
+     * take the float metrics (L2, IP, COSINE) and are searched with float32 queries; BINARY
+     * takes HAMMING and JACCARD and is searched with packed queries (sx_search_req.bqueries).
+     * Indexes: FLAT and HNSW over FLOAT16 / BFLOAT16; FLAT (BIN_FLAT) and BIN_IVF_FLAT over
+     * BINARY. */
+    SX_FIELD_FLOAT16_VECTOR = 6,
+    SX_FIELD_BFLOAT16_VECTOR = 7,
+    SX_FIELD_BINARY_VECTOR = 8
 } sx_field_type;
 
-typedef enum sx_metric { SX_METRIC_L2 = 0, SX_METRIC_IP = 1, SX_METRIC_COSINE = 2 } sx_metric;
+/* True for the vector types (FLOAT, FLOAT16, BFLOAT16, BINARY). */
+static inline bool sx_field_is_vector(sx_field_type t)
+{
+    return t == SX_FIELD_FLOAT_VECTOR || t == SX_FIELD_FLOAT16_VECTOR ||
+           t == SX_FIELD_BFLOAT16_VECTOR || t == SX_FIELD_BINARY_VECTOR;
+}
+
+/* Bytes of one vector of type t and dimension dim (0 for a scalar type). */
+static inline size_t sx_vector_row_bytes(sx_field_type t, uint32_t dim)
+{
+    switch (t) {
+    case SX_FIELD_FLOAT_VECTOR:
+        return (size_t)dim * 4;
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+        return (size_t)dim * 2;
+    case SX_FIELD_BINARY_VECTOR:
+        return (size_t)dim / 8;
+    default:
+        return 0;
+    }
+}
+
+/* Metrics. L2 (squared Euclidean), IP and COSINE for FLOAT, FLOAT16 and BFLOAT16 vectors;
+ * HAMMING (differing bits) and JACCARD (1 - |a and b| / |a or b|, 0 for two empty vectors) for
+ * BINARY vectors. L2, HAMMING and JACCARD are distances (smaller is closer), IP and COSINE
+ * similarities. */
+typedef enum sx_metric {
+    SX_METRIC_L2 = 0,
+    SX_METRIC_IP = 1,
+    SX_METRIC_COSINE = 2,
+    SX_METRIC_HAMMING = 3,
+    SX_METRIC_JACCARD = 4
+} sx_metric;
+
+/* "L2", "IP", "COSINE", "HAMMING", "JACCARD" ("?" for another value). */
+static inline const char *sx_metric_str(sx_metric m)
+{
+    switch (m) {
+    case SX_METRIC_L2:
+        return "L2";
+    case SX_METRIC_IP:
+        return "IP";
+    case SX_METRIC_COSINE:
+        return "COSINE";
+    case SX_METRIC_HAMMING:
+        return "HAMMING";
+    case SX_METRIC_JACCARD:
+        return "JACCARD";
+    }
+    return "?";
+}
+
+/* True for the similarities (IP, COSINE: larger is closer), false for the distances. */
+static inline bool sx_metric_is_similarity(sx_metric m)
+{
+    return m == SX_METRIC_IP || m == SX_METRIC_COSINE;
+}
 
 #define SX_MAX_DIM           32768u
 #define SX_MAX_FIELDS        64u
@@ -109,8 +179,10 @@ typedef struct sx_collection_def {
     const char *name;
     const sx_field_def *fields;
     size_t n_fields;
-    sx_metric metric; /* every vector field's metric at create (sx_collection_set_metric_on changes
-                         one field's); its indexes and searches must agree */
+    /* every vector field's metric at create (sx_collection_set_metric_on changes one field's);
+     * its indexes and searches must agree. A field whose type the metric does not fit (a binary
+     * field under L2, a float field under HAMMING) gets its type's default: L2, or HAMMING. */
+    sx_metric metric;
 } sx_collection_def;
 
 /* ---------------------------------------------------------------- database */
@@ -339,7 +411,8 @@ typedef struct sx_param {
 /* ---------------------------------------------------------------- search, query */
 
 typedef struct sx_search_req {
-    const float *queries; /* nq * dim floats (dim = the collection's) */
+    /* nq * dim floats (dim = the field's), for FLOAT, FLOAT16 and BFLOAT16 vector fields */
+    const float *queries;
     size_t nq;
     uint32_t k;                       /* top-k per query, 1..SX_MAX_TOPK */
     uint32_t offset;                  /* skip this many best hits (k + offset <= SX_MAX_TOPK) */
@@ -355,6 +428,8 @@ typedef struct sx_search_req {
     /* the vector field searched (Milvus's anns_field): NULL or "" = the first vector field; its
      * dim, metric and index apply */
     const char *anns_field;
+    /* nq * dim / 8 bytes of packed bits, for a BINARY_VECTOR field (queries NULL then) */
+    const uint8_t *bqueries;
 } sx_search_req;
 
 /* Searches the nq queries. Exact on rows not covered by a finished index; an index is used on
@@ -505,7 +580,9 @@ typedef struct sx_index_info {
 
 /* Index types (case-insensitive): FLAT, HNSW (AUTOINDEX is HNSW), HNSW_SQ, IVF_FLAT, IVF_SQ8,
  * IVF_PQ, DISKANN, GPU_CAGRA, GPU_IVF_FLAT, GPU_IVF_PQ, GPU_BRUTE_FORCE (the GPU_* types build
- * with their CPU twins when no GPU is usable). Parameters use Milvus's names.
+ * with their CPU twins when no GPU is usable); on FLOAT16 / BFLOAT16 fields FLAT and HNSW; on
+ * BINARY fields BIN_FLAT (or FLAT) and BIN_IVF_FLAT (AUTOINDEX is BIN_IVF_FLAT there).
+ * Parameters use Milvus's names.
  *
  * Checks an index type and its build parameters against a vector dimension and metric, with no
  * collection: exactly what sx_index_create checks before it changes anything, so a caller can
@@ -516,6 +593,13 @@ SX_API SX_NODISCARD sx_status sx_index_check_params(const char *index_type,
                                                     size_t n_params,
                                                     uint32_t dim,
                                                     sx_metric metric);
+/* sx_index_check_params for a field of type field_type (any vector type). */
+SX_API SX_NODISCARD sx_status sx_index_check_params_for(const char *index_type,
+                                                        sx_field_type field_type,
+                                                        const sx_param *params,
+                                                        size_t n_params,
+                                                        uint32_t dim,
+                                                        sx_metric metric);
 /* Checks search parameters for an index type and top-k (what sx_search applies to a segment
  * with that index). Errors: SX_EINVAL naming the parameter. Thread-safety: any thread. */
 SX_API SX_NODISCARD sx_status sx_index_check_search_params(const char *index_type,

@@ -90,7 +90,7 @@ static void size_cache(const sx_collection *c, sx__segment *s, size_t v, sx__idx
     avail = avail > own ? avail - own : 0; /* the index is charged only when published */
     uint64_t caches = sx__mem_used_kind(b, SX__MEM_CACHE);
     uint64_t share = limit / 16 > caches ? limit / 16 - caches : 0;
-    uint64_t raw = (uint64_t)atomic_load(&s->n_rows) * c->vfs[v].dim * sizeof(float);
+    uint64_t raw = (uint64_t)atomic_load(&s->n_rows) * c->vfs[v].row_bytes;
     uint64_t want = avail / 4 < raw / 10 ? avail / 4 : raw / 10;
     want = want < share ? want : share;
     if (want < (64u << 10))
@@ -126,7 +126,7 @@ release_vectors(const sx_collection *c, sx__segment *s, size_t v, const sx__inde
 {
     size_t f = c->vfs[v].field;
     if (ops->reads_own_vectors && s->map && (s->mapped_mask >> f & 1))
-        sx__fs_unneeded(s->chunks[f][0], atomic_load(&s->n_rows) * c->vfs[v].dim * sizeof(float));
+        sx__fs_unneeded(s->chunks[f][0], atomic_load(&s->n_rows) * c->vfs[v].row_bytes);
 }
 
 static void clear_pending(sx__segment *s, size_t v)
@@ -209,10 +209,14 @@ static void run_job(sx_db *db, sx__job *j)
         /* graph builds touch rows in a random order: on a mapped file, no read-around (under a
          * small budget the kernel's 128 KiB per fault re-read a 250 MB segment ~1000 times) */
         bool advise = s->map && (s->mapped_mask >> fv & 1);
-        size_t vbytes = n * dim * sizeof(float);
+        size_t vbytes = n * vf->row_bytes;
         if (advise)
             sx__fs_advise_random(s->chunks[fv][0], vbytes, true);
-        st = ops->build(params, np, s->chunks[fv][0], n, (uint32_t)dim, metric, &ctx, &r->idx);
+        if (vf->vt == SX__VT_F32)
+            st = ops->build(params, np, s->chunks[fv][0], n, (uint32_t)dim, metric, &ctx, &r->idx);
+        else
+            st = ops->build_typed(params, np, s->chunks[fv][0], vf->vt, n, (uint32_t)dim, metric,
+                                  &ctx, &r->idx);
         if (advise)
             sx__fs_advise_random(s->chunks[fv][0], vbytes, false);
         sx__mem_give(db->budget, SX__MEM_BUILD, bcharge);
@@ -501,8 +505,12 @@ void sx__seg_attach_one(sx_collection *c, sx__segment *s, size_t v)
             lst =
                 sx__store_load_files(c, v, ops, payload, len, prefix, s->chunks[fv][0], n, &r->idx);
             payload = NULL;
-        } else if (r)
+        } else if (r && vf->vt == SX__VT_F32) {
             lst = ops->deserialize(payload, len, s->chunks[fv][0], n, dim, metric, &r->idx);
+        } else if (r) {
+            lst = ops->deserialize_typed(payload, len, s->chunks[fv][0], vf->vt, n, dim, metric,
+                                         &r->idx);
+        }
         if (lst == SX_OK) {
             r->ops = ops;
             atomic_init(&r->refs, 1);
@@ -565,13 +573,14 @@ static bool ignored_param(const char *k)
 }
 
 static sx_status check_params(const char *index_type,
+                              sx__vtype vt,
                               const sx_param *params,
                               size_t n_params,
                               uint32_t dim,
                               sx_metric metric,
                               const sx__index_ops **out)
 {
-    const sx__index_ops *ops = sx__index_lookup(index_type);
+    const sx__index_ops *ops = sx__index_lookup_vt(index_type, vt);
     if (!ops)
         return sx__err(SX_EINVAL, "index type \"%s\" is not supported (one of %s)",
                        index_type ? index_type : "", sx__index_type_list());
@@ -579,7 +588,7 @@ static sx_status check_params(const char *index_type,
         return sx__err(SX_EINVAL, "too many index parameters (%zu, at most 32)", n_params);
     if (n_params && !params)
         return sx__err(SX_EINVAL, "%zu index parameters but no array", n_params);
-    sx_status st = sx__index_check_build(ops, params, n_params, dim, metric);
+    sx_status st = sx__index_check_build(ops, vt, params, n_params, dim, metric);
     if (st == SX_OK)
         *out = ops;
     return st;
@@ -590,7 +599,21 @@ sx_status sx_index_check_params(
 {
     sx__err_clear();
     const sx__index_ops *ops = NULL;
-    return check_params(index_type, params, n_params, dim, metric, &ops);
+    return check_params(index_type, SX__VT_F32, params, n_params, dim, metric, &ops);
+}
+
+sx_status sx_index_check_params_for(const char *index_type,
+                                    sx_field_type field_type,
+                                    const sx_param *params,
+                                    size_t n_params,
+                                    uint32_t dim,
+                                    sx_metric metric)
+{
+    sx__err_clear();
+    if (!sx_field_is_vector(field_type))
+        return sx__err(SX_EINVAL, "an index needs a vector field");
+    const sx__index_ops *ops = NULL;
+    return check_params(index_type, sx__vtype_of(field_type), params, n_params, dim, metric, &ops);
 }
 
 sx_status sx_index_check_search_params(const char *index_type,
@@ -627,7 +650,7 @@ static sx_status index_create(
     sx__rwlock_rdlock(&c->seg_lock);
     sx_metric metric = vf->metric;
     sx__rwlock_unlock(&c->seg_lock);
-    sx_status st = check_params(index_type, params, n_params, vf->dim, metric, &ops);
+    sx_status st = check_params(index_type, vf->vt, params, n_params, vf->dim, metric, &ops);
     if (st != SX_OK)
         return st;
     char pstr[256] = "", who[600];

@@ -134,18 +134,22 @@ static sx_status load_schema(sx_collection *c, sx__manifest *m)
             c->pk = f;
             has_pk = true;
         }
-        if (c->fields[f].type == SX_FIELD_FLOAT_VECTOR) {
+        if (sx_field_is_vector(c->fields[f].type)) {
             uint32_t dim = c->fields[f].dim;
+            sx__vtype vt = sx__vtype_of(c->fields[f].type);
             if (c->n_vf == SX_MAX_VECTOR_FIELDS || c->n_vf == m->n_vec || dim == 0 ||
-                dim > SX_MAX_DIM)
+                dim > SX_MAX_DIM || (vt == SX__VT_BIN && dim % 8 != 0) ||
+                !sx__metric_fits(vt, m->vec[c->n_vf].metric))
                 return sx__err(SX_ECORRUPT, "%s: manifest schema is invalid", c->dir);
             sx__vfield *vf = &c->vfs[c->n_vf];
             vf->field = f;
             vf->dim = dim;
+            vf->vt = vt;
+            vf->row_bytes = sx__vtype_row_bytes(vt, dim);
             vf->metric = m->vec[c->n_vf].metric;
             c->n_vf++;
         }
-        if (c->types[f] < SX_FIELD_INT64 || c->types[f] > SX_FIELD_FLOAT_VECTOR)
+        if (c->types[f] < SX_FIELD_INT64 || c->types[f] > SX_FIELD_BINARY_VECTOR)
             return sx__err(SX_ECORRUPT, "%s: manifest has a bad field type", c->dir);
     }
     if (!has_pk || c->n_vf != m->n_vec)
@@ -155,7 +159,7 @@ static sx_status load_schema(sx_collection *c, sx__manifest *m)
         return sx__err(SX_ENOMEM, "schema");
     for (size_t f = 0; f < c->n_fields; f++) {
         c->nullable[f] = c->fields[f].nullable;
-        if (c->nullable[f] && (f == c->pk || c->types[f] == SX_FIELD_FLOAT_VECTOR))
+        if (c->nullable[f] && (f == c->pk || sx_field_is_vector(c->types[f])))
             return sx__err(SX_ECORRUPT, "%s: manifest has a nullable key or vector", c->dir);
     }
     c->xschema.n_fields = c->n_fields;
@@ -184,7 +188,7 @@ static uint64_t vec_row_bytes(const sx_collection *c)
 {
     uint64_t b = 0;
     for (size_t v = 0; v < c->n_vf; v++)
-        b += (uint64_t)c->vfs[v].dim * sizeof(float);
+        b += c->vfs[v].row_bytes;
     return b;
 }
 
@@ -369,7 +373,7 @@ sx_status sx__coll_open(sx_db *db, const char *name, sx_collection **out)
         vf->n_index_params = mv->n_index_params;
         mv->index_params = NULL;
         mv->n_index_params = 0;
-        vf->iops = sx__index_lookup(vf->index_type);
+        vf->iops = sx__index_lookup_vt(vf->index_type, vf->vt);
         if (!vf->iops) {
             st = sx__err(SX_ECORRUPT, "%s: unknown index type %s", c->dir, vf->index_type);
             goto fail;
@@ -447,7 +451,7 @@ static sx_status write_flush_files(sx_collection *c,
         for (size_t f = 0; f < c->n_fields; f++) {
             cols[f].name = (char *)c->names[f];
             cols[f].type = c->types[f];
-            cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
+            cols[f].dim = sx_field_is_vector(c->types[f]) ? c->fields[f].dim : 0;
             cols[f].data = chunked ? (void *)ws->chunks[f] : ws->chunks[f][0];
             cols[f].chunk_rows = chunked ? ws->chunk_rows : 0;
             cols[f].is_primary = f == c->pk;
@@ -801,7 +805,7 @@ sx_status sx__coll_check(sx_collection *c)
     for (size_t f = 0; st == SX_OK && f < c->n_fields; f++) {
         expect[f].name = (char *)c->names[f];
         expect[f].type = c->types[f];
-        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
+        expect[f].dim = sx_field_is_vector(c->types[f]) ? c->fields[f].dim : 0;
         expect[f].is_primary = f == c->pk;
         expect[f].nullable = c->fields[f].nullable;
     }
@@ -911,7 +915,8 @@ static sx_status compact_copy(sx_collection *c,
         }
         if (f == norm_field)
             for (size_t r = 0; r < live; r++)
-                sx__normalize((float *)cols[f] + r * c->fields[f].dim, c->fields[f].dim);
+                sx__normalize_row(sx__vtype_of(c->types[f]), (char *)cols[f] + r * w,
+                                  c->fields[f].dim);
     }
     sx__segment *ns = NULL;
     if (st == SX_OK)
@@ -938,7 +943,7 @@ static sx_status compact_copy(sx_collection *c,
     for (size_t f = 0; f < c->n_fields; f++) {
         sc[f].name = (char *)c->names[f];
         sc[f].type = c->types[f];
-        sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
+        sc[f].dim = sx_field_is_vector(c->types[f]) ? c->fields[f].dim : 0;
         sc[f].data = ns->chunks[f][0];
         sc[f].is_primary = f == c->pk;
         sc[f].nullable = c->fields[f].nullable;
@@ -1140,7 +1145,7 @@ static sx_status merge_run(sx_collection *c, size_t at, size_t n, bool *done)
         }
         sc[f].name = (char *)c->names[f];
         sc[f].type = c->types[f];
-        sc[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
+        sc[f].dim = sx_field_is_vector(c->types[f]) ? c->fields[f].dim : 0;
         sc[f].data = &ptrs[f * n];
         sc[f].chunk_ends = ends;
         sc[f].is_primary = f == c->pk;
@@ -1514,14 +1519,17 @@ sx_status sx_collection_set_metric(sx_collection *c, sx_metric m)
 sx_status sx_collection_set_metric_on(sx_collection *c, const char *field, sx_metric m)
 {
     sx__err_clear();
-    if (!c || (unsigned)m > SX_METRIC_COSINE)
-        return sx__err(SX_EINVAL, "metric must be L2, IP or COSINE");
-    static const char *const names[] = { "L2", "IP", "COSINE" };
+    if (!c || (unsigned)m > SX_METRIC_JACCARD)
+        return sx__err(SX_EINVAL, "metric must be L2, IP, COSINE, HAMMING or JACCARD");
     size_t v = 0;
     sx_status st = sx__vfield_find(c, field, &v);
     if (st != SX_OK)
         return st;
     sx__vfield *vf = &c->vfs[v];
+    if (!sx__metric_fits(vf->vt, m))
+        return sx__err(SX_EINVAL, "metric %s does not apply to the %s field %s (%s)",
+                       sx_metric_str(m), sx__vtype_name(vf->vt), c->names[vf->field],
+                       vf->vt == SX__VT_BIN ? "HAMMING or JACCARD" : "L2, IP or COSINE");
     char who[600];
     if (c->n_vf > 1)
         (void)snprintf(who, sizeof who, "%s (field %s)", c->name, c->names[vf->field]);
@@ -1543,7 +1551,7 @@ sx_status sx_collection_set_metric_on(sx_collection *c, const char *field, sx_me
             st = sx__err(SX_EBUSY,
                          "collection %s has a %s index built for %s: the metric belongs to the "
                          "index, drop it before changing the metric",
-                         who, vf->iops->name, names[vf->metric]);
+                         who, vf->iops->name, sx_metric_str(vf->metric));
         else {
             bool stored = c->n_segs > 0 || atomic_load(&c->growing->n_rows) > 0;
             if (!stored || (m != SX_METRIC_COSINE && vf->metric != SX_METRIC_COSINE))
@@ -1552,7 +1560,7 @@ sx_status sx_collection_set_metric_on(sx_collection *c, const char *field, sx_me
                 st = sx__err(SX_EINVAL,
                              "collection %s has rows stored normalised for COSINE: their original "
                              "vectors are gone, so the metric cannot become %s",
-                             who, names[m]);
+                             who, sx_metric_str(m));
             else if (atomic_load(&c->growing->n_rows) == 0)
                 st = normalise_all(c, v, m);
             else if (attempt < 8)

@@ -243,6 +243,18 @@ void sx__db_unref(sx_db *db)
     sx__free(db);
 }
 
+/* A vector field's metric at create: the definition's when it applies to the field's type,
+ * else the type's own default (L2 for the float types, HAMMING for binary), so one definition
+ * can hold float and binary fields (sx_collection_set_metric_on sets each afterwards). */
+static sx_metric field_metric(sx_field_type t, sx_metric m)
+{
+    bool bin = t == SX_FIELD_BINARY_VECTOR;
+    bool bin_metric = m == SX_METRIC_HAMMING || m == SX_METRIC_JACCARD;
+    if (bin == bin_metric)
+        return m;
+    return bin ? SX_METRIC_HAMMING : SX_METRIC_L2;
+}
+
 static sx_status validate_def(const sx_collection_def *def)
 {
     if (!def || !valid_name(def->name))
@@ -253,8 +265,8 @@ static sx_status validate_def(const sx_collection_def *def)
                        "a collection needs a primary key and a vector field (2..%u "
                        "fields)",
                        SX_MAX_FIELDS);
-    if ((unsigned)def->metric > SX_METRIC_COSINE)
-        return sx__err(SX_EINVAL, "metric must be L2, IP or COSINE");
+    if ((unsigned)def->metric > SX_METRIC_JACCARD)
+        return sx__err(SX_EINVAL, "metric must be L2, IP, COSINE, HAMMING or JACCARD");
     size_t n_pk = 0, n_vec = 0;
     for (size_t i = 0; i < def->n_fields; i++) {
         const sx_field_def *f = &def->fields[i];
@@ -263,7 +275,7 @@ static sx_status validate_def(const sx_collection_def *def)
         for (size_t j = 0; j < i; j++)
             if (strcmp(def->fields[j].name, f->name) == 0)
                 return sx__err(SX_EINVAL, "field \"%s\" defined twice", f->name);
-        if (f->type < SX_FIELD_INT64 || f->type > SX_FIELD_FLOAT_VECTOR)
+        if (f->type < SX_FIELD_INT64 || f->type > SX_FIELD_BINARY_VECTOR)
             return sx__err(SX_EINVAL, "field \"%s\": unknown type", f->name);
         if (f->is_primary) {
             n_pk++;
@@ -272,23 +284,28 @@ static sx_status validate_def(const sx_collection_def *def)
         }
         if (f->auto_id && (!f->is_primary || f->type != SX_FIELD_INT64))
             return sx__err(SX_EINVAL, "field \"%s\": auto_id needs an INT64 primary key", f->name);
-        if (f->type == SX_FIELD_FLOAT_VECTOR) {
+        if (sx_field_is_vector(f->type)) {
             n_vec++;
             if (f->dim < 1 || f->dim > SX_MAX_DIM)
                 return sx__err(SX_EINVAL, "field \"%s\": dim %u is out of range [1, %u]", f->name,
                                f->dim, SX_MAX_DIM);
+            if (f->type == SX_FIELD_BINARY_VECTOR && f->dim % 8 != 0)
+                return sx__err(SX_EINVAL,
+                               "field \"%s\": the dim of a BINARY_VECTOR field (bits) must be a "
+                               "multiple of 8, got %u",
+                               f->name, f->dim);
         }
         if (f->type == SX_FIELD_VARCHAR && f->max_length > SX_MAX_VARCHAR)
             return sx__err(SX_EINVAL, "field \"%s\": max_length %u is over %u", f->name,
                            f->max_length, SX_MAX_VARCHAR);
-        if (f->nullable && (f->is_primary || f->type == SX_FIELD_FLOAT_VECTOR))
+        if (f->nullable && (f->is_primary || sx_field_is_vector(f->type)))
             return sx__err(SX_EINVAL, "field \"%s\": the %s cannot be nullable", f->name,
                            f->is_primary ? "primary key" : "vector field");
     }
     if (n_pk != 1)
         return sx__err(SX_EINVAL, "exactly one primary key field is required (got %zu)", n_pk);
     if (n_vec > SX_MAX_VECTOR_FIELDS) /* none is fine: sparse vectors and scalars only */
-        return sx__err(SX_EINVAL, "a collection has at most %u FLOAT_VECTOR fields (got %zu)",
+        return sx__err(SX_EINVAL, "a collection has at most %u vector fields (got %zu)",
                        SX_MAX_VECTOR_FIELDS, n_vec);
     return SX_OK;
 }
@@ -380,8 +397,8 @@ static sx_status create_on_disk(sx_db *db, const sx_collection_def *def)
         m.name = (char *)def->name;
         m.n_fields = def->n_fields;
         for (size_t i = 0; i < def->n_fields; i++)
-            if (def->fields[i].type == SX_FIELD_FLOAT_VECTOR)
-                m.vec[m.n_vec++].metric = def->metric;
+            if (sx_field_is_vector(def->fields[i].type))
+                m.vec[m.n_vec++].metric = field_metric(def->fields[i].type, def->metric);
         m.fields = sx__calloc(def->n_fields, sizeof(sx_field_def));
         if (!m.fields) {
             st = sx__err(SX_ENOMEM, "create");

@@ -100,8 +100,10 @@ typedef struct sx__pkmap sx__pkmap;
  * field has no index (sx_collection_set_metric_on); the spec and the failure are guarded by
  * seg_lock (changed under its write side with flush_mu and write_mu held). */
 typedef struct sx__vfield {
-    size_t field; /* index in the collection's fields */
-    uint32_t dim;
+    size_t field;     /* index in the collection's fields */
+    uint32_t dim;     /* values (bits for binary) */
+    sx__vtype vt;     /* element type (FLOAT, FLOAT16, BFLOAT16, BINARY vector fields) */
+    size_t row_bytes; /* bytes of one vector */
     sx_metric metric;
     char *index_type;       /* NULL: no index */
     sx_param *index_params; /* owned */
@@ -264,6 +266,17 @@ static inline bool sx__seg_is_null(const sx__segment *s, size_t f, size_t row)
 }
 
 size_t sx__field_width(const sx_collection *c, size_t f);
+/* Scales one stored vector of element type vt (dim values) to unit L2 norm in place, for COSINE
+ * fields: float32 as sx__normalize; float16 / bfloat16 widened, normalised in float32 and rounded
+ * back (so the stored row's norm is 1 within the type's rounding, 2^-11 or 2^-8); binary rows
+ * and zero vectors are left as they are. */
+void sx__normalize_row(sx__vtype vt, void *row, size_t dim);
+/* Checks n float16 / bfloat16 rows (dim values each) of field f: every value finite (SX_EINVAL
+ * naming the row), and *over_row = the first row whose squared norm (widened, summed in double)
+ * exceeds SX_MAX_SQNORM (n when none), *norm2 its norm: sx__first_over_sqnorm's contract for
+ * float32 rows. Used by inserts and imports. */
+SX_NODISCARD sx_status sx__check_half_rows(
+    sx_collection *c, size_t f, const uint16_t *v, size_t n, size_t *over_row, double *norm2);
 
 /* query.c, shared with sparse.c: result rows by (segment of the view, row), the output fields a
  * request names (the primary key first; "*" = all), the rowset of such rows, a filter (NULL for

@@ -1883,7 +1883,7 @@ static void field_list(const sx__expr_schema *s, char *buf, size_t cap)
     size_t o = 0, n = 0;
     buf[0] = '\0';
     for (size_t k = 0; k < s->n_fields; k++) {
-        if (!s->names[k] || s->types[k] == SX_FIELD_FLOAT_VECTOR)
+        if (!s->names[k] || sx_field_is_vector(s->types[k]))
             continue;
         size_t len = strlen(s->names[k]);
         if (o + len + 2 + 5 > cap) { /* room for ", " and ", ..." */

@@ -84,7 +84,7 @@ static void batch_free(const sx_collection *c, sx__imp_batch *b)
 {
     sx__imp_batch_clear(c, b);
     for (size_t f = 0; f < c->n_fields; f++) {
-        if (c->types[f] == SX_FIELD_FLOAT_VECTOR)
+        if (sx_field_is_vector(c->types[f]))
             sx__free_aligned(b->col[f]);
         else
             sx__free(b->col[f]);
@@ -100,7 +100,7 @@ static sx_status batch_alloc(const sx_collection *c, sx__imp_batch *b, size_t ro
     b->cap = rows;
     for (size_t f = 0; f < c->n_fields; f++) {
         size_t w = sx__field_width(c, f);
-        if (c->types[f] == SX_FIELD_FLOAT_VECTOR)
+        if (sx_field_is_vector(c->types[f]))
             b->col[f] = sx__malloc_aligned(rows * w);
         else
             b->col[f] = sx__calloc(rows, w);
@@ -234,7 +234,7 @@ static sx_status write_batch(sx_collection *c, sx__imp_batch *b, uint64_t first_
     for (size_t f = 0; f < c->n_fields; f++) {
         cols[f].name = (char *)c->names[f];
         cols[f].type = c->types[f];
-        cols[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
+        cols[f].dim = sx_field_is_vector(c->types[f]) ? c->fields[f].dim : 0;
         cols[f].data = b->col[f];
         cols[f].is_primary = f == c->pk; /* the key block (segment format 2) */
         cols[f].nullable = c->fields[f].nullable;
@@ -470,6 +470,12 @@ sx_status sx_import_run(sx_collection *c,
     sx_status st = sx__coll_check_writable(c);
     if (st != SX_OK)
         return st;
+    for (size_t v = 0; v < c->n_vf; v++)
+        if (c->vfs[v].vt != SX__VT_F32)
+            return sx__err(SX_EINVAL,
+                           "import: field \"%s\" is a %s field, and bulk import reads float32 "
+                           "vectors only: insert its rows instead",
+                           c->names[c->vfs[v].field], sx__vtype_name(c->vfs[v].vt));
     run r;
     memset(&r, 0, sizeof r);
     r.c = c;

@@ -334,6 +334,12 @@ static const char *type_name(sx_field_type t)
         return "VARCHAR";
     case SX_FIELD_FLOAT_VECTOR:
         return "FLOAT_VECTOR";
+    case SX_FIELD_FLOAT16_VECTOR:
+        return "FLOAT16_VECTOR";
+    case SX_FIELD_BFLOAT16_VECTOR:
+        return "BFLOAT16_VECTOR";
+    case SX_FIELD_BINARY_VECTOR:
+        return "BINARY_VECTOR";
     }
     return "?";
 }
@@ -619,6 +625,11 @@ static sx_status json_row(
             }
             break;
         }
+        case SX_FIELD_FLOAT16_VECTOR:
+        case SX_FIELD_BFLOAT16_VECTOR:
+        case SX_FIELD_BINARY_VECTOR:
+            ok = false; /* sx_import_run refuses such collections first */
+            break;
         }
         if (!ok)
             return sx__err(SX_EINVAL, "import: %s: row %llu: field \"%s\" must be %s", fn, rn, name,
@@ -700,6 +711,11 @@ static sx_status npy_check(const sx_collection *c, prov *p)
     case SX_FIELD_FLOAT_VECTOR:
         ok = h->kind == 'f' && h->itemsize == 4;
         want = "<f4";
+        break;
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR:
+        want = "a float32 vector field"; /* sx_import_run refuses such collections first */
         break;
     }
     if (!ok || !le)
@@ -850,6 +866,9 @@ static sx_status npy_read(const sx_collection *c, prov *p, sx__imp_batch *b, siz
                 break;
             }
             case SX_FIELD_FLOAT_VECTOR:
+            case SX_FIELD_FLOAT16_VECTOR:
+            case SX_FIELD_BFLOAT16_VECTOR:
+            case SX_FIELD_BINARY_VECTOR:
                 break;
             }
             p->row++;

@@ -32,6 +32,7 @@
 #include "util/bitset.h"
 #include "util/buf.h"
 #include "util/err.h"
+#include "util/half.h"
 #include "vector/dist.h"
 
 /* A decoded batch in schema order (pointers borrowed from the caller or from a WAL payload). */
@@ -98,6 +99,32 @@ static sx_status check_space(sx_collection *c, uint64_t record_bytes)
     return SX_OK;
 }
 
+/* engine.h */
+sx_status sx__check_half_rows(
+    sx_collection *c, size_t f, const uint16_t *v, size_t n, size_t *over_row, double *norm2)
+{
+    const size_t dim = c->fields[f].dim;
+    const bool bf = c->types[f] == SX_FIELD_BFLOAT16_VECTOR;
+    *over_row = n;
+    *norm2 = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const uint16_t *row = v + i * dim;
+        double s = 0.0;
+        for (size_t j = 0; j < dim; j++) {
+            if (bf ? !sx__bf16_finite(row[j]) : !sx__f16_finite(row[j]))
+                return sx__err(SX_EINVAL, "field \"%s\": row %zu has a NaN or infinite value",
+                               c->names[f], i);
+            double x = bf ? sx__bf16_to_f32(row[j]) : sx__f16_to_f32(row[j]);
+            s += x * x;
+        }
+        if (*over_row == n && !(s <= SX_MAX_SQNORM)) {
+            *over_row = i;
+            *norm2 = s;
+        }
+    }
+    return SX_OK;
+}
+
 /* Maps the caller's columns onto schema order and validates every value. */
 static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
 {
@@ -149,6 +176,15 @@ static sx_status map_batch(sx_collection *c, const sx_batch *b, rows *r)
                     return sx__err(SX_EINVAL, "field \"%s\": row %zu has a NaN or infinite value",
                                    c->names[f], i / dim);
             r->over_row[vs] = sx__first_over_sqnorm(v, r->n, dim, &r->over_norm2[vs]);
+            r->over[vs] = r->over_row[vs] < r->n;
+        } else if (c->types[f] == SX_FIELD_FLOAT16_VECTOR ||
+                   c->types[f] == SX_FIELD_BFLOAT16_VECTOR) {
+            /* float16 cannot reach SX_MAX_SQNORM (65504^2 * SX_MAX_DIM < 2^47); bfloat16 can */
+            const size_t vs = sx__vslot(c, f);
+            sx_status st =
+                sx__check_half_rows(c, f, r->col[f], r->n, &r->over_row[vs], &r->over_norm2[vs]);
+            if (st != SX_OK)
+                return st;
             r->over[vs] = r->over_row[vs] < r->n;
         } else if (c->types[f] == SX_FIELD_VARCHAR) {
             const char *const *s = r->col[f];
@@ -218,6 +254,14 @@ static void encode_rows(sx_collection *c, const rows *r, sx__wbuf *w)
             case SX_FIELD_FLOAT_VECTOR:
                 sx__wbuf_f32s(w, (const float *)d + i * c->fields[f].dim, c->fields[f].dim);
                 break;
+            case SX_FIELD_FLOAT16_VECTOR:
+            case SX_FIELD_BFLOAT16_VECTOR:
+            case SX_FIELD_BINARY_VECTOR: {
+                /* the values as stored (little-endian host, buf.c) */
+                size_t rb = sx__field_width(c, f);
+                sx__wbuf_put(w, (const char *)d + i * rb, rb);
+                break;
+            }
             }
         }
     }
@@ -415,7 +459,7 @@ static void commit_rows(sx_collection *c, const rows *r, prepared *p, bool upser
         size_t vs = sx__vslot(c, f);
         if (vs != SIZE_MAX && c->vfs[vs].metric == SX_METRIC_COSINE)
             for (size_t i = 0; i < r->n; i++)
-                sx__normalize(sx__seg_cell(g, f, base + i, w), c->fields[f].dim);
+                sx__normalize_row(c->vfs[vs].vt, sx__seg_cell(g, f, base + i, w), c->fields[f].dim);
     }
     for (size_t f = 0; f < c->n_fields; f++) {
         if (!g->nulls[f] || !r->valid[f])

@@ -143,7 +143,7 @@ sx_status sx__build_rowset(sx_collection *c,
         rs->cols[i].name = sx__strdup(c->names[f]);
         rs->cols[i].type = c->types[f];
         rs->n_cols = i + 1;
-        rs->dims[i] = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
+        rs->dims[i] = sx_field_is_vector(c->types[f]) ? c->fields[f].dim : 0;
         char *data = sx__calloc(n ? n : 1, w);
         rs->cols[i].data = data;
         if (!data || !rs->cols[i].name)
@@ -228,7 +228,9 @@ sx_status sx__search_rowset(sx_collection *c,
 
 typedef struct search_job {
     const sx__idxref *idx;
-    const float *queries;
+    const void *queries; /* float32 queries, or packed binary ones (typed) */
+    size_t qbytes;       /* bytes of one query */
+    bool typed;          /* a field that is not float32: the index's search_typed */
     size_t dim, kk, q0, q1;
     const sx_param *params;
     size_t n_params;
@@ -261,8 +263,13 @@ static void *run_index_job(void *arg)
             break;
         sx__topk t;
         sx__topk_init(&t, hits, j->kk);
-        j->st = j->idx->ops->search(j->idx->idx, j->queries + q * j->dim, j->kk, j->params,
-                                    j->n_params, j->allow, &t);
+        const void *qv = (const char *)j->queries + q * j->qbytes;
+        if (j->typed)
+            j->st = j->idx->ops->search_typed(j->idx->idx, qv, j->kk, j->params, j->n_params,
+                                              j->allow, &t);
+        else
+            j->st =
+                j->idx->ops->search(j->idx->idx, qv, j->kk, j->params, j->n_params, j->allow, &t);
         for (size_t h = 0; h < t.n; h++) {
             cand *cd = &j->cands[q * j->stride + j->counts[q]++];
             cd->dist = t.h[h].dist;
@@ -316,7 +323,7 @@ static sx_status search_exact(const sx__vfield *vf,
                               sx_metric metric,
                               const sx__view *v,
                               uint32_t i,
-                              const float *queries,
+                              const void *queries,
                               size_t nq,
                               size_t kk,
                               const uint64_t *allow,
@@ -336,14 +343,14 @@ static sx_status search_exact(const sx__vfield *vf,
     sx__deadline dl = sx__deadline_get();
     for (size_t base = 0; st == SX_OK && base < n; base += s->chunk_rows) {
         size_t m = n - base < s->chunk_rows ? n - base : s->chunk_rows;
-        const float *vecs = s->chunks[vf->field][base / s->chunk_rows];
+        const char *vecs = s->chunks[vf->field][base / s->chunk_rows];
         size_t step = dl.at_ns ? SX__DEADLINE_SCAN_ROWS : m;
         for (size_t r0 = 0; st == SX_OK && r0 < m; r0 += step) {
             size_t mr = m - r0 < step ? m - r0 : step;
             st = sx__deadline_check(&dl);
             if (st == SX_OK)
-                st = sx__flat_scan(vecs + r0 * vf->dim, mr, vf->dim, metric, (uint32_t)(base + r0),
-                                   allow, queries, nq, heaps);
+                st = sx__flat_scan_typed(vecs + r0 * vf->row_bytes, vf->vt, mr, vf->dim, metric,
+                                         (uint32_t)(base + r0), allow, queries, nq, heaps);
         }
     }
     for (size_t q = 0; st == SX_OK && q < nq; q++) {
@@ -395,8 +402,8 @@ static uint64_t search_scratch_bytes(const sx_collection *c,
         const char *name = req->output_fields[f];
         for (size_t j = 0; name && j < c->n_fields; j++)
             if (strcmp(c->names[j], name) == 0)
-                out_row += c->types[j] == SX_FIELD_FLOAT_VECTOR
-                               ? (uint64_t)c->fields[j].dim * sizeof(float)
+                out_row += sx_field_is_vector(c->types[j])
+                               ? (uint64_t)sx_vector_row_bytes(c->types[j], c->fields[j].dim)
                                : sizeof(int64_t);
     }
     uint32_t threads = c->db->opts.search_threads > 1 ? c->db->opts.search_threads : 1;
@@ -407,9 +414,38 @@ static uint64_t search_scratch_bytes(const sx_collection *c,
     return b;
 }
 
+/* Checks the queries of a search on field vf: float32 ones (req->queries) finite and, outside
+ * COSINE, within SX_MAX_SQNORM; binary ones (req->bqueries) present. */
+static sx_status check_queries(const sx__vfield *vf, sx_metric metric, const sx_search_req *req)
+{
+    size_t nq = req->nq, dim = vf->dim;
+    if (vf->vt == SX__VT_BIN) {
+        if (!req->bqueries)
+            return sx__err(SX_EINVAL,
+                           "a BINARY_VECTOR field is searched with binary queries (bqueries: "
+                           "%zu bytes each)",
+                           vf->row_bytes);
+        return SX_OK;
+    }
+    if (!req->queries)
+        return sx__err(SX_EINVAL, "a %s field is searched with float32 queries",
+                       sx__vtype_name(vf->vt));
+    for (size_t i = 0; i < nq * dim; i++)
+        if (!isfinite(req->queries[i]))
+            return sx__err(SX_EINVAL, "query %zu has a NaN or infinite value", i / dim);
+    double qn2;
+    size_t over = sx__first_over_sqnorm(req->queries, nq, dim, &qn2);
+    if (over < nq && metric != SX_METRIC_COSINE)
+        return sx__err(SX_EINVAL,
+                       "query %zu has squared norm %.3g, above the limit 2^125 (%.3g, "
+                       "SX_MAX_SQNORM) of L2 and IP collections",
+                       over, qn2, SX_MAX_SQNORM);
+    return SX_OK;
+}
+
 static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rowset **out)
 {
-    if (!req || !req->queries || req->nq == 0)
+    if (!req || (!req->queries && !req->bqueries) || req->nq == 0)
         return sx__err(SX_EINVAL, "search needs at least one query vector");
     if (sx__deadline_check_ambient() != SX_OK)
         return SX_ETIMEDOUT;
@@ -429,21 +465,11 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     sx__rwlock_unlock(&c->seg_lock);
     if (req->metric >= 0 && (sx_metric)req->metric != metric)
         return sx__err(SX_EINVAL, "metric type mismatch: the %s uses %s",
-                       c->n_vf > 1 ? "vector field" : "collection",
-                       metric == SX_METRIC_L2   ? "L2"
-                       : metric == SX_METRIC_IP ? "IP"
-                                                : "COSINE");
+                       c->n_vf > 1 ? "vector field" : "collection", sx_metric_str(metric));
     size_t nq = req->nq, dim = vf->dim, kk = (size_t)req->k + req->offset;
-    for (size_t i = 0; i < nq * dim; i++)
-        if (!isfinite(req->queries[i]))
-            return sx__err(SX_EINVAL, "query %zu has a NaN or infinite value", i / dim);
-    double qn2;
-    size_t over = sx__first_over_sqnorm(req->queries, nq, dim, &qn2);
-    if (over < nq && metric != SX_METRIC_COSINE)
-        return sx__err(SX_EINVAL,
-                       "query %zu has squared norm %.3g, above the limit 2^125 (%.3g, "
-                       "SX_MAX_SQNORM) of L2 and IP collections",
-                       over, qn2, SX_MAX_SQNORM);
+    st = check_queries(vf, metric, req);
+    if (st != SX_OK)
+        return st;
     const sx__index_ops *checked = NULL;
     st = check_search_params(spec_ops, req, kk, &checked);
     if (st != SX_OK)
@@ -467,8 +493,9 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     }
     if (req->ignore_growing)
         v.rows[v.n - 1] = 0; /* the growing segment is the view's last */
-    const float *queries = req->queries;
-    if (metric == SX_METRIC_COSINE) {
+    const void *queries = vf->vt == SX__VT_BIN ? (const void *)req->bqueries : req->queries;
+    const size_t qbytes = vf->vt == SX__VT_BIN ? vf->row_bytes : dim * sizeof(float);
+    if (metric == SX_METRIC_COSINE && req->queries) { /* float fields (check_queries) */
         qcopy = sx__malloc(nq * dim * sizeof(float));
         if (!qcopy) {
             st = sx__err(SX_ENOMEM, "search");
@@ -529,12 +556,15 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
              * REST searches included) take the segment scan. */
             const sx__idxref *ix = v.idx[i][vi];
             SX_ASSERT(!ix || ix->ops); /* a built index has its vtable */
-            bool flat_batch = ix && nq > 1 &&
-                              (strcmp(ix->ops->name, "FLAT") == 0 ||
-                               strcmp(ix->ops->name, "GPU_BRUTE_FORCE") == 0);
+            bool flat_batch =
+                ix && nq > 1 &&
+                (strcmp(ix->ops->name, "FLAT") == 0 || strcmp(ix->ops->name, "BIN_FLAT") == 0 ||
+                 strcmp(ix->ops->name, "GPU_BRUTE_FORCE") == 0);
             if (ix && !few && !flat_batch) {
                 search_job j = { .idx = ix,
                                  .queries = queries,
+                                 .qbytes = qbytes,
+                                 .typed = vf->vt != SX__VT_F32,
                                  .dim = dim,
                                  .kk = kk,
                                  .params = req->params,

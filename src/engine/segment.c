@@ -14,6 +14,7 @@
  * version 1 file as SX__MEM_PKMAP), given back when the last reference goes.
  * Rejected: a single realloc'd array per column (would need readers to take a lock per scan).
  */
+#include <math.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -22,6 +23,8 @@
 #include "util/alloc.h"
 #include "util/bitset.h"
 #include "util/err.h"
+#include "util/half.h"
+#include "vector/dist.h"
 
 size_t sx__field_width(const sx_collection *c, size_t f)
 {
@@ -35,9 +38,43 @@ size_t sx__field_width(const sx_collection *c, size_t f)
     case SX_FIELD_VARCHAR:
         return sizeof(char *);
     case SX_FIELD_FLOAT_VECTOR:
-        return (size_t)c->fields[f].dim * sizeof(float);
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR:
+        return sx_vector_row_bytes(c->types[f], c->fields[f].dim);
     }
     return 0;
+}
+
+void sx__normalize_row(sx__vtype vt, void *row, size_t dim)
+{
+    if (vt == SX__VT_F32) {
+        sx__normalize(row, dim);
+        return;
+    }
+    if (vt == SX__VT_BIN)
+        return;
+    /* 16-bit rows: widen, normalise in float32 (double sums, dist.c), round back */
+    float buf[256];
+    uint16_t *h = row;
+    double n2 = 0.0;
+    for (size_t i = 0; i < dim; i += 256) {
+        size_t m = dim - i < 256 ? dim - i : 256;
+        sx__widen(vt, h + i, buf, m);
+        n2 += sx__norm2_f64(buf, m);
+    }
+    double norm = sqrt(n2);
+    if (!(norm > 0.0) || !isfinite(norm))
+        return;
+    double inv = 1.0 / norm;
+    for (size_t i = 0; i < dim; i += 256) {
+        size_t m = dim - i < 256 ? dim - i : 256;
+        sx__widen(vt, h + i, buf, m);
+        for (size_t j = 0; j < m; j++) {
+            float x = (float)((double)buf[j] * inv);
+            h[i + j] = vt == SX__VT_F16 ? sx__f32_to_f16(x) : sx__f32_to_bf16(x);
+        }
+    }
 }
 
 static sx_status
@@ -129,7 +166,7 @@ sx__seg_open_file(const sx_collection *c, uint64_t id, uint64_t n_expect, sx__se
     for (size_t f = 0; f < c->n_fields; f++) {
         expect[f].name = (char *)c->names[f];
         expect[f].type = c->types[f];
-        expect[f].dim = c->types[f] == SX_FIELD_FLOAT_VECTOR ? c->fields[f].dim : 0;
+        expect[f].dim = sx_field_is_vector(c->types[f]) ? c->fields[f].dim : 0;
         expect[f].is_primary = f == c->pk;
         expect[f].nullable = c->fields[f].nullable;
     }

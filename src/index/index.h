@@ -19,6 +19,7 @@
 
 #include "util/buf.h"
 #include "util/heap.h"
+#include "vector/dist.h"
 
 typedef struct sx__index sx__index;
 
@@ -108,10 +109,52 @@ typedef struct sx__index_ops {
     /* True when the index does not need the segment's vectors in RAM (DISKANN reads them from
      * its own sectors); the engine may then leave them unloaded. */
     bool reads_own_vectors;
+
+    /* ---- element types (sextant.h's FLOAT16 / BFLOAT16 / BINARY vector fields) ----
+     * vtypes: bit (1u << vt) for each sx__vtype the index takes; 0 means float32 only (then
+     * the members below are NULL). An index that takes another type implements the three
+     * members below for it: build / deserialize over n rows of sx__vtype_row_bytes(vt, dim)
+     * bytes (BORROWED as the float32 array is), and search with the query as the field is
+     * searched: dim float32 values for F16 and BF16, dim / 8 packed bytes for BIN. The engine
+     * calls them for every field that is not float32, and the float32 members otherwise (an
+     * index without the float32 bit answers those with SX_EINVAL). */
+    uint32_t vtypes;
+    sx_status (*build_typed)(const sx_param *p,
+                             size_t np,
+                             const void *vecs,
+                             sx__vtype vt,
+                             size_t n,
+                             size_t dim,
+                             sx_metric metric,
+                             const sx__build_ctx *ctx,
+                             sx__index **out);
+    sx_status (*deserialize_typed)(const void *data,
+                                   size_t len,
+                                   const void *vecs,
+                                   sx__vtype vt,
+                                   size_t n,
+                                   size_t dim,
+                                   sx_metric metric,
+                                   sx__index **out);
+    sx_status (*search_typed)(const sx__index *idx,
+                              const void *query,
+                              size_t k,
+                              const sx_param *sp,
+                              size_t nsp,
+                              const uint64_t *allow,
+                              sx__topk *out);
 } sx__index_ops;
+
+/* Whether ops takes rows of element type vt (see vtypes). */
+static inline bool sx__index_takes(const sx__index_ops *ops, sx__vtype vt)
+{
+    return ops->vtypes ? ((ops->vtypes >> vt) & 1u) != 0 : vt == SX__VT_F32;
+}
 
 /* Registry: returns the ops for a type name (case-insensitive; "AUTOINDEX" -> HNSW) or NULL. */
 const sx__index_ops *sx__index_lookup(const char *type);
+/* The same for a field of element type vt: AUTOINDEX is BIN_IVF_FLAT on binary fields. */
+const sx__index_ops *sx__index_lookup_vt(const char *type, sx__vtype vt);
 
 extern const sx__index_ops sx__flat_index_ops;
 extern const sx__index_ops sx__hnsw_index_ops;
@@ -125,11 +168,20 @@ extern const sx__index_ops sx__cagra_index_ops;
 extern const sx__index_ops sx__gpu_ivf_flat_index_ops;
 extern const sx__index_ops sx__gpu_ivf_pq_index_ops;
 extern const sx__index_ops sx__gpu_brute_force_index_ops;
+/* issue 16: binary vectors (src/index/flat: BIN_FLAT; src/index/ivf: BIN_IVF_FLAT) */
+extern const sx__index_ops sx__bin_flat_index_ops;
+extern const sx__index_ops sx__bin_ivf_flat_index_ops;
 
-/* Every check an index build of this type would make before allocating: check_build_params,
- * dim in [1, SX_MAX_DIM], metric L2/IP/COSINE, then check_build_shape. */
-SX_NODISCARD sx_status sx__index_check_build(
-    const sx__index_ops *ops, const sx_param *p, size_t np, size_t dim, sx_metric metric);
+/* Every check an index build of this type would make before allocating, for a field of element
+ * type vt: the index takes vt, check_build_params, dim in [1, SX_MAX_DIM] (BIN: bits, a multiple
+ * of 8), the metric fits vt (L2/IP/COSINE; HAMMING/JACCARD), then
+ * check_build_shape. */
+SX_NODISCARD sx_status sx__index_check_build(const sx__index_ops *ops,
+                                             sx__vtype vt,
+                                             const sx_param *p,
+                                             size_t np,
+                                             size_t dim,
+                                             sx_metric metric);
 /* "FLAT, HNSW (AUTOINDEX), HNSW_SQ, ..." : every type name the registry knows, for messages. */
 const char *sx__index_type_list(void);
 

@@ -249,6 +249,12 @@ static const char *type_name_of(sx_field_type t)
         return "VarChar";
     case SX_FIELD_FLOAT_VECTOR:
         return "FloatVector";
+    case SX_FIELD_FLOAT16_VECTOR:
+        return "Float16Vector";
+    case SX_FIELD_BFLOAT16_VECTOR:
+        return "BFloat16Vector";
+    case SX_FIELD_BINARY_VECTOR:
+        return "BinaryVector";
     }
     return "Int64";
 }
@@ -272,6 +278,9 @@ static sx_field_type engine_type_of(const char *t)
         { "JSON", SX_FIELD_VARCHAR },
         { "Array", SX_FIELD_VARCHAR },
         { "FloatVector", SX_FIELD_FLOAT_VECTOR },
+        { "Float16Vector", SX_FIELD_FLOAT16_VECTOR },
+        { "BFloat16Vector", SX_FIELD_BFLOAT16_VECTOR },
+        { "BinaryVector", SX_FIELD_BINARY_VECTOR },
         { SX__SPARSE_TYPE, SX_FIELD_VARCHAR },
     };
 
@@ -296,7 +305,7 @@ static bool vecs_layout(sx__coll_meta *m, bool by_name)
     size_t k = 0;
     for (size_t i = 0; i < m->n_fields; i++) {
         const sx__field_meta *f = &m->fields[i];
-        if (f->engine_type != SX_FIELD_FLOAT_VECTOR)
+        if (!sx_field_is_vector(f->engine_type))
             continue;
         if (k == SX_MAX_VECTOR_FIELDS)
             return false;
@@ -568,7 +577,7 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
         copy_str(f->name, sizeof f->name, fname);
         copy_str(f->type, sizeof f->type, jstr_or(fo, "type", ""));
         f->engine_type = (sx_field_type)jint_or(fo, "engine_type", 0);
-        if (f->engine_type < SX_FIELD_INT64 || f->engine_type > SX_FIELD_FLOAT_VECTOR)
+        if (f->engine_type < SX_FIELD_INT64 || f->engine_type > SX_FIELD_BINARY_VECTOR)
             return false;
         if (!f->type[0])
             copy_str(f->type, sizeof f->type, type_name_of(f->engine_type));
@@ -1474,7 +1483,7 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
                            f->name);
         if (!f->type[0])
             copy_str(f->type, sizeof f->type, type_name_of(f->engine_type));
-        if (f->nullable && (f->is_primary || f->engine_type == SX_FIELD_FLOAT_VECTOR))
+        if (f->nullable && (f->is_primary || sx_field_is_vector(f->engine_type)))
             return sx__err(SX_EINVAL, "field %s: the %s cannot be nullable", f->name,
                            f->is_primary ? "primary key" : "vector field");
         if (strcmp(f->name, SX__META_FIELD) == 0 || strcmp(f->name, SX__PART_FIELD) == 0)

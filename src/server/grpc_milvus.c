@@ -432,9 +432,38 @@ static PM(DataType) field_type(const sx__field_meta *f)
         return PI(DATA_TYPE__VarChar);
     case SX_FIELD_FLOAT_VECTOR:
         return PI(DATA_TYPE__FloatVector);
+    case SX_FIELD_FLOAT16_VECTOR:
+        return PI(DATA_TYPE__Float16Vector);
+    case SX_FIELD_BFLOAT16_VECTOR:
+        return PI(DATA_TYPE__BFloat16Vector);
+    case SX_FIELD_BINARY_VECTOR:
+        return PI(DATA_TYPE__BinaryVector);
     default:
         return PI(DATA_TYPE__None);
     }
+}
+
+/* Bytes of one row of a byte-encoded vector type (BinaryVector dim / 8, Float16Vector and
+ * BFloat16Vector dim * 2); 0 for the other types. */
+static size_t bytes_vector_row(PM(DataType) t, uint32_t dim)
+{
+    if (t == PI(DATA_TYPE__BinaryVector))
+        return dim / 8;
+    if (t == PI(DATA_TYPE__Float16Vector) || t == PI(DATA_TYPE__BFloat16Vector))
+        return (size_t)dim * 2;
+    return 0;
+}
+
+/* n bytes as a JSON base64 string (the REST form of those vectors). New reference or NULL. */
+static json_t *b64_json(const void *p, size_t n)
+{
+    char *s = sx__malloc((n + 2) / 3 * 4 + 1);
+    if (!s)
+        return NULL;
+    size_t len = sx__b64_encode(p, n, s);
+    json_t *j = json_stringn(s, len);
+    sx__free(s);
+    return j;
 }
 
 /* One output column being filled from rows. */
@@ -478,6 +507,27 @@ static bool col_init(arena *a, outcol *c, size_t rows)
         v->dim = c->dim;
         v->data_case = PI(VECTOR_FIELD__DATA_FLOAT_VECTOR);
         v->float_vector = fa;
+        fd->field_case = PI(FIELD_DATA__FIELD_VECTORS);
+        fd->vectors = v;
+        return true;
+    }
+    size_t vb = bytes_vector_row(c->type, c->dim);
+    if (vb) { /* binary, float16, bfloat16: the rows' bytes back to back */
+        PM(VectorField) *v = NEW(a, vector_field);
+        ProtobufCBinaryData b = { 0, amalloc(a, n * vb) };
+        if (!v || !b.data)
+            return false;
+        v->dim = c->dim;
+        if (c->type == PI(DATA_TYPE__BinaryVector)) {
+            v->data_case = PI(VECTOR_FIELD__DATA_BINARY_VECTOR);
+            v->binary_vector = b;
+        } else if (c->type == PI(DATA_TYPE__Float16Vector)) {
+            v->data_case = PI(VECTOR_FIELD__DATA_FLOAT16_VECTOR);
+            v->float16_vector = b;
+        } else {
+            v->data_case = PI(VECTOR_FIELD__DATA_BFLOAT16_VECTOR);
+            v->bfloat16_vector = b;
+        }
         fd->field_case = PI(FIELD_DATA__FIELD_VECTORS);
         fd->vectors = v;
         return true;
@@ -639,6 +689,22 @@ static void col_put(arena *a, outcol *c, const json_t *v)
         for (uint32_t k = 0; k < c->dim; k++)
             fa->data[fa->n_data + k] = (float)jnum(json_array_get(v, k));
         fa->n_data += c->dim;
+        return;
+    }
+    size_t vb = bytes_vector_row(c->type, c->dim);
+    if (vb) { /* REST answers these as base64 of the row's bytes */
+        PM(VectorField) *vf = c->fd->vectors;
+        ProtobufCBinaryData *b = c->type == PI(DATA_TYPE__BinaryVector)    ? &vf->binary_vector
+                                 : c->type == PI(DATA_TYPE__Float16Vector) ? &vf->float16_vector
+                                                                           : &vf->bfloat16_vector;
+        char *tmp = amalloc(a, vb + 2);
+        long got =
+            tmp && json_is_string(v) ? sx__b64_decode(json_string_value(v), tmp, vb + 2) : -1;
+        if (got == (long)vb)
+            memcpy(b->data + b->len, tmp, vb);
+        else
+            memset(b->data + b->len, 0, vb);
+        b->len += vb;
         return;
     }
     PM(ScalarField) *s = c->fd->scalars;
@@ -922,10 +988,26 @@ static json_t *cell(const PM(FieldData) * fd, size_t i, size_t di, char *why, si
             snprintf(what, sizeof what, "field %s row %zu", fd->field_name, i);
             return sparse_row_json(sa->contents[i].data, sa->contents[i].len, what, why, cap);
         }
+        const ProtobufCBinaryData *bytes =
+            v->data_case == PI(VECTOR_FIELD__DATA_BINARY_VECTOR)     ? &v->binary_vector
+            : v->data_case == PI(VECTOR_FIELD__DATA_FLOAT16_VECTOR)  ? &v->float16_vector
+            : v->data_case == PI(VECTOR_FIELD__DATA_BFLOAT16_VECTOR) ? &v->bfloat16_vector
+                                                                     : NULL;
+        if (bytes) { /* the row's bytes, as REST takes them: base64 */
+            size_t dim = v->dim > 0 ? (size_t)v->dim : 0;
+            size_t rb = v->data_case == PI(VECTOR_FIELD__DATA_BINARY_VECTOR) ? dim / 8 : dim * 2;
+            if (rb == 0 || (i + 1) * rb > bytes->len) {
+                snprintf(why, cap, "field %s: %zu bytes for dim %zu do not cover row %zu",
+                         fd->field_name, bytes->len, dim, i);
+                return NULL;
+            }
+            return b64_json(bytes->data + i * rb, rb);
+        }
         if (v->data_case != PI(VECTOR_FIELD__DATA_FLOAT_VECTOR) || !v->float_vector) {
             snprintf(why, cap,
-                     "field %s: only FloatVector and SparseFloatVector vectors are "
-                     "supported",
+                     "field %s: the vector data does not match a supported vector type "
+                     "(FloatVector, Float16Vector, BFloat16Vector, BinaryVector, "
+                     "SparseFloatVector)",
                      fd->field_name);
             return NULL;
         }
@@ -1057,6 +1139,14 @@ static size_t column_rows(const PM(FieldData) * fd)
             return v->float_vector->n_data / (size_t)v->dim;
         if (v->data_case == PI(VECTOR_FIELD__DATA_SPARSE_FLOAT_VECTOR) && v->sparse_float_vector)
             return v->sparse_float_vector->n_contents;
+        /* bytes per row: binary dim / 8, float16 / bfloat16 dim * 2 (a short tail is no row) */
+        size_t dim = v->dim > 0 ? (size_t)v->dim : 0;
+        if (v->data_case == PI(VECTOR_FIELD__DATA_BINARY_VECTOR) && dim >= 8)
+            return v->binary_vector.len / (dim / 8);
+        if (v->data_case == PI(VECTOR_FIELD__DATA_FLOAT16_VECTOR) && dim)
+            return v->float16_vector.len / (dim * 2);
+        if (v->data_case == PI(VECTOR_FIELD__DATA_BFLOAT16_VECTOR) && dim)
+            return v->bfloat16_vector.len / (dim * 2);
         return 0;
     }
     const PM(ScalarField) *s = fd->field_case == PI(FIELD_DATA__FIELD_SCALARS) ? fd->scalars : NULL;
@@ -2535,12 +2625,26 @@ static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
         }
         json_array_append_new(data, t);
     }
-    if (texts) {
-        /* the texts are the data */
+    /* binary, float16, bfloat16 queries: each value's bytes, as REST takes them (base64); the
+     * REST handler checks their length against the field */
+    bool raw = pv->type == PI(PLACEHOLDER_TYPE__Placeholder_BinaryVector) ||
+               pv->type == PI(PLACEHOLDER_TYPE__Placeholder_Float16Vector) ||
+               pv->type == PI(PLACEHOLDER_TYPE__Placeholder_BFloat16Vector);
+    for (size_t i = 0; raw && i < pv->n_values; i++) {
+        json_t *t = b64_json(pv->values[i].data, pv->values[i].len);
+        if (!t) {
+            snprintf(why, cap, "out of memory");
+            ok = false;
+            break;
+        }
+        json_array_append_new(data, t);
+    }
+    if (texts || raw) {
+        /* the texts / bytes are the data */
     } else if (pv->type != PI(PLACEHOLDER_TYPE__Placeholder_FloatVector) && !sparse) {
         snprintf(why, cap,
-                 "only FloatVector and SparseFloatVector queries are supported (placeholder type "
-                 "%d)",
+                 "the placeholder type %d is not a supported query type (FloatVector, "
+                 "Float16Vector, BFloat16Vector, BinaryVector, SparseFloatVector, VarChar)",
                  (int)pv->type);
         ok = false;
     }
@@ -2553,7 +2657,7 @@ static json_t *search_body(const ProtobufCBinaryData *pg_bytes,
         else
             json_array_append_new(data, o);
     }
-    for (size_t i = 0; ok && !sparse && !texts && i < pv->n_values; i++) {
+    for (size_t i = 0; ok && !sparse && !texts && !raw && i < pv->n_values; i++) {
         const ProtobufCBinaryData *v = &pv->values[i];
         if (v->len == 0 || v->len % 4) {
             snprintf(why, cap, "query vector %zu has %zu bytes, not a whole number of float32", i,

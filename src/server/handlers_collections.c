@@ -130,6 +130,12 @@ static sx_field_type engine_type(const char *t)
         return SX_FIELD_VARCHAR;
     if (!strcmp(t, "FloatVector"))
         return SX_FIELD_FLOAT_VECTOR;
+    if (!strcmp(t, "Float16Vector"))
+        return SX_FIELD_FLOAT16_VECTOR;
+    if (!strcmp(t, "BFloat16Vector"))
+        return SX_FIELD_BFLOAT16_VECTOR;
+    if (!strcmp(t, "BinaryVector"))
+        return SX_FIELD_BINARY_VECTOR;
     if (!strcmp(t, SX__SPARSE_TYPE)) /* the engine's sparse text in a VARCHAR column */
         return SX_FIELD_VARCHAR;
     return (sx_field_type)0;
@@ -198,6 +204,14 @@ static bool array_params(
     }
     f->max_length = SX_MAX_VARCHAR;
     return true;
+}
+
+/* Whether metric m applies to vector type t: L2 / IP / COSINE to the float types, HAMMING /
+ * JACCARD to binary (the engine refuses the others too; this answers before anything is made). */
+static bool metric_fits(sx_field_type t, sx_metric m)
+{
+    bool bin_metric = m == SX_METRIC_HAMMING || m == SX_METRIC_JACCARD;
+    return (t == SX_FIELD_BINARY_VECTOR) == bin_metric;
 }
 
 static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json_t *params)
@@ -272,10 +286,12 @@ static bool quick_schema(sx__req *rq, sx__resp *rs, sx__coll_meta *m, const json
         }
     }
     m->vecs[0].metric = SX_METRIC_COSINE;
-    if (metric && *metric && !sx__metric_parse(metric, &m->vecs[0].metric)) {
+    if (metric && *metric &&
+        (!sx__metric_parse(metric, &m->vecs[0].metric) ||
+         !metric_fits(SX_FIELD_FLOAT_VECTOR, m->vecs[0].metric))) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: metric type %s not found or not supported by Sextant, "
-                 "supported: [L2 IP COSINE]",
+                 "invalid parameter: metric type %s not found or not supported for a "
+                 "FloatVector field, supported: [L2 IP COSINE]",
                  metric);
         return false;
     }
@@ -449,7 +465,8 @@ one_field(sx__resp *rs, sx__coll_meta *m, size_t i, const json_t *fo, bool auto_
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: data type %s (field %s) is not supported by Sextant yet "
                  "(supported: Bool, Int8, Int16, Int32, Int64, Float, Double, VarChar, "
-                 "String, JSON, Array, FloatVector, SparseFloatVector)",
+                 "String, JSON, Array, FloatVector, Float16Vector, BFloat16Vector, "
+                 "BinaryVector, SparseFloatVector)",
                  dtype, fname);
         return false;
     }
@@ -460,7 +477,7 @@ one_field(sx__resp *rs, sx__coll_meta *m, size_t i, const json_t *fo, bool auto_
         return false;
     }
     bool sparse = sx__field_is_sparse(f);
-    if (nullable && (is_pk || f->engine_type == SX_FIELD_FLOAT_VECTOR || sparse)) {
+    if (nullable && (is_pk || sx_field_is_vector(f->engine_type) || sparse)) {
         sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s field %s cannot be nullable",
                  is_pk ? "the primary key" : "the vector", fname);
         return false;
@@ -485,7 +502,7 @@ one_field(sx__resp *rs, sx__coll_meta *m, size_t i, const json_t *fo, bool auto_
     f->nullable = nullable;
     const json_t *tp = sx__jget(fo, "elementTypeParams");
     int64_t v = 0;
-    if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
+    if (sx_field_is_vector(f->engine_type)) {
         if (++n->vec + n->sparse > SX_MAX_VECTOR_FIELDS) {
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: maximum vector field's number should be limited to "
@@ -504,6 +521,13 @@ one_field(sx__resp *rs, sx__coll_meta *m, size_t i, const json_t *fo, bool auto_
                      r == 0  ? "nothing"
                      : r < 0 ? "a bad value"
                              : got);
+            return false;
+        }
+        if (f->engine_type == SX_FIELD_BINARY_VECTOR && v % 8 != 0) {
+            sx__fail(rs, SX__MC_INVALID_PARAM,
+                     "invalid parameter: dimension of binary vector field %s has to be multiple "
+                     "of 8, got %lld",
+                     fname, (long long)v);
             return false;
         }
         f->dim = (uint32_t)v;
@@ -664,13 +688,22 @@ static int vec_pos(const sx__coll_meta *m, const char *name)
 {
     int k = 0;
     for (size_t i = 0; i < m->n_fields; i++) {
-        if (m->fields[i].engine_type != SX_FIELD_FLOAT_VECTOR)
+        if (!sx_field_is_vector(m->fields[i].engine_type))
             continue;
         if (strcmp(m->fields[i].name, name) == 0)
             return k;
         k++;
     }
     return -1;
+}
+
+/* The k-th vector field of the schema (NULL: fewer). */
+static const sx__field_meta *vec_field_at(const sx__coll_meta *m, size_t k)
+{
+    for (size_t i = 0; i < m->n_fields; i++)
+        if (sx_field_is_vector(m->fields[i].engine_type) && k-- == 0)
+            return &m->fields[i];
+    return NULL;
 }
 
 static bool valid_consistency(const char *s)
@@ -803,10 +836,12 @@ static void h_create(sx__req *rq, sx__resp *rs)
             continue;
         vec_index[k] = true;
         if (metric && *metric) {
-            if (!sx__metric_parse(metric, &m->vecs[k].metric)) {
+            const sx__field_meta *kf = vec_field_at(m, (size_t)k);
+            if (!sx__metric_parse(metric, &m->vecs[k].metric) ||
+                (kf && !metric_fits(kf->engine_type, m->vecs[k].metric))) {
                 sx__fail(rs, SX__MC_INVALID_PARAM,
                          "invalid parameter: metric type %s not found or not supported by "
-                         "Sextant, supported: [L2 IP COSINE]",
+                         "Sextant, supported: [L2 IP COSINE HAMMING JACCARD]",
                          metric);
                 goto out;
             }
@@ -815,18 +850,20 @@ static void h_create(sx__req *rq, sx__resp *rs)
     }
     for (size_t k = 0; !quick && k < SX_MAX_VECTOR_FIELDS; k++) {
         sx__vec_meta *v = &m->vecs[k];
+        const sx__field_meta *vfm = vec_field_at(m, k);
+        bool bin = vfm && vfm->engine_type == SX_FIELD_BINARY_VECTOR;
         if (!vec_index[k]) {
-            /* raw vectors: any metric can follow (sx_collection_set_metric_on) */
-            v->metric = SX_METRIC_L2;
+            /* raw vectors: any metric of the type can follow (sx_collection_set_metric_on) */
+            v->metric = bin ? SX_METRIC_HAMMING : SX_METRIC_L2;
             v->metric_pending = true;
         } else if (!metric_from_index[k]) {
             const char *metric = NULL;
-            v->metric = SX_METRIC_COSINE;
+            v->metric = bin ? SX_METRIC_HAMMING : SX_METRIC_COSINE;
             if (sx__jstr(rq->body, "metricType", &metric) == 0 && metric && *metric &&
                 !sx__metric_parse(metric, &v->metric)) {
                 sx__fail(rs, SX__MC_INVALID_PARAM,
                          "invalid parameter: metric type %s not found or not supported by "
-                         "Sextant, supported: [L2 IP COSINE]",
+                         "Sextant, supported: [L2 IP COSINE HAMMING JACCARD]",
                          metric);
                 goto out;
             }
@@ -927,7 +964,7 @@ static json_t *field_json(const sx__field_meta *f)
             json_object_set_new(o, "defaultValue", dv);
     }
     char buf[32];
-    if (f->engine_type == SX_FIELD_FLOAT_VECTOR) {
+    if (sx_field_is_vector(f->engine_type)) {
         (void)snprintf(buf, sizeof buf, "%u", f->dim);
         json_object_set_new(o, "params", json_pack("[{s:s,s:s}]", "key", "dim", "value", buf));
     } else if (!strcmp(f->type, "VarChar") || !strcmp(f->type, "String")) {

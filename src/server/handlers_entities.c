@@ -191,7 +191,7 @@ static bool coll_open(sx__req *rq, sx__resp *rs, const char *struct_name, coll *
     for (size_t i = 0; i < c->meta->n_fields; i++) {
         if (c->meta->fields[i].is_primary)
             c->pk = (int)i;
-        if (c->meta->fields[i].engine_type == SX_FIELD_FLOAT_VECTOR && c->vec < 0)
+        if (sx_field_is_vector(c->meta->fields[i].engine_type) && c->vec < 0)
             c->vec = (int)i;
     }
     if (c->pk < 0) {
@@ -239,7 +239,7 @@ static bool anns_of(sx__resp *rs, const coll *c, const char *anns, int *fi, cons
                  anns);
         return false;
     }
-    if (vi < 0 || m->fields[f].engine_type != SX_FIELD_FLOAT_VECTOR) {
+    if (vi < 0 || !sx_field_is_vector(m->fields[f].engine_type)) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: failed to create query plan: field (%s) to search is not of "
                  "vector data type",
@@ -701,13 +701,13 @@ cell_json(const sx__req *rq, const sx__field_meta *fm, const sx_rowset *r, size_
         json_t *v = json_string(s ? s : "");
         return v ? v : json_null();
     }
-    case SX_FIELD_FLOAT_VECTOR: {
+    case SX_FIELD_FLOAT_VECTOR:
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR: {
+        sx_field_type t = r->cols[col].type;
         uint32_t dim = r->dims[col];
-        const float *f = (const float *)d + (size_t)row * dim;
-        json_t *a = json_array();
-        for (uint32_t i = 0; a && i < dim; i++)
-            json_array_append_new(a, json_real((double)f[i]));
-        return a;
+        return sx__vec_to_json(t, dim, (const char *)d + (size_t)row * sx_vector_row_bytes(t, dim));
     }
     }
     return json_null();
@@ -898,6 +898,10 @@ static uint64_t field_bytes(const sx__field_meta *fm)
     switch (fm->engine_type) {
     case SX_FIELD_FLOAT_VECTOR:
         return key + 2 + (uint64_t)fm->dim * JSON_VEC_ELEM_BYTES;
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR: /* base64 in quotes */
+        return key + 2 + (sx_vector_row_bytes(fm->engine_type, fm->dim) + 2) / 3 * 4;
     case SX_FIELD_VARCHAR:
         return key + 2;
     case SX_FIELD_BOOL:
@@ -1127,6 +1131,16 @@ static bool put_value(sx__resp *rs, colbuf *cb, size_t row, const json_t *v)
         }
         return true;
     }
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR: {
+        char why[200];
+        size_t rb = sx_vector_row_bytes(fm->engine_type, dim);
+        if (!sx__vec_from_json(v, fm->engine_type, dim, (char *)cb->data + row * rb, why,
+                               sizeof why))
+            BAD_ROW("row %zu: field %s: %s", row, fm->name, why);
+        return true;
+    }
     }
     BAD_ROW("row %zu: field %s: unsupported type %s", row, fm->name, fm->type);
 }
@@ -1143,7 +1157,10 @@ static size_t width_of(sx_field_type t, uint32_t dim)
     case SX_FIELD_VARCHAR:
         return sizeof(char *);
     case SX_FIELD_FLOAT_VECTOR:
-        return (size_t)dim * sizeof(float);
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR:
+        return sx_vector_row_bytes(t, dim);
     }
     return 8;
 }
@@ -2058,11 +2075,12 @@ static bool parse_sparams(sx__resp *rs, sx_metric cm, const json_t *sp, sparams 
         return false;
     }
     if (p->has_radius && p->has_range) {
-        bool ok = cm == SX_METRIC_L2 ? p->range_filter < p->radius : p->range_filter > p->radius;
+        bool sim = sx_metric_is_similarity(cm);
+        bool ok = !sim ? p->range_filter < p->radius : p->range_filter > p->radius;
         if (!ok) {
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: range_filter must be %s than radius for metric %s",
-                     cm == SX_METRIC_L2 ? "less" : "greater", sx__metric_name(cm));
+                     !sim ? "less" : "greater", sx__metric_name(cm));
             return false;
         }
     }
@@ -2081,7 +2099,7 @@ static bool parse_sparams(sx__resp *rs, sx_metric cm, const json_t *sp, sparams 
 
 static bool in_range(const sparams *p, sx_metric m, float d)
 {
-    if (m == SX_METRIC_L2)
+    if (!sx_metric_is_similarity(m))
         return (double)d < p->radius && (!p->has_range || (double)d >= p->range_filter);
     return (double)d > p->radius && (!p->has_range || (double)d <= p->range_filter);
 }
@@ -2108,16 +2126,17 @@ widen_list_params(const sparams *sp, uint32_t k, sx_param *wide, char (*buf)[24]
 /* Whether hits beyond `d` (the worst returned) could still be in range. */
 static bool maybe_more(const sparams *p, sx_metric m, float d)
 {
-    return m == SX_METRIC_L2 ? (double)d < p->radius : (double)d > p->radius;
+    return !sx_metric_is_similarity(m) ? (double)d < p->radius : (double)d > p->radius;
 }
 
 /* Reads `data` into nq*dim floats (owned) or fails with 1801/1802/1102. */
 static bool read_vectors(sx__req *rq,
                          sx__resp *rs,
                          const json_t *data,
+                         sx_field_type vtype,
                          uint32_t dim,
                          const char *sname,
-                         float **out,
+                         void **out,
                          size_t *nq_out)
 {
     if (!data) {
@@ -2142,12 +2161,23 @@ static bool read_vectors(sx__req *rq,
                  max_nq, nq);
         return false;
     }
-    float *q = sx__malloc(nq * dim * sizeof(float) + 1);
+    size_t qb = sx__vec_query_bytes(vtype, dim);
+    float *q = sx__malloc(nq * qb + 1);
     if (!q) {
         fail_nomem(rs);
         return false;
     }
-    for (size_t i = 0; i < nq; i++) {
+    for (size_t i = 0; vtype != SX_FIELD_FLOAT_VECTOR && i < nq; i++) {
+        char why[200];
+        if (!sx__vec_query_from_json(json_array_get(data, i), vtype, dim, (char *)q + i * qb, why,
+                                     sizeof why)) {
+            sx__fail(rs, SX__MC_BAD_JSON,
+                     "can only accept json format request, error: data[%zu]: %s", i, why);
+            sx__free(q);
+            return false;
+        }
+    }
+    for (size_t i = 0; vtype == SX_FIELD_FLOAT_VECTOR && i < nq; i++) {
         const json_t *v = json_array_get(data, i);
         if (!json_is_array(v) || json_array_size(v) != dim) {
             sx__fail(rs, SX__MC_BAD_JSON,
@@ -2241,7 +2271,7 @@ static bool read_id_vectors(sx__req *rq,
                             const coll *c,
                             int vfi,
                             const json_t *ids,
-                            float **out,
+                            void **out,
                             size_t *nq_out)
 {
     size_t n = json_array_size(ids);
@@ -2275,7 +2305,9 @@ static bool read_id_vectors(sx__req *rq,
         ok = false;
     }
     uint32_t dim = c->meta->fields[vfi].dim;
-    float *q = ok ? sx__malloc(n * dim * sizeof(float)) : NULL;
+    sx_field_type vt = c->meta->fields[vfi].engine_type;
+    size_t qb = sx__vec_query_bytes(vt, dim), rb = sx_vector_row_bytes(vt, dim);
+    char *q = ok ? sx__malloc(n * qb + 1) : NULL;
     if (ok && !q) {
         fail_nomem(rs);
         ok = false;
@@ -2298,7 +2330,7 @@ static bool read_id_vectors(sx__req *rq,
             ok = false;
             break;
         }
-        memcpy(q + i * dim, (const float *)r->cols[vcol].data + at * dim, dim * sizeof(float));
+        sx__vec_row_to_query(vt, dim, (const char *)r->cols[vcol].data + at * rb, q + i * qb);
         at++;
     }
     sx_rowset_free(r);
@@ -2418,7 +2450,7 @@ static bool parse_grouping(sx__req *rq, sx__resp *rs, const coll *c, grouping *g
                  gf, c->meta->name);
         return false;
     }
-    if (fm->engine_type == SX_FIELD_FLOAT_VECTOR || fm->engine_type == SX_FIELD_DOUBLE ||
+    if (sx_field_is_vector(fm->engine_type) || fm->engine_type == SX_FIELD_DOUBLE ||
         is_json_type(fm)) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
                  "invalid parameter: group by field %s of type %s is not supported (Bool, Int8, "
@@ -2923,7 +2955,7 @@ static void h_search(sx__req *rq, sx__resp *rs)
     coll c;
     if (!coll_open(rq, rs, sname, &c))
         return;
-    float *q = NULL;
+    void *q = NULL;
     char *filter = NULL, *key = NULL;
     sx_rowset *r = NULL;
     sparams sp;
@@ -2960,7 +2992,8 @@ static void h_search(sx__req *rq, sx__resp *rs)
         goto out;
     }
     if (ids ? !read_id_vectors(rq, rs, &c, vfi, ids, &q, &nq)
-            : !read_vectors(rq, rs, sx__jget(rq->body, "data"), dim, sname, &q, &nq))
+            : !read_vectors(rq, rs, sx__jget(rq->body, "data"), c.meta->fields[vfi].engine_type,
+                            dim, sname, &q, &nq))
         goto out;
     int64_t limit = 100, offset = 0;
     if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
@@ -2999,7 +3032,9 @@ static void h_search(sx__req *rq, sx__resp *rs)
                       "nq x limit, or x the rows the collection holds"))
         goto out;
 
-    sx_search_req req = { .queries = q,
+    bool bin = c.meta->fields[vfi].engine_type == SX_FIELD_BINARY_VECTOR;
+    sx_search_req req = { .queries = bin ? NULL : q,
+                          .bqueries = bin ? q : NULL,
                           .nq = nq,
                           .k = (uint32_t)limit,
                           .offset = (uint32_t)offset,
@@ -3118,13 +3153,14 @@ static int fhit_by_score(const void *x, const void *y)
 /* The sub-search metric of a BM25 field, for the weighted ranker only (not an engine metric). */
 #define METRIC_BM25 ((sx_metric)100)
 
-/* Milvus's normalisation of a sub-search's scores for the weighted ranker: L2 1 - 2 atan(d) / pi,
- * IP 0.5 + atan(d) / pi, BM25 2 atan(d) / pi, COSINE (1 + d) / 2. */
+/* Milvus's normalisation of a sub-search's scores for the weighted ranker: the distances (L2,
+ * HAMMING, JACCARD) 1 - 2 atan(d) / pi, IP 0.5 + atan(d) / pi, BM25 2 atan(d) / pi, COSINE
+ * (1 + d) / 2. */
 static double norm_score(sx_metric m, float d)
 {
     if (m == METRIC_BM25)
         return 2.0 * atan((double)d) / PI_D;
-    if (m == SX_METRIC_L2)
+    if (m == SX_METRIC_L2 || m == SX_METRIC_HAMMING || m == SX_METRIC_JACCARD)
         return 1.0 - 2.0 * atan((double)d) / PI_D;
     if (m == SX_METRIC_IP)
         return 0.5 + atan((double)d) / PI_D;
@@ -3211,7 +3247,7 @@ static bool run_sub(sx__req *rq,
                     sx_rowset **out)
 {
     bool ok = false;
-    float *q = NULL;
+    void *q = NULL;
     char *filter = NULL;
     sparams sp;
     memset(&sp, 0, sizeof sp);
@@ -3248,8 +3284,8 @@ static bool run_sub(sx__req *rq,
     if (si >= 0 && c->meta->sparse[si].function[0] && !bm25_analyzer(rs, c->meta, (size_t)si, &an))
         goto out;
     if (si >= 0 ? !read_sparse_queries(rq, rs, sx__jget(sub, "data"), "SubSearchReq", an, &sq)
-                : !read_vectors(rq, rs, sx__jget(sub, "data"), c->meta->fields[vfi].dim,
-                                "SubSearchReq", &q, &nq))
+                : !read_vectors(rq, rs, sx__jget(sub, "data"), c->meta->fields[vfi].engine_type,
+                                c->meta->fields[vfi].dim, "SubSearchReq", &q, &nq))
         goto out;
     if (si >= 0)
         nq = sq.nq;
@@ -3327,7 +3363,9 @@ static bool run_sub(sx__req *rq,
     }
     sx_param wide[MAX_PARAMS];
     char widebuf[MAX_PARAMS][24];
-    sx_search_req req = { .queries = q,
+    bool bin = c->meta->fields[vfi].engine_type == SX_FIELD_BINARY_VECTOR;
+    sx_search_req req = { .queries = bin ? NULL : q,
+                          .bqueries = bin ? q : NULL,
                           .nq = nq,
                           .k = (uint32_t)limit,
                           .filter = filter,

@@ -292,15 +292,8 @@ void sx__fail_st(sx__resp *rs, sx_status st, int not_found_code, const char *wha
 
 const char *sx__metric_name(sx_metric m)
 {
-    switch (m) {
-    case SX_METRIC_L2:
-        return "L2";
-    case SX_METRIC_IP:
-        return "IP";
-    case SX_METRIC_COSINE:
-        return "COSINE";
-    }
-    return "L2";
+    const char *s = sx_metric_str(m);
+    return strcmp(s, "?") == 0 ? "L2" : s;
 }
 
 bool sx__metric_parse(const char *s, sx_metric *out)
@@ -313,6 +306,10 @@ bool sx__metric_parse(const char *s, sx_metric *out)
         *out = SX_METRIC_IP;
     else if (strcasecmp(s, "COSINE") == 0)
         *out = SX_METRIC_COSINE;
+    else if (strcasecmp(s, "HAMMING") == 0)
+        *out = SX_METRIC_HAMMING;
+    else if (strcasecmp(s, "JACCARD") == 0)
+        *out = SX_METRIC_JACCARD;
     else
         return false;
     return true;

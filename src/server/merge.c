@@ -163,7 +163,10 @@ static size_t col_width(const sx_rowset *rs, size_t i)
     case SX_FIELD_VARCHAR:
         return sizeof(char *);
     case SX_FIELD_FLOAT_VECTOR:
-        return (size_t)rs->dims[i] * sizeof(float);
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR:
+        return sx_vector_row_bytes(rs->cols[i].type, rs->dims[i]);
     }
     return 0;
 }
@@ -335,21 +338,31 @@ static void run_batch(sx__merger *m, batch *b)
         sx__free(info);
         return;
     }
-    size_t dim = 0;
-    for (size_t f = 0; f < info->n_fields; f++)
-        if (info->fields[f].type == SX_FIELD_FLOAT_VECTOR)
-            dim = info->fields[f].dim;
+    /* the searched field (the request's anns_field, else the first vector field): its queries
+     * are dim floats, or dim / 8 packed bytes on a binary field */
+    SX_ASSERT(b->head != NULL); /* the leader is a member */
+    const char *anns = b->head->req->anns_field;
+    size_t qbytes = 0;
+    bool bin = false;
+    for (size_t f = 0; f < info->n_fields && !qbytes; f++) {
+        if (!sx_field_is_vector(info->fields[f].type) ||
+            (anns && *anns && strcmp(anns, info->fields[f].name) != 0))
+            continue;
+        bin = info->fields[f].type == SX_FIELD_BINARY_VECTOR;
+        qbytes = bin ? info->fields[f].dim / 8 : (size_t)info->fields[f].dim * sizeof(float);
+    }
     sx__free(info);
-    if (dim == 0)
+    if (qbytes == 0)
         return;
-    float *q = sx__malloc(b->nq * dim * sizeof(float));
+    char *q = sx__malloc(b->nq * qbytes);
     if (!q)
         return;
-    SX_ASSERT(b->head != NULL); /* the leader is a member */
     for (member *w = b->head; w; w = w->next)
-        memcpy(q + w->q0 * dim, w->req->queries, w->req->nq * dim * sizeof(float));
+        memcpy(q + w->q0 * qbytes, bin ? (const void *)w->req->bqueries : w->req->queries,
+               w->req->nq * qbytes);
     sx_search_req r = *b->head->req;
-    r.queries = q;
+    r.queries = bin ? NULL : (const float *)(const void *)q;
+    r.bqueries = bin ? (const uint8_t *)q : NULL;
     r.nq = b->nq;
     sx_rowset *all = NULL;
     sx_status st = sx_search(b->c, &r, &all);

@@ -73,7 +73,7 @@ void sx__req_coll_done(sx_collection *h, sx__coll_meta *meta)
 const sx__field_meta *sx__meta_vector_field(const sx__coll_meta *m)
 {
     for (size_t i = 0; i < m->n_fields; i++)
-        if (m->fields[i].engine_type == SX_FIELD_FLOAT_VECTOR)
+        if (sx_field_is_vector(m->fields[i].engine_type))
             return &m->fields[i];
     return NULL;
 }
@@ -502,10 +502,11 @@ static bool is_scalar_index(const char *t)
  * cache_dataset_on_device), GPU_BRUTE_FORCE (FLAT). The engine validates the parameters. */
 static bool is_engine_index(const char *t)
 {
-    static const char *const names[] = { "FLAT",         "HNSW",       "AUTOINDEX",
-                                         "IVF_FLAT",     "IVF_SQ8",    "IVF_PQ",
-                                         "DISKANN",      "HNSW_SQ",    "GPU_CAGRA",
-                                         "GPU_IVF_FLAT", "GPU_IVF_PQ", "GPU_BRUTE_FORCE" };
+    static const char *const names[] = { "FLAT",         "HNSW",        "AUTOINDEX",
+                                         "IVF_FLAT",     "IVF_SQ8",     "IVF_PQ",
+                                         "DISKANN",      "HNSW_SQ",     "GPU_CAGRA",
+                                         "GPU_IVF_FLAT", "GPU_IVF_PQ",  "GPU_BRUTE_FORCE",
+                                         "BIN_FLAT",     "BIN_IVF_FLAT" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcasecmp(t, names[i]) == 0)
             return true;
@@ -515,8 +516,8 @@ static bool is_engine_index(const char *t)
 /* Index types Milvus has that Sextant does not (yet): 701 rather than "invalid". */
 static bool is_known_unsupported(const char *t)
 {
-    static const char *const names[] = { "SCANN",   "BIN_FLAT", "BIN_IVF_FLAT", "IVF_RABITQ",
-                                         "HNSW_PQ", "HNSW_PRQ", "IVF_HNSW",     "MINHASH_LSH" };
+    static const char *const names[] = { "SCANN",    "IVF_RABITQ", "HNSW_PQ",
+                                         "HNSW_PRQ", "IVF_HNSW",   "MINHASH_LSH" };
     if (strncasecmp(t, "GPU_", 4) == 0 && !is_engine_index(t))
         return true;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -588,8 +589,10 @@ static sx_status apply_fn(void *ctx, sx__coll_meta *m)
         a->answered = true;
         return SX_EEXIST;
     }
+    const sx__field_meta *vfm = sx__meta_field(m, v->field);
+    bool bin = vfm && vfm->engine_type == SX_FIELD_BINARY_VECTOR;
     sx_metric want = a->has_metric       ? a->metric
-                     : v->metric_pending ? SX_METRIC_COSINE /* Milvus's default */
+                     : v->metric_pending ? (bin ? SX_METRIC_HAMMING : SX_METRIC_COSINE) /* Milvus */
                                          : v->metric;
     sx_status st = SX_OK;
     if (want != v->metric) {
@@ -838,7 +841,7 @@ bool sx__index_apply(
     }
     if (sx__field_is_sparse(f))
         return sparse_index_apply(rq, rs, meta, fname, iname, itype, metric, params);
-    if (f->engine_type != SX_FIELD_FLOAT_VECTOR) {
+    if (!sx_field_is_vector(f->engine_type)) {
         if (is_scalar_index(itype) || strcasecmp(itype, "AUTOINDEX") == 0)
             return true; /* accepted, nothing to build */
         sx__fail(rs, SX__MC_INVALID_PARAM,
@@ -850,7 +853,7 @@ bool sx__index_apply(
         sx__fail(rs, SX__MC_INDEX_UNSUPPORTED,
                  "index type not supported[index_type=%s]: %s is not supported by Sextant yet "
                  "(supported: FLAT, HNSW, AUTOINDEX, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW_SQ, DISKANN, "
-                 "GPU_CAGRA, GPU_IVF_FLAT, GPU_IVF_PQ, GPU_BRUTE_FORCE)",
+                 "GPU_CAGRA, GPU_IVF_FLAT, GPU_IVF_PQ, GPU_BRUTE_FORCE, BIN_FLAT, BIN_IVF_FLAT)",
                  itype, itype);
         return false;
     }
@@ -864,7 +867,7 @@ bool sx__index_apply(
         if (!sx__metric_parse(metric, &a.metric)) {
             sx__fail(rs, SX__MC_INVALID_PARAM,
                      "invalid parameter: metric type %s not found or not supported by Sextant, "
-                     "supported: [L2 IP COSINE]",
+                     "supported: [L2 IP COSINE HAMMING JACCARD]",
                      metric);
             return false;
         }
@@ -958,7 +961,7 @@ bool sx__field_set_default(sx__resp *rs, sx__field_meta *f, const json_t *v)
     const char *why = NULL;
     if (f->is_primary)
         why = "a primary key cannot have a default value";
-    else if (f->engine_type == SX_FIELD_FLOAT_VECTOR || !strcmp(f->type, "JSON") ||
+    else if (sx_field_is_vector(f->engine_type) || !strcmp(f->type, "JSON") ||
              !strcmp(f->type, "Array"))
         why = "default values are supported on scalar fields only (not vectors, JSON or Array)";
     else if (f->engine_type == SX_FIELD_INT64) {

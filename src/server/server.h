@@ -448,6 +448,22 @@ uint32_t sx__meta_key_part(const sx__coll_meta *meta, int64_t v, const char *s);
  * sx__sparse_to_json: the engine's text back into the object form (NULL on bad text or OOM). */
 bool sx__sparse_from_json(const json_t *v, char **out, char *why, size_t why_cap);
 json_t *sx__sparse_to_json(const char *text);
+/* Dense vector values on the wire (vecval.c has the encodings): sx__vec_from_json reads one JSON
+ * value of a vector field of type t into dst (the stored encoding, sx_vector_row_bytes bytes) or
+ * sets why; sx__vec_query_from_json reads a search vector into q, as the engine searches the
+ * field (sx__vec_query_bytes bytes: float32 values, the 16-bit types widened; packed bytes for
+ * binary); sx__vec_row_to_query turns a stored value into that form; sx__vec_to_json answers a
+ * stored value as Milvus's REST does (a number array for FloatVector, else base64 of the bytes;
+ * NULL on OOM). sx__b64_encode writes the base64 of n bytes and a NUL into out
+ * ((n + 2) / 3 * 4 + 1 bytes) and returns the length. */
+size_t sx__vec_query_bytes(sx_field_type t, uint32_t dim);
+bool sx__vec_from_json(
+    const json_t *v, sx_field_type t, uint32_t dim, void *dst, char *why, size_t cap);
+bool sx__vec_query_from_json(
+    const json_t *v, sx_field_type t, uint32_t dim, void *q, char *why, size_t cap);
+void sx__vec_row_to_query(sx_field_type t, uint32_t dim, const void *row, void *q);
+json_t *sx__vec_to_json(sx_field_type t, uint32_t dim, const void *src);
+size_t sx__b64_encode(const void *src, size_t n, char *out);
 /* Sparse vector fields: whether f is one; the sparse[] entry of field name (-1: none); the
  * sparse[] entry whose index is index_name (-1: none). */
 bool sx__field_is_sparse(const sx__field_meta *f);

@@ -159,7 +159,7 @@ sx_status sx__manifest_read(const char *path, sx__manifest *m)
     m->name = sx__rbuf_str(&r, SX_MAX_NAME, NULL);
     m->vec[0].metric = (sx_metric)sx__rbuf_u8(&r);
     uint32_t nf = sx__rbuf_u32(&r);
-    if (!sx__rbuf_ok(&r) || nf == 0 || nf > SX_MAX_FIELDS || m->vec[0].metric > SX_METRIC_COSINE)
+    if (!sx__rbuf_ok(&r) || nf == 0 || nf > SX_MAX_FIELDS || m->vec[0].metric > SX_METRIC_JACCARD)
         goto corrupt;
     m->fields = sx__calloc(nf, sizeof *m->fields);
     if (!m->fields)
@@ -179,7 +179,7 @@ sx_status sx__manifest_read(const char *path, sx__manifest *m)
         f->max_length = sx__rbuf_u32(&r);
         if (!sx__rbuf_ok(&r) || !f->name)
             goto corrupt;
-        if (f->type == SX_FIELD_FLOAT_VECTOR && ++m->n_vec > SX_MAX_VECTOR_FIELDS)
+        if (sx_field_is_vector(f->type) && ++m->n_vec > SX_MAX_VECTOR_FIELDS)
             goto corrupt;
     }
     sx_status ist = get_index(&r, &m->vec[0]);
@@ -196,7 +196,7 @@ sx_status sx__manifest_read(const char *path, sx__manifest *m)
     }
     for (size_t v = 1; ist == SX_OK && v <= more; v++) {
         m->vec[v].metric = (sx_metric)sx__rbuf_u8(&r);
-        if (!sx__rbuf_ok(&r) || m->vec[v].metric > SX_METRIC_COSINE)
+        if (!sx__rbuf_ok(&r) || m->vec[v].metric > SX_METRIC_JACCARD)
             goto corrupt;
         ist = get_index(&r, &m->vec[v]);
     }

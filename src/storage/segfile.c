@@ -64,7 +64,10 @@ static size_t fixed_width(sx_field_type t, uint32_t dim)
     case SX_FIELD_BOOL:
         return 1;
     case SX_FIELD_FLOAT_VECTOR:
-        return (size_t)dim * 4;
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR:
+        return sx_vector_row_bytes(t, dim);
     default:
         return 0;
     }
@@ -682,7 +685,7 @@ void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows)
             sx__free(s);
         } else if (cols[i].borrowed) {
             /* in a mapping owned by the caller */
-        } else if (cols[i].type == SX_FIELD_FLOAT_VECTOR) {
+        } else if (sx_field_is_vector(cols[i].type)) {
             sx__free_aligned(cols[i].data);
         } else {
             sx__free(cols[i].data);
@@ -767,7 +770,7 @@ static sx_status decode_col(
         c->borrowed = true;
         return SX_OK;
     }
-    void *out = c->type == SX_FIELD_FLOAT_VECTOR ? sx__malloc_aligned(dlen) : sx__malloc(dlen);
+    void *out = sx_field_is_vector(c->type) ? sx__malloc_aligned(dlen) : sx__malloc(dlen);
     if (!out)
         return sx__err(SX_ENOMEM, "loading %s", path);
     c->data = out;

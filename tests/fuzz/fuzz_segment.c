@@ -79,6 +79,14 @@ static void touch_cols(const sx__segcol *cols, uint64_t n)
                 sink += v[0] > 0 && v[cols[c].dim - 1] > 0;
                 break;
             }
+            case SX_FIELD_FLOAT16_VECTOR:
+            case SX_FIELD_BFLOAT16_VECTOR:
+            case SX_FIELD_BINARY_VECTOR: {
+                size_t w = sx_vector_row_bytes(cols[c].type, cols[c].dim);
+                const uint8_t *v = (const uint8_t *)cols[c].data + r * w;
+                sink += w ? v[0] + v[w - 1] : 0;
+                break;
+            }
             }
         }
     }

@@ -145,11 +145,15 @@ static const char *rowset_diff(const sx_rowset *a, const sx_rowset *b)
                     return "bool value";
                 break;
             case SX_FIELD_FLOAT_VECTOR:
-                if (memcmp((const float *)a->cols[i].data + r * a->dims[i],
-                           (const float *)b->cols[i].data + r * a->dims[i],
-                           a->dims[i] * sizeof(float)) != 0)
+            case SX_FIELD_FLOAT16_VECTOR:
+            case SX_FIELD_BFLOAT16_VECTOR:
+            case SX_FIELD_BINARY_VECTOR: {
+                size_t w = sx_vector_row_bytes(a->cols[i].type, a->dims[i]);
+                if (memcmp((const char *)a->cols[i].data + r * w,
+                           (const char *)b->cols[i].data + r * w, w) != 0)
                     return "vector value";
                 break;
+            }
             }
         }
     }

@@ -661,10 +661,10 @@ static void test_schema_errors(void)
                1100, "primary key cannot have a default");
     expect_msg("collections/create",
                MK(",{\"fieldName\":\"x\",\"dataType\":\"BinaryVector\",\"elementTypeParams\":{"
-                  "\"dim\":8}}"),
-               1100, "not supported by Sextant yet");
+                  "\"dim\":12}}"),
+               1100, "has to be multiple of 8");
     expect_msg("collections/create",
-               MK(",{\"fieldName\":\"x\",\"dataType\":\"Float16Vector\",\"elementTypeParams\":{"
+               MK(",{\"fieldName\":\"x\",\"dataType\":\"Int8Vector\",\"elementTypeParams\":{"
                   "\"dim\":8}}"),
                1100, "not supported by Sextant yet");
     /* sparse vectors: counted among the four vector fields, never nullable; without any vector

@@ -62,6 +62,12 @@ static const char *field_type_name(sx_field_type t)
         return "VARCHAR";
     case SX_FIELD_FLOAT_VECTOR:
         return "FLOAT_VECTOR";
+    case SX_FIELD_FLOAT16_VECTOR:
+        return "FLOAT16_VECTOR";
+    case SX_FIELD_BFLOAT16_VECTOR:
+        return "BFLOAT16_VECTOR";
+    case SX_FIELD_BINARY_VECTOR:
+        return "BINARY_VECTOR";
     }
     return "?";
 }
@@ -662,6 +668,20 @@ static void print_value(const sx_column *col, uint32_t dim, size_t row)
         putchar(']');
         break;
     }
+    case SX_FIELD_FLOAT16_VECTOR:
+    case SX_FIELD_BFLOAT16_VECTOR:
+    case SX_FIELD_BINARY_VECTOR: {
+        /* the stored bytes, in hex (the first 8) */
+        size_t nb = sx_vector_row_bytes(col->type, dim);
+        const uint8_t *b = (const uint8_t *)col->data + row * nb;
+        size_t show = nb < 8 ? nb : 8;
+        printf("0x");
+        for (size_t j = 0; j < show; j++)
+            printf("%02x", b[j]);
+        if (show < nb)
+            printf("... (%zu bytes)", nb);
+        break;
+    }
     }
 }
 
@@ -791,6 +811,13 @@ int cli_search(int argc, char **argv)
         goto out;
     }
     for (size_t j = 0; j < ci.n_fields; j++) {
+        if (sx_field_is_vector(ci.fields[j].type) && ci.fields[j].type != SX_FIELD_FLOAT_VECTOR) {
+            rc = cli_fail(cmd,
+                          "collection '%s' field '%s' is a %s field; the command line searches "
+                          "float32 vectors only (use the server's REST or gRPC API)",
+                          name, ci.fields[j].name, field_type_name(ci.fields[j].type));
+            goto out;
+        }
         if (ci.fields[j].type == SX_FIELD_FLOAT_VECTOR && (size_t)ci.fields[j].dim != q.dim) {
             rc = cli_fail(cmd, "%s has dimension %zu but collection '%s' field '%s' has %u", qfile,
                           q.dim, name, ci.fields[j].name, ci.fields[j].dim);
@@ -887,7 +914,7 @@ static int info_collection(const char *cmd, sx_db *db, const char *name)
     for (size_t j = 0; j < ci.n_fields; j++) {
         const sx_field_def *fd = &ci.fields[j];
         printf("    %-20s %-12s", fd->name, field_type_name(fd->type));
-        if (fd->type == SX_FIELD_FLOAT_VECTOR)
+        if (sx_field_is_vector(fd->type))
             printf(" dim=%u", fd->dim);
         if (fd->type == SX_FIELD_VARCHAR)
             printf(" max_length=%u", fd->max_length);
@@ -905,11 +932,11 @@ static int info_collection(const char *cmd, sx_db *db, const char *name)
            cli_human_bytes(ci.memory_bytes, hb, sizeof hb), ci.memory_bytes);
     size_t n_vec = 0;
     for (size_t j = 0; j < ci.n_fields; j++)
-        n_vec += ci.fields[j].type == SX_FIELD_FLOAT_VECTOR;
+        n_vec += sx_field_is_vector(ci.fields[j].type);
     /* one index per vector field: "index:" alone with one vector field, else one per field */
     for (size_t j = 0; j < ci.n_fields; j++) {
         const sx_field_def *fd = &ci.fields[j];
-        if (fd->type != SX_FIELD_FLOAT_VECTOR)
+        if (!sx_field_is_vector(fd->type))
             continue;
         char label[300];
         if (n_vec > 1)

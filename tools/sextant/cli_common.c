@@ -105,6 +105,10 @@ const char *cli_metric_name(sx_metric m)
         return "ip";
     case SX_METRIC_COSINE:
         return "cosine";
+    case SX_METRIC_HAMMING:
+        return "hamming";
+    case SX_METRIC_JACCARD:
+        return "jaccard";
     }
     return "?";
 }

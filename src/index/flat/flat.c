@@ -112,27 +112,31 @@ static inline uint64_t allow_bits(const uint64_t *allow, size_t b, size_t len)
     return (__atomic_load_n(&allow[b >> 6], __ATOMIC_RELAXED) >> (b & 63)) & m;
 }
 
-static inline void prefetch_row(const float *row, size_t row_bytes)
+static inline void prefetch_row(const char *p, size_t row_bytes)
 {
-    const char *p = (const char *)row;
     for (size_t off = 0; off < row_bytes; off += 64)
         __builtin_prefetch(p + off, 0, PREFETCH_LOCALITY);
 }
 
 /* ---------------------------------------------------------------- row path */
 
+/* What the row path compares a row with: nq queries and the kernel of the rows' element type.
+ * Float kinds: fn, queries of dim float32 each. Binary: bfn, queries of row_bytes bytes. */
+typedef struct rowq {
+    sx__dist_fn fn;
+    sx__bdist_fn bfn; /* binary rows (fn NULL) */
+    const void *queries;
+    size_t nq, dim, row_bytes;
+} rowq;
+
 /* Offers row j to every query (the row is in L1 after the first kernel call). */
-static inline void visit_row(const float *row,
-                             uint32_t id,
-                             size_t dim,
-                             sx__dist_fn fn,
-                             const float *queries,
-                             size_t nq,
-                             sx__topk *heaps,
-                             float *bound)
+static inline void
+visit_row(const char *row, uint32_t id, const rowq *r, sx__topk *heaps, float *bound)
 {
-    for (size_t q = 0; q < nq; q++) {
-        float d = fn(queries + q * dim, row, dim);
+    for (size_t q = 0; q < r->nq; q++) {
+        float d = r->fn ? r->fn((const float *)r->queries + q * r->dim, row, r->dim)
+                        : r->bfn((const uint8_t *)r->queries + q * r->row_bytes,
+                                 (const uint8_t *)row, r->row_bytes);
         if (d <= bound[q]) {
             sx__topk_push(&heaps[q], d, id);
             bound[q] = heap_bound(&heaps[q]);
@@ -140,25 +144,21 @@ static inline void visit_row(const float *row,
     }
 }
 
-static void scan_rows(const float *base,
+static void scan_rows(const char *base,
                       size_t n,
-                      size_t dim,
-                      sx__dist_fn fn,
                       uint32_t id_base,
                       const uint64_t *allow,
-                      const float *queries,
-                      size_t nq,
+                      const rowq *r,
                       sx__topk *heaps)
 {
     float bound[SX__FLAT_GEMM_MIN_NQ];
-    for (size_t q = 0; q < nq; q++)
+    for (size_t q = 0; q < r->nq; q++)
         bound[q] = heap_bound(&heaps[q]);
-    const size_t row_bytes = dim * sizeof(float);
+    const size_t row_bytes = r->row_bytes;
 
     if (!allow) {
         /* Dense: a prefetch cursor (a byte offset) runs PREFETCH_BYTES ahead of the end of the
          * current row, one prefetch per cache line whatever the dim. */
-        const char *p = (const char *)base;
         const size_t total = n * row_bytes;
         size_t pf = 0;
         for (size_t j = 0; j < n; j++) {
@@ -166,8 +166,8 @@ static void scan_rows(const float *base,
             if (want > total)
                 want = total;
             for (; pf < want; pf += 64)
-                __builtin_prefetch(p + pf, 0, PREFETCH_LOCALITY);
-            visit_row(base + j * dim, id_base + (uint32_t)j, dim, fn, queries, nq, heaps, bound);
+                __builtin_prefetch(base + pf, 0, PREFETCH_LOCALITY);
+            visit_row(base + j * row_bytes, id_base + (uint32_t)j, r, heaps, bound);
         }
         return;
     }
@@ -184,8 +184,8 @@ static void scan_rows(const float *base,
             m &= m - 1;
             /* the next allowed row of this word is the one known to be needed next */
             if (m)
-                prefetch_row(base + (i + (size_t)__builtin_ctzll(m)) * dim, row_bytes);
-            visit_row(base + j * dim, id_base + (uint32_t)j, dim, fn, queries, nq, heaps, bound);
+                prefetch_row(base + (i + (size_t)__builtin_ctzll(m)) * row_bytes, row_bytes);
+            visit_row(base + j * row_bytes, id_base + (uint32_t)j, r, heaps, bound);
         }
         i += len;
     }
@@ -430,8 +430,79 @@ sx_status sx__flat_scan(const float *base,
     if (n == 0 || nq == 0)
         return SX_OK;
     if (nq < SX__FLAT_GEMM_MIN_NQ) {
-        scan_rows(base, n, dim, fn, id_base, allow, queries, nq, heaps);
+        rowq r = { fn, NULL, queries, nq, dim, dim * sizeof(float) };
+        scan_rows((const char *)base, n, id_base, allow, &r, heaps);
         return SX_OK;
     }
     return scan_gemm(base, n, dim, metric, fn, id_base, allow, queries, nq, heaps);
+}
+
+/* Rows widened per GEMM tile of the 16-bit types: ~1 MiB of float32. */
+#define WIDEN_TILE_BYTES ((size_t)1 << 20)
+
+sx_status sx__flat_scan_typed(const void *base,
+                              sx__vtype vt,
+                              size_t n,
+                              size_t dim,
+                              sx_metric metric,
+                              uint32_t id_base,
+                              const uint64_t *allow,
+                              const void *queries,
+                              size_t nq,
+                              sx__topk *heaps)
+{
+    if (vt == SX__VT_F32)
+        return sx__flat_scan(base, n, dim, metric, id_base, allow, queries, nq, heaps);
+    if (!sx__metric_fits(vt, metric))
+        return sx__err(SX_EINVAL, "flat scan: metric %d does not apply to %s rows", (int)metric,
+                       sx__vtype_name(vt));
+    if (dim == 0 || dim > SX_MAX_DIM || (vt == SX__VT_BIN && dim % 8 != 0))
+        return sx__err(SX_EINVAL, "flat scan: dim %zu out of range for %s", dim,
+                       sx__vtype_name(vt));
+    if ((uint64_t)id_base + n > (uint64_t)UINT32_MAX + 1)
+        return sx__err(SX_EINVAL, "flat scan: ids %u + %zu rows exceed the 32-bit id space",
+                       id_base, n);
+    if (n == 0 || nq == 0)
+        return SX_OK;
+    const size_t row_bytes = sx__vtype_row_bytes(vt, dim);
+    sx__dist_fn fn = sx__dist_for(metric, vt);
+    sx__bdist_fn bfn = sx__bdist_for(metric);
+    if (vt == SX__VT_BIN ? !bfn : !fn)
+        return sx__err(SX_EINVAL, "flat scan: no kernel for metric %d on %s rows", (int)metric,
+                       sx__vtype_name(vt));
+    if (vt == SX__VT_BIN) {
+        /* binary: one popcount pass per (row, query); no GEMM form, so batches take the
+         * row path in groups of SX__FLAT_GEMM_MIN_NQ - 1 queries */
+        for (size_t q0 = 0; q0 < nq; q0 += SX__FLAT_GEMM_MIN_NQ - 1) {
+            size_t qc = nq - q0 < SX__FLAT_GEMM_MIN_NQ - 1 ? nq - q0 : SX__FLAT_GEMM_MIN_NQ - 1;
+            rowq r = { NULL, bfn, (const uint8_t *)queries + q0 * row_bytes, qc, dim, row_bytes };
+            scan_rows(base, n, id_base, allow, &r, heaps + q0);
+        }
+        return SX_OK;
+    }
+    if (nq < SX__FLAT_GEMM_MIN_NQ) {
+        /* few queries: memory bound, so the rows are read at 2 bytes per value and widened in
+         * the kernel */
+        rowq r = { fn, NULL, queries, nq, dim, row_bytes };
+        scan_rows(base, n, id_base, allow, &r, heaps);
+        return SX_OK;
+    }
+    /* many queries: compute bound; tiles of rows widened to float32 take the float32 path
+     * (GEMM), with the same ids and allow bits */
+    size_t tile = WIDEN_TILE_BYTES / (dim * sizeof(float));
+    tile = tile < 64 ? 64 : tile;
+    float *wide = sx__malloc_aligned(tile * dim * sizeof(float));
+    if (!wide)
+        return sx__err(SX_ENOMEM, "flat scan: cannot allocate %zu bytes to widen rows",
+                       tile * dim * sizeof(float));
+    sx_status st = SX_OK;
+    for (size_t r0 = 0; st == SX_OK && r0 < n; r0 += tile) {
+        size_t m = n - r0 < tile ? n - r0 : tile;
+        const char *rows = (const char *)base + r0 * row_bytes;
+        for (size_t j = 0; j < m; j++)
+            sx__widen(vt, rows + j * row_bytes, wide + j * dim, dim);
+        st = sx__flat_scan(wide, m, dim, metric, id_base + (uint32_t)r0, allow, queries, nq, heaps);
+    }
+    sx__free_aligned(wide);
+    return st;
 }

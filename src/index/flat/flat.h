@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "util/heap.h"
+#include "vector/dist.h"
 
 /* Row path below, GEMM at or above. Measured on 100k x 128 (2-core VM): nq=7 row path 5.8 ms,
  * nq=8 GEMM 11-17 ms; the crossover is near 16. */
@@ -34,5 +35,22 @@ SX_NODISCARD sx_status sx__flat_scan(const float *base,
                                      const float *queries,
                                      size_t nq,
                                      sx__topk *heaps);
+
+/* sx__flat_scan for rows of element type vt (n rows of sx__vtype_row_bytes(vt, dim) bytes):
+ * float32 is sx__flat_scan; float16 / bfloat16 rows are compared with float32 queries (nq * dim
+ * floats) by the widening kernels, or, for nq >= SX__FLAT_GEMM_MIN_NQ, widened a tile at a time
+ * into float32 for the GEMM path; binary rows with packed queries (nq * dim / 8 bytes) and the
+ * HAMMING or JACCARD kernel. Errors as sx__flat_scan, and SX_EINVAL for a metric that does not
+ * fit vt. */
+SX_NODISCARD sx_status sx__flat_scan_typed(const void *base,
+                                           sx__vtype vt,
+                                           size_t n,
+                                           size_t dim,
+                                           sx_metric metric,
+                                           uint32_t id_base,
+                                           const uint64_t *allow,
+                                           const void *queries,
+                                           size_t nq,
+                                           sx__topk *heaps);
 
 #endif

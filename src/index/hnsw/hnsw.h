@@ -9,7 +9,9 @@
  *   hnsw_io.c      serialize / deserialize (byte format documented there)
  *   hnsw_check.c   structural invariants (sx__hnsw_check), also run on every deserialize
  *
- * Memory layout. The index BORROWS the segment's vectors (n*dim floats) and stores only the graph:
+ * Memory layout. The index BORROWS the segment's vectors (n rows of dim float32, float16 or
+ * bfloat16 values: FLOAT16_VECTOR and BFLOAT16_VECTOR fields are indexed at 2 bytes per value,
+ * searched with float32 queries through dist.h's widening kernels) and stores only the graph:
  *   l0       n * (M0+1) uint32, one flat array: node i's level-0 list is l0[i*(M0+1)]: the count,
  *            then up to M0 neighbour ids. Flat so that a neighbour's list is one multiply away and
  *            can be prefetched.
@@ -66,11 +68,13 @@
 #define SX__HNSW_MAX_N     SX__GRAPH_MAX_N
 
 typedef struct sx__hnsw {
-    const float *vecs; /* borrowed: n*dim floats, must outlive the index */
+    const void *vecs; /* borrowed: n rows of row_bytes (dim values of type vt), must outlive it */
     size_t n;
     size_t dim;
+    size_t row_bytes;
+    sx__vtype vt; /* F32, F16 or BF16: rows of 16-bit types are compared with float32 queries */
     sx_metric metric;
-    sx__dist_fn dist;   /* "smaller is better" kernel for metric, resolved once */
+    sx__dist_fn dist;   /* "smaller is better" kernel for metric and vt, resolved once */
     uint32_t M;         /* max degree above level 0 */
     uint32_t M0;        /* max degree at level 0 (2*M) */
     uint32_t efc;       /* efConstruction used to build (kept for describe/serialize) */
@@ -91,9 +95,19 @@ static inline uint32_t *sx__hnsw_links(const sx__hnsw *h, uint32_t id, uint32_t 
     return h->up + ((size_t)h->up_off[id] + level - 1) * (h->M + 1);
 }
 
-static inline const float *sx__hnsw_vec(const sx__hnsw *h, uint32_t id)
+static inline const void *sx__hnsw_vec(const sx__hnsw *h, uint32_t id)
 {
-    return h->vecs + (size_t)id * h->dim;
+    return (const char *)h->vecs + (size_t)id * h->row_bytes;
+}
+
+/* Row id as a float32 query: the row itself for float32 rows, else widened into buf (dim
+ * floats). The build compares rows with rows this way (the kernels take a float32 side). */
+static inline const float *sx__hnsw_qvec(const sx__hnsw *h, uint32_t id, float *buf)
+{
+    if (h->vt == SX__VT_F32)
+        return (const float *)sx__hnsw_vec(h, id);
+    sx__widen(h->vt, sx__hnsw_vec(h, id), buf, h->dim);
+    return buf;
 }
 
 /* Greedy descent (Alg. 2 with ef = 1) from (cur, *cur_dist) at levels [top, bottom], top >= bottom
@@ -195,12 +209,38 @@ sx_status sx__hnsw_deserialize(const void *data,
                                size_t dim,
                                sx_metric metric,
                                sx__index **out);
+/* The typed members (index.h): rows of vt (F32, F16, BF16); search_typed's query is float32. */
+sx_status sx__hnsw_build_typed(const sx_param *p,
+                               size_t np,
+                               const void *vecs,
+                               sx__vtype vt,
+                               size_t n,
+                               size_t dim,
+                               sx_metric metric,
+                               const sx__build_ctx *ctx,
+                               sx__index **out);
+sx_status sx__hnsw_deserialize_typed(const void *data,
+                                     size_t len,
+                                     const void *vecs,
+                                     sx__vtype vt,
+                                     size_t n,
+                                     size_t dim,
+                                     sx_metric metric,
+                                     sx__index **out);
+sx_status sx__hnsw_search_typed(const sx__index *idx,
+                                const void *query,
+                                size_t k,
+                                const sx_param *sp,
+                                size_t nsp,
+                                const uint64_t *allow,
+                                sx__topk *out);
 size_t sx__hnsw_memory_bytes(const sx__index *idx);
 
 /* Allocates an empty graph for n nodes with the given levels (taken: on success `levels` belongs
  * to the index, on failure it is freed). Lists are empty. Used by build and deserialize.
  * Errors: SX_ENOMEM, SX_EINVAL (upper-level blocks overflow 32 bits). */
-sx_status sx__hnsw_alloc(const float *vecs,
+sx_status sx__hnsw_alloc(const void *vecs,
+                         sx__vtype vt,
                          size_t n,
                          size_t dim,
                          sx_metric metric,

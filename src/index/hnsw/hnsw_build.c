@@ -78,7 +78,8 @@ sx_status sx__hnsw_check_build_params(const sx_param *p, size_t np)
 
 /* ---------------------------------------------------------------- allocation */
 
-sx_status sx__hnsw_alloc(const float *vecs,
+sx_status sx__hnsw_alloc(const void *vecs,
+                         sx__vtype vt,
                          size_t n,
                          size_t dim,
                          sx_metric metric,
@@ -97,8 +98,10 @@ sx_status sx__hnsw_alloc(const float *vecs,
     h->vecs = vecs;
     h->n = n;
     h->dim = dim;
+    h->vt = vt;
+    h->row_bytes = sx__vtype_row_bytes(vt, dim);
     h->metric = metric;
-    h->dist = sx__dist_for_metric(metric);
+    h->dist = sx__dist_for(metric, vt);
     h->M = M;
     h->M0 = 2 * M;
     h->efc = efc;
@@ -185,8 +188,11 @@ typedef struct build {
 typedef struct worker {
     build *b;
     sx__graph_scratch s;
-    sx__hit *w;     /* result of the last layer search (b->ef) */
-    sx__hit *sel;   /* neighbours chosen for the new node (M) */
+    sx__hit *w;   /* result of the last layer search (b->ef) */
+    sx__hit *sel; /* neighbours chosen for the new node (M) */
+    /* rows widened to float32 (dim each; NULL for float32 rows, used in place): the inserted
+     * row, the heuristic's candidate, the reverse link's owner */
+    float *qbuf, *hbuf, *lbuf;
     sx__hit *cands; /* shrink candidates (M0 + 1) */
     sx__hit *sel2;  /* shrink result (M0) */
     uint32_t *ids;  /* merged list (M0) */
@@ -207,8 +213,8 @@ static void publish(uint32_t *ll, /* NOLINT(readability-non-const-parameter): __
 /* Alg. 4 SELECT-NEIGHBORS-HEURISTIC: walks cands (sorted best first by distance to the base
  * point) and keeps a candidate only if it is closer to the base than to every kept one, until m
  * are kept. Fewer than m candidates are all kept. Returns the number written to sel. */
-static size_t
-select_heuristic(const sx__hnsw *h, const sx__hit *cands, size_t nc, size_t m, sx__hit *sel)
+static size_t select_heuristic(
+    const sx__hnsw *h, const sx__hit *cands, size_t nc, size_t m, sx__hit *sel, float *buf)
 {
     if (nc <= m) {
         memcpy(sel, cands, nc * sizeof *sel);
@@ -216,7 +222,7 @@ select_heuristic(const sx__hnsw *h, const sx__hit *cands, size_t nc, size_t m, s
     }
     size_t ns = 0;
     for (size_t i = 0; i < nc && ns < m; i++) {
-        const float *v = sx__hnsw_vec(h, cands[i].id);
+        const float *v = sx__hnsw_qvec(h, cands[i].id, buf);
         bool good = true;
         for (size_t j = 0; j < ns; j++) {
             if (h->dist(v, sx__hnsw_vec(h, sel[j].id), h->dim) < cands[i].dist) {
@@ -276,7 +282,7 @@ static void add_link(worker *wk, uint32_t nb, uint32_t level, uint32_t q, float 
         sx__spin_unlock(&b->locks[nb]);
         return;
     }
-    const float *v = sx__hnsw_vec(h, nb);
+    const float *v = sx__hnsw_qvec(h, nb, wk->lbuf);
     sx__hit *c = wk->cands;
     size_t nc = 0;
     /* insertion sort by distance to nb: at most M0 + 1 entries */
@@ -296,7 +302,7 @@ static void add_link(worker *wk, uint32_t nb, uint32_t level, uint32_t q, float 
         }
         c[i] = x;
     }
-    size_t ns = select_heuristic(h, c, nc, cap, wk->sel2);
+    size_t ns = select_heuristic(h, c, nc, cap, wk->sel2, wk->hbuf);
     for (size_t i = 0; i < ns; i++)
         wk->ids[i] = wk->sel2[i].id;
     publish(ll, wk->ids, (uint32_t)ns);
@@ -308,7 +314,7 @@ static void insert(worker *wk, uint32_t q)
 {
     build *b = wk->b;
     sx__hnsw *h = b->h;
-    const float *qv = sx__hnsw_vec(h, q);
+    const float *qv = sx__hnsw_qvec(h, q, wk->qbuf);
     uint32_t L = h->levels[q];
     uint64_t ep = atomic_load_explicit(&b->ep, memory_order_acquire);
     bool locked = false;
@@ -331,7 +337,7 @@ static void insert(worker *wk, uint32_t q)
     for (uint32_t l = L < top ? L : top;; l--) {
         size_t nw = sx__hnsw_search_level_build(h, &wk->s, qv, seeds, nseeds, b->ef, l, q);
         memcpy(wk->w, wk->s.pool, nw * sizeof *wk->w);
-        size_t nsel = select_heuristic(h, wk->w, nw, h->M, wk->sel);
+        size_t nsel = select_heuristic(h, wk->w, nw, h->M, wk->sel, wk->hbuf);
         set_links(wk, q, l, wk->sel, nsel);
         for (size_t i = 0; i < nsel; i++)
             add_link(wk, wk->sel[i].id, l, q, wk->sel[i].dist);
@@ -386,6 +392,13 @@ static sx_status worker_init(worker *wk, build *b)
     wk->ids = sx__malloc((h->M0 + 1) * sizeof *wk->ids);
     if (!wk->w || !wk->sel || !wk->cands || !wk->sel2 || !wk->ids)
         return sx__err(SX_ENOMEM, "HNSW: cannot allocate build scratch");
+    if (h->vt != SX__VT_F32) {
+        wk->qbuf = sx__malloc(3 * h->dim * sizeof(float));
+        if (!wk->qbuf)
+            return sx__err(SX_ENOMEM, "HNSW: cannot allocate build scratch");
+        wk->hbuf = wk->qbuf + h->dim;
+        wk->lbuf = wk->hbuf + h->dim;
+    }
     return SX_OK;
 }
 
@@ -397,24 +410,33 @@ static void worker_fini(worker *wk)
     sx__free(wk->cands);
     sx__free(wk->sel2);
     sx__free(wk->ids);
+    sx__free(wk->qbuf);
 }
 
 /* ---------------------------------------------------------------- repair */
 
-/* sx__graph_repair's distance: between the rows of nodes a and b. */
+/* sx__graph_repair's distance: between the rows of nodes a and b (a widened into buf when the
+ * rows are not float32). */
+typedef struct repair_ctx {
+    const sx__hnsw *h;
+    float *buf;
+} repair_ctx;
+
 static float node_dist(const void *ctx, uint32_t a, uint32_t b)
 {
-    const sx__hnsw *h = ctx;
-    return h->dist(sx__hnsw_vec(h, a), sx__hnsw_vec(h, b), h->dim);
+    const repair_ctx *r = ctx;
+    const sx__hnsw *h = r->h;
+    return h->dist(sx__hnsw_qvec(h, a, r->buf), sx__hnsw_vec(h, b), h->dim);
 }
 
 /* Makes every node reachable from the entry point at level 0 and checks it (invariant 5).
- * Single-threaded, after the workers have joined. */
-static sx_status repair(const build *b)
+ * Single-threaded, after the workers have joined; wk: the first worker (its scratch is free). */
+static sx_status repair(const build *b, const worker *wk)
 {
     const sx__hnsw *h = b->h;
     sx__graph_view v = sx__hnsw_l0_view(h);
-    sx__graph_repair_opts o = { node_dist, h, b->ef };
+    repair_ctx rctx = { h, wk->qbuf };
+    sx__graph_repair_opts o = { node_dist, &rctx, b->ef };
     sx_status rc = sx__graph_repair(&v, &h->entry, 1, &o, NULL);
     if (rc == SX_OK)
         rc = sx__graph_check_reach(&v, &h->entry, 1, "HNSW build", "the entry point");
@@ -447,6 +469,19 @@ sx_status sx__hnsw_build(const sx_param *p,
                          const sx__build_ctx *ctx,
                          sx__index **out)
 {
+    return sx__hnsw_build_typed(p, np, vecs, SX__VT_F32, n, dim, metric, ctx, out);
+}
+
+sx_status sx__hnsw_build_typed(const sx_param *p,
+                               size_t np,
+                               const void *vecs,
+                               sx__vtype vt,
+                               size_t n,
+                               size_t dim,
+                               sx_metric metric,
+                               const sx__build_ctx *ctx,
+                               sx__index **out)
+{
     long M = SX__HNSW_M_DEF, efc = SX__HNSW_EFC_DEF;
     sx_status rc = parse_build(p, np, &M, &efc);
     if (rc != SX_OK)
@@ -458,8 +493,9 @@ sx_status sx__hnsw_build(const sx_param *p,
                        SX__HNSW_MAX_N);
     if (n > 0 && !vecs)
         return sx__err(SX_EINVAL, "HNSW: no vectors");
-    if (metric != SX_METRIC_L2 && metric != SX_METRIC_IP && metric != SX_METRIC_COSINE)
-        return sx__err(SX_EINVAL, "HNSW: unknown metric %d", (int)metric);
+    if (vt == SX__VT_BIN || !sx__metric_fits(vt, metric))
+        return sx__err(SX_EINVAL, "HNSW: metric %d on %s rows is not supported", (int)metric,
+                       sx__vtype_name(vt));
 
     uint8_t *levels = sx__malloc(n ? n : 1);
     if (!levels)
@@ -468,7 +504,7 @@ sx_status sx__hnsw_build(const sx_param *p,
     for (size_t i = 0; i < n; i++)
         levels[i] = draw_level(i, mult);
     sx__hnsw *h = NULL;
-    rc = sx__hnsw_alloc(vecs, n, dim, metric, (uint32_t)M, (uint32_t)efc, levels, &h);
+    rc = sx__hnsw_alloc(vecs, vt, n, dim, metric, (uint32_t)M, (uint32_t)efc, levels, &h);
     if (rc != SX_OK)
         return rc;
     if (n == 0) {
@@ -519,7 +555,7 @@ sx_status sx__hnsw_build(const sx_param *p,
         uint64_t ep = atomic_load_explicit(&b.ep, memory_order_acquire);
         h->entry = (uint32_t)ep;
         h->max_level = (uint32_t)(ep >> 32);
-        rc = repair(&b);
+        rc = repair(&b, &wk[0]);
     }
     for (size_t t = 0; t < nthreads; t++)
         worker_fini(&wk[t]);
@@ -569,4 +605,8 @@ const sx__index_ops sx__hnsw_index_ops = {
     .memory_bytes = sx__hnsw_memory_bytes,
     .free = sx__hnsw_free,
     .estimate_build_bytes = estimate_build_bytes,
+    .vtypes = 1u << SX__VT_F32 | 1u << SX__VT_F16 | 1u << SX__VT_BF16,
+    .build_typed = sx__hnsw_build_typed,
+    .deserialize_typed = sx__hnsw_deserialize_typed,
+    .search_typed = sx__hnsw_search_typed,
 };

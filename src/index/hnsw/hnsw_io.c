@@ -8,7 +8,8 @@
  *   4       4     version (1)
  *   8       8     n, number of nodes (must equal the segment's row count on load)
  *   16      4     dim (must match)
- *   20      4     metric: 0 L2, 1 IP, 2 COSINE (must match)
+ *   20      4     metric: 0 L2, 1 IP, 2 COSINE, plus the rows' element type << 16 (0 float32,
+ *                 1 float16, 2 bfloat16: a float32 index reads as before) (must match)
  *   24      4     M, in [2, 2048]
  *   28      4     M0, must be 2*M
  *   32      4     efConstruction used by the build (>= 1)
@@ -55,7 +56,7 @@ sx_status sx__hnsw_serialize(const sx__index *idx, sx__wbuf *w)
     sx__wbuf_u32(w, SX__HNSW_VERSION);
     sx__wbuf_u64(w, h->n);
     sx__wbuf_u32(w, (uint32_t)h->dim);
-    sx__wbuf_u32(w, (uint32_t)h->metric);
+    sx__wbuf_u32(w, (uint32_t)h->metric | (uint32_t)h->vt << 16);
     sx__wbuf_u32(w, h->M);
     sx__wbuf_u32(w, h->M0);
     sx__wbuf_u32(w, h->efc);
@@ -97,6 +98,18 @@ sx_status sx__hnsw_deserialize(const void *data,
                                sx_metric metric,
                                sx__index **out)
 {
+    return sx__hnsw_deserialize_typed(data, len, vecs, SX__VT_F32, n, dim, metric, out);
+}
+
+sx_status sx__hnsw_deserialize_typed(const void *data,
+                                     size_t len,
+                                     const void *vecs,
+                                     sx__vtype vt,
+                                     size_t n,
+                                     size_t dim,
+                                     sx_metric metric,
+                                     sx__index **out)
+{
     if (!data || len < HEADER_BYTES + 4)
         return sx__err(SX_ECORRUPT, "HNSW index: %zu bytes is too short", len);
     const uint8_t *b = data;
@@ -115,11 +128,15 @@ sx_status sx__hnsw_deserialize(const void *data,
         return sx__err(SX_ECORRUPT, "HNSW index: bad magic 0x%08x", magic);
     if (version != SX__HNSW_VERSION)
         return sx__err(SX_ECORRUPT, "HNSW index: unsupported version %u", version);
-    if (fn != n || fdim != dim || fmetric != (uint32_t)metric)
+    if (fn != n || fdim != dim || fmetric != ((uint32_t)metric | (uint32_t)vt << 16))
         return sx__err(SX_ECORRUPT,
-                       "HNSW index: built for n=%llu dim=%u metric=%u, segment has n=%zu "
-                       "dim=%zu metric=%d",
-                       (unsigned long long)fn, fdim, fmetric, n, dim, (int)metric);
+                       "HNSW index: built for n=%llu dim=%u metric=%u type=%u, segment has "
+                       "n=%zu dim=%zu metric=%d type=%d",
+                       (unsigned long long)fn, fdim, fmetric & 0xFFFFu, fmetric >> 16, n, dim,
+                       (int)metric, (int)vt);
+    if (vt == SX__VT_BIN || !sx__metric_fits(vt, metric))
+        return sx__err(SX_EINVAL, "HNSW: metric %d on %s rows is not supported", (int)metric,
+                       sx__vtype_name(vt));
     if (n > SX__HNSW_MAX_N || M < SX__HNSW_M_MIN || M > SX__HNSW_M_MAX || M0 != 2 * M || efc < 1 ||
         efc > (uint32_t)INT32_MAX || max_level > SX__HNSW_MAX_LEVEL)
         return sx__err(SX_ECORRUPT,
@@ -147,7 +164,7 @@ sx_status sx__hnsw_deserialize(const void *data,
         levels[i] = lv[i];
     }
     sx__hnsw *h;
-    sx_status rc = sx__hnsw_alloc(vecs, n, dim, metric, M, efc, levels, &h);
+    sx_status rc = sx__hnsw_alloc(vecs, vt, n, dim, metric, M, efc, levels, &h);
     if (rc != SX_OK)
         return rc == SX_ENOMEM ? rc : sx__err(SX_ECORRUPT, "HNSW index: too many upper levels");
     h->entry = entry;

@@ -170,7 +170,7 @@ typedef struct sctx {
 static inline sctx
 make_ctx(const sx__hnsw *h, sx__graph_scratch *s, const float *q, size_t ef, uint32_t level)
 {
-    size_t lines = (h->dim * sizeof(float) + 63) / 64;
+    size_t lines = (h->row_bytes + 63) / 64;
     sctx x = { h,      s,  q,     h->dist,
                h->dim, ef, lines, lines < PF_NEXT_LINES ? lines : PF_NEXT_LINES,
                level };
@@ -341,4 +341,15 @@ sx_status sx__hnsw_search(const sx__index *idx,
     for (size_t i = 0; i < m; i++)
         sx__topk_push(out, s->pool[i].dist, s->pool[i].id & SX__GRAPH_ID_MASK);
     return SX_OK;
+}
+
+sx_status sx__hnsw_search_typed(const sx__index *idx,
+                                const void *query,
+                                size_t k,
+                                const sx_param *sp,
+                                size_t nsp,
+                                const uint64_t *allow,
+                                sx__topk *out)
+{
+    return sx__hnsw_search(idx, query, k, sp, nsp, allow, out);
 }

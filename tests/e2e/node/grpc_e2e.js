@@ -1097,6 +1097,108 @@ const steps = [
     ok('drop text-only', await client.dropCollection({ collection_name: FQ }));
   }],
 
+  ['float16, bfloat16 and binary vectors: create with indexes, insert, read back, search vs brute force (growing and sealed), by ids, hybrid, bad input', async () => {
+    const VT = 'grpc_vectypes';
+    const NV = 120;
+    let seed = 777;
+    const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+    // values exact in their types: eighths for float16, quarters for bfloat16; 32-bit binary rows
+    const hv = [];
+    const bv = [];
+    const xv = [];
+    for (let i = 0; i < NV; i++) {
+      hv.push(Array.from({ length: 8 }, () => (Math.floor(rnd() * 64) - 32) / 8));
+      bv.push(Array.from({ length: 4 }, () => (Math.floor(rnd() * 16) - 8) / 4));
+      xv.push(Array.from({ length: 4 }, () => Math.floor(rnd() * 256)));
+    }
+    ok('create', await client.createCollection({
+      collection_name: VT,
+      fields: [
+        { name: 'id', data_type: DataType.Int64, is_primary_key: true },
+        { name: 'h', data_type: DataType.Float16Vector, dim: 8 },
+        { name: 'b', data_type: DataType.BFloat16Vector, dim: 4 },
+        { name: 'x', data_type: DataType.BinaryVector, dim: 32 },
+      ],
+      index_params: [
+        { field_name: 'h', index_type: 'HNSW', metric_type: 'L2', params: { M: 8, efConstruction: 64 } },
+        { field_name: 'b', index_type: 'FLAT', metric_type: 'IP' },
+        { field_name: 'x', index_type: 'BIN_IVF_FLAT', metric_type: 'HAMMING', params: { nlist: 4 } },
+      ],
+    }));
+    const d = ok('describe', await client.describeCollection({ collection_name: VT }));
+    const ft = (n) => d.schema.fields.find((f) => f.name === n);
+    assert.equal(ft('h').data_type, 'Float16Vector');
+    assert.equal(ft('b').data_type, 'BFloat16Vector');
+    assert.equal(ft('x').data_type, 'BinaryVector');
+    assert.equal(String(ft('x').type_params.find((p) => p.key === 'dim').value), '32');
+    ok('load', await client.loadCollectionSync({ collection_name: VT }));
+    ok('insert', await client.insert({ collection_name: VT, data: hv.map((h, i) => ({ id: i, h, b: bv[i], x: xv[i] })) }));
+    const qr = ok('query', await client.query({ collection_name: VT, filter: 'id in [3, 50, 119]', output_fields: ['h', 'b', 'x'] }));
+    assert.equal(qr.data.length, 3);
+    for (const r of qr.data) {
+      const i = Number(r.id);
+      assert.deepEqual(Array.from(r.h), hv[i], `float16 row ${i}`);
+      assert.deepEqual(Array.from(r.b), bv[i], `bfloat16 row ${i}`);
+      assert.deepEqual(Array.from(r.x), xv[i], `binary row ${i}`);
+    }
+    const pop = (v) => { let c = 0; for (; v; v >>= 1) c += v & 1; return c; };
+    const ham = (a, b) => a.reduce((s, v, k) => s + pop(v ^ b[k]), 0);
+    const ipd = (a, b) => a.reduce((s, v, k) => s + v * b[k], 0);
+    const checkVt = async (what) => {
+      for (const qi of [4, 60, 111]) {
+        const cases = [
+          ['h', hv[qi], hv.map((v, id) => ({ id, distance: l2(hv[qi], v) })).sort((a, b) => a.distance - b.distance || a.id - b.id), { ef: 200 }],
+          ['b', bv[qi], bv.map((v, id) => ({ id, distance: ipd(bv[qi], v) })).sort((a, b) => b.distance - a.distance || a.id - b.id), {}],
+          ['x', xv[qi], xv.map((v, id) => ({ id, distance: ham(xv[qi], v) })).sort((a, b) => a.distance - b.distance || a.id - b.id), { nprobe: 4 }],
+        ];
+        for (const [f, q, want, params] of cases) {
+          const r = ok(`${what} ${f}`, await client.search({ collection_name: VT, anns_field: f, data: [q], limit: 5, params }));
+          assert.equal(r.results.length, 5, `${what} ${f}: ${r.results.length} hits`);
+          for (let h = 0; h < 5; h++)
+            assert.ok(Math.abs(r.results[h].score - want[h].distance) <= 1e-4 * (1 + Math.abs(want[h].distance)),
+              `${what} ${f} query ${qi} hit ${h}: ${r.results[h].score} vs ${want[h].distance}`);
+          assert.equal(want[0].distance, r.results[0].score);
+        }
+      }
+    };
+    await checkVt('growing');
+    ok('flush', await client.flushSync({ collection_names: [VT] }));
+    await checkVt('sealed');
+    // by primary keys: the stored binary rows are the queries
+    const kv = (k, v) => ld(9, Buffer.concat([pstr(1, k), pstr(2, v)]));
+    const byId = await raw('Search', Buffer.concat([pstr(3, VT), ld(22, ld(1, ld(1, varint(7)))),
+      kv('anns_field', 'x'), kv('topk', '3'), kv('params', '{"nprobe": 4}')]));
+    assert.ifError(byId.err);
+    assert.equal(statusOf(byId.res).code, 0, statusOf(byId.res).reason);
+    const byIdRes = decode(decode(decode(byId.res)[2][0])[5][0]); // SearchResultData.ids
+    const firstId = decode(byIdRes[1][0])[1][0];
+    assert.equal(firstId[0], 7, 'search by id: the row itself first (distance 0)');
+    const hy = ok('hybrid float16 + bfloat16', await client.hybridSearch({
+      collection_name: VT,
+      data: [{ data: hv[9], anns_field: 'h', limit: 10 }, { data: bv[9], anns_field: 'b', limit: 10 }],
+      rerank: { strategy: 'rrf', params: { k: 60 } },
+      limit: 4,
+    }));
+    assert.equal(hy.results.length, 4);
+    failed('a float16 value out of range', await client.insert({ collection_name: VT, data: [{ id: 900, h: [70000, 0, 0, 0, 0, 0, 0, 0], b: bv[0], x: xv[0] }] }));
+    // a binary row of 3 bytes for dim 32 (hand-made: the SDK refuses it before sending)
+    const vcol = (type, name, dim, fno, bytes) => ld(5, Buffer.concat([pint(1, type), pstr(2, name),
+      ld(4, Buffer.concat([pint(1, dim), ld(fno, bytes)]))]));
+    const short = await raw('Insert', Buffer.concat([
+      pstr(3, VT),
+      ld(5, Buffer.concat([pint(1, 5), pstr(2, 'id'), ld(3, ld(3, ld(1, varint(901))))])),
+      vcol(102, 'h', 8, 4, Buffer.alloc(16)),
+      vcol(103, 'b', 4, 5, Buffer.alloc(8)),
+      vcol(100, 'x', 32, 3, Buffer.from([1, 2, 3])),
+      pint(7, 1),
+    ]));
+    assert.ifError(short.err);
+    assert.notEqual(statusOf(short.res).code, 0, 'a binary row of 3 bytes is refused');
+    assert.match(statusOf(short.res).reason, /num_rows|bytes/);
+    failed('HNSW on the binary field', await client.createIndex({ collection_name: VT, field_name: 'x', index_name: 'x2', index_type: 'HNSW', metric_type: 'HAMMING' }));
+    assert.equal(Number(ok('count', await client.query({ collection_name: VT, filter: 'id >= 900', output_fields: ['count(*)'] })).data[0]['count(*)']), 0);
+    ok('drop', await client.dropCollection({ collection_name: VT }));
+  }],
   ['users: create, list, an API user held to its privileges, own password, drop', async () => {
     ok('create user', await client.createUser({ username: 'gina', password: 'ginapw12' }));
     failed('create again', await client.createUser({ username: 'gina', password: 'ginapw12' }));
