@@ -14,6 +14,9 @@
  *               precomputed tables when they fit), wrapped in IndexRefineFlat when refine is on
  *               (k * k_factor candidates re-ranked with the exact vectors)
  *   HNSW     -> IndexHNSWFlat(dim, M) with hnsw.efConstruction
+ *   HNSW on FLOAT16_VECTOR -> IndexHNSWSQ(dim, QT_fp16, M): the graph over float16 codes
+ *   BIN_FLAT -> IndexBinaryFlat(dim bits); BIN_IVF_FLAT -> IndexBinaryIVF(IndexBinaryFlat, nlist)
+ *               (the sx_peer_faiss_bin_* functions: byte rows, Hamming distances)
  * Training uses FAISS's defaults (k-means on at most nlist * 256 sampled rows, 10 iterations for
  * the coarse quantizer, 25 for PQ); seed from the params when nonzero.
  *
@@ -36,6 +39,8 @@
  */
 #include <cstdio>
 #include <exception>
+#include <faiss/IndexBinaryFlat.h>
+#include <faiss/IndexBinaryIVF.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVFFlat.h>
@@ -171,6 +176,16 @@ void *sx_peer_faiss_new(const sx_peer_faiss_params *prm, char *err, size_t err_l
             }
             break;
         }
+        case SX_PEER_FAISS_HNSW_FP16: {
+            if (prm->M < 2 || prm->ef_construction < 1)
+                throw std::invalid_argument("M must be >= 2 and efConstruction >= 1");
+            auto *h = new faiss::IndexHNSWSQ(prm->dim, faiss::ScalarQuantizer::QT_fp16, prm->M, mt);
+            h->hnsw.efConstruction = prm->ef_construction;
+            p->base = h;
+            std::snprintf(buf, sizeof buf, "IndexHNSWSQ(QT_fp16,M=%d,efConstruction=%d)", prm->M,
+                          prm->ef_construction);
+            break;
+        }
         case SX_PEER_FAISS_HNSW_FLAT: {
             if (prm->M < 2 || prm->ef_construction < 1)
                 throw std::invalid_argument("M must be >= 2 and efConstruction >= 1");
@@ -285,7 +300,9 @@ size_t sx_peer_faiss_memory(void *h)
     if (auto *ivf = dynamic_cast<const faiss::IndexIVF *>(p->base)) {
         bytes = ivf_bytes(ivf);
     } else if (auto *hn = dynamic_cast<const faiss::IndexHNSW *>(p->base)) {
-        bytes = flat_bytes(hn->storage) + hn->hnsw.neighbors.size() * sizeof(int32_t) +
+        auto *sq = dynamic_cast<const faiss::IndexScalarQuantizer *>(hn->storage);
+        bytes = (sq ? sq->codes.size() : flat_bytes(hn->storage)) +
+                hn->hnsw.neighbors.size() * sizeof(int32_t) +
                 hn->hnsw.offsets.size() * sizeof(size_t) + hn->hnsw.levels.size() * sizeof(int);
     }
     if (p->refine)
@@ -302,6 +319,119 @@ const char *sx_peer_faiss_describe(void *h)
 void sx_peer_faiss_free(void *h)
 {
     destroy(static_cast<peer *>(h));
+}
+
+/* ---- binary: IndexBinaryFlat / IndexBinaryIVF */
+
+struct bin_peer {
+    faiss::IndexBinaryFlat *quantizer = nullptr; /* IVF only; owned */
+    faiss::IndexBinary *index = nullptr;         /* owned */
+    int threads = 1;
+};
+
+void *sx_peer_faiss_bin_new(int dim_bits, int nlist, int threads, char *err, size_t err_len)
+{
+    if (dim_bits <= 0 || dim_bits % 8 != 0 || nlist < 0) {
+        set_err(err, err_len, "faiss peer: bad binary dim or nlist");
+        return nullptr;
+    }
+    auto *b = new (std::nothrow) bin_peer;
+    if (!b) {
+        set_err(err, err_len, "faiss peer: out of memory");
+        return nullptr;
+    }
+    b->threads = threads > 0 ? threads : 1;
+    try {
+        if (nlist == 0) {
+            b->index = new faiss::IndexBinaryFlat(dim_bits);
+        } else {
+            b->quantizer = new faiss::IndexBinaryFlat(dim_bits);
+            b->index = new faiss::IndexBinaryIVF(b->quantizer, (size_t)dim_bits, (size_t)nlist);
+        }
+    } catch (const std::exception &e) {
+        set_err(err, err_len, e.what());
+        delete b->index;
+        delete b->quantizer;
+        delete b;
+        return nullptr;
+    }
+    return b;
+}
+
+int sx_peer_faiss_bin_build(void *h, const uint8_t *rows, size_t n, char *err, size_t err_len)
+{
+    auto *b = static_cast<bin_peer *>(h);
+    if (!b || (n > 0 && !rows)) {
+        set_err(err, err_len, "faiss peer: bad arguments");
+        return -1;
+    }
+    int rc = 0;
+    omp_set_num_threads(b->threads);
+    try {
+        if (!b->index->is_trained)
+            b->index->train((faiss::Index::idx_t)n, rows);
+        b->index->add((faiss::Index::idx_t)n, rows);
+    } catch (const std::exception &e) {
+        set_err(err, err_len, e.what());
+        rc = -1;
+    } catch (...) {
+        set_err(err, err_len, "faiss peer: unknown exception");
+        rc = -1;
+    }
+    omp_set_num_threads(1);
+    return rc;
+}
+
+void sx_peer_faiss_bin_set_nprobe(void *h, int nprobe)
+{
+    auto *b = static_cast<bin_peer *>(h);
+    auto *ivf = b ? dynamic_cast<faiss::IndexBinaryIVF *>(b->index) : nullptr;
+    if (ivf && nprobe > 0)
+        ivf->nprobe = (size_t)nprobe < ivf->nlist ? (size_t)nprobe : ivf->nlist;
+}
+
+size_t sx_peer_faiss_bin_search(void *h, const uint8_t *q, size_t k, int64_t *ids, int32_t *dists)
+{
+    auto *b = static_cast<bin_peer *>(h);
+    if (!b || k == 0 || !ids || !dists)
+        return 0;
+    try {
+        b->index->search(1, q, (faiss::Index::idx_t)k, dists,
+                         reinterpret_cast<faiss::Index::idx_t *>(ids));
+        size_t m = 0;
+        while (m < k && ids[m] >= 0)
+            m++;
+        return m;
+    } catch (...) {
+        return 0;
+    }
+}
+
+size_t sx_peer_faiss_bin_memory(void *h)
+{
+    auto *b = static_cast<bin_peer *>(h);
+    if (!b)
+        return 0;
+    if (auto *fl = dynamic_cast<const faiss::IndexBinaryFlat *>(b->index))
+        return fl->xb.size();
+    size_t bytes = 0;
+    if (auto *ivf = dynamic_cast<const faiss::IndexBinaryIVF *>(b->index)) {
+        bytes = b->quantizer ? b->quantizer->xb.size() : 0;
+        for (size_t l = 0; l < ivf->invlists->nlist; l++)
+            bytes += ivf->invlists->list_size(l) *
+                     (ivf->invlists->code_size + sizeof(faiss::Index::idx_t));
+    }
+    return bytes;
+}
+
+void sx_peer_faiss_bin_free(void *h)
+{
+    auto *b = static_cast<bin_peer *>(h);
+    if (!b)
+        return;
+    delete b->index; /* IndexBinaryIVF does not own its quantizer by default */
+    delete b->quantizer;
+    delete b;
 }
 
 } // extern "C"

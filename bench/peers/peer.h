@@ -38,14 +38,16 @@ void sx_peer_hnsw_free(void *h);
 
 /* Bumped whenever sx_peer_faiss_params or a signature below changes; the bench refuses a shim
  * whose sx_peer_faiss_abi() differs from the value it was compiled with. */
-#define SX_PEER_FAISS_ABI 1
+#define SX_PEER_FAISS_ABI 2
 
 /* Which FAISS index to build (Milvus's type it stands beside). */
 typedef enum sx_peer_faiss_kind {
     SX_PEER_FAISS_IVF_FLAT = 0,  /* IndexIVFFlat over an IndexFlat{L2,IP} quantizer (IVF_FLAT) */
     SX_PEER_FAISS_IVF_PQ = 1,    /* IndexIVFPQ (by residual), optionally IndexRefineFlat (IVF_PQ) */
     SX_PEER_FAISS_HNSW_FLAT = 2, /* IndexHNSWFlat (HNSW, HNSW_SQ) */
-    SX_PEER_FAISS_IVF_SQ8 = 3    /* IndexIVFScalarQuantizer, QT_8bit (IVF_SQ8) */
+    SX_PEER_FAISS_IVF_SQ8 = 3,   /* IndexIVFScalarQuantizer, QT_8bit (IVF_SQ8) */
+    SX_PEER_FAISS_HNSW_FP16 = 4  /* IndexHNSWSQ, QT_fp16: vectors stored as float16 (HNSW on a
+                                    FLOAT16_VECTOR field) */
 } sx_peer_faiss_kind;
 
 /* Build parameters, Milvus names in the comments. Unused fields are ignored. */
@@ -85,6 +87,18 @@ size_t sx_peer_faiss_memory(void *h);
  * until free. */
 const char *sx_peer_faiss_describe(void *h);
 void sx_peer_faiss_free(void *h);
+
+/* Binary vectors (HAMMING): IndexBinaryFlat (nlist 0) or IndexBinaryIVF over an IndexBinaryFlat
+ * quantizer (nlist coarse lists; BIN_FLAT, BIN_IVF_FLAT). dim in bits (a multiple of 8); rows and
+ * queries packed dim / 8 bytes each. NULL with a message in err on failure. build trains (IVF:
+ * FAISS's binary k-means on the rows) and adds with `threads` OpenMP threads, then sets the
+ * calling thread back to 1. search writes up to k ids and Hamming distances, best first. */
+void *sx_peer_faiss_bin_new(int dim_bits, int nlist, int threads, char *err, size_t err_len);
+int sx_peer_faiss_bin_build(void *h, const uint8_t *rows, size_t n, char *err, size_t err_len);
+void sx_peer_faiss_bin_set_nprobe(void *h, int nprobe);
+size_t sx_peer_faiss_bin_search(void *h, const uint8_t *q, size_t k, int64_t *ids, int32_t *dists);
+size_t sx_peer_faiss_bin_memory(void *h);
+void sx_peer_faiss_bin_free(void *h);
 
 #ifdef __cplusplus
 }

@@ -167,6 +167,18 @@ static float jaccard_scalar(const uint8_t *a, const uint8_t *b, size_t nbytes)
     return sx__jaccard_words(a, b, nbytes);
 }
 
+static void
+hamming_n_scalar(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    sx__hamming_words_n(q, rows, n, nbytes, out);
+}
+
+static void
+jaccard_n_scalar(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    sx__jaccard_words_n(q, rows, n, nbytes, out);
+}
+
 static const sx__dist_ops scalar_ops = {
     .isa = "scalar",
     .l2sq = dist_l2sq_f32_scalar,
@@ -180,6 +192,8 @@ static const sx__dist_ops scalar_ops = {
     .nip_bf16 = dist_nip_bf16_scalar,
     .hamming = hamming_scalar,
     .jaccard = jaccard_scalar,
+    .hamming_n = hamming_n_scalar,
+    .jaccard_n = jaccard_n_scalar,
     .f16_to_f32 = f16_to_f32_scalar,
     .bf16_to_f32 = bf16_to_f32_scalar,
 };
@@ -260,6 +274,12 @@ sx__bdist_fn sx__bdist_for(sx_metric m)
 {
     const sx__dist_ops *t = sx__dist();
     return m == SX_METRIC_HAMMING ? t->hamming : m == SX_METRIC_JACCARD ? t->jaccard : NULL;
+}
+
+sx__bdist_n_fn sx__bdist_n_for(sx_metric m)
+{
+    const sx__dist_ops *t = sx__dist();
+    return m == SX_METRIC_HAMMING ? t->hamming_n : m == SX_METRIC_JACCARD ? t->jaccard_n : NULL;
 }
 
 void sx__widen(sx__vtype vt, const void *x, float *out, size_t dim)

@@ -39,6 +39,10 @@
 typedef float (*sx__dist_fn)(const float *q, const void *x, size_t dim);
 /* a, b: nbytes bytes of packed bits each */
 typedef float (*sx__bdist_fn)(const uint8_t *a, const uint8_t *b, size_t nbytes);
+/* out[i] = the distance of q to row i of n consecutive rows (nbytes each): one call per block of
+ * rows, so a scan of short binary codes does not pay a call per row */
+typedef void (*sx__bdist_n_fn)(
+    const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out);
 /* widens n 16-bit values to float32 */
 typedef void (*sx__widen_fn)(const uint16_t *in, float *out, size_t n);
 
@@ -51,6 +55,8 @@ typedef struct sx__dist_ops {
     sx__dist_fn l2sq_bf16, ip_bf16, nip_bf16; /* x: bfloat16 */
     sx__bdist_fn hamming;
     sx__bdist_fn jaccard;
+    sx__bdist_n_fn hamming_n;
+    sx__bdist_n_fn jaccard_n;
     sx__widen_fn f16_to_f32;
     sx__widen_fn bf16_to_f32;
 } sx__dist_ops;
@@ -111,6 +117,8 @@ sx__dist_fn sx__dist_for_metric(sx_metric m);
 sx__dist_fn sx__dist_for(sx_metric m, sx__vtype vt);
 /* The binary kernel of HAMMING or JACCARD; NULL for another metric. */
 sx__bdist_fn sx__bdist_for(sx_metric m);
+/* Its block form (sx__bdist_n_fn); NULL for another metric. */
+sx__bdist_n_fn sx__bdist_n_for(sx_metric m);
 /* Widens row x (dim values of type vt: F32, F16 or BF16) into out (dim floats). */
 void sx__widen(sx__vtype vt, const void *x, float *out, size_t dim);
 

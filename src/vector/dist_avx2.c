@@ -226,6 +226,18 @@ static float jaccard_avx2(const uint8_t *a, const uint8_t *b, size_t nbytes)
     return sx__jaccard_words(a, b, nbytes);
 }
 
+static void
+hamming_n_avx2(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    sx__hamming_words_n(q, rows, n, nbytes, out);
+}
+
+static void
+jaccard_n_avx2(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    sx__jaccard_words_n(q, rows, n, nbytes, out);
+}
+
 static const sx__dist_ops avx2_ops = {
     .isa = "avx2",
     .l2sq = dist_l2sq_f32_avx2,
@@ -239,6 +251,8 @@ static const sx__dist_ops avx2_ops = {
     .nip_bf16 = dist_nip_bf16_avx2,
     .hamming = hamming_avx2,
     .jaccard = jaccard_avx2,
+    .hamming_n = hamming_n_avx2,
+    .jaccard_n = jaccard_n_avx2,
     .f16_to_f32 = f16_to_f32_avx2,
     .bf16_to_f32 = bf16_to_f32_avx2,
 };

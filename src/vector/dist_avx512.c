@@ -216,9 +216,13 @@ static void bf16_to_f32_avx512(const uint16_t *in, float *out, size_t n)
  * attribute), so nothing else in the file can pick it up on a CPU without it. Without it: the
  * word kernels of dist_bits.h (64-bit POPCNT). */
 
+/* Rows under 64 bytes (512 bits, the common binary codes) take the word kernel: two to seven
+ * POPCNTs beat a masked 64-byte load and a 512-bit reduction. */
 __attribute__((target("avx512vpopcntdq"))) static float
 hamming_avx512(const uint8_t *a, const uint8_t *b, size_t nbytes)
 {
+    if (nbytes < 64)
+        return sx__hamming_words(a, b, nbytes);
     __m512i c = _mm512_setzero_si512();
     size_t i = 0;
     for (; i + 64 <= nbytes; i += 64)
@@ -236,6 +240,8 @@ hamming_avx512(const uint8_t *a, const uint8_t *b, size_t nbytes)
 __attribute__((target("avx512vpopcntdq"))) static float
 jaccard_avx512(const uint8_t *a, const uint8_t *b, size_t nbytes)
 {
+    if (nbytes < 64)
+        return sx__jaccard_words(a, b, nbytes);
     __m512i both = _mm512_setzero_si512(), any = _mm512_setzero_si512();
     size_t i = 0;
     for (; i + 64 <= nbytes; i += 64) {
@@ -263,6 +269,40 @@ static float jaccard_words_avx512(const uint8_t *a, const uint8_t *b, size_t nby
     return sx__jaccard_words(a, b, nbytes);
 }
 
+__attribute__((target("avx512vpopcntdq"))) static void
+hamming_n_avx512(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    if (nbytes < 64) {
+        sx__hamming_words_n(q, rows, n, nbytes, out);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = hamming_avx512(q, rows + i * nbytes, nbytes);
+}
+
+__attribute__((target("avx512vpopcntdq"))) static void
+jaccard_n_avx512(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    if (nbytes < 64) {
+        sx__jaccard_words_n(q, rows, n, nbytes, out);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = jaccard_avx512(q, rows + i * nbytes, nbytes);
+}
+
+static void
+hamming_n_words_avx512(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    sx__hamming_words_n(q, rows, n, nbytes, out);
+}
+
+static void
+jaccard_n_words_avx512(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    sx__jaccard_words_n(q, rows, n, nbytes, out);
+}
+
 # define AVX512_FLOAT_MEMBERS                                                                 \
   .isa = "avx512", .l2sq = dist_l2sq_f32_avx512, .ip = dist_ip_f32_avx512,                    \
   .nip = dist_nip_f32_avx512, .l2sq_f16 = dist_l2sq_f16_avx512, .ip_f16 = dist_ip_f16_avx512, \
@@ -271,9 +311,8 @@ static float jaccard_words_avx512(const uint8_t *a, const uint8_t *b, size_t nby
   .f16_to_f32 = f16_to_f32_avx512, .bf16_to_f32 = bf16_to_f32_avx512
 
 static const sx__dist_ops avx512_ops = {
-    AVX512_FLOAT_MEMBERS,
-    .hamming = hamming_avx512,
-    .jaccard = jaccard_avx512,
+    AVX512_FLOAT_MEMBERS,          .hamming = hamming_avx512,     .jaccard = jaccard_avx512,
+    .hamming_n = hamming_n_avx512, .jaccard_n = jaccard_n_avx512,
 };
 
 /* the same without VPOPCNTDQ (Skylake-SP, Cascade Lake: AVX-512 but no vector popcount) */
@@ -281,6 +320,8 @@ static const sx__dist_ops avx512_ops_nopopcnt = {
     AVX512_FLOAT_MEMBERS,
     .hamming = hamming_words_avx512,
     .jaccard = jaccard_words_avx512,
+    .hamming_n = hamming_n_words_avx512,
+    .jaccard_n = jaccard_n_words_avx512,
 };
 
 const sx__dist_ops *sx__dist_avx512(void)

@@ -50,4 +50,19 @@ static inline float sx__jaccard_words(const uint8_t *a, const uint8_t *b, size_t
     return sx__jaccard_from_counts(both, any);
 }
 
+/* The block forms: row i of n consecutive rows. */
+static inline void
+sx__hamming_words_n(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = sx__hamming_words(q, rows + i * nbytes, nbytes);
+}
+
+static inline void
+sx__jaccard_words_n(const uint8_t *q, const uint8_t *rows, size_t n, size_t nbytes, float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = sx__jaccard_words(q, rows + i * nbytes, nbytes);
+}
+
 #endif

@@ -204,10 +204,39 @@ static void kernels(void)
             for (int t = 0; t < 3; t++) {
                 if (!tabs[t])
                     continue;
+                float blk[2];
+                tabs[t]->hamming_n(a, b, 1, n, blk);
+                tabs[t]->jaccard_n(a, b, 1, n, blk + 1);
+                ASSERT_EQ((long)blk[0], (long)ham);
+                ASSERT(blk[1] == jac);
                 ASSERT_EQ((long)tabs[t]->hamming(a, b, n), (long)ham);
                 if (tabs[t]->jaccard(a, b, n) != jac)
                     FAILF("%s jaccard of %zu bytes: %.9g, want %.9g", tabs[t]->isa, n,
                           (double)tabs[t]->jaccard(a, b, n), (double)jac);
+            }
+        }
+    }
+    /* the block forms over many rows: each row's distance as the one-row kernel's */
+    static uint8_t rows[300][80], qq[80];
+    for (size_t i = 0; i < 300; i++)
+        for (size_t j = 0; j < 80; j++)
+            rows[i][j] = (uint8_t)test_rand(&rng);
+    for (size_t j = 0; j < 80; j++)
+        qq[j] = (uint8_t)test_rand(&rng);
+    static float outh[300], outj[300];
+    for (int t = 0; t < 3; t++) {
+        if (!tabs[t])
+            continue;
+        for (size_t nb = 16; nb <= 80; nb += 64) {
+            /* rows nb bytes apart: the first nb bytes of each 80-byte row, packed */
+            static uint8_t packed[300 * 80];
+            for (size_t i = 0; i < 300; i++)
+                memcpy(packed + i * nb, rows[i], nb);
+            tabs[t]->hamming_n(qq, packed, 300, nb, outh);
+            tabs[t]->jaccard_n(qq, packed, 300, nb, outj);
+            for (size_t i = 0; i < 300; i++) {
+                ASSERT(outh[i] == tabs[0]->hamming(qq, packed + i * nb, nb));
+                ASSERT(outj[i] == tabs[0]->jaccard(qq, packed + i * nb, nb));
             }
         }
     }

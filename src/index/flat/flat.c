@@ -120,12 +120,11 @@ static inline void prefetch_row(const char *p, size_t row_bytes)
 
 /* ---------------------------------------------------------------- row path */
 
-/* What the row path compares a row with: nq queries and the kernel of the rows' element type.
- * Float kinds: fn, queries of dim float32 each. Binary: bfn, queries of row_bytes bytes. */
+/* What the row path compares a row with: nq float32 queries and the kernel of the rows' element
+ * type (float32, float16, bfloat16), rows of row_bytes. */
 typedef struct rowq {
     sx__dist_fn fn;
-    sx__bdist_fn bfn; /* binary rows (fn NULL) */
-    const void *queries;
+    const float *queries;
     size_t nq, dim, row_bytes;
 } rowq;
 
@@ -134,9 +133,7 @@ static inline void
 visit_row(const char *row, uint32_t id, const rowq *r, sx__topk *heaps, float *bound)
 {
     for (size_t q = 0; q < r->nq; q++) {
-        float d = r->fn ? r->fn((const float *)r->queries + q * r->dim, row, r->dim)
-                        : r->bfn((const uint8_t *)r->queries + q * r->row_bytes,
-                                 (const uint8_t *)row, r->row_bytes);
+        float d = r->fn(r->queries + q * r->dim, row, r->dim);
         if (d <= bound[q]) {
             sx__topk_push(&heaps[q], d, id);
             bound[q] = heap_bound(&heaps[q]);
@@ -430,14 +427,16 @@ sx_status sx__flat_scan(const float *base,
     if (n == 0 || nq == 0)
         return SX_OK;
     if (nq < SX__FLAT_GEMM_MIN_NQ) {
-        rowq r = { fn, NULL, queries, nq, dim, dim * sizeof(float) };
+        rowq r = { fn, queries, nq, dim, dim * sizeof(float) };
         scan_rows((const char *)base, n, id_base, allow, &r, heaps);
         return SX_OK;
     }
     return scan_gemm(base, n, dim, metric, fn, id_base, allow, queries, nq, heaps);
 }
 
-/* Rows widened per GEMM tile of the 16-bit types: ~1 MiB of float32. */
+/* Rows widened per GEMM tile of the 16-bit types: ~1 MiB of float32. Binary rows per call of
+ * the block kernel. */
+#define BIN_BLOCK        256
 #define WIDEN_TILE_BYTES ((size_t)1 << 20)
 
 sx_status sx__flat_scan_typed(const void *base,
@@ -466,24 +465,40 @@ sx_status sx__flat_scan_typed(const void *base,
         return SX_OK;
     const size_t row_bytes = sx__vtype_row_bytes(vt, dim);
     sx__dist_fn fn = sx__dist_for(metric, vt);
-    sx__bdist_fn bfn = sx__bdist_for(metric);
-    if (vt == SX__VT_BIN ? !bfn : !fn)
+    sx__bdist_n_fn nfn = sx__bdist_n_for(metric);
+    if (vt == SX__VT_BIN ? !nfn : !fn)
         return sx__err(SX_EINVAL, "flat scan: no kernel for metric %d on %s rows", (int)metric,
                        sx__vtype_name(vt));
     if (vt == SX__VT_BIN) {
-        /* binary: one popcount pass per (row, query); no GEMM form, so batches take the
-         * row path in groups of SX__FLAT_GEMM_MIN_NQ - 1 queries */
-        for (size_t q0 = 0; q0 < nq; q0 += SX__FLAT_GEMM_MIN_NQ - 1) {
-            size_t qc = nq - q0 < SX__FLAT_GEMM_MIN_NQ - 1 ? nq - q0 : SX__FLAT_GEMM_MIN_NQ - 1;
-            rowq r = { NULL, bfn, (const uint8_t *)queries + q0 * row_bytes, qc, dim, row_bytes };
-            scan_rows(base, n, id_base, allow, &r, heaps + q0);
+        /* binary: per query, blocks of BIN_BLOCK rows through the block kernel (one call per
+         * block: a popcount of a short code costs less than a call), then the block's
+         * distances against the heap's bound and the allow bits. The rows are small (a 128-bit
+         * code is 16 bytes), so a batch re-reading them per query stays in cache. */
+        float d[BIN_BLOCK];
+        for (size_t q = 0; q < nq; q++) {
+            const uint8_t *qv = (const uint8_t *)queries + q * row_bytes;
+            sx__topk *h = &heaps[q];
+            float bound = heap_bound(h);
+            for (size_t r0 = 0; r0 < n; r0 += BIN_BLOCK) {
+                size_t m = n - r0 < BIN_BLOCK ? n - r0 : BIN_BLOCK;
+                nfn(qv, (const uint8_t *)base + r0 * row_bytes, m, row_bytes, d);
+                for (size_t j = 0; j < m; j++) {
+                    if (!(d[j] <= bound))
+                        continue;
+                    uint32_t id = id_base + (uint32_t)(r0 + j);
+                    if (allow && !(allow_bits(allow, id, 1) & 1u))
+                        continue;
+                    sx__topk_push(h, d[j], id);
+                    bound = heap_bound(h);
+                }
+            }
         }
         return SX_OK;
     }
     if (nq < SX__FLAT_GEMM_MIN_NQ) {
         /* few queries: memory bound, so the rows are read at 2 bytes per value and widened in
          * the kernel */
-        rowq r = { fn, NULL, queries, nq, dim, row_bytes };
+        rowq r = { fn, queries, nq, dim, row_bytes };
         scan_rows(base, n, id_base, allow, &r, heaps);
         return SX_OK;
     }

@@ -53,12 +53,14 @@
 #define NPROBE_DEF      8
 #define SAMPLE_BYTES    ((size_t)256 << 20) /* unpacked training floats, at most */
 #define MAX_THREADS     64u
+#define BLOCK           256u /* rows per call of the block kernel (dist.h sx__bdist_n_fn) */
 
 typedef struct bin_ivf {
     const uint8_t *vecs; /* borrowed: n * nbytes */
     size_t n, dim, nbytes;
     sx_metric metric;
     sx__bdist_fn dist;
+    sx__bdist_n_fn dist_n; /* the block form: a list (and the centroids) in blocks of rows */
     uint32_t nlist_param, nlist;
     uint8_t *cent; /* nlist * nbytes; owned */
     uint32_t *off; /* nlist + 1; owned */
@@ -188,6 +190,7 @@ static sx_status shell(const void *vecs, size_t n, size_t dim, sx_metric metric,
     v->nbytes = dim / 8;
     v->metric = metric;
     v->dist = sx__bdist_for(metric);
+    v->dist_n = sx__bdist_n_for(metric);
     *out = v;
     return SX_OK;
 }
@@ -395,20 +398,29 @@ static sx_status search_typed(const sx__index *idx,
     if (!probe)
         return sx__err(SX_ENOMEM, "BIN_IVF_FLAT: search scratch");
     const uint8_t *q = query;
+    float d[BLOCK];
     sx__topk lists;
     sx__topk_init(&lists, probe, np);
-    for (uint32_t l = 0; l < v->nlist; l++)
-        sx__topk_push(&lists, v->dist(q, v->cent + (size_t)l * v->nbytes, v->nbytes), l);
+    for (uint32_t l0 = 0; l0 < v->nlist; l0 += BLOCK) {
+        uint32_t m = v->nlist - l0 < BLOCK ? v->nlist - l0 : BLOCK;
+        v->dist_n(q, v->cent + (size_t)l0 * v->nbytes, m, v->nbytes, d);
+        for (uint32_t j = 0; j < m; j++)
+            sx__topk_push(&lists, d[j], l0 + j);
+    }
     for (size_t i = 0; i < lists.n; i++) {
         uint32_t l = probe[i].id;
         float bound = sx__topk_bound(out);
-        for (uint32_t p = v->off[l]; p < v->off[l + 1]; p++) {
-            uint32_t id = v->ids[p];
-            if (allow && !(__atomic_load_n(&allow[id >> 6], __ATOMIC_RELAXED) >> (id & 63) & 1u))
-                continue;
-            float d = v->dist(q, v->lvec + (size_t)p * v->nbytes, v->nbytes);
-            if (d <= bound) {
-                sx__topk_push(out, d, id);
+        for (uint32_t p0 = v->off[l]; p0 < v->off[l + 1]; p0 += BLOCK) {
+            uint32_t m = v->off[l + 1] - p0 < BLOCK ? v->off[l + 1] - p0 : BLOCK;
+            v->dist_n(q, v->lvec + (size_t)p0 * v->nbytes, m, v->nbytes, d);
+            for (uint32_t j = 0; j < m; j++) {
+                if (!(d[j] <= bound))
+                    continue;
+                uint32_t id = v->ids[p0 + j];
+                if (allow &&
+                    !(__atomic_load_n(&allow[id >> 6], __ATOMIC_RELAXED) >> (id & 63) & 1u))
+                    continue;
+                sx__topk_push(out, d[j], id);
                 bound = sx__topk_bound(out);
             }
         }
