@@ -114,7 +114,7 @@ sx_status sx__check_half_rows(
             if (bf ? !sx__bf16_finite(row[j]) : !sx__f16_finite(row[j]))
                 return sx__err(SX_EINVAL, "field \"%s\": row %zu has a NaN or infinite value",
                                c->names[f], i);
-            double x = bf ? sx__bf16_to_f32(row[j]) : sx__f16_to_f32(row[j]);
+            double x = (double)(bf ? sx__bf16_to_f32(row[j]) : sx__f16_to_f32(row[j]));
             s += x * x;
         }
         if (*over_row == n && !(s <= SX_MAX_SQNORM)) {

@@ -100,10 +100,10 @@ static uint16_t f16_oracle(float x)
         else
             hi = mid - 1;
     }
-    double below = sx__f16_to_f32((uint16_t)lo);
+    double below = (double)sx__f16_to_f32((uint16_t)lo);
     if (below == a || lo == 0x7BFFu)
         return sign | (uint16_t)lo;
-    double above = sx__f16_to_f32((uint16_t)(lo + 1));
+    double above = (double)sx__f16_to_f32((uint16_t)(lo + 1));
     double dl = a - below, du = above - a;
     uint32_t pick = dl < du ? lo : du < dl ? lo + 1 : ((lo & 1u) ? lo + 1 : lo);
     return sign | (uint16_t)pick;
@@ -165,7 +165,7 @@ static void kernels(void)
                 q[i] = test_randf(&rng) * 4.0f - 2.0f;
                 float v = test_randf(&rng) * 4.0f - 2.0f;
                 x[i] = bf ? sx__f32_to_bf16(v) : sx__f32_to_f16(v);
-                double w = bf ? sx__bf16_to_f32(x[i]) : sx__f16_to_f32(x[i]);
+                double w = (double)(bf ? sx__bf16_to_f32(x[i]) : sx__f16_to_f32(x[i]));
                 l2 += ((double)q[i] - w) * ((double)q[i] - w);
                 ip += (double)q[i] * w;
                 mag += fabs((double)q[i] * w) + ((double)q[i] - w) * ((double)q[i] - w);
@@ -589,7 +589,7 @@ static void cosine_jaccard(void)
     for (size_t r = 0; r < 3; r++) {
         double n2 = 0;
         for (int j = 0; j < 24; j++) {
-            double v = sx__f16_to_f32(((const uint16_t *)rs->cols[1].data)[r * 24 + j]);
+            double v = (double)sx__f16_to_f32(((const uint16_t *)rs->cols[1].data)[r * 24 + j]);
             n2 += v * v;
         }
         ASSERT_NEAR(sqrt(n2), 1.0, 4e-3);
