@@ -1527,9 +1527,9 @@ sx_status sx_collection_set_metric_on(sx_collection *c, const char *field, sx_me
         return st;
     sx__vfield *vf = &c->vfs[v];
     if (!sx__metric_fits(vf->vt, m))
-        return sx__err(SX_EINVAL, "metric %s does not apply to the %s field %s (%s)",
+        return sx__err(SX_EINVAL, "metric type %s is not supported on the %s field %s, supported: [%s]",
                        sx_metric_str(m), sx__vtype_name(vf->vt), c->names[vf->field],
-                       vf->vt == SX__VT_BIN ? "HAMMING or JACCARD" : "L2, IP or COSINE");
+                       vf->vt == SX__VT_BIN ? "HAMMING JACCARD" : "L2 IP COSINE");
     char who[600];
     if (c->n_vf > 1)
         (void)snprintf(who, sizeof who, "%s (field %s)", c->name, c->names[vf->field]);

@@ -441,6 +441,8 @@ static json_t *meta_to_json(const sx__coll_meta *m)
         json_object_set_new(j, "aliases", al);
     }
     json_object_set_new(j, "consistency", json_string(m->consistency));
+    if (m->shards > 1)
+        json_object_set_new(j, "shards", json_integer((json_int_t)m->shards));
     json_object_set_new(j, "loaded", json_boolean(m->loaded));
     bool v0_index = v0 && v0->index_name[0];
     json_object_set_new(j, "index_name", json_string(v0_index ? v0->index_name : ""));
@@ -630,6 +632,8 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
         copy_str(m->parts[0], sizeof m->parts[0], "_default");
         m->n_parts++;
     }
+    int64_t shards = jint_or(j, "shards", 1); /* absent before 2026-12-06 and when 1 */
+    m->shards = shards >= 1 && shards <= SX__MAX_SHARDS ? (uint32_t)shards : 1;
     /* partition key mode (absent before 2026-12-06: 0, the rows stay in "_default") */
     int64_t kp = jint_or(j, "key_partitions", 0);
     m->key_parts = 0;

@@ -801,6 +801,17 @@ static void h_create(sx__req *rq, sx__resp *rs)
     }
     (void)snprintf(m->consistency, sizeof m->consistency, "%s",
                    cl ? json_string_value(cl) : "Bounded");
+    int64_t shards = 1;
+    if (sx__jget(params, "shardsNum") && sx__jint(params, "shardsNum", &shards) != 0) {
+        fail_type(rs, "CollectionReq", "params.shardsNum", "int32");
+        goto out;
+    }
+    if (shards > SX__MAX_SHARDS) { /* Milvus's proxy.maxShardNum and its text */
+        sx__fail(rs, SX__MC_INVALID_PARAM, "maximum shards's number should be limited to %d",
+                 SX__MAX_SHARDS);
+        goto out;
+    }
+    m->shards = shards >= 1 ? (uint32_t)shards : 1; /* 0 or less: the default, as Milvus */
     bool quick = json_array_size(fields) == 0;
     if (quick ? !quick_schema(rq, rs, m, params) : !custom_schema(rs, m, schema))
         goto out;
@@ -1045,7 +1056,7 @@ static void h_describe(sx__req *rq, sx__resp *rs)
     json_object_set_new(d, "indexes", idx);
     int progress = 0;
     json_object_set_new(d, "load", json_string(load_state(h, m, &progress)));
-    json_object_set_new(d, "shardsNum", json_integer(1));
+    json_object_set_new(d, "shardsNum", json_integer(m->shards ? (json_int_t)m->shards : 1));
     json_object_set_new(d, "partitionsNum", json_integer((json_int_t)sx__meta_n_parts(m)));
     json_object_set_new(d, "consistencyLevel", json_string(m->consistency));
     json_object_set_new(d, "enableDynamicField", json_boolean(m->enable_dynamic));

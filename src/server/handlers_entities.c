@@ -1627,6 +1627,9 @@ out:
 
 /* ------------------------------------------------------------------ query, get */
 
+/* The body's key as a limit or offset (def when absent or 0). A negative def -d means d, and a
+ * 0 given explicitly is refused as Milvus's search refuses topk 0 (a query's limit 0 means the
+ * default). */
 static bool read_limit(sx__req *rq, sx__resp *rs, const char *key, int64_t def, int64_t *out)
 {
     int64_t v = 0;
@@ -1647,7 +1650,12 @@ static bool read_limit(sx__req *rq, sx__resp *rs, const char *key, int64_t def, 
                      (long long)v, MAX_LIMIT, (long long)v);
         return false;
     }
-    *out = v ? v : def;
+    if (v == 0 && def < 0 && sx__jget(rq->body, key)) { /* a search's explicit limit 0 */
+        sx__fail(rs, SX__MC_UNEXPECTED,
+                 "topk [0] is invalid, it should be in range [1, %u], but got 0", MAX_LIMIT);
+        return false;
+    }
+    *out = v ? v : def < 0 ? -def : def;
     return true;
 }
 
@@ -2888,7 +2896,7 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
     if (!read_sparse_queries(rq, rs, sx__jget(rq->body, "data"), sname, an, &sq))
         goto out;
     int64_t limit = 100, offset = 0;
-    if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset) ||
+    if (!read_limit(rq, rs, "limit", -100, &limit) || !read_limit(rq, rs, "offset", 0, &offset) ||
         !check_window(rs, limit, offset) || !check_consistency(rq, rs))
         goto out;
     float drop = 0;
@@ -2996,7 +3004,7 @@ static void h_search(sx__req *rq, sx__resp *rs)
                             dim, sname, &q, &nq))
         goto out;
     int64_t limit = 100, offset = 0;
-    if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
+    if (!read_limit(rq, rs, "limit", -100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
         goto out;
     if (!check_window(rs, limit, offset))
         goto out;
@@ -3518,7 +3526,7 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
         goto out;
     }
     int64_t limit = 100, offset = 0;
-    if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
+    if (!read_limit(rq, rs, "limit", -100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
         goto out;
     if (!check_window(rs, limit, offset))
         goto out;

@@ -26,7 +26,10 @@
  *
  * Thread-safety: handlers keep no state.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -100,6 +103,22 @@ static bool req_index(sx__req *rq,
     return sx__req_coll(rq, rs, sname, h, m);
 }
 
+/* A build parameter's value as JSON: a number where the text is one (pymilvus compares
+ * Collection.index().params with the numbers it sent: {"M": 16}, not {"M": "16"}), else the
+ * string. */
+static json_t *param_json(const char *s)
+{
+    char *end = NULL;
+    errno = 0;
+    long long i = strtoll(s, &end, 10);
+    if (*s && end && !*end && errno == 0)
+        return json_integer((json_int_t)i);
+    double d = strtod(s, &end);
+    if (*s && end && !*end && isfinite(d))
+        return json_real(d);
+    return json_string(s);
+}
+
 /* A sparse field's index: nothing is built ahead (the engine builds each sealed segment's
  * inverted lists on its first search), so it is Finished with every sealed row indexed; the
  * row counts are the collection's (its first dense field's). */
@@ -126,14 +145,15 @@ static void describe_sparse(sx__resp *rs, sx_collection *h, const sx__coll_meta 
     json_object_set_new(o, "failReason", json_string(""));
     char buf[32];
     (void)snprintf(buf, sizeof buf, "%g", (double)s->drop_ratio_build);
-    json_t *bp = json_pack("{s:s}", "drop_ratio_build", buf);
+    json_t *bp = json_object();
+    json_object_set_new(bp, "drop_ratio_build", param_json(buf));
     if (s->algo[0])
         json_object_set_new(bp, "inverted_index_algo", json_string(s->algo));
     if (s->function[0]) {
         (void)snprintf(buf, sizeof buf, "%g", (double)s->bm25_k1);
-        json_object_set_new(bp, "bm25_k1", json_string(buf));
+        json_object_set_new(bp, "bm25_k1", param_json(buf));
         (void)snprintf(buf, sizeof buf, "%g", (double)s->bm25_b);
-        json_object_set_new(bp, "bm25_b", json_string(buf));
+        json_object_set_new(bp, "bm25_b", param_json(buf));
     }
     json_object_set_new(o, "params", bp);
     json_t *arr = json_array();
@@ -179,7 +199,8 @@ static void h_describe(sx__req *rq, sx__resp *rs)
         json_object_set_new(o, "growingRows", json_integer((json_int_t)ii.growing_rows));
         json_object_set_new(o, "indexState", json_string(state_name(ii.state)));
         json_object_set_new(o, "failReason", json_string(ii.fail_reason));
-        /* the build params the engine uses ("M=16,efConstruction=200"), as an object of strings:
+        /* the build params the engine uses ("M=16,efConstruction=200"), as an object (numbers
+         * as numbers):
          * a Sextant extension of the REST answer; gRPC's DescribeIndex gives it as Milvus does,
          * the "params" entry's JSON text (pymilvus shows it in Collection.index().params) */
         json_t *bp = json_object();
@@ -190,7 +211,7 @@ static void h_describe(sx__req *rq, sx__resp *rs)
             char *eq = strchr(kv, '=');
             if (eq && eq != kv) {
                 *eq = '\0';
-                json_object_set_new(bp, kv, json_string(eq + 1));
+                json_object_set_new(bp, kv, param_json(eq + 1));
             }
         }
         json_object_set_new(o, "params", bp);

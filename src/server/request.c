@@ -413,10 +413,9 @@ bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *m
         return false;
     }
     if (missing) {
-        sx__fail(rs, SX__MC_INDEX_NOT_FOUND,
-                 "there is no vector index on field: [%s], please create index firstly: "
-                 "collection=%s: index not found",
-                 missing, meta->name);
+        /* Milvus's proxy answers this one as a plain error (errors.New): 65535, its text */
+        sx__fail(rs, SX__MC_UNEXPECTED,
+                 "there is no vector index on field: [%s], please create index firstly", missing);
         return false;
     }
     if (current)
@@ -758,10 +757,12 @@ static bool sparse_index_apply(sx__req *rq,
         } else if (bm25 && (strcmp(k, "bm25_k1") == 0 || strcmp(k, "bm25_b") == 0)) {
             double x = -1;
             bool is_k1 = strcmp(k, "bm25_k1") == 0;
-            if (!param_num(v, &x) || !(is_k1 ? x >= 1.2 && x <= 2.0 : x >= 0 && x <= 1)) {
+            /* knowhere's ranges: k1 [0, 3], b [0, 1]; k1 0 (tf ignored) is refused here:
+             * the engine reads 0 as its default 1.2 */
+            if (!param_num(v, &x) || !(is_k1 ? x > 0 && x <= 3.0 : x >= 0 && x <= 1)) {
                 sx__fail(rs, SX__MC_INVALID_PARAM,
-                         "invalid parameter: %s should be a number in range [%s]", k,
-                         is_k1 ? "1.2, 2.0" : "0, 1");
+                         "invalid parameter: %s should be a number in range %s", k,
+                         is_k1 ? "(0, 3]" : "[0, 1]");
                 return false;
             }
             *(is_k1 ? &k1 : &b) = x;

@@ -185,6 +185,7 @@ bool sx__metric_parse(const char *s, sx_metric *out); /* case-insensitive */
  * (Milvus 2.4's default), and the most a collection may ask for (Milvus's maxPartitionNum). */
 #define SX__DEFAULT_KEY_PARTS 64u
 #define SX__MAX_KEY_PARTS     1024u
+#define SX__MAX_SHARDS        16 /* Milvus's proxy.maxShardNum default */
 #define SX__MAX_ALIASES       16
 
 /* A field as Milvus clients declared it. The engine stores Int8/16/32/64 as INT64, Float/Double
@@ -280,6 +281,9 @@ typedef struct sx__coll_meta {
     bool enable_dynamic;  /* hidden column SX__META_FIELD exists */
     bool has_partitions;  /* hidden column SX__PART_FIELD exists */
     char consistency[16]; /* "Bounded" by default */
+    /* Milvus's shardsNum as asked at create (1..16; 1 when not given), described back: one
+     * writer serves the collection whatever it says (docs/COMPATIBILITY.md). */
+    uint32_t shards;
     bool loaded;          /* persisted: survives restarts as in Milvus */
     /* Aliases (Milvus's): other names of this collection in its database, unique among the
      * database's collection names and aliases; every lookup by name takes them (search, insert,
@@ -474,8 +478,8 @@ int sx__meta_sparse_index_at(const sx__coll_meta *meta, const char *index_name);
 int sx__meta_vec_at(const sx__coll_meta *meta, const char *field);
 int sx__meta_index_at(const sx__coll_meta *meta, const char *index_name);
 /* Marks the collection loaded (persisted). 700 "index not found[collection=NAME]" when no vector
- * field has an index, 700 "there is no vector index on field: [F], please create index firstly"
- * (Milvus's) when one of several has none. */
+ * field has an index, 65535 "there is no vector index on field: [F], please create index
+ * firstly" (Milvus's code and text) when one of several has none. */
 bool sx__coll_load(sx__req *rq, sx__resp *rs, sx_collection *h, sx__coll_meta *meta);
 /* Collection and database properties: a JSON object of strings. props_to_kv returns
  * [{"key":k,"value":v}] (new reference); props_merge sets every member of src in dst with its

@@ -185,7 +185,7 @@ static void schema(void)
     th_expect("/v2/vectordb/indexes/create",
               "{`collectionName`:`vt2`,`indexParams`:[{`fieldName`:`x`,`metricType`:`L2`,"
               "`params`:{`index_type`:`BIN_FLAT`}}]}",
-              1100, "metric L2 does not apply");
+              1100, "metric type L2 is not supported");
     th_expect("/v2/vectordb/indexes/create",
               "{`collectionName`:`vt2`,`indexParams`:[{`fieldName`:`h`,`metricType`:`L2`,"
               "`params`:{`index_type`:`IVF_PQ`}}]}",
@@ -193,7 +193,7 @@ static void schema(void)
     th_expect("/v2/vectordb/indexes/create",
               "{`collectionName`:`vt2`,`indexParams`:[{`fieldName`:`h`,`metricType`:`JACCARD`,"
               "`params`:{`index_type`:`FLAT`}}]}",
-              1100, "metric JACCARD does not apply");
+              1100, "metric type JACCARD is not supported");
     /* AUTOINDEX without a metric: HAMMING on the binary field, as Milvus */
     (void)th_post_ok("/v2/vectordb/indexes/create",
                      "{`collectionName`:`vt2`,`indexParams`:[{`fieldName`:`x`,`params`:{"

@@ -1407,7 +1407,9 @@ static void test_range_search_hnsw_ef(void)
     r = ok(call("/v2/vectordb/indexes/describe", "{`collectionName`:`rsh`,`indexName`:`v`}"));
     ASSERT(r);
     json_t *bp = json_object_get(json_array_get(data_of(r), 0), "params");
-    ASSERT(strcmp(jstr(bp, "M"), "8") == 0 && strcmp(jstr(bp, "efConstruction"), "64") == 0);
+    /* numbers, as the client sent them (pymilvus compares Collection.index().params) */
+    ASSERT(json_integer_value(json_object_get(bp, "M")) == 8 &&
+           json_integer_value(json_object_get(bp, "efConstruction")) == 64);
     json_decref(r);
     /* rows 30..49: 900 <= d < 2500; limit 5 needs rounds of 5, 20, 80 candidates */
     r = ok(call("/v2/vectordb/entities/search",
