@@ -1527,7 +1527,8 @@ sx_status sx_collection_set_metric_on(sx_collection *c, const char *field, sx_me
         return st;
     sx__vfield *vf = &c->vfs[v];
     if (!sx__metric_fits(vf->vt, m))
-        return sx__err(SX_EINVAL, "metric type %s is not supported on the %s field %s, supported: [%s]",
+        return sx__err(SX_EINVAL,
+                       "metric type %s is not supported on the %s field %s, supported: [%s]",
                        sx_metric_str(m), sx__vtype_name(vf->vt), c->names[vf->field],
                        vf->vt == SX__VT_BIN ? "HAMMING JACCARD" : "L2 IP COSINE");
     char who[600];

@@ -284,7 +284,7 @@ typedef struct sx__coll_meta {
     /* Milvus's shardsNum as asked at create (1..16; 1 when not given), described back: one
      * writer serves the collection whatever it says (docs/COMPATIBILITY.md). */
     uint32_t shards;
-    bool loaded;          /* persisted: survives restarts as in Milvus */
+    bool loaded; /* persisted: survives restarts as in Milvus */
     /* Aliases (Milvus's): other names of this collection in its database, unique among the
      * database's collection names and aliases; every lookup by name takes them (search, insert,
      * describe ... through an alias reach this collection); drop refuses an alias and a

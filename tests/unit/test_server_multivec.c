@@ -686,8 +686,7 @@ static void test_index_routes(void)
                "{`collectionName`:`mv2`,`indexParams`:[{`fieldName`:`x`,`metricType`:`L2`,"
                "`indexType`:`HNSW`,`params`:{`M`:8,`efConstruction`:64}}]}"));
     json_decref(r);
-    EXPECT(call("/v2/vectordb/collections/load", "{`collectionName`:`mv2`}"),
-           SX__MC_UNEXPECTED,
+    EXPECT(call("/v2/vectordb/collections/load", "{`collectionName`:`mv2`}"), SX__MC_UNEXPECTED,
            "there is no vector index on field: [y], please create index firstly");
     /* index names are unique in the collection */
     EXPECT(call("/v2/vectordb/indexes/create",
@@ -748,8 +747,8 @@ static void test_index_routes(void)
     json_decref(r);
     EXPECT(call("/v2/vectordb/indexes/describe", "{`collectionName`:`mv2`,`indexName`:`y`}"),
            SX__MC_INDEX_NOT_FOUND, "index not found[indexName=y]");
-    EXPECT(call("/v2/vectordb/collections/load", "{`collectionName`:`mv2`}"),
-           SX__MC_UNEXPECTED, "no vector index on field: [y]");
+    EXPECT(call("/v2/vectordb/collections/load", "{`collectionName`:`mv2`}"), SX__MC_UNEXPECTED,
+           "no vector index on field: [y]");
     /* y again, as COSINE under another name: x keeps L2 */
     OK(r, call("/v2/vectordb/indexes/create",
                "{`collectionName`:`mv2`,`indexParams`:[{`fieldName`:`y`,`indexName`:`y_cos`,"
