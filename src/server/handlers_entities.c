@@ -2570,12 +2570,52 @@ static bool group_hits(const sx_rowset *r,
     return true;
 }
 
-/* Runs the rounds of a grouped search (req.k grows) into *out. False with rs set on a failure. */
+/* One round of a grouped search: the best k hits of every query from offset 0, into *out. */
+typedef sx_status (*group_round)(void *ctx, uint32_t k, sx_rowset **out);
+
+/* A dense search's rounds: its own copy of the request (k and params change; the caller's stays
+ * as it was), list params (ef, search_list) raised with k as range search does. */
+typedef struct dense_rounds {
+    sx_collection *h;
+    sx_search_req req;
+    const sparams *sp;
+    uint32_t user_k;
+    sx_param wide[MAX_PARAMS];
+    char widebuf[MAX_PARAMS][24];
+} dense_rounds;
+
+static sx_status dense_round(void *ctx, uint32_t k, sx_rowset **out)
+{
+    dense_rounds *d = ctx;
+    d->req.k = k;
+    d->req.offset = 0;
+    if (k > d->user_k)
+        d->req.params = widen_list_params(d->sp, k, d->wide, d->widebuf);
+    return sx_search(d->h, &d->req, out);
+}
+
+/* A sparse search's rounds (exact: more candidates only add hits further down). */
+typedef struct sparse_rounds {
+    sx_collection *h;
+    sx_sparse_req req;
+} sparse_rounds;
+
+static sx_status sparse_round(void *ctx, uint32_t k, sx_rowset **out)
+{
+    sparse_rounds *s = ctx;
+    s->req.k = k;
+    s->req.offset = 0;
+    return sx_sparse_search(s->h, &s->req, out);
+}
+
+/* Runs the rounds of a grouped search of nq queries (k grows) into *out. False with rs set on a
+ * failure. */
 static bool group_search(sx__req *rq,
                          sx__resp *rs,
                          coll *c,
-                         sx_search_req *req,
-                         const sparams *sp,
+                         size_t nq,
+                         group_round round,
+                         void *ctx,
                          const grouping *g,
                          size_t window,
                          uint64_t per_row,
@@ -2584,21 +2624,12 @@ static bool group_search(sx__req *rq,
     size_t kk = window * g->size;
     if (kk > MAX_LIMIT)
         kk = MAX_LIMIT;
-    sx_search_req local = *req; /* the rounds change k and params: the caller's stays as it was */
-    req = &local;
-    size_t user_k = req->k;
-    req->offset = 0;
-    sx_param wide[MAX_PARAMS];
-    char widebuf[MAX_PARAMS][24];
     for (;;) {
-        req->k = (uint32_t)kk;
-        if (kk > user_k)
-            req->params = widen_list_params(sp, (uint32_t)kk, wide, widebuf);
-        if (!admit_answer(rq, rs, (uint64_t)req->nq * at_most_rows(c, kk), per_row, 0,
+        if (!admit_answer(rq, rs, (uint64_t)nq * at_most_rows(c, kk), per_row, 0,
                           "nq x the candidates a grouped search needs"))
             return false;
         sx_rowset *r = NULL;
-        sx_status st = sx_search(c->h, req, &r);
+        sx_status st = round(ctx, (uint32_t)kk, &r);
         if (st != SX_OK) {
             sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search");
             return false;
@@ -2607,7 +2638,7 @@ static bool group_search(sx__req *rq,
         size_t *gid = sx__malloc((kk + 1) * sizeof *gid);
         bool again = false, ok = col >= 0 && gid;
         size_t base = 0;
-        for (size_t qi = 0; ok && qi < req->nq; qi++) {
+        for (size_t qi = 0; ok && qi < nq; qi++) {
             size_t t = r->topks[qi], ng = 0;
             bool full = false;
             ok = group_hits(r, col, base, t, window, g->size, gid, &ng, &full);
@@ -2872,8 +2903,8 @@ static bool answer_hits(sx__req *rq,
 }
 
 /* A search whose annsField is the sparse field si: sx_sparse_search with the field's index
- * params (drop_ratio_build) and the request's (drop_ratio_search). Grouping, range search and
- * ids are refused (1100). */
+ * params (drop_ratio_build) and the request's (drop_ratio_search); grouped (groupingField) as a
+ * dense search is, in rounds of more candidates. Range search and ids are refused (1100). */
 static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o)
 {
     const char *sname = "SearchReqV2";
@@ -2884,20 +2915,23 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
     char *filter = NULL;
     sx_rowset *r = NULL;
     size_t *rows = NULL;
+    picks pk = { 0 };
     sx__analyzer *an = NULL;
     if (sm->function[0] && !bm25_analyzer(rs, c->meta, (size_t)si, &an))
         goto out;
-    if (sx__jget(rq->body, "ids") || sx__jget(rq->body, "groupingField")) {
+    if (sx__jget(rq->body, "ids")) {
         sx__fail(rs, SX__MC_INVALID_PARAM,
-                 "invalid parameter: %s on a sparse vector field is not supported by Sextant yet",
-                 sx__jget(rq->body, "ids") ? "search by ids" : "group-by search");
+                 "invalid parameter: search by ids on a sparse vector field is not supported by "
+                 "Sextant yet");
         goto out;
     }
     if (!read_sparse_queries(rq, rs, sx__jget(rq->body, "data"), sname, an, &sq))
         goto out;
     int64_t limit = 100, offset = 0;
+    grouping grp;
     if (!read_limit(rq, rs, "limit", -100, &limit) || !read_limit(rq, rs, "offset", 0, &offset) ||
-        !check_window(rs, limit, offset) || !check_consistency(rq, rs))
+        !check_window(rs, limit, offset) || !parse_grouping(rq, rs, c, &grp) ||
+        !check_consistency(rq, rs))
         goto out;
     float drop = 0;
     if (!sparse_sparams(rs, sm, sx__jget(rq->body, "searchParams"), &sp) ||
@@ -2910,8 +2944,11 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
         goto out;
     }
     if (!make_filter(rq->body, rs, c, parts, &filter) ||
-        !plan_outputs(rs, c, sx__jget(rq->body, "outputFields"), false, o, false) ||
-        !need_loaded(rs, c))
+        !plan_outputs(rs, c, sx__jget(rq->body, "outputFields"), false, o, false))
+        goto out;
+    if (grp.field) /* the group's value is answered with each hit, as Milvus does */
+        plan_add_field(o, c->meta, grp.fi, c->pk);
+    if (!need_loaded(rs, c))
         goto out;
     if (!sm->index_name[0]) { /* loaded implies indexed; kept for a concurrent drop */
         sx__fail(rs, SX__MC_INDEX_NOT_FOUND, "index not found[field=%s]", sm->field);
@@ -2935,6 +2972,23 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
                           .scoring = sm->function[0] ? SX_SPARSE_BM25 : SX_SPARSE_IP,
                           .bm25_k1 = sm->bm25_k1,
                           .bm25_b = sm->bm25_b };
+    if (grp.field) {
+        sparse_rounds sr = { .h = c->h, .req = req };
+        pk.topks = sx__calloc(sq.nq, sizeof *pk.topks);
+        if (!pk.topks) {
+            fail_nomem(rs);
+            goto out;
+        }
+        if (!group_search(rq, rs, c, sq.nq, sparse_round, &sr, &grp, (size_t)(limit + offset),
+                          row_bytes(c, o, true), &r))
+            goto out;
+        if (!group_picks(r, &grp, sq.nq, (size_t)offset, (size_t)limit, &pk)) {
+            fail_nomem(rs);
+            goto out;
+        }
+        (void)answer_hits(rq, rs, c, o, r, pk.rows, pk.n, pk.topks, sq.nq);
+        goto out;
+    }
     sx_status st = sx_sparse_search(c->h, &req, &r);
     if (st != SX_OK) {
         sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "search");
@@ -2949,6 +3003,8 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
         rows[i] = i;
     (void)answer_hits(rq, rs, c, o, r, rows, r->n_rows, r->topks, sq.nq);
 out:
+    sx__free(pk.rows);
+    sx__free(pk.topks);
     sparse_queries_free(&sq);
     sparams_free(&sp);
     sx__analyzer_free(an);
@@ -3062,7 +3118,15 @@ static void h_search(sx__req *rq, sx__resp *rs)
     }
     sx_metric metric = vm->metric;
     if (grp.field) {
-        if (!group_search(rq, rs, &c, &req, &sp, &grp, (size_t)window, per_row, &r))
+        dense_rounds *d = sx__malloc(sizeof *d);
+        if (!d) {
+            fail_nomem(rs);
+            goto out;
+        }
+        *d = (dense_rounds){ .h = c.h, .req = req, .sp = &sp, .user_k = req.k };
+        bool done = group_search(rq, rs, &c, nq, dense_round, d, &grp, (size_t)window, per_row, &r);
+        sx__free(d);
+        if (!done)
             goto out;
         if (!group_picks(r, &grp, nq, (size_t)offset, (size_t)limit, &pk)) {
             fail_nomem(rs);

@@ -3,7 +3,7 @@
  *
  *   schema     a collection with a FloatVector and a SparseFloatVector field: described (type,
  *              no dim, the sparse index with metric IP), load refused while the sparse field has
- *              no index (700 naming it), index params checked (metric, drop_ratio_build range,
+ *              no index (65535 naming it), index params checked (metric, drop_ratio_build range,
  *              unknown params, a dense index type on the sparse field).
  *   data       300 rows given as dicts and as {"indices","values"} (unsorted: the server sorts);
  *              every stored vector read back by query equals what was sent (floats exact);
@@ -12,11 +12,12 @@
  *   search     each answer against a brute force computed here (inner product over shared
  *              indexes): growing, after a flush, with a filter, an offset, drop_ratio_search,
  *              nq 3; a hybrid (weighted) search of the dense and the sparse field against the
- *              fusion of the exact rankings; no annsField with two vector fields (1100); a filter
- *              on the sparse field (1100); dense params and another metric refused on it.
- *   index      dropping it while loaded is refused; after release, drop and a new index with
- *              drop_ratio_build 0.5 the answers follow the build drop (the oracle applies it); the
- *              index params survive a restart.
+ *              fusion of the exact rankings; grouped by a field (groupSize 2, offset in
+ *              groups) against the exact ranking grouped; no annsField with two vector fields
+ * (1100); a filter on the sparse field (1100); dense params and another metric refused on it. index
+ * dropping it while loaded is refused; after release, drop and a new index with drop_ratio_build
+ * 0.5 the answers follow the build drop (the oracle applies it); the index params survive a
+ * restart.
  */
 #include <math.h>
 #include <stdio.h>
@@ -343,6 +344,45 @@ static void data_rules(void)
     }
 }
 
+/* A search on the sparse field grouped by tag (groupSize 2; offset 0 and 1 groups) against the
+ * exact ranking grouped as Milvus groups: groups in order of their best hit, each its best 2
+ * hits, group by group. q: row 33 as text. */
+static void grouped(const char *q)
+{
+    static hit all[N];
+    size_t m = rank(&g_sp[33], -1, all);
+    for (size_t off = 0; off < 2; off++) {
+        hit want[6];
+        int order[4];
+        size_t ng = 0, nw = 0, cnt[4] = { 0 };
+        for (size_t i = 0; i < m; i++) { /* the groups' order: of their best hit */
+            int t = g_tag[all[i].id];
+            bool seen = false;
+            for (size_t k = 0; k < ng; k++)
+                seen |= order[k] == t;
+            if (!seen)
+                order[ng++] = t;
+        }
+        for (size_t k = off; k < ng && k < off + 2; k++) /* limit 2 groups after off */
+            for (size_t i = 0; i < m; i++)
+                if (g_tag[all[i].id] == order[k] && cnt[order[k]]++ < 2)
+                    want[nw++] = all[i];
+        char body[2048];
+        snprintf(body, sizeof body,
+                 "{`collectionName`:`sp`,`annsField`:`s`,`data`:[%s],`groupingField`:`tag`,"
+                 "`groupSize`:2,`limit`:2,`offset`:%zu}",
+                 q, off);
+        json_t *ans = th_post_ok("/v2/vectordb/entities/search", body);
+        ASSERT(ng >= 3 && nw == 4);
+        check_hits(off ? "grouped offset 1" : "grouped", ans, want, nw);
+        for (size_t h = 0; h < nw; h++) { /* the group's value is answered with each hit */
+            const json_t *x = json_array_get(ans, h);
+            size_t id = (size_t)json_integer_value(json_object_get(x, "id"));
+            ASSERT(id < N && json_integer_value(json_object_get(x, "tag")) == g_tag[id]);
+        }
+    }
+}
+
 static void searches(void)
 {
     const size_t q1[] = { 4 }, q3[] = { 10, 77, 200 };
@@ -416,6 +456,7 @@ static void searches(void)
             f[nf++] = (hit){ fused[i], i };
     qsort(f, nf, sizeof *f, hit_cmp);
     check_hits("hybrid weighted", ans, f, 6);
+    grouped(sq);
 }
 
 static void rebuild_and_restart(void)
