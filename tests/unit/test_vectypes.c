@@ -21,7 +21,8 @@
  *   typed_errors     what is refused and how: binary dims not a multiple of 8, NaN / infinite
  *                    16-bit values, bfloat16 norms past SX_MAX_SQNORM, float queries on a binary
  *                    field, index types and metrics that do not fit the field's type, bulk import
- *   bin_ivf_io       BIN_IVF_FLAT serialize / deserialize round trip, and every truncation and a
+ *   bin_ivf_io       BIN_IVF_FLAT serialize / deserialize round trip; nprobe 1 with k over a list
+ *                    (more lists fill k) and a 3-row filter (those 3); every truncation and a
  *                    flipped byte refused as SX_ECORRUPT
  */
 #include <math.h>
@@ -778,6 +779,26 @@ static void bin_ivf_io(void)
             ASSERT(h1[i].dist == h3[i].dist);
         }
         ASSERT_EQ(h1[0].dist, 0);
+    }
+    /* nprobe 1 and k over a list's rows: the next lists fill the answer (Milvus answers k when
+     * k rows exist); a filter admitting 3 rows answers those 3 */
+    {
+        static sx__hit hk[200];
+        sx__topk tk;
+        sx_param one[1] = { { "nprobe", "1" } };
+        sx__topk_init(&tk, hk, 200);
+        ASSERT_OK(ops->search_typed(idx, rows[3], 200, one, 1, NULL, &tk));
+        ASSERT_EQ(tk.n, 200);
+        uint64_t allow[(R + 63) / 64] = { 0 };
+        const int keep[3] = { 5, 333, 699 };
+        for (int i = 0; i < 3; i++)
+            allow[keep[i] >> 6] |= 1ull << (keep[i] & 63);
+        sx__topk_init(&tk, hk, 200);
+        ASSERT_OK(ops->search_typed(idx, rows[3], 200, one, 1, allow, &tk));
+        ASSERT_EQ(tk.n, 3);
+        sx__topk_sort(&tk);
+        for (size_t i = 0; i < 3; i++)
+            ASSERT(hk[i].id == 5 || hk[i].id == 333 || hk[i].id == 699);
     }
     /* every truncation, a flipped byte, the wrong shape */
     sx__index *x = NULL;

@@ -30,12 +30,16 @@
  *
  * Parameters. Build: nlist [1, 65536] (default 128); search: nprobe [1, 65536] (default 8; more
  * than nlist probes every list). "ef" and Milvus's generic keys are tolerated as IVF_FLAT does.
+ * When the nprobe lists hold fewer than k rows (small lists, a selective filter), the next lists
+ * by centroid distance are scanned until k rows are found or every list was (as IVF_FLAT does):
+ * a search answers min(k, allowed rows) hits.
  *
  * Thread-safety: a built index is immutable; search allocates its own scratch (nlist hits).
  * Build: the assignment runs on ctx->threads threads, each over its own rows.
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "index/index.h"
@@ -379,6 +383,69 @@ static sx_status build_f32(const sx_param *p,
 
 /* ---------------------------------------------------------------- search */
 
+/* Scans list l into out (rows that allow admits, under out's bound). d: BLOCK scratch. */
+static void scan_list(
+    const bin_ivf *v, const uint8_t *q, uint32_t l, const uint64_t *allow, sx__topk *out, float *d)
+{
+    float bound = sx__topk_bound(out);
+    for (uint32_t p0 = v->off[l]; p0 < v->off[l + 1]; p0 += BLOCK) {
+        uint32_t m = v->off[l + 1] - p0 < BLOCK ? v->off[l + 1] - p0 : BLOCK;
+        v->dist_n(q, v->lvec + (size_t)p0 * v->nbytes, m, v->nbytes, d);
+        for (uint32_t j = 0; j < m; j++) {
+            if (!(d[j] <= bound))
+                continue;
+            uint32_t id = v->ids[p0 + j];
+            if (allow && !(__atomic_load_n(&allow[id >> 6], __ATOMIC_RELAXED) >> (id & 63) & 1u))
+                continue;
+            sx__topk_push(out, d[j], id);
+            bound = sx__topk_bound(out);
+        }
+    }
+}
+
+static int hit_order(const void *a, const void *b)
+{
+    const sx__hit *x = a, *y = b;
+    if (x->dist != y->dist)
+        return x->dist < y->dist ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Fewer than k rows in the probed lists: the other lists in order of centroid distance until out
+ * is full or every list was scanned. probed: the np lists already scanned. */
+static sx_status probe_more(const bin_ivf *v,
+                            const uint8_t *q,
+                            const sx__hit *probed,
+                            size_t np,
+                            const uint64_t *allow,
+                            sx__topk *out,
+                            float *d)
+{
+    sx__hit *all = sx__malloc((size_t)v->nlist * sizeof *all);
+    uint64_t *seen = sx__calloc(((size_t)v->nlist + 63) / 64, sizeof *seen);
+    if (!all || !seen) {
+        sx__free(all);
+        sx__free(seen);
+        return sx__err(SX_ENOMEM, "BIN_IVF_FLAT: search scratch");
+    }
+    for (size_t i = 0; i < np; i++)
+        seen[probed[i].id >> 6] |= 1ull << (probed[i].id & 63);
+    size_t n = 0;
+    for (uint32_t l0 = 0; l0 < v->nlist; l0 += BLOCK) {
+        uint32_t m = v->nlist - l0 < BLOCK ? v->nlist - l0 : BLOCK;
+        v->dist_n(q, v->cent + (size_t)l0 * v->nbytes, m, v->nbytes, d);
+        for (uint32_t j = 0; j < m; j++)
+            if (!(seen[(l0 + j) >> 6] >> ((l0 + j) & 63) & 1u))
+                all[n++] = (sx__hit){ .dist = d[j], .id = l0 + j };
+    }
+    qsort(all, n, sizeof *all, hit_order);
+    for (size_t i = 0; i < n && out->n < out->k; i++)
+        scan_list(v, q, (uint32_t)all[i].id, allow, out, d);
+    sx__free(all);
+    sx__free(seen);
+    return SX_OK;
+}
+
 static sx_status search_typed(const sx__index *idx,
                               const void *query,
                               size_t k,
@@ -407,26 +474,12 @@ static sx_status search_typed(const sx__index *idx,
         for (uint32_t j = 0; j < m; j++)
             sx__topk_push(&lists, d[j], l0 + j);
     }
-    for (size_t i = 0; i < lists.n; i++) {
-        uint32_t l = probe[i].id;
-        float bound = sx__topk_bound(out);
-        for (uint32_t p0 = v->off[l]; p0 < v->off[l + 1]; p0 += BLOCK) {
-            uint32_t m = v->off[l + 1] - p0 < BLOCK ? v->off[l + 1] - p0 : BLOCK;
-            v->dist_n(q, v->lvec + (size_t)p0 * v->nbytes, m, v->nbytes, d);
-            for (uint32_t j = 0; j < m; j++) {
-                if (!(d[j] <= bound))
-                    continue;
-                uint32_t id = v->ids[p0 + j];
-                if (allow &&
-                    !(__atomic_load_n(&allow[id >> 6], __ATOMIC_RELAXED) >> (id & 63) & 1u))
-                    continue;
-                sx__topk_push(out, d[j], id);
-                bound = sx__topk_bound(out);
-            }
-        }
-    }
+    for (size_t i = 0; i < lists.n; i++)
+        scan_list(v, q, probe[i].id, allow, out, d);
+    if (out->n < out->k && lists.n < v->nlist)
+        st = probe_more(v, q, probe, lists.n, allow, out, d);
     sx__free(probe);
-    return SX_OK;
+    return st;
 }
 
 static sx_status search_f32(const sx__index *idx,
