@@ -478,8 +478,10 @@ one_field(sx__resp *rs, sx__coll_meta *m, size_t i, const json_t *fo, bool auto_
     }
     bool sparse = sx__field_is_sparse(f);
     if (nullable && (is_pk || sx_field_is_vector(f->engine_type) || sparse)) {
-        sx__fail(rs, SX__MC_INVALID_PARAM, "invalid parameter: %s field %s cannot be nullable",
-                 is_pk ? "the primary key" : "the vector", fname);
+        sx__fail(rs, SX__MC_INVALID_PARAM, /* Milvus's words first */
+                 "invalid parameter: %s not support null: %s field %s cannot be nullable",
+                 is_pk ? "primary field" : "vector type", is_pk ? "the primary key" : "the vector",
+                 fname);
         return false;
     }
     if (sparse) {

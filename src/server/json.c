@@ -282,9 +282,11 @@ void sx__fail_st(sx__resp *rs, sx_status st, int not_found_code, const char *wha
     }
     const char *m = sx_errmsg();
     char clean[1024];
+    /* a filter that does not parse: Milvus's words first ("failed to create query plan") */
+    const char *plan = st == SX_EPARSE ? "failed to create query plan: " : "";
     if (m && *m) {
         strip_paths(m, clean, sizeof clean);
-        sx__fail(rs, code, "%s: %s", what, clean);
+        sx__fail(rs, code, "%s: %s%s", what, plan, clean);
     } else {
         sx__fail(rs, code, "%s: %s", what, sx_status_str(st));
     }

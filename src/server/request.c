@@ -961,10 +961,12 @@ bool sx__field_set_default(sx__resp *rs, sx__field_meta *f, const json_t *v)
 {
     const char *why = NULL;
     if (f->is_primary)
-        why = "a primary key cannot have a default value";
+        why = "primary field not support default_value: a primary key cannot have a default "
+              "value";
     else if (sx_field_is_vector(f->engine_type) || !strcmp(f->type, "JSON") ||
              !strcmp(f->type, "Array"))
-        why = "default values are supported on scalar fields only (not vectors, JSON or Array)";
+        why = "convert defaultValue fail: default values are supported on scalar fields only (not "
+              "vectors, JSON or Array)";
     else if (f->engine_type == SX_FIELD_INT64) {
         int64_t x;
         if (!json_is_integer(v) || !sx__json_to_int64(v, &x) || !sx__int_fits(f->type, x))
