@@ -713,6 +713,7 @@ static sx_status derive_meta(sx_db *db, const char *ename, sx__coll_meta *m)
         m->n_fields++;
     }
     copy_str(m->consistency, sizeof m->consistency, "Bounded");
+    m->shards = 1;
     m->loaded = true;
     if (!vecs_layout(m, false)) {
         st = sx__err(SX_EINVAL, "catalog: %s has more than %u vector fields", ename,
@@ -1565,6 +1566,8 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
     }
     if (!meta->consistency[0])
         copy_str(meta->consistency, sizeof meta->consistency, "Bounded");
+    if (!meta->shards)
+        meta->shards = 1;
     if (!meta->properties[0])
         copy_str(meta->properties, sizeof meta->properties, "{}");
     meta_utf8_cut(meta);

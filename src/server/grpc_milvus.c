@@ -1774,7 +1774,7 @@ static void *rpc_describe_collection(rpc *r)
     o->created_utc_timestamp = (uint64_t)m->created_ms;
     o->update_timestamp = o->created_timestamp;
     o->update_timestamp_str = astrf(a, "%llu", (unsigned long long)o->created_timestamp);
-    o->shards_num = m->shards ? (int32_t)m->shards : 1;
+    o->shards_num = (int32_t)m->shards;
     o->consistency_level = consistency_of(m->consistency);
     o->collection_name = astr(a, m->name);
     o->db_name = astr(a, r->db);
@@ -1854,7 +1854,7 @@ static void *rpc_show_collections(rpc *r)
         o->created_utc_timestamps[k] = (uint64_t)m->created_ms;
         o->inmemory_percentages[k] = m->loaded ? 100 : 0;
         o->query_service_available[k] = m->loaded;
-        o->shards_num[k] = m->shards ? (int32_t)m->shards : 1;
+        o->shards_num[k] = (int32_t)m->shards;
         k++;
     }
     o->n_collection_names = o->n_collection_ids = o->n_created_timestamps = k;

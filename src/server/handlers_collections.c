@@ -1058,7 +1058,7 @@ static void h_describe(sx__req *rq, sx__resp *rs)
     json_object_set_new(d, "indexes", idx);
     int progress = 0;
     json_object_set_new(d, "load", json_string(load_state(h, m, &progress)));
-    json_object_set_new(d, "shardsNum", json_integer(m->shards ? (json_int_t)m->shards : 1));
+    json_object_set_new(d, "shardsNum", json_integer((json_int_t)m->shards));
     json_object_set_new(d, "partitionsNum", json_integer((json_int_t)sx__meta_n_parts(m)));
     json_object_set_new(d, "consistencyLevel", json_string(m->consistency));
     json_object_set_new(d, "enableDynamicField", json_boolean(m->enable_dynamic));

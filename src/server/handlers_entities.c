@@ -1627,10 +1627,10 @@ out:
 
 /* ------------------------------------------------------------------ query, get */
 
-/* The body's key as a limit or offset (def when absent or 0). A negative def -d means d, and a
- * 0 given explicitly is refused as Milvus's search refuses topk 0 (a query's limit 0 means the
- * default). */
-static bool read_limit(sx__req *rq, sx__resp *rs, const char *key, int64_t def, int64_t *out)
+/* The body's key as a limit or offset (def when absent or 0). zero_refused: a 0 given explicitly
+ * is refused, as Milvus's search refuses topk 0 (a query's limit 0 means the default). */
+static bool
+read_limit(sx__req *rq, sx__resp *rs, const char *key, int64_t def, bool zero_refused, int64_t *out)
 {
     int64_t v = 0;
     if (sx__jint(rq->body, key, &v) != 0) {
@@ -1650,12 +1650,12 @@ static bool read_limit(sx__req *rq, sx__resp *rs, const char *key, int64_t def, 
                      (long long)v, MAX_LIMIT, (long long)v);
         return false;
     }
-    if (v == 0 && def < 0 && sx__jget(rq->body, key)) { /* a search's explicit limit 0 */
+    if (v == 0 && zero_refused && sx__jget(rq->body, key)) {
         sx__fail(rs, SX__MC_UNEXPECTED,
                  "topk [0] is invalid, it should be in range [1, %u], but got 0", MAX_LIMIT);
         return false;
     }
-    *out = v ? v : def < 0 ? -def : def;
+    *out = v ? v : def;
     return true;
 }
 
@@ -1739,7 +1739,8 @@ static void h_query(sx__req *rq, sx__resp *rs)
     }
     json_t *of = sx__jget(rq->body, "outputFields");
     int64_t limit = 100, offset = 0;
-    if (!read_limit(rq, rs, "limit", 100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
+    if (!read_limit(rq, rs, "limit", 100, false, &limit) ||
+        !read_limit(rq, rs, "offset", 0, false, &offset))
         goto out;
     json_t *parts = sx__jget(rq->body, "partitionNames");
     if (parts && !json_is_array(parts)) {
@@ -2929,9 +2930,9 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
         goto out;
     int64_t limit = 100, offset = 0;
     grouping grp;
-    if (!read_limit(rq, rs, "limit", -100, &limit) || !read_limit(rq, rs, "offset", 0, &offset) ||
-        !check_window(rs, limit, offset) || !parse_grouping(rq, rs, c, &grp) ||
-        !check_consistency(rq, rs))
+    if (!read_limit(rq, rs, "limit", 100, true, &limit) ||
+        !read_limit(rq, rs, "offset", 0, false, &offset) || !check_window(rs, limit, offset) ||
+        !parse_grouping(rq, rs, c, &grp) || !check_consistency(rq, rs))
         goto out;
     float drop = 0;
     if (!sparse_sparams(rs, sm, sx__jget(rq->body, "searchParams"), &sp) ||
@@ -3060,7 +3061,8 @@ static void h_search(sx__req *rq, sx__resp *rs)
                             dim, sname, &q, &nq))
         goto out;
     int64_t limit = 100, offset = 0;
-    if (!read_limit(rq, rs, "limit", -100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
+    if (!read_limit(rq, rs, "limit", 100, true, &limit) ||
+        !read_limit(rq, rs, "offset", 0, false, &offset))
         goto out;
     if (!check_window(rs, limit, offset))
         goto out;
@@ -3590,7 +3592,8 @@ static void h_hybrid_search(sx__req *rq, sx__resp *rs)
         goto out;
     }
     int64_t limit = 100, offset = 0;
-    if (!read_limit(rq, rs, "limit", -100, &limit) || !read_limit(rq, rs, "offset", 0, &offset))
+    if (!read_limit(rq, rs, "limit", 100, true, &limit) ||
+        !read_limit(rq, rs, "offset", 0, false, &offset))
         goto out;
     if (!check_window(rs, limit, offset))
         goto out;

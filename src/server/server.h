@@ -281,7 +281,8 @@ typedef struct sx__coll_meta {
     bool enable_dynamic;  /* hidden column SX__META_FIELD exists */
     bool has_partitions;  /* hidden column SX__PART_FIELD exists */
     char consistency[16]; /* "Bounded" by default */
-    /* Milvus's shardsNum as asked at create (1..16; 1 when not given), described back: one
+    /* Milvus's shardsNum as asked at create (1..16; 1 when not given, and for collections made
+     * before it was kept or by an import: the catalog sets it), described back: one
      * writer serves the collection whatever it says (docs/COMPATIBILITY.md). */
     uint32_t shards;
     bool loaded; /* persisted: survives restarts as in Milvus */
