@@ -306,6 +306,43 @@ typedef struct sx_collection_info {
 
 SX_API SX_NODISCARD sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out);
 
+/* One file of a segment (seg-<id>.* in the collection's directory). */
+typedef struct sx_segment_file {
+    char name[64];  /* "seg-00000000000000000012.sxs" (a ".remote" stub's name without it) */
+    uint64_t bytes; /* local size; for a file held only in the object store, its size there */
+    bool remote;    /* the bytes are only in the object store (a local ".remote" stub) */
+} sx_segment_file;
+
+#define SX_SEGMENT_MAX_FILES 16
+
+typedef enum sx_segment_index_state {
+    SX_SEGIDX_NONE = 0,    /* the field has no index (or the segment is growing) */
+    SX_SEGIDX_PENDING = 1, /* waiting for the builder, or being built */
+    SX_SEGIDX_BUILT = 2
+} sx_segment_index_state;
+
+typedef struct sx_segment_desc {
+    uint64_t id;
+    bool sealed;    /* false: the growing segment (always the last one listed) */
+    bool persisted; /* its file is durable and in the manifest */
+    uint64_t rows;  /* rows stored, deleted ones included */
+    uint64_t deleted_rows;
+    /* [v]: the collection's v-th vector field (sx_collection_info's order) */
+    sx_segment_index_state index_state[SX_MAX_VECTOR_FIELDS];
+    uint64_t index_memory_bytes; /* all fields' built indexes of this segment */
+    size_t n_files;
+    sx_segment_file files[SX_SEGMENT_MAX_FILES]; /* sorted by name; at most 16 listed */
+} sx_segment_desc;
+
+/* Lists the collection's segments: sealed ones by id, then the growing one. Files are listed
+ * from the collection's directory (a snapshot: a compaction running meanwhile may have removed
+ * or added some). Ownership: free *out with sx_segments_free. Errors: SX_ENOMEM, SX_EIO
+ * (directory). Thread-safety: any thread, concurrently with writes and builds. */
+SX_API SX_NODISCARD sx_status sx_collection_segments(sx_collection *c,
+                                                     sx_segment_desc **out,
+                                                     size_t *n);
+SX_API void sx_segments_free(sx_segment_desc *segs);
+
 /* Changes the collection's metric (Milvus ties the metric to the index, so a collection created
  * before its index learns the metric late). Allowed only while the collection has no index
  * (setting the metric it already has is a no-op, index or not).
@@ -430,6 +467,9 @@ typedef struct sx_search_req {
     const char *anns_field;
     /* nq * dim / 8 bytes of packed bits, for a BINARY_VECTOR field (queries NULL then) */
     const uint8_t *bqueries;
+    /* scan every row exactly, as FLAT would, whatever index the segments have (the web
+     * console's recall check: the same rows, filter and deletes as the indexed search) */
+    bool exact;
 } sx_search_req;
 
 /* Searches the nq queries. Exact on rows not covered by a finished index; an index is used on

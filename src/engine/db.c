@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/engine.h"
 #include "platform/membudget.h"
@@ -616,6 +617,111 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
     out->memory_bytes += sx__pk_memory(c);
     sx__mutex_unlock(&c->write_mu);
     return SX_OK;
+}
+
+/* Files of segment id among the directory's sorted names (seg-<id>.<...>; a "<name>.remote" stub
+ * is listed as <name>, remote, with the size the stub records). */
+static void
+segment_files(const sx_collection *c, char **names, size_t n_names, uint64_t id, sx_segment_desc *d)
+{
+    char pre[48];
+    int pl = snprintf(pre, sizeof pre, "seg-%020" PRIu64 ".", id);
+    for (size_t i = 0; i < n_names && d->n_files < SX_SEGMENT_MAX_FILES; i++) {
+        const char *nm = names[i];
+        size_t nl = strlen(nm);
+        if (strncmp(nm, pre, (size_t)pl) != 0 || nl >= sizeof d->files[0].name + 7)
+            continue;
+        if (nl > 4 && strcmp(nm + nl - 4, ".tmp") == 0)
+            continue; /* a write in progress */
+        sx_segment_file *f = &d->files[d->n_files];
+        memset(f, 0, sizeof *f);
+        char path[4096];
+        bool stub = nl > 7 && strcmp(nm + nl - 7, ".remote") == 0;
+        if (stub) {
+            if ((size_t)snprintf(f->name, sizeof f->name, "%.*s", (int)(nl - 7), nm) >=
+                sizeof f->name)
+                continue;
+            (void)snprintf(path, sizeof path, "%s/%s", c->dir, f->name);
+            char key[1024];
+            uint32_t crc = 0;
+            if (sx__stub_read(path, key, sizeof key, &f->bytes, &crc) != SX_OK) {
+                sx__err_clear();
+                continue;
+            }
+            f->remote = true;
+        } else {
+            if ((size_t)snprintf(f->name, sizeof f->name, "%s", nm) >= sizeof f->name)
+                continue;
+            (void)snprintf(path, sizeof path, "%s/%s", c->dir, nm);
+            struct stat sb;
+            if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+                continue; /* removed since the listing (compaction) */
+            f->bytes = (uint64_t)sb.st_size;
+        }
+        d->n_files++;
+    }
+}
+
+sx_status sx_collection_segments(sx_collection *c, sx_segment_desc **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sx__err_clear();
+    char **names = NULL;
+    size_t n_names = 0;
+    sx_status st = sx__fs_list(c->dir, &names, &n_names);
+    if (st != SX_OK)
+        return st;
+    sx__view v;
+    st = sx__view_get(c, &v);
+    if (st != SX_OK) {
+        sx_strings_free(names, n_names);
+        return st;
+    }
+    sx_segment_desc *d = sx__calloc(v.n, sizeof *d);
+    if (!d) {
+        sx__view_release(&v);
+        sx_strings_free(names, n_names);
+        return sx__err(SX_ENOMEM, "segments of %s", c->name);
+    }
+    bool has_index[SX_MAX_VECTOR_FIELDS] = { false };
+    sx__rwlock_rdlock(&c->seg_lock);
+    for (size_t f = 0; f < c->n_vf; f++)
+        has_index[f] = c->vfs[f].iops != NULL;
+    sx__rwlock_unlock(&c->seg_lock);
+    sx__mutex_lock(&c->write_mu);
+    for (size_t i = 0; i < v.n; i++)
+        d[i].persisted = v.segs[i]->persisted;
+    sx__mutex_unlock(&c->write_mu);
+    for (size_t i = 0; i < v.n; i++) {
+        const sx__segment *s = v.segs[i];
+        d[i].id = s->id;
+        d[i].sealed = i + 1 < v.n; /* the view's last segment is the growing one */
+        d[i].rows = v.rows[i];
+        d[i].deleted_rows = sx__bits_count(s->deleted, v.rows[i]);
+        for (size_t f = 0; f < c->n_vf; f++) {
+            const sx__idxref *r = v.idx[i][f];
+            if (r) {
+                d[i].index_state[f] = SX_SEGIDX_BUILT;
+                d[i].index_memory_bytes += r->ops->memory_bytes(r->idx);
+            } else {
+                d[i].index_state[f] =
+                    d[i].sealed && has_index[f] ? SX_SEGIDX_PENDING : SX_SEGIDX_NONE;
+            }
+        }
+        if (d[i].sealed)
+            segment_files(c, names, n_names, s->id, &d[i]);
+    }
+    *n = v.n;
+    *out = d;
+    sx__view_release(&v);
+    sx_strings_free(names, n_names);
+    return SX_OK;
+}
+
+void sx_segments_free(sx_segment_desc *segs)
+{
+    sx__free(segs);
 }
 
 sx_status sx_flush(sx_collection *c)

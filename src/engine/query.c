@@ -560,7 +560,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
                 ix && nq > 1 &&
                 (strcmp(ix->ops->name, "FLAT") == 0 || strcmp(ix->ops->name, "BIN_FLAT") == 0 ||
                  strcmp(ix->ops->name, "GPU_BRUTE_FORCE") == 0);
-            if (ix && !few && !flat_batch) {
+            if (ix && !few && !flat_batch && !req->exact) {
                 search_job j = { .idx = ix,
                                  .queries = queries,
                                  .qbytes = qbytes,

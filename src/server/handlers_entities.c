@@ -1904,6 +1904,7 @@ typedef struct sparams {
     bool has_radius, has_range;
     double radius, range_filter;
     bool ignore_growing; /* ignoreGrowing / ignore_growing: search sealed rows only */
+    bool exact;          /* exact (Sextant): scan every row, no index (the console's recall) */
     const char *metric;  /* borrowed */
     json_t *owned;       /* the object the keys are borrowed from, when it is a copy */
 } sparams;
@@ -1979,12 +1980,11 @@ static bool sparams_add(sx__resp *rs, sparams *p, const char *key, const json_t 
 
 static bool is_generic_param(const char *k)
 {
-    static const char *const g[] = {
-        "metricType",    "metric_type",    "radius",   "range_filter",
-        "ignoreGrowing", "ignore_growing", "hints",    "level",
-        "round_decimal", "offset",         "topk",     "topK",
-        "limit",         "group_by_field", "iterator", "collection_id"
-    };
+    static const char *const g[] = { "metricType",    "metric_type",    "radius",   "range_filter",
+                                     "ignoreGrowing", "ignore_growing", "hints",    "level",
+                                     "round_decimal", "offset",         "topk",     "topK",
+                                     "limit",         "group_by_field", "iterator", "collection_id",
+                                     "exact" };
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
         if (strcmp(g[i], k) == 0)
             return true;
@@ -2050,6 +2050,13 @@ static bool parse_sparams(sx__resp *rs, sx_metric cm, const json_t *sp, sparams 
                 return false;
             }
             p->ignore_growing = strcasecmp(p->val[i], "true") == 0;
+        } else if (strcmp(key, "exact") == 0) {
+            if (strcasecmp(p->val[i], "true") != 0 && strcasecmp(p->val[i], "false") != 0) {
+                sx__fail(rs, SX__MC_INVALID_PARAM,
+                         "invalid parameter: exact must be true or false, got %s", p->val[i]);
+                return false;
+            }
+            p->exact = strcasecmp(p->val[i], "true") == 0;
         } else if (strcmp(key, "radius") == 0) {
             if (!param_double(rs, key, p->val[i], &p->radius))
                 return false;
@@ -2255,7 +2262,9 @@ static char *merge_key(const sx__req *rq,
                    (long long)c->meta->collection_id, sx__metric_name(v->metric), k, offset);
     sb_add(&s, num);
     sb_add(&s, v->field); /* the searched vector field */
-    sb_add(&s, "\x1f");
+    /* the flags the batch runs with (merge.c runs a batch with its first request's) */
+    sb_add(&s, p->ignore_growing ? "\x1fg" : "\x1f-");
+    sb_add(&s, p->exact ? "e\x1f" : "-\x1f");
     for (size_t i = 0; i < p->n_eng; i++) {
         sb_add(&s, p->eng[i].key);
         sb_add(&s, "=");
@@ -2969,7 +2978,7 @@ static void search_sparse(sx__req *rq, sx__resp *rs, coll *c, int si, outplan *o
                           .drop_ratio_search = drop,
                           .drop_ratio_build = sm->drop_ratio_build,
                           .ignore_growing = sp.ignore_growing,
-                          .exhaustive = strcmp(sm->algo, "TAAT_NAIVE") == 0,
+                          .exhaustive = sp.exact || strcmp(sm->algo, "TAAT_NAIVE") == 0,
                           .scoring = sm->function[0] ? SX_SPARSE_BM25 : SX_SPARSE_IP,
                           .bm25_k1 = sm->bm25_k1,
                           .bm25_b = sm->bm25_b };
@@ -3111,6 +3120,7 @@ static void h_search(sx__req *rq, sx__resp *rs)
                           .n_params = sp.n_eng,
                           .metric = -1,
                           .ignore_growing = sp.ignore_growing,
+                          .exact = sp.exact,
                           .anns_field = vm->field };
     sx_status st;
     pk.topks = sx__calloc(nq, sizeof *pk.topks);
@@ -3423,7 +3433,7 @@ static bool run_sub(sx__req *rq,
                                .drop_ratio_search = drop,
                                .drop_ratio_build = sm->drop_ratio_build,
                                .ignore_growing = sp.ignore_growing,
-                               .exhaustive = strcmp(sm->algo, "TAAT_NAIVE") == 0,
+                               .exhaustive = sp.exact || strcmp(sm->algo, "TAAT_NAIVE") == 0,
                                .scoring = sm->function[0] ? SX_SPARSE_BM25 : SX_SPARSE_IP,
                                .bm25_k1 = sm->bm25_k1,
                                .bm25_b = sm->bm25_b };
@@ -3449,6 +3459,7 @@ static bool run_sub(sx__req *rq,
                           .n_params = sp.n_eng,
                           .metric = -1,
                           .ignore_growing = sp.ignore_growing,
+                          .exact = sp.exact,
                           .anns_field = vm->field };
     sx_status st = sx_search(c->h, &req, out);
     if (st != SX_OK) {

@@ -690,7 +690,8 @@ static pthread_once_t routes_once = PTHREAD_ONCE_INIT;
 static void routes_build(void)
 {
     const sx__route *tables[] = { sx__routes_collections, sx__routes_indexes, sx__routes_admin,
-                                  sx__routes_entities,    sx__routes_import,  sx__routes_rbac };
+                                  sx__routes_entities,    sx__routes_import,  sx__routes_rbac,
+                                  sx__routes_console };
     size_t n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         for (const sx__route *r = tables[t]; r && r->path; r++) {
@@ -1155,6 +1156,38 @@ static enum MHD_Result answer_health(sx_server *s,
     return ret;
 }
 
+/* GET /webui...: the console's files (webui.c), without credentials. */
+static enum MHD_Result answer_webui(
+    sx_server *s, struct MHD_Connection *c, req_ctx *ctx, const char *method, const char *url)
+{
+    sx__webui_answer a;
+    sx__webui_lookup(url, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match"), &a);
+    finish(s, ctx, method, url, "/webui", a.status, 0);
+    if (a.status == 404) {
+        static const char nf[] = "404 page not found";
+        return send_bytes(c, 404, "text/plain; charset=utf-8", nf, sizeof nf - 1);
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        a.status == 200 ? a.len : 0, a.status == 200 ? (void *)a.data : (void *)"",
+        MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    if (a.location)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, a.location);
+    if (a.ctype)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, a.ctype);
+    if (a.etag)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, a.etag);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "Content-Security-Policy", SX__WEBUI_CSP);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    enum MHD_Result ret = MHD_queue_response(c, a.status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result answer_route(sx_server *s,
                                     struct MHD_Connection *c,
                                     req_ctx *ctx,
@@ -1390,6 +1423,8 @@ static enum MHD_Result handle_request(sx_server *s,
     }
     bool is_get =
         strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    if (is_get && sx__webui_path(url))
+        return answer_webui(s, c, ctx, method, url);
     const char *hp = is_get ? health_path(url) : NULL;
     const sx__route *rt = NULL;
     if (hp) {

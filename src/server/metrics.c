@@ -70,6 +70,7 @@ struct sx__metrics {
     atomic_uint_fast64_t inserted; /* relaxed: independent counters */
     atomic_uint_fast64_t deleted;
     atomic_uint_fast64_t searched;
+    int64_t started_ns; /* sx_clock_ns at sx__metrics_new: the server's uptime; immutable */
 };
 
 sx_status sx__metrics_new(sx__metrics **out)
@@ -81,8 +82,14 @@ sx_status sx__metrics_new(sx__metrics **out)
     atomic_init(&m->inserted, 0);
     atomic_init(&m->deleted, 0);
     atomic_init(&m->searched, 0);
+    m->started_ns = sx_clock_ns();
     *out = m;
     return SX_OK;
+}
+
+double sx__metrics_uptime_s(const sx__metrics *m)
+{
+    return (double)(sx_clock_ns() - m->started_ns) / 1e9;
 }
 
 void sx__metrics_free(sx__metrics *m)

@@ -249,13 +249,31 @@ static const route_priv route_map[] = {
     { NULL, NULL, NULL },
 };
 
+/* Sextant's own routes (handlers_console.c): reads, under the privileges of the Milvus routes
+ * that show the same things. */
+static const route_priv console_map[] = {
+    { "server/describe", "Global", "ShowCollections" },
+    { "collections/segments", "Collection", "GetStatistics" },
+    { "bench/list", "Global", "ShowCollections" },
+    { "bench/get", "Global", "ShowCollections" },
+    { NULL, NULL, NULL },
+};
+
 bool sx__rbac_route_priv(const char *route, const char **object_type, const char **privilege)
 {
     static const char pre[] = "/v2/vectordb/";
-    if (!route || strncmp(route, pre, sizeof pre - 1) != 0)
+    static const char pre_sx[] = "/v2/sextant/";
+    const route_priv *map = route_map;
+    const char *tail = NULL;
+    if (route && strncmp(route, pre, sizeof pre - 1) == 0) {
+        tail = route + sizeof pre - 1;
+    } else if (route && strncmp(route, pre_sx, sizeof pre_sx - 1) == 0) {
+        tail = route + sizeof pre_sx - 1;
+        map = console_map;
+    } else {
         return false;
-    const char *tail = route + sizeof pre - 1;
-    for (const route_priv *m = route_map; m->route; m++)
+    }
+    for (const route_priv *m = map; m->route; m++)
         if (strcmp(m->route, tail) == 0) {
             *object_type = m->object;
             *privilege = m->priv;

@@ -19,6 +19,8 @@
  *   handlers_admin.c       /v2/vectordb/partitions/... and /v2/vectordb/databases/...
  *   handlers_entities.c    /v2/vectordb/entities/...
  *   merge.c                merging of concurrent small searches into one batch
+ *   handlers_console.c     /v2/sextant/...: what the web console needs beyond Milvus's routes
+ *   webui.c                GET /webui/...: the console's files, built into the binary
  *   grpc.c                 the port's front door (HTTP/2 preface -> gRPC, else libmicrohttpd) and
  *                          the gRPC transport: nghttp2 sessions on one loop thread, a worker pool
  *   grpc_milvus.c          the MilvusService RPCs: protobuf <-> the REST routes' JSON requests,
@@ -123,12 +125,35 @@ extern const sx__route sx__routes_admin[];
 extern const sx__route sx__routes_entities[];
 extern const sx__route sx__routes_import[];
 extern const sx__route sx__routes_rbac[]; /* users and roles (handlers_rbac.c) */
+/* /v2/sextant/...: the web console's routes (handlers_console.c, docs/internals/WEBUI.md) */
+extern const sx__route sx__routes_console[];
 
 /* Every route the server answers, in one NULL-terminated array (http.c). The health and metrics
  * routes (GET /livez, /readyz, /healthz, /metrics) are not in it; they are listed by
  * sx__open_paths. */
 const sx__route *sx__server_routes(size_t *n);
 extern const char *const sx__open_paths[]; /* NULL-terminated: routes that need no credentials */
+
+/* ------------------------------------------------------------------ webui.c */
+
+/* The console's security headers (http.c adds them to every /webui answer). */
+#define SX__WEBUI_CSP                                                              \
+ "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; " \
+ "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+
+typedef struct sx__webui_answer {
+    unsigned status;           /* 200, 301, 304 or 404 */
+    const char *ctype;         /* 200/304: the file's type */
+    const char *etag;          /* 200/304: quoted SHA-1 of the file */
+    const char *location;      /* 301 */
+    const unsigned char *data; /* 200: static bytes (never freed) */
+    size_t len;
+} sx__webui_answer;
+
+/* Whether url is /webui or under /webui/. */
+bool sx__webui_path(const char *url);
+/* What to answer a GET/HEAD of url (if_none_match: the request's header or NULL). */
+void sx__webui_lookup(const char *url, const char *if_none_match, sx__webui_answer *out);
 
 /* ------------------------------------------------------------------ json.c */
 
@@ -522,6 +547,8 @@ void sx__merger_stats(sx__merger *m, uint64_t *batches, uint64_t *merged_request
 
 SX_NODISCARD sx_status sx__metrics_new(sx__metrics **out);
 void sx__metrics_free(sx__metrics *m);
+/* Seconds since the server started (since sx__metrics_new). */
+double sx__metrics_uptime_s(const sx__metrics *m);
 /* Records one finished request (route path or "other", Milvus code, HTTP status, seconds). */
 void sx__metrics_request(sx__metrics *m, const char *route, int http_status, int code, double secs);
 /* Counts rows accepted by insert/upsert, deleted, and search query vectors. */
