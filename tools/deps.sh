@@ -4,9 +4,11 @@
 set -euo pipefail
 need=(cmake gcc g++ make binutils pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
       libmicrohttpd-dev libjansson-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev libcurl4-openssl-dev libssl-dev libexpat1-dev libargon2-dev prometheus curl
-      clang libclang-rt-14-dev clang-format clang-tidy libhdf5-dev chromium dataset-fashion-mnist)
+      clang libclang-rt-14-dev clang-format clang-tidy libhdf5-dev chromium firefox-esr dataset-fashion-mnist)
 # clang-format, clang-tidy: the lint stage (ctest lint_format, make lint; issue 12).
-# chromium: the real-browser check of the HTML report (ctest report_browser_e2e, headless).
+# chromium: the real-browser checks of the HTML report and the web console (ctest
+# report_browser_e2e, webui_browser_e2e, headless); firefox-esr: the console in the second engine
+# (webui_firefox_e2e, over WebDriver BiDi).
 # dataset-fashion-mnist: make demo's data, and the Fashion-MNIST recall gates of test_hnsw,
 # test_hnsw_sq and test_cagra (without it they end as skipped, not passed).
 # Node.js runs the Milvus Node SDK end-to-end test (tests/e2e/node); Debian's when there is none.
@@ -28,7 +30,8 @@ fi
 node_dir="$(dirname "$0")/../tests/e2e/node"
 if command -v npm >/dev/null 2>&1 &&
     { [ ! -d "$node_dir/node_modules/@zilliz/milvus2-sdk-node" ] ||
-      [ ! -f "$node_dir/node_modules/playwright-core/package.json" ]; }; then
+      [ ! -f "$node_dir/node_modules/playwright-core/package.json" ] ||
+      [ ! -f "$node_dir/node_modules/ws/package.json" ]; }; then
     echo "deps: npm ci in tests/e2e/node"
     (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
         echo "deps: npm ci failed (offline?): the Node SDK test will be skipped" >&2

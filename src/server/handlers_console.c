@@ -191,7 +191,7 @@ static void h_server_describe(sx__req *rq, sx__resp *rs)
     json_object_set_new(d, "dataDir", json_string(rq->opts->data_dir));
     json_object_set_new(d, "storage", json_string(storage_of(rq)));
     json_object_set_new(d, "health", json_string("ok"));
-    json_object_set_new(d, "user", rq->user ? json_string(rq->user) : json_null());
+    json_object_set_new(d, "user", rq->login ? json_string(rq->login) : json_null());
     json_object_set_new(d, "canWrite", json_boolean(can_write(rq, rq->db_name)));
     json_object_set_new(d, "readOnly", json_boolean(rq->read_only_user));
 

@@ -962,6 +962,14 @@ auth_credential(const sx_server *s, const char *credential, size_t clen, sx__pri
         ok_rw |= match & (unsigned)!s->creds[i].read_only;
     }
     memset(who, 0, sizeof *who);
+    if (ok) { /* the name of a "user:password" credential, for display (sx__req.login) */
+        const char *colon = memchr(credential, ':', clen);
+        size_t ul = colon ? (size_t)(colon - credential) : 0;
+        if (ul > 0 && ul < sizeof who->user) {
+            memcpy(who->user, credential, ul);
+            who->user[ul] = '\0';
+        }
+    }
     if (ok_rw)
         return AUTH_OK;
     if (ok) {
@@ -1267,6 +1275,7 @@ static enum MHD_Result answer_route(sx_server *s,
     rq.body = body;
     rq.read_only_user = who->kind == SX__WHO_RO;
     rq.user = who->kind == SX__WHO_USER ? who->user : NULL;
+    rq.login = who->user[0] ? who->user : NULL;
     rq.db_name = "default";
     const char *dbh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
     if (dbh && *dbh)
@@ -1902,6 +1911,7 @@ json_t *sx__server_call_who(sx_server *s,
     rq.body = (json_t *)body; /* handlers only read it */
     rq.read_only_user = read_only;
     rq.user = who->kind == SX__WHO_USER ? who->user : NULL;
+    rq.login = who->user[0] ? who->user : NULL;
     rq.db_name = db && *db ? db : "default";
     rq.int64_as_string = false;
     rq.timeout_s = s->opts.request_timeout_s ? (double)s->opts.request_timeout_s : 30.0;

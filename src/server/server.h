@@ -96,6 +96,9 @@ typedef struct sx__req {
     double timeout_s;     /* Request-Timeout header (default 30) */
     bool read_only_user;  /* authenticated with read-only credentials */
     const char *user;     /* an API user (rbac.c) the request comes from, else NULL */
+    /* the name the caller logged in with (an API user, or the user of a users-file or token
+     * "user:password" credential), for display only; NULL for a token or no credentials */
+    const char *login;
 } sx__req;
 
 /* The handler's answer. http.c sends `body` (owned here, freed by http.c) with `http_status`. */

@@ -41,7 +41,8 @@ static void serve_usage(FILE *out)
         "usage: sextant serve --data DIR [options]\n"
         "\n"
         "Serves the Milvus RESTful API v2 (/v2/vectordb/...) and Milvus's gRPC API\n"
-        "(milvus.proto.milvus.MilvusService over HTTP/2) on one port, on a data directory.\n"
+        "(milvus.proto.milvus.MilvusService over HTTP/2) on one port, on a data directory,\n"
+        "and a web console at /webui/ on the same port (a client of the same API).\n"
         "\n"
         "  --data DIR             database directory (created if missing)\n"
         "  --port N               TCP port (default 19530; 0 = any free port)\n"
@@ -233,6 +234,8 @@ int cli_serve(int argc, char **argv)
     if (st != SX_OK)
         return cli_sx_fail(cmd, "start", st);
     fprintf(stderr, "sextant: serving %s on http://%s:%u\n", data, bind ? bind : "127.0.0.1",
+            (unsigned)sx_server_port(srv));
+    fprintf(stderr, "sextant: web console on http://%s:%u/webui/\n", bind ? bind : "127.0.0.1",
             (unsigned)sx_server_port(srv));
     (void)fflush(stderr);
 
