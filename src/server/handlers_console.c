@@ -10,7 +10,7 @@
  *                          segments, memory, disk, load state and index build progress
  *   collections/segments   one collection's segments (rows, deletes, index state per vector
  *                          field, files with sizes, local or only in the store) and its indexes
- *   bench/list, bench/get  the *.json files of <data dir>/bench/ (sextant bench -o ...)
+ *   bench/list, bench/get  the *.json files of <data dir>/bench/ (sextant bench --json ...)
  *
  * Disk figures come from the file system at the time of the call (stat of each file; the data
  * directory's total by a walk that does not follow links), so they are a snapshot: a compaction
@@ -157,11 +157,17 @@ static uint64_t rss_bytes(void)
     FILE *f = fopen("/proc/self/statm", "r");
     if (!f)
         return 0;
-    unsigned long long size = 0, res = 0;
-    int got = fscanf(f, "%llu %llu", &size, &res);
+    char line[128];
+    bool got = fgets(line, sizeof line, f) != NULL;
     (void)fclose(f);
+    if (!got)
+        return 0;
+    char *end = NULL;
+    (void)strtoull(line, &end, 10); /* total pages, then resident pages */
+    errno = 0;
+    unsigned long long res = strtoull(end, &end, 10);
     long page = sysconf(_SC_PAGESIZE);
-    return got == 2 && page > 0 ? (uint64_t)res * (uint64_t)page : 0;
+    return errno == 0 && page > 0 ? (uint64_t)res * (uint64_t)page : 0;
 }
 
 /* Whether the caller may change data: read-only users-file entries may not; an API user when
@@ -212,10 +218,10 @@ static void h_server_describe(sx__req *rq, sx__resp *rs)
         json_object_set_new(disk, "dataBytes", json_integer((json_int_t)walk_bytes));
     struct statvfs vf;
     if (statvfs(rq->opts->data_dir, &vf) == 0) {
-        json_object_set_new(disk, "freeBytes",
-                            json_integer((json_int_t)((uint64_t)vf.f_bavail * vf.f_frsize)));
-        json_object_set_new(disk, "totalBytes",
-                            json_integer((json_int_t)((uint64_t)vf.f_blocks * vf.f_frsize)));
+        uint64_t frsize = vf.f_frsize, avail = vf.f_bavail, blocks = vf.f_blocks;
+        uint64_t free_b = avail * frsize, total_b = blocks * frsize;
+        json_object_set_new(disk, "freeBytes", json_integer((json_int_t)free_b));
+        json_object_set_new(disk, "totalBytes", json_integer((json_int_t)total_b));
     }
     json_object_set_new(d, "disk", disk);
 
