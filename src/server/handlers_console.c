@@ -36,21 +36,6 @@
 #define BENCH_DIR       "bench"
 #define BENCH_MAX_BYTES (16u << 20) /* a bench result over this is refused, not read */
 
-static const char *index_state_name(sx_index_state s)
-{
-    switch (s) {
-    case SX_INDEX_IN_PROGRESS:
-        return "InProgress";
-    case SX_INDEX_FINISHED:
-        return "Finished";
-    case SX_INDEX_FAILED:
-        return "Failed";
-    case SX_INDEX_NONE:
-        break;
-    }
-    return "IndexStateNone";
-}
-
 /* The build progress of every vector field's index of a collection (fields without one are
  * listed with state IndexStateNone, so a console can show what could be indexed). */
 static json_t *index_progress(sx_collection *h, const sx__coll_meta *m)
@@ -68,7 +53,7 @@ static json_t *index_progress(sx_collection *h, const sx__coll_meta *m)
         json_object_set_new(o, "indexType",
                             json_string(v->index_type[0] ? v->index_type : ii.type));
         json_object_set_new(o, "metricType", json_string(sx__metric_name(v->metric)));
-        json_object_set_new(o, "state", json_string(index_state_name(ii.state)));
+        json_object_set_new(o, "state", json_string(sx__index_state_name(ii.state)));
         json_object_set_new(o, "indexedRows", json_integer((json_int_t)ii.indexed_rows));
         json_object_set_new(o, "totalRows", json_integer((json_int_t)sealed));
         json_object_set_new(o, "pendingRows", json_integer((json_int_t)(sealed - ii.indexed_rows)));

@@ -73,21 +73,6 @@ static void h_create(sx__req *rq, sx__resp *rs)
     sx__req_coll_done(h, m);
 }
 
-static const char *state_name(sx_index_state s)
-{
-    switch (s) {
-    case SX_INDEX_NONE:
-        return "IndexStateNone";
-    case SX_INDEX_IN_PROGRESS:
-        return "InProgress";
-    case SX_INDEX_FINISHED:
-        return "Finished";
-    case SX_INDEX_FAILED:
-        return "Failed";
-    }
-    return "IndexStateNone";
-}
-
 /* Resolves collectionName + indexName (both required, IndexReq). */
 static bool req_index(sx__req *rq,
                       sx__resp *rs,
@@ -197,7 +182,7 @@ static void h_describe(sx__req *rq, sx__resp *rs)
         json_object_set_new(o, "indexedRows", json_integer((json_int_t)ii.indexed_rows));
         json_object_set_new(o, "pendingRows", json_integer((json_int_t)(sealed - ii.indexed_rows)));
         json_object_set_new(o, "growingRows", json_integer((json_int_t)ii.growing_rows));
-        json_object_set_new(o, "indexState", json_string(state_name(ii.state)));
+        json_object_set_new(o, "indexState", json_string(sx__index_state_name(ii.state)));
         json_object_set_new(o, "failReason", json_string(ii.fail_reason));
         /* the build params the engine uses ("M=16,efConstruction=200"), as an object (numbers
          * as numbers):

@@ -996,3 +996,18 @@ bool sx__field_set_default(sx__resp *rs, sx__field_meta *f, const json_t *v)
     sx__jansson_free(txt);
     return true;
 }
+
+const char *sx__index_state_name(sx_index_state s)
+{
+    switch (s) {
+    case SX_INDEX_IN_PROGRESS:
+        return "InProgress";
+    case SX_INDEX_FINISHED:
+        return "Finished";
+    case SX_INDEX_FAILED:
+        return "Failed";
+    case SX_INDEX_NONE:
+        break;
+    }
+    return "IndexStateNone";
+}

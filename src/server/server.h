@@ -446,6 +446,9 @@ SX_NODISCARD sx_status sx__cat_import_list(
 
 /* ------------------------------------------------------------------ request.c */
 
+/* Milvus's name of an index state: "IndexStateNone", "InProgress", "Finished", "Failed". */
+const char *sx__index_state_name(sx_index_state s);
+
 /* The request helpers the handler files share (no handlers_*.c calls into another one).
  * Resolves rq->body.collectionName (1802 with `struct_name` when missing) in rq->db_name: 800
  * when the database is missing, 100 when the collection is. On true, *meta is an owned copy
