@@ -311,6 +311,7 @@ typedef struct sx_segment_file {
     char name[64];  /* "seg-00000000000000000012.sxs" (a ".remote" stub's name without it) */
     uint64_t bytes; /* local size; for a file held only in the object store, its size there */
     bool remote;    /* the bytes are only in the object store (a local ".remote" stub) */
+    bool in_store;  /* the object store holds it (remote, or uploaded and kept locally too) */
 } sx_segment_file;
 
 #define SX_SEGMENT_MAX_FILES 16

@@ -622,7 +622,7 @@ sx_status sx_collection_describe(sx_collection *c, sx_collection_info *out)
 /* Files of segment id among the directory's sorted names (seg-<id>.<...>; a "<name>.remote" stub
  * is listed as <name>, remote, with the size the stub records). */
 static void
-segment_files(const sx_collection *c, char **names, size_t n_names, uint64_t id, sx_segment_desc *d)
+segment_files(sx_collection *c, char **names, size_t n_names, uint64_t id, sx_segment_desc *d)
 {
     char pre[48];
     int pl = snprintf(pre, sizeof pre, "seg-%020" PRIu64 ".", id);
@@ -649,6 +649,7 @@ segment_files(const sx_collection *c, char **names, size_t n_names, uint64_t id,
                 continue;
             }
             f->remote = true;
+            f->in_store = true;
         } else {
             if ((size_t)snprintf(f->name, sizeof f->name, "%s", nm) >= sizeof f->name)
                 continue;
@@ -657,6 +658,7 @@ segment_files(const sx_collection *c, char **names, size_t n_names, uint64_t id,
             if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
                 continue; /* removed since the listing (compaction) */
             f->bytes = (uint64_t)sb.st_size;
+            f->in_store = sx__store_holds(c, f->name, f->bytes);
         }
         d->n_files++;
     }

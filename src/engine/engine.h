@@ -469,6 +469,9 @@ void sx__store_drop_finish(sx_db *db, const char *name);
 /* cache.c: the local cache of store-backed files (cache_limit_bytes; STORAGE.md "Cache"). */
 SX_NODISCARD sx_status sx__cache_open(sx_db *db); /* the block cache, when store and limit */
 void sx__cache_close(sx_db *db);
+/* Whether the store holds file `name` of the collection with that size, as of the last listing
+ * or upload (false without a store, or before the first sync listed it). Takes store_mu. */
+bool sx__store_holds(sx_collection *c, const char *name, uint64_t size);
 /* <file_path>.remote: the file's bytes are only in the store under <collection>/<key>. */
 SX_NODISCARD sx_status sx__stub_write(const char *file_path,
                                       const char *key,

@@ -600,6 +600,26 @@ static void touch_locked(struct sx__cstore *cs, const char *name)
     cs->n_uses++;
 }
 
+bool sx__store_holds(sx_collection *c, const char *name, uint64_t size)
+{
+    if (!c->cs)
+        return false;
+    /* segment and delete files are stored under their names, index files under
+     * "<name>.<crc32c as 8 hex digits>" (local_objects) */
+    size_t nl = strlen(name);
+    bool held = false;
+    sx__mutex_lock(&c->store_mu);
+    for (size_t i = 0; c->cs->loaded && !held && i < c->cs->n_objs; i++) {
+        const robj *r = &c->cs->objs[i];
+        if (r->size != size || strncmp(r->key, name, nl) != 0)
+            continue;
+        held = r->key[nl] == '\0' || (r->key[nl] == '.' && strlen(r->key + nl + 1) == 8 &&
+                                      strspn(r->key + nl + 1, "0123456789abcdef") == 8);
+    }
+    sx__mutex_unlock(&c->store_mu);
+    return held;
+}
+
 void sx__store_touch(sx_collection *c, const char *name)
 {
     if (!c->cs)

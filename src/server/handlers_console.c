@@ -287,7 +287,9 @@ static void h_segments(sx__req *rq, sx__resp *rs)
             json_array_append_new(files,
                                   json_pack("{s:s,s:I,s:s}", "name", s->files[f].name, "bytes",
                                             (json_int_t)s->files[f].bytes, "location",
-                                            s->files[f].remote ? "store" : "local"));
+                                            s->files[f].remote     ? "store"
+                                            : s->files[f].in_store ? "local+store"
+                                                                   : "local"));
         json_object_set_new(o, "files", files);
         json_array_append_new(arr, o);
     }

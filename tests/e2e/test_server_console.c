@@ -19,6 +19,8 @@
  *                 nested names are 404; no credentials needed for them.
  *   read_only     with a users file: a :ro user's server/describe says canWrite false, the full
  *                 user's true; no credentials: 401 on the routes.
+ *   store         with an object store (file://): the segment and index files are listed as
+ *                 local+store once uploaded; server/describe names the store.
  */
 #include <math.h>
 #include <stdio.h>
@@ -396,6 +398,48 @@ static void test_read_only(void)
     ASSERT_EQ(get_with_headers("/metrics", NULL)->status, 401);
 }
 
+/* With an object store (the file:// one): files uploaded at the flush are listed as held by the
+ * store and kept locally; server/describe names the store. */
+static void test_store(void)
+{
+    ASSERT_OK(sx_server_stop(g_srv));
+    g_srv = NULL;
+    char data[1200], url[1300];
+    snprintf(data, sizeof data, "%s/stored", g_dir);
+    snprintf(url, sizeof url, "file://%s/bucket", g_dir);
+    sx_server_options o = { 0 };
+    o.db.storage_url = url;
+    g_srv = th_server_start(data, &o);
+    ASSERT(g_srv != NULL);
+    (void)th_post_ok("/v2/vectordb/collections/create",
+                     "{`collectionName`:`cc`,`dimension`:16,`metricType`:`L2`}");
+    insert_range(0, 400);
+    (void)th_post_ok("/v2/vectordb/collections/flush", "{`collectionName`:`cc`}");
+    json_t *d = th_post_ok("/v2/sextant/server/describe", "{}");
+    ASSERT(strcmp(json_string_value(json_object_get(d, "storage")), url) == 0);
+    /* the segment file at once; the index file once built and uploaded */
+    bool seg_held = false, idx_held = false;
+    for (int t = 0; t < 300 && !(seg_held && idx_held); t++) {
+        json_t *segs = json_object_get(segments(), "segments");
+        json_t *files = json_object_get(json_array_get(segs, 0), "files");
+        for (size_t i = 0; i < json_array_size(files); i++) {
+            json_t *f = json_array_get(files, i);
+            const char *nm = json_string_value(json_object_get(f, "name"));
+            bool held =
+                strcmp(json_string_value(json_object_get(f, "location")), "local+store") == 0;
+            if (strstr(nm, ".sxs"))
+                seg_held |= held;
+            if (strstr(nm, ".idx"))
+                idx_held |= held;
+        }
+        if (!(seg_held && idx_held))
+            usleep(100 * 1000);
+    }
+    if (!seg_held || !idx_held)
+        FAILF("files not listed as in the store: segment %d, index %d: %s", seg_held, idx_held,
+              th_last.text);
+}
+
 int main(void)
 {
     g_dir = test_tmpdir("srv_console");
@@ -407,6 +451,7 @@ int main(void)
     RUN(test_bench);
     RUN(test_webui);
     RUN(test_read_only);
+    RUN(test_store);
     if (g_srv && sx_server_stop(g_srv) != SX_OK) {
         fprintf(stderr, "FAIL sx_server_stop: %s\n", sx_errmsg());
         return 1;
