@@ -369,6 +369,44 @@ static void field_list(const sx__coll_meta *m, char *buf, size_t cap)
     }
 }
 
+/* Where the rewrite of a filter moved the user's text (check_filter_fields, make_filter), so that
+ * a parse error the engine reports on the rewritten text ("... at position N", naming the token
+ * it met) is told in the user's terms: the position in what they sent and their identifier, not
+ * the hidden column. One map per handler call, kept in a thread-local (a handler runs on one
+ * thread); entity routes run through fix_filter_error (the route table's wrappers below). */
+#define FMAP_MAX 32
+
+typedef struct fmap_ent {
+    size_t rpos, rlen;          /* the replacement in the rewritten text */
+    size_t opos, olen;          /* what it replaced in the user's text */
+    char name[SX_MAX_NAME + 1]; /* the user's identifier ("$meta" for $meta) */
+} fmap_ent;
+
+typedef struct fmap {
+    int filters;  /* filters made in this call (the map is used only when there is one) */
+    size_t shift; /* characters make_filter put before the rewritten text ("(") */
+    size_t len;   /* the user's filter (exprParams substituted), in bytes */
+    size_t n;
+    bool overflow; /* more rewrites than FMAP_MAX: positions are not translated */
+    fmap_ent e[FMAP_MAX];
+} fmap;
+
+static _Thread_local fmap tl_fmap;
+
+static void fmap_add(size_t rpos, size_t rlen, size_t opos, const char *name, size_t olen)
+{
+    fmap *m = &tl_fmap;
+    if (m->n == FMAP_MAX) {
+        m->overflow = true;
+        return;
+    }
+    fmap_ent *e = &m->e[m->n++];
+    *e = (fmap_ent){ .rpos = rpos, .rlen = rlen, .opos = opos, .olen = olen };
+    size_t cn = olen < SX_MAX_NAME ? olen : SX_MAX_NAME;
+    memcpy(e->name, name, cn);
+    e->name[cn] = '\0';
+}
+
 /* Checks the identifiers of a filter against the schema and rewrites the dynamic field for the
  * engine: `$meta` becomes the hidden column SX__META_FIELD, and a name that is not a field of a
  * collection with the dynamic field enabled becomes the key of its JSON object
@@ -410,6 +448,7 @@ static char *check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const cha
                 sb_free(&out);
                 return NULL;
             }
+            fmap_add(out.len, strlen(SX__META_FIELD), (size_t)(p - f), "$meta", 5);
             sb_add(&out, SX__META_FIELD);
             p += 5;
             continue;
@@ -446,6 +485,7 @@ static char *check_filter_fields(sx__resp *rs, const sx__coll_meta *m, const cha
             continue;
         }
         if (m->enable_dynamic && !is_hidden_name(name) && n <= SX_MAX_NAME) {
+            fmap_add(out.len, sizeof(SX__META_FIELD "[\"\"]") - 1 + n, (size_t)(s0 - f), s0, n);
             sb_add(&out, SX__META_FIELD "[\"");
             sb_addn(&out, s0, n); /* an identifier: nothing to escape */
             sb_add(&out, "\"]");
@@ -526,6 +566,11 @@ make_filter(const json_t *src, sx__resp *rs, const coll *c, const json_t *parts,
         sub = substitute(rs, uf, ep);
         if (!sub)
             return false;
+        tl_fmap.filters++;
+        tl_fmap.n = 0;
+        tl_fmap.overflow = false;
+        tl_fmap.shift = 0;
+        tl_fmap.len = strlen(sub);
         char *rw = check_filter_fields(rs, c->meta, sub);
         sx__free(sub);
         if (!rw)
@@ -558,6 +603,7 @@ make_filter(const json_t *src, sx__resp *rs, const coll *c, const json_t *parts,
     }
     sbuf f = { 0 };
     if (sub && have_parts) {
+        tl_fmap.shift = 1;
         sb_add(&f, "(");
         sb_add(&f, sub);
         sb_add(&f, ") and ");
@@ -3749,14 +3795,115 @@ out:
     coll_close(&c);
 }
 
+/* Replaces every `from` in *msg by `to` (a new string; the old one freed). */
+static void replace_all(char **msg, const char *from, const char *to)
+{
+    if (!strstr(*msg, from))
+        return;
+    sbuf b = { 0 };
+    const char *p = *msg;
+    size_t fl = strlen(from);
+    for (const char *q; (q = strstr(p, from)) != NULL; p = q + fl) {
+        sb_addn(&b, p, (size_t)(q - p));
+        sb_add(&b, to);
+    }
+    sb_add(&b, p);
+    char *r = sb_take(&b);
+    if (r) {
+        sx__free(*msg);
+        *msg = r;
+    }
+}
+
+/* A failed answer about the one filter this call rewrote: its position and the token it names
+ * told in the user's text (see fmap). */
+static void fix_filter_error(sx__resp *rs)
+{
+    const fmap *m = &tl_fmap;
+    json_t *msgv = rs->body ? json_object_get(rs->body, "message") : NULL;
+    if (m->filters != 1 || (m->n == 0 && m->shift == 0) || !json_is_string(msgv))
+        return;
+    char *msg = sx__strdup(json_string_value(msgv));
+    if (!msg)
+        return;
+    char *at = strstr(msg, " at position ");
+    const fmap_ent *in = NULL; /* the rewrite the position falls in */
+    if (at && !m->overflow) {
+        char *num = at + 13, *end = NULL;
+        unsigned long long rp = strtoull(num, &end, 10);
+        if (end != num && rp >= m->shift) {
+            size_t r = (size_t)rp - m->shift, o = r;
+            for (size_t i = 0; i < m->n; i++) {
+                const fmap_ent *e = &m->e[i];
+                if (r >= e->rpos + e->rlen) {
+                    o = o - e->rlen + e->olen;
+                } else {
+                    if (r >= e->rpos) {
+                        o = e->opos;
+                        in = e;
+                    }
+                    break;
+                }
+            }
+            char tail[64];
+            (void)snprintf(tail, sizeof tail, " at position %zu%s", o, end);
+            *at = '\0';
+            sbuf b = { 0 };
+            /* past the user's text: the parenthesis make_filter closed it with */
+            static const char close_paren[] = "unexpected ')'";
+            char *paren = o >= m->len ? strstr(msg, close_paren) : NULL;
+            if (paren) {
+                sb_addn(&b, msg, (size_t)(paren - msg));
+                sb_add(&b, "unexpected end of expression");
+                sb_add(&b, paren + sizeof close_paren - 1);
+            } else {
+                sb_add(&b, msg);
+            }
+            sb_add(&b, tail);
+            char *r2 = sb_take(&b);
+            if (r2) {
+                sx__free(msg);
+                msg = r2;
+            }
+        }
+    }
+    /* the token the parser names, then any other mention of the hidden column */
+    if (in) {
+        char q[SX_MAX_NAME + 3];
+        (void)snprintf(q, sizeof q, "'%s'", in->name);
+        replace_all(&msg, "'" SX__META_FIELD "'", q);
+    }
+    for (size_t i = 0; i < m->n; i++) {
+        char from[SX_MAX_NAME + 16];
+        (void)snprintf(from, sizeof from, SX__META_FIELD "[\"%s\"]", m->e[i].name);
+        replace_all(&msg, from, m->e[i].name);
+    }
+    replace_all(&msg, SX__META_FIELD, "$meta");
+    json_object_set_new(rs->body, "message", json_string(msg));
+    sx__free(msg);
+}
+
+/* The entity routes that take a filter, with fix_filter_error after them. */
+#define WITH_FILTER_FIX(fn)                     \
+ static void fn##_ff(sx__req *rq, sx__resp *rs) \
+ {                                              \
+  memset(&tl_fmap, 0, sizeof tl_fmap);          \
+  fn(rq, rs);                                   \
+  fix_filter_error(rs);                         \
+ }
+WITH_FILTER_FIX(h_delete)
+WITH_FILTER_FIX(h_query)
+WITH_FILTER_FIX(h_search)
+WITH_FILTER_FIX(h_hybrid_search)
+
 const sx__route sx__routes_entities[] = {
     { "/v2/vectordb/entities/insert", h_insert, true },
     { "/v2/vectordb/entities/upsert", h_upsert, true },
-    { "/v2/vectordb/entities/delete", h_delete, true },
-    { "/v2/vectordb/entities/query", h_query, false },
+    { "/v2/vectordb/entities/delete", h_delete_ff, true },
+    { "/v2/vectordb/entities/query", h_query_ff, false },
     { "/v2/vectordb/entities/get", h_get, false },
-    { "/v2/vectordb/entities/search", h_search, false },
-    { "/v2/vectordb/entities/hybrid_search", h_hybrid_search, false },
-    { "/v2/vectordb/entities/advanced_search", h_hybrid_search, false },
+    { "/v2/vectordb/entities/search", h_search_ff, false },
+    { "/v2/vectordb/entities/hybrid_search", h_hybrid_search_ff, false },
+    { "/v2/vectordb/entities/advanced_search", h_hybrid_search_ff, false },
     { NULL, NULL, false },
 };

@@ -11,6 +11,9 @@
  *   exact         searchParams.exact answers equal a brute force computed here (L2, 16 queries,
  *                 top 10, with and without a filter, over sealed and growing rows); a bad value
  *                 is refused (1100).
+ *   filters       parse errors of a filter the dynamic field rewrote (an unknown name becomes a
+ *                 key of the hidden column) name the user's position and token, never the hidden
+ *                 columns, with and without partitionNames (query, search, delete).
  *   bench         bench/list shows the *.json regular files of <data>/bench only (not a link,
  *                 not a bad name); bench/get returns the parsed file, refuses a path, a missing
  *                 file, a link and a file that is not JSON.
@@ -286,6 +289,49 @@ static void test_exact(void)
               1100, "exact must be true or false");
 }
 
+/* A filter on a collection with the dynamic field is rewritten before the engine parses it
+ * (`foo` -> the hidden column's key); a parse error must still name the user's position and
+ * token, which the console draws its caret under. */
+static void test_filter_positions(void)
+{
+    (void)th_post_ok("/v2/vectordb/collections/create",
+                     "{`collectionName`:`dyn`,`dimension`:4,`enableDynamicField`:true}");
+    (void)th_post_ok("/v2/vectordb/entities/insert",
+                     "{`collectionName`:`dyn`,`data`:[{`id`:1,`vector`:[1,2,3,4],`foo`:5}]}");
+    const char *none = "{`collectionName`:`dyn`,`limit`:3,";
+    char body[512];
+
+    const struct {
+        const char *filter, *parts, *want;
+    } cases[] = {
+        { "tags contains", "", "unexpected 'contains' at position 5" },
+        { "id > 0 and foo == ", "", "unexpected end of expression at position 18" },
+        { "foo bar", "", "unexpected 'bar' at position 4" },
+        { "$meta[\\`a\\`] ==", "", "unexpected end of expression at position 13" },
+        { "foo ==", ",`partitionNames`:[`_default`]",
+          "unexpected end of expression at position 6" },
+        { "foo == 5 and (id > ", ",`partitionNames`:[`_default`]",
+          "unexpected end of expression at position 19" },
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(body, sizeof body, "%s`filter`:`%s`%s}", none, cases[i].filter, cases[i].parts);
+        th_expect("/v2/vectordb/entities/query", body, 1100, cases[i].want);
+        const char *m = json_string_value(json_object_get(th_last.json, "message"));
+        if (strstr(m, "sx_meta_") || strstr(m, "sx_part_"))
+            FAILF("the message names a hidden column: %s", m);
+    }
+    th_expect("/v2/vectordb/entities/search",
+              "{`collectionName`:`dyn`,`data`:[[1,2,3,4]],`limit`:3,`filter`:`foo bar`}", 1100,
+              "unexpected 'bar' at position 4");
+    th_expect("/v2/vectordb/entities/delete", "{`collectionName`:`dyn`,`filter`:`x == 1 or`}", 1100,
+              "at position 9");
+    /* a valid rewritten filter still finds the row */
+    json_t *d = th_post_ok("/v2/vectordb/entities/query",
+                           "{`collectionName`:`dyn`,`filter`:`foo == 5`,`outputFields`:[`id`]}");
+    ASSERT_EQ(json_array_size(d), 1);
+}
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -448,6 +494,7 @@ int main(void)
         return 1;
     RUN(test_segments);
     RUN(test_exact);
+    RUN(test_filter_positions);
     RUN(test_bench);
     RUN(test_webui);
     RUN(test_read_only);
