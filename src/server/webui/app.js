@@ -10,13 +10,28 @@
  * server without credentials) is kept in sessionStorage only. A 1800 answer (bad credentials)
  * drops it and shows the log-in view. Pages are hash routes (#/overview, #/collection/DB/NAME,
  * #/data/DB/NAME, #/search/DB/NAME, #/metrics, #/map/DB/NAME, #/bench); each page owns a "view"
- * whose timers (the 1 s / 3 s polls) die when the route changes. Charts are SVG drawn here.
+ * whose timers (the 1 s / 3 s polls) die when the route changes, and whose answers are dropped
+ * once it is gone (v.alive after each await; act() drops a late error). Within a page, a request
+ * that can be asked again before its answer (a data page, a get, a map, a bench file, the
+ * collection poll against an action's refresh) carries a sequence number: only the latest one
+ * draws. A confirmation dialog still open when the route changes is cancelled. Charts are SVG
+ * drawn here.
  *
  * Escaping rule. Nothing from the server or the user is ever parsed as HTML: the DOM is built
  * with createElement / createElementNS and text goes in through textContent or text nodes (h()
  * and s() below); there is no innerHTML, no inline script and no style attribute in markup (the
  * page's CSP forbids them); run-time geometry and colours go through element.style (CSSOM) or
- * SVG presentation attributes set with setAttribute.
+ * SVG presentation attributes set with setAttribute, and only from constants and numbers, never
+ * from data. h() refuses an on* attribute that is not a function and an href/src that is not a
+ * hash route or a relative path; s() refuses on* and href.
+ *
+ * Int64. Answers that hold primary keys are asked with Accept-Type-Allow-Int64: false (Int64 as
+ * strings), so ids beyond 2^53 are shown and kept as their digits; an integer key typed by the
+ * user or taken from an answer goes back as the same digits, a bare JSON integer (Int64Text,
+ * jsonBody()), never through a Number.
+ *
+ * Busy buttons get aria-disabled (setBusy), not disabled, so a keyboard user's focus stays on
+ * them while their request runs.
  *
  * Write controls (load, release, drop, delete, create index) carry the class "write-action" and
  * are not created at all when server/describe says canWrite is false.
@@ -101,13 +116,25 @@
         else if (k === 'testid') e.setAttribute('data-testid', v);
         else if (k === 'value') value = v;
         else if (k === 'checked' || k === 'selected' || k === 'disabled' || k === 'hidden') e[k] = true;
-        else if (k.startsWith('on') && typeof v === 'function') e.addEventListener(k.slice(2), v);
-        else e.setAttribute(k, v === true ? '' : String(v));
+        else if (/^on/i.test(k)) {
+          /* a handler is a function, never text (an inline handler would be code from data) */
+          if (typeof v !== 'function') throw new TypeError(`h(): ${k} must be a function`);
+          e.addEventListener(k.slice(2), v);
+        } else if ((k === 'href' || k === 'src' || k === 'action' || k === 'formaction') && !safeUrl(v)) {
+          throw new TypeError(`h(): refused ${k} ${JSON.stringify(String(v).slice(0, 40))}`);
+        } else e.setAttribute(k, v === true ? '' : String(v));
       }
     }
     append(e, kids);
     if (value !== undefined) e.value = String(value);
     return e;
+  }
+
+  /* A URL h() may put in href/src: a hash route or a same-origin relative path, never a scheme
+   * (javascript:, data:, ...) and never another origin (//host). */
+  function safeUrl(v) {
+    const t = String(v);
+    return /^#/.test(t) || (/^[./A-Za-z0-9_-]/.test(t) && !/^[A-Za-z][A-Za-z0-9+.-]*:/.test(t) && !/^\/\//.test(t));
   }
 
   /* s('tag', {attr: value}, ...children): an SVG element. */
@@ -118,6 +145,7 @@
         if (v === undefined || v === null || v === false) continue;
         if (k === 'testid') e.setAttribute('data-testid', v);
         else if (k === 'text') e.textContent = String(v);
+        else if (/^on/i.test(k) || /(^|:)href$/i.test(k)) throw new TypeError(`s(): refused attribute ${k}`);
         else e.setAttribute(k, String(v));
       }
     }
@@ -270,6 +298,31 @@
     }
   }
 
+  /* An Int64 primary key sent back to the server as the exact digits it was typed or received
+   * with: JSON.stringify can only write a Number, which is rounded beyond 2^53. toJSON writes a
+   * marker string holding a per-page random nonce; jsonBody() replaces each marker by the bare
+   * digits (a JSON integer, which the server reads exactly). Text from the user cannot forge a
+   * marker: it would have to guess the nonce. */
+  const I64_NONCE = Array.from(crypto.getRandomValues(new Uint32Array(2)), (x) => x.toString(36)).join('');
+  const I64_MARK = new RegExp(`"\\\\u0001${I64_NONCE}:(-?\\d+)"`, 'g');
+  const I64_MIN = -(2n ** 63n), I64_MAX = 2n ** 63n - 1n;
+
+  class Int64Text {
+    constructor(text) {
+      const t = String(text).trim().replace(/^\+/, '');
+      if (!/^-?\d+$/.test(t)) throw new Error(`not an integer: ${t}`);
+      const b = BigInt(t);
+      if (b < I64_MIN || b > I64_MAX) throw new Error(`${t} is out of the Int64 range`);
+      this.text = b.toString(); /* canonical: no leading zeros, no "+", "-0" -> "0" */
+    }
+    toString() { return this.text; }
+    toJSON() { return `\u0001${I64_NONCE}:${this.text}`; }
+  }
+
+  function jsonBody(body) {
+    return JSON.stringify(body || {}).replace(I64_MARK, '$1');
+  }
+
   function authHeaders(token) {
     const t = token === undefined ? st.token : token;
     return t ? { Authorization: 'Bearer ' + t } : {};
@@ -284,7 +337,7 @@
     if (opt.int64Strings) headers['Accept-Type-Allow-Int64'] = 'false';
     let res;
     try {
-      res = await fetch(path, { method: 'POST', headers, body: JSON.stringify(body || {}),
+      res = await fetch(path, { method: 'POST', headers, body: jsonBody(body),
                                 cache: 'no-store', credentials: 'omit' });
     } catch (e) {
       throw new ApiError(`cannot reach the server (${path}): ${e && e.message ? e.message : e}`, -1, 0);
@@ -351,23 +404,45 @@
     delete b.dataset.tag;
   }
 
-  /* An event handler that reports what it throws instead of leaving it to the console. */
+  /* An event handler that reports what it throws instead of leaving it to the console (no
+   * unhandled rejection), in the page that made it: an error that comes back after the route
+   * changed is dropped, not shown on the next page. */
   function act(fn) {
+    const v = view;
     return (ev) => {
+      const report = (e) => {
+        if (v.alive) showError(e);
+      };
       try {
         const r = fn(ev); /* runs synchronously up to its first await: preventDefault works */
-        if (r && typeof r.catch === 'function') r.catch((e) => showError(e));
+        if (r && typeof r.catch === 'function') r.catch(report);
       } catch (e) {
-        showError(e);
+        report(e);
       }
     };
   }
+
+  /* A button that is busy: aria-disabled instead of disabled, so that a button the keyboard is
+   * on keeps the focus (a disabled one loses it to the body); handlers check isBusy(). */
+  function setBusy(btn, on) {
+    if (on) {
+      btn.setAttribute('aria-disabled', 'true');
+      btn.dataset.busy = '1';
+    } else {
+      btn.removeAttribute('aria-disabled');
+      delete btn.dataset.busy;
+    }
+  }
+
+  function isBusy(btn) { return btn.dataset.busy === '1'; }
 
   /* ------------------------------------------------------------------ views and routes */
 
   function newView() {
     view.alive = false;
     for (const t of view.timers) clearTimeout(t);
+    /* a confirmation left open by the old page (back button, log-out) must not act on it */
+    for (const d of document.querySelectorAll('dialog[open]')) d.close('cancel');
     view = { alive: true, timers: new Set() };
     return view;
   }
@@ -485,13 +560,21 @@
     const user = h('input', { type: 'text', testid: 'login-user', autocomplete: 'username',
                               spellcheck: 'false' });
     const pass = h('input', { type: 'password', testid: 'login-password', autocomplete: 'current-password' });
-    const err = h('div', { class: 'err', role: 'alert', testid: 'login-error', hidden: !message }, message || '');
+    const err = h('div', { class: 'err', role: 'alert', id: 'login-error', testid: 'login-error', hidden: !message },
+                  message || '');
+    for (const i of [token, user, pass]) i.setAttribute('aria-describedby', 'login-error');
     const submit = h('button', { type: 'submit', class: 'primary', testid: 'login-submit' }, 'Log in');
     const anon = h('button', { type: 'button', testid: 'login-anon' }, 'Continue without token');
 
+    function fail(text) {
+      err.textContent = text;
+      err.hidden = false;
+    }
+
     async function tryLogin(tok) {
-      submit.disabled = true;
-      anon.disabled = true;
+      if (isBusy(submit)) return; /* one try at a time (Enter pressed twice) */
+      setBusy(submit, true);
+      setBusy(anon, true);
       err.hidden = true;
       try {
         const d = await api('/v2/sextant/server/describe', {}, { token: tok, login: true });
@@ -502,11 +585,10 @@
         route(true);
       } catch (e) {
         if (!v.alive) return;
-        err.textContent = e instanceof ApiError && e.code === 1800
-          ? `Wrong credentials: ${e.message} (code 1800)` : errText(e);
-        err.hidden = false;
-        submit.disabled = false;
-        anon.disabled = false;
+        fail(e instanceof ApiError && e.code === 1800
+          ? `Wrong credentials: ${e.message} (code 1800)` : errText(e));
+        setBusy(submit, false);
+        setBusy(anon, false);
       }
     }
 
@@ -515,6 +597,12 @@
       onsubmit: (ev) => {
         ev.preventDefault();
         const t = token.value.trim();
+        if (!t && user.value.includes(':')) {
+          /* Bearer user:password splits at the first ':' */
+          fail('A user name cannot hold ":" (the token is user:password).');
+          user.focus();
+          return;
+        }
         tryLogin(t || (user.value ? `${user.value}:${pass.value}` : ''));
       },
     },
@@ -572,23 +660,24 @@
     return api('/v2/vectordb/collections/describe', { dbName: db, collectionName: name });
   }
 
-  /* A primary key typed by the user, as the schema's type wants it. */
+  /* A primary key typed by the user (or received from the server as text, with
+   * Accept-Type-Allow-Int64: false), as the schema's type wants it: an integer key goes back as
+   * its exact digits (Int64Text), never through a Number (rounded beyond 2^53). */
   function parsePk(text, info) {
     const t = String(text).trim();
     if (t === '') throw new Error('enter a primary key');
     if (/^Int(8|16|32|64)$/.test(info.pkType)) {
       if (!/^[-+]?\d+$/.test(t)) throw new Error(`${info.pk} is ${info.pkType}: enter an integer`);
-      const n = Number(t);
-      return Number.isSafeInteger(n) ? n : t.replace(/^\+/, '');
+      try {
+        return new Int64Text(t);
+      } catch (e) {
+        throw new Error(`${info.pk} is ${info.pkType}: ${e.message}`);
+      }
     }
     if (/^".*"$/.test(t)) {
       try { return String(JSON.parse(t)); } catch (_) { /* keep as typed */ }
     }
     return t;
-  }
-
-  function pkLiteral(v, info) {
-    return /^Int/.test(info.pkType) ? String(v) : JSON.stringify(String(v));
   }
 
   /* A message with the parser's "at position N" drawn as a caret under the filter. */
@@ -760,14 +849,14 @@
     let info = null, lastFull = 0, lastIndexes = [];
     let formOpen = null; /* the fields the create-index form offers: it is redrawn only when they change */
 
-    async function doAction(path, extra, what) {
+    async function doAction(path, extra) {
       try {
         await api(path, Object.assign({}, body, extra || {}));
-        clearError();
+        if (v.alive) clearError();
       } catch (e) {
-        showError(e);
+        if (v.alive) showError(e);
       }
-      if (v.alive) await refresh(true, what);
+      if (v.alive) await refresh(true);
     }
 
     function renderLoad(ls) {
@@ -792,9 +881,9 @@
         testid: 'drop', title: 'Drop the collection?', danger: true, confirmText: 'Drop',
         body: [h('p', null, 'This deletes ', h('code', null, name), ' and all its rows, for good.')],
       });
-      if (!ok) return;
+      if (!ok || !v.alive) return;
       await api('/v2/vectordb/collections/drop', body);
-      location.hash = '#/overview';
+      if (v.alive) location.hash = '#/overview';
     }
 
     function renderIndexes(indexes) {
@@ -882,6 +971,7 @@
             indexParams: [{ fieldName: fsel.value, indexName: `${fsel.value}_idx`, metricType: msel.value,
                             params: Object.assign({ index_type: tsel.value }, p) }],
           }));
+          if (!v.alive) return;
           clearError();
           await refresh(true);
         }),
@@ -940,8 +1030,12 @@
       swap(el, h('ul', null, items.map((x) => h('li', { class: 'mono' }, String(x)))));
     }
 
+    /* The 1 s poll and an action's refresh can overlap: only the latest one started draws, so an
+     * answer that was on its way before a Load cannot put "Not loaded" back after it. */
+    let refreshSeq = 0;
     async function refresh(full) {
-      const jobs = [api('/v2/sextant/collections/segments', body),
+      const my = ++refreshSeq;
+      const jobs = [api('/v2/sextant/collections/segments', body, { int64Strings: true }), /* segment ids */
                     api('/v2/vectordb/collections/get_load_state', body)];
       if (full) {
         jobs.push(api('/v2/vectordb/collections/describe', body, { raw: true }),
@@ -949,7 +1043,7 @@
                   api('/v2/vectordb/aliases/list', body));
       }
       const r = await Promise.allSettled(jobs);
-      if (!v.alive) return;
+      if (!v.alive || my !== refreshSeq) return;
       const failed = r.find((x) => x.status === 'rejected');
       if (failed) showError(failed.reason, 'poll');
       else clearError('poll');
@@ -1043,13 +1137,17 @@
       return table(cols.map((c) => c), body, { 'data-testid': testid });
     }
 
+    /* Next pressed twice, or Apply during a Next: only the latest load draws (a late answer
+     * for an older offset or filter would show rows that do not match the range and buttons). */
+    let loadSeq = 0;
     async function load() {
+      const my = ++loadSeq;
       const q = Object.assign({}, base, { filter, limit: PAGE_ROWS, offset, outputFields: ['*'] });
       const c = Object.assign({}, base, { filter, outputFields: ['count(*)'] });
       const [rr, cr] = await Promise.allSettled([
         api('/v2/vectordb/entities/query', q, { int64Strings: true }),
         api('/v2/vectordb/entities/query', c, { int64Strings: true })]);
-      if (!v.alive) return;
+      if (!v.alive || my !== loadSeq) return;
       clear(loadHint);
       if (rr.status === 'rejected') {
         const e = rr.reason;
@@ -1065,6 +1163,7 @@
               h('button', { type: 'button', class: 'write-action', testid: 'data-load',
                             onclick: act(async () => {
                               await api('/v2/vectordb/collections/load', base);
+                              if (!v.alive) return;
                               clearError();
                               await load();
                             }) }, 'Load it')));
@@ -1088,24 +1187,27 @@
     }
 
     /* get by id */
-    const idIn = h('input', { type: 'text', testid: 'get-id', spellcheck: 'false' });
-    const getOut = h('div', { testid: 'get-result' });
+    const idIn = h('input', { type: 'text', testid: 'get-id', spellcheck: 'false',
+                              inputmode: /^Int/.test(info.pkType) ? 'numeric' : null });
+    const getOut = h('div', { testid: 'get-result', 'aria-live': 'polite' });
+    let getSeq = 0;
     page.append(h('section', { class: 'panel' }, h('h2', null, 'Get by primary key'),
       h('form', {
         class: 'row',
         onsubmit: act(async (ev) => {
           ev.preventDefault();
+          const my = ++getSeq;
           clear(getOut);
           let id;
           try {
             id = parsePk(idIn.value, info);
           } catch (e) {
-            getOut.append(h('div', { class: 'err' }, e.message));
+            getOut.append(h('div', { class: 'err', role: 'alert' }, e.message));
             return;
           }
           const rows = await api('/v2/vectordb/entities/get', Object.assign({}, base, { id: [id], outputFields: ['*'] }),
                                  { int64Strings: true });
-          if (!v.alive) return;
+          if (!v.alive || my !== getSeq) return;
           clear(getOut);
           if (!rows || !rows.length) getOut.append(h('p', { class: 'muted' }, `No row with ${info.pk} = ${String(id)}.`));
           else getOut.append(rowsTable(rows, 'get-rows'));
@@ -1117,49 +1219,63 @@
     if (st.canWrite) {
       const delIn = h('input', { type: 'text', testid: 'delete-filter', spellcheck: 'false' });
       const delOut = h('div', { testid: 'delete-result', 'aria-live': 'polite' });
+      const delBtn = h('button', { type: 'submit', class: 'danger write-action', testid: 'delete-run' },
+                       'Delete matching rows…');
+      const plural = (x) => `${fmtInt(x)} row${num(x) === 1 ? '' : 's'}`;
+      /* count, confirm, delete: one at a time (a second Enter during the count would open a
+       * second dialog) */
+      const deleteFlow = async () => {
+        clear(delOut);
+        const f = delIn.value.trim();
+        if (!f) {
+          delOut.append(h('div', { class: 'err', role: 'alert' }, 'Enter a filter (e.g. id in [1, 2]).'));
+          return;
+        }
+        let n;
+        try {
+          const r = await api('/v2/vectordb/entities/query', Object.assign({}, base, { filter: f, outputFields: ['count(*)'] }),
+                              { int64Strings: true });
+          n = num(r && r[0] ? r[0]['count(*)'] : NaN);
+        } catch (e) {
+          if (!v.alive) return;
+          const box = h('div', { class: 'err filter-error', role: 'alert' });
+          filterErrorView(box, e, f);
+          delOut.append(box);
+          return;
+        }
+        if (!v.alive) return;
+        if (!(n > 0)) {
+          delOut.append(h('p', { class: 'notice' }, 'No row matches that filter: nothing to delete.'));
+          return;
+        }
+        const ok = await confirmDialog({
+          testid: 'delete', danger: true, confirmText: `Delete ${plural(n)}`,
+          title: 'Delete rows?',
+          body: [h('p', null, 'Delete ', h('strong', { testid: 'delete-count' }, fmtInt(n)),
+                   ` row${n === 1 ? '' : 's'} matching `, h('code', null, f), ' from ', h('code', null, name), '?')],
+        });
+        if (!ok || !v.alive) return;
+        const r = await api('/v2/vectordb/entities/delete', Object.assign({}, base, { filter: f }));
+        if (!v.alive) return;
+        const dn = r && r.deleteCount !== undefined ? r.deleteCount : n;
+        delOut.append(h('p', { class: 'notice' }, `Deleted ${plural(dn)}.`));
+        await load();
+      };
       page.append(h('section', { class: 'panel' }, h('h2', null, 'Delete rows'),
         h('p', { class: 'hint' }, 'The rows matching the filter are counted first; nothing is deleted before you confirm.'),
         h('form', {
           class: 'row',
           onsubmit: act(async (ev) => {
             ev.preventDefault();
-            clear(delOut);
-            const f = delIn.value.trim();
-            if (!f) {
-              delOut.append(h('div', { class: 'err' }, 'Enter a filter (e.g. id in [1, 2]).'));
-              return;
-            }
-            let n;
+            if (isBusy(delBtn)) return;
+            setBusy(delBtn, true);
             try {
-              const r = await api('/v2/vectordb/entities/query', Object.assign({}, base, { filter: f, outputFields: ['count(*)'] }),
-                                  { int64Strings: true });
-              n = num(r && r[0] ? r[0]['count(*)'] : NaN);
-            } catch (e) {
-              const box = h('div', { class: 'err filter-error' });
-              filterErrorView(box, e, f);
-              delOut.append(box);
-              return;
+              await deleteFlow();
+            } finally {
+              setBusy(delBtn, false);
             }
-            if (!v.alive) return;
-            if (!(n > 0)) {
-              delOut.append(h('p', { class: 'notice' }, 'No row matches that filter: nothing to delete.'));
-              return;
-            }
-            const ok = await confirmDialog({
-              testid: 'delete', danger: true, confirmText: `Delete ${fmtInt(n)} rows`,
-              title: 'Delete rows?',
-              body: [h('p', null, 'Delete ', h('strong', { testid: 'delete-count' }, fmtInt(n)),
-                       ` row${n === 1 ? '' : 's'} matching `, h('code', null, f), ' from ', h('code', null, name), '?')],
-            });
-            if (!ok || !v.alive) return;
-            const r = await api('/v2/vectordb/entities/delete', Object.assign({}, base, { filter: f }));
-            if (!v.alive) return;
-            const dn = r && r.deleteCount !== undefined ? r.deleteCount : n;
-            delOut.append(h('p', { class: 'notice' }, `Deleted ${fmtInt(dn)} rows.`));
-            await load();
           }),
-        }, field('Filter of the rows to delete', delIn, 'grow'),
-        h('button', { type: 'submit', class: 'danger write-action', testid: 'delete-run' }, 'Delete matching rows…')),
+        }, field('Filter of the rows to delete', delIn, 'grow'), delBtn),
         delOut));
     }
 
@@ -1202,7 +1318,8 @@
       info.vectors.map((f) => h('option', { value: f.name }, `${f.name} (${f.type}${Number.isNaN(f.dim) ? '' : `, dim ${f.dim}`})`)));
     const modeId = h('input', { type: 'radio', name: 'qmode', value: 'id', testid: 'search-mode-id', checked: true });
     const modeVec = h('input', { type: 'radio', name: 'qmode', value: 'vector', testid: 'search-mode-vector' });
-    const idIn = h('input', { type: 'text', testid: 'search-id', spellcheck: 'false' });
+    const idIn = h('input', { type: 'text', testid: 'search-id', spellcheck: 'false',
+                              inputmode: /^Int/.test(info.pkType) ? 'numeric' : null });
     const vecIn = h('textarea', { testid: 'search-vector', rows: '3', spellcheck: 'false', placeholder: '[0.1, 0.2, …]' });
     const topk = h('input', { type: 'number', testid: 'search-topk', min: '1', max: '16384', value: '10' });
     const filterIn = h('input', { type: 'text', testid: 'search-filter', spellcheck: 'false' });
@@ -1323,9 +1440,10 @@
     }
 
     async function runSearch() {
+      if (isBusy(runBtn)) return; /* Enter in a field while a search runs */
       filterErr.hidden = true;
       clearError();
-      runBtn.disabled = true;
+      setBusy(runBtn, true);
       try {
         const params = readParams();
         const k = readK();
@@ -1346,9 +1464,9 @@
           })));
         swap(results, table(cols, rows, { 'data-testid': 'search-results' }));
       } catch (e) {
-        handleError(e);
+        if (v.alive) handleError(e);
       } finally {
-        runBtn.disabled = false;
+        setBusy(runBtn, false);
       }
     }
 
@@ -1363,6 +1481,7 @@
       while (picked.size < n) picked.add(Math.floor(Math.random() * total));
       const out = [];
       for (const off of picked) {
+        if (!v.alive) return out; /* left the page: stop asking */
         const r = await api('/v2/vectordb/entities/query',
                             Object.assign({}, base, { filter: '', limit: 1, offset: Math.min(off, MAX_WINDOW - 1),
                                                       outputFields: [info.pk, f] }),
@@ -1374,14 +1493,15 @@
     }
 
     recallBtn.addEventListener('click', act(async () => {
+      if (isBusy(recallBtn)) return;
       filterErr.hidden = true;
       clearError();
-      recallBtn.disabled = true;
+      setBusy(recallBtn, true);
       swap(recallOut, h('p', { class: 'muted' }, 'Running…'));
       try {
         const params = readParams();
         const k = readK();
-        const n = Math.max(1, Math.floor(Number(nq.value)) || 10);
+        const n = Math.min(1000, Math.max(1, Math.floor(Number(nq.value)) || 10)); /* the field's max */
         const queries = n === 1 ? [await queryVector()] : await randomQueries(n);
         let sumRecall = 0, sumA = 0, sumE = 0;
         for (let i = 0; i < queries.length; i++) {
@@ -1404,10 +1524,11 @@
             ` over ${q} quer${q === 1 ? 'y' : 'ies'}`),
           h('p', { testid: 'recall-latency' }, `mean latency: as asked ${fmtMs(sumA / q)}, exact ${fmtMs(sumE / q)}`));
       } catch (e) {
+        if (!v.alive) return;
         swap(recallOut);
         handleError(e);
       } finally {
-        recallBtn.disabled = false;
+        setBusy(recallBtn, false);
       }
     }));
   }
@@ -1822,24 +1943,29 @@
     h('span', { class: 'hint' }, `a sample of up to ${MAP_ROWS} rows, projected on its two principal components`)),
     status, box, legend);
 
+    /* Draw, then a change of field or colour while the sample is on its way: the latest draw
+     * wins (an older answer would draw the other field's map under the new choice). */
+    let drawSeq = 0;
     async function draw() {
+      const my = ++drawSeq;
       const vf = info.byName.get(fieldSel.value);
       const cf = colorSel.value ? info.byName.get(colorSel.value) : null;
       clear(box);
       clear(legend);
       if (!vf || vf.type !== 'FloatVector') {
         status.textContent = `The map draws dense float vectors (FloatVector) only; ${vf ? `${vf.name} is ${vf.type}` : 'no field'}.`;
+        setBusy(drawBtn, false);
         return;
       }
       status.textContent = 'Sampling rows…';
-      drawBtn.disabled = true;
+      setBusy(drawBtn, true);
       try {
         const outputFields = [info.pk, vf.name];
         if (cf && cf.name !== info.pk) outputFields.push(cf.name);
         const t0 = performance.now();
         const rows = await api('/v2/vectordb/entities/query',
                                Object.assign({}, base, { filter: '', limit: MAP_ROWS, outputFields }), { int64Strings: true });
-        if (!v.alive) return;
+        if (!v.alive || my !== drawSeq) return;
         const good = (rows || []).filter((r) => Array.isArray(r[vf.name]) && r[vf.name].length > 0);
         if (good.length < 2) {
           status.textContent = `Only ${good.length} row${good.length === 1 ? '' : 's'} with a vector: nothing to project.`;
@@ -1854,10 +1980,11 @@
         status.textContent = `${good.length} rows sampled in ${fmtMs(t1 - t0)}; PCA in ${fmtMs(t2 - t1)}; ` +
           `the two components explain ${(100 * p.explained[0]).toFixed(1)}% and ${(100 * p.explained[1]).toFixed(1)}% of the variance.`;
       } catch (e) {
+        if (!v.alive || my !== drawSeq) return;
         status.textContent = '';
         showError(e);
       } finally {
-        drawBtn.disabled = false;
+        if (my === drawSeq) setBusy(drawBtn, false);
       }
     }
 
@@ -2113,7 +2240,7 @@
     clear(out);
     const { runs, engines } = benchEngines(json, fileLabel);
     if (!runs.length) {
-      out.append(h('div', { class: 'err' }, 'This file holds no benchmark run (a JSON object or an array of them).'));
+      out.append(h('div', { class: 'err', role: 'alert' }, 'This file holds no benchmark run (a JSON object or an array of them).'));
       return;
     }
     const r0 = runs[0];
@@ -2189,9 +2316,13 @@
     const listBox = h('div', { testid: 'bench-list' });
     const file = h('input', { type: 'file', accept: '.json,application/json', testid: 'bench-file' });
     const out = h('div', { testid: 'bench-view' });
+    /* a server file and a local file can be opened one after the other: the last one asked for
+     * is drawn, whichever answer comes back last */
+    let openSeq = 0;
+    const fail = (text) => clear(out).append(h('div', { class: 'err', role: 'alert' }, text));
     main.append(
       h('section', { class: 'panel' }, h('h2', null, 'Results on the server'),
-        h('p', { class: 'hint' }, 'Files written by sextant bench … -o DATA_DIR/bench/NAME.json.'), listBox),
+        h('p', { class: 'hint' }, 'Files written by sextant bench … --json DATA_DIR/bench/NAME.json.'), listBox),
       h('section', { class: 'panel' }, h('h2', null, 'Open a local result'),
         h('p', { class: 'hint' }, 'The file is read in this page; nothing is uploaded.'),
         field('sextant bench JSON file', file)),
@@ -2199,23 +2330,26 @@
     file.addEventListener('change', () => {
       const f = file.files && file.files[0];
       if (!f) return;
+      const my = ++openSeq;
       const rd = new FileReader();
       rd.onload = () => {
-        if (!v.alive) return;
+        if (!v.alive || my !== openSeq) return;
         let json;
         try {
           json = JSON.parse(String(rd.result));
         } catch (e) {
-          clear(out).append(h('div', { class: 'err' }, `${f.name}: not JSON: ${e.message}`));
+          fail(`${f.name}: not JSON: ${e.message}`);
           return;
         }
         try {
           renderBench(out, json, f.name.replace(/\.json$/i, ''));
         } catch (e) {
-          clear(out).append(h('div', { class: 'err' }, `${f.name}: ${e.message}`));
+          fail(`${f.name}: ${e.message}`);
         }
       };
-      rd.onerror = () => clear(out).append(h('div', { class: 'err' }, `${f.name}: cannot read the file`));
+      rd.onerror = () => {
+        if (v.alive && my === openSeq) fail(`${f.name}: cannot read the file`);
+      };
       rd.readAsText(f);
     });
     try {
@@ -2232,16 +2366,17 @@
         const when = Number.isNaN(mod) ? String(it.modified || '') : new Date(mod < 1e12 ? mod * 1000 : mod).toLocaleString();
         return h('tr', null, h('td', { class: 'mono' }, nm), h('td', { class: 'num' }, fmtBytes(it.bytes)), h('td', null, when),
           h('td', null, h('button', {
-            type: 'button', 'data-name': nm,
+            type: 'button', 'data-name': nm, 'aria-label': `Open ${nm}`,
             onclick: act(async () => {
+              const my = ++openSeq;
               const json = await api('/v2/sextant/bench/get', { name: nm });
-              if (v.alive) renderBench(out, json, nm.replace(/\.json$/i, ''));
+              if (v.alive && my === openSeq) renderBench(out, json, nm.replace(/\.json$/i, ''));
             }),
           }, 'Open')));
       });
-      listBox.append(table(['Name', { label: 'Size', num: true }, 'Modified', ''], rows, null));
+      listBox.append(table(['Name', { label: 'Size', num: true }, 'Modified', 'Action'], rows, null));
     } catch (e) {
-      if (v.alive) listBox.append(h('div', { class: 'err' }, errText(e)));
+      if (v.alive) listBox.append(h('div', { class: 'err', role: 'alert' }, errText(e)));
     }
   }
 
@@ -2273,5 +2408,5 @@
     route(false);
   }
 
-  start();
+  start().catch((e) => showError(e));
 })();

@@ -11,8 +11,10 @@
 # to $SX_SCREENSHOT_DIR (default: <build dir>/webui-screens, the build dir being $SX_BUILD_DIR or
 # the directory of the sextant binary). Exit 77 (skipped) when node (>= 20), the Node package
 # (node_modules, installed by `npm ci` in this directory; .ci/run does it) or the browser
-# (/usr/bin/chromium, /usr/bin/firefox-esr: tools/deps.sh installs them) is missing. The server's
-# data and log stay in $SX_TMPDIR/webui_*.XXXXXX when a check fails.
+# (/usr/bin/chromium, /usr/bin/firefox-esr: tools/deps.sh installs them) is missing. The test
+# gets the server's data directory in $SX_DATA_DIR (webui_browser.js puts a bench result in its
+# bench/, as `sextant bench --json DATA_DIR/bench/NAME.json` would). The server's data and log
+# stay in $SX_TMPDIR/webui_*.XXXXXX when a check fails.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 engine="${1:-chromium}"
@@ -54,6 +56,8 @@ cleanup() {
 trap cleanup EXIT
 
 start_sextant --users "$tmp/users" || exit 1
+# the server's data directory (start_sextant made it): the tests may put files the server reads there
+export SX_DATA_DIR="$tmp/data"
 
 cd "$here"
 if [ "$engine" = chromium ]; then

@@ -17,10 +17,17 @@
 //     for `n > ` and `tag = `, and deletes one row after the in-page confirmation naming 1 row;
 //   - the search playground finds k rows for a stored id, and "check recall" over 10 random
 //     stored rows gives recall@10 >= 0.9 (HNSW, ef 64, against the exact scan);
+//   - keyboard only, in a second browser (fresh context): Tab to the log-in fields, type, Enter;
+//     Tab/Enter through the overview's collection link and the Data and Search links; a search
+//     run with Space on its button (which keeps the focus and shows a focus outline);
 //   - the metrics page draws request-rate series and the three latency percentiles;
 //   - the vector map draws >= 100 points;
 //   - the bench page opens tests/e2e/data/bench/fmnist_demo.json from disk (setInputFiles) and
-//     draws one series per engine and thread count, as the HTML report does;
+//     draws one series per engine and thread count, as the HTML report does; the same file copied
+//     to $SX_DATA_DIR/bench/ (the server's data directory, from run_webui_browser.sh) is listed by
+//     POST /v2/sextant/bench/list and, opened from that list, draws as many series;
+//   - Int64 primary keys beyond 2^53 (2^53 + 1 next to 2^53) keep their digits: shown in the data
+//     browser, got by id, and searched by id;
 //   - at 400 px the overview and the data page do not scroll sideways;
 //   - after log-out, the read-only viewer sees no .write-action on the collection and data pages,
 //     and a delete sent from the page with its token is refused (HTTP 403, code 1401);
@@ -47,6 +54,7 @@ const FLAGS = [
 const BASE = process.env.SX_WEBUI_URL;
 const SHOTS = process.env.SX_SCREENSHOT_DIR || path.join(os.tmpdir(), 'webui-screens');
 const BENCH = path.resolve(__dirname, '../data/bench/fmnist_demo.json');
+const DATA_DIR = process.env.SX_DATA_DIR || '';
 const COLL = 'webui_demo';
 const ROWS = 3000;
 const DIM = 32;
@@ -440,6 +448,83 @@ async function main() {
       await shot('search.png');
     });
 
+    // ------------------------------------------------------------ keyboard only
+    // A second browser, so a fresh context (no sessionStorage, no focus history); only
+    // page.keyboard from the log-in view to a search.
+    await step('keyboard', async () => {
+      const browser = await chromium.launch({ executablePath: exe, headless: true, args: FLAGS, timeout: 120000 });
+      try {
+        const kctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+        const kp = await kctx.newPage();
+        kp.setDefaultTimeout(20000);
+        kp.on('console', (m) => {
+          if (m.type() === 'error') consoleErrors.push({ phase: 'keyboard', text: m.text() });
+        });
+        kp.on('pageerror', (e) => consoleErrors.push({ phase: 'keyboard', text: `pageerror: ${e && e.message}` }));
+        const focused = () => kp.evaluate(() => {
+          const a = document.activeElement;
+          return a ? (a.dataset.testid || a.id || a.tagName.toLowerCase()) : null;
+        });
+        // Tab (at most max times) until the focused element matches sel
+        const tabTo = async (sel, max = 60) => {
+          for (let i = 0; i <= max; i++) {
+            if (await kp.evaluate((q) => !!document.activeElement && document.activeElement.matches(q), sel)) return true;
+            await kp.keyboard.press('Tab');
+          }
+          return false;
+        };
+        await kp.goto(`${BASE}/webui/`);
+        await kp.waitForSelector(tid('login-form'));
+        check(await tabTo(tid('login-user')), 'keyboard: Tab reaches the user field', await focused());
+        await kp.keyboard.type('root');
+        check(await tabTo(tid('login-password')), 'keyboard: Tab reaches the password field', await focused());
+        await kp.keyboard.type('Milvus');
+        await kp.keyboard.press('Enter');
+        await kp.waitForSelector(tid('overview'));
+        const who = await kp.textContent(tid('who-user'));
+        check(/root/.test(who), 'keyboard: Enter in the password field logs root in', who);
+
+        check(await tabTo(tid(`coll-link-${COLL}`)), `keyboard: Tab reaches the ${COLL} link on the overview`,
+              await focused());
+        await kp.keyboard.press('Enter');
+        await kp.waitForSelector(tid('collection-page'));
+        check(kp.url().endsWith(`#/collection/default/${COLL}`), 'keyboard: Enter opens the collection page', kp.url());
+
+        check(await tabTo(tid('sub-data')), 'keyboard: Tab reaches the Data link', await focused());
+        await kp.keyboard.press('Enter');
+        await kp.waitForFunction(() => document.querySelectorAll('[data-testid="data-rows"] tbody tr').length === 20);
+        check(kp.url().endsWith(`#/data/default/${COLL}`), 'keyboard: Enter opens the Data page with its 20 rows', kp.url());
+
+        check(await tabTo(tid('sub-search')), 'keyboard: Tab reaches the Search link', await focused());
+        await kp.keyboard.press('Enter');
+        await kp.waitForSelector(tid('search-form'));
+        check(kp.url().endsWith(`#/search/default/${COLL}`), 'keyboard: Enter opens the Search page', kp.url());
+        // the page puts a stored row's id in the field; replace it by typing
+        await kp.waitForFunction(() => (document.querySelector('[data-testid="search-id"]') || {}).value);
+        check(await tabTo(tid('search-id')), 'keyboard: Tab reaches the row id field', await focused());
+        await kp.keyboard.press('ControlOrMeta+A');
+        await kp.keyboard.type('10');
+        check(await tabTo(tid('search-run')), 'keyboard: Tab reaches the Search button', await focused());
+        const ring = await kp.evaluate(() => {
+          const cs = getComputedStyle(document.activeElement);
+          return { outlineStyle: cs.outlineStyle, outlineWidth: cs.outlineWidth, outlineColor: cs.outlineColor,
+                   boxShadow: cs.boxShadow };
+        });
+        const outline = ring.outlineStyle !== 'none' && parseFloat(ring.outlineWidth) > 0;
+        check(outline || ring.boxShadow !== 'none', 'keyboard: the focused button shows a focus indicator', ring);
+        await kp.keyboard.press('Space');
+        await kp.waitForFunction(() => document.querySelectorAll('[data-testid="search-results"] tbody tr').length > 0);
+        const ids = await kp.$$eval(`${tid('search-results')} tbody tr`, (t) => t.map((r) => r.dataset.id));
+        check(ids.length === 10 && ids[0] === '10', 'keyboard: Space on Search runs the search (10 hits, row 10 first)', ids);
+        check((await focused()) === 'search-run', 'keyboard: the Search button keeps the focus after the search',
+              await focused());
+        check((await kp.evaluate(() => window.__xss)) === undefined, 'keyboard: window.__xss is undefined');
+        await kctx.close();
+      } finally {
+        await browser.close();
+      }
+    });
+
     // ------------------------------------------------------------ metrics
     await step('metrics', async () => {
       await page.goto(`${BASE}/webui/#/metrics`);
@@ -480,7 +565,23 @@ async function main() {
     // ------------------------------------------------------------ bench
     await step('bench', async () => {
       const want = expectedBenchSeries(JSON.parse(fs.readFileSync(BENCH, 'utf8')));
+      const name = path.basename(BENCH);
+      // the server's copy: DATA_DIR/bench/NAME.json, where `sextant bench --json` writes
+      if (check(!!DATA_DIR, 'SX_DATA_DIR names the server\'s data directory (run_webui_browser.sh)')) {
+        fs.mkdirSync(path.join(DATA_DIR, 'bench'), { recursive: true });
+        fs.copyFileSync(BENCH, path.join(DATA_DIR, 'bench', name));
+      }
+      const listed = page.waitForResponse((r) => r.url().endsWith('/v2/sextant/bench/list') &&
+                                                 r.request().method() === 'POST');
       await page.goto(`${BASE}/webui/#/bench`);
+      const lr = await (await listed).json();
+      const names = lr && lr.code === 0 && Array.isArray(lr.data) ? lr.data.map((x) => x.name) : lr;
+      check(Array.isArray(names) && names.includes(name), `POST /v2/sextant/bench/list (from the page) lists ${name}`, names);
+      const open = `${tid('bench-list')} button[data-name="${name}"]`;
+      await page.waitForSelector(open);
+      check(true, `the server list on the page offers ${name}`);
+
+      // the local file, read in the page
       await page.setInputFiles(tid('bench-file'), BENCH);
       await page.waitForSelector(`${tid('bench-chart')} path.series`);
       const series = await page.$$eval(`${tid('bench-chart')} path.series`, (p) => p.map((x) => x.dataset.series));
@@ -490,6 +591,69 @@ async function main() {
       const sum = await page.$$eval(`${tid('bench-summary')} tbody tr`, (t) => t.length);
       check(sum === 3, 'the summary has a row per engine (sextant, hnswlib, faiss)', sum);
       await shot('bench.png');
+
+      // the same file from the server list: the chart is drawn again (a new svg) with as many series
+      await page.$eval(tid('bench-chart'), (e) => { e.dataset.stale = '1'; });
+      const got = page.waitForResponse((r) => r.url().endsWith('/v2/sextant/bench/get'));
+      await page.click(open);
+      check((await got).status() === 200, 'Open asks the server for the file (POST /v2/sextant/bench/get)');
+      await page.waitForSelector(`${tid('bench-chart')}:not([data-stale]) path.series`);
+      const fromServer = await page.$$eval(`${tid('bench-chart')} path.series`, (p) => p.map((x) => x.dataset.series));
+      check(fromServer.length === series.length && fromServer.length === want,
+            `opened from the server list, the chart draws the same ${series.length} series as the local file`,
+            { server: fromServer, local: series });
+      const st = await page.textContent(tid('bench-title'));
+      check(/Fashion-MNIST/.test(st), 'opened from the server list, the title names the data set', st);
+    });
+
+    // ------------------------------------------------------------ Int64 keys beyond 2^53
+    // 2^53 + 1 is not a double: a page that reads or sends it through a Number gets 2^53, the
+    // other row. Made through the API with the digits in the request text.
+    await step('int64-ids', async () => {
+      const coll = 'webui_bigids';
+      const IDS = ['9007199254740993', '9007199254740992', '9223372036854775807'];
+      await rest('/v2/vectordb/collections/drop', { collectionName: coll });
+      await must('/v2/vectordb/collections/create', {
+        collectionName: coll,
+        schema: { fields: [
+          { fieldName: 'id', dataType: 'Int64', isPrimary: true },
+          { fieldName: 'vec', dataType: 'FloatVector', elementTypeParams: { dim: 4 } },
+        ] },
+        indexParams: [{ fieldName: 'vec', indexName: 'vec', metricType: 'L2', params: { index_type: 'FLAT' } }],
+      });
+      const rows = IDS.map((id, i) => `{"id":${id},"vec":${JSON.stringify([i, i * 2, 1 - i, 0.5])}}`).join(',');
+      const ins = await fetch(`${BASE}/v2/vectordb/entities/insert`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: 'Bearer root:Milvus' },
+        body: `{"collectionName":"${coll}","data":[${rows}]}`,
+      }).then((r) => r.json());
+      if (ins.code !== 0) throw new Error(`insert: ${JSON.stringify(ins)}`);
+      await must('/v2/vectordb/collections/load', { collectionName: coll });
+
+      await page.goto(`${BASE}/webui/#/data/default/${coll}`);
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid="data-rows"] tbody tr').length === 3);
+      const shown = await page.$$eval(`${tid('data-rows')} tbody tr`, (t) => t.map((r) => r.dataset.id).sort());
+      check(JSON.stringify(shown) === JSON.stringify(IDS.slice().sort()), 'the data browser shows Int64 ids exactly', shown);
+      await page.fill(tid('get-id'), IDS[0]);
+      await page.click(tid('get-run'));
+      await page.waitForSelector(`${tid('get-result')} tbody tr`);
+      const got = await page.$$eval(`${tid('get-result')} tbody tr`, (t) => t.map((r) => r.dataset.id));
+      check(got.length === 1 && got[0] === IDS[0], `get by id ${IDS[0]} gives that row, not 2^53`, got);
+
+      await page.goto(`${BASE}/webui/#/search/default/${coll}`);
+      await page.waitForFunction(() => (document.querySelector('[data-testid="search-id"]') || {}).value);
+      for (const id of [IDS[0], IDS[2]]) {
+        await page.fill(tid('search-id'), id);
+        await page.fill(tid('search-topk'), '3');
+        await page.click(tid('search-run'));
+        await page.waitForFunction((want) => {
+          const tr = document.querySelector('[data-testid="search-results"] tbody tr');
+          return tr && tr.dataset.id === want;
+        }, id, { timeout: 10000 }).catch(() => {});
+        const hits = await page.$$eval(`${tid('search-results')} tbody tr`, (t) => t.map((r) => r.dataset.id));
+        check(hits[0] === id, `a search by the stored id ${id} finds that row first`, hits);
+      }
+      await must('/v2/vectordb/collections/drop', { collectionName: coll });
     });
 
     // ------------------------------------------------------------ narrow window
