@@ -43,27 +43,11 @@ static sx_server *g_srv;
 static float g_v[N1 + N2][DIM];
 static bool g_deleted[N1 + N2];
 
-/* GET with the response headers in th_last.text (CURLOPT_HEADER), extra request headers. */
+/* GET with the response headers in th_last.text, one extra request header (or NULL). */
 static th_resp *get_with_headers(const char *path, const char *hdr)
 {
-    th_reset();
-    CURL *c = curl_easy_init();
-    ASSERT(c != NULL);
-    char url[512];
-    snprintf(url, sizeof url, "%s%s", th_base, path);
-    struct curl_slist *hl = hdr ? curl_slist_append(NULL, hdr) : NULL;
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HEADER, 1L);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, th_write_cb);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &th_last);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &th_last.status);
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(c);
-    return &th_last;
+    const char *hs[2] = { hdr, NULL };
+    return th_send("GET", path, NULL, 0, hs, true);
 }
 
 static const char *header_of(const char *text, const char *name, char *out, size_t cap)

@@ -4,6 +4,7 @@
  *   th_server_start(dir, &opts)  starts sx_server on an ephemeral loopback port (quiet)
  *   th_post(path, body, auth)    POSTs to the last started server; returns status + parsed body
  *   th_request(method, ...)      any method, extra headers, raw response text
+ *   th_send(..., with_headers)   th_request, the response's headers before its body in text
  *   th_postf(path, fmt, ...)     POSTs a printf-formatted body where ` stands for "; fails the
  *                                test unless the answer is HTTP 200 JSON; returns the parsed body
  *   th_post_ok(path, body)       the same (body as is, ` for "), and code 0: returns "data"
@@ -53,12 +54,14 @@ static inline void th_reset(void)
 }
 
 /* Sends one request. method: "GET", "POST", ...; body may be NULL; headers: NULL-terminated
- * array of "Name: value" lines (NULL for none). Returns &th_last; status 0 = transport error. */
-static inline th_resp *th_request(const char *method,
-                                  const char *path,
-                                  const char *body,
-                                  size_t body_len,
-                                  const char *const *headers)
+ * array of "Name: value" lines (NULL for none); with_headers: the response's headers lead
+ * th_last.text (then it is not parsed as JSON). Returns &th_last; status 0 = transport error. */
+static inline th_resp *th_send(const char *method,
+                               const char *path,
+                               const char *body,
+                               size_t body_len,
+                               const char *const *headers,
+                               bool with_headers)
 {
     th_reset();
     CURL *c = curl_easy_init();
@@ -81,13 +84,24 @@ static inline th_resp *th_request(const char *method,
     }
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, th_write_cb);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &th_last);
+    if (with_headers)
+        curl_easy_setopt(c, CURLOPT_HEADER, 1L);
     if (curl_easy_perform(c) == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &th_last.status);
     curl_slist_free_all(hl);
     curl_easy_cleanup(c);
-    if (th_last.text)
+    if (th_last.text && !with_headers)
         th_last.json = json_loads(th_last.text, 0, NULL);
     return &th_last;
+}
+
+static inline th_resp *th_request(const char *method,
+                                  const char *path,
+                                  const char *body,
+                                  size_t body_len,
+                                  const char *const *headers)
+{
+    return th_send(method, path, body, body_len, headers, false);
 }
 
 /* POST with a JSON body (string). auth: NULL for none, else the Authorization value. */

@@ -1293,18 +1293,26 @@
     return {};
   }
 
-  async function pageSearch(v, main, db, name) {
-    main.append(pageHead('Search', db, name, 'search'));
-    const page = h('div', { testid: 'search-page' });
+  /* The start of a page about a collection's vectors (search, map): its heading and box, the
+   * schema; null (with a notice) when the view is gone or the collection has no vector field. */
+  async function vectorPage(v, main, db, name, title, key, testid) {
+    main.append(pageHead(title, db, name, key));
+    const page = h('div', { testid });
     main.append(page);
-    const base = { dbName: db, collectionName: name };
     const desc = await describe(db, name);
-    if (!v.alive) return;
+    if (!v.alive) return null;
     const info = schemaInfo(desc);
     if (!info.vectors.length) {
       page.append(h('p', { class: 'notice' }, 'This collection has no vector field.'));
-      return;
+      return null;
     }
+    return { page, base: { dbName: db, collectionName: name }, info };
+  }
+
+  async function pageSearch(v, main, db, name) {
+    const start = await vectorPage(v, main, db, name, 'Search', 'search', 'search-page');
+    if (!start) return;
+    const { page, base, info } = start;
     let indexTypes = new Map();
     try {
       const sg = await api('/v2/sextant/collections/segments', base);
@@ -1912,17 +1920,9 @@
   }
 
   async function pageMap(v, main, db, name) {
-    main.append(pageHead('Vector map', db, name, 'map'));
-    const page = h('div', { testid: 'map-page' });
-    main.append(page);
-    const base = { dbName: db, collectionName: name };
-    const desc = await describe(db, name);
-    if (!v.alive) return;
-    const info = schemaInfo(desc);
-    if (!info.vectors.length) {
-      page.append(h('p', { class: 'notice' }, 'This collection has no vector field.'));
-      return;
-    }
+    const start = await vectorPage(v, main, db, name, 'Vector map', 'map', 'map-page');
+    if (!start) return;
+    const { page, base, info } = start;
     const fieldSel = h('select', { testid: 'map-field' },
       info.vectors.map((f) => h('option', { value: f.name }, `${f.name} (${f.type})`)));
     const colorSel = h('select', { testid: 'map-color' }, h('option', { value: '' }, '(none)'),

@@ -17,30 +17,13 @@
 //     as the ratio at recall 0.95.
 // A screenshot goes next to the report (report.png) for a human to look at.
 'use strict';
+const { CHROMIUM_FLAGS, check, failures } = require('./checks');
 const path = require('path');
 const fs = require('fs');
 const os = require('os');
 const { chromium } = require('playwright-core');
 
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-];
-
-let failures = 0;
-function check(ok, what, detail) {
-  if (ok) {
-    console.log(`ok   ${what}`);
-  } else {
-    failures++;
-    console.log(`FAIL ${what}${detail === undefined ? '' : ': ' + JSON.stringify(detail)}`);
-  }
-}
+const FLAGS = CHROMIUM_FLAGS;
 
 async function main() {
   const report = process.argv[2];
@@ -174,8 +157,8 @@ async function main() {
     await ctx.close();
     fs.rmSync(profile, { recursive: true, force: true });
   }
-  console.log(failures ? `${failures} check(s) failed` : 'all checks passed');
-  process.exit(failures ? 1 : 0);
+  console.log(failures() ? `${failures()} check(s) failed` : 'all checks passed');
+  process.exit(failures() ? 1 : 0);
 }
 
 main().catch((e) => {

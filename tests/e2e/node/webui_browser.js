@@ -36,20 +36,13 @@
 // Screenshots go to $SX_SCREENSHOT_DIR: overview, collection, data, search, metrics, map, bench,
 // narrow (.png).
 'use strict';
+const { CHROMIUM_FLAGS, check, failures } = require('./checks');
 const path = require('path');
 const fs = require('fs');
 const os = require('os');
 const { chromium } = require('playwright-core');
 
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-];
+const FLAGS = CHROMIUM_FLAGS;
 
 const BASE = process.env.SX_WEBUI_URL;
 const SHOTS = process.env.SX_SCREENSHOT_DIR || path.join(os.tmpdir(), 'webui-screens');
@@ -63,17 +56,6 @@ const HOSTILE = [
   '"><script>window.__xss=2</script>',
   "'><svg onload=window.__xss=3>",
 ];
-
-let failures = 0;
-function check(ok, what, detail) {
-  if (ok) {
-    console.log(`ok   ${what}`);
-  } else {
-    failures++;
-    console.log(`FAIL ${what}${detail === undefined ? '' : ': ' + JSON.stringify(detail)}`);
-  }
-  return ok;
-}
 
 async function rest(route, body, token = 'root:Milvus') {
   const r = await fetch(BASE + route, {
@@ -712,8 +694,8 @@ async function main() {
     fs.rmSync(profile, { recursive: true, force: true });
   }
   console.log(`screenshots in ${SHOTS}`);
-  console.log(failures ? `${failures} check(s) failed` : 'all checks passed');
-  process.exit(failures ? 1 : 0);
+  console.log(failures() ? `${failures()} check(s) failed` : 'all checks passed');
+  process.exit(failures() ? 1 : 0);
 }
 
 main().catch((e) => {

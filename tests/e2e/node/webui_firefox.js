@@ -15,6 +15,7 @@
 //
 //   SX_URL=http://127.0.0.1:PORT SX_USER=root SX_PASS=... node webui_firefox.js
 'use strict';
+const { check, failures } = require('./checks');
 const { spawn } = require('child_process');
 const fs = require('fs');
 const os = require('os');
@@ -28,16 +29,6 @@ const firefox = process.env.SX_FIREFOX || '/usr/bin/firefox-esr';
 const shots = process.env.SX_SCREENSHOT_DIR || '';
 const auth = { Authorization: `Bearer ${user}:${pass}`, 'Content-Type': 'application/json' };
 const HOSTILE = ['<img src=x onerror="window.__xss=1">', '"><script>window.__xss=2</script>'];
-
-let failures = 0;
-function check(ok, what, detail) {
-  if (ok) {
-    console.log(`ok   ${what}`);
-  } else {
-    failures++;
-    console.log(`FAIL ${what}${detail === undefined ? '' : ': ' + JSON.stringify(detail)}`);
-  }
-}
 
 async function api(route, body) {
   const r = await fetch(`${base}${route}`, { method: 'POST', headers: auth, body: JSON.stringify(body) });
@@ -246,8 +237,8 @@ async function main() {
   } finally {
     await b.close();
   }
-  console.log(failures ? `${failures} check(s) failed` : 'all checks passed');
-  process.exit(failures ? 1 : 0);
+  console.log(failures() ? `${failures()} check(s) failed` : 'all checks passed');
+  process.exit(failures() ? 1 : 0);
 }
 
 main().catch((e) => {
