@@ -21,7 +21,8 @@
  *                 types, the CSP and nosniff headers and an ETag that answers 304; unknown and
  *                 nested names are 404; no credentials needed for them.
  *   read_only     with a users file: a :ro user's server/describe says canWrite false, the full
- *                 user's true; no credentials: 401 on the routes.
+ *                 user's true; an API user's canWrite follows its roles (none: false, admin:
+ *                 true); no credentials: 401 on the routes.
  *   store         with an object store (file://): the segment and index files are listed as
  *                 local+store once uploaded; server/describe names the store.
  */
@@ -416,6 +417,21 @@ static void test_read_only(void)
     ASSERT_EQ(r->status, 403);
     ASSERT_EQ(th_code(), 1401);
     r = th_post("/v2/sextant/server/describe", "{}", "Bearer root:rootpw");
+    ASSERT_EQ(th_code(), 0);
+    ASSERT(json_is_true(json_object_get(json_object_get(r->json, "data"), "canWrite")));
+    /* an API user: what its roles grant decides (public: reads only; admin: everything) */
+    r = th_post("/v2/vectordb/users/create", "{\"userName\":\"alice\",\"password\":\"alicepw12\"}",
+                "Bearer root:rootpw");
+    ASSERT_EQ(th_code(), 0);
+    r = th_post("/v2/sextant/server/describe", "{}", "Bearer alice:alicepw12");
+    ASSERT_EQ(th_code(), 0);
+    d = json_object_get(r->json, "data");
+    ASSERT(json_is_false(json_object_get(d, "canWrite")));
+    ASSERT(strcmp(json_string_value(json_object_get(d, "user")), "alice") == 0);
+    r = th_post("/v2/vectordb/users/grant_role", "{\"userName\":\"alice\",\"roleName\":\"admin\"}",
+                "Bearer root:rootpw");
+    ASSERT_EQ(th_code(), 0);
+    r = th_post("/v2/sextant/server/describe", "{}", "Bearer alice:alicepw12");
     ASSERT_EQ(th_code(), 0);
     ASSERT(json_is_true(json_object_get(json_object_get(r->json, "data"), "canWrite")));
     r = th_post("/v2/sextant/server/describe", "{}", NULL);
