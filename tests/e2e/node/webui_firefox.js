@@ -8,7 +8,8 @@
 // console works in the second engine: log in (a wrong password is refused on screen, then the
 // right one), the overview lists the collection, the data browser pages rows whose hostile tag
 // values show as text (no element made from them, window.__xss stays undefined), a bad filter
-// gets its caret, the collection page shows the schema, the metrics page draws its latency
+// gets its caret, the collection page shows the schema, a search by a stored id answers with the
+// row first and the recall check over FLAT gives 1, the metrics page draws its latency
 // chart with 3 series, the overview at 400 px does not scroll sideways, and no error reached
 // the console (console.error or an uncaught exception). Screenshots: firefox-*.png in
 // $SX_SCREENSHOT_DIR.
@@ -217,6 +218,20 @@ async function main() {
     await b.send('browsingContext.navigate', { context: b.ctx, url: `${base}/webui/#/collection/default/ff_demo`, wait: 'complete' });
     const schema = await waitFor(b, `${T('schema')} && ${T('schema')}.textContent.includes('FloatVector') && ${T('schema')}.textContent`, 'the schema');
     check(schema.includes('tag') && schema.includes('VarChar'), 'the collection page shows the schema');
+
+    // search by a stored row, then the recall check: FLAT is exact, so recall@10 must be 1
+    await b.send('browsingContext.navigate', { context: b.ctx, url: `${base}/webui/#/search/default/ff_demo`, wait: 'complete' });
+    await waitFor(b, `!!${T('search-id')}`, 'the search form');
+    await ev(b, type('search-id', '7'));
+    await ev(b, click('search-run'));
+    const hits = await waitFor(b, `${T('search-results')} && [...${T('search-results')}.querySelectorAll('tbody tr')].map((r) => r.dataset.id)`,
+      'the search results');
+    check(hits.length === 10 && hits[0] === '7', 'a search by a stored id gives 10 hits, the row itself first', hits);
+    await ev(b, type('recall-queries', '5'));
+    await ev(b, click('recall-run'));
+    const recall = await waitFor(b, `${T('recall-value')} && ${T('recall-value')}.dataset.recall`, 'the recall value', 30000);
+    check(Number(recall) === 1, 'check recall over FLAT gives recall@10 = 1', recall);
+    await shot(b, 'firefox-search.png');
 
     await b.send('browsingContext.navigate', { context: b.ctx, url: `${base}/webui/#/metrics`, wait: 'complete' });
     const series = await waitFor(b, `${T('chart-latency')} &&
