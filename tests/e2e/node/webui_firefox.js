@@ -9,7 +9,8 @@
 // right one), the overview lists the collection, the data browser pages rows whose hostile tag
 // values show as text (no element made from them, window.__xss stays undefined), a bad filter
 // gets its caret, the collection page shows the schema, a search by a stored id answers with the
-// row first and the recall check over FLAT gives 1, the metrics page draws its latency
+// row first and the recall check over FLAT gives 1, a bench result opened from the disk draws
+// its 6 series, the metrics page draws its latency
 // chart with 3 series, the overview at 400 px does not scroll sideways, and no error reached
 // the console (console.error or an uncaught exception). Screenshots: firefox-*.png in
 // $SX_SCREENSHOT_DIR.
@@ -29,6 +30,7 @@ const pass = process.env.SX_PASS || '';
 const firefox = process.env.SX_FIREFOX || '/usr/bin/firefox-esr';
 const shots = process.env.SX_SCREENSHOT_DIR || '';
 const auth = { Authorization: `Bearer ${user}:${pass}`, 'Content-Type': 'application/json' };
+const BENCH = path.resolve(__dirname, '../data/bench/fmnist_demo.json');
 const HOSTILE = ['<img src=x onerror="window.__xss=1">', '"><script>window.__xss=2</script>'];
 
 async function api(route, body) {
@@ -232,6 +234,20 @@ async function main() {
     const recall = await waitFor(b, `${T('recall-value')} && ${T('recall-value')}.dataset.recall`, 'the recall value', 30000);
     check(Number(recall) === 1, 'check recall over FLAT gives recall@10 = 1', recall);
     await shot(b, 'firefox-search.png');
+
+    // a sextant bench result opened from the disk (input.setFiles): one series per engine
+    // and thread count, as the Chromium test counts them
+    await b.send('browsingContext.navigate', { context: b.ctx, url: `${base}/webui/#/bench`, wait: 'complete' });
+    await waitFor(b, `!!${T('bench-file')}`, 'the bench file input');
+    const node = await b.send('script.evaluate', {
+      expression: `document.querySelector('[data-testid="bench-file"]')`,
+      target: { context: b.ctx }, awaitPromise: false,
+    });
+    await b.send('input.setFiles', { context: b.ctx, element: { sharedId: node.result.sharedId }, files: [BENCH] });
+    const nser = await waitFor(b, `${T('bench-chart')} && ${T('bench-chart')}.querySelectorAll('path.series').length`,
+      'the bench chart', 30000);
+    check(nser === 6, 'a bench result from the disk draws 6 series (3 engines x 1 and 2 threads)', nser);
+    await shot(b, 'firefox-bench.png');
 
     await b.send('browsingContext.navigate', { context: b.ctx, url: `${base}/webui/#/metrics`, wait: 'complete' });
     const series = await waitFor(b, `${T('chart-latency')} &&
