@@ -80,6 +80,7 @@ static void serve_usage(FILE *out)
         "  --import-root DIR      bulk import reads local files under DIR only (default:\n"
         "                         any file the server can read)\n"
         "  --sync full|none       WAL durability (default full; none: tests only)\n"
+        "  --build-threads N      threads of an index build (default: every core)\n"
         "  --auto-merge N         merge small sealed segments in the background once N of\n"
         "                         them exist in a collection (default 3, as Milvus's\n"
         "                         compaction.min.segment; 0: only on compact)\n"
@@ -96,6 +97,7 @@ int cli_serve(int argc, char **argv)
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0, resp_mb = 0, req_timeout = 0;
     uint64_t per_ip = 0, header_s = 0, min_rate = 0, grace_s = 0, json_mb = 0, json_total_mb = 0;
     uint64_t auto_merge = 3;
+    uint64_t build_threads = 0;
     bool no_merge = false, quiet = false;
     sx_sync_mode sync = SX_SYNC_FULL;
     cli_storage sto = { 0 };
@@ -150,6 +152,7 @@ int cli_serve(int argc, char **argv)
             { "--max-json-mb", 1, 1u << 20, &json_mb },
             { "--max-json-total-mb", 1, 1u << 20, &json_total_mb },
             { "--auto-merge", 0, 1000000, &auto_merge },
+            { "--build-threads", 1, 1024, &build_threads },
         };
 
         bool matched = false;
@@ -214,6 +217,7 @@ int cli_serve(int argc, char **argv)
     o.request_timeout_s = (uint32_t)req_timeout;
     o.db.sync_mode = sync;
     o.db.auto_merge = auto_merge == 1 ? 2 : (uint32_t)auto_merge; /* a run needs two */
+    o.db.build_threads = (uint32_t)build_threads;
     cli_storage_apply(&sto, &o.db); /* argv strings: valid for the life of the server */
     o.quiet = quiet;
 
