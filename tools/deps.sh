@@ -4,11 +4,13 @@
 set -euo pipefail
 need=(cmake gcc g++ make binutils pkg-config libopenblas-dev zlib1g-dev libhnswlib-dev libfaiss-dev liburing-dev
       libmicrohttpd-dev libjansson-dev libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev libcurl4-openssl-dev libssl-dev libexpat1-dev libargon2-dev prometheus curl
-      clang libclang-rt-14-dev clang-format clang-tidy libhdf5-dev chromium firefox-esr dataset-fashion-mnist)
+      clang libclang-rt-14-dev clang-format clang-tidy libhdf5-dev chromium firefox-esr dataset-fashion-mnist etcd-server)
 # clang-format, clang-tidy: the lint stage (ctest lint_format, make lint; issue 12).
 # chromium: the real-browser checks of the HTML report and the web console (ctest
 # report_browser_e2e, webui_browser_e2e, headless); firefox-esr: the console in the second engine
 # (webui_firefox_e2e, over WebDriver BiDi).
+# etcd-server: cluster mode's metadata store (issue 17); the tests start their own members on
+# free ports (tests/harness/etcd.h), so the packaged service is stopped and disabled.
 # dataset-fashion-mnist: make demo's data, and the Fashion-MNIST recall gates of test_hnsw,
 # test_hnsw_sq and test_cagra (without it they end as skipped, not passed).
 # Node.js runs the Milvus Node SDK end-to-end test (tests/e2e/node); Debian's when there is none.
@@ -24,6 +26,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null 2>&1; then
+        $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
+    fi
 fi
 # The pinned Node packages (tests/e2e/node/package-lock.json: the Node SDK, s3rver,
 # playwright-core), once. Without network the Node tests are skipped (exit 77), never failed.

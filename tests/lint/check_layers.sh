@@ -5,7 +5,8 @@
 #   check_layers.sh includes SRC_DIR
 #       every #include "DIR/..." in SRC_DIR/LAYER/ names LAYER itself or a layer below it:
 #         util < platform < vector < gpu < index;  storage: util platform;
-#         engine: everything below;  server: util platform (the engine through <sextant.h>).
+#         engine: everything below;  server: util platform (the engine through <sextant.h>);
+#         cluster: util platform server (built into libsextant_server.a).
 #       A header included upwards would compile (one include root, src/) and, for a type or an
 #       inline function, link: so it is checked on the text.
 #   check_layers.sh handlers LIBSEXTANT_SERVER.a
@@ -26,13 +27,14 @@ allowed() {
     storage) echo "util platform storage" ;;
     engine) echo "util platform vector gpu index storage engine" ;;
     server) echo "util platform server" ;;
+    cluster) echo "util platform server cluster" ;;
     *) echo "" ;;
     esac
 }
 
 check_includes() {
     local src=$1 bad=0 n=0 layer f line dir
-    for layer in util platform vector gpu index storage engine server; do
+    for layer in util platform vector gpu index storage engine server cluster; do
         [ -d "$src/$layer" ] || continue
         local ok
         ok=" $(allowed "$layer") "
