@@ -53,6 +53,7 @@ typedef enum sx_status {
     SX_EREMOTE,   /* remote endpoint failed */
     SX_EFATAL,    /* sticky error state after a failed fsync: reopen the database */
     SX_EPARSE,    /* filter expression did not parse; the message names the position */
+    SX_EFENCED,   /* cluster mode: another writer holds this collection (sx_store_fence) */
     SX_STATUS_COUNT
 } sx_status;
 
@@ -257,7 +258,48 @@ typedef struct sx_db_options {
      * compaction does (dataCoord.compaction.min.segment: 3). 0 (the library's default): only
      * sx_compact merges. `sextant serve` sets 3. */
     uint32_t auto_merge;
+    /* Fenced store commits (cluster mode; NULL: none). Borrowed: it must outlive the database.
+     * See sx_store_fence below and docs/internals/CLUSTER.md. Needs storage_url. */
+    const struct sx_store_fence *store_fence;
 } sx_db_options;
+
+/* Fencing of a collection's store prefix (cluster mode, docs/internals/CLUSTER.md). Without a
+ * fence one process writes a collection's objects and its store manifest is the object
+ * <collection>/MANIFEST. With one, a coordinator (Sextant's cluster writer, on etcd) decides which
+ * process may write each collection and keeps the pointer to its current store manifest:
+ *   - objects this process uploads are named <collection>/<prefix><name>, prefix being the
+ *     writer's epoch (its fencing token, e.g. "e1234/"), so a fenced writer never overwrites an
+ *     object another epoch named; objects named by the current manifest keep their keys;
+ *   - each store manifest is a new object <collection>/<prefix>MANIFEST.<generation>.<n>, made
+ *     current by commit(); a refused commit (SX_EFENCED) leaves the store as it was, and only
+ *     after a commit are objects the new manifest does not name deleted;
+ *   - an open restores missing collections from current(), not from <collection>/MANIFEST;
+ *   - an insert, upsert or delete is refused before it starts, and answered SX_EFENCED after its
+ *     WAL sync (outcome unknown: it is in this process's WAL only), when may_ack() is false.
+ * Every callback gets the database's storage_url (a server's databases other than "default" have
+ * ".../databases/<name>") and the collection's name, may be called from any thread, under the
+ * collection's locks, and must not call back into the database. */
+typedef struct sx_store_fence {
+    void *ctx;
+    /* The key prefix for this process's uploads to `collection` into buf ("" allowed).
+     * SX_EFENCED when this process may not write it. */
+    sx_status (*prefix)(
+        void *ctx, const char *store, const char *collection, char *buf, size_t cap);
+    /* Makes manifest_key (relative to the store root; NULL: the collection is dropped) the
+     * collection's current store manifest if this process still holds it. SX_OK; SX_EFENCED
+     * (nothing changed); SX_EREMOTE (the coordinator did not answer: unknown, retried later). */
+    sx_status (*commit)(void *ctx,
+                        const char *store,
+                        const char *collection,
+                        const char *manifest_key);
+    /* The current store manifest's key (relative to the store root) into buf; SX_ENOTFOUND when
+     * the collection has none (new, or dropped). */
+    sx_status (*current)(
+        void *ctx, const char *store, const char *collection, char *buf, size_t cap);
+    /* May a write to collection be acknowledged now (this process holds it and its lease has
+     * not lapsed)? NULL: always. */
+    bool (*may_ack)(void *ctx, const char *store, const char *collection);
+} sx_store_fence;
 
 #define SX_MEMORY_UNLIMITED UINT64_MAX
 

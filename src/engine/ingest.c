@@ -68,7 +68,7 @@ sx_status sx__coll_check_writable(sx_collection *c)
         return sx__err(SX_EINVAL, "database is open read-only");
     if (sx__wal_is_fatal(c->wal))
         return sx__err(SX_EFATAL, "database is in the error state after a failed write; reopen");
-    return SX_OK;
+    return sx__store_may_ack(c);
 }
 
 /* Disk-full guard (reliability.md T4). A failed WAL write makes the WAL fatal (rows are applied
@@ -696,6 +696,8 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
     sx__wbuf_fini(&w);
     if (st == SX_OK)
         st = sx__wal_sync(c->wal, lsn);
+    if (st == SX_OK)
+        st = sx__store_may_ack(c); /* a lease that lapsed during the sync: outcome unknown */
     if (st == SX_OK && ids_out) {
         if (c->types[c->pk] == SX_FIELD_INT64)
             memcpy(ids_out, r.col[c->pk], r.n * sizeof(int64_t));
@@ -799,6 +801,8 @@ static sx_status delete_keys(sx_collection *c, const sx_keys *keys, uint64_t *n_
     sx__wbuf_fini(&w);
     if (st == SX_OK)
         st = sx__wal_sync(c->wal, lsn);
+    if (st == SX_OK)
+        st = sx__store_may_ack(c);
     if (st == SX_OK && n_deleted)
         *n_deleted = n;
     return st;

@@ -101,6 +101,10 @@ struct sx__cstore {
     useent *uses; /* last use of local copies (trim_local evicts the least recent first) */
     size_t n_uses;
     uint64_t clock;
+    /* fenced stores (sx_store_fence): the current manifest's key relative to <collection>/
+     * (never collected), and the sequence of this process's manifest objects */
+    char *cur_mkey;
+    uint64_t mseq;
 };
 
 typedef struct stm_ent {
@@ -156,6 +160,22 @@ static bool safe_name(const char *s)
     return s && *s && !strchr(s, '/') && !strstr(s, "..") && strncmp(s, "seg-", 4) == 0;
 }
 
+/* An object key relative to <collection>/: a safe name, or one directory of [A-Za-z0-9_-] (a
+ * fenced writer's epoch, "e123") and a safe name. */
+static bool safe_key(const char *s)
+{
+    const char *sl = s ? strchr(s, '/') : NULL;
+    if (!sl)
+        return safe_name(s);
+    if (sl == s)
+        return false;
+    for (const char *p = s; p < sl; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            return false;
+    return safe_name(sl + 1);
+}
+
 static sx_status stm_decode(const void *data, size_t len, const char *what, stm *m)
 {
     memset(m, 0, sizeof *m);
@@ -195,7 +215,7 @@ static sx_status stm_decode(const void *data, size_t len, const char *what, stm 
             stm_fini(m);
             return sx__err(SX_ENOMEM, "store manifest");
         }
-        if (!sx__rbuf_ok(&r) || !e->name || !e->key || !safe_name(e->name) || !safe_name(e->key) ||
+        if (!sx__rbuf_ok(&r) || !e->name || !e->key || !safe_name(e->name) || !safe_key(e->key) ||
             e->kind > KIND_IDX) {
             stm_fini(m);
             return sx__err(SX_ECORRUPT, "%s: store manifest entry %u is invalid", what, i);
@@ -258,6 +278,56 @@ static robj *find_obj(struct sx__cstore *cs, const char *key)
     return NULL;
 }
 
+/* A key without its epoch directory ("e12/seg-1.sxs" -> "seg-1.sxs"): the name the key has
+ * without a fence. */
+static const char *key_base(const char *key)
+{
+    const char *sl = strrchr(key, '/');
+    return sl ? sl + 1 : key;
+}
+
+/* The trusted object holding the content an unfenced key names (any epoch). */
+static robj *find_base(struct sx__cstore *cs, const char *base, uint64_t size)
+{
+    for (size_t i = 0; i < cs->n_objs; i++)
+        if (cs->objs[i].trusted && cs->objs[i].size == size &&
+            strcmp(key_base(cs->objs[i].key), base) == 0)
+            return &cs->objs[i];
+    return NULL;
+}
+
+static const sx_store_fence *fence_of(const sx_db *db)
+{
+    return db->opts.store_fence;
+}
+
+/* The key of the collection's current store manifest (from the store root): <name>/MANIFEST, or
+ * the fence's pointer. SX_ENOTFOUND: the fence knows none. */
+static sx_status current_mkey(const sx_db *db, const char *name, char *buf, size_t cap)
+{
+    const sx_store_fence *f = fence_of(db);
+    if (!f) {
+        (void)snprintf(buf, cap, "%s/MANIFEST", name);
+        return SX_OK;
+    }
+    buf[0] = '\0';
+    sx_status st = f->current(f->ctx, db->opts.storage_url, name, buf, cap);
+    if (st == SX_OK && strncmp(buf, name, strlen(name)) != 0)
+        return sx__err(SX_ECORRUPT, "the fence's manifest key '%s' is not under %s/", buf, name);
+    return st;
+}
+
+sx_status sx__store_may_ack(sx_collection *c)
+{
+    const sx_store_fence *f = fence_of(c->db);
+    if (!f || !f->may_ack || f->may_ack(f->ctx, c->db->opts.storage_url, c->name))
+        return SX_OK;
+    return sx__err(SX_EFENCED,
+                   "collection %s: this writer does not hold the collection's lease now (lapsed "
+                   "or taken by another writer); the write is refused or its outcome unknown",
+                   c->name);
+}
+
 static sx_status add_obj(struct sx__cstore *cs, const char *key, uint64_t size, bool trusted)
 {
     robj *o = find_obj(cs, key);
@@ -295,6 +365,8 @@ static void clear_objs(struct sx__cstore *cs)
     for (size_t i = 0; i < cs->n_objs; i++)
         sx__free(cs->objs[i].key);
     cs->n_objs = 0;
+    sx__free(cs->cur_mkey);
+    cs->cur_mkey = NULL;
     cs->loaded = false;
     sx__free(cs->last);
     cs->last = NULL;
@@ -357,7 +429,9 @@ static void forget_crcs(struct sx__cstore *cs, uint64_t seg_id)
 sx_status sx__store_open(sx_db *db)
 {
     if (!db->opts.storage_url || !*db->opts.storage_url)
-        return SX_OK;
+        return db->opts.store_fence
+                   ? sx__err(SX_EINVAL, "a store fence (cluster mode) needs a storage_url")
+                   : SX_OK;
     sx__objstore_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.s3_endpoint = db->opts.s3_endpoint;
@@ -409,11 +483,23 @@ static sx_status load_remote(sx_collection *c)
     stm m;
     memset(&m, 0, sizeof m);
     char mkey[600];
-    (void)snprintf(mkey, sizeof mkey, "%sMANIFEST", pre);
     bool have_m = false;
-    for (size_t i = 0; i < n; i++)
-        have_m = have_m || strcmp(keys[i], mkey) == 0;
-    if (have_m) {
+    if (fence_of(c->db)) {
+        st = current_mkey(c->db, c->name, mkey, sizeof mkey);
+        have_m = st == SX_OK;
+        if (st == SX_ENOTFOUND)
+            st = SX_OK;
+        if (have_m && strncmp(mkey, pre, strlen(pre)) == 0) {
+            cs->cur_mkey = sx__strdup(mkey + strlen(pre));
+            if (!cs->cur_mkey)
+                st = sx__err(SX_ENOMEM, "store sync");
+        }
+    } else {
+        (void)snprintf(mkey, sizeof mkey, "%sMANIFEST", pre);
+        for (size_t i = 0; i < n; i++)
+            have_m = have_m || strcmp(keys[i], mkey) == 0;
+    }
+    if (have_m && st == SX_OK) {
         st = sx__objstore_get(o, mkey, &data, &len);
         if (st == SX_OK && stm_decode(data, len, mkey, &m) != SX_OK) {
             memset(&m, 0, sizeof m); /* unreadable: trust nothing, the next put replaces it */
@@ -424,8 +510,8 @@ static sx_status load_remote(sx_collection *c)
     }
     for (size_t i = 0; st == SX_OK && i < n; i++) {
         const char *rel = keys[i] + strlen(pre);
-        if (strcmp(rel, "MANIFEST") == 0 || !*rel)
-            continue;
+        if (!*rel || (!fence_of(c->db) && strcmp(rel, "MANIFEST") == 0))
+            continue; /* fenced: manifests are objects (the current one is never collected) */
         bool trusted = false;
         for (size_t j = 0; j < m.n; j++)
             if (strcmp(m.ents[j].key, rel) == 0 && m.ents[j].size == sizes[i])
@@ -709,7 +795,37 @@ sx_status sx__store_sync_locked(sx_collection *c)
     st = local_objects(c, &m);
     if (st != SX_OK)
         goto out;
-    char key[1024], path[4096];
+    char key[1024], path[4096], epoch[256] = "";
+    const sx_store_fence *fence = fence_of(c->db);
+    if (fence) {
+        /* new content goes under this writer's epoch; content a manifest already named (any
+         * epoch) keeps its key */
+        st = fence->prefix(fence->ctx, c->db->opts.storage_url, c->name, epoch, sizeof epoch);
+        if (st != SX_OK) {
+            save_msg(msg, sizeof msg);
+            st = sx__err(st, "collection %s: this process may not write it to the store: %s",
+                         c->name, *msg ? msg : sx_status_str(st));
+            goto out;
+        }
+        for (size_t i = 0; i < m.n; i++) {
+            if (m.ents[i].remote)
+                continue; /* the stub names the stored key */
+            robj *r = find_base(cs, m.ents[i].key, m.ents[i].size);
+            char *k = NULL;
+            if (r) {
+                k = sx__strdup(r->key);
+            } else {
+                (void)snprintf(key, sizeof key, "%s%s", epoch, m.ents[i].key);
+                k = sx__strdup(key);
+            }
+            if (!k) {
+                st = sx__err(SX_ENOMEM, "store sync");
+                goto out;
+            }
+            sx__free(m.ents[i].key);
+            m.ents[i].key = k;
+        }
+    }
     for (size_t i = 0; i < m.n; i++) {
         robj *r = find_obj(cs, m.ents[i].key);
         if (r && r->trusted && r->size == m.ents[i].size)
@@ -743,7 +859,54 @@ sx_status sx__store_sync_locked(sx_collection *c)
         st = sx__err(SX_ENOMEM, "store manifest");
         goto out;
     }
-    if (!cs->last || cs->last_len != w.len || memcmp(cs->last, w.data, w.len) != 0) {
+    if (fence && (!cs->last || cs->last_len != w.len || memcmp(cs->last, w.data, w.len) != 0)) {
+        /* a new manifest object, then the fenced pointer update */
+        char rel[600];
+        (void)snprintf(rel, sizeof rel, "%sMANIFEST.%" PRIu64 ".%" PRIu64, epoch, m.generation,
+                       ++cs->mseq);
+        (void)snprintf(key, sizeof key, "%s/%s", c->name, rel);
+        st = add_obj(cs, rel, w.len, false); /* collected if the commit never happens */
+        if (st == SX_OK)
+            st = sx__objstore_put(o, key, w.data, w.len);
+        if (st == SX_OK) {
+            st = fence->commit(fence->ctx, c->db->opts.storage_url, c->name, key);
+            if (st != SX_OK) {
+                save_msg(msg, sizeof msg);
+                sx__free(cs->last);
+                cs->last = NULL;
+                cs->last_len = 0;
+                st = sx__err(st == SX_EFENCED ? SX_EFENCED : SX_EREMOTE,
+                             "collection %s: committing store manifest %s failed: %s; nothing "
+                             "is deleted from the store",
+                             c->name, key, msg);
+                goto out;
+            }
+            char *cur = sx__strdup(rel);
+            if (!cur) {
+                st = sx__err(SX_ENOMEM, "store sync");
+                goto out;
+            }
+            sx__free(cs->cur_mkey);
+            cs->cur_mkey = cur;
+            st = add_obj(cs, rel, w.len, true);
+        }
+        if (st != SX_OK) {
+            save_msg(msg, sizeof msg);
+            sx__free(cs->last);
+            cs->last = NULL;
+            cs->last_len = 0;
+            st = sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
+                         "object store %s: writing %s failed: %s; the store keeps the previous "
+                         "manifest, the data is safe locally and the next flush retries",
+                         o->url, key, msg);
+            goto out;
+        }
+        sx__free(cs->last);
+        cs->last = w.data;
+        cs->last_len = w.len;
+        w.data = NULL;
+        w.len = w.cap = 0;
+    } else if (!cs->last || cs->last_len != w.len || memcmp(cs->last, w.data, w.len) != 0) {
         (void)snprintf(key, sizeof key, "%s/MANIFEST", c->name);
         st = sx__objstore_put(o, key, w.data, w.len);
         if (st != SX_OK) {
@@ -765,7 +928,7 @@ sx_status sx__store_sync_locked(sx_collection *c)
     }
     /* GC: only now may objects the previous manifest named go */
     for (size_t i = 0; i < cs->n_objs;) {
-        bool named = false;
+        bool named = cs->cur_mkey && strcmp(cs->cur_mkey, cs->objs[i].key) == 0;
         for (size_t j = 0; j < m.n && !named; j++)
             named = strcmp(m.ents[j].key, cs->objs[i].key) == 0;
         if (named) {
@@ -867,14 +1030,21 @@ sx_status sx__store_drop_begin(sx_collection *c)
     sx__mutex_lock(&c->flush_mu);
     sx__mutex_lock(&c->store_mu);
     char key[1024], msg[512];
-    (void)snprintf(key, sizeof key, "%s/MANIFEST", c->name);
-    sx_status st = sx__objstore_del(c->db->store, key);
+    const sx_store_fence *fence = fence_of(c->db);
+    sx_status st;
+    if (fence) {
+        (void)snprintf(key, sizeof key, "the manifest pointer of %s", c->name);
+        st = fence->commit(fence->ctx, c->db->opts.storage_url, c->name, NULL);
+    } else {
+        (void)snprintf(key, sizeof key, "%s/MANIFEST", c->name);
+        st = sx__objstore_del(c->db->store, key);
+    }
     if (st == SX_OK) {
         c->cs->dropping = true;
     } else {
         save_msg(msg, sizeof msg);
         clear_objs(c->cs); /* state unknown: reload at the next sync */
-        st = sx__err(SX_EREMOTE,
+        st = sx__err(st == SX_EFENCED ? SX_EFENCED : SX_EREMOTE,
                      "object store %s: deleting %s failed: %s; collection %s was not dropped",
                      c->db->store->url, key, msg, c->name);
     }
@@ -918,7 +1088,11 @@ static sx_status restore_one(sx_db *db, const char *name)
 {
     sx__objstore *o = db->store;
     char key[1024], tmp[4096], path[4096], fin[4096], msg[512];
-    (void)snprintf(key, sizeof key, "%s/MANIFEST", name);
+    sx_status cst = current_mkey(db, name, key, sizeof key);
+    if (cst == SX_ENOTFOUND)
+        return SX_OK; /* fenced: the coordinator knows no manifest (dropped, or never synced) */
+    if (cst != SX_OK)
+        return cst;
     void *data = NULL;
     size_t len = 0;
     stm m;
@@ -1008,8 +1182,13 @@ sx_status sx__store_restore(sx_db *db)
     }
     for (size_t i = 0; st == SX_OK && i < n; i++) {
         const char *slash = strchr(keys[i], '/');
-        if (!slash || strcmp(slash, "/MANIFEST") != 0 ||
-            !valid_coll_name(keys[i], (size_t)(slash - keys[i])))
+        /* fenced: every collection prefix once (keys are listed in order); the fence says
+         * which manifest is current */
+        if (!slash || !valid_coll_name(keys[i], (size_t)(slash - keys[i])))
+            continue;
+        if (fence_of(db)
+                ? i > 0 && strncmp(keys[i - 1], keys[i], (size_t)(slash - keys[i]) + 1) == 0
+                : strcmp(slash, "/MANIFEST") != 0)
             continue;
         char name[SX_MAX_NAME + 1], path[4096];
         (void)snprintf(name, sizeof name, "%.*s", (int)(slash - keys[i]), keys[i]);

@@ -32,6 +32,7 @@ static const char *names[SX_STATUS_COUNT] = {
     [SX_EREMOTE] = "SX_EREMOTE",
     [SX_EFATAL] = "SX_EFATAL",
     [SX_EPARSE] = "SX_EPARSE",
+    [SX_EFENCED] = "SX_EFENCED",
 };
 
 const char *sx_status_str(sx_status st)
