@@ -297,8 +297,9 @@ typedef struct sx_store_fence {
     sx_status (*current)(
         void *ctx, const char *store, const char *collection, char *buf, size_t cap);
     /* May a write to collection be acknowledged now (this process holds it and its lease has
-     * not lapsed)? NULL: always. */
-    bool (*may_ack)(void *ctx, const char *store, const char *collection);
+     * not lapsed)? SX_OK, else SX_EFENCED (or SX_EREMOTE) with a message saying why. NULL:
+     * always. */
+    sx_status (*may_ack)(void *ctx, const char *store, const char *collection);
 } sx_store_fence;
 
 #define SX_MEMORY_UNLIMITED UINT64_MAX
@@ -733,6 +734,20 @@ SX_API SX_NODISCARD sx_status sx_index_wait_on(sx_collection *c,
  * nothing acknowledged is lost and a later sync or flush retries), SX_EIO, SX_ENOMEM.
  * Thread-safety: any thread; serialised with flushes per collection. */
 SX_API SX_NODISCARD sx_status sx_db_sync(sx_db *db);
+
+/* A small object at the root of a store (storage_url as in sx_db_options; s3_endpoint NULL:
+ * $SEXTANT_S3_ENDPOINT, else AWS): cluster mode's identity marker CLUSTER-UUID. key: a plain
+ * name ([A-Za-z0-9._-], no '/'). get: *data (owned: free with sx_free_bytes) gets the bytes and
+ * a NUL; SX_ENOTFOUND when absent. put: atomic (the whole object or nothing). At most 1 MiB.
+ * Errors: SX_EINVAL (URL or key), SX_EREMOTE. */
+SX_API SX_NODISCARD sx_status sx_store_object_get(
+    const char *storage_url, const char *s3_endpoint, const char *key, char **data, size_t *len);
+SX_API SX_NODISCARD sx_status sx_store_object_put(const char *storage_url,
+                                                  const char *s3_endpoint,
+                                                  const char *key,
+                                                  const void *data,
+                                                  size_t len);
+SX_API void sx_free_bytes(void *p);
 
 /* Verifies checksums of every manifest, segment, delete and index file, and the WAL.
  * Returns SX_OK or SX_ECORRUPT with the first problem in sx_errmsg(). */

@@ -455,8 +455,9 @@ void sx__store_coll_fini(sx_collection *c);
  * (the local state is unchanged and complete; the next sync retries), SX_ENOMEM, SX_EIO. */
 SX_NODISCARD sx_status sx__store_sync_locked(sx_collection *c);
 /* SX_EFENCED (message set) when the database's sx_store_fence says a write to c may not be
- * acknowledged now; SX_OK otherwise (and without a fence). */
-SX_NODISCARD sx_status sx__store_may_ack(sx_collection *c);
+ * acknowledged now; SX_OK otherwise (and without a fence). after_write: the write is already in
+ * the WAL (the message says its outcome is unknown). */
+SX_NODISCARD sx_status sx__store_may_ack(sx_collection *c, bool after_write);
 SX_NODISCARD sx_status sx__store_sync(sx_collection *c);
 void sx__store_mark_dirty(sx_collection *c);
 bool sx__store_is_dirty(sx_collection *c);

@@ -68,7 +68,7 @@ sx_status sx__coll_check_writable(sx_collection *c)
         return sx__err(SX_EINVAL, "database is open read-only");
     if (sx__wal_is_fatal(c->wal))
         return sx__err(SX_EFATAL, "database is in the error state after a failed write; reopen");
-    return sx__store_may_ack(c);
+    return sx__store_may_ack(c, false);
 }
 
 /* Disk-full guard (reliability.md T4). A failed WAL write makes the WAL fatal (rows are applied
@@ -697,7 +697,7 @@ static sx_status write_rows(sx_collection *c, const sx_batch *b, int64_t *ids_ou
     if (st == SX_OK)
         st = sx__wal_sync(c->wal, lsn);
     if (st == SX_OK)
-        st = sx__store_may_ack(c); /* a lease that lapsed during the sync: outcome unknown */
+        st = sx__store_may_ack(c, true); /* a lease that lapsed during the sync: outcome unknown */
     if (st == SX_OK && ids_out) {
         if (c->types[c->pk] == SX_FIELD_INT64)
             memcpy(ids_out, r.col[c->pk], r.n * sizeof(int64_t));
@@ -802,7 +802,7 @@ static sx_status delete_keys(sx_collection *c, const sx_keys *keys, uint64_t *n_
     if (st == SX_OK)
         st = sx__wal_sync(c->wal, lsn);
     if (st == SX_OK)
-        st = sx__store_may_ack(c);
+        st = sx__store_may_ack(c, true);
     if (st == SX_OK && n_deleted)
         *n_deleted = n;
     return st;

@@ -317,15 +317,23 @@ static sx_status current_mkey(const sx_db *db, const char *name, char *buf, size
     return st;
 }
 
-sx_status sx__store_may_ack(sx_collection *c)
+sx_status sx__store_may_ack(sx_collection *c, bool after_write)
 {
     const sx_store_fence *f = fence_of(c->db);
-    if (!f || !f->may_ack || f->may_ack(f->ctx, c->db->opts.storage_url, c->name))
+    if (!f || !f->may_ack)
         return SX_OK;
-    return sx__err(SX_EFENCED,
-                   "collection %s: this writer does not hold the collection's lease now (lapsed "
-                   "or taken by another writer); the write is refused or its outcome unknown",
-                   c->name);
+    sx_status st = f->may_ack(f->ctx, c->db->opts.storage_url, c->name);
+    if (st == SX_OK)
+        return SX_OK;
+    char msg[512];
+    save_msg(msg, sizeof msg);
+    if (after_write)
+        return sx__err(SX_EFENCED,
+                       "collection %s: the write is in this writer's WAL but it may not "
+                       "acknowledge it (outcome unknown): %s",
+                       c->name, *msg ? msg : sx_status_str(st));
+    return sx__err(SX_EFENCED, "collection %s: write refused: %s", c->name,
+                   *msg ? msg : sx_status_str(st));
 }
 
 static sx_status add_obj(struct sx__cstore *cs, const char *key, uint64_t size, bool trusted)
@@ -1233,4 +1241,75 @@ sx_status sx_db_sync(sx_db *db)
     }
     sx__free(cs);
     return first == SX_OK ? SX_OK : sx__err(first, "%s", msg);
+}
+
+/* ---------------------------------------------------------------- root objects */
+
+static sx_status
+root_object_open(const char *url, const char *endpoint, const char *key, sx__objstore **o)
+{
+    if (!url || !*url)
+        return sx__err(SX_EINVAL, "no storage URL");
+    if (!key || !*key || strlen(key) > 200)
+        return sx__err(SX_EINVAL, "store object key: 1 to 200 characters");
+    for (const char *p = key; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return sx__err(SX_EINVAL, "store object key '%s': only [A-Za-z0-9._-]", key);
+    sx__objstore_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.s3_endpoint = endpoint;
+    return sx__objstore_open(url, &cfg, o);
+}
+
+sx_status sx_store_object_get(
+    const char *storage_url, const char *s3_endpoint, const char *key, char **data, size_t *len)
+{
+    sx__err_clear();
+    *data = NULL;
+    *len = 0;
+    sx__objstore *o = NULL;
+    sx_status st = root_object_open(storage_url, s3_endpoint, key, &o);
+    if (st != SX_OK)
+        return st;
+    void *buf = NULL;
+    size_t n = 0;
+    st = sx__objstore_get(o, key, &buf, &n);
+    if (st == SX_OK && n > (1u << 20)) {
+        st = sx__err(SX_EINVAL, "store object %s is %zu bytes (at most 1 MiB)", key, n);
+    } else if (st == SX_OK) {
+        char *z = sx__realloc(buf, n + 1);
+        if (!z) {
+            st = sx__err(SX_ENOMEM, "store object");
+        } else {
+            z[n] = '\0';
+            *data = z;
+            *len = n;
+            buf = NULL;
+        }
+    }
+    sx__free(buf);
+    sx__objstore_free(o);
+    return st;
+}
+
+sx_status sx_store_object_put(
+    const char *storage_url, const char *s3_endpoint, const char *key, const void *data, size_t len)
+{
+    sx__err_clear();
+    if (len > (1u << 20))
+        return sx__err(SX_EINVAL, "store object %s: %zu bytes (at most 1 MiB)", key ? key : "",
+                       len);
+    sx__objstore *o = NULL;
+    sx_status st = root_object_open(storage_url, s3_endpoint, key, &o);
+    if (st != SX_OK)
+        return st;
+    st = sx__objstore_put(o, key, data, len);
+    sx__objstore_free(o);
+    return st;
+}
+
+void sx_free_bytes(void *p)
+{
+    sx__free(p);
 }

@@ -78,15 +78,15 @@ static sx_status w_current(void *ctx, const char *store, const char *coll, char 
     return SX_OK;
 }
 
-static bool w_may_ack(void *ctx, const char *store, const char *coll)
+static sx_status w_may_ack(void *ctx, const char *store, const char *coll)
 {
     (void)store;
     (void)coll;
     writer *w = ctx;
     w->f->ack_calls++;
     if (w->f->ack_fail_after >= 0 && w->f->ack_calls > w->f->ack_fail_after)
-        return false;
-    return w->f->ack_ok && strcmp(w->f->holder, w->me) == 0;
+        return SX_EFENCED;
+    return w->f->ack_ok && strcmp(w->f->holder, w->me) == 0 ? SX_OK : SX_EFENCED;
 }
 
 static void writer_init(writer *w, fake_fence *f, const char *me, const char *epoch)
@@ -287,6 +287,7 @@ static void test_fenced_writers(void)
     f.ack_calls = 0;
     f.ack_fail_after = 1; /* the check before passes, the one after the sync fails */
     insert_range(cb, 3000, 10, SX_EFENCED);
+    ASSERT(strstr(sx_errmsg(), "outcome unknown") != NULL);
     f.ack_fail_after = -1;
     ASSERT_OK(sx_count(cb, NULL, &n));
     ASSERT_EQ(n, 510); /* in B's WAL: the outcome was unknown, not undone */

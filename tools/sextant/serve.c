@@ -27,6 +27,15 @@
 
 static sem_t stop_sem;
 static atomic_int stop_signal;
+static atomic_bool fenced;
+
+/* cluster mode: the writer's etcd lease is gone (keep-alive thread) */
+static void on_fenced(void *ud)
+{
+    (void)ud;
+    atomic_store(&fenced, true);
+    (void)sem_post(&stop_sem);
+}
 
 static void on_stop_signal(int sig)
 {
@@ -85,14 +94,26 @@ static void serve_usage(FILE *out)
         "                         them exist in a collection (default 3, as Milvus's\n"
         "                         compaction.min.segment; 0: only on compact)\n"
         "  --quiet                no access log\n" CLI_STORAGE_USAGE "\n"
-        "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n");
+        "Cluster mode (a shard writer; docs/internals/CLUSTER.md):\n"
+        "  --etcd URLS            etcd client URLs, comma-separated: the writer holds an etcd\n"
+        "                         lease, takes each collection it writes with an epoch key\n"
+        "                         and commits its store manifests fenced on that key's\n"
+        "                         revision (needs --storage and --node-id)\n"
+        "  --node-id ID           this writer's id in the cluster ([A-Za-z0-9_-])\n"
+        "  --lease-ttl S          etcd lease TTL in seconds (default 5): writes are\n"
+        "                         acknowledged only while the lease is known to be held\n"
+        "\n"
+        "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n"
+        "Exit status: 0 stopped, 1 failed, 2 usage, 3 fenced (cluster mode: the etcd lease was\n"
+        "lost; restart the writer on the same directory to reconcile).\n");
 }
 
 int cli_serve(int argc, char **argv)
 {
     const char *cmd = "serve";
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
-    const char *import_root = NULL;
+    const char *import_root = NULL, *etcd = NULL, *node_id = NULL;
+    uint64_t lease_ttl = 5;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0, resp_mb = 0, req_timeout = 0;
     uint64_t per_ip = 0, header_s = 0, min_rate = 0, grace_s = 0, json_mb = 0, json_total_mb = 0;
@@ -125,7 +146,9 @@ int cli_serve(int argc, char **argv)
             (r = cli_take(argc, argv, &i, cmd, "--bind", &bind)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--auth-token", &token)) != 0 ||
             (r = cli_take(argc, argv, &i, cmd, "--users", &users)) != 0 ||
-            (r = cli_take(argc, argv, &i, cmd, "--import-root", &import_root)) != 0) {
+            (r = cli_take(argc, argv, &i, cmd, "--import-root", &import_root)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--etcd", &etcd)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--node-id", &node_id)) != 0) {
             if (r < 0)
                 return cli_usage_error(cmd, "missing value");
             continue;
@@ -153,6 +176,7 @@ int cli_serve(int argc, char **argv)
             { "--max-json-total-mb", 1, 1u << 20, &json_total_mb },
             { "--auto-merge", 0, 1000000, &auto_merge },
             { "--build-threads", 1, 1024, &build_threads },
+            { "--lease-ttl", 1, 3600, &lease_ttl },
         };
 
         bool matched = false;
@@ -185,6 +209,8 @@ int cli_serve(int argc, char **argv)
         return cli_usage_error(cmd, "--data is required");
     if (cli_storage_check(cmd, &sto) != 0)
         return cli_usage_error(cmd, "bad storage option");
+    if ((etcd || node_id) && (!etcd || !node_id || !sto.url))
+        return cli_usage_error(cmd, "cluster mode needs --etcd, --node-id and --storage together");
     if (!token) {
         const char *env = getenv("SEXTANT_AUTH_TOKEN");
         if (env && *env)
@@ -233,10 +259,35 @@ int cli_serve(int argc, char **argv)
     if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
         return cli_fail(cmd, "cannot install the signal handlers");
 
+    sx_cluster_writer *cw = NULL;
+    if (etcd) {
+        char addr[300];
+        (void)snprintf(addr, sizeof addr, "%s:%u", bind ? bind : "127.0.0.1", (unsigned)port);
+        sx_cluster_writer_options co;
+        memset(&co, 0, sizeof co);
+        co.etcd = etcd;
+        co.node_id = node_id;
+        co.data_dir = data;
+        co.storage_url = o.db.storage_url;
+        co.s3_endpoint = o.db.s3_endpoint;
+        co.addr = addr;
+        co.lease_ttl_s = (uint32_t)lease_ttl;
+        co.on_fenced = on_fenced;
+        sx_status cst = sx_cluster_writer_start(&co, &cw);
+        if (cst != SX_OK)
+            return cli_sx_fail(cmd, "cluster", cst);
+        o.db.store_fence = sx_cluster_writer_fence(cw);
+        fprintf(stderr, "sextant: writer %s of cluster %s (etcd %s)\n", node_id,
+                sx_cluster_writer_uuid(cw), etcd);
+    }
+
     sx_server *srv = NULL;
     sx_status st = sx_server_start(&o, &srv);
-    if (st != SX_OK)
-        return cli_sx_fail(cmd, "start", st);
+    if (st != SX_OK) {
+        int rc = cli_sx_fail(cmd, "start", st);
+        sx_cluster_writer_stop(cw);
+        return rc;
+    }
     fprintf(stderr, "sextant: serving %s on http://%s:%u\n", data, bind ? bind : "127.0.0.1",
             (unsigned)sx_server_port(srv));
     fprintf(stderr, "sextant: web console on http://%s:%u/webui/\n", bind ? bind : "127.0.0.1",
@@ -246,9 +297,18 @@ int cli_serve(int argc, char **argv)
     while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
     }
     int sig = atomic_load(&stop_signal);
-    if (!quiet)
+    bool was_fenced = atomic_load(&fenced);
+    if (was_fenced)
+        fprintf(stderr,
+                "sextant: writer %s: fenced (etcd lease lost): stopping; restart it on "
+                "%s to reconcile\n",
+                node_id, data);
+    else if (!quiet)
         fprintf(stderr, "sextant: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     st = sx_server_stop(srv);
+    sx_cluster_writer_stop(cw);
+    if (was_fenced)
+        return 3;
     if (st != SX_OK)
         return cli_sx_fail(cmd, "stop", st);
     if (!quiet)

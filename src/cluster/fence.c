@@ -1,0 +1,702 @@
+/*
+ * fence.c: a writer's fencing on etcd (fence.h has the protocol; docs/internals/CLUSTER.md the
+ * design and the failure cases).
+ *
+ * A collection is identified by (db, name); the engine's callbacks give the database's store URL,
+ * from which the db is taken (".../databases/<db>" or the default database).
+ *
+ * Taking a collection (take_locked), f->mu held:
+ *   txn(compare create_revision(epoch) == 0, success: put(epoch, node, lease), failure: get epoch)
+ *   succeeded: R = the answer's revision. Not succeeded but the key is on our own lease (a retried
+ *   txn whose first try was applied): R = its mod_revision. Otherwise another writer holds it.
+ *   Then the committed pointer must be the one this process knows (the known file), else the
+ *   local copy is stale: the epoch is given back (txn compare mod_revision == R, delete) and the
+ *   take is refused.
+ * Commit: txn(compare mod_revision(epoch) == R, success: put or delete the manifest pointer).
+ *   Not succeeded: the collection was lost (lease expired, key taken): R = 0, SX_EFENCED. An
+ *   unknown outcome (etcd did not answer) is settled by reading the pointer back.
+ */
+#include "cluster/fence.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/etcd.h"
+#include "platform/fs.h"
+#include "sextant_server.h"
+#include "util/alloc.h"
+#include "util/err.h"
+#include "util/lock.h"
+
+typedef struct held {
+    char db[SX_MAX_NAME + 1];
+    char name[SX_MAX_NAME + 1];
+    int64_t rev; /* fencing token; 0: not held */
+} held;
+
+struct sx__fence {
+    sx__fence_config cfg;
+    char *etcd_eps, *node_id, *data_dir, *storage_url, *addr;
+    char uuid[40];
+    char prefix[96]; /* "/sextant/<uuid>/" */
+    sx__etcd *kv;    /* requests under mu */
+    sx__etcd *ka;    /* the keep-alive thread's */
+    int64_t lease;
+    uint32_t ttl_s;
+    _Atomic int64_t trusted_until_ns; /* CLOCK_MONOTONIC */
+    atomic_bool lost, stop;
+    pthread_t thr;
+    bool thr_started;
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+    sx__mutex mu;
+    bool mu_init;
+    held *tab;
+    size_t n_tab, cap_tab;
+    sx_store_fence iface;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+/* The db of a store URL: the path component after "/databases/" at its end, else "default". */
+static void db_of(const sx__fence *f, const char *store, char *db, size_t cap)
+{
+    const char *base = f->storage_url ? f->storage_url : "";
+    size_t bl = strlen(base);
+    while (bl && base[bl - 1] == '/')
+        bl--;
+    if (store && strncmp(store, base, bl) == 0 && strncmp(store + bl, "/databases/", 11) == 0)
+        (void)snprintf(db, cap, "%s", store + bl + 11);
+    else
+        (void)snprintf(db, cap, "default");
+}
+
+static void key_of(
+    const sx__fence *f, const char *kind, const char *db, const char *name, char *out, size_t cap)
+{
+    (void)snprintf(out, cap, "%s%s/%s/%s", f->prefix, kind, db, name);
+}
+
+static void known_path(const sx__fence *f, const char *db, const char *name, char *out, size_t cap)
+{
+    (void)snprintf(out, cap, "%s/cluster/known/%s/%s", f->data_dir, db, name);
+}
+
+/* The manifest key this process last committed or restored from ("" none). */
+static void known_read(const sx__fence *f, const char *db, const char *name, char *out, size_t cap)
+{
+    char path[4096];
+    known_path(f, db, name, path, sizeof path);
+    out[0] = '\0';
+    void *data = NULL;
+    size_t len = 0;
+    if (sx__fs_read_all(path, 4096, &data, &len) == SX_OK) {
+        (void)snprintf(out, cap, "%.*s", (int)len, (const char *)data);
+        sx__free(data);
+    }
+}
+
+static sx_status known_write(const sx__fence *f, const char *db, const char *name, const char *key)
+{
+    char path[4096], dir[4096];
+    (void)snprintf(dir, sizeof dir, "%s/cluster/known/%s", f->data_dir, db);
+    sx_status st = sx__fs_mkdir_p(dir);
+    known_path(f, db, name, path, sizeof path);
+    if (st == SX_OK)
+        st = key ? sx__fs_write_atomic(path, key, strlen(key)) : sx__fs_unlink(path);
+    return st;
+}
+
+static int64_t now_ns(void)
+{
+    return sx_clock_ns();
+}
+
+static held *find_held(sx__fence *f, const char *db, const char *name, bool add)
+{
+    for (size_t i = 0; i < f->n_tab; i++)
+        if (strcmp(f->tab[i].db, db) == 0 && strcmp(f->tab[i].name, name) == 0)
+            return &f->tab[i];
+    if (!add)
+        return NULL;
+    if (f->n_tab == f->cap_tab) {
+        size_t cap = f->cap_tab ? f->cap_tab * 2 : 16;
+        held *v = sx__realloc(f->tab, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        f->tab = v;
+        f->cap_tab = cap;
+    }
+    held *h = &f->tab[f->n_tab++];
+    memset(h, 0, sizeof *h);
+    (void)snprintf(h->db, sizeof h->db, "%s", db);
+    (void)snprintf(h->name, sizeof h->name, "%s", name);
+    return h;
+}
+
+/* ---------------------------------------------------------------- take / commit */
+
+static sx_status take_locked(sx__fence *f, const char *db, const char *name, held **out)
+{
+    *out = NULL;
+    if (atomic_load(&f->lost))
+        return sx__err(SX_EFENCED, "writer %s: its etcd lease is gone; it holds nothing",
+                       f->node_id);
+    if (strlen(name) > SX_MAX_NAME || strlen(db) > SX_MAX_NAME)
+        return sx__err(SX_EINVAL, "collection name too long");
+    held *h = find_held(f, db, name, true);
+    if (!h)
+        return sx__err(SX_ENOMEM, "fence table");
+    if (h->rev) {
+        *out = h;
+        return SX_OK;
+    }
+    char ek[512], mk[512], lease[32];
+    key_of(f, "epoch", db, name, ek, sizeof ek);
+    key_of(f, "manifest", db, name, mk, sizeof mk);
+    (void)snprintf(lease, sizeof lease, "%" PRId64, f->lease);
+    sx__etcd_cmp absent = { ek, SX__ETCD_CREATE, 0, NULL };
+    sx__etcd_op put = { SX__ETCD_PUT, ek, f->node_id, f->lease };
+    sx__etcd_op get[2] = { { SX__ETCD_GET, ek, NULL, 0 }, { SX__ETCD_GET, mk, NULL, 0 } };
+    sx__etcd_txn_result r;
+    sx_status st = sx__etcd_txn(f->kv, &absent, 1, &put, 1, get, 1, &r);
+    if (st != SX_OK)
+        return sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE, "writer %s: taking %s.%s: %s",
+                       f->node_id, db, name, sx_errmsg());
+    int64_t rev = 0;
+    if (r.succeeded)
+        rev = r.revision;
+    else if (r.n_kvs && r.kvs[0].lease == f->lease)
+        rev = r.kvs[0].mod_revision; /* our own earlier try was applied */
+    char holder[128];
+    (void)snprintf(holder, sizeof holder, "%s", r.n_kvs ? r.kvs[0].value : "?");
+    sx__etcd_txn_result_fini(&r);
+    if (!rev && strcmp(holder, f->node_id) == 0)
+        return sx__err(SX_EFENCED,
+                       "collection %s.%s is held by an earlier process of writer %s (restarted?) "
+                       "until its etcd lease expires (TTL %u s)",
+                       db, name, holder, f->ttl_s);
+    if (!rev)
+        return sx__err(SX_EFENCED, "collection %s.%s is held by writer %s, not by %s", db, name,
+                       holder, f->node_id);
+    /* the committed state must be the one the local copy has */
+    char cur[1024] = "", known[1024];
+    sx__etcd_kv kv;
+    st = sx__etcd_get(f->kv, mk, &kv, NULL);
+    if (st == SX_OK) {
+        (void)snprintf(cur, sizeof cur, "%s", kv.value);
+        sx__free(kv.key);
+        sx__free(kv.value);
+    } else if (st != SX_ENOTFOUND) {
+        return sx__err(SX_EREMOTE, "writer %s: reading the manifest of %s.%s: %s", f->node_id, db,
+                       name, sx_errmsg());
+    }
+    known_read(f, db, name, known, sizeof known);
+    if (strcmp(cur, known) != 0) {
+        sx__etcd_cmp mine = { ek, SX__ETCD_MOD, rev, NULL };
+        sx__etcd_op del = { SX__ETCD_DEL, ek, NULL, 0 };
+        sx__etcd_txn_result rr;
+        if (sx__etcd_txn(f->kv, &mine, 1, &del, 1, NULL, 0, &rr) == SX_OK)
+            sx__etcd_txn_result_fini(&rr);
+        return sx__err(SX_EFENCED,
+                       "collection %s.%s: this writer's copy was synced with manifest '%s' but "
+                       "'%s' is committed (another writer wrote it since); restart writer %s to "
+                       "reload it from the store",
+                       db, name, known[0] ? known : "(none)", cur[0] ? cur : "(none)", f->node_id);
+    }
+    h->rev = rev;
+    *out = h;
+    return SX_OK;
+}
+
+static sx_status cb_prefix(void *ctx, const char *store, const char *coll, char *buf, size_t cap)
+{
+    sx__fence *f = ctx;
+    char db[SX_MAX_NAME + 1];
+    db_of(f, store, db, sizeof db);
+    sx__mutex_lock(&f->mu);
+    held *h;
+    sx_status st = take_locked(f, db, coll, &h);
+    if (st == SX_OK)
+        (void)snprintf(buf, cap, "e%" PRId64 "/", h->rev);
+    sx__mutex_unlock(&f->mu);
+    return st;
+}
+
+static sx_status cb_commit(void *ctx, const char *store, const char *coll, const char *mkey)
+{
+    sx__fence *f = ctx;
+    char db[SX_MAX_NAME + 1], ek[512], mk[512];
+    db_of(f, store, db, sizeof db);
+    key_of(f, "epoch", db, coll, ek, sizeof ek);
+    key_of(f, "manifest", db, coll, mk, sizeof mk);
+    /* the pointer is relative to the database's store root; the engine passes <coll>/... */
+    sx__mutex_lock(&f->mu);
+    held *h;
+    sx_status st = take_locked(f, db, coll, &h);
+    if (st != SX_OK)
+        goto out;
+    sx__etcd_cmp fence = { ek, SX__ETCD_MOD, h->rev, NULL };
+    sx__etcd_op op = mkey ? (sx__etcd_op){ SX__ETCD_PUT, mk, mkey, 0 }
+                          : (sx__etcd_op){ SX__ETCD_DEL, mk, NULL, 0 };
+    sx__etcd_txn_result r;
+    st = sx__etcd_txn(f->kv, &fence, 1, &op, 1, NULL, 0, &r);
+    if (st == SX_OK) {
+        bool ok = r.succeeded;
+        sx__etcd_txn_result_fini(&r);
+        if (!ok) {
+            h->rev = 0;
+            st = sx__err(SX_EFENCED,
+                         "collection %s.%s: writer %s's epoch is over (its lease expired or "
+                         "another writer took the collection); the commit was refused",
+                         db, coll, f->node_id);
+            goto out;
+        }
+    } else {
+        /* unknown outcome: read the pointer back */
+        char msg[512];
+        (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+        sx__etcd_kv kv;
+        sx_status g = sx__etcd_get(f->kv, mk, &kv, NULL);
+        bool applied = mkey ? g == SX_OK && strcmp(kv.value, mkey) == 0 : g == SX_ENOTFOUND;
+        if (g == SX_OK) {
+            sx__free(kv.key);
+            sx__free(kv.value);
+        }
+        if (!applied) {
+            st =
+                sx__err(SX_EREMOTE, "collection %s.%s: committing the manifest: %s", db, coll, msg);
+            goto out;
+        }
+    }
+    st = known_write(f, db, coll, mkey);
+    if (st != SX_OK)
+        /* committed, but a restart would think its copy stale (and reload: safe) */
+        st = SX_OK;
+out:
+    sx__mutex_unlock(&f->mu);
+    return st;
+}
+
+static sx_status cb_current(void *ctx, const char *store, const char *coll, char *buf, size_t cap)
+{
+    sx__fence *f = ctx;
+    char db[SX_MAX_NAME + 1], mk[512];
+    db_of(f, store, db, sizeof db);
+    key_of(f, "manifest", db, coll, mk, sizeof mk);
+    sx__etcd_kv kv;
+    sx__mutex_lock(&f->mu);
+    sx_status st = sx__etcd_get(f->kv, mk, &kv, NULL);
+    if (st == SX_OK) {
+        (void)snprintf(buf, cap, "%s", kv.value);
+        sx__free(kv.key);
+        sx__free(kv.value);
+        /* a collection this process does not have locally is being restored from it */
+        char path[4096];
+        if (strcmp(db, "default") == 0)
+            (void)snprintf(path, sizeof path, "%s/collections/%s", f->data_dir, coll);
+        else
+            (void)snprintf(path, sizeof path, "%s/databases/%s/collections/%s", f->data_dir, db,
+                           coll);
+        if (!sx__fs_exists(path))
+            sx__ignore(known_write(f, db, coll, buf));
+    } else if (st != SX_ENOTFOUND) {
+        st =
+            sx__err(SX_EREMOTE, "reading the manifest pointer of %s.%s: %s", db, coll, sx_errmsg());
+    }
+    sx__mutex_unlock(&f->mu);
+    return st;
+}
+
+static sx_status cb_may_ack(void *ctx, const char *store, const char *coll)
+{
+    sx__fence *f = ctx;
+    if (atomic_load(&f->lost))
+        return sx__err(SX_EFENCED, "writer %s: its etcd lease is gone", f->node_id);
+    if (now_ns() >= atomic_load(&f->trusted_until_ns))
+        return sx__err(SX_EFENCED,
+                       "writer %s: its etcd lease was not renewed within 0.9 x its TTL (%u s): "
+                       "it may have expired",
+                       f->node_id, f->ttl_s);
+    char db[SX_MAX_NAME + 1];
+    db_of(f, store, db, sizeof db);
+    sx__mutex_lock(&f->mu);
+    held *h;
+    sx_status st = take_locked(f, db, coll, &h);
+    sx__mutex_unlock(&f->mu);
+    if (st == SX_OK && now_ns() >= atomic_load(&f->trusted_until_ns))
+        st = sx__err(SX_EFENCED, "writer %s: its etcd lease lapsed", f->node_id);
+    return st;
+}
+
+/* ---------------------------------------------------------------- lease */
+
+static void *keepalive_main(void *arg)
+{
+    sx__fence *f = arg;
+    const int64_t period_ns = (int64_t)f->ttl_s * 1000000000LL / 3;
+    while (!atomic_load(&f->stop)) {
+        int64_t t = now_ns(), left = 0;
+        sx_status st = sx__etcd_lease_keepalive(f->ka, f->lease, &left);
+        if (st == SX_OK) {
+            atomic_store(&f->trusted_until_ns, t + (int64_t)f->ttl_s * 900000000LL);
+        } else if (st == SX_ENOTFOUND) {
+            atomic_store(&f->lost, true);
+            atomic_store(&f->trusted_until_ns, 0);
+            (void)fprintf(stderr, "writer %s: etcd lease %" PRId64 " has expired: fenced\n",
+                          f->node_id, f->lease);
+            if (f->cfg.on_lost)
+                f->cfg.on_lost(f->cfg.on_lost_ud);
+            break;
+        } /* else etcd unreachable: retried; writes stop being acknowledged at trusted_until */
+        int64_t wait = st == SX_OK ? period_ns : 200000000LL;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t abs = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + wait;
+        ts.tv_sec = abs / 1000000000LL;
+        ts.tv_nsec = abs % 1000000000LL;
+        pthread_mutex_lock(&f->stop_mu);
+        if (!atomic_load(&f->stop))
+            pthread_cond_timedwait(&f->stop_cv, &f->stop_mu, &ts);
+        pthread_mutex_unlock(&f->stop_mu);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- identity */
+
+static void new_uuid(char *out)
+{
+    unsigned char b[16];
+    FILE *r = fopen("/dev/urandom", "rb");
+    size_t got = r ? fread(b, 1, sizeof b, r) : 0;
+    if (r)
+        fclose(r);
+    if (got != sizeof b) {
+        uint64_t x = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
+        for (size_t i = 0; i < sizeof b; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            b[i] = (unsigned char)(x >> 56);
+        }
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    (void)snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                   b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                   b[13], b[14], b[15]);
+}
+
+#define UUID_KEY    "/sextant/uuid"
+#define UUID_OBJECT "CLUSTER-UUID"
+
+sx_status
+sx__cluster_uuid(const char *etcd, const char *storage_url, const char *s3_endpoint, char *uuid_out)
+{
+    uuid_out[0] = '\0';
+    sx__etcd *e;
+    sx_status st = sx__etcd_new(etcd, 0, &e);
+    if (st != SX_OK)
+        return st;
+    char in_etcd[64] = "", in_store[64] = "";
+    sx__etcd_kv kv;
+    st = sx__etcd_get(e, UUID_KEY, &kv, NULL);
+    if (st == SX_OK) {
+        (void)snprintf(in_etcd, sizeof in_etcd, "%s", kv.value);
+        sx__free(kv.key);
+        sx__free(kv.value);
+    } else if (st != SX_ENOTFOUND) {
+        sx__etcd_free(e);
+        return st;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    st = sx_store_object_get(storage_url, s3_endpoint, UUID_OBJECT, &data, &len);
+    if (st == SX_OK) {
+        (void)snprintf(in_store, sizeof in_store, "%.*s", (int)strcspn(data, "\r\n"), data);
+        sx_free_bytes(data);
+    } else if (st != SX_ENOTFOUND) {
+        sx__etcd_free(e);
+        return sx__err(SX_EREMOTE, "reading %s from the store %s: %s", UUID_OBJECT, storage_url,
+                       sx_errmsg());
+    }
+    st = SX_OK;
+    if (!in_etcd[0] && in_store[0]) {
+        st = sx__err(SX_EINVAL,
+                     "etcd (%s) has no cluster but the store %s belongs to cluster %s: etcd was "
+                     "reset or is another cluster's; refusing to start empty (restore etcd from "
+                     "a snapshot, or point --etcd at the cluster's members)",
+                     etcd, storage_url, in_store);
+    } else if (in_etcd[0] && in_store[0] && strcmp(in_etcd, in_store) != 0) {
+        st = sx__err(SX_EINVAL,
+                     "etcd (%s) belongs to cluster %s but the store %s to cluster %s: refusing "
+                     "to start",
+                     etcd, in_etcd, storage_url, in_store);
+    } else if (!in_etcd[0]) {
+        char fresh[40];
+        new_uuid(fresh);
+        sx__etcd_cmp absent = { UUID_KEY, SX__ETCD_CREATE, 0, NULL };
+        sx__etcd_op put = { SX__ETCD_PUT, UUID_KEY, fresh, 0 };
+        sx__etcd_op get = { SX__ETCD_GET, UUID_KEY, NULL, 0 };
+        sx__etcd_txn_result r;
+        st = sx__etcd_txn(e, &absent, 1, &put, 1, &get, 1, &r);
+        if (st == SX_OK) {
+            (void)snprintf(in_etcd, sizeof in_etcd, "%s",
+                           r.succeeded ? fresh
+                           : r.n_kvs   ? r.kvs[0].value
+                                       : "");
+            sx__etcd_txn_result_fini(&r);
+        }
+    }
+    if (st == SX_OK && !in_store[0]) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "%s\n", in_etcd);
+        st = sx_store_object_put(storage_url, s3_endpoint, UUID_OBJECT, line, (size_t)n);
+        if (st != SX_OK)
+            st = sx__err(SX_EREMOTE, "writing %s to the store %s: %s", UUID_OBJECT, storage_url,
+                         sx_errmsg());
+    }
+    if (st == SX_OK)
+        (void)snprintf(uuid_out, 37, "%s", in_etcd);
+    sx__etcd_free(e);
+    return st;
+}
+
+/* ---------------------------------------------------------------- life */
+
+sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
+{
+    *out = NULL;
+    if (!cfg->etcd || !cfg->node_id || !*cfg->node_id || !cfg->data_dir || !cfg->storage_url ||
+        !*cfg->storage_url)
+        return sx__err(SX_EINVAL, "a writer needs --etcd, --node-id, --data and --storage");
+    for (const char *p = cfg->node_id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-'))
+            return sx__err(SX_EINVAL, "--node-id '%s': only [A-Za-z0-9_-]", cfg->node_id);
+    sx__fence *f = sx__calloc(1, sizeof *f);
+    if (!f)
+        return sx__err(SX_ENOMEM, "fence");
+    f->cfg = *cfg;
+    f->ttl_s = cfg->lease_ttl_s ? cfg->lease_ttl_s : 5;
+    f->etcd_eps = sx__strdup(cfg->etcd);
+    f->node_id = sx__strdup(cfg->node_id);
+    f->data_dir = sx__strdup(cfg->data_dir);
+    f->storage_url = sx__strdup(cfg->storage_url);
+    f->addr = sx__strdup(cfg->addr ? cfg->addr : "");
+    pthread_mutex_init(&f->stop_mu, NULL);
+    pthread_cond_init(&f->stop_cv, NULL);
+    sx_status st = f->etcd_eps && f->node_id && f->data_dir && f->storage_url && f->addr
+                       ? SX_OK
+                       : sx__err(SX_ENOMEM, "fence");
+    if (st == SX_OK) {
+        if (sx__mutex_init(&f->mu, SX__RANK_FENCE, "fence.mu") != 0)
+            st = sx__err(SX_ENOMEM, "fence");
+        else
+            f->mu_init = true;
+    }
+    if (st == SX_OK)
+        st = sx__cluster_uuid(cfg->etcd, cfg->storage_url, cfg->s3_endpoint, f->uuid);
+    if (st == SX_OK) {
+        (void)snprintf(f->prefix, sizeof f->prefix, "/sextant/%s/", f->uuid);
+        st = sx__etcd_new(cfg->etcd, 0, &f->kv);
+    }
+    if (st == SX_OK)
+        st = sx__etcd_new(cfg->etcd, 1000, &f->ka);
+    int64_t t = now_ns();
+    if (st == SX_OK)
+        st = sx__etcd_lease_grant(f->kv, f->ttl_s, &f->lease);
+    if (st == SX_OK) {
+        atomic_store(&f->trusted_until_ns, t + (int64_t)f->ttl_s * 900000000LL);
+        char nk[256], val[512];
+        (void)snprintf(nk, sizeof nk, "%snode/%s", f->prefix, f->node_id);
+        (void)snprintf(val, sizeof val,
+                       "{\"role\":\"writer\",\"addr\":\"%s\",\"pid\":%ld,\"lease\":\"%" PRId64
+                       "\"}",
+                       f->addr, (long)getpid(), f->lease);
+        st = sx__etcd_put(f->kv, nk, val, f->lease, NULL);
+    }
+    if (st == SX_OK) {
+        if (pthread_create(&f->thr, NULL, keepalive_main, f) != 0)
+            st = sx__err(SX_ENOMEM, "fence keep-alive thread");
+        else
+            f->thr_started = true;
+    }
+    f->iface = (sx_store_fence){ f, cb_prefix, cb_commit, cb_current, cb_may_ack };
+    if (st != SX_OK) {
+        char msg[1024];
+        (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+        sx__fence_stop(f);
+        return sx__err(st, "%s", msg);
+    }
+    *out = f;
+    return SX_OK;
+}
+
+const sx_store_fence *sx__fence_iface(sx__fence *f)
+{
+    return &f->iface;
+}
+
+bool sx__fence_lost(const sx__fence *f)
+{
+    return atomic_load(&f->lost);
+}
+
+const char *sx__fence_uuid(const sx__fence *f)
+{
+    return f->uuid;
+}
+
+sx_status sx__fence_reconcile(sx__fence *f)
+{
+    char dir[4096];
+    (void)snprintf(dir, sizeof dir, "%s/collections", f->data_dir);
+    if (!sx__fs_exists(dir))
+        return SX_OK;
+    char **names = NULL;
+    size_t n = 0;
+    sx_status st = sx__fs_list(dir, &names, &n);
+    for (size_t i = 0; st == SX_OK && i < n; i++) {
+        const char *name = names[i];
+        if (name[0] == '.' || strlen(name) > SX_MAX_NAME)
+            continue;
+        char mk[512], cur[1024] = "", known[1024];
+        key_of(f, "manifest", "default", name, mk, sizeof mk);
+        sx__etcd_kv kv;
+        sx_status g = sx__etcd_get(f->kv, mk, &kv, NULL);
+        if (g == SX_OK) {
+            (void)snprintf(cur, sizeof cur, "%s", kv.value);
+            sx__free(kv.key);
+            sx__free(kv.value);
+        } else if (g != SX_ENOTFOUND) {
+            st = g;
+            break;
+        }
+        known_read(f, "default", name, known, sizeof known);
+        if (strcmp(cur, known) == 0)
+            continue;
+        /* stale: another writer committed since this copy was synced (or it never was and the
+         * collection exists elsewhere). Keep it for inspection, out of the engine's way. */
+        char stale[4096], from[4096];
+        (void)snprintf(stale, sizeof stale, "%s/cluster/stale", f->data_dir);
+        st = sx__fs_mkdir_p(stale);
+        (void)snprintf(from, sizeof from, "%s/%s", dir, name);
+        (void)snprintf(stale, sizeof stale, "%s/cluster/stale/default.%s.%lld", f->data_dir, name,
+                       (long long)time(NULL));
+        if (st == SX_OK && !cur[0] && !known[0])
+            continue; /* never synced, never committed anywhere: this writer's own new data */
+        if (st == SX_OK)
+            st = sx__fs_rename(from, stale);
+        if (st == SX_OK) {
+            (void)fprintf(stderr,
+                          "writer %s: collection %s was synced with '%s' but '%s' is committed: "
+                          "the local copy moved to %s (its rows not in the store are not "
+                          "served); it is opened from the store\n",
+                          f->node_id, name, known[0] ? known : "(none)", cur[0] ? cur : "(none)",
+                          stale);
+            if (cur[0])
+                st = known_write(f, "default", name, cur);
+        }
+    }
+    sx_strings_free(names, n);
+    return st;
+}
+
+void sx__fence_stop(sx__fence *f)
+{
+    if (!f)
+        return;
+    if (f->thr_started) {
+        pthread_mutex_lock(&f->stop_mu);
+        atomic_store(&f->stop, true);
+        pthread_cond_broadcast(&f->stop_cv);
+        pthread_mutex_unlock(&f->stop_mu);
+        pthread_join(f->thr, NULL);
+    }
+    if (f->kv && f->lease && !atomic_load(&f->lost))
+        sx__ignore(sx__etcd_lease_revoke(f->kv, f->lease));
+    sx__etcd_free(f->kv);
+    sx__etcd_free(f->ka);
+    sx__free(f->tab);
+    if (f->mu_init)
+        sx__mutex_destroy(&f->mu);
+    pthread_mutex_destroy(&f->stop_mu);
+    pthread_cond_destroy(&f->stop_cv);
+    sx__free(f->etcd_eps);
+    sx__free(f->node_id);
+    sx__free(f->data_dir);
+    sx__free(f->storage_url);
+    sx__free(f->addr);
+    sx__free(f);
+}
+
+/* ---------------------------------------------------------------- public (sextant_server.h) */
+
+struct sx_cluster_writer {
+    sx__fence *f;
+};
+
+sx_status sx_cluster_writer_start(const sx_cluster_writer_options *opts, sx_cluster_writer **out)
+{
+    sx__err_clear();
+    if (!opts || !out)
+        return sx__err(SX_EINVAL, "sx_cluster_writer_start: options and out are required");
+    *out = NULL;
+    sx__fence_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.etcd = opts->etcd;
+    cfg.node_id = opts->node_id;
+    cfg.data_dir = opts->data_dir;
+    cfg.storage_url = opts->storage_url;
+    cfg.s3_endpoint = opts->s3_endpoint;
+    cfg.addr = opts->addr;
+    cfg.lease_ttl_s = opts->lease_ttl_s;
+    cfg.on_lost = opts->on_fenced;
+    cfg.on_lost_ud = opts->ud;
+    sx_cluster_writer *w = sx__calloc(1, sizeof *w);
+    if (!w)
+        return sx__err(SX_ENOMEM, "cluster writer");
+    sx_status st = sx__fence_start(&cfg, &w->f);
+    if (st == SX_OK)
+        st = sx__fence_reconcile(w->f);
+    if (st != SX_OK) {
+        char msg[1024];
+        (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+        sx__fence_stop(w->f);
+        sx__free(w);
+        return sx__err(st, "%s", msg);
+    }
+    *out = w;
+    return SX_OK;
+}
+
+const sx_store_fence *sx_cluster_writer_fence(sx_cluster_writer *w)
+{
+    return sx__fence_iface(w->f);
+}
+
+const char *sx_cluster_writer_uuid(const sx_cluster_writer *w)
+{
+    return sx__fence_uuid(w->f);
+}
+
+bool sx_cluster_writer_fenced(const sx_cluster_writer *w)
+{
+    return sx__fence_lost(w->f);
+}
+
+void sx_cluster_writer_stop(sx_cluster_writer *w)
+{
+    if (!w)
+        return;
+    sx__fence_stop(w->f);
+    sx__free(w);
+}
