@@ -11,13 +11,17 @@
  * sequence for file copies), so an object is whole or absent; list skips "*.tmp" (writes in
  * progress or left by a crash). All I/O goes through platform/fs.h, so it is counted in the
  * LOCAL I/O profile and its faults can be injected there too.
- * Thread-safety: stateless apart from the root; concurrent puts of one key are last-rename-wins.
+ * Thread-safety: stateless apart from the root; concurrent puts of one key, from threads or from
+ * processes sharing the directory (cluster mode's writers), are last-rename-wins: each write has
+ * its own "<file>.<pid>.<n>.tmp".
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "platform/fs.h"
 #include "storage/objstore.h"
@@ -52,26 +56,37 @@ static sx_status make_parent(const char *path)
     return sx__fs_mkdir_p(dir);
 }
 
-/* Copies src to dst atomically: dst.tmp written, fsynced, renamed, directory fsynced. */
-static sx_status copy_atomic(const char *src, const char *dst)
+/* A temporary name beside dst no other write (thread or process) uses. */
+static void unique_tmp(const char *dst, char *tmp, size_t n)
+{
+    static atomic_ulong seq;
+    (void)snprintf(tmp, n, "%s.%ld.%lu.tmp", dst, (long)getpid(),
+                   (unsigned long)atomic_fetch_add(&seq, 1));
+}
+
+/* Writes src (a file, or len bytes at data when src is NULL) to dst atomically: a unique tmp
+ * written, fsynced, renamed, directory fsynced. */
+static sx_status write_atomic(const char *src, const void *data, size_t len, const char *dst)
 {
     char tmp[4200], dir[4096];
-    (void)snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    unique_tmp(dst, tmp, sizeof tmp);
     (void)snprintf(dir, sizeof dir, "%s", dst);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir)
         *slash = '\0';
     sx__file *in = NULL, *out = NULL;
-    void *buf = sx__malloc(COPY_CHUNK);
-    sx_status st = buf ? SX_OK : sx__err(SX_ENOMEM, "copy %s", src);
-    if (st == SX_OK)
+    void *buf = src ? sx__malloc(COPY_CHUNK) : NULL;
+    sx_status st = buf || !src ? SX_OK : sx__err(SX_ENOMEM, "copy %s", src);
+    if (st == SX_OK && src)
         st = sx__file_open(src, SX__F_READ, &in);
     if (st == SX_OK)
         st = make_parent(dst);
     if (st == SX_OK)
         st = sx__file_open(tmp, SX__F_WRITE | SX__F_CREATE | SX__F_TRUNC, &out);
+    if (st == SX_OK && !src && len)
+        st = sx__file_append(out, data, len);
     uint64_t off = 0;
-    while (st == SX_OK) {
+    while (st == SX_OK && src) {
         size_t got = 0;
         st = sx__file_pread(in, buf, COPY_CHUNK, off, &got);
         if (st != SX_OK || got == 0)
@@ -84,7 +99,8 @@ static sx_status copy_atomic(const char *src, const char *dst)
     sx_status cst = sx__file_close(out);
     if (st == SX_OK)
         st = cst;
-    sx__ignore(sx__file_close(in));
+    if (in)
+        sx__ignore(sx__file_close(in));
     sx__free(buf);
     if (st == SX_OK)
         st = sx__fs_rename(tmp, dst);
@@ -100,11 +116,7 @@ static sx_status fs_put(sx__objstore *o, const char *key, const void *data, size
     fsstore *s = (fsstore *)o;
     char path[4096];
     sx_status st = obj_path(s, key, path, sizeof path);
-    if (st == SX_OK)
-        st = make_parent(path);
-    if (st == SX_OK)
-        st = sx__fs_write_atomic(path, data, len);
-    return st;
+    return st == SX_OK ? write_atomic(NULL, data, len, path) : st;
 }
 
 static sx_status fs_put_file(sx__objstore *o, const char *key, const char *src)
@@ -112,7 +124,7 @@ static sx_status fs_put_file(sx__objstore *o, const char *key, const char *src)
     fsstore *s = (fsstore *)o;
     char path[4096];
     sx_status st = obj_path(s, key, path, sizeof path);
-    return st == SX_OK ? copy_atomic(src, path) : st;
+    return st == SX_OK ? write_atomic(src, NULL, 0, path) : st;
 }
 
 static sx_status fs_get(sx__objstore *o, const char *key, void **data, size_t *len)
@@ -130,7 +142,7 @@ static sx_status fs_get_file(sx__objstore *o, const char *key, const char *dst)
     fsstore *s = (fsstore *)o;
     char path[4096];
     sx_status st = obj_path(s, key, path, sizeof path);
-    return st == SX_OK ? copy_atomic(path, dst) : st;
+    return st == SX_OK ? write_atomic(path, NULL, 0, dst) : st;
 }
 
 static sx_status fs_get_range(sx__objstore *o, const char *key, uint64_t off, size_t len, void *buf)

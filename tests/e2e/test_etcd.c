@@ -14,12 +14,16 @@
  *     client's failover (2 of 3 up), and the killed members rejoin on their data.
  *   errors: a client whose first endpoints are dead fails over; one with no live endpoint
  *     answers SX_EREMOTE naming the endpoint; bad endpoint strings are refused.
+ *   identity (sx__cluster_uuid): a new cluster writes its UUID to etcd and the store; another
+ *     store gets etcd's; an emptied etcd with a store that names a cluster is refused (never
+ *     started empty), so is an etcd of another cluster.
  */
 #include <sextant.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include "cluster/etcd.h"
+#include "cluster/fence.h"
 #include "etcd.h"
 #include "harness.h"
 #include "util/alloc.h"
@@ -254,6 +258,38 @@ static void test_errors(void)
     ASSERT_OK(sx__etcd_del(E, "/t/", true, NULL));
 }
 
+/* the cluster identity: etcd's /sextant/uuid and the store's CLUSTER-UUID must agree */
+static void test_identity(void)
+{
+    char s1[700], s2[700], u1[40], u2[40];
+    snprintf(s1, sizeof s1, "file://%s", test_tmpdir("etcd_store1"));
+    snprintf(s2, sizeof s2, "file://%s", test_tmpdir("etcd_store2"));
+    ASSERT_OK(sx__etcd_del(E, "/sextant/uuid", false, NULL));
+    ASSERT_OK(sx__cluster_uuid(ec.endpoints, s1, NULL, u1)); /* new: written to both */
+    ASSERT_EQ(strlen(u1), 36);
+    char *data;
+    size_t len;
+    ASSERT_OK(sx_store_object_get(s1, NULL, "CLUSTER-UUID", &data, &len));
+    ASSERT(strncmp(data, u1, 36) == 0);
+    sx_free_bytes(data);
+    ASSERT_OK(sx__cluster_uuid(ec.endpoints, s1, NULL, u2)); /* again: the same */
+    ASSERT(strcmp(u1, u2) == 0);
+    ASSERT_OK(sx__cluster_uuid(ec.endpoints, s2, NULL, u2)); /* etcd's, copied to a new store */
+    ASSERT(strcmp(u1, u2) == 0);
+    /* etcd reset (Milvus #36094): the store's cluster is not started empty */
+    ASSERT_OK(sx__etcd_del(E, "/sextant/uuid", false, NULL));
+    ASSERT_STATUS(sx__cluster_uuid(ec.endpoints, s1, NULL, u2), SX_EINVAL);
+    ASSERT(strstr(sx_errmsg(), "refusing to start empty") != NULL);
+    ASSERT(strstr(sx_errmsg(), u1) != NULL);
+    /* another cluster's etcd */
+    ASSERT_OK(sx__etcd_put(E, "/sextant/uuid", "00000000-0000-4000-8000-000000000000", 0, NULL));
+    ASSERT_STATUS(sx__cluster_uuid(ec.endpoints, s1, NULL, u2), SX_EINVAL);
+    ASSERT(strstr(sx_errmsg(), "refusing to start") != NULL);
+    ASSERT_OK(sx__etcd_del(E, "/sextant/uuid", false, NULL));
+    /* a dead store: an error naming it, nothing written to etcd */
+    ASSERT(sx__cluster_uuid(ec.endpoints, "s3://nobucket/x", NULL, u2) != SX_OK);
+}
+
 int main(void)
 {
     const char *dir = test_tmpdir("etcd");
@@ -268,6 +304,7 @@ int main(void)
     RUN(test_txn);
     RUN(test_lease);
     RUN(test_errors);
+    RUN(test_identity);
     RUN(test_members);
     sx__etcd_free(E);
     th_etcd_stop(&ec);

@@ -39,14 +39,14 @@ typedef struct th_etcd {
     char initial[1024];
 } th_etcd;
 
-static const char *th_etcd_bin(void)
+static inline const char *th_etcd_bin(void)
 {
     const char *b = getenv("SX_ETCD_BIN");
     return b && *b ? b : "/usr/bin/etcd";
 }
 
 /* A port the kernel says is free now (bound to 0, read back, closed). */
-static int th_free_port(void)
+static inline int th_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
@@ -65,7 +65,7 @@ static int th_free_port(void)
 }
 
 /* GET /health answers {"health":"true"} (the member is part of a cluster with a leader). */
-static int th_etcd_healthy(int port)
+static inline int th_etcd_healthy(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
@@ -94,7 +94,7 @@ static int th_etcd_healthy(int port)
     return ok;
 }
 
-static pid_t th_etcd_spawn(th_etcd *ec, int i, const char *state)
+static inline pid_t th_etcd_spawn(th_etcd *ec, int i, const char *state)
 {
     char name[16], data[700], log[700], curl[64], purl[64];
     snprintf(name, sizeof name, "m%d", i + 1);
@@ -125,7 +125,7 @@ static pid_t th_etcd_spawn(th_etcd *ec, int i, const char *state)
 }
 
 /* Waits until every running member reports healthy (up to 30 s). 0 or 1. */
-static int th_etcd_wait(th_etcd *ec)
+static inline int th_etcd_wait(th_etcd *ec)
 {
     for (int t = 0; t < 300; t++) {
         int up = 0;
@@ -140,7 +140,7 @@ static int th_etcd_wait(th_etcd *ec)
     return 1;
 }
 
-static int th_etcd_start(const char *dir, int n, th_etcd *ec)
+static inline int th_etcd_start(const char *dir, int n, th_etcd *ec)
 {
     memset(ec, 0, sizeof *ec);
     if (n < 1 || n > TH_ETCD_MAX)
@@ -173,7 +173,7 @@ static int th_etcd_start(const char *dir, int n, th_etcd *ec)
     return th_etcd_wait(ec);
 }
 
-static void th_etcd_kill(th_etcd *ec, int i, int sig)
+static inline void th_etcd_kill(th_etcd *ec, int i, int sig)
 {
     if (ec->pid[i] > 0) {
         kill(ec->pid[i], sig);
@@ -185,7 +185,7 @@ static void th_etcd_kill(th_etcd *ec, int i, int sig)
 }
 
 /* Restarts a killed member on its data directory. 0 or 1 (after waiting for health). */
-static int th_etcd_restart(th_etcd *ec, int i)
+static inline int th_etcd_restart(th_etcd *ec, int i)
 {
     if (ec->pid[i] > 0)
         return 1;
@@ -193,7 +193,7 @@ static int th_etcd_restart(th_etcd *ec, int i)
     return ec->pid[i] > 0 ? th_etcd_wait(ec) : 1;
 }
 
-static void th_etcd_stop(th_etcd *ec)
+static inline void th_etcd_stop(th_etcd *ec)
 {
     for (int i = 0; i < ec->n; i++)
         if (ec->pid[i] > 0)

@@ -41,6 +41,8 @@ int cli_bench(int argc, char **argv);
 int cli_bench_remote(int argc, char **argv);
 /* `sextant serve`: the REST server until SIGTERM/SIGINT (serve.c). */
 int cli_serve(int argc, char **argv);
+/* `sextant cluster up|status|down`: a local cluster, supervised (cluster.c). */
+int cli_cluster(int argc, char **argv);
 /* `sextant check DIR [--salvage]`: offline integrity check (check.c). */
 int cli_check(int argc, char **argv);
 

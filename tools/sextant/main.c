@@ -7,6 +7,7 @@
  *   sextant check    offline integrity check, WAL salvage (check.c)
  *   sextant bench    ingest + index build + recall/QPS, optionally beside hnswlib (bench.c)
  *   sextant serve    the Milvus RESTful API v2 server on a data directory (serve.c)
+ *   sextant cluster  a local cluster on etcd: up, status, down (cluster.c)
  *   sextant version  print the library version and the SIMD kernels in use
  *
  * Each subcommand parses its own options and prints its own usage on --help. Exit status: 0 ok,
@@ -29,6 +30,7 @@ static void usage(FILE *out)
                  "  check    verify every checksum, manifest and index file offline (--salvage)\n"
                  "  bench    measure ingest, index build, recall, QPS and latency\n"
                  "  serve    serve the Milvus RESTful API v2 on a data directory\n"
+                 "  cluster  run a local cluster (etcd + fenced shard writers): up, status, down\n"
                  "  version  print the version and SIMD level\n"
                  "\n"
                  "Run 'sextant <command> --help' for the options of a command.\n");
@@ -59,6 +61,8 @@ int main(int argc, char **argv)
         return cli_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
         return cli_serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "cluster") == 0)
+        return cli_cluster(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         if (argc > 2) {
             fprintf(stderr, "sextant version: unexpected argument '%s'\n", argv[2]);

@@ -1,0 +1,269 @@
+/*
+ * test_cluster_cli.c: `sextant cluster up|status|down` as a user runs them (the real binary, a
+ * real 3-member etcd, two fenced shard writers, a file:// store). Skipped (77) without etcd.
+ *
+ *   up returns once both writers answer /readyz; status prints one line per process (role,
+ *   name, pid=N, address, state, restarts) and every pid is alive; a second up on the same
+ *   directory is refused; --query-nodes 1 is refused as not built yet;
+ *   kill -9 of a writer: the supervisor restarts it on its directory; rows acknowledged before
+ *   the kill are there once it serves again (WAL replay; writes are refused until the dead
+ *   process's lease expires, then accepted);
+ *   kill -9 of an etcd member: restarted (restarts=1), writes go on;
+ *   down stops every process (none of the pids is alive after it), status then says down;
+ *   up again on the same directory: the cluster comes back with its data (etcd members on their
+ *   data directories, writers on theirs).
+ */
+#include <errno.h>
+#include <sextant.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "etcd.h"
+#include "harness.h"
+#include "http.h"
+
+static const char *bin;
+static char dir[600];
+static unsigned base;
+
+/* runs `sextant ARGS` and captures stdout+stderr into out; returns the exit status */
+static int run(char *out, size_t cap, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        snprintf(out, cap, "popen: %s", strerror(errno));
+        return -1;
+    }
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+typedef struct line {
+    char role[16], name[32], addr[64], state[16];
+    int pid, restarts;
+} line;
+
+static int status(line *ls, int max)
+{
+    char out[8192], args[800];
+    snprintf(args, sizeof args, "cluster status --dir '%s'", dir);
+    run(out, sizeof out, args);
+    int n = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(out, "\n", &save); l && n < max; l = strtok_r(NULL, "\n", &save)) {
+        line *x = &ls[n];
+        if (sscanf(l, "%15s %31s pid=%d %63s %15s restarts=%d", x->role, x->name, &x->pid, x->addr,
+                   x->state, &x->restarts) == 6)
+            n++;
+    }
+    return n;
+}
+
+static const line *find(const line *ls, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(ls[i].name, name) == 0)
+            return &ls[i];
+    return NULL;
+}
+
+static bool alive(int pid)
+{
+    if (pid <= 0 || kill(pid, 0) != 0)
+        return false;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return !(rp && rp[2] == 'Z');
+}
+
+static char *insert_body(int first, int n)
+{
+    size_t cap = 128 + (size_t)n * 96;
+    char *b = malloc(cap);
+    size_t k = (size_t)snprintf(b, cap, "{\"collectionName\":\"cc\",\"data\":[");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(b + k, cap - k, "%s{\"id\":%d,\"vector\":[%d,%d,1,1]}", i ? "," : "",
+                              first + i, (first + i) % 17, (first + i) % 5);
+    snprintf(b + k, cap - k, "]}");
+    return b;
+}
+
+static long long insert(int first, int n)
+{
+    char *b = insert_body(first, n);
+    th_post("/v2/vectordb/entities/insert", b, NULL);
+    free(b);
+    return th_code();
+}
+
+static long long count(void)
+{
+    th_post("/v2/vectordb/entities/query",
+            "{\"collectionName\":\"cc\",\"filter\":\"id >= 0\",\"outputFields\":[\"count(*)\"]}",
+            NULL);
+    if (th_code() != 0)
+        FAILF("count: %s", th_last.text ? th_last.text : "(no answer)");
+    return (long long)json_integer_value(
+        json_object_get(json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"));
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* a port base with P, P+1, P+101..103, P+201..203 free */
+static unsigned pick_base(void)
+{
+    for (int tries = 0; tries < 200; tries++) {
+        unsigned b = 20000 + (unsigned)((getpid() * 7919 + tries * 104729) % 30000);
+        unsigned ports[] = { b, b + 1, b + 101, b + 102, b + 103, b + 201, b + 202, b + 203 };
+        bool ok = true;
+        for (size_t i = 0; i < sizeof ports / sizeof ports[0] && ok; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in a;
+            memset(&a, 0, sizeof a);
+            a.sin_family = AF_INET;
+            a.sin_port = htons((uint16_t)ports[i]);
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+            if (fd >= 0)
+                close(fd);
+        }
+        if (ok)
+            return b;
+    }
+    return 0;
+}
+
+static void test_cluster(void)
+{
+    char out[8192], args[1024];
+    base = pick_base();
+    ASSERT(base != 0);
+    snprintf(args, sizeof args,
+             "cluster up --dir '%s' --port %u --etcd 3 --writers 2 --lease-ttl 2", dir, base);
+    int rc = run(out, sizeof out, args);
+    if (rc != 0)
+        FAILF("cluster up: exit %d: %s", rc, out);
+    ASSERT(strstr(out, "cluster up in") != NULL);
+    line ls[16];
+    int n = status(ls, 16);
+    ASSERT_EQ(n, 6);
+    const char *names[] = { "-", "etcd-m1", "etcd-m2", "etcd-m3", "w1", "w2" };
+    for (size_t i = 0; i < 6; i++) {
+        const line *l = find(ls, n, names[i]);
+        ASSERT(l != NULL);
+        ASSERT(alive(l->pid));
+        ASSERT(strcmp(l->state, "running") == 0);
+    }
+    ASSERT(strcmp(find(ls, n, "w1")->role, "writer") == 0);
+    ASSERT(strcmp(find(ls, n, "etcd-m2")->role, "etcd") == 0);
+    /* mistakes */
+    rc = run(out, sizeof out, args);
+    ASSERT_EQ(rc, 1);
+    ASSERT(strstr(out, "already up") != NULL);
+    snprintf(args, sizeof args, "cluster up --dir '%s/other' --port %u --query-nodes 1", dir,
+             base + 500);
+    rc = run(out, sizeof out, args);
+    ASSERT_EQ(rc, 2);
+    ASSERT(strstr(out, "not built yet") != NULL);
+
+    /* data through writer 1 */
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"cc\",\"dimension\":4,\"metricType\":\"L2\"}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    for (int b = 0; b < 5; b++)
+        ASSERT_EQ(insert(b * 20, 20), 0);
+
+    /* kill -9 writer 1: restarted on its directory, the rows come back */
+    int w1 = find(ls, n, "w1")->pid;
+    kill(w1, SIGKILL);
+    double t0 = mono();
+    long long code = -1;
+    while (code != 0 && mono() - t0 < 30) {
+        usleep(250000);
+        code = insert(1000, 10); /* refused until the dead process's lease expired */
+    }
+    ASSERT_EQ(code, 0);
+    ASSERT_EQ(count(), 110);
+    n = status(ls, 16);
+    ASSERT(find(ls, n, "w1")->restarts == 1);
+    ASSERT(find(ls, n, "w1")->pid != w1 && alive(find(ls, n, "w1")->pid));
+
+    /* kill -9 an etcd member: restarted, writes go on */
+    int m2 = find(ls, n, "etcd-m2")->pid;
+    kill(m2, SIGKILL);
+    t0 = mono();
+    const line *l = NULL;
+    while (mono() - t0 < 15) {
+        n = status(ls, 16);
+        l = find(ls, n, "etcd-m2");
+        if (l && l->restarts == 1 && strcmp(l->state, "running") == 0 && alive(l->pid))
+            break;
+        usleep(100000);
+    }
+    ASSERT(l && l->restarts == 1 && alive(l->pid));
+    ASSERT_EQ(insert(2000, 10), 0);
+    th_post("/v2/vectordb/collections/flush", "{\"collectionName\":\"cc\"}", NULL);
+    ASSERT_EQ(th_code(), 0);
+
+    /* down: nothing left */
+    int pids[16];
+    for (int i = 0; i < n; i++)
+        pids[i] = ls[i].pid;
+    snprintf(args, sizeof args, "cluster down --dir '%s'", dir);
+    rc = run(out, sizeof out, args);
+    if (rc != 0)
+        FAILF("cluster down: exit %d: %s", rc, out);
+    for (int i = 0; i < n; i++)
+        if (alive(pids[i]))
+            FAILF("%s pid=%d is alive after down", ls[i].name, pids[i]);
+    snprintf(args, sizeof args, "cluster status --dir '%s'", dir);
+    ASSERT_EQ(run(out, sizeof out, args), 1);
+    ASSERT(strstr(out, "down") != NULL);
+
+    /* up again: same data */
+    snprintf(args, sizeof args, "cluster up --dir '%s' --port %u --etcd 3 --writers 2", dir, base);
+    rc = run(out, sizeof out, args);
+    if (rc != 0)
+        FAILF("cluster up (again): exit %d: %s", rc, out);
+    ASSERT_EQ(count(), 120);
+    snprintf(args, sizeof args, "cluster down --dir '%s'", dir);
+    ASSERT_EQ(run(out, sizeof out, args), 0);
+}
+
+int main(void)
+{
+    bin = getenv("SX_SEXTANT_BIN");
+    if (!bin || access(bin, X_OK) != 0) {
+        fprintf(stderr, "SKIP: SX_SEXTANT_BIN not set (run through ctest)\n");
+        return 77;
+    }
+    if (access(th_etcd_bin(), X_OK) != 0) {
+        fprintf(stderr, "SKIP: %s is not installed (Debian etcd-server)\n", th_etcd_bin());
+        return 77;
+    }
+    snprintf(dir, sizeof dir, "%s", test_tmpdir("cluster_cli"));
+    RUN(test_cluster);
+    /* whatever happened, leave nothing running */
+    char out[4096], args[800];
+    snprintf(args, sizeof args, "cluster down --dir '%s'", dir);
+    (void)run(out, sizeof out, args);
+    return TEST_DONE();
+}

@@ -1,0 +1,698 @@
+/*
+ * cluster.c: `sextant cluster up|status|down`: a whole local cluster (docs/internals/CLUSTER.md)
+ * started, supervised and stopped as one.
+ *
+ *   up --dir D --port P [--etcd 3] [--writers 1] [--query-nodes 0] [--index-workers 0]
+ *      [--storage URL --s3-endpoint URL] [--lease-ttl 5]
+ *   status --dir D      one line per process: role, name, pid=N, addr, state, restarts
+ *   down --dir D        stops every process (writers first, etcd last) and the supervisor
+ *
+ * Layout of D: etcd/m<i>/ (member data), w<i>/ (writer data directories), store/ (the object
+ * store when no --storage is given: a file:// store), logs/<name>.log, supervisor.pid,
+ * cluster.state (the process table, rewritten atomically on every change), supervisor.log.
+ *
+ * Ports: writer i listens on P + i - 1 (the first writer on P: the cluster's front door until
+ * the proxy exists); etcd member i on P + 100 + i (client) and P + 200 + i (peer).
+ *
+ * Supervision. `up` forks a supervisor (setsid, its own session: the terminal's ^C does not reach
+ * it), which starts the etcd members, waits until they elect a leader, then the writers, and
+ * waits for children. A child that exits while the cluster is up is started again, with the same
+ * arguments and directory (so a killed writer replays its WAL, a fenced one reconciles, a killed
+ * etcd member rejoins on its data), after a backoff of 0.5 s doubling to 30 s when it keeps
+ * dying within 10 s of its start. SIGTERM (`down`) stops the writers (SIGTERM: they flush and
+ * revoke their leases), then the etcd members, each SIGKILLed after 10 s; then the supervisor
+ * removes supervisor.pid and exits. `up` returns once every writer answers /readyz (exit 0), or
+ * prints the supervisor's log and exits 1 if that does not happen within 60 s.
+ *
+ * etcd members run with --auto-compaction-mode revision --auto-compaction-retention 1000 and
+ * --quota-backend-bytes 2 GiB (scale-out.md: Milvus's "mvcc: database space exceeded" outages).
+ *
+ * Not yet: query nodes, index workers and the proxy (issue 17 continues); --query-nodes and
+ * --index-workers above 0 are refused with that message.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define MAXP 40
+
+typedef struct proc {
+    char role[16], name[32], addr[64], log[PATH_MAX];
+    char *argv[48];
+    int argc;
+    pid_t pid;
+    int restarts;
+    double started, backoff;
+    bool waiting; /* dead, restart due at `due` */
+    double due;
+} proc;
+
+typedef struct cluster {
+    char dir[PATH_MAX], self[PATH_MAX], storage[PATH_MAX + 16], endpoint[512], etcd_eps[512];
+    unsigned port, n_etcd, n_writers, lease_ttl;
+    proc p[MAXP];
+    int n;
+} cluster;
+
+static volatile sig_atomic_t stopping;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_term(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
+
+static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *dupf(const char *fmt, ...)
+{
+    char buf[PATH_MAX + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char *s = strdup(buf);
+    if (!s) {
+        fprintf(stderr, "sextant cluster: out of memory\n");
+        exit(1);
+    }
+    return s;
+}
+
+static void mkdirs(const char *path)
+{
+    char buf[PATH_MAX];
+    (void)snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            (void)mkdir(buf, 0755);
+            *p = '/';
+        }
+    (void)mkdir(buf, 0755);
+}
+
+/* ---------------------------------------------------------------- the process table */
+
+static void write_state(const cluster *c)
+{
+    char path[PATH_MAX + 32], tmp[PATH_MAX + 32];
+    (void)snprintf(path, sizeof path, "%s/cluster.state", c->dir);
+    (void)snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    for (int i = 0; i < c->n; i++) {
+        const proc *p = &c->p[i];
+        fprintf(f, "%s %s %d %s %s %d\n", p->role, p->name, p->waiting ? 0 : (int)p->pid, p->addr,
+                p->waiting ? "restarting" : "running", p->restarts);
+    }
+    if (fclose(f) == 0)
+        (void)rename(tmp, path);
+}
+
+static void add_proc(cluster *c, const char *role, const char *name, const char *addr)
+{
+    proc *p = &c->p[c->n++];
+    memset(p, 0, sizeof *p);
+    (void)snprintf(p->role, sizeof p->role, "%s", role);
+    (void)snprintf(p->name, sizeof p->name, "%s", name);
+    (void)snprintf(p->addr, sizeof p->addr, "%s", addr);
+    char log[PATH_MAX];
+    (void)snprintf(log, sizeof log, "%s/logs/%s.log", c->dir, name);
+    memcpy(p->log, log, sizeof p->log);
+    p->backoff = 0.5;
+}
+
+static void arg(proc *p, char *s)
+{
+    p->argv[p->argc++] = s;
+    p->argv[p->argc] = NULL;
+}
+
+static void build(cluster *c)
+{
+    c->n = 0;
+    char initial[2048] = "";
+    size_t off = 0;
+    c->etcd_eps[0] = '\0';
+    size_t eoff = 0;
+    for (unsigned i = 1; i <= c->n_etcd; i++) {
+        off += (size_t)snprintf(initial + off, sizeof initial - off, "%sm%u=http://127.0.0.1:%u",
+                                i > 1 ? "," : "", i, c->port + 200 + i);
+        eoff += (size_t)snprintf(c->etcd_eps + eoff, sizeof c->etcd_eps - eoff,
+                                 "%shttp://127.0.0.1:%u", i > 1 ? "," : "", c->port + 100 + i);
+    }
+    for (unsigned i = 1; i <= c->n_etcd; i++) {
+        char name[16], addr[64];
+        (void)snprintf(name, sizeof name, "etcd-m%u", i);
+        (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port + 100 + i);
+        add_proc(c, "etcd", name, addr);
+        proc *p = &c->p[c->n - 1];
+        arg(p, "etcd");
+        arg(p, "--name");
+        arg(p, dupf("m%u", i));
+        arg(p, "--data-dir");
+        arg(p, dupf("%s/etcd/m%u", c->dir, i));
+        arg(p, "--listen-client-urls");
+        arg(p, dupf("http://127.0.0.1:%u", c->port + 100 + i));
+        arg(p, "--advertise-client-urls");
+        arg(p, dupf("http://127.0.0.1:%u", c->port + 100 + i));
+        arg(p, "--listen-peer-urls");
+        arg(p, dupf("http://127.0.0.1:%u", c->port + 200 + i));
+        arg(p, "--initial-advertise-peer-urls");
+        arg(p, dupf("http://127.0.0.1:%u", c->port + 200 + i));
+        arg(p, "--initial-cluster");
+        arg(p, dupf("%s", initial));
+        arg(p, "--initial-cluster-state");
+        arg(p, "new"); /* ignored once the member has data: a restart rejoins */
+        arg(p, "--initial-cluster-token");
+        arg(p, dupf("sextant-%u", c->port));
+        arg(p, "--auto-compaction-mode");
+        arg(p, "revision");
+        arg(p, "--auto-compaction-retention");
+        arg(p, "1000");
+        arg(p, "--quota-backend-bytes");
+        arg(p, "2147483648");
+        arg(p, "--log-level");
+        arg(p, "warn");
+    }
+    for (unsigned i = 1; i <= c->n_writers; i++) {
+        char name[16], addr[64];
+        (void)snprintf(name, sizeof name, "w%u", i);
+        (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port + i - 1);
+        add_proc(c, "writer", name, addr);
+        proc *p = &c->p[c->n - 1];
+        arg(p, c->self);
+        arg(p, "serve");
+        arg(p, "--data");
+        arg(p, dupf("%s/w%u", c->dir, i));
+        arg(p, "--port");
+        arg(p, dupf("%u", c->port + i - 1));
+        arg(p, "--storage");
+        arg(p, c->storage);
+        if (c->endpoint[0]) {
+            arg(p, "--s3-endpoint");
+            arg(p, c->endpoint);
+        }
+        arg(p, "--etcd");
+        arg(p, c->etcd_eps);
+        arg(p, "--node-id");
+        arg(p, dupf("w%u", i));
+        arg(p, "--lease-ttl");
+        arg(p, dupf("%u", c->lease_ttl));
+        arg(p, "--quiet");
+    }
+}
+
+static pid_t start_proc(proc *p)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    fd = open("/dev/null", O_RDONLY);
+    if (fd >= 0) {
+        dup2(fd, 0);
+        close(fd);
+    }
+    if (strcmp(p->role, "etcd") == 0) {
+        const char *b = getenv("SEXTANT_ETCD_BIN");
+        execv(b && *b ? b : "/usr/bin/etcd", p->argv);
+    } else {
+        execv(p->argv[0], p->argv);
+    }
+    fprintf(stderr, "sextant cluster: cannot run %s: %s\n", p->argv[0], strerror(errno));
+    _exit(127);
+}
+
+static void slog(const cluster *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void slog(const cluster *c, const char *fmt, ...)
+{
+    (void)c;
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char ts[32];
+    (void)strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    fprintf(stderr, "%s ", ts);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* GET path on 127.0.0.1:port answers HTTP 200 with `want` in the body (NULL: any). */
+static bool http_ok(unsigned port, const char *path, const char *want)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return false;
+    struct timeval tv = { 1, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = false;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+        char req[256];
+        int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+        if (write(fd, req, (size_t)n) == n) {
+            char buf[4096];
+            size_t got = 0;
+            ssize_t r;
+            while (got + 1 < sizeof buf && (r = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
+                got += (size_t)r;
+            buf[got] = '\0';
+            ok = strncmp(buf, "HTTP/1.", 7) == 0 && strstr(buf, " 200 ") &&
+                 (!want || strstr(buf, want));
+        }
+    }
+    close(fd);
+    return ok;
+}
+
+static int supervise(cluster *c)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGTERM, &sa, NULL);
+    (void)sigaction(SIGINT, &sa, NULL);
+    /* etcd first; writers once a leader is elected (their start checks the cluster UUID) */
+    for (int i = 0; i < c->n; i++) {
+        proc *p = &c->p[i];
+        if (strcmp(p->role, "etcd") != 0)
+            continue;
+        p->pid = start_proc(p);
+        p->started = now_s();
+        slog(c, "started %s pid=%d", p->name, (int)p->pid);
+    }
+    double t0 = now_s();
+    bool healthy = false;
+    while (!healthy && !stopping && now_s() - t0 < 30) {
+        healthy = http_ok(c->port + 101, "/health", "\"health\":\"true\"");
+        if (!healthy)
+            usleep(100000);
+    }
+    if (!healthy)
+        slog(c, "etcd did not become healthy within 30 s (logs in %s/logs)", c->dir);
+    for (int i = 0; i < c->n && !stopping; i++) {
+        proc *p = &c->p[i];
+        if (strcmp(p->role, "etcd") == 0)
+            continue;
+        p->pid = start_proc(p);
+        p->started = now_s();
+        slog(c, "started %s pid=%d on %s", p->name, (int)p->pid, p->addr);
+    }
+    write_state(c);
+    while (!stopping) {
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid > 0) {
+            for (int i = 0; i < c->n; i++) {
+                proc *p = &c->p[i];
+                if (p->pid != pid || p->waiting)
+                    continue;
+                double ran = now_s() - p->started;
+                p->backoff = ran < 10 ? (p->backoff * 2 > 30 ? 30 : p->backoff * 2) : 0.5;
+                p->waiting = true;
+                p->due = now_s() + (ran < 10 ? p->backoff : 0.5);
+                if (WIFEXITED(st))
+                    slog(c, "%s pid=%d exited with status %d after %.1f s; restart in %.1f s",
+                         p->name, (int)pid, WEXITSTATUS(st), ran, p->due - now_s());
+                else
+                    slog(c, "%s pid=%d killed by signal %d after %.1f s; restart in %.1f s",
+                         p->name, (int)pid, WTERMSIG(st), ran, p->due - now_s());
+                write_state(c);
+            }
+            continue;
+        }
+        for (int i = 0; i < c->n; i++) {
+            proc *p = &c->p[i];
+            if (p->waiting && now_s() >= p->due) {
+                p->pid = start_proc(p);
+                p->started = now_s();
+                p->waiting = false;
+                p->restarts++;
+                slog(c, "restarted %s pid=%d (restart %d)", p->name, (int)p->pid, p->restarts);
+                write_state(c);
+            }
+        }
+        usleep(50000);
+    }
+    /* down: writers first (they flush and revoke their leases), then etcd */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *role = pass == 0 ? "writer" : "etcd";
+        for (int i = 0; i < c->n; i++)
+            if (strcmp(c->p[i].role, role) == 0 && !c->p[i].waiting && c->p[i].pid > 0)
+                kill(c->p[i].pid, SIGTERM);
+        double t1 = now_s();
+        for (int i = 0; i < c->n; i++) {
+            proc *p = &c->p[i];
+            if (strcmp(p->role, role) != 0 || p->waiting || p->pid <= 0)
+                continue;
+            while (waitpid(p->pid, NULL, WNOHANG) == 0) {
+                if (now_s() - t1 > 10) {
+                    slog(c, "%s pid=%d did not stop within 10 s: SIGKILL", p->name, (int)p->pid);
+                    kill(p->pid, SIGKILL);
+                    waitpid(p->pid, NULL, 0);
+                    break;
+                }
+                usleep(50000);
+            }
+            slog(c, "stopped %s", p->name);
+            p->pid = 0;
+        }
+    }
+    char path[PATH_MAX + 32];
+    (void)snprintf(path, sizeof path, "%s/cluster.state", c->dir);
+    (void)unlink(path);
+    (void)snprintf(path, sizeof path, "%s/supervisor.pid", c->dir);
+    (void)unlink(path);
+    slog(c, "cluster down");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- commands */
+
+/* alive and not a zombie (a supervisor whose `up` exited is reparented; where nothing reaps,
+ * it would linger as a zombie after exiting) */
+static bool alive(pid_t pid)
+{
+    if (pid <= 0 || kill(pid, 0) != 0)
+        return false;
+    char path[64], buf[512];
+    (void)snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+}
+
+static pid_t read_pid(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    (void)snprintf(path, sizeof path, "%s/supervisor.pid", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    long pid = 0;
+    if (fscanf(f, "%ld", &pid) != 1)
+        pid = 0;
+    fclose(f);
+    return alive((pid_t)pid) ? (pid_t)pid : 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sextant cluster up --dir D --port P [options]\n"
+            "       sextant cluster status --dir D\n"
+            "       sextant cluster down --dir D\n"
+            "\n"
+            "Runs a local Sextant cluster in the background (docs/internals/CLUSTER.md): etcd\n"
+            "members and shard writers fenced on etcd, supervised (a process that dies is\n"
+            "restarted on its directory). Writer i serves the Milvus REST and gRPC APIs on\n"
+            "port P + i - 1; etcd member i listens on P + 100 + i (peers P + 200 + i).\n"
+            "\n"
+            "  --dir D              the cluster's directory (created)\n"
+            "  --port P             the first writer's port (default 19530)\n"
+            "  --etcd N             etcd members (default 3; 1 for a toy)\n"
+            "  --writers N          shard writers (default 1)\n"
+            "  --query-nodes N      (not built yet: 0)\n"
+            "  --index-workers N    (not built yet: 0)\n"
+            "  --storage URL        s3://BUCKET[/PREFIX] or file:///abs/dir (default:\n"
+            "                       file://D/store)\n"
+            "  --s3-endpoint URL    S3 endpoint (default $SEXTANT_S3_ENDPOINT, else AWS)\n"
+            "  --lease-ttl S        writers' etcd lease TTL (default 5)\n"
+            "\n"
+            "status prints one line per process: role name pid=N addr state restarts=N.\n");
+}
+
+static int cmd_up(int argc, char **argv)
+{
+    const char *cmd = "cluster up";
+    const char *dir = NULL, *storage = NULL, *endpoint = NULL, *v;
+    uint64_t port = 19530, n_etcd = 3, n_writers = 1, n_query = 0, n_index = 0, ttl = 5;
+    for (int i = 1; i < argc;) {
+        int r;
+        if (cli_flag(argv, &i, "--help")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--dir", &dir)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--storage", &storage)) != 0 ||
+            (r = cli_take(argc, argv, &i, cmd, "--s3-endpoint", &endpoint)) != 0) {
+            if (r < 0)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+
+        struct {
+            const char *name;
+            uint64_t lo, hi, *out;
+        } nums[] = {
+            { "--port", 1, 65000 - 300, &port },    { "--etcd", 1, 5, &n_etcd },
+            { "--writers", 1, 30, &n_writers },     { "--query-nodes", 0, 64, &n_query },
+            { "--index-workers", 0, 64, &n_index }, { "--lease-ttl", 1, 3600, &ttl },
+        };
+
+        bool matched = false;
+        for (size_t k = 0; k < sizeof nums / sizeof nums[0] && !matched; k++) {
+            r = cli_take(argc, argv, &i, cmd, nums[k].name, &v);
+            if (r == 0)
+                continue;
+            if (r < 0 ||
+                cli_parse_u64(cmd, nums[k].name, v, nums[k].lo, nums[k].hi, nums[k].out) != 0)
+                return CLI_EXIT_USAGE;
+            matched = true;
+        }
+        if (matched)
+            continue;
+        return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+    }
+    if (!dir)
+        return cli_usage_error(cmd, "--dir is required");
+    if (n_query || n_index)
+        return cli_usage_error(cmd, "query nodes and index workers are not built yet (issue 17 "
+                                    "continues): use --query-nodes 0 --index-workers 0");
+    if (n_writers > 20)
+        return cli_usage_error(cmd, "--writers: at most 20");
+    cluster *c = calloc(1, sizeof *c);
+    if (!c)
+        return cli_fail(cmd, "out of memory");
+    mkdirs(dir);
+    if (!realpath(dir, c->dir)) {
+        free(c);
+        return cli_fail(cmd, "%s: %s", dir, strerror(errno));
+    }
+    if (read_pid(c->dir)) {
+        free(c);
+        return cli_fail(cmd, "a cluster is already up in %s (sextant cluster status --dir %s)", dir,
+                        dir);
+    }
+    ssize_t sl = readlink("/proc/self/exe", c->self, sizeof c->self - 1);
+    if (sl <= 0) {
+        free(c);
+        return cli_fail(cmd, "cannot find the sextant binary (/proc/self/exe)");
+    }
+    c->self[sl] = '\0';
+    const char *eb = getenv("SEXTANT_ETCD_BIN");
+    if (access(eb && *eb ? eb : "/usr/bin/etcd", X_OK) != 0) {
+        free(c);
+        return cli_fail(cmd, "etcd is not installed (Debian: apt-get install etcd-server)");
+    }
+    c->port = (unsigned)port;
+    c->n_etcd = (unsigned)n_etcd;
+    c->n_writers = (unsigned)n_writers;
+    c->lease_ttl = (unsigned)ttl;
+    if (storage) {
+        (void)snprintf(c->storage, sizeof c->storage, "%s", storage);
+    } else {
+        char sd[PATH_MAX + 8];
+        (void)snprintf(sd, sizeof sd, "%s/store", c->dir);
+        mkdirs(sd);
+        (void)snprintf(c->storage, sizeof c->storage, "file://%s", sd);
+    }
+    if (endpoint)
+        (void)snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    char logs[PATH_MAX + 8];
+    (void)snprintf(logs, sizeof logs, "%s/logs", c->dir);
+    mkdirs(logs);
+    build(c);
+
+    char slogp[PATH_MAX + 32];
+    (void)snprintf(slogp, sizeof slogp, "%s/supervisor.log", c->dir);
+    fflush(NULL);
+    pid_t sup = fork();
+    if (sup < 0) {
+        free(c);
+        return cli_fail(cmd, "fork: %s", strerror(errno));
+    }
+    if (sup == 0) {
+        setsid();
+        int fd = open(slogp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        fd = open("/dev/null", O_RDONLY);
+        if (fd >= 0) {
+            dup2(fd, 0);
+            close(fd);
+        }
+        char pidp[PATH_MAX + 32];
+        (void)snprintf(pidp, sizeof pidp, "%s/supervisor.pid", c->dir);
+        FILE *f = fopen(pidp, "w");
+        if (f) {
+            fprintf(f, "%d\n", (int)getpid());
+            fclose(f);
+        }
+        _exit(supervise(c));
+    }
+    /* wait for every writer's /readyz */
+    double t0 = now_s();
+    unsigned ready = 0;
+    while (now_s() - t0 < 60) {
+        ready = 0;
+        for (unsigned i = 0; i < c->n_writers; i++)
+            ready += http_ok(c->port + i, "/readyz", NULL);
+        if (ready == c->n_writers)
+            break;
+        int st;
+        if (waitpid(sup, &st, WNOHANG) == sup)
+            break;
+        usleep(100000);
+    }
+    if (ready != c->n_writers) {
+        fprintf(stderr, "sextant cluster up: %u of %u writers ready after 60 s; %s:\n", ready,
+                c->n_writers, slogp);
+        char cmdl[PATH_MAX + 64];
+        (void)snprintf(cmdl, sizeof cmdl, "tail -n 20 '%s' >&2", slogp);
+        if (system(cmdl) != 0) {
+        }
+        free(c);
+        return CLI_EXIT_FAIL;
+    }
+    printf("cluster up in %s: %u etcd members (%s), %u writer(s) on 127.0.0.1:%u..%u, store "
+           "%s\n",
+           c->dir, c->n_etcd, c->etcd_eps, c->n_writers, c->port, c->port + c->n_writers - 1,
+           c->storage);
+    free(c);
+    return CLI_EXIT_OK;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+    const char *cmd = "cluster status", *dir = NULL;
+    for (int i = 1; i < argc;) {
+        int r = cli_take(argc, argv, &i, cmd, "--dir", &dir);
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r == 0)
+            return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+    }
+    if (!dir)
+        return cli_usage_error(cmd, "--dir is required");
+    pid_t sup = read_pid(dir);
+    if (!sup) {
+        printf("supervisor - pid=0 - down restarts=0\n");
+        return CLI_EXIT_FAIL;
+    }
+    printf("supervisor - pid=%d - running restarts=0\n", (int)sup);
+    char path[PATH_MAX + 32];
+    (void)snprintf(path, sizeof path, "%s/cluster.state", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return CLI_EXIT_OK; /* starting */
+    char role[16], name[32], addr[64], state[16];
+    int pid, restarts;
+    while (fscanf(f, "%15s %31s %d %63s %15s %d", role, name, &pid, addr, state, &restarts) == 6) {
+        printf("%s %s pid=%d %s %s restarts=%d\n", role, name, pid, addr,
+               strcmp(state, "running") == 0 && !alive((pid_t)pid) ? "dead" : state, restarts);
+    }
+    fclose(f);
+    return CLI_EXIT_OK;
+}
+
+static int cmd_down(int argc, char **argv)
+{
+    const char *cmd = "cluster down", *dir = NULL;
+    for (int i = 1; i < argc;) {
+        int r = cli_take(argc, argv, &i, cmd, "--dir", &dir);
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r == 0)
+            return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+    }
+    if (!dir)
+        return cli_usage_error(cmd, "--dir is required");
+    pid_t sup = read_pid(dir);
+    if (!sup) {
+        printf("no cluster is up in %s\n", dir);
+        return CLI_EXIT_OK;
+    }
+    kill(sup, SIGTERM);
+    double t0 = now_s();
+    while (alive(sup) && now_s() - t0 < 60)
+        usleep(50000);
+    if (alive(sup))
+        return cli_fail(cmd, "the supervisor (pid %d) did not stop within 60 s", (int)sup);
+    printf("cluster in %s is down\n", dir);
+    return CLI_EXIT_OK;
+}
+
+int cli_cluster(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    }
+    if (strcmp(argv[1], "up") == 0)
+        return cmd_up(argc - 1, argv + 1);
+    if (strcmp(argv[1], "status") == 0)
+        return cmd_status(argc - 1, argv + 1);
+    if (strcmp(argv[1], "down") == 0)
+        return cmd_down(argc - 1, argv + 1);
+    fprintf(stderr, "sextant cluster: unknown command '%s' (up, status, down)\n", argv[1]);
+    return CLI_EXIT_USAGE;
+}
