@@ -55,6 +55,8 @@ typedef struct proc {
     char role[16], name[32], addr[64], log[PATH_MAX];
     char *argv[48];
     int argc;
+    char *own[48]; /* the argv strings this entry allocated */
+    int n_own;
     pid_t pid;
     int restarts;
     double started, backoff;
@@ -146,10 +148,26 @@ static void add_proc(cluster *c, const char *role, const char *name, const char 
     p->backoff = 0.5;
 }
 
+/* s: a literal or a string that outlives the table (not freed) */
 static void arg(proc *p, char *s)
 {
     p->argv[p->argc++] = s;
     p->argv[p->argc] = NULL;
+}
+
+/* s: from dupf (freed by free_procs) */
+static void argd(proc *p, char *s)
+{
+    p->own[p->n_own++] = s;
+    arg(p, s);
+}
+
+static void free_procs(cluster *c)
+{
+    for (int i = 0; i < c->n; i++)
+        for (int k = 0; k < c->p[i].n_own; k++)
+            free(c->p[i].own[k]);
+    c->n = 0;
 }
 
 static void build(cluster *c)
@@ -173,23 +191,23 @@ static void build(cluster *c)
         proc *p = &c->p[c->n - 1];
         arg(p, "etcd");
         arg(p, "--name");
-        arg(p, dupf("m%u", i));
+        argd(p, dupf("m%u", i));
         arg(p, "--data-dir");
-        arg(p, dupf("%s/etcd/m%u", c->dir, i));
+        argd(p, dupf("%s/etcd/m%u", c->dir, i));
         arg(p, "--listen-client-urls");
-        arg(p, dupf("http://127.0.0.1:%u", c->port + 100 + i));
+        argd(p, dupf("http://127.0.0.1:%u", c->port + 100 + i));
         arg(p, "--advertise-client-urls");
-        arg(p, dupf("http://127.0.0.1:%u", c->port + 100 + i));
+        argd(p, dupf("http://127.0.0.1:%u", c->port + 100 + i));
         arg(p, "--listen-peer-urls");
-        arg(p, dupf("http://127.0.0.1:%u", c->port + 200 + i));
+        argd(p, dupf("http://127.0.0.1:%u", c->port + 200 + i));
         arg(p, "--initial-advertise-peer-urls");
-        arg(p, dupf("http://127.0.0.1:%u", c->port + 200 + i));
+        argd(p, dupf("http://127.0.0.1:%u", c->port + 200 + i));
         arg(p, "--initial-cluster");
-        arg(p, dupf("%s", initial));
+        argd(p, dupf("%s", initial));
         arg(p, "--initial-cluster-state");
         arg(p, "new"); /* ignored once the member has data: a restart rejoins */
         arg(p, "--initial-cluster-token");
-        arg(p, dupf("sextant-%u", c->port));
+        argd(p, dupf("sextant-%u", c->port));
         arg(p, "--auto-compaction-mode");
         arg(p, "revision");
         arg(p, "--auto-compaction-retention");
@@ -208,9 +226,9 @@ static void build(cluster *c)
         arg(p, c->self);
         arg(p, "serve");
         arg(p, "--data");
-        arg(p, dupf("%s/w%u", c->dir, i));
+        argd(p, dupf("%s/w%u", c->dir, i));
         arg(p, "--port");
-        arg(p, dupf("%u", c->port + i - 1));
+        argd(p, dupf("%u", c->port + i - 1));
         arg(p, "--storage");
         arg(p, c->storage);
         if (c->endpoint[0]) {
@@ -220,9 +238,9 @@ static void build(cluster *c)
         arg(p, "--etcd");
         arg(p, c->etcd_eps);
         arg(p, "--node-id");
-        arg(p, dupf("w%u", i));
+        argd(p, dupf("w%u", i));
         arg(p, "--lease-ttl");
-        arg(p, dupf("%u", c->lease_ttl));
+        argd(p, dupf("%u", c->lease_ttl));
         arg(p, "--quiet");
     }
 }
@@ -564,6 +582,7 @@ static int cmd_up(int argc, char **argv)
     fflush(NULL);
     pid_t sup = fork();
     if (sup < 0) {
+        free_procs(c);
         free(c);
         return cli_fail(cmd, "fork: %s", strerror(errno));
     }
@@ -610,6 +629,7 @@ static int cmd_up(int argc, char **argv)
         (void)snprintf(cmdl, sizeof cmdl, "tail -n 20 '%s' >&2", slogp);
         if (system(cmdl) != 0) {
         }
+        free_procs(c);
         free(c);
         return CLI_EXIT_FAIL;
     }
@@ -617,6 +637,7 @@ static int cmd_up(int argc, char **argv)
            "%s\n",
            c->dir, c->n_etcd, c->etcd_eps, c->n_writers, c->port, c->port + c->n_writers - 1,
            c->storage);
+    free_procs(c);
     free(c);
     return CLI_EXIT_OK;
 }
