@@ -7,9 +7,10 @@
 #
 # For each: insert rate (ROWS rows of DIM floats in batches of BATCH through REST, one client),
 # flush latency (seal + upload + commit: the cluster's commit is an etcd txn), median of FLUSHES.
+# (Each flush seals 500 fresh rows; the index build that follows runs in the background.)
 # Cluster only: kill -9 of the writer -> first acknowledged write (supervisor restart + WAL replay +
 # the dead process's lease expiring, TTL s), kill -9 of the etcd leader -> first acknowledged
-# write, SIGSTOP of the writer -> its epoch key gone from etcd (TTL).
+# write and first fenced commit, SIGSTOP of the writer -> its epoch key gone from etcd (TTL).
 #
 # Usage: bench/cluster_writer.sh [BUILD_DIR]     env: ROWS (20000) DIM (128) BATCH (500)
 #        FLUSHES (5) TTL (5) PORT (29530)
@@ -79,6 +80,25 @@ print(f"{time.perf_counter() - t0:.2f}")
 EOF
 }
 
+first_flush() { # first_flush URL -> seconds until a flush (a fenced commit) succeeds
+    python3 - "$1" <<'EOF'
+import json, sys, time, urllib.request
+url = sys.argv[1]
+t0 = time.perf_counter()
+while time.perf_counter() - t0 < 120:
+    try:
+        r = urllib.request.urlopen(urllib.request.Request(url + "/v2/vectordb/collections/flush",
+            json.dumps({"collectionName": "b"}).encode(), {"Content-Type": "application/json"}),
+            timeout=30)
+        if json.loads(r.read()).get("code") == 0:
+            break
+    except Exception:
+        pass
+    time.sleep(0.05)
+print(f"{time.perf_counter() - t0:.2f}")
+EOF
+}
+
 # single node
 mkdir -p "$work/store1"
 "$bin" serve --data "$work/single" --port "$PORT" --storage "file://$work/store1" --quiet &
@@ -100,11 +120,17 @@ lport=${leader##*:}
 lpid=$(awk -v a="127.0.0.1:$lport" '$4 == a {print $3}' "$work/cluster/cluster.state")
 kill -9 "$lpid"
 t_leader=$(first_ok "http://127.0.0.1:$PORT" 900002)
+t_leader_flush=$(first_flush "http://127.0.0.1:$PORT")
 sleep 3
 wpid=$(awk '$2 == "w1" {print $3}' "$work/cluster/cluster.state")
 kill -STOP "$wpid"
 t0=$(date +%s.%N)
-while ETCDCTL_API=3 etcdctl --endpoints="$eps" get --prefix /sextant/ --keys-only 2>/dev/null | grep -q "/epoch/default/b$"; do sleep 0.05; done
+epoch_held() {
+    local keys
+    keys=$(ETCDCTL_API=3 etcdctl --endpoints="$eps" get --prefix /sextant/ --keys-only 2>/dev/null || true)
+    [[ "$keys" == *"/epoch/default/b"* ]]
+}
+while epoch_held; do sleep 0.05; done
 t_stop=$(python3 -c "import time; print(f'{time.time() - $t0:.2f}')")
 kill -CONT "$wpid"
 
@@ -113,5 +139,5 @@ printf '%-10s %14s %16s\n' single "$s_ins" "$s_fl" cluster "$c_ins" "$c_fl"
 python3 -c "print(f'ratio      {$c_ins/$s_ins:14.2f} {$c_fl/$s_fl:16.2f}   (cluster / single)')"
 echo
 echo "writer kill -9 -> first acknowledged write: $t_writer s (restart, WAL replay, lease TTL $TTL s)"
-echo "etcd leader kill -9 -> first acknowledged write: $t_leader s"
+echo "etcd leader kill -9 -> first acknowledged write: $t_leader s, first fenced commit (flush): $t_leader_flush s"
 echo "writer SIGSTOP -> its epoch key gone from etcd: $t_stop s (TTL $TTL s)"
