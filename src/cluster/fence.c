@@ -5,7 +5,8 @@
  * A collection is identified by (db, name); the engine's callbacks give the database's store URL,
  * from which the db is taken (".../databases/<db>" or the default database).
  *
- * Taking a collection (take_locked), f->mu held:
+ * Taking a collection (take_locked), f->net_mu held (f->tab_mu only around table lookups, so
+ * may_ack on a held collection never waits behind an etcd call):
  *   txn(compare create_revision(epoch) == 0, success: put(epoch, node, lease), failure: get epoch)
  *   succeeded: R = the answer's revision. Not succeeded but the key is on our own lease (a retried
  *   txn whose first try was applied): R = its mod_revision. Otherwise another writer holds it.
@@ -39,7 +40,7 @@
 typedef struct held {
     char db[SX_MAX_NAME + 1];
     char name[SX_MAX_NAME + 1];
-    int64_t rev; /* fencing token; 0: not held */
+    _Atomic int64_t rev; /* fencing token; 0: not held. Written under net_mu */
 } held;
 
 struct sx__fence {
@@ -57,9 +58,10 @@ struct sx__fence {
     bool thr_started;
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
-    sx__mutex mu;
+    sx__mutex net_mu; /* takes and commits: one etcd conversation at a time */
+    sx__mutex tab_mu; /* tab (entries never move: may_ack reads them without net_mu) */
     bool mu_init;
-    held *tab;
+    held **tab;
     size_t n_tab, cap_tab;
     sx_store_fence iface;
 };
@@ -122,23 +124,29 @@ static int64_t now_ns(void)
 
 static held *find_held(sx__fence *f, const char *db, const char *name, bool add)
 {
-    for (size_t i = 0; i < f->n_tab; i++)
-        if (strcmp(f->tab[i].db, db) == 0 && strcmp(f->tab[i].name, name) == 0)
-            return &f->tab[i];
-    if (!add)
-        return NULL;
-    if (f->n_tab == f->cap_tab) {
-        size_t cap = f->cap_tab ? f->cap_tab * 2 : 16;
-        held *v = sx__realloc(f->tab, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        f->tab = v;
-        f->cap_tab = cap;
+    held *h = NULL;
+    sx__mutex_lock(&f->tab_mu);
+    for (size_t i = 0; i < f->n_tab && !h; i++)
+        if (strcmp(f->tab[i]->db, db) == 0 && strcmp(f->tab[i]->name, name) == 0)
+            h = f->tab[i];
+    if (!h && add) {
+        if (f->n_tab == f->cap_tab) {
+            size_t cap = f->cap_tab ? f->cap_tab * 2 : 16;
+            held **v = sx__realloc(f->tab, cap * sizeof *v);
+            if (v) {
+                f->tab = v;
+                f->cap_tab = cap;
+            }
+        }
+        h = f->n_tab < f->cap_tab ? sx__calloc(1, sizeof *h) : NULL;
+        if (h) {
+            (void)snprintf(h->db, sizeof h->db, "%s", db);
+            (void)snprintf(h->name, sizeof h->name, "%s", name);
+            atomic_init(&h->rev, 0);
+            f->tab[f->n_tab++] = h;
+        }
     }
-    held *h = &f->tab[f->n_tab++];
-    memset(h, 0, sizeof *h);
-    (void)snprintf(h->db, sizeof h->db, "%s", db);
-    (void)snprintf(h->name, sizeof h->name, "%s", name);
+    sx__mutex_unlock(&f->tab_mu);
     return h;
 }
 
@@ -155,7 +163,7 @@ static sx_status take_locked(sx__fence *f, const char *db, const char *name, hel
     held *h = find_held(f, db, name, true);
     if (!h)
         return sx__err(SX_ENOMEM, "fence table");
-    if (h->rev) {
+    if (atomic_load(&h->rev)) {
         *out = h;
         return SX_OK;
     }
@@ -212,7 +220,7 @@ static sx_status take_locked(sx__fence *f, const char *db, const char *name, hel
                        "reload it from the store",
                        db, name, known[0] ? known : "(none)", cur[0] ? cur : "(none)", f->node_id);
     }
-    h->rev = rev;
+    atomic_store(&h->rev, rev);
     *out = h;
     return SX_OK;
 }
@@ -222,12 +230,12 @@ static sx_status cb_prefix(void *ctx, const char *store, const char *coll, char 
     sx__fence *f = ctx;
     char db[SX_MAX_NAME + 1];
     db_of(f, store, db, sizeof db);
-    sx__mutex_lock(&f->mu);
+    sx__mutex_lock(&f->net_mu);
     held *h;
     sx_status st = take_locked(f, db, coll, &h);
     if (st == SX_OK)
-        (void)snprintf(buf, cap, "e%" PRId64 "/", h->rev);
-    sx__mutex_unlock(&f->mu);
+        (void)snprintf(buf, cap, "e%" PRId64 "/", atomic_load(&h->rev));
+    sx__mutex_unlock(&f->net_mu);
     return st;
 }
 
@@ -239,12 +247,12 @@ static sx_status cb_commit(void *ctx, const char *store, const char *coll, const
     key_of(f, "epoch", db, coll, ek, sizeof ek);
     key_of(f, "manifest", db, coll, mk, sizeof mk);
     /* the pointer is relative to the database's store root; the engine passes <coll>/... */
-    sx__mutex_lock(&f->mu);
+    sx__mutex_lock(&f->net_mu);
     held *h;
     sx_status st = take_locked(f, db, coll, &h);
     if (st != SX_OK)
         goto out;
-    sx__etcd_cmp fence = { ek, SX__ETCD_MOD, h->rev, NULL };
+    sx__etcd_cmp fence = { ek, SX__ETCD_MOD, atomic_load(&h->rev), NULL };
     sx__etcd_op op = mkey ? (sx__etcd_op){ SX__ETCD_PUT, mk, mkey, 0 }
                           : (sx__etcd_op){ SX__ETCD_DEL, mk, NULL, 0 };
     sx__etcd_txn_result r;
@@ -253,7 +261,7 @@ static sx_status cb_commit(void *ctx, const char *store, const char *coll, const
         bool ok = r.succeeded;
         sx__etcd_txn_result_fini(&r);
         if (!ok) {
-            h->rev = 0;
+            atomic_store(&h->rev, 0);
             st = sx__err(SX_EFENCED,
                          "collection %s.%s: writer %s's epoch is over (its lease expired or "
                          "another writer took the collection); the commit was refused",
@@ -282,7 +290,7 @@ static sx_status cb_commit(void *ctx, const char *store, const char *coll, const
         /* committed, but a restart would think its copy stale (and reload: safe) */
         st = SX_OK;
 out:
-    sx__mutex_unlock(&f->mu);
+    sx__mutex_unlock(&f->net_mu);
     return st;
 }
 
@@ -293,7 +301,7 @@ static sx_status cb_current(void *ctx, const char *store, const char *coll, char
     db_of(f, store, db, sizeof db);
     key_of(f, "manifest", db, coll, mk, sizeof mk);
     sx__etcd_kv kv;
-    sx__mutex_lock(&f->mu);
+    sx__mutex_lock(&f->net_mu);
     sx_status st = sx__etcd_get(f->kv, mk, &kv, NULL);
     if (st == SX_OK) {
         (void)snprintf(buf, cap, "%s", kv.value);
@@ -312,7 +320,7 @@ static sx_status cb_current(void *ctx, const char *store, const char *coll, char
         st =
             sx__err(SX_EREMOTE, "reading the manifest pointer of %s.%s: %s", db, coll, sx_errmsg());
     }
-    sx__mutex_unlock(&f->mu);
+    sx__mutex_unlock(&f->net_mu);
     return st;
 }
 
@@ -328,10 +336,13 @@ static sx_status cb_may_ack(void *ctx, const char *store, const char *coll)
                        f->node_id, f->ttl_s);
     char db[SX_MAX_NAME + 1];
     db_of(f, store, db, sizeof db);
-    sx__mutex_lock(&f->mu);
-    held *h;
-    sx_status st = take_locked(f, db, coll, &h);
-    sx__mutex_unlock(&f->mu);
+    held *h = find_held(f, db, coll, false);
+    sx_status st = SX_OK;
+    if (!h || !atomic_load(&h->rev)) { /* not held yet: take it (etcd) */
+        sx__mutex_lock(&f->net_mu);
+        st = take_locked(f, db, coll, &h);
+        sx__mutex_unlock(&f->net_mu);
+    }
     if (st == SX_OK && now_ns() >= atomic_load(&f->trusted_until_ns))
         st = sx__err(SX_EFENCED, "writer %s: its etcd lease lapsed", f->node_id);
     return st;
@@ -497,7 +508,9 @@ sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
                        ? SX_OK
                        : sx__err(SX_ENOMEM, "fence");
     if (st == SX_OK) {
-        if (sx__mutex_init(&f->mu, SX__RANK_FENCE, "fence.mu") != 0)
+        if (sx__mutex_init(&f->net_mu, SX__RANK_FENCE, "fence.net_mu") != 0)
+            st = sx__err(SX_ENOMEM, "fence");
+        else if (sx__mutex_init(&f->tab_mu, SX__RANK_FENCE_TAB, "fence.tab_mu") != 0)
             st = sx__err(SX_ENOMEM, "fence");
         else
             f->mu_init = true;
@@ -625,9 +638,13 @@ void sx__fence_stop(sx__fence *f)
         sx__ignore(sx__etcd_lease_revoke(f->kv, f->lease));
     sx__etcd_free(f->kv);
     sx__etcd_free(f->ka);
+    for (size_t i = 0; i < f->n_tab; i++)
+        sx__free(f->tab[i]);
     sx__free(f->tab);
-    if (f->mu_init)
-        sx__mutex_destroy(&f->mu);
+    if (f->mu_init) {
+        sx__mutex_destroy(&f->net_mu);
+        sx__mutex_destroy(&f->tab_mu);
+    }
     pthread_mutex_destroy(&f->stop_mu);
     pthread_cond_destroy(&f->stop_cv);
     sx__free(f->etcd_eps);

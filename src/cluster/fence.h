@@ -24,9 +24,11 @@
  * on_lost callback runs once (sextant node exits so its supervisor restarts it, and the restart
  * reconciles).
  *
- * Locking: f->mu (SX__RANK_FENCE) guards the collection table and is held across the etcd calls
- * that take a collection or commit (called from the engine under flush_mu/store_mu, which rank
- * lower). The keep-alive thread touches only atomics and its own etcd client.
+ * Locking: net_mu (SX__RANK_FENCE) serializes the etcd conversations that take a collection or
+ * commit (called from the engine under flush_mu/store_mu, which rank lower); tab_mu
+ * (SX__RANK_FENCE_TAB) guards the table of held collections and is never held across I/O, so
+ * acknowledging a write to a held collection never waits for etcd. The keep-alive thread
+ * touches only atomics and its own etcd client.
  */
 #ifndef SX_CLUSTER_FENCE_H
 #define SX_CLUSTER_FENCE_H

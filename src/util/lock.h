@@ -51,9 +51,10 @@ enum {
     SX__RANK_WAL = 170,        /* wal.mu: group commit */
     SX__RANK_BLOCKCACHE = 180, /* blockcache.mu */
     /* cluster (docs/internals/CLUSTER.md): called by the store sync under flush_mu/store_mu */
-    SX__RANK_FENCE = 230, /* writer shard table: epochs, fencing tokens */
-    SX__RANK_ETCD = 240,  /* sx__etcd.mu: one request at a time per client */
-    SX__RANK_LEAF = 250   /* locks that never have another taken inside them */
+    SX__RANK_FENCE = 230,     /* fence.net_mu: a writer's takes and commits (etcd calls) */
+    SX__RANK_FENCE_TAB = 235, /* fence.tab_mu: the table of held collections (no I/O inside) */
+    SX__RANK_ETCD = 240,      /* sx__etcd.mu: one request at a time per client */
+    SX__RANK_LEAF = 250       /* locks that never have another taken inside them */
 };
 
 #define SX__LOCK_MAX_HELD 16

@@ -20,6 +20,10 @@
  *  7. kill -9 of the etcd leader while B is written to: writes go on once the two survivors
  *     elect a leader (a write that fails meanwhile is recorded as failed or unknown); the
  *     member rejoins.
+ *  partition (test_partition): a writer whose only etcd endpoint is a proxy that stops answering
+ *     stops acknowledging within 0.9 x TTL of its last keep-alive, before a second writer can
+ *     take the collection (the last acknowledgement of the first precedes the first of the
+ *     second, on this host's monotonic clock); healed, the first exits fenced (status 3).
  *  8. the checker, on B's answer (ids by query) after a final flush and on a fresh directory
  *     opened from the committed pointer: every write acknowledged by a writer that still held
  *     its epoch when the collection was next committed is present; A's 100 acknowledged but
@@ -35,6 +39,7 @@
 
 #include "cluster/etcd.h"
 #include "etcd.h"
+#include "faultproxy.h"
 #include "harness.h"
 #include "http.h"
 #include "util/alloc.h"
@@ -54,9 +59,10 @@ typedef struct writer {
     char dir[700], log[800];
     unsigned port;
     pid_t pid;
+    char etcd[128]; /* "": the cluster's endpoints; else (through the fault proxy) this */
 } writer;
 
-static writer wa = { "wa", "", "", 0, -1 }, wb = { "wb", "", "", 0, -1 };
+static writer wa = { "wa", "", "", 0, -1, "" }, wb = { "wb", "", "", 0, -1, "" };
 
 /* what happened to each id: 0 never asked, 1 acknowledged, 2 failed, 3 unknown */
 static unsigned char fate[MAXI];
@@ -91,8 +97,8 @@ static void spawn(writer *w)
             close(fd);
         }
         execl(bin, bin, "serve", "--data", w->dir, "--port", portstr, "--quiet", "--storage",
-              store_url, "--etcd", ec.endpoints, "--node-id", w->id, "--lease-ttl", TTL,
-              "--build-threads", "1", (char *)NULL);
+              store_url, "--etcd", w->etcd[0] ? w->etcd : ec.endpoints, "--node-id", w->id,
+              "--lease-ttl", TTL, "--build-threads", "1", (char *)NULL);
         _exit(127);
     }
     w->pid = pid;
@@ -138,13 +144,15 @@ static void kill_writer(writer *w, int sig)
     }
 }
 
+static const char *coll = "fc"; /* the collection insert(), flush() and ids_of() use */
+
 static char *insert_body(int first, int n)
 {
     size_t cap = 128 + (size_t)n * 96;
     char *b = malloc(cap);
     if (!b)
         FAILF("oom");
-    size_t k = (size_t)snprintf(b, cap, "{\"collectionName\":\"fc\",\"data\":[");
+    size_t k = (size_t)snprintf(b, cap, "{\"collectionName\":\"%s\",\"data\":[", coll);
     for (int i = 0; i < n; i++) {
         int id = first + i;
         k += (size_t)snprintf(b + k, cap - k, "%s{\"id\":%d,\"vector\":[%d,%d,%d,1]}", i ? "," : "",
@@ -194,7 +202,9 @@ static int insert(writer *w, int first, int n)
 static void flush(writer *w)
 {
     use(w);
-    th_post("/v2/vectordb/collections/flush", "{\"collectionName\":\"fc\"}", NULL);
+    char body[128];
+    snprintf(body, sizeof body, "{\"collectionName\":\"%s\"}", coll);
+    th_post("/v2/vectordb/collections/flush", body, NULL);
     if (th_code() != 0)
         FAILF("flush through %s: %s", w->id, th_last.text ? th_last.text : "(no answer)");
     fprintf(hist, "{\"op\":\"flush\",\"node\":\"%s\",\"t\":%.3f}\n", w->id, mono() - t_start);
@@ -205,10 +215,12 @@ static int ids_of(writer *w, unsigned char *present)
 {
     use(w);
     memset(present, 0, MAXI);
-    th_post("/v2/vectordb/entities/query",
-            "{\"collectionName\":\"fc\",\"filter\":\"id >= 0\",\"outputFields\":[\"id\"],"
-            "\"limit\":16384}",
-            NULL);
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"collectionName\":\"%s\",\"filter\":\"id >= 0\",\"outputFields\":[\"id\"],"
+             "\"limit\":16384}",
+             coll);
+    th_post("/v2/vectordb/entities/query", body, NULL);
     if (th_code() != 0)
         FAILF("query through %s: %s", w->id, th_last.text ? th_last.text : "(no answer)");
     json_t *d = json_object_get(th_last.json, "data");
@@ -406,7 +418,7 @@ static void test_writers(void)
     }
     ASSERT_EQ(missing_allowed, acked_a_unshipped);
     /* a fresh directory opened from the committed pointer has the same rows */
-    writer wc = { "wc", "", "", 0, -1 };
+    writer wc = { "wc", "", "", 0, -1, "" };
     snprintf(wc.dir, sizeof wc.dir, "%s/wc", tmp);
     snprintf(wc.log, sizeof wc.log, "%s/wc.log", tmp);
     wc.port = (unsigned)th_free_port();
@@ -420,6 +432,99 @@ static void test_writers(void)
             "cluster writers: %d rows present, %d acknowledged, %d acknowledged by the fenced "
             "writer and not shipped (the documented recovery point); history %s/history.jsonl\n",
             n, acked, missing_allowed, tmp);
+}
+
+/* A writer cut off from etcd (its only endpoint is a proxy that stops answering: requests are
+ * read and never answered) past its lease: it stops acknowledging before another writer can take
+ * over, the other writer takes the collection from the committed manifest, and once the cut
+ * heals the first learns its lease is gone and exits fenced. Times are CLOCK_MONOTONIC of this
+ * host, so "the last write A acknowledged" and "the first write B acknowledged" compare. */
+static void test_partition(void)
+{
+    faultproxy fp;
+    ASSERT_EQ(fp_start(&fp, ec.cport[0]), 0);
+    fp.stall_ms = 1500;
+    writer pa = { "pa", "", "", 0, -1, "" }, pb = { "pb", "", "", 0, -1, "" };
+    snprintf(pa.etcd, sizeof pa.etcd, "http://127.0.0.1:%d", fp.port);
+    snprintf(pa.dir, sizeof pa.dir, "%s/pa", tmp);
+    snprintf(pa.log, sizeof pa.log, "%s/pa.log", tmp);
+    snprintf(pb.dir, sizeof pb.dir, "%s/pb", tmp);
+    snprintf(pb.log, sizeof pb.log, "%s/pb.log", tmp);
+    pa.port = (unsigned)th_free_port();
+    pb.port = (unsigned)th_free_port();
+    coll = "pc";
+    memset(fate, 0, sizeof fate);
+    memset(lost_ok, 0, sizeof lost_ok);
+    spawn(&pa);
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"pc\",\"dimension\":4,\"metricType\":\"L2\"}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    for (int b = 0; b < 5; b++)
+        ASSERT_EQ(insert(&pa, b * 20, 20), 1);
+    flush(&pa);
+
+    /* the cut: A keeps being written to; it must stop acknowledging by itself */
+    fp_set_persistent(&fp, FP_STALL);
+    double cut = mono(), last_a_ok = 0;
+    int id = 100, refused = 0;
+    while (mono() - cut < 12 && refused < 5) {
+        int r = insert(&pa, id, 1);
+        if (r == 1) {
+            last_a_ok = mono();
+            lost_ok[id] = 1; /* acknowledged after the last commit: lost to a takeover */
+        } else {
+            refused++;
+        }
+        id++;
+        usleep(50000);
+    }
+    ASSERT(refused >= 5);
+    ASSERT(last_a_ok - cut < 2.0); /* within 0.9 x TTL of its last keep-alive */
+    double t0 = mono();
+    while (etcd_has("/epoch/default/pc", NULL, 0) && mono() - t0 < 15)
+        usleep(100000);
+    ASSERT(!etcd_has("/epoch/default/pc", NULL, 0));
+
+    /* B takes over */
+    spawn(&pb);
+    double first_b_ok = 0;
+    t0 = mono();
+    while (!first_b_ok && mono() - t0 < 15) {
+        if (insert(&pb, 1000, 10) == 1)
+            first_b_ok = mono();
+        else
+            usleep(100000);
+    }
+    ASSERT(first_b_ok > 0);
+    ASSERT(last_a_ok < first_b_ok); /* never two writers acknowledging at once */
+    flush(&pb);
+
+    /* heal: A learns its lease is gone and exits fenced */
+    fp_clear(&fp);
+    int st = wait_exit(&pa, 20);
+    ASSERT(st != -1);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+
+    unsigned char present[MAXI];
+    int n = ids_of(&pb, present);
+    int lost = 0;
+    for (int i = 0; i < MAXI; i++) {
+        if (fate[i] == 1 && !present[i]) {
+            if (!lost_ok[i])
+                FAILF("id %d was acknowledged and is missing", i);
+            lost++;
+        }
+        if (fate[i] == 0 && present[i])
+            FAILF("id %d is present but was never written", i);
+    }
+    ASSERT_EQ(n, 110);
+    fprintf(stderr,
+            "partition: writer A acknowledged its last write %.2f s after the cut, B its first "
+            "%.2f s after it; %d rows acknowledged by A after its last commit are lost (the "
+            "recovery point)\n",
+            last_a_ok - cut, first_b_ok - cut, lost);
+    kill_writer(&pb, SIGTERM);
+    fp_stop(&fp);
 }
 
 int main(void)
@@ -454,6 +559,7 @@ int main(void)
     if (!hist)
         return 1;
     RUN(test_writers);
+    RUN(test_partition);
     if (wa.pid > 0) {
         kill(wa.pid, SIGCONT);
         kill_writer(&wa, SIGKILL);
