@@ -24,6 +24,10 @@
  *     stops acknowledging within 0.9 x TTL of its last keep-alive, before a second writer can
  *     take the collection (the last acknowledgement of the first precedes the first of the
  *     second, on this host's monotonic clock); healed, the first exits fenced (status 3).
+ *  S3 faults (test_s3_faults, needs s3rver): a writer on S3 through the fault proxy (random
+ *     errors, resets, lost responses): flushes succeed or fail naming the store, writes are
+ *     still acknowledged, the committed pointer always names a manifest the bucket has, and a
+ *     second writer opens every acknowledged row from the bucket once the faults stop.
  *  8. the checker, on B's answer (ids by query) after a final flush and on a fresh directory
  *     opened from the committed pointer: every write acknowledged by a writer that still held
  *     its epoch when the collection was next committed is present; A's 100 acknowledged but
@@ -42,6 +46,8 @@
 #include "faultproxy.h"
 #include "harness.h"
 #include "http.h"
+#include "s3rver.h"
+#include "storage/s3.h"
 #include "util/alloc.h"
 
 #define DIM  4
@@ -59,10 +65,11 @@ typedef struct writer {
     char dir[700], log[800];
     unsigned port;
     pid_t pid;
-    char etcd[128]; /* "": the cluster's endpoints; else (through the fault proxy) this */
+    char etcd[128];          /* "": the cluster's endpoints; else (through the fault proxy) this */
+    char store[256], s3[64]; /* "": store_url; else this store (and S3 endpoint) */
 } writer;
 
-static writer wa = { "wa", "", "", 0, -1, "" }, wb = { "wb", "", "", 0, -1, "" };
+static writer wa = { .id = "wa", .pid = -1 }, wb = { .id = "wb", .pid = -1 };
 
 /* what happened to each id: 0 never asked, 1 acknowledged, 2 failed, 3 unknown */
 static unsigned char fate[MAXI];
@@ -96,9 +103,30 @@ static void spawn(writer *w)
             dup2(fd, 2);
             close(fd);
         }
-        execl(bin, bin, "serve", "--data", w->dir, "--port", portstr, "--quiet", "--storage",
-              store_url, "--etcd", w->etcd[0] ? w->etcd : ec.endpoints, "--node-id", w->id,
-              "--lease-ttl", TTL, "--build-threads", "1", (char *)NULL);
+        const char *av[32] = { bin,
+                               "serve",
+                               "--data",
+                               w->dir,
+                               "--port",
+                               portstr,
+                               "--quiet",
+                               "--storage",
+                               w->store[0] ? w->store : store_url,
+                               "--etcd",
+                               w->etcd[0] ? w->etcd : ec.endpoints,
+                               "--node-id",
+                               w->id,
+                               "--lease-ttl",
+                               TTL,
+                               "--build-threads",
+                               "1" };
+        int ac = 17;
+        if (w->s3[0]) {
+            av[ac++] = "--s3-endpoint";
+            av[ac++] = w->s3;
+        }
+        av[ac] = NULL;
+        execv(bin, (char *const *)av);
         _exit(127);
     }
     w->pid = pid;
@@ -418,7 +446,7 @@ static void test_writers(void)
     }
     ASSERT_EQ(missing_allowed, acked_a_unshipped);
     /* a fresh directory opened from the committed pointer has the same rows */
-    writer wc = { "wc", "", "", 0, -1, "" };
+    writer wc = { .id = "wc", .pid = -1 };
     snprintf(wc.dir, sizeof wc.dir, "%s/wc", tmp);
     snprintf(wc.log, sizeof wc.log, "%s/wc.log", tmp);
     wc.port = (unsigned)th_free_port();
@@ -444,7 +472,7 @@ static void test_partition(void)
     faultproxy fp;
     ASSERT_EQ(fp_start(&fp, ec.cport[0]), 0);
     fp.stall_ms = 1500;
-    writer pa = { "pa", "", "", 0, -1, "" }, pb = { "pb", "", "", 0, -1, "" };
+    writer pa = { .id = "pa", .pid = -1 }, pb = { .id = "pb", .pid = -1 };
     snprintf(pa.etcd, sizeof pa.etcd, "http://127.0.0.1:%d", fp.port);
     snprintf(pa.dir, sizeof pa.dir, "%s/pa", tmp);
     snprintf(pa.log, sizeof pa.log, "%s/pa.log", tmp);
@@ -527,6 +555,102 @@ static void test_partition(void)
     fp_stop(&fp);
 }
 
+/* A writer on S3 (s3rver) through the fault proxy: random 500 / 503 / SlowDown / resets / lost
+ * responses on half the requests while rows are written and flushed. Every flush succeeds or
+ * fails with the store named, and the writer still acknowledges (the rows are in its WAL);
+ * after every flush the committed pointer names a manifest object the bucket has. Once the
+ * faults stop a flush succeeds, and a second writer (after the first stopped and gave its lease
+ * back) opens the collection from the bucket alone with every acknowledged row. Skipped
+ * without node / s3rver. */
+static void test_s3_faults(void)
+{
+    th_s3rver srv;
+    char sdir[700];
+    snprintf(sdir, sizeof sdir, "%s/s3", tmp);
+    int rc = th_s3rver_start(sdir, &srv);
+    if (rc == 77)
+        SKIPF("no s3rver (node and tests/e2e/node/node_modules)");
+    ASSERT_EQ(rc, 0);
+    faultproxy fp;
+    ASSERT_EQ(fp_start(&fp, srv.port), 0);
+    setenv("AWS_ACCESS_KEY_ID", TH_S3RVER_ACCESS, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", TH_S3RVER_SECRET, 1);
+    setenv("SEXTANT_S3_TIMEOUT_MS", "2000", 1);
+    setenv("SEXTANT_S3_RETRIES", "2", 1); /* few retries: some flushes must fail */
+    sx__s3_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.endpoint = srv.endpoint;
+    cfg.bucket = "clb";
+    sx__s3 *S = NULL;
+    ASSERT_OK(sx__s3_new(&cfg, &S));
+    ASSERT_OK(sx__s3_create_bucket(S));
+    writer sa = { .id = "sa", .pid = -1 }, sb = { .id = "sb", .pid = -1 };
+    snprintf(sa.store, sizeof sa.store, "s3://clb/c2");
+    snprintf(sa.s3, sizeof sa.s3, "http://127.0.0.1:%d", fp.port);
+    snprintf(sa.dir, sizeof sa.dir, "%s/sa", tmp);
+    snprintf(sa.log, sizeof sa.log, "%s/sa.log", tmp);
+    sa.port = (unsigned)th_free_port();
+    sb = sa;
+    sb.id = "sb";
+    snprintf(sb.s3, sizeof sb.s3, "%s", srv.endpoint);
+    snprintf(sb.dir, sizeof sb.dir, "%s/sb", tmp);
+    snprintf(sb.log, sizeof sb.log, "%s/sb.log", tmp);
+    sb.port = (unsigned)th_free_port();
+    sb.pid = -1;
+    coll = "sc";
+    memset(fate, 0, sizeof fate);
+    memset(lost_ok, 0, sizeof lost_ok);
+    /* another store: another cluster UUID would be refused, so this one is etcd's */
+    spawn(&sa);
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"sc\",\"dimension\":4,\"metricType\":\"L2\"}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    ASSERT_EQ(insert(&sa, 0, 50), 1);
+    flush(&sa);
+    fp_set_random(&fp, 0.5,
+                  (1u << FP_500) | (1u << FP_503) | (1u << FP_SLOWDOWN) | (1u << FP_RESET) |
+                      (1u << FP_LOST),
+                  20261206);
+    int failed = 0, ok = 0;
+    for (int round = 0; round < 8; round++) {
+        ASSERT_EQ(insert(&sa, 100 + round * 25, 25), 1); /* acknowledged: local WAL */
+        use(&sa);
+        th_post("/v2/vectordb/collections/flush", "{\"collectionName\":\"sc\"}", NULL);
+        if (th_code() == 0) {
+            ok++;
+        } else {
+            failed++;
+            if (!th_last.text || !strstr(th_last.text, "object store"))
+                FAILF("a failed flush should name the store: %s", th_last.text);
+        }
+        char ptr[512];
+        ASSERT(etcd_has("/manifest/default/sc", ptr, sizeof ptr));
+        char key[600];
+        snprintf(key, sizeof key, "c2/%s", ptr);
+        uint64_t size = 0;
+        if (sx__s3_head(S, key, &size) != SX_OK)
+            FAILF("the committed pointer names %s, which the bucket lacks", key);
+    }
+    fp_clear(&fp);
+    flush(&sa);
+    kill_writer(&sa, SIGTERM); /* gives its lease back */
+    spawn(&sb);
+    unsigned char present[MAXI];
+    ASSERT_EQ(ids_of(&sb, present), 250);
+    for (int i = 0; i < MAXI; i++)
+        if ((fate[i] == 1) != (present[i] == 1))
+            FAILF("id %d: acknowledged %d, present %d", i, fate[i] == 1, present[i]);
+    fprintf(stderr, "s3 faults: %d flushes failed and %d succeeded under faults, %ld faults\n",
+            failed, ok, fp_faults_total(&fp));
+    ASSERT(failed >= 1);
+    kill_writer(&sb, SIGTERM);
+    sx__s3_free(S);
+    fp_stop(&fp);
+    th_s3rver_stop(&srv);
+    unsetenv("SEXTANT_S3_TIMEOUT_MS");
+    unsetenv("SEXTANT_S3_RETRIES");
+}
+
 int main(void)
 {
     bin = getenv("SX_SEXTANT_BIN");
@@ -560,6 +684,7 @@ int main(void)
         return 1;
     RUN(test_writers);
     RUN(test_partition);
+    RUN(test_s3_faults);
     if (wa.pid > 0) {
         kill(wa.pid, SIGCONT);
         kill_writer(&wa, SIGKILL);
