@@ -7,9 +7,11 @@
  *   status --dir D      one line per process: role, name, pid=N, addr, state, restarts
  *   down --dir D        stops every process (writers first, etcd last) and the supervisor
  *
- * Layout of D: etcd/m<i>/ (member data), w<i>/ (writer data directories), store/ (the object
- * store when no --storage is given: a file:// store), logs/<name>.log, supervisor.pid,
- * cluster.state (the process table, rewritten atomically on every change), supervisor.log.
+ * Layout of D: etcd/m<i>/ (member data), w<i>/ (writer data directories), s3/ (s3rver's data:
+ * the store when no --storage is given; s3://sextant/cluster on port P + 300, the built-in
+ * S3RVER account, when node and the npm package @20minutes/s3rver are found), or store/ (a
+ * file:// store, when they are not), logs/<name>.log, supervisor.pid, cluster.state (the
+ * process table, rewritten atomically on every change), supervisor.log.
  *
  * Ports: writer i listens on P + i - 1 (the first writer on P: the cluster's front door until
  * the proxy exists); etcd member i on P + 100 + i (client) and P + 200 + i (peer).
@@ -66,6 +68,7 @@ typedef struct proc {
 
 typedef struct cluster {
     char dir[PATH_MAX], self[PATH_MAX], storage[PATH_MAX + 16], endpoint[512], etcd_eps[512];
+    char s3rver_cli[PATH_MAX]; /* "": no s3rver of our own */
     unsigned port, n_etcd, n_writers, lease_ttl;
     proc p[MAXP];
     int n;
@@ -217,6 +220,28 @@ static void build(cluster *c)
         arg(p, "--log-level");
         arg(p, "warn");
     }
+    if (c->s3rver_cli[0]) {
+        char addr[64];
+        (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port + 300);
+        add_proc(c, "s3", "s3rver", addr);
+        proc *p = &c->p[c->n - 1];
+        arg(p, "node");
+        arg(p, "--openssl-legacy-provider"); /* s3rver's continuation tokens use DES */
+        arg(p, "-e");
+        argd(p, dupf("require('%s').parseAsync(['node','s3rver'].concat(process.argv.slice(1)))"
+                     ".catch(e=>{console.error(e);process.exit(1)})",
+                     c->s3rver_cli));
+        arg(p, "--");
+        arg(p, "-d");
+        argd(p, dupf("%s/s3", c->dir));
+        arg(p, "-a");
+        arg(p, "127.0.0.1");
+        arg(p, "-p");
+        argd(p, dupf("%u", c->port + 300));
+        arg(p, "--silent");
+        arg(p, "--configure-bucket");
+        arg(p, "sextant");
+    }
     for (unsigned i = 1; i <= c->n_writers; i++) {
         char name[16], addr[64];
         (void)snprintf(name, sizeof name, "w%u", i);
@@ -264,6 +289,8 @@ static pid_t start_proc(proc *p)
     if (strcmp(p->role, "etcd") == 0) {
         const char *b = getenv("SEXTANT_ETCD_BIN");
         execv(b && *b ? b : "/usr/bin/etcd", p->argv);
+    } else if (strcmp(p->role, "s3") == 0) {
+        execvp("node", p->argv);
     } else {
         execv(p->argv[0], p->argv);
     }
@@ -322,6 +349,21 @@ static bool http_ok(unsigned port, const char *path, const char *want)
     return ok;
 }
 
+static bool port_open(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return false;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
 static int supervise(cluster *c)
 {
     struct sigaction sa;
@@ -333,7 +375,7 @@ static int supervise(cluster *c)
     /* etcd first; writers once a leader is elected (their start checks the cluster UUID) */
     for (int i = 0; i < c->n; i++) {
         proc *p = &c->p[i];
-        if (strcmp(p->role, "etcd") != 0)
+        if (strcmp(p->role, "writer") == 0)
             continue;
         p->pid = start_proc(p);
         p->started = now_s();
@@ -342,15 +384,17 @@ static int supervise(cluster *c)
     double t0 = now_s();
     bool healthy = false;
     while (!healthy && !stopping && now_s() - t0 < 30) {
-        healthy = http_ok(c->port + 101, "/health", "\"health\":\"true\"");
+        healthy = http_ok(c->port + 101, "/health", "\"health\":\"true\"") &&
+                  (!c->s3rver_cli[0] || port_open(c->port + 300));
         if (!healthy)
             usleep(100000);
     }
     if (!healthy)
-        slog(c, "etcd did not become healthy within 30 s (logs in %s/logs)", c->dir);
+        slog(c, "etcd%s not ready within 30 s (logs in %s/logs)",
+             c->s3rver_cli[0] ? " or s3rver" : "", c->dir);
     for (int i = 0; i < c->n && !stopping; i++) {
         proc *p = &c->p[i];
-        if (strcmp(p->role, "etcd") == 0)
+        if (strcmp(p->role, "writer") != 0)
             continue;
         p->pid = start_proc(p);
         p->started = now_s();
@@ -392,16 +436,17 @@ static int supervise(cluster *c)
         }
         usleep(50000);
     }
-    /* down: writers first (they flush and revoke their leases), then etcd */
+    /* down: writers first (they flush and revoke their leases), then etcd and s3rver */
     for (int pass = 0; pass < 2; pass++) {
-        const char *role = pass == 0 ? "writer" : "etcd";
+        bool writers = pass == 0;
         for (int i = 0; i < c->n; i++)
-            if (strcmp(c->p[i].role, role) == 0 && !c->p[i].waiting && c->p[i].pid > 0)
+            if ((strcmp(c->p[i].role, "writer") == 0) == writers && !c->p[i].waiting &&
+                c->p[i].pid > 0)
                 kill(c->p[i].pid, SIGTERM);
         double t1 = now_s();
         for (int i = 0; i < c->n; i++) {
             proc *p = &c->p[i];
-            if (strcmp(p->role, role) != 0 || p->waiting || p->pid <= 0)
+            if ((strcmp(p->role, "writer") == 0) != writers || p->waiting || p->pid <= 0)
                 continue;
             while (waitpid(p->pid, NULL, WNOHANG) == 0) {
                 if (now_s() - t1 > 10) {
@@ -459,6 +504,39 @@ static pid_t read_pid(const char *dir)
     return alive((pid_t)pid) ? (pid_t)pid : 0;
 }
 
+/* s3rver's lib/cli.js: $SEXTANT_S3RVER_CLI, else the source tree's npm packages beside the
+ * build directory (BUILD/../tests/e2e/node/node_modules, `make deps` installs them); node must
+ * be on PATH. */
+static bool find_s3rver(const char *self, char *out, size_t cap)
+{
+    if (system("node --version >/dev/null 2>&1") != 0)
+        return false;
+    const char *env = getenv("SEXTANT_S3RVER_CLI");
+    if (env && *env) {
+        (void)snprintf(out, cap, "%s", env);
+        return access(out, R_OK) == 0;
+    }
+    char dir[PATH_MAX];
+    (void)snprintf(dir, sizeof dir, "%s", self);
+    char *sl = strrchr(dir, '/');
+    if (!sl)
+        return false;
+    *sl = '\0';
+    const char *ups[] = { "..", "../..", "." };
+    for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++) {
+        char cand[PATH_MAX + 128];
+        (void)snprintf(cand, sizeof cand,
+                       "%s/%s/tests/e2e/node/node_modules/@20minutes/s3rver/lib/cli.js", dir,
+                       ups[i]);
+        char real[PATH_MAX];
+        if (access(cand, R_OK) == 0 && realpath(cand, real)) {
+            (void)snprintf(out, cap, "%s", real);
+            return true;
+        }
+    }
+    return false;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -477,8 +555,10 @@ static void usage(FILE *out)
             "  --writers N          shard writers (default 1)\n"
             "  --query-nodes N      (not built yet: 0)\n"
             "  --index-workers N    (not built yet: 0)\n"
-            "  --storage URL        s3://BUCKET[/PREFIX] or file:///abs/dir (default:\n"
-            "                       file://D/store)\n"
+            "  --storage URL        s3://BUCKET[/PREFIX] or file:///abs/dir (default: an\n"
+            "                       s3rver started here on P + 300, bucket 'sextant', data\n"
+            "                       in D/s3, when node and the npm package are found (see\n"
+            "                       SEXTANT_S3RVER_CLI); else file://D/store)\n"
             "  --s3-endpoint URL    S3 endpoint (default $SEXTANT_S3_ENDPOINT, else AWS)\n"
             "  --lease-ttl S        writers' etcd lease TTL (default 5)\n"
             "\n"
@@ -564,14 +644,27 @@ static int cmd_up(int argc, char **argv)
     c->lease_ttl = (unsigned)ttl;
     if (storage) {
         (void)snprintf(c->storage, sizeof c->storage, "%s", storage);
+        if (endpoint)
+            (void)snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    } else if (find_s3rver(c->self, c->s3rver_cli, sizeof c->s3rver_cli)) {
+        /* no bucket named: an S3 server of our own (s3rver, its built-in account) */
+        (void)snprintf(c->storage, sizeof c->storage, "s3://sextant/cluster");
+        (void)snprintf(c->endpoint, sizeof c->endpoint, "http://127.0.0.1:%u", c->port + 300);
+        char sd[PATH_MAX + 8];
+        (void)snprintf(sd, sizeof sd, "%s/s3", c->dir);
+        mkdirs(sd);
+        setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1); /* inherited by the supervisor's writers */
+        setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
     } else {
         char sd[PATH_MAX + 8];
         (void)snprintf(sd, sizeof sd, "%s/store", c->dir);
         mkdirs(sd);
         (void)snprintf(c->storage, sizeof c->storage, "file://%s", sd);
+        fprintf(stderr,
+                "sextant cluster up: no --storage and no s3rver (node and the npm package "
+                "@20minutes/s3rver; SEXTANT_S3RVER_CLI names its lib/cli.js): the store is %s\n",
+                c->storage);
     }
-    if (endpoint)
-        (void)snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
     char logs[PATH_MAX + 8];
     (void)snprintf(logs, sizeof logs, "%s/logs", c->dir);
     mkdirs(logs);
@@ -634,9 +727,9 @@ static int cmd_up(int argc, char **argv)
         return CLI_EXIT_FAIL;
     }
     printf("cluster up in %s: %u etcd members (%s), %u writer(s) on 127.0.0.1:%u..%u, store "
-           "%s\n",
+           "%s%s%s\n",
            c->dir, c->n_etcd, c->etcd_eps, c->n_writers, c->port, c->port + c->n_writers - 1,
-           c->storage);
+           c->storage, c->s3rver_cli[0] ? " on s3rver " : "", c->s3rver_cli[0] ? c->endpoint : "");
     free_procs(c);
     free(c);
     return CLI_EXIT_OK;
