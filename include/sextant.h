@@ -735,6 +735,18 @@ SX_API SX_NODISCARD sx_status sx_index_wait_on(sx_collection *c,
  * Thread-safety: any thread; serialised with flushes per collection. */
 SX_API SX_NODISCARD sx_status sx_db_sync(sx_db *db);
 
+/* Read-only databases with a store (cluster mode's query nodes): brings every collection to
+ * the store's current manifest (the fence's pointer when opts.store_fence is set). A changed
+ * collection is reopened from it: objects the previous manifest named with the same key are
+ * kept, the others downloaded; a collection new in the store is restored, one gone from it
+ * is removed. Handles opened before keep the older version until released (its files are
+ * removed once no handle uses it); sx_collection_open after the call gets the new one.
+ * *changed (optional): collections reloaded, added or removed. Errors: SX_EINVAL (not
+ * read-only, no store), SX_EREMOTE (listing or downloading failed: the collections not yet
+ * refreshed keep their version; call again), SX_ECORRUPT. Thread-safety: one refresh at a time
+ * per database; any thread; concurrent reads are fine. */
+SX_API SX_NODISCARD sx_status sx_db_refresh(sx_db *db, size_t *changed);
+
 /* A small object at the root of a store (storage_url as in sx_db_options; s3_endpoint NULL:
  * $SEXTANT_S3_ENDPOINT, else AWS): cluster mode's identity marker CLUSTER-UUID. key: a plain
  * name ([A-Za-z0-9._-], no '/'). get: *data (owned: free with sx_free_bytes) gets the bytes and

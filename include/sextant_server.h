@@ -89,20 +89,26 @@ SX_API uint16_t sx_server_port(const sx_server *s);
  * request handler. */
 SX_API SX_NODISCARD sx_status sx_server_stop(sx_server *s);
 
-/* ------------------------------------------------------------ cluster mode: shard writer */
+/* ------------------------------------------------------------ cluster mode: nodes */
 
-/* A writer of a Sextant cluster (docs/internals/CLUSTER.md): it checks the cluster identity (the
- * UUID in etcd and the store's CLUSTER-UUID must agree), holds an etcd lease, takes each
- * collection it writes with an epoch key on that lease and commits every store manifest with a
- * txn fenced on that key's revision, through the engine's sx_store_fence (give it as
- * sx_server_options.db.store_fence, with db.storage_url = storage_url). Local collections that
- * another writer committed past since this directory last synced are moved to
+/* A node of a Sextant cluster (docs/internals/CLUSTER.md). Every node checks the cluster identity
+ * (the UUID in etcd and the store's CLUSTER-UUID must agree), holds an etcd lease and registers
+ * node/<id> on it. Give sx_cluster_node_fence(n) as sx_server_options.db.store_fence, with
+ * db.storage_url = storage_url.
+ *
+ * A writer (query_node false) takes each collection it writes with an epoch key on its lease
+ * and commits every store manifest with a txn fenced on that key's revision. Local collections
+ * that another writer committed past since this directory last synced are moved to
  * DATA/cluster/stale/ before the server opens them, so the open restores the committed state.
  * When etcd says the lease is gone, on_fenced runs once (from a background thread): the process
- * must stop acknowledging (the engine already refuses writes) and restart to reconcile. */
-typedef struct sx_cluster_writer sx_cluster_writer;
+ * must stop acknowledging (the engine already refuses writes) and restart to reconcile.
+ *
+ * A query node (query_node true; the server opens its databases read-only) only reads the
+ * committed pointers: its collections are restored from them and sx_server_refresh brings them
+ * to the latest ones. */
+typedef struct sx_cluster_node sx_cluster_node;
 
-typedef struct sx_cluster_writer_options {
+typedef struct sx_cluster_node_options {
     const char *etcd;        /* client URLs, comma-separated (required) */
     const char *node_id;     /* [A-Za-z0-9_-], unique in the cluster (required) */
     const char *data_dir;    /* the server's data directory (required) */
@@ -110,20 +116,27 @@ typedef struct sx_cluster_writer_options {
     const char *s3_endpoint; /* NULL: $SEXTANT_S3_ENDPOINT, else AWS */
     const char *addr;        /* advertised in etcd's node/<id> ("127.0.0.1:19530") */
     uint32_t lease_ttl_s;    /* 0: 5 */
+    bool query_node;         /* a query node (read-only) instead of a writer */
     void (*on_fenced)(void *ud);
     void *ud;
-} sx_cluster_writer_options;
+} sx_cluster_node_options;
 
 /* Errors: SX_EINVAL (options; identity mismatch: the message says which), SX_EREMOTE (etcd or
- * the store did not answer), SX_EIO (moving a stale copy). Ownership: sx_cluster_writer_stop,
+ * the store did not answer), SX_EIO (moving a stale copy). Ownership: sx_cluster_node_stop,
  * after sx_server_stop. */
-SX_API SX_NODISCARD sx_status sx_cluster_writer_start(const sx_cluster_writer_options *opts,
-                                                      sx_cluster_writer **out);
-SX_API const sx_store_fence *sx_cluster_writer_fence(sx_cluster_writer *w);
-SX_API const char *sx_cluster_writer_uuid(const sx_cluster_writer *w);
-SX_API bool sx_cluster_writer_fenced(const sx_cluster_writer *w);
-/* Revokes the lease (another writer may take the collections at once) unless it was lost. */
-SX_API void sx_cluster_writer_stop(sx_cluster_writer *w);
+SX_API SX_NODISCARD sx_status sx_cluster_node_start(const sx_cluster_node_options *opts,
+                                                    sx_cluster_node **out);
+SX_API const sx_store_fence *sx_cluster_node_fence(sx_cluster_node *n);
+SX_API const char *sx_cluster_node_uuid(const sx_cluster_node *n);
+SX_API bool sx_cluster_node_fenced(const sx_cluster_node *n);
+/* Revokes the lease (a writer's collections may be taken at once) unless it was lost. */
+SX_API void sx_cluster_node_stop(sx_cluster_node *n);
+
+/* Query nodes: brings every database of a read-only server over a store to the store's current
+ * manifests (sx_db_refresh), and its collection list with them (a collection new in the store
+ * appears with metadata derived from its schema; one gone disappears). Requests in flight keep
+ * the version they opened. *changed (optional): collections reloaded, added or removed. */
+SX_API SX_NODISCARD sx_status sx_server_refresh(sx_server *s, size_t *changed);
 
 #ifdef __cplusplus
 }

@@ -487,7 +487,7 @@ sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
     *out = NULL;
     if (!cfg->etcd || !cfg->node_id || !*cfg->node_id || !cfg->data_dir || !cfg->storage_url ||
         !*cfg->storage_url)
-        return sx__err(SX_EINVAL, "a writer needs --etcd, --node-id, --data and --storage");
+        return sx__err(SX_EINVAL, "a cluster node needs --etcd, --node-id, --data and --storage");
     for (const char *p = cfg->node_id; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '_' || *p == '-'))
@@ -531,9 +531,8 @@ sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
         char nk[256], val[512];
         (void)snprintf(nk, sizeof nk, "%snode/%s", f->prefix, f->node_id);
         (void)snprintf(val, sizeof val,
-                       "{\"role\":\"writer\",\"addr\":\"%s\",\"pid\":%ld,\"lease\":\"%" PRId64
-                       "\"}",
-                       f->addr, (long)getpid(), f->lease);
+                       "{\"role\":\"%s\",\"addr\":\"%s\",\"pid\":%ld,\"lease\":\"%" PRId64 "\"}",
+                       cfg->query_node ? "query" : "writer", f->addr, (long)getpid(), f->lease);
         st = sx__etcd_put(f->kv, nk, val, f->lease, NULL);
     }
     if (st == SX_OK) {
@@ -657,15 +656,15 @@ void sx__fence_stop(sx__fence *f)
 
 /* ---------------------------------------------------------------- public (sextant_server.h) */
 
-struct sx_cluster_writer {
+struct sx_cluster_node {
     sx__fence *f;
 };
 
-sx_status sx_cluster_writer_start(const sx_cluster_writer_options *opts, sx_cluster_writer **out)
+sx_status sx_cluster_node_start(const sx_cluster_node_options *opts, sx_cluster_node **out)
 {
     sx__err_clear();
     if (!opts || !out)
-        return sx__err(SX_EINVAL, "sx_cluster_writer_start: options and out are required");
+        return sx__err(SX_EINVAL, "sx_cluster_node_start: options and out are required");
     *out = NULL;
     sx__fence_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -678,11 +677,12 @@ sx_status sx_cluster_writer_start(const sx_cluster_writer_options *opts, sx_clus
     cfg.lease_ttl_s = opts->lease_ttl_s;
     cfg.on_lost = opts->on_fenced;
     cfg.on_lost_ud = opts->ud;
-    sx_cluster_writer *w = sx__calloc(1, sizeof *w);
+    cfg.query_node = opts->query_node;
+    sx_cluster_node *w = sx__calloc(1, sizeof *w);
     if (!w)
         return sx__err(SX_ENOMEM, "cluster writer");
     sx_status st = sx__fence_start(&cfg, &w->f);
-    if (st == SX_OK)
+    if (st == SX_OK && !opts->query_node)
         st = sx__fence_reconcile(w->f);
     if (st != SX_OK) {
         char msg[1024];
@@ -695,22 +695,22 @@ sx_status sx_cluster_writer_start(const sx_cluster_writer_options *opts, sx_clus
     return SX_OK;
 }
 
-const sx_store_fence *sx_cluster_writer_fence(sx_cluster_writer *w)
+const sx_store_fence *sx_cluster_node_fence(sx_cluster_node *w)
 {
     return sx__fence_iface(w->f);
 }
 
-const char *sx_cluster_writer_uuid(const sx_cluster_writer *w)
+const char *sx_cluster_node_uuid(const sx_cluster_node *w)
 {
     return sx__fence_uuid(w->f);
 }
 
-bool sx_cluster_writer_fenced(const sx_cluster_writer *w)
+bool sx_cluster_node_fenced(const sx_cluster_node *w)
 {
     return sx__fence_lost(w->f);
 }
 
-void sx_cluster_writer_stop(sx_cluster_writer *w)
+void sx_cluster_node_stop(sx_cluster_node *w)
 {
     if (!w)
         return;

@@ -46,6 +46,7 @@ typedef struct sx__fence_config {
     const char *s3_endpoint;   /* for the cluster UUID object (NULL: as the engine resolves it) */
     const char *addr;          /* advertised "host:port" (node/<id>) */
     uint32_t lease_ttl_s;      /* 0: 5 */
+    bool query_node;           /* registers as a query node (reads pointers only) */
     void (*on_lost)(void *ud); /* the lease is gone (called once, from the keep-alive thread) */
     void *on_lost_ud;
 } sx__fence_config;

@@ -214,6 +214,11 @@ void sx_db_close(sx_db *db)
     for (size_t i = 0; i < db->n_colls; i++)
         sx__coll_unref(db->colls[i]);
     sx__free(db->colls);
+    for (size_t i = 0; i < db->n_retired; i++)
+        sx__coll_unref(db->retired[i]);
+    sx__free(db->retired);
+    db->retired = NULL;
+    db->n_retired = 0;
     for (size_t i = 0; i < db->n_creating; i++)
         sx__free(db->creating[i]);
     sx__free(db->creating);
@@ -772,4 +777,153 @@ sx_status sx_db_check(sx_db *db)
         sx__coll_unref(cs[i]);
     sx__free(cs);
     return st;
+}
+
+/* ---------------------------------------------------------------- refresh (read-only) */
+
+/* Frees the retired versions no handle uses any more (db->mu held); true when none of `name`
+ * is left. */
+static bool reap_retired_locked(sx_db *db, const char *name)
+{
+    bool left = false;
+    for (size_t i = 0; i < db->n_retired;) {
+        sx_collection *r = db->retired[i];
+        if (atomic_load(&r->refs) == 1) {
+            db->retired[i] = db->retired[--db->n_retired];
+            sx__coll_unref(r);
+            continue;
+        }
+        left = left || (name && strcmp(r->name, name) == 0);
+        i++;
+    }
+    return !left;
+}
+
+static sx_status refresh_one(sx_db *db, const char *name, bool *changed)
+{
+    *changed = false;
+    sx_status st = sx__store_refresh_files(db, name, changed);
+    if (st != SX_OK || !*changed)
+        return st;
+    sx_collection *c = NULL;
+    st = sx__coll_open(db, name, &c);
+    if (st != SX_OK)
+        return st;
+    sx__mutex_lock(&c->flush_mu);
+    for (size_t s = 0; s < c->n_segs; s++)
+        sx__seg_attach_index(c, c->segs[s]);
+    sx__mutex_unlock(&c->flush_mu);
+    sx__mutex_lock(&db->mu);
+    size_t pos = 0;
+    sx_collection *old = find_locked(db, name, &pos);
+    if (old) {
+        sx_collection **r = sx__realloc(db->retired, (db->n_retired + 1) * sizeof *r);
+        if (!r) {
+            sx__mutex_unlock(&db->mu);
+            sx__coll_unref(c);
+            return sx__err(SX_ENOMEM, "refresh");
+        }
+        db->retired = r;
+        db->retired[db->n_retired++] = old; /* the db's reference moves with it */
+        db->colls[pos] = c;
+    } else {
+        sx_collection **nc = sx__realloc(db->colls, (db->n_colls + 1) * sizeof *nc);
+        if (!nc) {
+            sx__mutex_unlock(&db->mu);
+            sx__coll_unref(c);
+            return sx__err(SX_ENOMEM, "refresh");
+        }
+        db->colls = nc;
+        db->colls[db->n_colls++] = c;
+    }
+    sx__mutex_unlock(&db->mu);
+    return SX_OK;
+}
+
+sx_status sx_db_refresh(sx_db *db, size_t *changed)
+{
+    sx__err_clear();
+    if (changed)
+        *changed = 0;
+    if (!db || !db->store || !db->opts.read_only)
+        return sx__err(SX_EINVAL, "sx_db_refresh: only a read-only database with a store");
+    char **names = NULL;
+    size_t n = 0;
+    sx_status st = sx__store_names(db, &names, &n);
+    if (st != SX_OK)
+        return st;
+    sx_status first = SX_OK;
+    char msg[1024] = "";
+    for (size_t i = 0; i < n; i++) {
+        bool ch = false;
+        sx_status one = refresh_one(db, names[i], &ch);
+        if (one == SX_ENOTFOUND) {
+            /* the store has no current manifest for it: dropped; retire the local version */
+            sx__mutex_lock(&db->mu);
+            size_t pos = 0;
+            sx_collection *old = find_locked(db, names[i], &pos);
+            if (old) {
+                sx_collection **r = sx__realloc(db->retired, (db->n_retired + 1) * sizeof *r);
+                if (r) {
+                    db->retired = r;
+                    db->retired[db->n_retired++] = old;
+                    db->colls[pos] = db->colls[--db->n_colls];
+                    ch = true;
+                }
+            }
+            sx__mutex_unlock(&db->mu);
+            one = SX_OK;
+        }
+        if (one != SX_OK && first == SX_OK) {
+            first = one;
+            (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+        }
+        if (ch && changed)
+            (*changed)++;
+    }
+    /* collections gone from the store's listing altogether */
+    sx__mutex_lock(&db->mu);
+    for (size_t i = 0; i < db->n_colls;) {
+        bool listed = false;
+        for (size_t k = 0; k < n && !listed; k++)
+            listed = strcmp(names[k], db->colls[i]->name) == 0;
+        sx_collection **r =
+            listed ? NULL : sx__realloc(db->retired, (db->n_retired + 1) * sizeof *r);
+        if (!r) {
+            i++;
+            continue;
+        }
+        db->retired = r;
+        db->retired[db->n_retired++] = db->colls[i];
+        db->colls[i] = db->colls[--db->n_colls];
+        if (changed)
+            (*changed)++;
+    }
+    /* older versions nobody uses: freed; then their files the current version does not name */
+    for (size_t i = 0; i < db->n_colls; i++)
+        if (reap_retired_locked(db, db->colls[i]->name))
+            sx__store_gc_local(db, db->colls[i]->name);
+    (void)reap_retired_locked(db, NULL);
+    /* directories of collections gone from the store, once no version of them is open */
+    char **dirs = NULL;
+    size_t nd = 0;
+    char path[4096];
+    (void)snprintf(path, sizeof path, "%s/collections", db->dir);
+    if (sx__fs_list(path, &dirs, &nd) == SX_OK) {
+        for (size_t i = 0; i < nd; i++) {
+            bool used = dirs[i][0] == '.';
+            for (size_t k = 0; k < db->n_colls && !used; k++)
+                used = strcmp(db->colls[k]->name, dirs[i]) == 0;
+            for (size_t k = 0; k < db->n_retired && !used; k++)
+                used = strcmp(db->retired[k]->name, dirs[i]) == 0;
+            if (!used) {
+                (void)snprintf(path, sizeof path, "%s/collections/%s", db->dir, dirs[i]);
+                sx__ignore(sx__fs_rmtree(path));
+            }
+        }
+        sx_strings_free(dirs, nd);
+    }
+    sx__mutex_unlock(&db->mu);
+    sx_strings_free(names, n);
+    return first == SX_OK ? SX_OK : sx__err(first, "%s", msg);
 }

@@ -210,6 +210,10 @@ struct sx_db {
     /* import.c: the import jobs and their thread (NULL until the first job); stopped by
      * sx_db_close before the builder */
     struct sx__importer *importer;
+    /* sx_db_refresh: older versions of refreshed collections, kept (one reference each) until
+     * no handle uses them; guarded by mu */
+    sx_collection **retired;
+    size_t n_retired;
 };
 
 /* A consistent set of segments for one read (search/query/count/get). */
@@ -458,6 +462,15 @@ SX_NODISCARD sx_status sx__store_sync_locked(sx_collection *c);
  * acknowledged now; SX_OK otherwise (and without a fence). after_write: the write is already in
  * the WAL (the message says its outcome is unknown). */
 SX_NODISCARD sx_status sx__store_may_ack(sx_collection *c, bool after_write);
+/* Read-only refresh (sx_db_refresh): brings collections/<name> to the store's current manifest
+ * (objects whose key the previous one named stay, the rest are downloaded; MANIFEST last).
+ * *changed: false when the copy was already current. SX_ENOTFOUND: the store has none. */
+SX_NODISCARD sx_status sx__store_refresh_files(sx_db *db, const char *name, bool *changed);
+/* Removes the segment files of collections/<name> its current store manifest does not name
+ * (after every older open version of it was freed). */
+void sx__store_gc_local(sx_db *db, const char *name);
+/* The collections the store has (sorted; owned: sx_strings_free). */
+SX_NODISCARD sx_status sx__store_names(sx_db *db, char ***names, size_t *n);
 SX_NODISCARD sx_status sx__store_sync(sx_collection *c);
 void sx__store_mark_dirty(sx_collection *c);
 bool sx__store_is_dirty(sx_collection *c);

@@ -1092,36 +1092,65 @@ static bool valid_coll_name(const char *s, size_t n)
     return true;
 }
 
-static sx_status restore_one(sx_db *db, const char *name)
+#define SRC_KEY_FILE "STORE-MANIFEST.key" /* the store manifest a restored copy came from */
+#define SRC_STM_FILE "STORE-MANIFEST"     /* and its bytes (refreshes link what is unchanged) */
+
+/* The store manifest the collection `name` currently has (key into key, decoded into m).
+ * SX_ENOTFOUND: none (dropped, or never synced). */
+static sx_status
+fetch_stm(sx_db *db, const char *name, char *key, size_t cap, stm *m, void **raw, size_t *raw_len)
+{
+    memset(m, 0, sizeof *m);
+    *raw = NULL;
+    *raw_len = 0;
+    sx_status st = current_mkey(db, name, key, cap);
+    if (st != SX_OK)
+        return st;
+    st = sx__objstore_get(db->store, key, raw, raw_len);
+    if (st == SX_OK)
+        st = stm_decode(*raw, *raw_len, key, m);
+    if (st != SX_OK && st != SX_ENOTFOUND && st != SX_ECORRUPT && st != SX_ENOMEM) {
+        char msg[512];
+        save_msg(msg, sizeof msg);
+        st =
+            sx__err(SX_EREMOTE, "object store %s: reading %s failed: %s", db->store->url, key, msg);
+    }
+    if (st != SX_OK) {
+        sx__free(*raw);
+        *raw = NULL;
+    }
+    return st;
+}
+
+/* Puts the files m names into dir (which exists, with wal/): an entry the previous store
+ * manifest `old` (NULL: none) named with the same key and whose local file is there is kept
+ * (keys name one content); the others are downloaded (atomically, over an older file of the same
+ * name). Then the source files and, last, the MANIFEST. */
+static sx_status fetch_entries(sx_db *db,
+                               const char *name,
+                               const char *mkey,
+                               const stm *m,
+                               const void *raw,
+                               size_t raw_len,
+                               const stm *old,
+                               const char *dir)
 {
     sx__objstore *o = db->store;
-    char key[1024], tmp[4096], path[4096], fin[4096], msg[512];
-    sx_status cst = current_mkey(db, name, key, sizeof key);
-    if (cst == SX_ENOTFOUND)
-        return SX_OK; /* fenced: the coordinator knows no manifest (dropped, or never synced) */
-    if (cst != SX_OK)
-        return cst;
-    void *data = NULL;
-    size_t len = 0;
-    stm m;
-    memset(&m, 0, sizeof m);
-    sx_status st = sx__objstore_get(o, key, &data, &len);
-    if (st == SX_ENOTFOUND) /* dropped meanwhile */
-        return SX_OK;
-    if (st == SX_OK)
-        st = stm_decode(data, len, key, &m);
-    sx__free(data);
-    if (st != SX_OK)
-        goto remote_fail;
-    (void)snprintf(tmp, sizeof tmp, "%s/collections/.tmp-%s", db->dir, name);
-    (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, name);
-    sx__ignore(sx__fs_rmtree(tmp));
-    (void)snprintf(path, sizeof path, "%s/wal", tmp);
-    st = sx__fs_mkdir_p(path);
-    for (size_t i = 0; st == SX_OK && i < m.n; i++) {
-        const stm_ent *e = &m.ents[i];
+    char key[1024], path[4096], msg[512];
+    sx_status st = SX_OK;
+    for (size_t i = 0; st == SX_OK && i < m->n; i++) {
+        const stm_ent *e = &m->ents[i];
         (void)snprintf(key, sizeof key, "%s/%s", name, e->key);
-        (void)snprintf(path, sizeof path, "%s/%s", tmp, e->name);
+        (void)snprintf(path, sizeof path, "%s/%s", dir, e->name);
+        bool same = false;
+        for (size_t j = 0; old && j < old->n && !same; j++)
+            same = strcmp(old->ents[j].key, e->key) == 0 && strcmp(old->ents[j].name, e->name) == 0;
+        if (same) {
+            char stub[4200];
+            (void)snprintf(stub, sizeof stub, "%s.remote", path);
+            if (sx__fs_exists(path) || sx__fs_exists(stub))
+                continue;
+        }
         size_t nl = strlen(e->name), el = strlen(SX__DISKANN_FILE_EXT);
         if (db->opts.cache_limit_bytes && e->kind == KIND_IDX && nl > el &&
             strcmp(e->name + nl - el, SX__DISKANN_FILE_EXT) == 0) {
@@ -1153,9 +1182,38 @@ static sx_status restore_one(sx_db *db, const char *name)
         }
     }
     if (st == SX_OK) {
-        (void)snprintf(path, sizeof path, "%s/MANIFEST", tmp);
-        st = sx__fs_write_atomic(path, m.manifest, m.manifest_len);
+        (void)snprintf(path, sizeof path, "%s/%s", dir, SRC_STM_FILE);
+        st = sx__fs_write_atomic(path, raw, raw_len);
     }
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/%s", dir, SRC_KEY_FILE);
+        st = sx__fs_write_atomic(path, mkey, strlen(mkey));
+    }
+    if (st == SX_OK) {
+        (void)snprintf(path, sizeof path, "%s/MANIFEST", dir);
+        st = sx__fs_write_atomic(path, m->manifest, m->manifest_len);
+    }
+    return st;
+}
+
+static sx_status restore_one(sx_db *db, const char *name)
+{
+    char key[1024], tmp[4096], path[4096], fin[4096];
+    stm m;
+    void *raw = NULL;
+    size_t raw_len = 0;
+    sx_status st = fetch_stm(db, name, key, sizeof key, &m, &raw, &raw_len);
+    if (st == SX_ENOTFOUND)
+        return SX_OK; /* dropped meanwhile, or (fenced) the coordinator knows no manifest */
+    if (st != SX_OK)
+        return st;
+    (void)snprintf(tmp, sizeof tmp, "%s/collections/.tmp-%s", db->dir, name);
+    (void)snprintf(fin, sizeof fin, "%s/collections/%s", db->dir, name);
+    sx__ignore(sx__fs_rmtree(tmp));
+    (void)snprintf(path, sizeof path, "%s/wal", tmp);
+    st = sx__fs_mkdir_p(path);
+    if (st == SX_OK)
+        st = fetch_entries(db, name, key, &m, raw, raw_len, NULL, tmp);
     if (st == SX_OK)
         st = sx__fs_rename(tmp, fin);
     if (st == SX_OK) {
@@ -1165,14 +1223,137 @@ static sx_status restore_one(sx_db *db, const char *name)
         sx__ignore(sx__fs_rmtree(tmp));
     }
     stm_fini(&m);
+    sx__free(raw);
     return st;
-remote_fail:
-    stm_fini(&m);
-    if (st == SX_ECORRUPT || st == SX_ENOMEM)
+}
+
+sx_status sx__store_refresh_files(sx_db *db, const char *name, bool *changed)
+{
+    *changed = false;
+    char key[1024], dir[4096], path[4096];
+    (void)snprintf(dir, sizeof dir, "%s/collections/%s", db->dir, name);
+    if (!sx__fs_exists(dir)) { /* new here: restored whole (tmp, then renamed into place) */
+        sx_status st = restore_one(db, name);
+        *changed = st == SX_OK && sx__fs_exists(dir);
+        return st == SX_OK && !*changed ? sx__err(SX_ENOTFOUND, "%s: not in the store", name) : st;
+    }
+    (void)snprintf(path, sizeof path, "%s/%s", dir, SRC_KEY_FILE);
+    void *had = NULL;
+    size_t had_len = 0;
+    if (sx__fs_exists(path) && sx__fs_read_all(path, 4096, &had, &had_len) != SX_OK)
+        had = NULL;
+    sx_status st = current_mkey(db, name, key, sizeof key);
+    if (st == SX_OK && fence_of(db) && had && had_len == strlen(key) &&
+        memcmp(had, key, had_len) == 0) {
+        sx__free(had);
+        return SX_OK; /* fenced: every manifest is a new key, so an equal key is no change */
+    }
+    sx__free(had);
+    if (st != SX_OK)
         return st;
-    save_msg(msg, sizeof msg);
-    return sx__err(SX_EREMOTE, "object store %s: reading %s/MANIFEST failed: %s", o->url, name,
-                   msg);
+    stm m, old;
+    memset(&old, 0, sizeof old);
+    void *raw = NULL, *oraw = NULL;
+    size_t raw_len = 0, oraw_len = 0;
+    st = fetch_stm(db, name, key, sizeof key, &m, &raw, &raw_len);
+    if (st != SX_OK)
+        return st;
+    (void)snprintf(path, sizeof path, "%s/%s", dir, SRC_STM_FILE);
+    bool have_old = sx__fs_exists(path) &&
+                    sx__fs_read_all(path, STM_MAX, &oraw, &oraw_len) == SX_OK &&
+                    stm_decode(oraw, oraw_len, path, &old) == SX_OK;
+    if (have_old && oraw_len == raw_len && memcmp(oraw, raw, raw_len) == 0) {
+        /* unfenced (<name>/MANIFEST is rewritten in place): the same bytes are no change */
+        stm_fini(&m);
+        stm_fini(&old);
+        sx__free(raw);
+        sx__free(oraw);
+        return SX_OK;
+    }
+    (void)snprintf(path, sizeof path, "%s/wal", dir);
+    st = sx__fs_mkdir_p(path);
+    if (st == SX_OK)
+        st = fetch_entries(db, name, key, &m, raw, raw_len, have_old ? &old : NULL, dir);
+    if (st == SX_OK)
+        *changed = true;
+    stm_fini(&m);
+    stm_fini(&old);
+    sx__free(raw);
+    sx__free(oraw);
+    return st;
+}
+
+void sx__store_gc_local(sx_db *db, const char *name)
+{
+    char dir[4096], path[4096];
+    (void)snprintf(dir, sizeof dir, "%s/collections/%s", db->dir, name);
+    (void)snprintf(path, sizeof path, "%s/%s", dir, SRC_STM_FILE);
+    void *raw = NULL;
+    size_t len = 0;
+    stm m;
+    if (sx__fs_read_all(path, STM_MAX, &raw, &len) != SX_OK)
+        return;
+    if (stm_decode(raw, len, path, &m) != SX_OK) {
+        sx__free(raw);
+        return;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    if (sx__fs_list(dir, &names, &n) == SX_OK) {
+        for (size_t i = 0; i < n; i++) {
+            if (strncmp(names[i], "seg-", 4) != 0)
+                continue; /* MANIFEST, the source files, wal/ */
+            bool named = false;
+            for (size_t j = 0; j < m.n && !named; j++) {
+                size_t el = strlen(m.ents[j].name);
+                named = strncmp(names[i], m.ents[j].name, el) == 0 &&
+                        (names[i][el] == '\0' || strcmp(names[i] + el, ".remote") == 0);
+            }
+            if (!named) {
+                (void)snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+                sx__ignore(sx__fs_unlink(path));
+            }
+        }
+        sx_strings_free(names, n);
+    }
+    stm_fini(&m);
+    sx__free(raw);
+}
+
+sx_status sx__store_names(sx_db *db, char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    char **keys = NULL;
+    size_t nk = 0;
+    sx_status st = sx__objstore_list(db->store, "", &keys, NULL, &nk);
+    if (st != SX_OK) {
+        char msg[512];
+        save_msg(msg, sizeof msg);
+        return sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
+                       "object store %s: listing failed: %s", db->store->url, msg);
+    }
+    char **out = sx__calloc(nk + 1, sizeof *out);
+    size_t m = 0;
+    for (size_t i = 0; out && i < nk; i++) {
+        const char *slash = strchr(keys[i], '/');
+        if (!slash || !valid_coll_name(keys[i], (size_t)(slash - keys[i])))
+            continue;
+        if (fence_of(db) ? m > 0 && strncmp(out[m - 1], keys[i], (size_t)(slash - keys[i])) == 0 &&
+                               out[m - 1][slash - keys[i]] == '\0'
+                         : strcmp(slash, "/MANIFEST") != 0)
+            continue;
+        out[m] = sx__strndup(keys[i], (size_t)(slash - keys[i]));
+        if (!out[m])
+            break;
+        m++;
+    }
+    sx_strings_free(keys, nk);
+    if (!out)
+        return sx__err(SX_ENOMEM, "store listing");
+    *names = out;
+    *n = m;
+    return SX_OK;
 }
 
 sx_status sx__store_restore(sx_db *db)

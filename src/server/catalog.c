@@ -2182,3 +2182,76 @@ sx_status sx__cat_import_list(
     cdb_put(cat, d);
     return st;
 }
+
+/* ---------------------------------------------------------------- refresh (query nodes) */
+
+sx_status sx__cat_refresh(sx__catalog *cat, size_t *changed)
+{
+    *changed = 0;
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
+    size_t n = cat->n_dbs;
+    cdb **ds = sx__calloc(n ? n : 1, sizeof *ds);
+    for (size_t i = 0; ds && i < n; i++)
+        ds[i] = cdb_ref(cat->dbs[i]);
+    sx__mutex_unlock(&cat->mu);
+    if (!ds) {
+        sx__mutex_unlock(&cat->ddl_mu);
+        return sx__err(SX_ENOMEM, "catalog refresh");
+    }
+    sx_status first = SX_OK;
+    char msg[1024] = "";
+    sx__coll_meta *m = sx__malloc(sizeof *m);
+    for (size_t i = 0; i < n; i++) {
+        cdb *d = ds[i];
+        size_t ch = 0;
+        sx_status st = sx_db_refresh(d->db, &ch);
+        if (st != SX_OK && first == SX_OK) {
+            first = st;
+            (void)snprintf(msg, sizeof msg, "database %s: %s", d->name, sx_errmsg());
+        }
+        if (!ch || !m)
+            continue;
+        *changed += ch;
+        char **names = NULL;
+        size_t nn = 0;
+        if (sx_collection_list(d->db, &names, &nn) != SX_OK)
+            continue;
+        /* collections new to this node: metadata derived from the engine's schema */
+        for (size_t k = 0; k < nn; k++) {
+            sx__mutex_lock(&cat->mu);
+            bool have = find_meta_engine(d, names[k]) != NULL;
+            sx__mutex_unlock(&cat->mu);
+            if (have || derive_meta(d->db, names[k], m) != SX_OK)
+                continue;
+            m->collection_id = new_id(cat);
+            m->created_ms = now_ms();
+            sx__mutex_lock(&cat->mu);
+            if (!find_meta(d, m->name, NULL))
+                sx__ignore(cdb_add_meta(d, m));
+            sx__mutex_unlock(&cat->mu);
+        }
+        /* collections gone from the store */
+        sx__mutex_lock(&cat->mu);
+        for (size_t k = 0; k < d->n_metas;) {
+            bool listed = false;
+            for (size_t j = 0; j < nn && !listed; j++)
+                listed = strcmp(names[j], d->metas[k]->engine_name) == 0;
+            if (listed) {
+                k++;
+                continue;
+            }
+            sx__free(d->metas[k]);
+            memmove(&d->metas[k], &d->metas[k + 1], (d->n_metas - k - 1) * sizeof *d->metas);
+            d->n_metas--;
+        }
+        sx__mutex_unlock(&cat->mu);
+        sx_strings_free(names, nn);
+    }
+    sx__free(m);
+    for (size_t i = 0; i < n; i++)
+        cdb_put(cat, ds[i]);
+    sx__free(ds);
+    sx__mutex_unlock(&cat->ddl_mu);
+    return first == SX_OK ? SX_OK : sx__err(first, "%s", msg);
+}

@@ -1947,6 +1947,16 @@ uint16_t sx_server_port(const sx_server *s)
     return s ? s->port : 0;
 }
 
+sx_status sx_server_refresh(sx_server *s, size_t *changed)
+{
+    sx__err_clear();
+    size_t ch = 0;
+    sx_status st = s ? sx__cat_refresh(s->cat, &ch) : sx__err(SX_EINVAL, "no server");
+    if (changed)
+        *changed = ch;
+    return st;
+}
+
 sx_status sx_server_stop(sx_server *s)
 {
     if (!s)

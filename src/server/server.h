@@ -341,6 +341,10 @@ typedef struct sx__coll_meta {
 SX_NODISCARD sx_status sx__cat_open(const char *dir, const sx_db_options *opts, sx__catalog **out);
 /* Flushes every collection of every database (returns the first error), closes them. */
 SX_NODISCARD sx_status sx__cat_close(sx__catalog *cat);
+/* Read-only catalogs over a store (query nodes): sx_db_refresh on every database, then
+ * metadata for the collections that appeared (derived from the engine's schema) and none for
+ * those that went. *changed: collections reloaded, added or removed. */
+SX_NODISCARD sx_status sx__cat_refresh(sx__catalog *cat, size_t *changed);
 /* The process's memory budget, shared by the catalog's databases (sx_db_options.memory_budget). */
 void sx__cat_memory_stats(sx__catalog *cat, sx_memory_stats *out);
 

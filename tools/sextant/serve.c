@@ -15,12 +15,14 @@
  * The token may come from the environment (SEXTANT_AUTH_TOKEN) so it does not show in `ps`.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "sextant_server.h"
@@ -28,6 +30,47 @@
 static sem_t stop_sem;
 static atomic_int stop_signal;
 static atomic_bool fenced;
+
+/* query nodes: sx_server_refresh every refresh_ms until stopped */
+typedef struct refresher {
+    sx_server *srv;
+    uint64_t every_ms;
+    bool quiet;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+} refresher;
+
+static void *refresh_main(void *arg)
+{
+    refresher *r = arg;
+    char last[512] = "";
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (r->every_ms % 1000) * 1000000u;
+        ts.tv_sec += (time_t)(r->every_ms / 1000 + ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        if (r->stop)
+            break;
+        pthread_mutex_unlock(&r->mu);
+        size_t ch = 0;
+        sx_status st = sx_server_refresh(r->srv, &ch);
+        if (st != SX_OK && strcmp(last, sx_errmsg()) != 0) {
+            (void)snprintf(last, sizeof last, "%s", sx_errmsg());
+            fprintf(stderr, "sextant: refresh: %s (retried)\n", last);
+        } else if (st == SX_OK) {
+            last[0] = '\0';
+            if (ch && !r->quiet)
+                fprintf(stderr, "sextant: refresh: %zu collection(s) updated\n", ch);
+        }
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
 
 /* cluster mode: the writer's etcd lease is gone (keep-alive thread) */
 static void on_fenced(void *ud)
@@ -102,6 +145,10 @@ static void serve_usage(FILE *out)
         "  --node-id ID           this writer's id in the cluster ([A-Za-z0-9_-])\n"
         "  --lease-ttl S          etcd lease TTL in seconds (default 5): writes are\n"
         "                         acknowledged only while the lease is known to be held\n"
+        "  --query                a query node instead: the databases open read-only from\n"
+        "                         --storage (with --etcd: at the committed manifests) and\n"
+        "                         follow the store's newest manifests\n"
+        "  --refresh-ms N         how often a query node looks for new manifests (500)\n"
         "\n"
         "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n"
         "Exit status: 0 stopped, 1 failed, 2 usage, 3 fenced (cluster mode: the etcd lease was\n"
@@ -113,7 +160,8 @@ int cli_serve(int argc, char **argv)
     const char *cmd = "serve";
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
     const char *import_root = NULL, *etcd = NULL, *node_id = NULL;
-    uint64_t lease_ttl = 5;
+    uint64_t lease_ttl = 5, refresh_ms = 500;
+    bool query = false;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0, resp_mb = 0, req_timeout = 0;
     uint64_t per_ip = 0, header_s = 0, min_rate = 0, grace_s = 0, json_mb = 0, json_total_mb = 0;
@@ -140,6 +188,10 @@ int cli_serve(int argc, char **argv)
         }
         if (cli_flag(argv, &i, "--quiet")) {
             quiet = true;
+            continue;
+        }
+        if (cli_flag(argv, &i, "--query")) {
+            query = true;
             continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
@@ -177,6 +229,7 @@ int cli_serve(int argc, char **argv)
             { "--auto-merge", 0, 1000000, &auto_merge },
             { "--build-threads", 1, 1024, &build_threads },
             { "--lease-ttl", 1, 3600, &lease_ttl },
+            { "--refresh-ms", 10, 3600000, &refresh_ms },
         };
 
         bool matched = false;
@@ -211,6 +264,8 @@ int cli_serve(int argc, char **argv)
         return cli_usage_error(cmd, "bad storage option");
     if ((etcd || node_id) && (!etcd || !node_id || !sto.url))
         return cli_usage_error(cmd, "cluster mode needs --etcd, --node-id and --storage together");
+    if (query && !sto.url)
+        return cli_usage_error(cmd, "--query needs --storage (the store it reads)");
     if (!token) {
         const char *env = getenv("SEXTANT_AUTH_TOKEN");
         if (env && *env)
@@ -245,6 +300,7 @@ int cli_serve(int argc, char **argv)
     o.db.auto_merge = auto_merge == 1 ? 2 : (uint32_t)auto_merge; /* a run needs two */
     o.db.build_threads = (uint32_t)build_threads;
     cli_storage_apply(&sto, &o.db); /* argv strings: valid for the life of the server */
+    o.db.read_only = query;
     o.quiet = quiet;
 
     /* Handlers before the server starts: a signal that arrives during start stops it as soon
@@ -259,11 +315,11 @@ int cli_serve(int argc, char **argv)
     if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
         return cli_fail(cmd, "cannot install the signal handlers");
 
-    sx_cluster_writer *cw = NULL;
+    sx_cluster_node *cw = NULL;
     if (etcd) {
         char addr[300];
         (void)snprintf(addr, sizeof addr, "%s:%u", bind ? bind : "127.0.0.1", (unsigned)port);
-        sx_cluster_writer_options co;
+        sx_cluster_node_options co;
         memset(&co, 0, sizeof co);
         co.etcd = etcd;
         co.node_id = node_id;
@@ -272,20 +328,21 @@ int cli_serve(int argc, char **argv)
         co.s3_endpoint = o.db.s3_endpoint;
         co.addr = addr;
         co.lease_ttl_s = (uint32_t)lease_ttl;
+        co.query_node = query;
         co.on_fenced = on_fenced;
-        sx_status cst = sx_cluster_writer_start(&co, &cw);
+        sx_status cst = sx_cluster_node_start(&co, &cw);
         if (cst != SX_OK)
             return cli_sx_fail(cmd, "cluster", cst);
-        o.db.store_fence = sx_cluster_writer_fence(cw);
-        fprintf(stderr, "sextant: writer %s of cluster %s (etcd %s)\n", node_id,
-                sx_cluster_writer_uuid(cw), etcd);
+        o.db.store_fence = sx_cluster_node_fence(cw);
+        fprintf(stderr, "sextant: %s %s of cluster %s (etcd %s)\n", query ? "query node" : "writer",
+                node_id, sx_cluster_node_uuid(cw), etcd);
     }
 
     sx_server *srv = NULL;
     sx_status st = sx_server_start(&o, &srv);
     if (st != SX_OK) {
         int rc = cli_sx_fail(cmd, "start", st);
-        sx_cluster_writer_stop(cw);
+        sx_cluster_node_stop(cw);
         return rc;
     }
     fprintf(stderr, "sextant: serving %s on http://%s:%u\n", data, bind ? bind : "127.0.0.1",
@@ -294,7 +351,21 @@ int cli_serve(int argc, char **argv)
             (unsigned)sx_server_port(srv));
     (void)fflush(stderr);
 
+    refresher rf = { srv,  refresh_ms, quiet, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                     false };
+    pthread_t rthr;
+    bool rthr_on = query && pthread_create(&rthr, NULL, refresh_main, &rf) == 0;
+    if (query && !rthr_on)
+        fprintf(stderr, "sextant: cannot start the refresh thread: collections stay as opened\n");
+
     while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
+    }
+    if (rthr_on) {
+        pthread_mutex_lock(&rf.mu);
+        rf.stop = true;
+        pthread_cond_signal(&rf.cv);
+        pthread_mutex_unlock(&rf.mu);
+        pthread_join(rthr, NULL);
     }
     int sig = atomic_load(&stop_signal);
     bool was_fenced = atomic_load(&fenced);
@@ -306,7 +377,7 @@ int cli_serve(int argc, char **argv)
     else if (!quiet)
         fprintf(stderr, "sextant: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     st = sx_server_stop(srv);
-    sx_cluster_writer_stop(cw);
+    sx_cluster_node_stop(cw);
     if (was_fenced)
         return 3;
     if (st != SX_OK)
