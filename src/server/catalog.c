@@ -1013,12 +1013,12 @@ cdb_open(sx__catalog *cat, const char *name, const char *dir, int64_t id_if_new,
     return SX_OK;
 }
 
-static sx_status flush_and_close(cdb *d)
+static sx_status flush_and_close(cdb *d, bool read_only)
 {
     sx_status first = SX_OK;
     char **names = NULL;
     size_t n = 0;
-    if (d->db && sx_collection_list(d->db, &names, &n) == SX_OK) {
+    if (d->db && !read_only && sx_collection_list(d->db, &names, &n) == SX_OK) {
         for (size_t i = 0; i < n; i++) {
             sx_collection *h = NULL;
             if (sx_collection_open(d->db, names[i], &h) != SX_OK)
@@ -1117,7 +1117,7 @@ sx_status sx__cat_close(sx__catalog *cat)
         return SX_OK;
     sx_status first = SX_OK;
     for (size_t i = 0; i < cat->n_dbs; i++) {
-        sx_status st = flush_and_close(cat->dbs[i]);
+        sx_status st = flush_and_close(cat->dbs[i], cat->opts.read_only);
         if (st != SX_OK && first == SX_OK)
             first = st;
         cdb_free(cat->dbs[i]);

@@ -11,6 +11,8 @@
  *   the kill are there once it serves again (WAL replay; writes are refused until the dead
  *   process's lease expires, then accepted);
  *   kill -9 of an etcd member: restarted (restarts=1), writes go on;
+ *   the query node (--query-nodes 1) serves the writer's rows once flushed and refuses writes;
+ *   kill -9 of it: restarted, it serves them again;
  *   down stops every process (none of the pids is alive after it), status then says down;
  *   up again on the same directory: the cluster comes back with its data (etcd members on their
  *   data directories, writers on theirs).
@@ -128,11 +130,13 @@ static double mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* a port base with P, P+1, P+101..103, P+201..203, P+300 (s3rver) free */
+/* a port base with P, P+1 (writers), P+50 (query node), P+101..103, P+201..203 (etcd), P+300
+ * (s3rver) free */
 static unsigned pick_base(void)
 {
     for (int tries = 0; tries < 200; tries++) {
-        unsigned b = 20000 + (unsigned)((getpid() * 7919 + tries * 104729) % 30000);
+        unsigned b = 10000 + (unsigned)((getpid() * 7919 + tries * 104729) %
+                                        20000); /* below the ephemeral range */
         unsigned ports[] = {
             b, b + 1, b + 101, b + 102, b + 103, b + 201, b + 202, b + 203, b + 300
         };
@@ -160,7 +164,8 @@ static void test_cluster(void)
     base = pick_base();
     ASSERT(base != 0);
     snprintf(args, sizeof args,
-             "cluster up --dir '%s' --port %u --etcd 3 --writers 2 --lease-ttl 2", dir, base);
+             "cluster up --dir '%s' --port %u --etcd 3 --writers 2 --query-nodes 1 --lease-ttl 2",
+             dir, base);
     int rc = run(out, sizeof out, args);
     if (rc != 0)
         FAILF("cluster up: exit %d: %s", rc, out);
@@ -169,9 +174,9 @@ static void test_cluster(void)
     int n = status(ls, 16);
     /* no --storage: an s3rver of the cluster's own when node and the npm package are there */
     bool s3 = strstr(out, "on s3rver") != NULL;
-    ASSERT_EQ(n, 6 + s3);
-    const char *names[] = { "-", "etcd-m1", "etcd-m2", "etcd-m3", "w1", "w2", "s3rver" };
-    for (size_t i = 0; i < 6u + s3; i++) {
+    ASSERT_EQ(n, 7 + s3);
+    const char *names[] = { "-", "etcd-m1", "etcd-m2", "etcd-m3", "w1", "w2", "q1", "s3rver" };
+    for (size_t i = 0; i < 7u + s3; i++) {
         const line *l = find(ls, n, names[i]);
         ASSERT(l != NULL);
         ASSERT(alive(l->pid));
@@ -183,11 +188,12 @@ static void test_cluster(void)
     rc = run(out, sizeof out, args);
     ASSERT_EQ(rc, 1);
     ASSERT(strstr(out, "already up") != NULL);
-    snprintf(args, sizeof args, "cluster up --dir '%s/other' --port %u --query-nodes 1", dir,
+    snprintf(args, sizeof args, "cluster up --dir '%s/other' --port %u --index-workers 1", dir,
              base + 500);
     rc = run(out, sizeof out, args);
     ASSERT_EQ(rc, 2);
     ASSERT(strstr(out, "not built yet") != NULL);
+    ASSERT(strcmp(find(ls, n, "q1")->role, "query") == 0);
 
     /* data through writer 1 */
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
@@ -229,6 +235,43 @@ static void test_cluster(void)
     th_post("/v2/vectordb/collections/flush", "{\"collectionName\":\"cc\"}", NULL);
     ASSERT_EQ(th_code(), 0);
 
+    /* the query node follows the committed manifests (after the flush), read-only */
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 50);
+    long long qn = -1;
+    t0 = mono();
+    while (mono() - t0 < 15) {
+        th_post(
+            "/v2/vectordb/entities/query",
+            "{\"collectionName\":\"cc\",\"filter\":\"id >= 0\",\"outputFields\":[\"count(*)\"]}",
+            NULL);
+        if (th_code() == 0 &&
+            (qn = (long long)json_integer_value(json_object_get(
+                 json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"))) == 120)
+            break;
+        usleep(100000);
+    }
+    ASSERT_EQ(qn, 120);
+    ASSERT(insert(3000, 1) != 0); /* read-only */
+    /* kill -9 of the query node: restarted, it serves the same rows */
+    int q1 = find(ls, n, "q1")->pid;
+    kill(q1, SIGKILL);
+    t0 = mono();
+    qn = -1;
+    while (mono() - t0 < 20 && qn != 120) {
+        usleep(200000);
+        th_post(
+            "/v2/vectordb/entities/query",
+            "{\"collectionName\":\"cc\",\"filter\":\"id >= 0\",\"outputFields\":[\"count(*)\"]}",
+            NULL);
+        if (th_code() == 0)
+            qn = (long long)json_integer_value(json_object_get(
+                json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"));
+    }
+    ASSERT_EQ(qn, 120);
+    n = status(ls, 16);
+    ASSERT(find(ls, n, "q1")->restarts == 1);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
+
     /* down: nothing left */
     int pids[16];
     for (int i = 0; i < n; i++)
@@ -245,7 +288,8 @@ static void test_cluster(void)
     ASSERT(strstr(out, "down") != NULL);
 
     /* up again: same data */
-    snprintf(args, sizeof args, "cluster up --dir '%s' --port %u --etcd 3 --writers 2", dir, base);
+    snprintf(args, sizeof args,
+             "cluster up --dir '%s' --port %u --etcd 3 --writers 2 --query-nodes 1", dir, base);
     rc = run(out, sizeof out, args);
     if (rc != 0)
         FAILF("cluster up (again): exit %d: %s", rc, out);

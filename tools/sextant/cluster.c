@@ -14,7 +14,8 @@
  * process table, rewritten atomically on every change), supervisor.log.
  *
  * Ports: writer i listens on P + i - 1 (the first writer on P: the cluster's front door until
- * the proxy exists); etcd member i on P + 100 + i (client) and P + 200 + i (peer).
+ * the proxy exists), query node i on P + 50 + i - 1; etcd member i on P + 100 + i (client) and
+ * P + 200 + i (peer); s3rver on P + 300.
  *
  * Supervision. `up` forks a supervisor (setsid, its own session: the terminal's ^C does not reach
  * it), which starts the etcd members, waits until they elect a leader, then the writers, and
@@ -29,8 +30,8 @@
  * etcd members run with --auto-compaction-mode revision --auto-compaction-retention 1000 and
  * --quota-backend-bytes 2 GiB (scale-out.md: Milvus's "mvcc: database space exceeded" outages).
  *
- * Not yet: query nodes, index workers and the proxy (issue 17 continues); --query-nodes and
- * --index-workers above 0 are refused with that message.
+ * Not yet: index workers and the proxy (issue 17 continues); --index-workers above 0 is refused
+ * with that message.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -69,7 +70,7 @@ typedef struct proc {
 typedef struct cluster {
     char dir[PATH_MAX], self[PATH_MAX], storage[PATH_MAX + 16], endpoint[512], etcd_eps[512];
     char s3rver_cli[PATH_MAX]; /* "": no s3rver of our own */
-    unsigned port, n_etcd, n_writers, lease_ttl;
+    unsigned port, n_etcd, n_writers, n_query, lease_ttl;
     proc p[MAXP];
     int n;
 } cluster;
@@ -268,6 +269,33 @@ static void build(cluster *c)
         argd(p, dupf("%u", c->lease_ttl));
         arg(p, "--quiet");
     }
+    for (unsigned i = 1; i <= c->n_query; i++) {
+        char name[16], addr[64];
+        (void)snprintf(name, sizeof name, "q%u", i);
+        (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port + 50 + i - 1);
+        add_proc(c, "query", name, addr);
+        proc *p = &c->p[c->n - 1];
+        arg(p, c->self);
+        arg(p, "serve");
+        arg(p, "--query");
+        arg(p, "--data");
+        argd(p, dupf("%s/q%u", c->dir, i));
+        arg(p, "--port");
+        argd(p, dupf("%u", c->port + 50 + i - 1));
+        arg(p, "--storage");
+        arg(p, c->storage);
+        if (c->endpoint[0]) {
+            arg(p, "--s3-endpoint");
+            arg(p, c->endpoint);
+        }
+        arg(p, "--etcd");
+        arg(p, c->etcd_eps);
+        arg(p, "--node-id");
+        argd(p, dupf("q%u", i));
+        arg(p, "--lease-ttl");
+        argd(p, dupf("%u", c->lease_ttl));
+        arg(p, "--quiet");
+    }
 }
 
 static pid_t start_proc(proc *p)
@@ -375,7 +403,7 @@ static int supervise(cluster *c)
     /* etcd first; writers once a leader is elected (their start checks the cluster UUID) */
     for (int i = 0; i < c->n; i++) {
         proc *p = &c->p[i];
-        if (strcmp(p->role, "writer") == 0)
+        if (strcmp(p->role, "writer") == 0 || strcmp(p->role, "query") == 0)
             continue;
         p->pid = start_proc(p);
         p->started = now_s();
@@ -394,7 +422,7 @@ static int supervise(cluster *c)
              c->s3rver_cli[0] ? " or s3rver" : "", c->dir);
     for (int i = 0; i < c->n && !stopping; i++) {
         proc *p = &c->p[i];
-        if (strcmp(p->role, "writer") != 0)
+        if (strcmp(p->role, "writer") != 0 && strcmp(p->role, "query") != 0)
             continue;
         p->pid = start_proc(p);
         p->started = now_s();
@@ -436,17 +464,20 @@ static int supervise(cluster *c)
         }
         usleep(50000);
     }
-    /* down: writers first (they flush and revoke their leases), then etcd and s3rver */
+    /* down: writers and query nodes first (writers flush and revoke their leases), then etcd and
+     * s3rver */
     for (int pass = 0; pass < 2; pass++) {
-        bool writers = pass == 0;
-        for (int i = 0; i < c->n; i++)
-            if ((strcmp(c->p[i].role, "writer") == 0) == writers && !c->p[i].waiting &&
-                c->p[i].pid > 0)
+        bool nodes = pass == 0;
+        for (int i = 0; i < c->n; i++) {
+            bool node = strcmp(c->p[i].role, "writer") == 0 || strcmp(c->p[i].role, "query") == 0;
+            if (node == nodes && !c->p[i].waiting && c->p[i].pid > 0)
                 kill(c->p[i].pid, SIGTERM);
+        }
         double t1 = now_s();
         for (int i = 0; i < c->n; i++) {
             proc *p = &c->p[i];
-            if ((strcmp(p->role, "writer") == 0) != writers || p->waiting || p->pid <= 0)
+            bool node = strcmp(p->role, "writer") == 0 || strcmp(p->role, "query") == 0;
+            if (node != nodes || p->waiting || p->pid <= 0)
                 continue;
             while (waitpid(p->pid, NULL, WNOHANG) == 0) {
                 if (now_s() - t1 > 10) {
@@ -545,15 +576,18 @@ static void usage(FILE *out)
             "       sextant cluster down --dir D\n"
             "\n"
             "Runs a local Sextant cluster in the background (docs/internals/CLUSTER.md): etcd\n"
-            "members and shard writers fenced on etcd, supervised (a process that dies is\n"
-            "restarted on its directory). Writer i serves the Milvus REST and gRPC APIs on\n"
-            "port P + i - 1; etcd member i listens on P + 100 + i (peers P + 200 + i).\n"
+            "members, shard writers fenced on etcd and query nodes, supervised (a process that\n"
+            "dies is restarted on its directory). Writer i serves the Milvus REST and gRPC APIs\n"
+            "on port P + i - 1, query node i on P + 50 + i - 1; etcd member i listens on\n"
+            "P + 100 + i (peers P + 200 + i).\n"
             "\n"
             "  --dir D              the cluster's directory (created)\n"
             "  --port P             the first writer's port (default 19530)\n"
             "  --etcd N             etcd members (default 3; 1 for a toy)\n"
             "  --writers N          shard writers (default 1)\n"
-            "  --query-nodes N      (not built yet: 0)\n"
+            "  --query-nodes N      query nodes (default 0): read-only, each follows the\n"
+            "                       committed manifests of every collection; node i on\n"
+            "                       port P + 50 + i - 1\n"
             "  --index-workers N    (not built yet: 0)\n"
             "  --storage URL        s3://BUCKET[/PREFIX] or file:///abs/dir (default: an\n"
             "                       s3rver started here on P + 300, bucket 'sextant', data\n"
@@ -609,9 +643,11 @@ static int cmd_up(int argc, char **argv)
     }
     if (!dir)
         return cli_usage_error(cmd, "--dir is required");
-    if (n_query || n_index)
-        return cli_usage_error(cmd, "query nodes and index workers are not built yet (issue 17 "
-                                    "continues): use --query-nodes 0 --index-workers 0");
+    if (n_index)
+        return cli_usage_error(cmd, "index workers are not built yet (issue 17 continues): use "
+                                    "--index-workers 0");
+    if (n_query > 40)
+        return cli_usage_error(cmd, "--query-nodes: at most 40");
     if (n_writers > 20)
         return cli_usage_error(cmd, "--writers: at most 20");
     cluster *c = calloc(1, sizeof *c);
@@ -641,6 +677,7 @@ static int cmd_up(int argc, char **argv)
     c->port = (unsigned)port;
     c->n_etcd = (unsigned)n_etcd;
     c->n_writers = (unsigned)n_writers;
+    c->n_query = (unsigned)n_query;
     c->lease_ttl = (unsigned)ttl;
     if (storage) {
         (void)snprintf(c->storage, sizeof c->storage, "%s", storage);
@@ -701,23 +738,25 @@ static int cmd_up(int argc, char **argv)
         }
         _exit(supervise(c));
     }
-    /* wait for every writer's /readyz */
+    /* wait for every writer's and query node's /readyz */
     double t0 = now_s();
     unsigned ready = 0;
     while (now_s() - t0 < 60) {
         ready = 0;
         for (unsigned i = 0; i < c->n_writers; i++)
             ready += http_ok(c->port + i, "/readyz", NULL);
-        if (ready == c->n_writers)
+        for (unsigned i = 0; i < c->n_query; i++)
+            ready += http_ok(c->port + 50 + i, "/readyz", NULL);
+        if (ready == c->n_writers + c->n_query)
             break;
         int st;
         if (waitpid(sup, &st, WNOHANG) == sup)
             break;
         usleep(100000);
     }
-    if (ready != c->n_writers) {
-        fprintf(stderr, "sextant cluster up: %u of %u writers ready after 60 s; %s:\n", ready,
-                c->n_writers, slogp);
+    if (ready != c->n_writers + c->n_query) {
+        fprintf(stderr, "sextant cluster up: %u of %u nodes ready after 60 s; %s:\n", ready,
+                c->n_writers + c->n_query, slogp);
         char cmdl[PATH_MAX + 64];
         (void)snprintf(cmdl, sizeof cmdl, "tail -n 20 '%s' >&2", slogp);
         if (system(cmdl) != 0) {
@@ -726,9 +765,13 @@ static int cmd_up(int argc, char **argv)
         free(c);
         return CLI_EXIT_FAIL;
     }
-    printf("cluster up in %s: %u etcd members (%s), %u writer(s) on 127.0.0.1:%u..%u, store "
+    char qs[96] = "";
+    if (c->n_query)
+        (void)snprintf(qs, sizeof qs, ", %u query node(s) on 127.0.0.1:%u..%u", c->n_query,
+                       c->port + 50, c->port + 50 + c->n_query - 1);
+    printf("cluster up in %s: %u etcd members (%s), %u writer(s) on 127.0.0.1:%u..%u%s, store "
            "%s%s%s\n",
-           c->dir, c->n_etcd, c->etcd_eps, c->n_writers, c->port, c->port + c->n_writers - 1,
+           c->dir, c->n_etcd, c->etcd_eps, c->n_writers, c->port, c->port + c->n_writers - 1, qs,
            c->storage, c->s3rver_cli[0] ? " on s3rver " : "", c->s3rver_cli[0] ? c->endpoint : "");
     free_procs(c);
     free(c);
