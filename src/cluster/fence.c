@@ -390,7 +390,7 @@ static void new_uuid(char *out)
     FILE *r = fopen("/dev/urandom", "rb");
     size_t got = r ? fread(b, 1, sizeof b, r) : 0;
     if (r)
-        fclose(r);
+        (void)fclose(r);
     if (got != sizeof b) {
         uint64_t x = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
         for (size_t i = 0; i < sizeof b; i++) {
@@ -508,12 +508,11 @@ sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
                        ? SX_OK
                        : sx__err(SX_ENOMEM, "fence");
     if (st == SX_OK) {
-        if (sx__mutex_init(&f->net_mu, SX__RANK_FENCE, "fence.net_mu") != 0)
+        int a = sx__mutex_init(&f->net_mu, SX__RANK_FENCE, "fence.net_mu");
+        int b = sx__mutex_init(&f->tab_mu, SX__RANK_FENCE_TAB, "fence.tab_mu");
+        f->mu_init = true; /* destroying a mutex whose init failed is harmless here */
+        if (a != 0 || b != 0)
             st = sx__err(SX_ENOMEM, "fence");
-        else if (sx__mutex_init(&f->tab_mu, SX__RANK_FENCE_TAB, "fence.tab_mu") != 0)
-            st = sx__err(SX_ENOMEM, "fence");
-        else
-            f->mu_init = true;
     }
     if (st == SX_OK)
         st = sx__cluster_uuid(cfg->etcd, cfg->storage_url, cfg->s3_endpoint, f->uuid);
@@ -695,25 +694,25 @@ sx_status sx_cluster_node_start(const sx_cluster_node_options *opts, sx_cluster_
     return SX_OK;
 }
 
-const sx_store_fence *sx_cluster_node_fence(sx_cluster_node *w)
+const sx_store_fence *sx_cluster_node_fence(sx_cluster_node *n)
 {
-    return sx__fence_iface(w->f);
+    return sx__fence_iface(n->f);
 }
 
-const char *sx_cluster_node_uuid(const sx_cluster_node *w)
+const char *sx_cluster_node_uuid(const sx_cluster_node *n)
 {
-    return sx__fence_uuid(w->f);
+    return sx__fence_uuid(n->f);
 }
 
-bool sx_cluster_node_fenced(const sx_cluster_node *w)
+bool sx_cluster_node_fenced(const sx_cluster_node *n)
 {
-    return sx__fence_lost(w->f);
+    return sx__fence_lost(n->f);
 }
 
-void sx_cluster_node_stop(sx_cluster_node *w)
+void sx_cluster_node_stop(sx_cluster_node *n)
 {
-    if (!w)
+    if (!n)
         return;
-    sx__fence_stop(w->f);
-    sx__free(w);
+    sx__fence_stop(n->f);
+    sx__free(n);
 }

@@ -339,10 +339,10 @@ static void slog(const cluster *c, const char *fmt, ...)
     fprintf(stderr, "%s ", ts);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    (void)vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    fflush(stderr);
+    (void)fputc('\n', stderr);
+    (void)fflush(stderr);
 }
 
 /* GET path on 127.0.0.1:port answers HTTP 200 with `want` in the body (NULL: any). */
@@ -515,7 +515,7 @@ static bool alive(pid_t pid)
     if (!f)
         return true;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
+    (void)fclose(f);
     buf[n] = '\0';
     const char *rp = strrchr(buf, ')');
     return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
@@ -528,10 +528,9 @@ static pid_t read_pid(const char *dir)
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
-    long pid = 0;
-    if (fscanf(f, "%ld", &pid) != 1)
-        pid = 0;
-    fclose(f);
+    char line[64] = "";
+    long pid = fgets(line, sizeof line, f) ? strtol(line, NULL, 10) : 0;
+    (void)fclose(f);
     return alive((pid_t)pid) ? (pid_t)pid : 0;
 }
 
@@ -709,7 +708,7 @@ static int cmd_up(int argc, char **argv)
 
     char slogp[PATH_MAX + 32];
     (void)snprintf(slogp, sizeof slogp, "%s/supervisor.log", c->dir);
-    fflush(NULL);
+    (void)fflush(NULL);
     pid_t sup = fork();
     if (sup < 0) {
         free_procs(c);
@@ -734,7 +733,7 @@ static int cmd_up(int argc, char **argv)
         FILE *f = fopen(pidp, "w");
         if (f) {
             fprintf(f, "%d\n", (int)getpid());
-            fclose(f);
+            (void)fclose(f);
         }
         _exit(supervise(c));
     }
@@ -801,13 +800,20 @@ static int cmd_status(int argc, char **argv)
     FILE *f = fopen(path, "r");
     if (!f)
         return CLI_EXIT_OK; /* starting */
-    char role[16], name[32], addr[64], state[16];
-    int pid, restarts;
-    while (fscanf(f, "%15s %31s %d %63s %15s %d", role, name, &pid, addr, state, &restarts) == 6) {
-        printf("%s %s pid=%d %s %s restarts=%d\n", role, name, pid, addr,
-               strcmp(state, "running") == 0 && !alive((pid_t)pid) ? "dead" : state, restarts);
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        /* role name pid addr state restarts */
+        char *tok[6] = { 0 }, *save = NULL;
+        int k = 0;
+        for (char *t = strtok_r(line, " \n", &save); t && k < 6; t = strtok_r(NULL, " \n", &save))
+            tok[k++] = t;
+        if (k != 6)
+            continue;
+        int pid = (int)strtol(tok[2], NULL, 10);
+        printf("%s %s pid=%d %s %s restarts=%s\n", tok[0], tok[1], pid, tok[3],
+               strcmp(tok[4], "running") == 0 && !alive((pid_t)pid) ? "dead" : tok[4], tok[5]);
     }
-    fclose(f);
+    (void)fclose(f);
     return CLI_EXIT_OK;
 }
 

@@ -72,6 +72,56 @@ static void *refresh_main(void *arg)
     return NULL;
 }
 
+static bool refresher_start(refresher *r, pthread_t *thr)
+{
+    if (pthread_create(thr, NULL, refresh_main, r) == 0)
+        return true;
+    fprintf(stderr, "sextant: cannot start the refresh thread: collections stay as opened\n");
+    return false;
+}
+
+static void refresher_stop(refresher *r, pthread_t thr)
+{
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(thr, NULL);
+}
+
+static void on_fenced(void *ud);
+
+/* cluster mode: joins the cluster (identity, lease, node key; a writer reconciles its
+ * directory) and points the server's databases at the node's fence */
+static sx_status cluster_node_start(const char *etcd,
+                                    const char *node_id,
+                                    const char *data,
+                                    const char *addr,
+                                    uint32_t lease_ttl,
+                                    bool query,
+                                    sx_server_options *o,
+                                    sx_cluster_node **out)
+{
+    sx_cluster_node_options co;
+    memset(&co, 0, sizeof co);
+    co.etcd = etcd;
+    co.node_id = node_id;
+    co.data_dir = data;
+    co.storage_url = o->db.storage_url;
+    co.s3_endpoint = o->db.s3_endpoint;
+    co.addr = addr;
+    co.lease_ttl_s = lease_ttl;
+    co.query_node = query;
+    co.on_fenced = on_fenced;
+    sx_status st = sx_cluster_node_start(&co, out);
+    if (st != SX_OK)
+        return st;
+    o->db.store_fence = sx_cluster_node_fence(*out);
+    fprintf(stderr, "sextant: %s %s of cluster %s (etcd %s)\n", query ? "query node" : "writer",
+            node_id, sx_cluster_node_uuid(*out), etcd);
+    return SX_OK;
+}
+
 /* cluster mode: the writer's etcd lease is gone (keep-alive thread) */
 static void on_fenced(void *ud)
 {
@@ -153,6 +203,46 @@ static void serve_usage(FILE *out)
         "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n"
         "Exit status: 0 stopped, 1 failed, 2 usage, 3 fenced (cluster mode: the etcd lease was\n"
         "lost; restart the writer on the same directory to reconcile).\n");
+}
+
+/* Waits for SIGTERM/SIGINT (or, in cluster mode, the lease's loss) while a query node's refresher
+ * runs, then stops the server and the cluster node. Returns the exit status. */
+static int serve_until_stopped(const char *cmd,
+                               sx_server *srv,
+                               sx_cluster_node *cw,
+                               bool query,
+                               uint64_t refresh_ms,
+                               bool quiet,
+                               const char *node_id,
+                               const char *data)
+{
+    refresher rf = { srv,  refresh_ms, quiet, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                     false };
+    pthread_t rthr;
+    bool rthr_on = query && refresher_start(&rf, &rthr);
+
+    while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
+    }
+    if (rthr_on)
+        refresher_stop(&rf, rthr);
+    int sig = atomic_load(&stop_signal);
+    bool was_fenced = atomic_load(&fenced);
+    if (was_fenced)
+        fprintf(stderr,
+                "sextant: writer %s: fenced (etcd lease lost): stopping; restart it on "
+                "%s to reconcile\n",
+                node_id, data);
+    else if (!quiet)
+        fprintf(stderr, "sextant: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    sx_status st = sx_server_stop(srv);
+    sx_cluster_node_stop(cw);
+    if (was_fenced)
+        return 3;
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "stop", st);
+    if (!quiet)
+        fprintf(stderr, "sextant: stopped\n");
+    return CLI_EXIT_OK;
 }
 
 int cli_serve(int argc, char **argv)
@@ -319,23 +409,10 @@ int cli_serve(int argc, char **argv)
     if (etcd) {
         char addr[300];
         (void)snprintf(addr, sizeof addr, "%s:%u", bind ? bind : "127.0.0.1", (unsigned)port);
-        sx_cluster_node_options co;
-        memset(&co, 0, sizeof co);
-        co.etcd = etcd;
-        co.node_id = node_id;
-        co.data_dir = data;
-        co.storage_url = o.db.storage_url;
-        co.s3_endpoint = o.db.s3_endpoint;
-        co.addr = addr;
-        co.lease_ttl_s = (uint32_t)lease_ttl;
-        co.query_node = query;
-        co.on_fenced = on_fenced;
-        sx_status cst = sx_cluster_node_start(&co, &cw);
+        sx_status cst =
+            cluster_node_start(etcd, node_id, data, addr, (uint32_t)lease_ttl, query, &o, &cw);
         if (cst != SX_OK)
             return cli_sx_fail(cmd, "cluster", cst);
-        o.db.store_fence = sx_cluster_node_fence(cw);
-        fprintf(stderr, "sextant: %s %s of cluster %s (etcd %s)\n", query ? "query node" : "writer",
-                node_id, sx_cluster_node_uuid(cw), etcd);
     }
 
     sx_server *srv = NULL;
@@ -351,38 +428,5 @@ int cli_serve(int argc, char **argv)
             (unsigned)sx_server_port(srv));
     (void)fflush(stderr);
 
-    refresher rf = { srv,  refresh_ms, quiet, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                     false };
-    pthread_t rthr;
-    bool rthr_on = query && pthread_create(&rthr, NULL, refresh_main, &rf) == 0;
-    if (query && !rthr_on)
-        fprintf(stderr, "sextant: cannot start the refresh thread: collections stay as opened\n");
-
-    while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
-    }
-    if (rthr_on) {
-        pthread_mutex_lock(&rf.mu);
-        rf.stop = true;
-        pthread_cond_signal(&rf.cv);
-        pthread_mutex_unlock(&rf.mu);
-        pthread_join(rthr, NULL);
-    }
-    int sig = atomic_load(&stop_signal);
-    bool was_fenced = atomic_load(&fenced);
-    if (was_fenced)
-        fprintf(stderr,
-                "sextant: writer %s: fenced (etcd lease lost): stopping; restart it on "
-                "%s to reconcile\n",
-                node_id, data);
-    else if (!quiet)
-        fprintf(stderr, "sextant: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    st = sx_server_stop(srv);
-    sx_cluster_node_stop(cw);
-    if (was_fenced)
-        return 3;
-    if (st != SX_OK)
-        return cli_sx_fail(cmd, "stop", st);
-    if (!quiet)
-        fprintf(stderr, "sextant: stopped\n");
-    return CLI_EXIT_OK;
+    return serve_until_stopped(cmd, srv, cw, query, refresh_ms, quiet, node_id, data);
 }
