@@ -11,9 +11,13 @@
  *   - files whose key did not change are not downloaded again (same inode);
  *   - nothing changed: the refresh reports 0 and downloads nothing;
  *   - a collection created on the writer appears, a dropped one disappears with its directory;
- *   - refresh on a writable database is refused.
+ *   - refresh on a writable database is refused;
+ *   - two threads opening, counting and searching while six refreshes swap versions under them:
+ *     no error, counts never go back (also under TSan).
  */
+#include <pthread.h>
 #include <sextant.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 #include "harness.h"
@@ -200,8 +204,106 @@ static void test_refresh(void)
     sx_db_close(dw);
 }
 
+/* readers searching while refreshes swap versions under them (also run under TSan) */
+typedef struct rd {
+    sx_db *db;
+    atomic_bool *stop;
+    long searches, errors;
+    uint64_t last_count;
+} rd;
+
+static void *reader_main(void *arg)
+{
+    rd *r = arg;
+    float q[DIM];
+    vec_of(7, q);
+    while (!atomic_load(r->stop)) {
+        sx_collection *c;
+        if (sx_collection_open(r->db, "rc", &c) != SX_OK) {
+            r->errors++;
+            continue;
+        }
+        uint64_t n = 0;
+        if (sx_count(c, NULL, &n) != SX_OK || n < r->last_count)
+            r->errors++; /* a version never goes back */
+        r->last_count = n;
+        sx_search_req rq;
+        memset(&rq, 0, sizeof rq);
+        rq.queries = q;
+        rq.nq = 1;
+        rq.k = 5;
+        rq.metric = -1;
+        sx_rowset *rs = NULL;
+        if (sx_search(c, &rq, &rs) != SX_OK || rs->topks[0] != 5)
+            r->errors++;
+        sx_rowset_free(rs);
+        sx_collection_release(c);
+        r->searches++;
+    }
+    return NULL;
+}
+
+static void test_refresh_under_reads(void)
+{
+    char root[600], url[700], w[600], r[600];
+    snprintf(root, sizeof root, "%s", test_tmpdir("refresh2_root"));
+    snprintf(url, sizeof url, "file://%s", root);
+    snprintf(w, sizeof w, "%s", test_tmpdir("refresh2_w"));
+    snprintf(r, sizeof r, "%s", test_tmpdir("refresh2_r"));
+    sx_db_options wo = { 0 };
+    wo.storage_url = url;
+    wo.build_threads = 1;
+    sx_db *dw;
+    ASSERT_OK(sx_db_open(w, &wo, &dw));
+    sx_field_def fd[] = {
+        { "id", SX_FIELD_INT64, true, false, 0, 0 },
+        { "vec", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
+    };
+    sx_collection_def def = { "rc", fd, 2, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(dw, &def));
+    sx_collection *cw;
+    ASSERT_OK(sx_collection_open(dw, "rc", &cw));
+    insert_range(cw, 0, 100);
+    ASSERT_OK(sx_flush(cw));
+    sx_db_options ro = { 0 };
+    ro.storage_url = url;
+    ro.read_only = true;
+    sx_db *dr;
+    ASSERT_OK(sx_db_open(r, &ro, &dr));
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    rd rs[2] = { { dr, &stop, 0, 0, 0 }, { dr, &stop, 0, 0, 0 } };
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ASSERT_EQ(pthread_create(&t[i], NULL, reader_main, &rs[i]), 0);
+    for (int round = 1; round <= 6; round++) {
+        insert_range(cw, round * 100, 100);
+        if (round == 3) {
+            int64_t dk[] = { 1, 2 };
+            sx_keys keys = { 2, dk, NULL };
+            ASSERT_OK(sx_delete(cw, &keys, NULL));
+        }
+        ASSERT_OK(sx_flush(cw));
+        size_t ch = 0;
+        ASSERT_OK(sx_db_refresh(dr, &ch));
+        ASSERT_EQ(ch, 1);
+    }
+    atomic_store(&stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    size_t ch = 0;
+    ASSERT_OK(sx_db_refresh(dr, &ch)); /* frees the last retired versions */
+    ASSERT_EQ(rs[0].errors + rs[1].errors, 0);
+    ASSERT(rs[0].searches > 0 && rs[1].searches > 0);
+    ASSERT_EQ(count_of(dr, "rc"), 698);
+    sx_collection_release(cw);
+    sx_db_close(dr);
+    sx_db_close(dw);
+}
+
 int main(void)
 {
     RUN(test_refresh);
+    RUN(test_refresh_under_reads);
     return TEST_DONE();
 }
