@@ -37,6 +37,20 @@
  * are optional: a missing or mismatching one only means a rebuild), write the embedded MANIFEST
  * last, rename the directory into place, fsync the parent. Then the normal open runs.
  *
+ * Fenced stores (sx_db_options.store_fence, cluster mode; docs/internals/CLUSTER.md): uploads go
+ * under <collection>/<prefix> (the writer's epoch, "e<R>/"), content a manifest already named
+ * keeps its key, and step 3 becomes: put <collection>/<prefix>MANIFEST.<gen>.<n> (a new object),
+ * then fence->commit makes it current (a refused commit leaves everything as it was; GC runs
+ * only after a commit and never collects the current manifest). Opens and first syncs read the
+ * fence's pointer instead of <collection>/MANIFEST. Writes ask fence->may_ack before and after
+ * their WAL sync (ingest.c).
+ *
+ * Refresh (sx_db_refresh, read-only databases: query nodes): sx__store_refresh_files brings
+ * collections/<name> to the current manifest in place (files whose key the previous one named,
+ * recorded in STORE-MANIFEST / STORE-MANIFEST.key, are kept; MANIFEST written last) and db.c
+ * swaps a new collection object in; sx__store_gc_local removes segment files the current manifest
+ * does not name once no older version is open.
+ *
  * Threads and locks. Syncs run on the flushing thread (sx_flush, sx_compact, metric change: the
  * error is returned; a seal triggered by an insert: best effort, the insert succeeds, the failure
  * is recorded and retried at the next sync) and on the index builder (after it writes an index
