@@ -476,16 +476,22 @@ sx_status sx__etcd_del(sx__etcd *e, const char *key, bool prefix, int64_t *delet
 
 /* ------------------------------------------------------------------ leases */
 
-sx_status sx__etcd_lease_grant(sx__etcd *e, uint32_t ttl_s, int64_t *id)
+/* {"<name>": "<v>"} (NULL on OOM: call() answers SX_ENOMEM) */
+static json_t *i64_req(const char *name, int64_t v)
 {
-    *id = 0;
     json_t *r = json_object();
-    if (r && set_i64(r, "TTL", ttl_s) != 0) {
+    if (r && set_i64(r, name, v) != 0) {
         json_decref(r);
         r = NULL;
     }
+    return r;
+}
+
+sx_status sx__etcd_lease_grant(sx__etcd *e, uint32_t ttl_s, int64_t *id)
+{
+    *id = 0;
     json_t *ans;
-    sx_status st = call(e, "/v3/lease/grant", r, &ans);
+    sx_status st = call(e, "/v3/lease/grant", i64_req("TTL", ttl_s), &ans);
     if (st != SX_OK)
         return st;
     *id = get_i64(ans, "ID");
@@ -500,13 +506,8 @@ sx_status sx__etcd_lease_grant(sx__etcd *e, uint32_t ttl_s, int64_t *id)
 sx_status sx__etcd_lease_keepalive(sx__etcd *e, int64_t id, int64_t *ttl_left)
 {
     *ttl_left = 0;
-    json_t *r = json_object();
-    if (r && set_i64(r, "ID", id) != 0) {
-        json_decref(r);
-        r = NULL;
-    }
     json_t *ans;
-    sx_status st = call(e, "/v3/lease/keepalive", r, &ans);
+    sx_status st = call(e, "/v3/lease/keepalive", i64_req("ID", id), &ans);
     if (st != SX_OK)
         return st;
     const json_t *res = json_object_get(ans, "result");
@@ -519,13 +520,8 @@ sx_status sx__etcd_lease_keepalive(sx__etcd *e, int64_t id, int64_t *ttl_left)
 
 sx_status sx__etcd_lease_revoke(sx__etcd *e, int64_t id)
 {
-    json_t *r = json_object();
-    if (r && set_i64(r, "ID", id) != 0) {
-        json_decref(r);
-        r = NULL;
-    }
     json_t *ans;
-    sx_status st = call(e, "/v3/lease/revoke", r, &ans);
+    sx_status st = call(e, "/v3/lease/revoke", i64_req("ID", id), &ans);
     if (st != SX_OK)
         return st;
     json_decref(ans);

@@ -405,6 +405,8 @@ static void new_uuid(char *out)
                    b[13], b[14], b[15]);
 }
 
+_Atomic long sx__cluster_uuid_pause_ms;
+
 #define UUID_KEY    "/sextant/uuid"
 #define UUID_OBJECT "CLUSTER-UUID"
 
@@ -417,16 +419,10 @@ sx__cluster_uuid(const char *etcd, const char *storage_url, const char *s3_endpo
     if (st != SX_OK)
         return st;
     char in_etcd[64] = "", in_store[64] = "";
-    sx__etcd_kv kv;
-    st = sx__etcd_get(e, UUID_KEY, &kv, NULL);
-    if (st == SX_OK) {
-        (void)snprintf(in_etcd, sizeof in_etcd, "%s", kv.value);
-        sx__free(kv.key);
-        sx__free(kv.value);
-    } else if (st != SX_ENOTFOUND) {
-        sx__etcd_free(e);
-        return st;
-    }
+    /* The store first, then etcd: a UUID reaches etcd before the store, so a store that has one
+     * was read after etcd had it, and an etcd found empty after that was reset. (The other order
+     * would take a node that starts beside the first one, which wrote etcd and the store between
+     * its two reads, for a reset etcd.) */
     char *data = NULL;
     size_t len = 0;
     st = sx_store_object_get(storage_url, s3_endpoint, UUID_OBJECT, &data, &len);
@@ -437,6 +433,21 @@ sx__cluster_uuid(const char *etcd, const char *storage_url, const char *s3_endpo
         sx__etcd_free(e);
         return sx__err(SX_EREMOTE, "reading %s from the store %s: %s", UUID_OBJECT, storage_url,
                        sx_errmsg());
+    }
+    long pause = atomic_load(&sx__cluster_uuid_pause_ms);
+    if (pause > 0) {
+        struct timespec ts = { pause / 1000, (pause % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    sx__etcd_kv kv;
+    st = sx__etcd_get(e, UUID_KEY, &kv, NULL);
+    if (st == SX_OK) {
+        (void)snprintf(in_etcd, sizeof in_etcd, "%s", kv.value);
+        sx__free(kv.key);
+        sx__free(kv.value);
+    } else if (st != SX_ENOTFOUND) {
+        sx__etcd_free(e);
+        return st;
     }
     st = SX_OK;
     if (!in_etcd[0] && in_store[0]) {

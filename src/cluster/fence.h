@@ -33,6 +33,7 @@
 #ifndef SX_CLUSTER_FENCE_H
 #define SX_CLUSTER_FENCE_H
 #include <sextant.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -71,6 +72,9 @@ void sx__fence_stop(sx__fence *f);
  * (etcd first, create-if-absent). etcd's only: written to the store. The store's only (etcd was
  * reset or is another cluster): refused, never started empty. Different: refused.
  * uuid_out: 37 bytes. */
+/* Tests only: a pause between the identity's two reads, so a test can have another node bootstrap
+ * inside it (0: none). */
+extern _Atomic long sx__cluster_uuid_pause_ms;
 SX_NODISCARD sx_status sx__cluster_uuid(const char *etcd,
                                         const char *storage_url,
                                         const char *s3_endpoint,

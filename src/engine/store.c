@@ -350,6 +350,32 @@ sx_status sx__store_may_ack(sx_collection *c, bool after_write)
                    *msg ? msg : sx_status_str(st));
 }
 
+/* The store manifest just made current (its bytes are w's: taken, w left empty). */
+static void keep_last(struct sx__cstore *cs, sx__wbuf *w)
+{
+    sx__free(cs->last);
+    cs->last = w->data;
+    cs->last_len = w->len;
+    w->data = NULL;
+    w->len = w->cap = 0;
+}
+
+/* A manifest put or commit failed: which one is current is unknown, so it is put again next time.
+ * Returns the error for the caller (message names the store and the key). */
+static sx_status
+manifest_failed(struct sx__cstore *cs, sx__objstore *o, const char *key, sx_status st)
+{
+    char msg[512];
+    save_msg(msg, sizeof msg);
+    sx__free(cs->last);
+    cs->last = NULL;
+    cs->last_len = 0;
+    return sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
+                   "object store %s: writing %s failed: %s; the store keeps the previous "
+                   "manifest, the data is safe locally and the next flush retries",
+                   o->url, key, msg);
+}
+
 static sx_status add_obj(struct sx__cstore *cs, const char *key, uint64_t size, bool trusted)
 {
     robj *o = find_obj(cs, key);
@@ -913,40 +939,18 @@ sx_status sx__store_sync_locked(sx_collection *c)
             st = add_obj(cs, rel, w.len, true);
         }
         if (st != SX_OK) {
-            save_msg(msg, sizeof msg);
-            sx__free(cs->last);
-            cs->last = NULL;
-            cs->last_len = 0;
-            st = sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
-                         "object store %s: writing %s failed: %s; the store keeps the previous "
-                         "manifest, the data is safe locally and the next flush retries",
-                         o->url, key, msg);
+            st = manifest_failed(cs, o, key, st);
             goto out;
         }
-        sx__free(cs->last);
-        cs->last = w.data;
-        cs->last_len = w.len;
-        w.data = NULL;
-        w.len = w.cap = 0;
+        keep_last(cs, &w);
     } else if (!cs->last || cs->last_len != w.len || memcmp(cs->last, w.data, w.len) != 0) {
         (void)snprintf(key, sizeof key, "%s/MANIFEST", c->name);
         st = sx__objstore_put(o, key, w.data, w.len);
         if (st != SX_OK) {
-            save_msg(msg, sizeof msg);
-            sx__free(cs->last); /* unknown which manifest is stored now: put again next time */
-            cs->last = NULL;
-            cs->last_len = 0;
-            st = sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
-                         "object store %s: writing %s failed: %s; the store keeps the previous "
-                         "manifest, the data is safe locally and the next flush retries",
-                         o->url, key, msg);
+            st = manifest_failed(cs, o, key, st);
             goto out;
         }
-        sx__free(cs->last);
-        cs->last = w.data;
-        cs->last_len = w.len;
-        w.data = NULL;
-        w.len = w.cap = 0;
+        keep_last(cs, &w);
     }
     /* GC: only now may objects the previous manifest named go */
     for (size_t i = 0; i < cs->n_objs;) {
@@ -1374,33 +1378,17 @@ sx_status sx__store_restore(sx_db *db)
 {
     if (!db->store)
         return SX_OK;
-    char **keys = NULL;
+    char **names = NULL;
     size_t n = 0;
-    sx_status st = sx__objstore_list(db->store, "", &keys, NULL, &n);
-    if (st != SX_OK) {
-        char msg[512];
-        save_msg(msg, sizeof msg);
-        return sx__err(st == SX_ENOMEM ? SX_ENOMEM : SX_EREMOTE,
-                       "object store %s: listing failed: %s", db->store->url, msg);
-    }
+    sx_status st = sx__store_names(db, &names, &n);
     for (size_t i = 0; st == SX_OK && i < n; i++) {
-        const char *slash = strchr(keys[i], '/');
-        /* fenced: every collection prefix once (keys are listed in order); the fence says
-         * which manifest is current */
-        if (!slash || !valid_coll_name(keys[i], (size_t)(slash - keys[i])))
-            continue;
-        if (fence_of(db)
-                ? i > 0 && strncmp(keys[i - 1], keys[i], (size_t)(slash - keys[i]) + 1) == 0
-                : strcmp(slash, "/MANIFEST") != 0)
-            continue;
-        char name[SX_MAX_NAME + 1], path[4096];
-        (void)snprintf(name, sizeof name, "%.*s", (int)(slash - keys[i]), keys[i]);
-        (void)snprintf(path, sizeof path, "%s/collections/%s", db->dir, name);
+        char path[4096];
+        (void)snprintf(path, sizeof path, "%s/collections/%s", db->dir, names[i]);
         if (sx__fs_exists(path))
             continue; /* the local copy is the same or newer (one writer per prefix) */
-        st = restore_one(db, name);
+        st = restore_one(db, names[i]);
     }
-    sx_strings_free(keys, n);
+    sx_strings_free(names, n);
     return st;
 }
 

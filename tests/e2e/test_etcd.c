@@ -16,8 +16,10 @@
  *     answers SX_EREMOTE naming the endpoint; bad endpoint strings are refused.
  *   identity (sx__cluster_uuid): a new cluster writes its UUID to etcd and the store; another
  *     store gets etcd's; an emptied etcd with a store that names a cluster is refused (never
- *     started empty), so is an etcd of another cluster.
+ *     started empty), so is an etcd of another cluster; eight nodes bootstrapping at once (each
+ *     pausing between its two reads, starts staggered) agree on one UUID.
  */
+#include <pthread.h>
 #include <sextant.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -258,6 +260,22 @@ static void test_errors(void)
     ASSERT_OK(sx__etcd_del(E, "/t/", true, NULL));
 }
 
+typedef struct boot {
+    const char *store;
+    long delay_ms; /* start after this */
+    sx_status st;
+    char uuid[40];
+} boot;
+
+static void *boot_main(void *arg)
+{
+    boot *b = arg;
+    struct timespec ts = { b->delay_ms / 1000, (b->delay_ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+    b->st = sx__cluster_uuid(ec.endpoints, b->store, NULL, b->uuid);
+    return NULL;
+}
+
 /* the cluster identity: etcd's /sextant/uuid and the store's CLUSTER-UUID must agree */
 static void test_identity(void)
 {
@@ -285,6 +303,32 @@ static void test_identity(void)
     ASSERT_OK(sx__etcd_put(E, "/sextant/uuid", "00000000-0000-4000-8000-000000000000", 0, NULL));
     ASSERT_STATUS(sx__cluster_uuid(ec.endpoints, s1, NULL, u2), SX_EINVAL);
     ASSERT(strstr(sx_errmsg(), "refusing to start") != NULL);
+    ASSERT_OK(sx__etcd_del(E, "/sextant/uuid", false, NULL));
+    /* nodes starting together on an empty etcd and an empty store agree on one UUID: with a
+     * 60 ms pause between each node's two reads and starts 25 ms apart, the first node
+     * bootstraps (etcd, then the store) inside the second's pause, which must not take that
+     * for a reset etcd */
+    atomic_store(&sx__cluster_uuid_pause_ms, 60);
+    for (int round = 0; round < 3; round++) {
+        char s3[700];
+        snprintf(s3, sizeof s3, "file://%s", test_tmpdir("etcd_store3"));
+        ASSERT_OK(sx__etcd_del(E, "/sextant/uuid", false, NULL));
+        boot bs[8];
+        pthread_t t[8];
+        for (int i = 0; i < 8; i++) {
+            bs[i].store = s3;
+            bs[i].delay_ms = 25L * i;
+            ASSERT_EQ(pthread_create(&t[i], NULL, boot_main, &bs[i]), 0);
+        }
+        for (int i = 0; i < 8; i++)
+            pthread_join(t[i], NULL);
+        for (int i = 0; i < 8; i++) {
+            if (bs[i].st != SX_OK)
+                FAILF("round %d node %d: %s", round, i, sx_status_str(bs[i].st));
+            ASSERT(strcmp(bs[i].uuid, bs[0].uuid) == 0);
+        }
+    }
+    atomic_store(&sx__cluster_uuid_pause_ms, 0);
     ASSERT_OK(sx__etcd_del(E, "/sextant/uuid", false, NULL));
     /* a dead store: an error naming it, nothing written to etcd */
     ASSERT(sx__cluster_uuid(ec.endpoints, "s3://nobucket/x", NULL, u2) != SX_OK);

@@ -174,6 +174,37 @@ static void free_procs(cluster *c)
     c->n = 0;
 }
 
+/* writer i (`serve --etcd ...`) or query node i (`serve --query ...`) on port */
+static void add_node(cluster *c, bool query, unsigned i, unsigned port)
+{
+    char name[16], addr[64];
+    (void)snprintf(name, sizeof name, "%c%u", query ? 'q' : 'w', i);
+    (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    add_proc(c, query ? "query" : "writer", name, addr);
+    proc *p = &c->p[c->n - 1];
+    arg(p, c->self);
+    arg(p, "serve");
+    if (query)
+        arg(p, "--query");
+    arg(p, "--data");
+    argd(p, dupf("%s/%s", c->dir, name));
+    arg(p, "--port");
+    argd(p, dupf("%u", port));
+    arg(p, "--storage");
+    arg(p, c->storage);
+    if (c->endpoint[0]) {
+        arg(p, "--s3-endpoint");
+        arg(p, c->endpoint);
+    }
+    arg(p, "--etcd");
+    arg(p, c->etcd_eps);
+    arg(p, "--node-id");
+    argd(p, dupf("%s", name));
+    arg(p, "--lease-ttl");
+    argd(p, dupf("%u", c->lease_ttl));
+    arg(p, "--quiet");
+}
+
 static void build(cluster *c)
 {
     c->n = 0;
@@ -243,59 +274,10 @@ static void build(cluster *c)
         arg(p, "--configure-bucket");
         arg(p, "sextant");
     }
-    for (unsigned i = 1; i <= c->n_writers; i++) {
-        char name[16], addr[64];
-        (void)snprintf(name, sizeof name, "w%u", i);
-        (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port + i - 1);
-        add_proc(c, "writer", name, addr);
-        proc *p = &c->p[c->n - 1];
-        arg(p, c->self);
-        arg(p, "serve");
-        arg(p, "--data");
-        argd(p, dupf("%s/w%u", c->dir, i));
-        arg(p, "--port");
-        argd(p, dupf("%u", c->port + i - 1));
-        arg(p, "--storage");
-        arg(p, c->storage);
-        if (c->endpoint[0]) {
-            arg(p, "--s3-endpoint");
-            arg(p, c->endpoint);
-        }
-        arg(p, "--etcd");
-        arg(p, c->etcd_eps);
-        arg(p, "--node-id");
-        argd(p, dupf("w%u", i));
-        arg(p, "--lease-ttl");
-        argd(p, dupf("%u", c->lease_ttl));
-        arg(p, "--quiet");
-    }
-    for (unsigned i = 1; i <= c->n_query; i++) {
-        char name[16], addr[64];
-        (void)snprintf(name, sizeof name, "q%u", i);
-        (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port + 50 + i - 1);
-        add_proc(c, "query", name, addr);
-        proc *p = &c->p[c->n - 1];
-        arg(p, c->self);
-        arg(p, "serve");
-        arg(p, "--query");
-        arg(p, "--data");
-        argd(p, dupf("%s/q%u", c->dir, i));
-        arg(p, "--port");
-        argd(p, dupf("%u", c->port + 50 + i - 1));
-        arg(p, "--storage");
-        arg(p, c->storage);
-        if (c->endpoint[0]) {
-            arg(p, "--s3-endpoint");
-            arg(p, c->endpoint);
-        }
-        arg(p, "--etcd");
-        arg(p, c->etcd_eps);
-        arg(p, "--node-id");
-        argd(p, dupf("q%u", i));
-        arg(p, "--lease-ttl");
-        argd(p, dupf("%u", c->lease_ttl));
-        arg(p, "--quiet");
-    }
+    for (unsigned i = 1; i <= c->n_writers; i++)
+        add_node(c, false, i, c->port + i - 1);
+    for (unsigned i = 1; i <= c->n_query; i++)
+        add_node(c, true, i, c->port + 50 + i - 1);
 }
 
 static pid_t start_proc(proc *p)
@@ -777,18 +759,25 @@ static int cmd_up(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
-static int cmd_status(int argc, char **argv)
+/* `--dir D` and nothing else. */
+static int only_dir(int argc, char **argv, const char *cmd, const char **dir)
 {
-    const char *cmd = "cluster status", *dir = NULL;
     for (int i = 1; i < argc;) {
-        int r = cli_take(argc, argv, &i, cmd, "--dir", &dir);
+        int r = cli_take(argc, argv, &i, cmd, "--dir", dir);
         if (r < 0)
             return CLI_EXIT_USAGE;
         if (r == 0)
             return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
     }
-    if (!dir)
-        return cli_usage_error(cmd, "--dir is required");
+    return *dir ? CLI_EXIT_OK : cli_usage_error(cmd, "--dir is required");
+}
+
+static int cmd_status(int argc, char **argv)
+{
+    const char *cmd = "cluster status", *dir = NULL;
+    int rc = only_dir(argc, argv, cmd, &dir);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     pid_t sup = read_pid(dir);
     if (!sup) {
         printf("supervisor - pid=0 - down restarts=0\n");
@@ -820,15 +809,9 @@ static int cmd_status(int argc, char **argv)
 static int cmd_down(int argc, char **argv)
 {
     const char *cmd = "cluster down", *dir = NULL;
-    for (int i = 1; i < argc;) {
-        int r = cli_take(argc, argv, &i, cmd, "--dir", &dir);
-        if (r < 0)
-            return CLI_EXIT_USAGE;
-        if (r == 0)
-            return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
-    }
-    if (!dir)
-        return cli_usage_error(cmd, "--dir is required");
+    int rc = only_dir(argc, argv, cmd, &dir);
+    if (rc != CLI_EXIT_OK)
+        return rc;
     pid_t sup = read_pid(dir);
     if (!sup) {
         printf("no cluster is up in %s\n", dir);
