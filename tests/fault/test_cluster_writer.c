@@ -40,6 +40,7 @@
 #include <sextant.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "cluster/etcd.h"
@@ -98,6 +99,7 @@ static void spawn(writer *w)
     if (pid < 0)
         FAILF("fork: %s", strerror(errno));
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no writer behind */
         int fd = open(w->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
