@@ -132,6 +132,25 @@ SX_API bool sx_cluster_node_fenced(const sx_cluster_node *n);
 /* Revokes the lease (a writer's collections may be taken at once) unless it was lost. */
 SX_API void sx_cluster_node_stop(sx_cluster_node *n);
 
+/* The cluster's REST front door (docs/internals/CLUSTER.md, "Proxy"): forwards each Milvus REST
+ * v2 request to the node that must answer it: writes and DDL to the writer holding the collection
+ * (a new collection to one chosen by a hash of its name), reads with consistencyLevel
+ * "Eventually"/"Bounded" to the query nodes in turn, other reads to the holding writer (it has
+ * every acknowledged row), collections/list to every writer (merged). Answers carry
+ * X-Sextant-Node. gRPC is not proxied. */
+typedef struct sx_cluster_proxy sx_cluster_proxy;
+
+typedef struct sx_cluster_proxy_options {
+    const char *etcd; /* client URLs (required); the cluster must exist (a writer started) */
+    uint16_t port;    /* 0: an ephemeral port (see sx_cluster_proxy_port) */
+    uint32_t threads; /* 0: 16 */
+} sx_cluster_proxy_options;
+
+SX_API SX_NODISCARD sx_status sx_cluster_proxy_start(const sx_cluster_proxy_options *opts,
+                                                     sx_cluster_proxy **out);
+SX_API uint16_t sx_cluster_proxy_port(const sx_cluster_proxy *p);
+SX_API void sx_cluster_proxy_stop(sx_cluster_proxy *p);
+
 /* Query nodes: brings every database of a read-only server over a store to the store's current
  * manifests (sx_db_refresh), and its collection list with them (a collection new in the store
  * appears with metadata derived from its schema; one gone disappears). Requests in flight keep

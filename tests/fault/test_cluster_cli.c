@@ -13,6 +13,9 @@
  *   kill -9 of an etcd member: restarted (restarts=1), writes go on;
  *   the query node (--query-nodes 1) serves the writer's rows once flushed and refuses writes;
  *   kill -9 of it: restarted, it serves them again;
+ *   the REST proxy (P+99): four collections created through it land on both writers, their
+ *   writes and default (Strong) reads go to the writer holding each, an Eventually read goes to
+ *   the query node (once it has the flushed rows), collections/list merges every writer's;
  *   down stops every process (none of the pids is alive after it), status then says down;
  *   up again on the same directory: the cluster comes back with its data (etcd members on their
  *   data directories, writers on theirs).
@@ -112,6 +115,21 @@ static long long insert(int first, int n)
     return th_code();
 }
 
+/* POST through the proxy: the Milvus code, node = X-Sextant-Node; th_last.json = the body */
+static long long via_proxy(const char *path, const char *body, char *node)
+{
+    th_send("POST", path, body, strlen(body), NULL, true);
+    node[0] = '\0';
+    const char *t = th_last.text ? th_last.text : "";
+    const char *h = strcasestr(t, "X-Sextant-Node:");
+    if (h)
+        sscanf(h + 15, " %63s", node);
+    const char *b = strstr(t, "\r\n\r\n");
+    json_decref(th_last.json);
+    th_last.json = b ? json_loads(b + 4, 0, NULL) : NULL;
+    return th_code();
+}
+
 static long long count(void)
 {
     th_post("/v2/vectordb/entities/query",
@@ -130,8 +148,8 @@ static double mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* a port base with P, P+1 (writers), P+50 (query node), P+101..103, P+201..203 (etcd), P+300
- * (s3rver) free */
+/* a port base with P, P+1 (writers), P+50 (query node), P+99 (proxy), P+101..103, P+201..203
+ * (etcd), P+300 (s3rver) free */
 static unsigned pick_base(void)
 {
     for (int tries = 0; tries < 200; tries++) {
@@ -174,9 +192,10 @@ static void test_cluster(void)
     int n = status(ls, 16);
     /* no --storage: an s3rver of the cluster's own when node and the npm package are there */
     bool s3 = strstr(out, "on s3rver") != NULL;
-    ASSERT_EQ(n, 7 + s3);
-    const char *names[] = { "-", "etcd-m1", "etcd-m2", "etcd-m3", "w1", "w2", "q1", "s3rver" };
-    for (size_t i = 0; i < 7u + s3; i++) {
+    ASSERT_EQ(n, 8 + s3);
+    const char *names[] = { "-",  "etcd-m1", "etcd-m2", "etcd-m3", "w1",
+                            "w2", "q1",      "proxy",   "s3rver" };
+    for (size_t i = 0; i < 8u + s3; i++) {
         const line *l = find(ls, n, names[i]);
         ASSERT(l != NULL);
         ASSERT(alive(l->pid));
@@ -270,6 +289,53 @@ static void test_cluster(void)
     ASSERT_EQ(qn, 120);
     n = status(ls, 16);
     ASSERT(find(ls, n, "q1")->restarts == 1);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
+
+    /* the REST proxy: collections placed over both writers, writes and Strong reads at the
+     * holder, Eventually reads at the query node, the list merged */
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 99);
+    char node[64];
+    bool on_w1 = false, on_w2 = false;
+    for (int k = 0; k < 4; k++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"collectionName\":\"pc%d\",\"dimension\":4}", k);
+        ASSERT_EQ(via_proxy("/v2/vectordb/collections/create", body, node), 0);
+        on_w1 = on_w1 || strcmp(node, "w1") == 0;
+        on_w2 = on_w2 || strcmp(node, "w2") == 0;
+        snprintf(body, sizeof body,
+                 "{\"collectionName\":\"pc%d\",\"data\":[{\"id\":1,\"vector\":[1,2,3,4]},"
+                 "{\"id\":2,\"vector\":[2,2,3,4]}]}",
+                 k);
+        char wnode[64];
+        ASSERT_EQ(via_proxy("/v2/vectordb/entities/insert", body, wnode), 0);
+        ASSERT(strcmp(wnode, node) == 0); /* the writer that took it at create */
+        snprintf(body, sizeof body,
+                 "{\"collectionName\":\"pc%d\",\"filter\":\"id >= 0\","
+                 "\"outputFields\":[\"count(*)\"]}",
+                 k);
+        ASSERT_EQ(via_proxy("/v2/vectordb/entities/query", body, wnode), 0);
+        ASSERT(strcmp(wnode, node) == 0); /* Strong (the default): the holder, every row */
+        ASSERT_EQ(json_integer_value(json_object_get(
+                      json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)")),
+                  2);
+    }
+    ASSERT(on_w1 && on_w2);
+    ASSERT_EQ(via_proxy("/v2/vectordb/collections/flush", "{\"collectionName\":\"pc1\"}", node), 0);
+    long long ev = -1;
+    t0 = mono();
+    while (ev != 2 && mono() - t0 < 10) {
+        usleep(100000);
+        if (via_proxy("/v2/vectordb/entities/query",
+                      "{\"collectionName\":\"pc1\",\"filter\":\"id >= 0\",\"outputFields\":"
+                      "[\"count(*)\"],\"consistencyLevel\":\"Eventually\"}",
+                      node) == 0)
+            ev = json_integer_value(json_object_get(
+                json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"));
+    }
+    ASSERT_EQ(ev, 2);
+    ASSERT(strcmp(node, "q1") == 0);
+    ASSERT_EQ(via_proxy("/v2/vectordb/collections/list", "{}", node), 0);
+    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), 5); /* cc, pc0..pc3 */
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
 
     /* down: nothing left */

@@ -13,9 +13,10 @@
  * file:// store, when they are not), logs/<name>.log, supervisor.pid, cluster.state (the
  * process table, rewritten atomically on every change), supervisor.log.
  *
- * Ports: writer i listens on P + i - 1 (the first writer on P: the cluster's front door until
- * the proxy exists), query node i on P + 50 + i - 1; etcd member i on P + 100 + i (client) and
- * P + 200 + i (peer); s3rver on P + 300.
+ * Ports: writer i listens on P + i - 1, query node i on P + 50 + i - 1, the REST proxy (`serve
+ * --proxy`: writes to the holding writer, reads to it or to query nodes) on P + 99 (on P once it
+ * speaks gRPC too); etcd member i on P + 100 + i (client) and P + 200 + i (peer); s3rver on
+ * P + 300.
  *
  * Supervision. `up` forks a supervisor (setsid, its own session: the terminal's ^C does not reach
  * it), which starts the etcd members, waits until they elect a leader, then the writers, and
@@ -30,8 +31,8 @@
  * etcd members run with --auto-compaction-mode revision --auto-compaction-retention 1000 and
  * --quota-backend-bytes 2 GiB (scale-out.md: Milvus's "mvcc: database space exceeded" outages).
  *
- * Not yet: index workers and the proxy (issue 17 continues); --index-workers above 0 is refused
- * with that message.
+ * Not yet: index workers (issue 17 continues); --index-workers above 0 is refused with that
+ * message.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -278,6 +279,17 @@ static void build(cluster *c)
         add_node(c, false, i, c->port + i - 1);
     for (unsigned i = 1; i <= c->n_query; i++)
         add_node(c, true, i, c->port + 50 + i - 1);
+    char addr[64];
+    (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port + 99);
+    add_proc(c, "proxy", "proxy", addr);
+    proc *p = &c->p[c->n - 1];
+    arg(p, c->self);
+    arg(p, "serve");
+    arg(p, "--proxy");
+    arg(p, "--etcd");
+    arg(p, c->etcd_eps);
+    arg(p, "--port");
+    argd(p, dupf("%u", c->port + 99));
 }
 
 static pid_t start_proc(proc *p)
@@ -359,6 +371,13 @@ static bool http_ok(unsigned port, const char *path, const char *want)
     return ok;
 }
 
+/* writers, query nodes and the proxy: started after etcd (and s3rver), stopped before them */
+static bool is_node(const proc *p)
+{
+    return strcmp(p->role, "writer") == 0 || strcmp(p->role, "query") == 0 ||
+           strcmp(p->role, "proxy") == 0;
+}
+
 static bool port_open(unsigned port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -385,7 +404,7 @@ static int supervise(cluster *c)
     /* etcd first; writers once a leader is elected (their start checks the cluster UUID) */
     for (int i = 0; i < c->n; i++) {
         proc *p = &c->p[i];
-        if (strcmp(p->role, "writer") == 0 || strcmp(p->role, "query") == 0)
+        if (is_node(p))
             continue;
         p->pid = start_proc(p);
         p->started = now_s();
@@ -404,7 +423,7 @@ static int supervise(cluster *c)
              c->s3rver_cli[0] ? " or s3rver" : "", c->dir);
     for (int i = 0; i < c->n && !stopping; i++) {
         proc *p = &c->p[i];
-        if (strcmp(p->role, "writer") != 0 && strcmp(p->role, "query") != 0)
+        if (!is_node(p))
             continue;
         p->pid = start_proc(p);
         p->started = now_s();
@@ -451,14 +470,14 @@ static int supervise(cluster *c)
     for (int pass = 0; pass < 2; pass++) {
         bool nodes = pass == 0;
         for (int i = 0; i < c->n; i++) {
-            bool node = strcmp(c->p[i].role, "writer") == 0 || strcmp(c->p[i].role, "query") == 0;
+            bool node = is_node(&c->p[i]);
             if (node == nodes && !c->p[i].waiting && c->p[i].pid > 0)
                 kill(c->p[i].pid, SIGTERM);
         }
         double t1 = now_s();
         for (int i = 0; i < c->n; i++) {
             proc *p = &c->p[i];
-            bool node = strcmp(p->role, "writer") == 0 || strcmp(p->role, "query") == 0;
+            bool node = is_node(p);
             if (node != nodes || p->waiting || p->pid <= 0)
                 continue;
             while (waitpid(p->pid, NULL, WNOHANG) == 0) {
@@ -559,8 +578,8 @@ static void usage(FILE *out)
             "Runs a local Sextant cluster in the background (docs/internals/CLUSTER.md): etcd\n"
             "members, shard writers fenced on etcd and query nodes, supervised (a process that\n"
             "dies is restarted on its directory). Writer i serves the Milvus REST and gRPC APIs\n"
-            "on port P + i - 1, query node i on P + 50 + i - 1; etcd member i listens on\n"
-            "P + 100 + i (peers P + 200 + i).\n"
+            "on port P + i - 1, query node i on P + 50 + i - 1, and a REST proxy routing to\n"
+            "them on P + 99; etcd member i listens on P + 100 + i (peers P + 200 + i).\n"
             "\n"
             "  --dir D              the cluster's directory (created)\n"
             "  --port P             the first writer's port (default 19530)\n"
@@ -728,16 +747,17 @@ static int cmd_up(int argc, char **argv)
             ready += http_ok(c->port + i, "/readyz", NULL);
         for (unsigned i = 0; i < c->n_query; i++)
             ready += http_ok(c->port + 50 + i, "/readyz", NULL);
-        if (ready == c->n_writers + c->n_query)
+        ready += http_ok(c->port + 99, "/readyz", NULL);
+        if (ready == c->n_writers + c->n_query + 1)
             break;
         int st;
         if (waitpid(sup, &st, WNOHANG) == sup)
             break;
         usleep(100000);
     }
-    if (ready != c->n_writers + c->n_query) {
+    if (ready != c->n_writers + c->n_query + 1) {
         fprintf(stderr, "sextant cluster up: %u of %u nodes ready after 60 s; %s:\n", ready,
-                c->n_writers + c->n_query, slogp);
+                c->n_writers + c->n_query + 1, slogp);
         char cmdl[PATH_MAX + 64];
         (void)snprintf(cmdl, sizeof cmdl, "tail -n 20 '%s' >&2", slogp);
         if (system(cmdl) != 0) {
@@ -750,10 +770,11 @@ static int cmd_up(int argc, char **argv)
     if (c->n_query)
         (void)snprintf(qs, sizeof qs, ", %u query node(s) on 127.0.0.1:%u..%u", c->n_query,
                        c->port + 50, c->port + 50 + c->n_query - 1);
-    printf("cluster up in %s: %u etcd members (%s), %u writer(s) on 127.0.0.1:%u..%u%s, store "
-           "%s%s%s\n",
+    printf("cluster up in %s: %u etcd members (%s), %u writer(s) on 127.0.0.1:%u..%u%s, REST "
+           "proxy on 127.0.0.1:%u, store %s%s%s\n",
            c->dir, c->n_etcd, c->etcd_eps, c->n_writers, c->port, c->port + c->n_writers - 1, qs,
-           c->storage, c->s3rver_cli[0] ? " on s3rver " : "", c->s3rver_cli[0] ? c->endpoint : "");
+           c->port + 99, c->storage, c->s3rver_cli[0] ? " on s3rver " : "",
+           c->s3rver_cli[0] ? c->endpoint : "");
     free_procs(c);
     free(c);
     return CLI_EXIT_OK;

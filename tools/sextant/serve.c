@@ -199,6 +199,10 @@ static void serve_usage(FILE *out)
         "                         --storage (with --etcd: at the committed manifests) and\n"
         "                         follow the store's newest manifests\n"
         "  --refresh-ms N         how often a query node looks for new manifests (500)\n"
+        "  --proxy                the cluster's REST front door instead (needs only --etcd\n"
+        "                         and --port): writes go to the writer holding the\n"
+        "                         collection, reads to it or, with consistencyLevel\n"
+        "                         Eventually/Bounded, to the query nodes\n"
         "\n"
         "Stops gracefully on SIGTERM or SIGINT (in-flight requests finish, data is flushed).\n"
         "Exit status: 0 stopped, 1 failed, 2 usage, 3 fenced (cluster mode: the etcd lease was\n"
@@ -245,13 +249,53 @@ static int serve_until_stopped(const char *cmd,
     return CLI_EXIT_OK;
 }
 
+/* SIGTERM/SIGINT post stop_sem. 0, or -1 (message printed). */
+static int install_stop_handlers(const char *cmd)
+{
+    if (sem_init(&stop_sem, 0, 0) != 0) {
+        (void)cli_fail(cmd, "cannot create a semaphore");
+        return -1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0) {
+        (void)cli_fail(cmd, "cannot install the signal handlers");
+        return -1;
+    }
+    return 0;
+}
+
+/* `serve --proxy`: the cluster's REST front door until SIGTERM/SIGINT */
+static int serve_proxy(const char *cmd, const char *etcd, uint16_t port)
+{
+    if (install_stop_handlers(cmd) != 0)
+        return CLI_EXIT_FAIL;
+    sx_cluster_proxy_options po;
+    memset(&po, 0, sizeof po);
+    po.etcd = etcd;
+    po.port = port;
+    sx_cluster_proxy *px = NULL;
+    sx_status st = sx_cluster_proxy_start(&po, &px);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "proxy", st);
+    fprintf(stderr, "sextant: cluster proxy on http://127.0.0.1:%u (etcd %s)\n",
+            (unsigned)sx_cluster_proxy_port(px), etcd);
+    while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
+    }
+    sx_cluster_proxy_stop(px);
+    return CLI_EXIT_OK;
+}
+
 int cli_serve(int argc, char **argv)
 {
     const char *cmd = "serve";
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
     const char *import_root = NULL, *etcd = NULL, *node_id = NULL;
     uint64_t lease_ttl = 5, refresh_ms = 500;
-    bool query = false;
+    bool query = false, proxy = false;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0, resp_mb = 0, req_timeout = 0;
     uint64_t per_ip = 0, header_s = 0, min_rate = 0, grace_s = 0, json_mb = 0, json_total_mb = 0;
@@ -282,6 +326,10 @@ int cli_serve(int argc, char **argv)
         }
         if (cli_flag(argv, &i, "--query")) {
             query = true;
+            continue;
+        }
+        if (cli_flag(argv, &i, "--proxy")) {
+            proxy = true;
             continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
@@ -348,11 +396,16 @@ int cli_serve(int argc, char **argv)
         }
         return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
     }
+    if (proxy) {
+        if (!etcd)
+            return cli_usage_error(cmd, "--proxy needs --etcd");
+        return serve_proxy(cmd, etcd, (uint16_t)port);
+    }
     if (!data)
         return cli_usage_error(cmd, "--data is required");
     if (cli_storage_check(cmd, &sto) != 0)
         return cli_usage_error(cmd, "bad storage option");
-    if ((etcd || node_id) && (!etcd || !node_id || !sto.url))
+    if (!proxy && (etcd || node_id) && (!etcd || !node_id || !sto.url))
         return cli_usage_error(cmd, "cluster mode needs --etcd, --node-id and --storage together");
     if (query && !sto.url)
         return cli_usage_error(cmd, "--query needs --storage (the store it reads)");
@@ -395,15 +448,8 @@ int cli_serve(int argc, char **argv)
 
     /* Handlers before the server starts: a signal that arrives during start stops it as soon
      * as start returns. */
-    if (sem_init(&stop_sem, 0, 0) != 0)
-        return cli_fail(cmd, "cannot create a semaphore");
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
-        return cli_fail(cmd, "cannot install the signal handlers");
+    if (install_stop_handlers(cmd) != 0)
+        return CLI_EXIT_FAIL;
 
     sx_cluster_node *cw = NULL;
     if (etcd) {
