@@ -6,6 +6,7 @@
 #   cluster `sextant cluster up --etcd 3 --writers 1`        (fenced writer, same store kind)
 #
 # For each: insert rate (ROWS rows of DIM floats in batches of BATCH through REST, one client),
+# (cluster: also search QPS of one client against the writer directly and through the proxy),
 # flush latency (seal + upload + commit: the cluster's commit is an etcd txn), median of FLUSHES.
 # (Each flush seals 500 fresh rows; the index build that follows runs in the background.)
 # Cluster only: kill -9 of the writer -> first acknowledged write (supervisor restart + WAL replay +
@@ -110,6 +111,22 @@ kill "$spid"; wait "$spid" || true; spid=""
 # cluster
 "$bin" cluster up --dir "$work/cluster" --port "$PORT" --etcd 3 --writers 1 --lease-ttl "$TTL" >/dev/null
 read -r c_ins c_fl < <(client "http://127.0.0.1:$PORT")
+# searches, one client for 5 s: the writer directly, then through the REST proxy (P + 99)
+read -r q_direct q_proxy < <(python3 - "$PORT" "$DIM" <<'EOF'
+import json, sys, time, urllib.request
+port, dim = int(sys.argv[1]), int(sys.argv[2])
+def qps(p):
+    body = json.dumps({"collectionName": "b", "data": [[0.5] * dim], "limit": 10}).encode()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 5:
+        r = urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{p}/v2/vectordb/entities/search",
+                                   body, {"Content-Type": "application/json"}), timeout=30)
+        assert json.loads(r.read())["code"] == 0
+        n += 1
+    return n / (time.perf_counter() - t0)
+print(f"{qps(port):.0f} {qps(port + 99):.0f}")
+EOF
+)
 eps=http://127.0.0.1:$((PORT + 101)),http://127.0.0.1:$((PORT + 102)),http://127.0.0.1:$((PORT + 103))
 wpid=$(awk '$2 == "w1" {print $3}' "$work/cluster/cluster.state")
 kill -9 "$wpid"
@@ -137,6 +154,8 @@ kill -CONT "$wpid"
 printf '\n%-10s %14s %16s\n' "" "insert rows/s" "flush ms (p50)"
 printf '%-10s %14s %16s\n' single "$s_ins" "$s_fl" cluster "$c_ins" "$c_fl"
 python3 -c "print(f'ratio      {$c_ins/$s_ins:14.2f} {$c_fl/$s_fl:16.2f}   (cluster / single)')"
+echo
+echo "search, 1 client, 5 s: writer directly $q_direct QPS, through the REST proxy $q_proxy QPS"
 echo
 echo "writer kill -9 -> first acknowledged write: $t_writer s (restart, WAL replay, lease TTL $TTL s)"
 echo "etcd leader kill -9 -> first acknowledged write: $t_leader s, first fenced commit (flush): $t_leader_flush s"
