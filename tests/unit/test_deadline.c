@@ -8,7 +8,8 @@
  *    of T (nq grown likewise; T the fastest of three unbounded runs) are given a deadline of T/10;
  * each must stop with SX_ETIMEDOUT in under T/2 + 50 ms (generous: the checks are every 1024 rows /
  * per block), and the collection answers the same afterwards. Bounds are relative to the same
- * machine's unbounded run, so the load of the shared build machine cancels out.
+ * machine's unbounded run, so the load of the shared build machine cancels out; a search that
+ * ends before its deadline (the load dropped after the calibration) calibrates again.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -172,40 +173,50 @@ static void deadline_mid_count(void)
 static void deadline_mid_search(void)
 {
     size_t nq = 64;
-    double t_full = 0;
+    double t_full = 0, t0 = 0, dt = 0;
     sx_rowset *rs = NULL;
-    for (;;) {
-        /* the fastest of three runs: a first run can be several times slower (a cold start, or
-         * the parallel test's load; seen under ASan: 0.437 s, then 0.040 s for the same search),
-         * and a deadline of a tenth of a slow run would then not be reached at all */
-        sx_search_req r = { .queries = vecs, .nq = nq, .k = 10, .metric = -1 };
-        t_full = 1e9;
-        for (int rep = 0; rep < 3; rep++) {
-            double t0 = now_s();
-            ASSERT_OK(sx_search(coll, &r, &rs));
-            double t = now_s() - t0;
-            t_full = t < t_full ? t : t_full;
-            sx_rowset_free(rs);
-            rs = NULL;
+    sx_status st = SX_OK;
+    /* A search that ends before its own deadline means the calibration ran slower than the
+     * bounded run (the machine's load dropped in between: seen with other jobs on the build
+     * machine, 0.34 s calibrated, then 0.031 s): calibrate again, at most three times. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        for (;;) {
+            /* the fastest of three runs: a first run can be several times slower (a cold start, or
+             * the parallel test's load; seen under ASan: 0.437 s, then 0.040 s for the same
+             * search), and a deadline of a tenth of a slow run would then not be reached at all */
+            sx_search_req r = { .queries = vecs, .nq = nq, .k = 10, .metric = -1 };
+            t_full = 1e9;
+            for (int rep = 0; rep < 3; rep++) {
+                double ts = now_s();
+                ASSERT_OK(sx_search(coll, &r, &rs));
+                double t = now_s() - ts;
+                t_full = t < t_full ? t : t_full;
+                sx_rowset_free(rs);
+                rs = NULL;
+            }
+            if (t_full >= 0.3 || nq >= NR)
+                break;
+            nq *= 2;
+            if (nq > NR)
+                nq = NR;
         }
-        if (t_full >= 0.3 || nq >= NR)
+        fprintf(stderr, "search: nq %zu, %.3f s unbounded\n", nq, t_full);
+        ASSERT(t_full >= 0.3);
+        sx_search_req r = { .queries = vecs, .nq = nq, .k = 10, .metric = -1 };
+        t0 = now_s();
+        (void)sx_deadline_set(sx_clock_ns() + (int64_t)(t_full / 10 * 1e9));
+        st = sx_search(coll, &r, &rs);
+        (void)sx_deadline_set(0);
+        dt = now_s() - t0;
+        fprintf(stderr, "search with a deadline of %.3f s: %s after %.3f s\n", t_full / 10,
+                sx_status_str(st), dt);
+        if (st == SX_OK)
+            sx_rowset_free(rs);
+        rs = NULL;
+        if (!(st == SX_OK && dt < t_full / 10))
             break;
-        nq *= 2;
-        if (nq > NR)
-            nq = NR;
     }
-    fprintf(stderr, "search: nq %zu, %.3f s unbounded\n", nq, t_full);
-    ASSERT(t_full >= 0.3);
     sx_search_req r = { .queries = vecs, .nq = nq, .k = 10, .metric = -1 };
-    double t0 = now_s();
-    (void)sx_deadline_set(sx_clock_ns() + (int64_t)(t_full / 10 * 1e9));
-    sx_status st = sx_search(coll, &r, &rs);
-    (void)sx_deadline_set(0);
-    double dt = now_s() - t0;
-    fprintf(stderr, "search with a deadline of %.3f s: %s after %.3f s\n", t_full / 10,
-            sx_status_str(st), dt);
-    if (st == SX_OK)
-        sx_rowset_free(rs);
     expect_timeout(st, "search");
     if (dt > t_full / 2 + 0.05)
         FAILF("search stopped after %.3f s, bound %.3f s", dt, t_full / 2 + 0.05);
