@@ -109,7 +109,9 @@ read -r s_ins s_fl < <(client "http://127.0.0.1:$PORT")
 kill "$spid"; wait "$spid" || true; spid=""
 
 # cluster
-"$bin" cluster up --dir "$work/cluster" --port "$PORT" --etcd 3 --writers 1 --lease-ttl "$TTL" >/dev/null
+mkdir -p "$work/store2"
+"$bin" cluster up --dir "$work/cluster" --port "$PORT" --etcd 3 --writers 1 --lease-ttl "$TTL" \
+    --storage "file://$work/store2" >/dev/null
 read -r c_ins c_fl < <(client "http://127.0.0.1:$PORT")
 # searches, one client for 5 s: the writer directly, then through the REST proxy (P + 99)
 read -r q_direct q_proxy < <(python3 - "$PORT" "$DIM" <<'EOF'

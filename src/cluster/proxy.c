@@ -26,8 +26,9 @@
  * Authorization header, and each node checks it.
  *
  * Threads: MHD's thread pool; each request forwards with its own curl handle. The route cache
- * (nodes, holders) is guarded by p->mu (leaf: no call inside) and refreshed from etcd at most
- * every 500 ms or after a failed forward.
+ * (nodes, holders) is guarded by p->mu (leaf: no call inside); nodes are reloaded from etcd at
+ * most every 500 ms, a collection's holder is reused for 500 ms, and both after a failed or
+ * misrouted forward. Each worker thread keeps one curl handle (and its connections).
  */
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -48,8 +49,16 @@
 #include "util/alloc.h"
 #include "util/err.h"
 
-#define MAX_NODES 64
-#define MAX_BODY  (64u << 20)
+#define MAX_NODES   64
+#define MAX_BODY    (64u << 20)
+#define MAX_HOLDERS 256
+#define HOLDER_NS   500000000LL /* a holder read from etcd is reused this long */
+
+typedef struct pholder {
+    char key[300]; /* "db/collection" */
+    char id[64];
+    int64_t at_ns;
+} pholder;
 
 typedef struct pnode {
     char id[64];
@@ -67,7 +76,40 @@ struct sx_cluster_proxy {
     size_t n_nodes;
     int64_t nodes_at_ns;
     unsigned rr; /* round-robin over query nodes */
+    pholder holders[MAX_HOLDERS];
+    size_t n_holders;
 };
+
+/* One curl handle per MHD worker thread, kept (with its connections to the nodes) for the
+ * thread's life: a new connection per forwarded request cost more than the search itself. */
+static pthread_key_t curl_key;
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_free_tl(void *h)
+{
+    curl_easy_cleanup(h);
+}
+
+static void curl_key_make(void)
+{
+    (void)pthread_key_create(&curl_key, curl_free_tl);
+}
+
+static CURL *thread_curl(void)
+{
+    (void)pthread_once(&curl_once, curl_key_make);
+    CURL *h = pthread_getspecific(curl_key);
+    if (!h) {
+        h = curl_easy_init();
+        if (h && pthread_setspecific(curl_key, h) != 0) {
+            curl_easy_cleanup(h);
+            h = NULL;
+        }
+    }
+    if (h)
+        curl_easy_reset(h);
+    return h;
+}
 
 typedef struct req {
     char *body;
@@ -152,7 +194,49 @@ static uint32_t name_hash(const char *s)
     return h;
 }
 
-/* The writer for db.coll: its holder, else the hash's choice. false: no writer known. */
+static bool holder_get(sx_cluster_proxy *p, const char *hk, char *id, size_t cap)
+{
+    bool hit = false;
+    int64_t now = mono_ns();
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_holders && !hit; i++)
+        if (strcmp(p->holders[i].key, hk) == 0 && now - p->holders[i].at_ns < HOLDER_NS) {
+            (void)snprintf(id, cap, "%s", p->holders[i].id);
+            hit = true;
+        }
+    pthread_mutex_unlock(&p->mu);
+    return hit;
+}
+
+static void holder_put(sx_cluster_proxy *p, const char *hk, const char *id)
+{
+    pthread_mutex_lock(&p->mu);
+    size_t slot = p->n_holders, oldest = 0;
+    for (size_t i = 0; i < p->n_holders; i++) {
+        if (strcmp(p->holders[i].key, hk) == 0)
+            slot = i;
+        if (p->holders[i].at_ns < p->holders[oldest].at_ns)
+            oldest = i;
+    }
+    if (slot == p->n_holders && p->n_holders == MAX_HOLDERS)
+        slot = oldest;
+    else if (slot == p->n_holders)
+        p->n_holders++;
+    (void)snprintf(p->holders[slot].key, sizeof p->holders[slot].key, "%s", hk);
+    (void)snprintf(p->holders[slot].id, sizeof p->holders[slot].id, "%s", id);
+    p->holders[slot].at_ns = mono_ns();
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void holders_clear(sx_cluster_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->n_holders = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* The writer for db.coll: its holder (cached HOLDER_NS), else the hash's choice. false: no
+ * writer known. */
 static bool writer_for(sx_cluster_proxy *p,
                        const char *db,
                        const char *coll,
@@ -163,6 +247,10 @@ static bool writer_for(sx_cluster_proxy *p,
 {
     load_nodes(p, false);
     if (coll && *coll) {
+        char hk[300];
+        (void)snprintf(hk, sizeof hk, "%s/%s", db, coll);
+        if (holder_get(p, hk, id, id_cap) && node_addr(p, id, addr, cap))
+            return true;
         char key[512];
         (void)snprintf(key, sizeof key, "%sepoch/%s/%s", p->prefix, db, coll);
         sx__etcd_kv kv;
@@ -170,6 +258,7 @@ static bool writer_for(sx_cluster_proxy *p,
             (void)snprintf(id, id_cap, "%s", kv.value);
             sx__free(kv.key);
             sx__free(kv.value);
+            holder_put(p, hk, id);
             if (node_addr(p, id, addr, cap))
                 return true;
             load_nodes(p, true);
@@ -276,7 +365,7 @@ static bool forward(struct MHD_Connection *c,
                     answer *a)
 {
     memset(a, 0, sizeof *a);
-    CURL *h = curl_easy_init();
+    CURL *h = thread_curl();
     if (!h)
         return false;
     char full[1024];
@@ -314,7 +403,6 @@ static bool forward(struct MHD_Connection *c,
     if (cc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
     curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
     return cc == CURLE_OK;
 }
 
@@ -477,6 +565,7 @@ static enum MHD_Result route(sx_cluster_proxy *p,
         }
         sx__free(a.body);
         load_nodes(p, true); /* dead or moved: look again */
+        holders_clear(p);
         if (attempt == 1) {
             char msg[512];
             (void)snprintf(msg, sizeof msg, "cluster proxy: node %s (%s) did not answer", id, addr);
