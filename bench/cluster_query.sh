@@ -58,11 +58,13 @@ bench() { # bench PORT LABEL
 }
 echo "cluster_query.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$root" rev-parse --short HEAD), $(nproc) cores"
 
-# single server: open on its own directory
+# single server: open on its own directory (N: the rows it has; 60,000 unless a run was cut)
 t0=$(now)
 "$bin" serve --data "$work/db" --port "$P" --quiet --storage "file://$store" &
 pids+=($!)
-t_single=$(wait_rows "$P" 60000)
+while [ "$(rows "$P")" = "-1" ]; do sleep 0.02; done
+t_single=$(python3 -c "print(f'{$(now) - $t0:.2f}')")
+N=$(rows "$P")
 bench "$P" single
 kill "${pids[0]}"; wait "${pids[0]}" || true; pids=()
 
@@ -71,10 +73,10 @@ rm -rf "$work/q1" "$work/q2"
 t0=$(now)
 "$bin" serve --query --data "$work/q1" --port "$((P + 1))" --quiet --storage "file://$store" &
 pids+=($!)
-t_join=$(wait_rows "$((P + 1))" 60000)
+t_join=$(wait_rows "$((P + 1))" "$N")
 "$bin" serve --query --data "$work/q2" --port "$((P + 2))" --quiet --storage "file://$store" &
 pids+=($!)
-wait_rows "$((P + 2))" 60000 >/dev/null
+wait_rows "$((P + 2))" "$N" >/dev/null
 bench "$((P + 1))" q1
 bench "$((P + 1))" q1of2 &
 b1=$!
@@ -84,7 +86,7 @@ wait "$b1"
 # follow: the writer (single server on the import directory) adds a batch and flushes
 "$bin" serve --data "$work/db" --port "$P" --quiet --storage "file://$store" &
 pids+=($!)
-wait_rows "$P" 60000 >/dev/null
+wait_rows "$P" "$N" >/dev/null
 python3 - "$P" <<'PY'
 import json, sys, urllib.request
 url = f"http://127.0.0.1:{sys.argv[1]}"
@@ -96,7 +98,17 @@ for path, body in (("/v2/vectordb/entities/insert", {"collectionName": "fmnist",
     assert json.loads(r.read())["code"] == 0
 PY
 t0=$(now)
-t_follow=$(wait_rows "$((P + 1))" 60100)
+t_follow=$(wait_rows "$((P + 1))" "$((N + 100))")
+# leave the data as it was: the 100 rows go again
+python3 - "$P" <<'PY'
+import json, sys, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}"
+for path, body in (("/v2/vectordb/entities/delete", {"collectionName": "fmnist", "filter": "id >= 1000000"}),
+                   ("/v2/vectordb/collections/flush", {"collectionName": "fmnist"})):
+    r = urllib.request.urlopen(urllib.request.Request(url + path, json.dumps(body).encode(),
+                               {"Content-Type": "application/json"}), timeout=120)
+    assert json.loads(r.read())["code"] == 0
+PY
 
 python3 - "$work" "$t_single" "$t_join" "$t_follow" <<'PY'
 import json, sys
