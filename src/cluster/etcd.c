@@ -31,6 +31,7 @@
 #include "server/rbac.h"
 #include "server/server.h"
 #include "util/alloc.h"
+#include "util/buf.h"
 #include "util/err.h"
 #include "util/lock.h"
 
@@ -45,31 +46,15 @@ struct sx__etcd {
     uint32_t timeout_ms;
 };
 
-typedef struct body {
-    char *p;
-    size_t n, cap;
-} body;
-
+/* curl's write callback: the answer into a growable buffer (util/buf.h) */
 static size_t on_data(char *ptr, size_t sz, size_t nm, void *ud)
 {
-    body *b = ud;
+    sx__wbuf *b = ud;
     size_t add = sz * nm;
-    if (b->n + add + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->n + add + 1)
-            cap *= 2;
-        if (cap > (64u << 20))
-            return 0; /* a gateway answer this large is not one of ours */
-        char *q = sx__realloc(b->p, cap);
-        if (!q)
-            return 0;
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, ptr, add);
-    b->n += add;
-    b->p[b->n] = '\0';
-    return add;
+    if (b->len + add > (64u << 20))
+        return 0; /* a gateway answer this large is not one of ours */
+    sx__wbuf_put(b, ptr, add);
+    return sx__wbuf_ok(b) ? add : 0;
 }
 
 sx_status sx__etcd_new(const char *endpoints, uint32_t timeout_ms, sx__etcd **out)
@@ -287,7 +272,8 @@ static sx_status call_locked(sx__etcd *e, const char *path, json_t *req, json_t 
         const char *ep = e->ep[only < e->n_ep ? only : e->cur];
         char url[512];
         (void)snprintf(url, sizeof url, "%s%s", ep, path);
-        body b = { 0 };
+        sx__wbuf b;
+        sx__wbuf_init(&b);
         struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
         CURL *c = e->curl;
         curl_easy_reset(c);
@@ -306,6 +292,8 @@ static sx_status call_locked(sx__etcd *e, const char *path, json_t *req, json_t 
         long http = 0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
         curl_slist_free_all(hdr);
+        sx__wbuf_put(&b, "", 1); /* NUL: the body is printed in messages */
+        const char *text = sx__wbuf_ok(&b) ? (const char *)b.data : NULL;
         json_t *j = NULL;
         bool retry = false;
         if (cc != CURLE_OK) {
@@ -314,10 +302,10 @@ static sx_status call_locked(sx__etcd *e, const char *path, json_t *req, json_t 
             st = cc == CURLE_OPERATION_TIMEDOUT ? SX_ETIMEDOUT : SX_EREMOTE;
         } else {
             json_error_t jerr;
-            j = b.p ? json_loadb(b.p, b.n, 0, &jerr) : NULL;
+            j = text ? json_loadb(text, b.len - 1, 0, &jerr) : NULL;
             if (!json_is_object(j)) {
                 (void)snprintf(why, sizeof why, "%s: HTTP %ld, answer is not a JSON object: %.120s",
-                               ep, http, b.p ? b.p : "(empty)");
+                               ep, http, text && *text ? text : "(empty)");
                 retry = http >= 500;
                 st = SX_EREMOTE;
             } else if (json_object_get(j, "error") || json_object_get(j, "code")) {
@@ -330,14 +318,14 @@ static sx_status call_locked(sx__etcd *e, const char *path, json_t *req, json_t 
                 retry = retryable_code(code, msg) || http >= 500;
                 st = code == 5 ? SX_ENOTFOUND : retry ? SX_EREMOTE : SX_EINVAL;
             } else {
-                sx__free(b.p);
+                sx__wbuf_fini(&b);
                 *ans = j;
                 sx__free(payload);
                 return SX_OK;
             }
         }
         json_decref(j);
-        sx__free(b.p);
+        sx__wbuf_fini(&b);
         if (!retry)
             break;
         if (only >= e->n_ep)

@@ -47,6 +47,7 @@
 #include "cluster/fence.h"
 #include "sextant_server.h"
 #include "util/alloc.h"
+#include "util/buf.h"
 #include "util/err.h"
 
 #define MAX_NODES   64
@@ -112,8 +113,7 @@ static CURL *thread_curl(void)
 }
 
 typedef struct req {
-    char *body;
-    size_t len, cap;
+    sx__wbuf w; /* the request body, NUL-terminated once complete */
     bool too_big;
 } req;
 
@@ -317,8 +317,9 @@ static bool query_node(sx_cluster_proxy *p, char *id, size_t id_cap, char *addr,
 
 typedef struct answer {
     long status;
-    char *body;
-    size_t len, cap;
+    sx__wbuf w; /* filled by curl */
+    char *body; /* then the body, NUL-terminated (owned), and its length */
+    size_t len;
     char ctype[128];
 } answer;
 
@@ -326,20 +327,8 @@ static size_t on_body(char *ptr, size_t sz, size_t nm, void *ud)
 {
     answer *a = ud;
     size_t add = sz * nm;
-    if (a->len + add + 1 > a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 4096;
-        while (cap < a->len + add + 1)
-            cap *= 2;
-        char *q = sx__realloc(a->body, cap);
-        if (!q)
-            return 0;
-        a->body = q;
-        a->cap = cap;
-    }
-    memcpy(a->body + a->len, ptr, add);
-    a->len += add;
-    a->body[a->len] = '\0';
-    return add;
+    sx__wbuf_put(&a->w, ptr, add);
+    return sx__wbuf_ok(&a->w) ? add : 0;
 }
 
 static size_t on_header(char *ptr, size_t sz, size_t nm, void *ud)
@@ -365,6 +354,7 @@ static bool forward(struct MHD_Connection *c,
                     answer *a)
 {
     memset(a, 0, sizeof *a);
+    sx__wbuf_init(&a->w);
     CURL *h = thread_curl();
     if (!h)
         return false;
@@ -388,9 +378,9 @@ static bool forward(struct MHD_Connection *c,
     curl_easy_setopt(h, CURLOPT_URL, full);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    if (r->len || strcmp(method, "POST") == 0) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body ? r->body : "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->len);
+    if (r->w.len || strcmp(method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->w.len ? (const char *)r->w.data : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->w.len);
     }
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
@@ -403,6 +393,13 @@ static bool forward(struct MHD_Connection *c,
     if (cc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
     curl_slist_free_all(hl);
+    sx__wbuf_put(&a->w, "", 1);
+    if (sx__wbuf_ok(&a->w)) {
+        a->body = (char *)a->w.data; /* ownership moves to the answer */
+        a->len = a->w.len - 1;
+    } else {
+        sx__wbuf_fini(&a->w);
+    }
     return cc == CURLE_OK;
 }
 
@@ -535,7 +532,7 @@ static enum MHD_Result route(sx_cluster_proxy *p,
     }
     if (strcmp(url, "/v2/vectordb/collections/list") == 0)
         return list_all(p, c, r);
-    json_t *j = r->len ? json_loadb(r->body, r->len, 0, NULL) : NULL;
+    json_t *j = r->w.len ? json_loadb((const char *)r->w.data, r->w.len, 0, NULL) : NULL;
     const char *coll = json_string_value(json_object_get(j, "collectionName"));
     const char *db = json_string_value(json_object_get(j, "dbName"));
     const char *level = json_string_value(json_object_get(j, "consistencyLevel"));
@@ -591,28 +588,14 @@ static enum MHD_Result on_request(void *cls,
         r = sx__calloc(1, sizeof *r);
         if (!r)
             return MHD_NO;
+        sx__wbuf_init(&r->w);
         *con_cls = r;
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!r->too_big && r->len + *upload_size <= MAX_BODY) {
-            if (r->len + *upload_size + 1 > r->cap) {
-                size_t cap = r->cap ? r->cap * 2 : 8192;
-                while (cap < r->len + *upload_size + 1)
-                    cap *= 2;
-                char *q = sx__realloc(r->body, cap);
-                if (!q) {
-                    r->too_big = true;
-                } else {
-                    r->body = q;
-                    r->cap = cap;
-                }
-            }
-            if (!r->too_big) {
-                memcpy(r->body + r->len, upload, *upload_size);
-                r->len += *upload_size;
-                r->body[r->len] = '\0';
-            }
+        if (!r->too_big && r->w.len + *upload_size <= MAX_BODY) {
+            sx__wbuf_put(&r->w, upload, *upload_size);
+            r->too_big = !sx__wbuf_ok(&r->w);
         } else {
             r->too_big = true;
         }
@@ -632,7 +615,7 @@ on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTer
     (void)toe;
     req *r = *con_cls;
     if (r) {
-        sx__free(r->body);
+        sx__wbuf_fini(&r->w);
         sx__free(r);
         *con_cls = NULL;
     }

@@ -292,12 +292,10 @@ static void build(cluster *c)
     argd(p, dupf("%u", c->port + 99));
 }
 
-static pid_t start_proc(proc *p)
+/* In a child: stdout and stderr appended to log, stdin from /dev/null. */
+static void redirect_stdio(const char *log)
 {
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
         dup2(fd, 1);
         dup2(fd, 2);
@@ -308,6 +306,14 @@ static pid_t start_proc(proc *p)
         dup2(fd, 0);
         close(fd);
     }
+}
+
+static pid_t start_proc(proc *p)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    redirect_stdio(p->log);
     if (strcmp(p->role, "etcd") == 0) {
         const char *b = getenv("SEXTANT_ETCD_BIN");
         execv(b && *b ? b : "/usr/bin/etcd", p->argv);
@@ -718,17 +724,7 @@ static int cmd_up(int argc, char **argv)
     }
     if (sup == 0) {
         setsid();
-        int fd = open(slogp, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        fd = open("/dev/null", O_RDONLY);
-        if (fd >= 0) {
-            dup2(fd, 0);
-            close(fd);
-        }
+        redirect_stdio(slogp);
         char pidp[PATH_MAX + 32];
         (void)snprintf(pidp, sizeof pidp, "%s/supervisor.pid", c->dir);
         FILE *f = fopen(pidp, "w");
