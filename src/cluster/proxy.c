@@ -12,23 +12,39 @@
  *                                        nodes in turn (they serve what writers have synced);
  *                                        anything else ("Strong", "Session", absent): the holding
  *                                        writer, which has every acknowledged row
- *   collections/list                    every writer, the names merged (a collection lives on
- *                                        one writer)
+ *   collections/list                    the collections etcd has a committed manifest for
+ *                                        (the writers are not asked: a restarted writer keeps
+ *                                        read-only copies of other writers' collections)
  *   /readyz, /livez                     answered here (ready: at least one writer known)
  *   anything else                       the first writer
  *
+ * Shards (shard.h). A create with params.shardsNum S > 1 records {"shards":S,...} in etcd
+ * (db/<db>/coll/<c>) and creates S engine collections c__s0..c__s<S-1>; shard k is placed on
+ * the writer after the one c's name hashes to, k further on, so the shards spread over the
+ * writers. Requests on c then fan out: inserts and upserts split by the key's hash (autoID keys
+ * assigned here from blocks reserved in etcd: the shards have autoID off), searches and
+ * queries to every shard with limit + offset and the answers merged (global top-k, count(*)
+ * summed, rows by key), deletes and DDL to every shard, describe to shard 0 (renamed, shardsNum
+ * S). Eventually/Bounded reads send each shard to a query node in turn, so one search uses
+ * several query nodes. The shards of one request are sent in parallel (curl multi). Rename,
+ * aliases, import jobs, hybrid search and grouping are refused on a sharded collection. A write
+ * whose rows span shards is not atomic: a shard that fails is named in the error, the other
+ * shards' rows may be applied (upsert is the retry that converges).
+ *
  * A forward that cannot connect, or that a writer answers with "held by writer" / "not hold"
  * (the collection moved), drops the cached route and is tried once more. Answers carry the header
- * X-Sextant-Node: <node id> that served them. Not yet: gRPC (clients speak REST to the proxy or
- * gRPC to a node), fanning a search over several shards (one collection is one shard today).
+ * X-Sextant-Node: the node that served them (for a fanned-out request, one per shard, in shard
+ * order, comma-separated). Not yet: gRPC (clients speak REST to the proxy or gRPC to a node).
  *
  * The proxy listens on 127.0.0.1 only and checks no credentials: it forwards the client's
  * Authorization header, and each node checks it.
  *
- * Threads: MHD's thread pool; each request forwards with its own curl handle. The route cache
- * (nodes, holders) is guarded by p->mu (leaf: no call inside); nodes are reloaded from etcd at
- * most every 500 ms, a collection's holder is reused for 500 ms, and both after a failed or
- * misrouted forward. Each worker thread keeps one curl handle (and its connections).
+ * Threads: MHD's thread pool; each request forwards with its own curl handles. The route cache
+ * (nodes, holders, sharding records) is guarded by p->mu (leaf: no call inside); nodes are
+ * reloaded from etcd at most every 500 ms, a collection's holder and its sharding record are
+ * reused for 500 ms, and all after a failed or misrouted forward. Each worker thread keeps its
+ * curl handles (and their connections). ida_mu guards the reserved autoID block and is held
+ * across the etcd txn that reserves the next one (no other lock under it).
  */
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -45,6 +61,7 @@
 
 #include "cluster/etcd.h"
 #include "cluster/fence.h"
+#include "cluster/shard.h"
 #include "sextant_server.h"
 #include "util/alloc.h"
 #include "util/buf.h"
@@ -60,6 +77,17 @@ typedef struct pholder {
     char id[64];
     int64_t at_ns;
 } pholder;
+
+/* A collection's sharding as etcd's db/<db>/coll/<c> record says (cached HOLDER_NS). */
+typedef struct pcoll {
+    char key[300];   /* "db/collection" */
+    unsigned shards; /* 0: no record (one shard under its own name, or no collection) */
+    bool ready;      /* false: a create has not finished (pk unknown) */
+    bool auto_id;    /* the proxy assigns the keys (the shards have autoID off) */
+    bool pk_str;     /* VarChar primary key */
+    char pk[256];
+    int64_t at_ns;
+} pcoll;
 
 typedef struct pnode {
     char id[64];
@@ -79,16 +107,38 @@ struct sx_cluster_proxy {
     unsigned rr; /* round-robin over query nodes */
     pholder holders[MAX_HOLDERS];
     size_t n_holders;
+    pcoll colls[MAX_HOLDERS];
+    size_t n_colls;
+    /* autoID keys: [ida_next, ida_end) reserved from etcd's idalloc key; ida_mu is held across
+     * the etcd txn that reserves the next block (no other lock is taken under it) */
+    pthread_mutex_t ida_mu;
+    int64_t ida_next, ida_end;
 };
 
-/* One curl handle per MHD worker thread, kept (with its connections to the nodes) for the
- * thread's life: a new connection per forwarded request cost more than the search itself. */
+/* Each MHD worker thread keeps its curl handles (and their connections to the nodes) for the
+ * thread's life: a new connection per forwarded request cost more than the search itself. One
+ * easy handle forwards a request to one node; a multi handle with one easy handle per shard
+ * fans a request out to the shards in parallel. */
+typedef struct tlcurl {
+    CURL *one;
+    CURLM *multi;
+    CURL *each[SX__SHARD_MAX];
+} tlcurl;
+
 static pthread_key_t curl_key;
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
-static void curl_free_tl(void *h)
+static void curl_free_tl(void *v)
 {
-    curl_easy_cleanup(h);
+    tlcurl *t = v;
+    for (size_t i = 0; i < SX__SHARD_MAX; i++)
+        if (t->each[i])
+            curl_easy_cleanup(t->each[i]);
+    if (t->multi)
+        curl_multi_cleanup(t->multi);
+    if (t->one)
+        curl_easy_cleanup(t->one);
+    sx__free(t);
 }
 
 static void curl_key_make(void)
@@ -96,20 +146,30 @@ static void curl_key_make(void)
     (void)pthread_key_create(&curl_key, curl_free_tl);
 }
 
-static CURL *thread_curl(void)
+static tlcurl *thread_handles(void)
 {
     (void)pthread_once(&curl_once, curl_key_make);
-    CURL *h = pthread_getspecific(curl_key);
-    if (!h) {
-        h = curl_easy_init();
-        if (h && pthread_setspecific(curl_key, h) != 0) {
-            curl_easy_cleanup(h);
-            h = NULL;
+    tlcurl *t = pthread_getspecific(curl_key);
+    if (!t) {
+        t = sx__calloc(1, sizeof *t);
+        if (t && pthread_setspecific(curl_key, t) != 0) {
+            sx__free(t);
+            t = NULL;
         }
     }
-    if (h)
-        curl_easy_reset(h);
-    return h;
+    return t;
+}
+
+static CURL *thread_curl(void)
+{
+    tlcurl *t = thread_handles();
+    if (!t)
+        return NULL;
+    if (!t->one)
+        t->one = curl_easy_init();
+    if (t->one)
+        curl_easy_reset(t->one);
+    return t->one;
 }
 
 typedef struct req {
@@ -266,15 +326,21 @@ static bool writer_for(sx_cluster_proxy *p,
                 return true;
         }
     }
-    char name[512];
-    (void)snprintf(name, sizeof name, "%s.%s", db, coll ? coll : "");
+    /* shard k of c goes to the writer after the one c's name hashes to, so a collection's
+     * shards spread over the writers */
+    char name[512], base[256];
+    unsigned shard = 0;
+    if (coll && sx__shard_parse(coll, base, sizeof base, &shard))
+        (void)snprintf(name, sizeof name, "%s.%s", db, base);
+    else
+        (void)snprintf(name, sizeof name, "%s.%s", db, coll ? coll : "");
     bool ok = false;
     pthread_mutex_lock(&p->mu);
     size_t nw = 0;
     for (size_t i = 0; i < p->n_nodes; i++)
         nw += !p->nodes[i].query;
     if (nw) {
-        size_t pick = name_hash(name) % nw, k = 0;
+        size_t pick = (name_hash(name) + shard) % nw, k = 0;
         for (size_t i = 0; i < p->n_nodes && !ok; i++) {
             if (p->nodes[i].query)
                 continue;
@@ -345,19 +411,19 @@ static size_t on_header(char *ptr, size_t sz, size_t nm, void *ud)
     return n;
 }
 
-/* Forwards method url body to addr; false: could not connect (or no answer at all). */
-static bool forward(struct MHD_Connection *c,
-                    const char *method,
-                    const char *url,
-                    const req *r,
-                    const char *addr,
-                    answer *a)
+/* Sets h up to send method url body to addr, the answer into a. Returns the header list, which
+ * the caller frees after the transfer. body stays the caller's and must outlive it. */
+static struct curl_slist *prep(CURL *h,
+                               struct MHD_Connection *c,
+                               const char *method,
+                               const char *url,
+                               const char *body,
+                               size_t len,
+                               const char *addr,
+                               answer *a)
 {
     memset(a, 0, sizeof *a);
     sx__wbuf_init(&a->w);
-    CURL *h = thread_curl();
-    if (!h)
-        return false;
     char full[1024];
     (void)snprintf(full, sizeof full, "http://%s%s", addr, url);
     struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
@@ -378,9 +444,9 @@ static bool forward(struct MHD_Connection *c,
     curl_easy_setopt(h, CURLOPT_URL, full);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    if (r->w.len || strcmp(method, "POST") == 0) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->w.len ? (const char *)r->w.data : "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->w.len);
+    if (len || strcmp(method, "POST") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, len ? body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     }
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
@@ -389,10 +455,14 @@ static bool forward(struct MHD_Connection *c,
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 3600L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    CURLcode cc = curl_easy_perform(h);
+    return hl;
+}
+
+/* After h's transfer ended with cc: the status and the NUL-terminated body into a. */
+static bool finish(CURL *h, CURLcode cc, answer *a)
+{
     if (cc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
-    curl_slist_free_all(hl);
     sx__wbuf_put(&a->w, "", 1);
     if (sx__wbuf_ok(&a->w)) {
         a->body = (char *)a->w.data; /* ownership moves to the answer */
@@ -401,6 +471,99 @@ static bool forward(struct MHD_Connection *c,
         sx__wbuf_fini(&a->w);
     }
     return cc == CURLE_OK;
+}
+
+/* Forwards method url body to addr; false: could not connect (or no answer at all). */
+static bool forward_body(struct MHD_Connection *c,
+                         const char *method,
+                         const char *url,
+                         const char *body,
+                         size_t len,
+                         const char *addr,
+                         answer *a)
+{
+    CURL *h = thread_curl();
+    if (!h) {
+        memset(a, 0, sizeof *a);
+        return false;
+    }
+    struct curl_slist *hl = prep(h, c, method, url, body, len, addr, a);
+    CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(hl);
+    return finish(h, cc, a);
+}
+
+static bool forward(struct MHD_Connection *c,
+                    const char *method,
+                    const char *url,
+                    const req *r,
+                    const char *addr,
+                    answer *a)
+{
+    return forward_body(c, method, url, (const char *)r->w.data, r->w.len, addr, a);
+}
+
+/* One shard's part of a fanned-out request. */
+typedef struct target {
+    unsigned shard;
+    char id[64], addr[128]; /* the node that answers it */
+    char *body;             /* owned (json_dumps) */
+    size_t len;
+    answer a;  /* its answer (a.body owned) */
+    bool ok;   /* the node answered */
+    json_t *j; /* a.body parsed, once checked */
+} target;
+
+/* Sends each target's body to its node, all at once (curl's multi interface), and waits for
+ * every answer. */
+static void
+forward_many(struct MHD_Connection *c, const char *method, const char *url, target *t, size_t n)
+{
+    tlcurl *tl = n > 1 ? thread_handles() : NULL;
+    if (tl && !tl->multi)
+        tl->multi = curl_multi_init();
+    if (!tl || !tl->multi) {
+        for (size_t i = 0; i < n; i++)
+            t[i].ok = forward_body(c, method, url, t[i].body, t[i].len, t[i].addr, &t[i].a);
+        return;
+    }
+    struct curl_slist *hl[SX__SHARD_MAX] = { NULL };
+    CURLcode cc[SX__SHARD_MAX];
+    size_t added = 0;
+    for (size_t i = 0; i < n; i++) {
+        cc[i] = CURLE_FAILED_INIT;
+        if (!tl->each[i])
+            tl->each[i] = curl_easy_init();
+        else
+            curl_easy_reset(tl->each[i]);
+        if (!tl->each[i]) {
+            memset(&t[i].a, 0, sizeof t[i].a);
+            sx__wbuf_init(&t[i].a.w);
+            continue;
+        }
+        hl[i] = prep(tl->each[i], c, method, url, t[i].body, t[i].len, t[i].addr, &t[i].a);
+        if (curl_multi_add_handle(tl->multi, tl->each[i]) == CURLM_OK)
+            added |= (size_t)1 << i;
+    }
+    int running = 1;
+    while (running) {
+        if (curl_multi_perform(tl->multi, &running) != CURLM_OK)
+            break;
+        if (running)
+            (void)curl_multi_poll(tl->multi, NULL, 0, 1000, NULL);
+    }
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(tl->multi, &left)))
+        for (size_t i = 0; msg->msg == CURLMSG_DONE && i < n; i++)
+            if (tl->each[i] == msg->easy_handle)
+                cc[i] = msg->data.result;
+    for (size_t i = 0; i < n; i++) {
+        if (added & ((size_t)1 << i))
+            (void)curl_multi_remove_handle(tl->multi, tl->each[i]);
+        t[i].ok = tl->each[i] ? finish(tl->each[i], cc[i], &t[i].a) : false;
+        curl_slist_free_all(hl[i]);
+    }
 }
 
 static void free_body(void *b)
@@ -474,47 +637,769 @@ static bool is_read(const char *url)
     return false;
 }
 
-/* collections/list: every writer's names, merged (unique; writer by writer, in node id order) */
+/* collections/list: the collections of the request's database that have a committed manifest
+ * in etcd (manifest/<db>/<name>; a drop deletes it), a sharded one once under its own name
+ * when its record exists (shards of a half-dropped collection are not listed). etcd, not the
+ * writers, is asked: a restarted writer keeps read-only copies of collections other writers
+ * hold, including dropped ones. Sorted by name. */
 static enum MHD_Result list_all(sx_cluster_proxy *p, struct MHD_Connection *c, const req *r)
 {
-    load_nodes(p, false);
-    pnode tab[MAX_NODES];
-    pthread_mutex_lock(&p->mu);
-    size_t n = p->n_nodes;
-    memcpy(tab, p->nodes, n * sizeof tab[0]);
-    pthread_mutex_unlock(&p->mu);
+    json_t *j = r->w.len ? json_loadb((const char *)r->w.data, r->w.len, 0, NULL) : NULL;
+    const char *dbn = json_string_value(json_object_get(j, "dbName"));
+    char db[256], pre[400], cpre[400];
+    (void)snprintf(db, sizeof db, "%s", dbn && *dbn ? dbn : "default");
+    json_decref(j);
+    (void)snprintf(pre, sizeof pre, "%smanifest/%s/", p->prefix, db);
+    (void)snprintf(cpre, sizeof cpre, "%sdb/%s/coll/", p->prefix, db);
+    sx__etcd_kv *kvs = NULL, *recs = NULL;
+    size_t n = 0, nr = 0;
+    if (sx__etcd_range(p->kv, pre, &kvs, &n, NULL) != SX_OK ||
+        sx__etcd_range(p->kv, cpre, &recs, &nr, NULL) != SX_OK) {
+        char msg[600];
+        (void)snprintf(msg, sizeof msg, "cluster proxy: listing collections in etcd: %s",
+                       sx_errmsg());
+        sx__etcd_kvs_free(kvs, n);
+        return reply_error(c, msg);
+    }
     json_t *names = json_array();
     for (size_t i = 0; names && i < n; i++) {
-        if (tab[i].query)
-            continue;
-        answer a;
-        if (!forward(c, "POST", "/v2/vectordb/collections/list", r, tab[i].addr, &a)) {
-            sx__free(a.body);
-            continue; /* a dead writer: its collections are not listed */
+        const char *nm = kvs[i].key + strlen(pre);
+        char base[256];
+        if (sx__shard_parse(nm, base, sizeof base, NULL)) {
+            bool rec = false;
+            for (size_t k = 0; k < nr && !rec; k++)
+                rec = strcmp(recs[k].key + strlen(cpre), base) == 0;
+            if (!rec)
+                continue; /* a shard of a collection being dropped */
+            nm = base;
         }
-        json_t *j = a.body ? json_loads(a.body, 0, NULL) : NULL;
-        sx__free(a.body);
-        if (json_integer_value(json_object_get(j, "code")) != 0) {
-            json_decref(j);
-            continue;
-        }
-        json_t *d = json_object_get(j, "data");
-        for (size_t k = 0; k < json_array_size(d); k++) {
-            const char *nm = json_string_value(json_array_get(d, k));
-            bool dup = false;
-            for (size_t m = 0; nm && m < json_array_size(names) && !dup; m++)
-                dup = strcmp(json_string_value(json_array_get(names, m)), nm) == 0;
-            if (nm && !dup)
-                json_array_append_new(names, json_string(nm));
-        }
-        json_decref(j);
+        bool dup = false;
+        for (size_t m = 0; m < json_array_size(names) && !dup; m++)
+            dup = strcmp(json_string_value(json_array_get(names, m)), nm) == 0;
+        if (!dup)
+            json_array_append_new(names, json_string(nm));
     }
+    sx__etcd_kvs_free(kvs, n);
+    sx__etcd_kvs_free(recs, nr);
     json_t *out = json_pack("{s:i,s:o}", "code", 0, "data", names ? names : json_array());
     char *t = out ? json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(out);
     enum MHD_Result ret = reply_text(c, 200, t ? t : "{\"code\":65535}");
     free(t);
     return ret;
+}
+
+/* ---------------------------------------------------------------- shards */
+
+/* A node's answer saying the collection is held elsewhere (it moved). */
+static bool moved_answer(const answer *a)
+{
+    return a->body &&
+           (strstr(a->body, "held by writer") || strstr(a->body, "held by an earlier process") ||
+            strstr(a->body, "does not hold"));
+}
+
+static enum MHD_Result reply_json(struct MHD_Connection *c, json_t *j, const char *node)
+{
+    char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (!t)
+        return reply_error(c, "cluster proxy: out of memory");
+    size_t len = strlen(t);
+    char *b = sx__malloc(len + 1);
+    if (b)
+        memcpy(b, t, len + 1);
+    free(t);
+    if (!b)
+        return MHD_NO;
+    return reply(c, 200, "application/json", node, b, len);
+}
+
+/* The sharding record of db.coll (etcd db/<db>/coll/<coll>), cached HOLDER_NS; force reads
+ * etcd. When etcd does not answer, a cached record is used however old. */
+static sx_status
+coll_info(sx_cluster_proxy *p, const char *db, const char *coll, bool force, pcoll *out)
+{
+    memset(out, 0, sizeof *out);
+    char hk[300];
+    (void)snprintf(hk, sizeof hk, "%s/%s", db, coll);
+    int64_t now = mono_ns();
+    bool have = false, fresh = false;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_colls && !have; i++)
+        if (strcmp(p->colls[i].key, hk) == 0) {
+            *out = p->colls[i];
+            have = true;
+            fresh = !force && now - p->colls[i].at_ns < HOLDER_NS;
+        }
+    pthread_mutex_unlock(&p->mu);
+    if (fresh)
+        return SX_OK;
+    char key[700];
+    (void)snprintf(key, sizeof key, "%sdb/%s/coll/%s", p->prefix, db, coll);
+    sx__etcd_kv kv;
+    sx_status st = sx__etcd_get(p->kv, key, &kv, NULL);
+    if (st != SX_OK && st != SX_ENOTFOUND)
+        return have ? SX_OK : st;
+    pcoll pc;
+    memset(&pc, 0, sizeof pc);
+    (void)snprintf(pc.key, sizeof pc.key, "%s", hk);
+    if (st == SX_OK) {
+        json_t *j = json_loads(kv.value, 0, NULL);
+        json_int_t n = json_integer_value(json_object_get(j, "shards"));
+        pc.shards = n > 1 && n <= SX__SHARD_MAX ? (unsigned)n : 0;
+        const char *pk = json_string_value(json_object_get(j, "pk"));
+        const char *pt = json_string_value(json_object_get(j, "pkType"));
+        pc.ready = pk != NULL;
+        (void)snprintf(pc.pk, sizeof pc.pk, "%s", pk ? pk : "");
+        pc.pk_str = pt && strcasecmp(pt, "VarChar") == 0;
+        pc.auto_id = json_is_true(json_object_get(j, "autoId"));
+        json_decref(j);
+        sx__free(kv.key);
+        sx__free(kv.value);
+    }
+    pc.at_ns = now;
+    pthread_mutex_lock(&p->mu);
+    size_t slot = p->n_colls, oldest = 0;
+    for (size_t i = 0; i < p->n_colls; i++) {
+        if (strcmp(p->colls[i].key, hk) == 0)
+            slot = i;
+        if (p->colls[i].at_ns < p->colls[oldest].at_ns)
+            oldest = i;
+    }
+    if (slot == p->n_colls && p->n_colls == MAX_HOLDERS)
+        slot = oldest;
+    else if (slot == p->n_colls)
+        p->n_colls++;
+    p->colls[slot] = pc;
+    pthread_mutex_unlock(&p->mu);
+    *out = pc;
+    return SX_OK;
+}
+
+static void coll_forget(sx_cluster_proxy *p, const char *db, const char *coll)
+{
+    char hk[300];
+    (void)snprintf(hk, sizeof hk, "%s/%s", db, coll);
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_colls; i++)
+        if (strcmp(p->colls[i].key, hk) == 0)
+            p->colls[i].at_ns = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* n new primary keys for an autoID collection, from blocks reserved in etcd (idalloc: the next
+ * free key, moved on by a txn that compares its revision, so proxies never hand out a key
+ * twice). Keys start at 1 and are unique over the cluster. */
+static sx_status alloc_ids(sx_cluster_proxy *p, size_t n, int64_t *first)
+{
+    pthread_mutex_lock(&p->ida_mu);
+    sx_status st = SX_OK;
+    if (p->ida_end - p->ida_next < (int64_t)n) {
+        char key[200];
+        (void)snprintf(key, sizeof key, "%sidalloc", p->prefix);
+        int64_t want = n > 65536 ? (int64_t)n : 65536;
+        st = SX_EBUSY;
+        for (int tries = 0; tries < 20 && st == SX_EBUSY; tries++) {
+            sx__etcd_kv kv;
+            int64_t cur = 1, rev = 0;
+            sx_status g = sx__etcd_get(p->kv, key, &kv, NULL);
+            if (g == SX_OK) {
+                cur = strtoll(kv.value, NULL, 10);
+                rev = kv.mod_revision;
+                sx__free(kv.key);
+                sx__free(kv.value);
+            } else if (g != SX_ENOTFOUND) {
+                st = g;
+                break;
+            }
+            char next[32];
+            (void)snprintf(next, sizeof next, "%" PRId64, cur + want);
+            sx__etcd_cmp cmp = { .key = key,
+                                 .target = rev ? SX__ETCD_MOD : SX__ETCD_CREATE,
+                                 .rev = rev };
+            sx__etcd_op put = { .kind = SX__ETCD_PUT, .key = key, .value = next };
+            sx__etcd_txn_result tr;
+            st = sx__etcd_txn(p->kv, &cmp, 1, &put, 1, NULL, 0, &tr);
+            if (st == SX_OK) {
+                if (tr.succeeded) {
+                    p->ida_next = cur;
+                    p->ida_end = cur + want;
+                } else {
+                    st = SX_EBUSY; /* another proxy took a block: read again */
+                }
+                sx__etcd_txn_result_fini(&tr);
+            }
+        }
+        if (st == SX_EBUSY)
+            st = sx__err(SX_EBUSY, "cluster proxy: could not reserve primary keys in etcd");
+    }
+    if (st == SX_OK) {
+        *first = p->ida_next;
+        p->ida_next += (int64_t)n;
+    }
+    pthread_mutex_unlock(&p->ida_mu);
+    return st;
+}
+
+/* Resolves the node that answers shard t->shard of base: a query node for an eventual read,
+ * else the writer holding (or placed to hold) the shard. */
+static bool
+shard_route(sx_cluster_proxy *p, const char *db, const char *base, bool eventual, target *t)
+{
+    if (eventual && query_node(p, t->id, sizeof t->id, t->addr, sizeof t->addr))
+        return true;
+    char nm[300];
+    if (!sx__shard_name(base, t->shard, nm, sizeof nm))
+        return false;
+    return writer_for(p, db, nm, t->id, sizeof t->id, t->addr, sizeof t->addr);
+}
+
+static void targets_free(target *t, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        free(t[i].body);
+        sx__free(t[i].a.body);
+        json_decref(t[i].j);
+    }
+}
+
+/* Sends every target's body to its shard's node (in parallel); a target whose node did not
+ * answer, or said it does not hold the shard, is routed again and sent once more. Then parses
+ * each answer into t[i].j. false: some shard has no node to go to. */
+static bool fan(sx_cluster_proxy *p,
+                struct MHD_Connection *c,
+                const char *url,
+                const char *db,
+                const char *base,
+                bool eventual,
+                target *t,
+                unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (!shard_route(p, db, base, eventual, &t[i]))
+            return false;
+    forward_many(c, "POST", url, t, n);
+    target again[SX__SHARD_MAX];
+    unsigned idx[SX__SHARD_MAX], m = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (!t[i].ok || moved_answer(&t[i].a))
+            idx[m++] = i;
+    if (m) {
+        load_nodes(p, true);
+        holders_clear(p);
+        for (unsigned k = 0; k < m; k++) {
+            again[k] = t[idx[k]];
+            t[idx[k]].a.body = NULL;
+            sx__free(again[k].a.body);
+            memset(&again[k].a, 0, sizeof again[k].a);
+            if (!shard_route(p, db, base, eventual, &again[k]))
+                return false;
+        }
+        forward_many(c, "POST", url, again, m);
+        for (unsigned k = 0; k < m; k++)
+            t[idx[k]] = again[k];
+    }
+    for (unsigned i = 0; i < n; i++)
+        t[i].j = t[i].ok && t[i].a.body ? json_loadb(t[i].a.body, t[i].a.len, 0, NULL) : NULL;
+    return true;
+}
+
+/* "id0,id1,...": the nodes that answered, shard by shard (the X-Sextant-Node header). */
+static void nodes_of(const target *t, unsigned n, char *out, size_t cap)
+{
+    size_t at = 0;
+    out[0] = 0;
+    for (unsigned i = 0; i < n && at < cap; i++) {
+        int w = snprintf(out + at, cap - at, "%s%s", i ? "," : "", t[i].id);
+        at += w > 0 ? (size_t)w : 0;
+    }
+}
+
+/* The first target whose answer is not a success, else -1. */
+static int first_failed(const target *t, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (!t[i].ok || !json_is_object(t[i].j) ||
+            json_integer_value(json_object_get(t[i].j, "code")) != 0)
+            return (int)i;
+    return -1;
+}
+
+/* The failure of target t (an answer with a non-zero code, or none) as the answer, its message
+ * naming the shard; wrote: other shards of the request may have applied their part. */
+static enum MHD_Result
+reply_shard_error(struct MHD_Connection *c, const char *base, const target *t, bool wrote)
+{
+    char msg[2048];
+    json_int_t code = 65535;
+    if (!t->ok) {
+        (void)snprintf(msg, sizeof msg,
+                       "cluster proxy: shard %u of %s: node %s (%s) did not answer", t->shard, base,
+                       t->id, t->addr);
+    } else if (!json_is_object(t->j)) {
+        (void)snprintf(msg, sizeof msg, "shard %u of %s (node %s): HTTP %ld: %.300s", t->shard,
+                       base, t->id, t->a.status, t->a.body ? t->a.body : "");
+    } else {
+        const char *m = json_string_value(json_object_get(t->j, "message"));
+        code = json_integer_value(json_object_get(t->j, "code"));
+        (void)snprintf(msg, sizeof msg, "shard %u of %s (node %s): %s", t->shard, base, t->id,
+                       m ? m : "failed");
+    }
+    if (wrote) {
+        size_t l = strlen(msg);
+        (void)snprintf(msg + l, sizeof msg - l,
+                       "; the request's rows for other shards may have been applied");
+    }
+    json_t *j = json_pack("{s:I,s:s}", "code", code, "message", msg);
+    enum MHD_Result r = reply_json(c, j, t->id[0] ? t->id : NULL);
+    json_decref(j);
+    return r;
+}
+
+/* Sets target i's body: j with collectionName the shard's name (j is changed). */
+static bool shard_body(json_t *j, const char *base, target *t)
+{
+    char nm[300];
+    if (!sx__shard_name(base, t->shard, nm, sizeof nm))
+        return false;
+    json_object_set_new(j, "collectionName", json_string(nm));
+    t->body = json_dumps(j, JSON_COMPACT);
+    t->len = t->body ? strlen(t->body) : 0;
+    return t->body != NULL;
+}
+
+/* Whether distances of base's vector field anns (NULL: its only one) are better larger, from
+ * shard 0's description (its index's metricType); -1 when it cannot be told. */
+static int larger_by_describe(sx_cluster_proxy *p,
+                              struct MHD_Connection *c,
+                              const char *db,
+                              const char *base,
+                              const char *anns)
+{
+    target t;
+    memset(&t, 0, sizeof t);
+    json_t *q = json_pack("{s:s}", "dbName", db);
+    int out = -1;
+    if (q && shard_body(q, base, &t) &&
+        fan(p, c, "/v2/vectordb/collections/describe", db, base, false, &t, 1) &&
+        first_failed(&t, 1) < 0) {
+        size_t i;
+        json_t *ix;
+        json_array_foreach(json_object_get(json_object_get(t.j, "data"), "indexes"), i, ix) {
+            const char *f = json_string_value(json_object_get(ix, "fieldName"));
+            const char *m = json_string_value(json_object_get(ix, "metricType"));
+            if (m && (!anns || (f && strcmp(f, anns) == 0))) {
+                out = strcasecmp(m, "IP") == 0 || strcasecmp(m, "COSINE") == 0 ||
+                      strcasecmp(m, "BM25") == 0;
+                break;
+            }
+        }
+    }
+    json_decref(q);
+    targets_free(&t, 1);
+    return out;
+}
+
+static bool json_uint(const json_t *v, size_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return false;
+    *out = (size_t)json_integer_value(v);
+    return true;
+}
+
+/* insert / upsert on a sharded collection: rows split by the hash of their key (autoID keys
+ * assigned here first), each shard's rows sent to its writer, the counts and keys answered in
+ * the request's order. */
+static enum MHD_Result shard_write(sx_cluster_proxy *p,
+                                   struct MHD_Connection *c,
+                                   const char *url,
+                                   json_t *j,
+                                   const char *db,
+                                   const char *base,
+                                   const pcoll *pc,
+                                   bool upsert)
+{
+    json_t *rows = json_object_get(j, "data");
+    if (json_is_object(rows)) {
+        json_t *arr = json_array();
+        json_array_append(arr, rows);
+        json_object_set_new(j, "data", arr);
+        rows = arr;
+    }
+    if (!json_is_array(rows) || json_array_size(rows) == 0) {
+        target t;
+        memset(&t, 0, sizeof t);
+        enum MHD_Result r;
+        if (!shard_body(j, base, &t) || !fan(p, c, url, db, base, false, &t, 1)) {
+            r = reply_error(c, "cluster proxy: no writer for shard 0");
+        } else { /* the node's own answer to an empty or malformed insert */
+            r = reply(c, (unsigned)(t.a.status ? t.a.status : 502), t.a.ctype, t.id,
+                      t.a.body ? t.a.body : sx__calloc(1, 1), t.a.len);
+            t.a.body = NULL; /* the reply owns it */
+        }
+        targets_free(&t, 1);
+        return r;
+    }
+    size_t nrows = json_array_size(rows), missing = 0, i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        bool has = json_object_get(row, pc->pk) != NULL;
+        if (pc->auto_id && has && !upsert) {
+            char msg[512];
+            (void)snprintf(msg, sizeof msg,
+                           "fail to deal the insert data, error: row %zu: the primary key %s is "
+                           "auto-generated (autoID): do not give it",
+                           i, pc->pk);
+            json_t *e = json_pack("{s:i,s:s}", "code", 1804, "message", msg);
+            enum MHD_Result r = reply_json(c, e, NULL);
+            json_decref(e);
+            return r;
+        }
+        missing += !has;
+    }
+    if (pc->auto_id && missing) {
+        int64_t id;
+        if (alloc_ids(p, missing, &id) != SX_OK)
+            return reply_error(c, sx_errmsg());
+        json_array_foreach(rows, i, row) {
+            if (!json_object_get(row, pc->pk))
+                json_object_set_new(row, pc->pk, json_integer(id++));
+        }
+    }
+    json_t *ids = json_array();
+    json_array_foreach(rows, i, row) {
+        json_array_append(ids, json_object_get(row, pc->pk));
+    }
+    json_t *part[SX__SHARD_MAX] = { NULL };
+    size_t bad = 0;
+    if (sx__shard_split_rows(rows, pc->pk, pc->shards, part, &bad) != SX_OK) {
+        json_decref(ids);
+        char msg[512];
+        (void)snprintf(msg, sizeof msg,
+                       "fail to deal the insert data, error: row %zu: the primary key %s is "
+                       "missing or not an %s",
+                       bad, pc->pk, pc->pk_str ? "string" : "integer");
+        json_t *e = json_pack("{s:i,s:s}", "code", 1804, "message", msg);
+        enum MHD_Result r = reply_json(c, e, NULL);
+        json_decref(e);
+        return r;
+    }
+    target t[SX__SHARD_MAX];
+    memset(t, 0, sizeof t);
+    unsigned n = 0;
+    bool ok = true;
+    for (unsigned k = 0; k < pc->shards; k++) {
+        if (json_array_size(part[k]) && ok) {
+            t[n].shard = k;
+            json_object_set(j, "data", part[k]);
+            ok = shard_body(j, base, &t[n]);
+            n++;
+        }
+        json_decref(part[k]);
+    }
+    enum MHD_Result r;
+    if (!ok || !fan(p, c, url, db, base, false, t, n)) {
+        r = reply_error(c, "cluster proxy: no writer for a shard (or out of memory)");
+    } else {
+        int f = first_failed(t, n);
+        if (f >= 0) {
+            r = reply_shard_error(c, base, &t[f], n > 1);
+        } else {
+            json_t *out = json_pack("{s:i,s:{s:I,s:O},s:i}", "code", 0, "data",
+                                    upsert ? "upsertCount" : "insertCount", (json_int_t)nrows,
+                                    upsert ? "upsertIds" : "insertIds", ids, "cost", 0);
+            char nodes[SX__SHARD_MAX * 65] = "";
+            nodes_of(t, n, nodes, sizeof nodes);
+            r = reply_json(c, out, nodes);
+            json_decref(out);
+        }
+    }
+    json_decref(ids);
+    targets_free(t, n);
+    return r;
+}
+
+/* A request on a collection with shards (pc): fanned out to every shard (search, query, get,
+ * delete, statistics, DDL) or answered by shard 0 (describe and the other reads of metadata
+ * every shard shares), the answers merged (shard.h). */
+static enum MHD_Result sharded(sx_cluster_proxy *p,
+                               struct MHD_Connection *c,
+                               const char *url,
+                               json_t *j,
+                               const char *db,
+                               const char *base,
+                               const pcoll *pc,
+                               bool eventual)
+{
+    const char *ep = strncmp(url, "/v2/vectordb/", 13) == 0 ? url + 13 : url;
+    char msg[600];
+    if (!pc->ready && strcmp(ep, "collections/drop") != 0) {
+        (void)snprintf(msg, sizeof msg,
+                       "collection %s is being created (a create did not finish: run it again, "
+                       "or drop the collection)",
+                       base);
+        return reply_error(c, msg);
+    }
+    if (strcmp(ep, "collections/rename") == 0 || strncmp(ep, "aliases/", 8) == 0 ||
+        strncmp(ep, "jobs/", 5) == 0 || strcmp(ep, "entities/hybrid_search") == 0 ||
+        strcmp(ep, "entities/advanced_search") == 0 ||
+        (strcmp(ep, "entities/search") == 0 && json_object_get(j, "groupingField"))) {
+        (void)snprintf(msg, sizeof msg,
+                       "%s is not supported on a collection with shards (%s has %u) by the "
+                       "cluster proxy yet",
+                       ep, base, pc->shards);
+        return reply_error(c, msg);
+    }
+    if (strcmp(ep, "entities/insert") == 0 || strcmp(ep, "entities/upsert") == 0)
+        return shard_write(p, c, url, j, db, base, pc, strcmp(ep, "entities/upsert") == 0);
+    bool search = strcmp(ep, "entities/search") == 0;
+    bool query = strcmp(ep, "entities/query") == 0 || strcmp(ep, "entities/get") == 0;
+    bool drop = strcmp(ep, "collections/drop") == 0;
+    bool sum_rows =
+        strcmp(ep, "collections/get_stats") == 0 || strcmp(ep, "partitions/get_stats") == 0;
+    bool first_only = strcmp(ep, "collections/describe") == 0 ||
+                      strcmp(ep, "collections/has") == 0 ||
+                      strcmp(ep, "collections/get_load_state") == 0 ||
+                      strcmp(ep, "indexes/list") == 0 || strcmp(ep, "indexes/describe") == 0 ||
+                      strcmp(ep, "partitions/list") == 0 || strcmp(ep, "partitions/has") == 0;
+    size_t limit = 100, offset = 0;
+    bool has_limit = json_uint(json_object_get(j, "limit"), &limit);
+    (void)json_uint(json_object_get(j, "offset"), &offset);
+    if ((search || query) && (has_limit || !json_object_get(j, "limit")) &&
+        (json_object_get(j, "offset") == NULL || json_is_integer(json_object_get(j, "offset")))) {
+        if (has_limit || search) /* each shard answers the whole window */
+            json_object_set_new(j, "limit", json_integer((json_int_t)limit + (json_int_t)offset));
+        json_object_del(j, "offset");
+    }
+    unsigned n = first_only ? 1 : pc->shards;
+    target t[SX__SHARD_MAX];
+    memset(t, 0, sizeof t);
+    bool ok = true;
+    for (unsigned k = 0; k < n && ok; k++) {
+        t[k].shard = k;
+        ok = shard_body(j, base, &t[k]);
+    }
+    enum MHD_Result r;
+    if (!ok || !fan(p, c, url, db, base, eventual && is_read(url), t, n)) {
+        targets_free(t, n);
+        return reply_error(c, "cluster proxy: no node for a shard (or out of memory)");
+    }
+    int f = first_failed(t, n);
+    if (drop) { /* a shard already gone (an earlier drop stopped half-way) is dropped */
+        for (unsigned k = 0; k < n && f >= 0; k++)
+            if (t[k].ok && json_integer_value(json_object_get(t[k].j, "code")) == 100)
+                json_object_set_new(t[k].j, "code", json_integer(0));
+        f = first_failed(t, n);
+    }
+    if (f >= 0) {
+        r = reply_shard_error(c, base, &t[f], n > 1 && !search && !query && !sum_rows);
+        targets_free(t, n);
+        return r;
+    }
+    json_t *js[SX__SHARD_MAX] = { NULL }, *out = NULL;
+    for (unsigned k = 0; k < n; k++)
+        js[k] = t[k].j;
+    if (search) {
+        const json_t *tk = json_object_get(js[0], "topks");
+        size_t nq = tk ? json_array_size(tk) : 1;
+        int larger = sx__shard_search_order(js, n);
+        if (larger < 0)
+            larger = larger_by_describe(p, c, db, base,
+                                        json_string_value(json_object_get(j, "annsField")));
+        out = sx__shard_merge_search(js, n, nq, limit, offset, larger == 1);
+    } else if (query) {
+        out = sx__shard_merge_query(js, n, pc->pk, has_limit, limit, offset);
+    } else if (sum_rows) {
+        out = sx__shard_sum(js, n, "rowCount");
+    } else if (strcmp(ep, "entities/delete") == 0) {
+        out = sx__shard_sum(js, n, "deleteCount");
+    } else if (drop) {
+        char key[700];
+        (void)snprintf(key, sizeof key, "%sdb/%s/coll/%s", p->prefix, db, base);
+        sx_status st = sx__etcd_del(p->kv, key, false, NULL);
+        coll_forget(p, db, base);
+        out = st == SX_OK ? json_pack("{s:i,s:{}}", "code", 0, "data")
+                          : json_pack("{s:i,s:s}", "code", 65535, "message", sx_errmsg());
+    } else {
+        out = json_deep_copy(js[0]);
+        json_t *d = json_object_get(out, "data");
+        if (strcmp(ep, "collections/describe") == 0 && json_is_object(d)) {
+            json_object_set_new(d, "collectionName", json_string(base));
+            json_object_set_new(d, "shardsNum", json_integer(pc->shards));
+            json_object_set_new(d, "autoId", json_boolean(pc->auto_id));
+            size_t i;
+            json_t *fld;
+            json_array_foreach(json_object_get(d, "fields"), i, fld) {
+                if (json_is_true(json_object_get(fld, "primaryKey")))
+                    json_object_set_new(fld, "autoId", json_boolean(pc->auto_id));
+            }
+        }
+    }
+    char nodes[SX__SHARD_MAX * 65] = "";
+    nodes_of(t, n, nodes, sizeof nodes);
+    r = out ? reply_json(c, out, nodes)
+            : reply_error(c, "cluster proxy: the shards' answers could not be merged");
+    json_decref(out);
+    targets_free(t, n);
+    return r;
+}
+
+/* collections/create. Returns 1 when the request is an ordinary one-shard create for route's
+ * path; else answers it: shardsNum > 1 makes the etcd record (create-if-absent), the shard
+ * collections on their writers (autoID off: the proxy assigns keys), then completes the record
+ * with the primary key read back from shard 0. Running the same create again finishes one that
+ * stopped half-way (each shard's create is idempotent for the same schema). */
+static int create(sx_cluster_proxy *p,
+                  struct MHD_Connection *c,
+                  json_t *j,
+                  const char *db,
+                  const char *coll,
+                  enum MHD_Result *ret)
+{
+    char msg[600];
+    if (sx__shard_parse(coll, NULL, 0, NULL)) {
+        (void)snprintf(msg, sizeof msg,
+                       "collection name %s is reserved: names ending in __s<number> are the "
+                       "cluster's shards",
+                       coll);
+        json_t *e = json_pack("{s:i,s:s}", "code", 1100, "message", msg);
+        *ret = reply_json(c, e, NULL);
+        json_decref(e);
+        return 0;
+    }
+    json_int_t want =
+        json_integer_value(json_object_get(json_object_get(j, "params"), "shardsNum"));
+    pcoll pc;
+    if (coll_info(p, db, coll, true, &pc) != SX_OK) {
+        *ret = reply_error(c, sx_errmsg());
+        return 0;
+    }
+    if (want <= 1 || want > SX__SHARD_MAX) {
+        if (!pc.shards)
+            return 1;
+        (void)snprintf(msg, sizeof msg, "collection %s already exists with shardsNum %u", coll,
+                       pc.shards);
+        *ret = reply_error(c, msg);
+        return 0;
+    }
+    unsigned n = (unsigned)want;
+    if (pc.shards && pc.shards != n) {
+        (void)snprintf(msg, sizeof msg, "collection %s already exists with shardsNum %u", coll,
+                       pc.shards);
+        *ret = reply_error(c, msg);
+        return 0;
+    }
+    char key[700];
+    if (!pc.shards) {
+        /* an unsharded collection of that name: held (epoch), committed (manifest) */
+        bool exists = false;
+        const char *kinds[] = { "epoch", "manifest" };
+        for (size_t i = 0; i < 2 && !exists; i++) {
+            (void)snprintf(key, sizeof key, "%s%s/%s/%s", p->prefix, kinds[i], db, coll);
+            sx__etcd_kv kv;
+            if (sx__etcd_get(p->kv, key, &kv, NULL) == SX_OK) {
+                exists = true;
+                sx__free(kv.key);
+                sx__free(kv.value);
+            }
+        }
+        if (exists) {
+            (void)snprintf(msg, sizeof msg, "collection %s already exists with shardsNum 1", coll);
+            *ret = reply_error(c, msg);
+            return 0;
+        }
+        (void)snprintf(key, sizeof key, "%sdb/%s/coll/%s", p->prefix, db, coll);
+        char val[64];
+        (void)snprintf(val, sizeof val, "{\"shards\":%u}", n);
+        sx__etcd_cmp cmp = { .key = key, .target = SX__ETCD_CREATE, .rev = 0 };
+        sx__etcd_op put = { .kind = SX__ETCD_PUT, .key = key, .value = val };
+        sx__etcd_txn_result tr;
+        sx_status st = sx__etcd_txn(p->kv, &cmp, 1, &put, 1, NULL, 0, &tr);
+        if (st != SX_OK) {
+            *ret = reply_error(c, sx_errmsg());
+            return 0;
+        }
+        sx__etcd_txn_result_fini(&tr); /* lost the race: another create of the same name goes
+                                          on; this one is then the idempotent repeat */
+        coll_forget(p, db, coll);
+    }
+    /* the shards have autoID off: the proxy gives the keys (unique over the shards) */
+    bool auto_id = json_is_true(json_object_get(j, "autoID"));
+    if (json_object_get(j, "autoID"))
+        json_object_set_new(j, "autoID", json_false());
+    json_t *schema = json_object_get(j, "schema");
+    if (json_is_true(json_object_get(schema, "autoID"))) {
+        auto_id = true;
+        json_object_set_new(schema, "autoID", json_false());
+    }
+    size_t i;
+    json_t *fld;
+    json_array_foreach(json_object_get(schema, "fields"), i, fld) {
+        if (json_is_true(json_object_get(fld, "autoID"))) {
+            auto_id = true;
+            json_object_set_new(fld, "autoID", json_false());
+        }
+    }
+    json_object_del(json_object_get(j, "params"), "shardsNum");
+    target t[SX__SHARD_MAX];
+    memset(t, 0, sizeof t);
+    bool ok = true;
+    for (unsigned k = 0; k < n && ok; k++) {
+        t[k].shard = k;
+        ok = shard_body(j, coll, &t[k]);
+    }
+    if (!ok || !fan(p, c, "/v2/vectordb/collections/create", db, coll, false, t, n)) {
+        targets_free(t, n);
+        *ret = reply_error(c, "cluster proxy: no writer for a shard (or out of memory)");
+        return 0;
+    }
+    int f = first_failed(t, n);
+    if (f >= 0) {
+        *ret = reply_shard_error(c, coll, &t[f], false);
+        targets_free(t, n);
+        return 0;
+    }
+    targets_free(t, n);
+    /* the primary key, as shard 0 describes it */
+    memset(t, 0, sizeof t);
+    json_t *q = json_pack("{s:s}", "dbName", db);
+    const char *pk = NULL, *pt = NULL;
+    if (q && shard_body(q, coll, &t[0]) &&
+        fan(p, c, "/v2/vectordb/collections/describe", db, coll, false, t, 1) &&
+        first_failed(t, 1) < 0) {
+        json_array_foreach(json_object_get(json_object_get(t[0].j, "data"), "fields"), i, fld) {
+            if (json_is_true(json_object_get(fld, "primaryKey"))) {
+                pk = json_string_value(json_object_get(fld, "name"));
+                pt = json_string_value(json_object_get(fld, "type"));
+            }
+        }
+    }
+    json_decref(q);
+    sx_status st = SX_EIO;
+    if (pk) {
+        json_t *rec = json_pack("{s:i,s:b,s:s,s:s}", "shards", (int)n, "autoId", auto_id, "pk", pk,
+                                "pkType", pt ? pt : "Int64");
+        char *val = rec ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(rec);
+        (void)snprintf(key, sizeof key, "%sdb/%s/coll/%s", p->prefix, db, coll);
+        st = val ? sx__etcd_put(p->kv, key, val, 0, NULL) : SX_ENOMEM;
+        free(val);
+    }
+    targets_free(t, 1);
+    coll_forget(p, db, coll);
+    if (st != SX_OK) {
+        (void)snprintf(msg, sizeof msg,
+                       "cluster proxy: the shards of %s were created but its record was not "
+                       "completed (%s): run the create again",
+                       coll, pk ? sx_errmsg() : "shard 0 did not describe its primary key");
+        *ret = reply_error(c, msg);
+        return 0;
+    }
+    json_t *okj = json_pack("{s:i,s:{}}", "code", 0, "data");
+    *ret = reply_json(c, okj, NULL);
+    json_decref(okj);
+    return 0;
 }
 
 static enum MHD_Result route(sx_cluster_proxy *p,
@@ -541,8 +1426,27 @@ static enum MHD_Result route(sx_cluster_proxy *p,
     (void)snprintf(dbc, sizeof dbc, "%s", db && *db ? db : "default");
     bool eventual =
         level && (strcasecmp(level, "Eventually") == 0 || strcasecmp(level, "Bounded") == 0);
-    json_decref(j);
     enum MHD_Result ret = MHD_NO;
+    if (json_is_object(j) && *collc) {
+        if (strcmp(url, "/v2/vectordb/collections/create") == 0) {
+            if (create(p, c, j, dbc, collc, &ret) == 0) {
+                json_decref(j);
+                return ret;
+            }
+        } else {
+            pcoll pc;
+            if (coll_info(p, dbc, collc, false, &pc) != SX_OK) {
+                json_decref(j);
+                return reply_error(c, sx_errmsg());
+            }
+            if (pc.shards) {
+                ret = sharded(p, c, url, j, dbc, collc, &pc, eventual);
+                json_decref(j);
+                return ret;
+            }
+        }
+    }
+    json_decref(j);
     for (int attempt = 0; attempt < 2; attempt++) {
         char id[64] = "", addr[128] = "";
         bool have = eventual && is_read(url) && query_node(p, id, sizeof id, addr, sizeof addr);
@@ -552,10 +1456,7 @@ static enum MHD_Result route(sx_cluster_proxy *p,
             return reply_error(c, "cluster proxy: no writer is registered in etcd");
         answer a;
         bool ok = forward(c, method, url, r, addr, &a);
-        bool moved =
-            ok && a.body &&
-            (strstr(a.body, "held by writer") || strstr(a.body, "held by an earlier process") ||
-             strstr(a.body, "does not hold"));
+        bool moved = ok && moved_answer(&a);
         if (ok && (!moved || attempt == 1)) {
             return reply(c, (unsigned)(a.status ? a.status : 502), a.ctype, id,
                          a.body ? a.body : sx__calloc(1, 1), a.len);
@@ -631,6 +1532,7 @@ sx_status sx_cluster_proxy_start(const sx_cluster_proxy_options *opts, sx_cluste
     if (!p)
         return sx__err(SX_ENOMEM, "proxy");
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->ida_mu, NULL);
     sx_status st = sx__etcd_new(opts->etcd, 0, &p->kv);
     sx__etcd_kv kv;
     if (st == SX_OK) {
@@ -690,5 +1592,6 @@ void sx_cluster_proxy_stop(sx_cluster_proxy *p)
         MHD_stop_daemon(p->d);
     sx__etcd_free(p->kv);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->ida_mu);
     sx__free(p);
 }

@@ -20,80 +20,15 @@
  *   up again on the same directory: the cluster comes back with its data (etcd members on their
  *   data directories, writers on theirs).
  */
-#include <errno.h>
 #include <sextant.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
+#include "cluster.h"
 #include "etcd.h"
 #include "harness.h"
 #include "http.h"
 
-static const char *bin;
-static char dir[600];
 static unsigned base;
-
-/* runs `sextant ARGS` and captures stdout+stderr into out; returns the exit status */
-static int run(char *out, size_t cap, const char *args)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", bin, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        snprintf(out, cap, "popen: %s", strerror(errno));
-        return -1;
-    }
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-typedef struct line {
-    char role[16], name[32], addr[64], state[16];
-    int pid, restarts;
-} line;
-
-static int status(line *ls, int max)
-{
-    char out[8192], args[800];
-    snprintf(args, sizeof args, "cluster status --dir '%s'", dir);
-    run(out, sizeof out, args);
-    int n = 0;
-    char *save = NULL;
-    for (char *l = strtok_r(out, "\n", &save); l && n < max; l = strtok_r(NULL, "\n", &save)) {
-        line *x = &ls[n];
-        if (sscanf(l, "%15s %31s pid=%d %63s %15s restarts=%d", x->role, x->name, &x->pid, x->addr,
-                   x->state, &x->restarts) == 6)
-            n++;
-    }
-    return n;
-}
-
-static const line *find(const line *ls, int n, const char *name)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(ls[i].name, name) == 0)
-            return &ls[i];
-    return NULL;
-}
-
-static bool alive(int pid)
-{
-    if (pid <= 0 || kill(pid, 0) != 0)
-        return false;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return !(rp && rp[2] == 'Z');
-}
 
 static char *insert_body(int first, int n)
 {
@@ -115,21 +50,6 @@ static long long insert(int first, int n)
     return th_code();
 }
 
-/* POST through the proxy: the Milvus code, node = X-Sextant-Node; th_last.json = the body */
-static long long via_proxy(const char *path, const char *body, char *node)
-{
-    th_send("POST", path, body, strlen(body), NULL, true);
-    node[0] = '\0';
-    const char *t = th_last.text ? th_last.text : "";
-    const char *h = strcasestr(t, "X-Sextant-Node:");
-    if (h)
-        sscanf(h + 15, " %63s", node);
-    const char *b = strstr(t, "\r\n\r\n");
-    json_decref(th_last.json);
-    th_last.json = b ? json_loads(b + 4, 0, NULL) : NULL;
-    return th_code();
-}
-
 static long long count(void)
 {
     th_post("/v2/vectordb/entities/query",
@@ -141,78 +61,43 @@ static long long count(void)
         json_object_get(json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"));
 }
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* a port base with P, P+1 (writers), P+50 (query node), P+99 (proxy), P+101..103, P+201..203
- * (etcd), P+300 (s3rver) free */
-static unsigned pick_base(void)
-{
-    for (int tries = 0; tries < 200; tries++) {
-        unsigned b = 10000 + (unsigned)((getpid() * 7919 + tries * 104729) %
-                                        20000); /* below the ephemeral range */
-        unsigned ports[] = {
-            b, b + 1, b + 101, b + 102, b + 103, b + 201, b + 202, b + 203, b + 300
-        };
-        bool ok = true;
-        for (size_t i = 0; i < sizeof ports / sizeof ports[0] && ok; i++) {
-            int fd = socket(AF_INET, SOCK_STREAM, 0);
-            struct sockaddr_in a;
-            memset(&a, 0, sizeof a);
-            a.sin_family = AF_INET;
-            a.sin_port = htons((uint16_t)ports[i]);
-            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-            if (fd >= 0)
-                close(fd);
-        }
-        if (ok)
-            return b;
-    }
-    return 0;
-}
-
 static void test_cluster(void)
 {
     char out[8192], args[1024];
-    base = pick_base();
+    base = th_cl_pick_base(0);
     ASSERT(base != 0);
     snprintf(args, sizeof args,
              "cluster up --dir '%s' --port %u --etcd 3 --writers 2 --query-nodes 1 --lease-ttl 2",
-             dir, base);
-    int rc = run(out, sizeof out, args);
+             th_cl_dir, base);
+    int rc = th_cl_run(out, sizeof out, args);
     if (rc != 0)
         FAILF("cluster up: exit %d: %s", rc, out);
     ASSERT(strstr(out, "cluster up in") != NULL);
-    line ls[16];
-    int n = status(ls, 16);
+    th_cl_line ls[16];
+    int n = th_cl_status(ls, 16);
     /* no --storage: an s3rver of the cluster's own when node and the npm package are there */
     bool s3 = strstr(out, "on s3rver") != NULL;
     ASSERT_EQ(n, 8 + s3);
     const char *names[] = { "-",  "etcd-m1", "etcd-m2", "etcd-m3", "w1",
                             "w2", "q1",      "proxy",   "s3rver" };
     for (size_t i = 0; i < 8u + s3; i++) {
-        const line *l = find(ls, n, names[i]);
+        const th_cl_line *l = th_cl_find(ls, n, names[i]);
         ASSERT(l != NULL);
-        ASSERT(alive(l->pid));
+        ASSERT(th_cl_alive(l->pid));
         ASSERT(strcmp(l->state, "running") == 0);
     }
-    ASSERT(strcmp(find(ls, n, "w1")->role, "writer") == 0);
-    ASSERT(strcmp(find(ls, n, "etcd-m2")->role, "etcd") == 0);
+    ASSERT(strcmp(th_cl_find(ls, n, "w1")->role, "writer") == 0);
+    ASSERT(strcmp(th_cl_find(ls, n, "etcd-m2")->role, "etcd") == 0);
     /* mistakes */
-    rc = run(out, sizeof out, args);
+    rc = th_cl_run(out, sizeof out, args);
     ASSERT_EQ(rc, 1);
     ASSERT(strstr(out, "already up") != NULL);
-    snprintf(args, sizeof args, "cluster up --dir '%s/other' --port %u --index-workers 1", dir,
-             base + 500);
-    rc = run(out, sizeof out, args);
+    snprintf(args, sizeof args, "cluster up --dir '%s/other' --port %u --index-workers 1",
+             th_cl_dir, base + 500);
+    rc = th_cl_run(out, sizeof out, args);
     ASSERT_EQ(rc, 2);
     ASSERT(strstr(out, "not built yet") != NULL);
-    ASSERT(strcmp(find(ls, n, "q1")->role, "query") == 0);
+    ASSERT(strcmp(th_cl_find(ls, n, "q1")->role, "query") == 0);
 
     /* data through writer 1 */
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
@@ -223,33 +108,33 @@ static void test_cluster(void)
         ASSERT_EQ(insert(b * 20, 20), 0);
 
     /* kill -9 writer 1: restarted on its directory, the rows come back */
-    int w1 = find(ls, n, "w1")->pid;
+    int w1 = th_cl_find(ls, n, "w1")->pid;
     kill(w1, SIGKILL);
-    double t0 = mono();
+    double t0 = th_cl_mono();
     long long code = -1;
-    while (code != 0 && mono() - t0 < 30) {
+    while (code != 0 && th_cl_mono() - t0 < 30) {
         usleep(250000);
         code = insert(1000, 10); /* refused until the dead process's lease expired */
     }
     ASSERT_EQ(code, 0);
     ASSERT_EQ(count(), 110);
-    n = status(ls, 16);
-    ASSERT(find(ls, n, "w1")->restarts == 1);
-    ASSERT(find(ls, n, "w1")->pid != w1 && alive(find(ls, n, "w1")->pid));
+    n = th_cl_status(ls, 16);
+    ASSERT(th_cl_find(ls, n, "w1")->restarts == 1);
+    ASSERT(th_cl_find(ls, n, "w1")->pid != w1 && th_cl_alive(th_cl_find(ls, n, "w1")->pid));
 
     /* kill -9 an etcd member: restarted, writes go on */
-    int m2 = find(ls, n, "etcd-m2")->pid;
+    int m2 = th_cl_find(ls, n, "etcd-m2")->pid;
     kill(m2, SIGKILL);
-    t0 = mono();
-    const line *l = NULL;
-    while (mono() - t0 < 15) {
-        n = status(ls, 16);
-        l = find(ls, n, "etcd-m2");
-        if (l && l->restarts == 1 && strcmp(l->state, "running") == 0 && alive(l->pid))
+    t0 = th_cl_mono();
+    const th_cl_line *l = NULL;
+    while (th_cl_mono() - t0 < 15) {
+        n = th_cl_status(ls, 16);
+        l = th_cl_find(ls, n, "etcd-m2");
+        if (l && l->restarts == 1 && strcmp(l->state, "running") == 0 && th_cl_alive(l->pid))
             break;
         usleep(100000);
     }
-    ASSERT(l && l->restarts == 1 && alive(l->pid));
+    ASSERT(l && l->restarts == 1 && th_cl_alive(l->pid));
     ASSERT_EQ(insert(2000, 10), 0);
     th_post("/v2/vectordb/collections/flush", "{\"collectionName\":\"cc\"}", NULL);
     ASSERT_EQ(th_code(), 0);
@@ -257,8 +142,8 @@ static void test_cluster(void)
     /* the query node follows the committed manifests (after the flush), read-only */
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 50);
     long long qn = -1;
-    t0 = mono();
-    while (mono() - t0 < 15) {
+    t0 = th_cl_mono();
+    while (th_cl_mono() - t0 < 15) {
         th_post(
             "/v2/vectordb/entities/query",
             "{\"collectionName\":\"cc\",\"filter\":\"id >= 0\",\"outputFields\":[\"count(*)\"]}",
@@ -272,11 +157,11 @@ static void test_cluster(void)
     ASSERT_EQ(qn, 120);
     ASSERT(insert(3000, 1) != 0); /* read-only */
     /* kill -9 of the query node: restarted, it serves the same rows */
-    int q1 = find(ls, n, "q1")->pid;
+    int q1 = th_cl_find(ls, n, "q1")->pid;
     kill(q1, SIGKILL);
-    t0 = mono();
+    t0 = th_cl_mono();
     qn = -1;
-    while (mono() - t0 < 20 && qn != 120) {
+    while (th_cl_mono() - t0 < 20 && qn != 120) {
         usleep(200000);
         th_post(
             "/v2/vectordb/entities/query",
@@ -287,8 +172,8 @@ static void test_cluster(void)
                 json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"));
     }
     ASSERT_EQ(qn, 120);
-    n = status(ls, 16);
-    ASSERT(find(ls, n, "q1")->restarts == 1);
+    n = th_cl_status(ls, 16);
+    ASSERT(th_cl_find(ls, n, "q1")->restarts == 1);
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
 
     /* the REST proxy: collections placed over both writers, writes and Strong reads at the
@@ -299,7 +184,7 @@ static void test_cluster(void)
     for (int k = 0; k < 4; k++) {
         char body[256];
         snprintf(body, sizeof body, "{\"collectionName\":\"pc%d\",\"dimension\":4}", k);
-        ASSERT_EQ(via_proxy("/v2/vectordb/collections/create", body, node), 0);
+        ASSERT_EQ(th_cl_via("/v2/vectordb/collections/create", body, node), 0);
         on_w1 = on_w1 || strcmp(node, "w1") == 0;
         on_w2 = on_w2 || strcmp(node, "w2") == 0;
         snprintf(body, sizeof body,
@@ -307,25 +192,25 @@ static void test_cluster(void)
                  "{\"id\":2,\"vector\":[2,2,3,4]}]}",
                  k);
         char wnode[64];
-        ASSERT_EQ(via_proxy("/v2/vectordb/entities/insert", body, wnode), 0);
+        ASSERT_EQ(th_cl_via("/v2/vectordb/entities/insert", body, wnode), 0);
         ASSERT(strcmp(wnode, node) == 0); /* the writer that took it at create */
         snprintf(body, sizeof body,
                  "{\"collectionName\":\"pc%d\",\"filter\":\"id >= 0\","
                  "\"outputFields\":[\"count(*)\"]}",
                  k);
-        ASSERT_EQ(via_proxy("/v2/vectordb/entities/query", body, wnode), 0);
+        ASSERT_EQ(th_cl_via("/v2/vectordb/entities/query", body, wnode), 0);
         ASSERT(strcmp(wnode, node) == 0); /* Strong (the default): the holder, every row */
         ASSERT_EQ(json_integer_value(json_object_get(
                       json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)")),
                   2);
     }
     ASSERT(on_w1 && on_w2);
-    ASSERT_EQ(via_proxy("/v2/vectordb/collections/flush", "{\"collectionName\":\"pc1\"}", node), 0);
+    ASSERT_EQ(th_cl_via("/v2/vectordb/collections/flush", "{\"collectionName\":\"pc1\"}", node), 0);
     long long ev = -1;
-    t0 = mono();
-    while (ev != 2 && mono() - t0 < 10) {
+    t0 = th_cl_mono();
+    while (ev != 2 && th_cl_mono() - t0 < 10) {
         usleep(100000);
-        if (via_proxy("/v2/vectordb/entities/query",
+        if (th_cl_via("/v2/vectordb/entities/query",
                       "{\"collectionName\":\"pc1\",\"filter\":\"id >= 0\",\"outputFields\":"
                       "[\"count(*)\"],\"consistencyLevel\":\"Eventually\"}",
                       node) == 0)
@@ -334,7 +219,7 @@ static void test_cluster(void)
     }
     ASSERT_EQ(ev, 2);
     ASSERT(strcmp(node, "q1") == 0);
-    ASSERT_EQ(via_proxy("/v2/vectordb/collections/list", "{}", node), 0);
+    ASSERT_EQ(th_cl_via("/v2/vectordb/collections/list", "{}", node), 0);
     ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), 5); /* cc, pc0..pc3 */
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
 
@@ -342,32 +227,33 @@ static void test_cluster(void)
     int pids[16];
     for (int i = 0; i < n; i++)
         pids[i] = ls[i].pid;
-    snprintf(args, sizeof args, "cluster down --dir '%s'", dir);
-    rc = run(out, sizeof out, args);
+    snprintf(args, sizeof args, "cluster down --dir '%s'", th_cl_dir);
+    rc = th_cl_run(out, sizeof out, args);
     if (rc != 0)
         FAILF("cluster down: exit %d: %s", rc, out);
     for (int i = 0; i < n; i++)
-        if (alive(pids[i]))
+        if (th_cl_alive(pids[i]))
             FAILF("%s pid=%d is alive after down", ls[i].name, pids[i]);
-    snprintf(args, sizeof args, "cluster status --dir '%s'", dir);
-    ASSERT_EQ(run(out, sizeof out, args), 1);
+    snprintf(args, sizeof args, "cluster status --dir '%s'", th_cl_dir);
+    ASSERT_EQ(th_cl_run(out, sizeof out, args), 1);
     ASSERT(strstr(out, "down") != NULL);
 
     /* up again: same data */
     snprintf(args, sizeof args,
-             "cluster up --dir '%s' --port %u --etcd 3 --writers 2 --query-nodes 1", dir, base);
-    rc = run(out, sizeof out, args);
+             "cluster up --dir '%s' --port %u --etcd 3 --writers 2 --query-nodes 1", th_cl_dir,
+             base);
+    rc = th_cl_run(out, sizeof out, args);
     if (rc != 0)
         FAILF("cluster up (again): exit %d: %s", rc, out);
     ASSERT_EQ(count(), 120);
-    snprintf(args, sizeof args, "cluster down --dir '%s'", dir);
-    ASSERT_EQ(run(out, sizeof out, args), 0);
+    snprintf(args, sizeof args, "cluster down --dir '%s'", th_cl_dir);
+    ASSERT_EQ(th_cl_run(out, sizeof out, args), 0);
 }
 
 int main(void)
 {
-    bin = getenv("SX_SEXTANT_BIN");
-    if (!bin || access(bin, X_OK) != 0) {
+    th_cl_bin = getenv("SX_SEXTANT_BIN");
+    if (!th_cl_bin || access(th_cl_bin, X_OK) != 0) {
         fprintf(stderr, "SKIP: SX_SEXTANT_BIN not set (run through ctest)\n");
         return 77;
     }
@@ -375,11 +261,11 @@ int main(void)
         fprintf(stderr, "SKIP: %s is not installed (Debian etcd-server)\n", th_etcd_bin());
         return 77;
     }
-    snprintf(dir, sizeof dir, "%s", test_tmpdir("cluster_cli"));
+    snprintf(th_cl_dir, sizeof th_cl_dir, "%s", test_tmpdir("cluster_cli"));
     RUN(test_cluster);
     /* whatever happened, leave nothing running */
     char out[4096], args[800];
-    snprintf(args, sizeof args, "cluster down --dir '%s'", dir);
-    (void)run(out, sizeof out, args);
+    snprintf(args, sizeof args, "cluster down --dir '%s'", th_cl_dir);
+    (void)th_cl_run(out, sizeof out, args);
     return TEST_DONE();
 }
