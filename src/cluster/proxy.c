@@ -968,6 +968,36 @@ static bool shard_body(json_t *j, const char *base, target *t)
     return t->body != NULL;
 }
 
+/* Sets the bodies of t[0..n) (shards 0..n-1): j with collectionName each shard's name. j is
+ * encoded once, without its collectionName (a search's vectors cost more to encode than the
+ * rest of the work here), and each body is that text with the shard's name put in front. */
+static bool shard_bodies(json_t *j, const char *base, target *t, unsigned n)
+{
+    json_object_del(j, "collectionName");
+    char *rest = json_dumps(j, JSON_COMPACT);
+    if (!rest || rest[0] != '{') {
+        free(rest);
+        return false;
+    }
+    size_t rl = strlen(rest);
+    bool ok = true;
+    for (unsigned k = 0; k < n && ok; k++) {
+        char nm[300];
+        t[k].shard = k;
+        ok = sx__shard_name(base, k, nm, sizeof nm);
+        size_t cap = rl + strlen(nm) + 32;
+        t[k].body = ok ? malloc(cap) : NULL; /* free()d with json_dumps's texts */
+        ok = t[k].body != NULL;
+        if (ok) {
+            int w = snprintf(t[k].body, cap, "{\"collectionName\":\"%s\"%s%s", nm,
+                             rl > 2 ? "," : "", rest + 1);
+            t[k].len = w > 0 ? (size_t)w : 0;
+        }
+    }
+    free(rest);
+    return ok;
+}
+
 /* Whether distances of base's vector field anns (NULL: its only one) are better larger, from
  * shard 0's description (its index's metricType); -1 when it cannot be told. */
 static int larger_by_describe(sx_cluster_proxy *p,
@@ -1158,11 +1188,10 @@ static enum MHD_Result sharded(sx_cluster_proxy *p,
     bool drop = strcmp(ep, "collections/drop") == 0;
     bool sum_rows =
         strcmp(ep, "collections/get_stats") == 0 || strcmp(ep, "partitions/get_stats") == 0;
-    bool first_only = strcmp(ep, "collections/describe") == 0 ||
-                      strcmp(ep, "collections/has") == 0 ||
-                      strcmp(ep, "collections/get_load_state") == 0 ||
-                      strcmp(ep, "indexes/list") == 0 || strcmp(ep, "indexes/describe") == 0 ||
-                      strcmp(ep, "partitions/list") == 0 || strcmp(ep, "partitions/has") == 0;
+    bool first_only =
+        strcmp(ep, "collections/describe") == 0 || strcmp(ep, "collections/has") == 0 ||
+        strcmp(ep, "collections/get_load_state") == 0 || strcmp(ep, "indexes/list") == 0 ||
+        strcmp(ep, "partitions/list") == 0 || strcmp(ep, "partitions/has") == 0;
     size_t limit = 100, offset = 0;
     bool has_limit = json_uint(json_object_get(j, "limit"), &limit);
     (void)json_uint(json_object_get(j, "offset"), &offset);
@@ -1175,11 +1204,7 @@ static enum MHD_Result sharded(sx_cluster_proxy *p,
     unsigned n = first_only ? 1 : pc->shards;
     target t[SX__SHARD_MAX];
     memset(t, 0, sizeof t);
-    bool ok = true;
-    for (unsigned k = 0; k < n && ok; k++) {
-        t[k].shard = k;
-        ok = shard_body(j, base, &t[k]);
-    }
+    bool ok = shard_bodies(j, base, t, n);
     enum MHD_Result r;
     if (!ok || !fan(p, c, url, db, base, eventual && is_read(url), t, n)) {
         targets_free(t, n);
@@ -1214,6 +1239,8 @@ static enum MHD_Result sharded(sx_cluster_proxy *p,
         out = sx__shard_sum(js, n, "rowCount");
     } else if (strcmp(ep, "entities/delete") == 0) {
         out = sx__shard_sum(js, n, "deleteCount");
+    } else if (strcmp(ep, "indexes/describe") == 0) {
+        out = sx__shard_merge_index(js, n);
     } else if (drop) {
         char key[700];
         (void)snprintf(key, sizeof key, "%sdb/%s/coll/%s", p->prefix, db, base);
@@ -1344,11 +1371,7 @@ static int create(sx_cluster_proxy *p,
     json_object_del(json_object_get(j, "params"), "shardsNum");
     target t[SX__SHARD_MAX];
     memset(t, 0, sizeof t);
-    bool ok = true;
-    for (unsigned k = 0; k < n && ok; k++) {
-        t[k].shard = k;
-        ok = shard_body(j, coll, &t[k]);
-    }
+    bool ok = shard_bodies(j, coll, t, n);
     if (!ok || !fan(p, c, "/v2/vectordb/collections/create", db, coll, false, t, n)) {
         targets_free(t, n);
         *ret = reply_error(c, "cluster proxy: no writer for a shard (or out of memory)");

@@ -319,3 +319,36 @@ json_t *sx__shard_sum(json_t *const *ans, unsigned n, const char *key)
     json_object_set_new(d, key, json_integer(sum));
     return out;
 }
+
+json_t *sx__shard_merge_index(json_t *const *ans, unsigned n)
+{
+    json_t *out = n ? json_deep_copy(ans[0]) : NULL;
+    json_t *d = json_object_get(out, "data");
+    static const char *const counts[] = { "totalRows", "indexedRows", "pendingRows",
+                                          "growingRows" };
+    size_t i;
+    json_t *e;
+    json_array_foreach(d, i, e) {
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            if (!json_is_integer(json_object_get(e, counts[c])))
+                continue;
+            json_int_t sum = 0;
+            for (unsigned s = 0; s < n; s++)
+                sum += json_integer_value(
+                    json_object_get(json_array_get(json_object_get(ans[s], "data"), i), counts[c]));
+            json_object_set_new(e, counts[c], json_integer(sum));
+        }
+        for (unsigned s = 1; s < n; s++) {
+            const json_t *o = json_array_get(json_object_get(ans[s], "data"), i);
+            const char *st = json_string_value(json_object_get(o, "indexState"));
+            const char *mine = json_string_value(json_object_get(e, "indexState"));
+            if (st && strcmp(st, "Finished") != 0 && (!mine || strcmp(mine, "Finished") == 0)) {
+                json_object_set_new(e, "indexState", json_string(st));
+                const json_t *why = json_object_get(o, "failReason");
+                if (why)
+                    json_object_set(e, "failReason", (json_t *)why);
+            }
+        }
+    }
+    return out;
+}

@@ -20,7 +20,8 @@
  *            the answers (a shard's list is sorted best first) or given by the caller.
  *   query    count(*) answers are summed; rows are concatenated, ordered by primary key, and
  *            the window [offset, offset + limit) kept when the request had a limit.
- *   counts   insertCount / upsertCount / deleteCount and rowCount are summed.
+ *   counts   insertCount / upsertCount / deleteCount and rowCount are summed; an index's
+ *            row counts too, and its state is the least advanced shard's.
  */
 #ifndef SX_CLUSTER_SHARD_H
 #define SX_CLUSTER_SHARD_H
@@ -63,6 +64,11 @@ json_t *sx__shard_merge_search(
  * kept. New reference; NULL on out of memory. */
 json_t *sx__shard_merge_query(
     json_t *const *ans, unsigned n, const char *pk, bool has_limit, size_t limit, size_t offset);
+
+/* indexes/describe: ans[0]'s entries with totalRows, indexedRows, pendingRows and growingRows
+ * summed over the shards (entry by entry) and the indexState of the first shard whose index
+ * is not "Finished" (with its failReason). New reference. */
+json_t *sx__shard_merge_index(json_t *const *ans, unsigned n);
 
 /* Sums data.<key> (an integer) over n answers into a copy of ans[0]. New reference. */
 json_t *sx__shard_sum(json_t *const *ans, unsigned n, const char *key);

@@ -252,6 +252,22 @@ static void test_query_merge(void)
     json_decref(a);
     json_decref(b);
 
+    /* an index: row counts summed, the state of the shard still building */
+    a = json_pack("{s:i,s:[{s:s,s:i,s:i,s:s}]}", "code", 0, "data", "indexName", "v", "totalRows",
+                  10, "indexedRows", 10, "indexState", "Finished");
+    b = json_pack("{s:i,s:[{s:s,s:i,s:i,s:s}]}", "code", 0, "data", "indexName", "v", "totalRows",
+                  7, "indexedRows", 3, "indexState", "InProgress");
+    ab[0] = a;
+    ab[1] = b;
+    out = sx__shard_merge_index(ab, 2);
+    const json_t *e = json_array_get(json_object_get(out, "data"), 0);
+    ASSERT_EQ(json_integer_value(json_object_get(e, "totalRows")), 17);
+    ASSERT_EQ(json_integer_value(json_object_get(e, "indexedRows")), 13);
+    ASSERT(strcmp(json_string_value(json_object_get(e, "indexState")), "InProgress") == 0);
+    json_decref(out);
+    json_decref(a);
+    json_decref(b);
+
     a = json_pack("{s:i,s:{s:i}}", "code", 0, "data", "rowCount", 40);
     b = json_pack("{s:i,s:{s:i}}", "code", 0, "data", "rowCount", 2);
     ab[0] = a;

@@ -115,7 +115,7 @@
 
 typedef struct rb_opts {
     const char *target, *collection, *query_path, *gt_path, *ann_field, *search_params;
-    const char *metric, *filter, *token, *db, *json_path;
+    const char *metric, *filter, *token, *db, *json_path, *consistency;
     const char *conc_text;
     unsigned conc[MAX_LEVELS];
     size_t n_levels;
@@ -213,6 +213,8 @@ static void remote_usage(FILE *out)
             "  --search-params JSON   e.g. '{\"ef\":64}' (sent as searchParams.params)\n"
             "  --metric M             metricType to send (default: none, the index's metric)\n"
             "  --filter EXPR          filter expression\n"
+            "  --consistency L        consistencyLevel to send: Strong, Session, Bounded,\n"
+            "                         Eventually (default: none, the collection's)\n"
             "  --token T              Authorization: Bearer T\n"
             "  --db NAME              database (default default)\n"
             "  --timeout S            per-request timeout (default 60)\n"
@@ -528,6 +530,15 @@ static int build_grpc_template(rb *b)
     q.db_name = (char *)b->o.db;
     q.dsl = (char *)(b->o.filter ? b->o.filter : "");
     q.dsl_type = SX_PB__DSL_TYPE__BoolExprV1;
+    if (b->o.consistency != NULL) {
+        static const char *const levels[] = { "Strong", "Session", "Bounded", "Eventually" };
+        q.use_default_consistency = true;
+        for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++)
+            if (strcasecmp(b->o.consistency, levels[l]) == 0) {
+                q.consistency_level = (SxPb__ConsistencyLevel)l;
+                q.use_default_consistency = false;
+            }
+    }
     char topk[32], *params = NULL, metric[32] = "";
     snprintf(topk, sizeof topk, "%" PRIu64, b->o.limit);
     json_t *inner = NULL;
@@ -853,6 +864,7 @@ static int parse_args(rb_opts *o, int argc, char **argv)
             (r = cli_take(argc, argv, &i, CMD, "--search-params", &o->search_params)) != 0 ||
             (r = cli_take(argc, argv, &i, CMD, "--metric", &o->metric)) != 0 ||
             (r = cli_take(argc, argv, &i, CMD, "--filter", &o->filter)) != 0 ||
+            (r = cli_take(argc, argv, &i, CMD, "--consistency", &o->consistency)) != 0 ||
             (r = cli_take(argc, argv, &i, CMD, "--token", &o->token)) != 0 ||
             (r = cli_take(argc, argv, &i, CMD, "--db", &o->db)) != 0 ||
             (r = cli_take(argc, argv, &i, CMD, "--json", &o->json_path)) != 0 ||
@@ -896,6 +908,14 @@ static int parse_args(rb_opts *o, int argc, char **argv)
         strncmp(o->target, "grpc://", 7) != 0) {
         fprintf(stderr, "sextant %s: --target '%s' is not an http://, https:// or grpc:// URL\n",
                 CMD, o->target);
+        return CLI_EXIT_USAGE;
+    }
+    if (o->consistency != NULL && strcasecmp(o->consistency, "Strong") != 0 &&
+        strcasecmp(o->consistency, "Session") != 0 && strcasecmp(o->consistency, "Bounded") != 0 &&
+        strcasecmp(o->consistency, "Eventually") != 0) {
+        fprintf(stderr,
+                "sextant %s: --consistency '%s' is not Strong, Session, Bounded or Eventually\n",
+                CMD, o->consistency);
         return CLI_EXIT_USAGE;
     }
     char store[1024];
@@ -983,6 +1003,8 @@ static int build_tail(rb *b)
     json_object_set_new(o, "searchParams", sp);
     if (b->o.filter != NULL)
         json_object_set_new(o, "filter", json_string(b->o.filter));
+    if (b->o.consistency != NULL)
+        json_object_set_new(o, "consistencyLevel", json_string(b->o.consistency));
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (s == NULL || s[0] != '{')
