@@ -8,10 +8,12 @@
  *                                        (node/<id> keys with role writer, sorted), so placement
  *                                        is stable while the writer set is
  *   reads (search, query, get, describe, stats, ...)
- *                                        consistencyLevel "Eventually" or "Bounded": the query
- *                                        nodes in turn (they serve what writers have synced);
- *                                        anything else ("Strong", "Session", absent): the holding
- *                                        writer, which has every acknowledged row
+ *                                        consistencyLevel "Eventually": the query nodes in turn
+ *                                        (they serve what writers have synced, which may be older
+ *                                        than any bound: writers sync at a flush, a sealed segment
+ *                                        or an index build); anything else ("Strong", "Session",
+ *                                        "Bounded", absent): the holding writer, which has every
+ *                                        acknowledged row
  *   collections/list                    the collections etcd has a committed manifest for
  *                                        (the writers are not asked: a restarted writer keeps
  *                                        read-only copies of other writers' collections)
@@ -25,7 +27,7 @@
  * assigned here from blocks reserved in etcd: the shards have autoID off), searches and
  * queries to every shard with limit + offset and the answers merged (global top-k, count(*)
  * summed, rows by key), deletes and DDL to every shard, describe to shard 0 (renamed, shardsNum
- * S). Eventually/Bounded reads send each shard to a query node in turn, so one search uses
+ * S). Eventually reads send each shard to a query node in turn, so one search uses
  * several query nodes. The shards of one request are sent in parallel (curl multi). Rename,
  * aliases, import jobs, hybrid search and grouping are refused on a sharded collection. A write
  * whose rows span shards is not atomic: a shard that fails is named in the error, the other
@@ -105,6 +107,15 @@ struct sx_cluster_proxy {
     size_t n_nodes;
     int64_t nodes_at_ns;
     unsigned rr; /* round-robin over query nodes */
+
+    /* query nodes that refused a connection: skipped until down_until (2 s), while another
+     * query node is up (a dead node's registration lasts until its lease expires) */
+    struct {
+        char id[64];
+        int64_t until_ns;
+    } down[MAX_NODES];
+
+    size_t n_down;
     pholder holders[MAX_HOLDERS];
     size_t n_holders;
     pcoll colls[MAX_HOLDERS];
@@ -355,18 +366,52 @@ static bool writer_for(sx_cluster_proxy *p,
     return ok;
 }
 
+/* Marks query node id down for 2 s (it refused a connection). */
+static void node_down(sx_cluster_proxy *p, const char *id)
+{
+    int64_t until = mono_ns() + 2000000000LL;
+    pthread_mutex_lock(&p->mu);
+    size_t slot = p->n_down;
+    for (size_t i = 0; i < p->n_down; i++)
+        if (strcmp(p->down[i].id, id) == 0 || p->down[i].until_ns < mono_ns())
+            slot = i;
+    if (slot == p->n_down && p->n_down < MAX_NODES)
+        p->n_down++;
+    if (slot < MAX_NODES) {
+        (void)snprintf(p->down[slot].id, sizeof p->down[slot].id, "%s", id);
+        p->down[slot].until_ns = until;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* under p->mu */
+static bool is_down(const sx_cluster_proxy *p, const char *id, int64_t now)
+{
+    for (size_t i = 0; i < p->n_down; i++)
+        if (strcmp(p->down[i].id, id) == 0 && p->down[i].until_ns > now)
+            return true;
+    return false;
+}
+
+/* The next query node in turn, skipping those marked down while any other is up. */
 static bool query_node(sx_cluster_proxy *p, char *id, size_t id_cap, char *addr, size_t cap)
 {
     load_nodes(p, false);
     bool ok = false;
+    int64_t now = mono_ns();
     pthread_mutex_lock(&p->mu);
-    size_t nq = 0;
-    for (size_t i = 0; i < p->n_nodes; i++)
+    size_t nq = 0, nup = 0;
+    for (size_t i = 0; i < p->n_nodes; i++) {
         nq += p->nodes[i].query;
+        nup += p->nodes[i].query && !is_down(p, p->nodes[i].id, now);
+    }
+    bool skip_down = nup > 0;
+    if (skip_down)
+        nq = nup;
     if (nq) {
         size_t pick = p->rr++ % nq, k = 0;
         for (size_t i = 0; i < p->n_nodes && !ok; i++) {
-            if (!p->nodes[i].query)
+            if (!p->nodes[i].query || (skip_down && is_down(p, p->nodes[i].id, now)))
                 continue;
             if (k++ == pick) {
                 (void)snprintf(id, id_cap, "%s", p->nodes[i].id);
@@ -882,8 +927,11 @@ static bool fan(sx_cluster_proxy *p,
     target again[SX__SHARD_MAX];
     unsigned idx[SX__SHARD_MAX], m = 0;
     for (unsigned i = 0; i < n; i++)
-        if (!t[i].ok || moved_answer(&t[i].a))
+        if (!t[i].ok || moved_answer(&t[i].a)) {
             idx[m++] = i;
+            if (!t[i].ok && eventual)
+                node_down(p, t[i].id); /* the retry goes to another query node */
+        }
     if (m) {
         load_nodes(p, true);
         holders_clear(p);
@@ -1447,8 +1495,7 @@ static enum MHD_Result route(sx_cluster_proxy *p,
     char collc[256], dbc[256];
     (void)snprintf(collc, sizeof collc, "%s", coll ? coll : "");
     (void)snprintf(dbc, sizeof dbc, "%s", db && *db ? db : "default");
-    bool eventual =
-        level && (strcasecmp(level, "Eventually") == 0 || strcasecmp(level, "Bounded") == 0);
+    bool eventual = level && strcasecmp(level, "Eventually") == 0;
     enum MHD_Result ret = MHD_NO;
     if (json_is_object(j) && *collc) {
         if (strcmp(url, "/v2/vectordb/collections/create") == 0) {
@@ -1485,7 +1532,9 @@ static enum MHD_Result route(sx_cluster_proxy *p,
                          a.body ? a.body : sx__calloc(1, 1), a.len);
         }
         sx__free(a.body);
-        load_nodes(p, true); /* dead or moved: look again */
+        if (!ok && eventual && is_read(url))
+            node_down(p, id); /* the retry goes to another query node */
+        load_nodes(p, true);  /* dead or moved: look again */
         holders_clear(p);
         if (attempt == 1) {
             char msg[512];

@@ -402,6 +402,27 @@ static void test_bench_setup_errors(void)
     snprintf(args, sizeof args, "--target %s --collection c --query '%s' --concurrency 0", th_base,
              q_path);
     ASSERT_EQ(run_cli(args), 2);
+    /* --consistency: a level Milvus does not have is a usage error; one it has is sent and
+     * accepted (the single server answers every level from the same data) */
+    snprintf(args, sizeof args, "--target %s --collection c --query '%s' --consistency Weak",
+             th_base, q_path);
+    ASSERT_EQ(run_cli(args), 2);
+    err = slurp(err_path);
+    ASSERT(err && strstr(err, "--consistency 'Weak'") != NULL);
+    free(err);
+    for (int g = 0; g < 2; g++) {
+        snprintf(args, sizeof args,
+                 "--target %s%s --collection c --query '%s' --consistency Eventually "
+                 "--concurrency 1 --duration 1 --interval 1 --json '%s'",
+                 g ? "grpc://" : "", g ? th_base + 7 : th_base, q_path, json_path);
+        ASSERT_EQ(run_cli(args), 0);
+        json_error_t je;
+        json_t *root = json_load_file(json_path, 0, &je);
+        ASSERT(root != NULL);
+        ASSERT(num(level(root, 0), "requests") > 0);
+        ASSERT_EQ(num(level(root, 0), "failures"), 0);
+        json_decref(root);
+    }
 }
 
 int main(void)

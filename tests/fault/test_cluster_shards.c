@@ -15,6 +15,8 @@
  *   with a key refused (1804);
  *   Eventually reads after a flush are answered by the query nodes (X-Sextant-Node names only
  *   q1/q2) and equal the Strong answers;
+ *   kill -9 of query node q1: Eventually searches go on, whole, at q2; q1 is restarted;
+ *   kill -9 of the proxy: restarted, it answers again;
  *   kill -9 of the writer holding shard 0: requests touching it fail naming the shard (no
  *   partial answer), upserts retried until the supervisor's restart is serving again, then every
  *   acknowledged row is there (count and a search of each retried row);
@@ -379,9 +381,44 @@ static void test_shards(void)
     ASSERT(strstr(node, "w") == NULL);
     check_search(th_last.json, (const float(*)[DIM])q, 4, 10, 0, 0);
 
-    /* kill -9 of the writer holding shard 0 */
+    /* kill -9 of query node q1: Eventually searches go on at q2 (a shard search that cannot
+     * connect is sent to another query node, and q1 is skipped while it is down), each answer
+     * whole; the supervisor restarts q1 */
     th_cl_line ls[16];
     int n = th_cl_status(ls, 16);
+    const th_cl_line *q1 = th_cl_find(ls, n, "q1");
+    ASSERT(q1 && th_cl_alive(q1->pid));
+    kill(q1->pid, SIGKILL);
+    usleep(100000);
+    for (int i = 0; i < 10; i++) {
+        long long c = th_cl_via_n("/v2/vectordb/entities/search",
+                                  search_body("\"limit\":10,\"consistencyLevel\":\"Eventually\",",
+                                              (const float(*)[DIM])q, 4),
+                                  node, sizeof node);
+        if (c != 0)
+            FAILF("search %d after q1 was killed: %s", i, th_last.text ? th_last.text : "");
+        check_search(th_last.json, (const float(*)[DIM])q, 4, 10, 0, 0);
+    }
+    t0 = th_cl_mono();
+    do {
+        usleep(100000);
+        n = th_cl_status(ls, 16);
+    } while (th_cl_mono() - t0 < 15 && th_cl_find(ls, n, "q1")->restarts < 1);
+    ASSERT_EQ(th_cl_find(ls, n, "q1")->restarts, 1);
+
+    /* kill -9 of the proxy: restarted by the supervisor, it serves again (it keeps no state) */
+    const th_cl_line *px = th_cl_find(ls, n, "proxy");
+    ASSERT(px && th_cl_alive(px->pid));
+    kill(px->pid, SIGKILL);
+    t0 = th_cl_mono();
+    while (count_of("sh", NULL) != ROWS - 50 && th_cl_mono() - t0 < 15)
+        usleep(100000);
+    ASSERT_EQ(count_of("sh", NULL), ROWS - 50);
+    n = th_cl_status(ls, 16);
+    ASSERT_EQ(th_cl_find(ls, n, "proxy")->restarts, 1);
+
+    /* kill -9 of the writer holding shard 0 */
+    n = th_cl_status(ls, 16);
     const th_cl_line *victim = th_cl_find(ls, n, holder0);
     ASSERT(victim && th_cl_alive(victim->pid));
     kill(victim->pid, SIGKILL);
