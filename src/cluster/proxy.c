@@ -250,21 +250,6 @@ static bool node_addr(sx_cluster_proxy *p, const char *id, char *addr, size_t ca
     return found;
 }
 
-/* FNV-1a, then murmur3's finalizer: FNV's low bits alone follow the last characters' parity
- * (six names ending in a digit of alternating parity all landed on one writer of two) */
-static uint32_t name_hash(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
-}
-
 static bool holder_get(sx_cluster_proxy *p, const char *hk, char *id, size_t cap)
 {
     bool hit = false;
@@ -351,7 +336,7 @@ static bool writer_for(sx_cluster_proxy *p,
     for (size_t i = 0; i < p->n_nodes; i++)
         nw += !p->nodes[i].query;
     if (nw) {
-        size_t pick = (name_hash(name) + shard) % nw, k = 0;
+        size_t pick = (sx__shard_str_hash(name) + shard) % nw, k = 0;
         for (size_t i = 0; i < p->n_nodes && !ok; i++) {
             if (p->nodes[i].query)
                 continue;

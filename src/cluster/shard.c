@@ -11,6 +11,7 @@
 
 #include "util/alloc.h"
 #include "util/err.h"
+#include "util/hash.h"
 
 bool sx__shard_name(const char *base, unsigned k, char *out, size_t cap)
 {
@@ -46,27 +47,9 @@ bool sx__shard_parse(const char *name, char *base, size_t cap, unsigned *k)
     return true;
 }
 
-static uint64_t fmix64(uint64_t h)
+uint32_t sx__shard_str_hash(const char *s)
 {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
-
-static uint32_t str_hash(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+    return (uint32_t)sx__hash_str(s);
 }
 
 int sx__shard_of_pk(const json_t *pk, unsigned n)
@@ -74,9 +57,9 @@ int sx__shard_of_pk(const json_t *pk, unsigned n)
     if (n == 0)
         return -1;
     if (json_is_integer(pk))
-        return (int)(fmix64((uint64_t)json_integer_value(pk)) % n);
+        return (int)sx__key_bucket((int64_t)json_integer_value(pk), NULL, n);
     if (json_is_string(pk))
-        return (int)(str_hash(json_string_value(pk)) % n);
+        return (int)sx__key_bucket(0, json_string_value(pk), n);
     return -1;
 }
 

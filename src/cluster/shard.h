@@ -29,6 +29,7 @@
 #include <sextant.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define SX__SHARD_MAX 16 /* Milvus's proxy.maxShardNum default (the server's SX__MAX_SHARDS) */
 
@@ -37,6 +38,10 @@ bool sx__shard_name(const char *base, unsigned k, char *out, size_t cap);
 /* true when name is a shard's name ("x__s<digits>" with x non-empty); *k and base (optional,
  * cap bytes) receive its parts. */
 bool sx__shard_parse(const char *name, char *base, size_t cap, unsigned *k);
+
+/* FNV-1a, then murmur3's 32-bit finalizer (FNV's low bits alone follow the last characters'
+ * parity). Also the proxy's placement hash of collection names. */
+uint32_t sx__shard_str_hash(const char *s);
 
 /* The shard of a primary key value (a JSON integer or string) among n; -1 when the value is
  * neither. */

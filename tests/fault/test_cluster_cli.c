@@ -252,20 +252,10 @@ static void test_cluster(void)
 
 int main(void)
 {
-    th_cl_bin = getenv("SX_SEXTANT_BIN");
-    if (!th_cl_bin || access(th_cl_bin, X_OK) != 0) {
-        fprintf(stderr, "SKIP: SX_SEXTANT_BIN not set (run through ctest)\n");
-        return 77;
-    }
-    if (access(th_etcd_bin(), X_OK) != 0) {
-        fprintf(stderr, "SKIP: %s is not installed (Debian etcd-server)\n", th_etcd_bin());
-        return 77;
-    }
-    snprintf(th_cl_dir, sizeof th_cl_dir, "%s", test_tmpdir("cluster_cli"));
+    int rc = th_cl_init("cluster_cli");
+    if (rc != 0)
+        return rc;
     RUN(test_cluster);
-    /* whatever happened, leave nothing running */
-    char out[4096], args[800];
-    snprintf(args, sizeof args, "cluster down --dir '%s'", th_cl_dir);
-    (void)th_cl_run(out, sizeof out, args);
+    th_cl_down();
     return TEST_DONE();
 }

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "etcd.h"
 #include "harness.h"
 #include "http.h"
 
@@ -149,6 +150,31 @@ static inline unsigned th_cl_pick_base(unsigned salt)
             return b;
     }
     return 0;
+}
+
+/* The test's set-up: th_cl_bin from $SX_SEXTANT_BIN, th_cl_dir a fresh directory named name.
+ * 0, or 77 (skip: no binary, or no etcd; the reason on stderr). */
+static inline int th_cl_init(const char *name)
+{
+    th_cl_bin = getenv("SX_SEXTANT_BIN");
+    if (!th_cl_bin || access(th_cl_bin, X_OK) != 0) {
+        fprintf(stderr, "SKIP: SX_SEXTANT_BIN not set (run through ctest)\n");
+        return 77;
+    }
+    if (access(th_etcd_bin(), X_OK) != 0) {
+        fprintf(stderr, "SKIP: %s is not installed (Debian etcd-server)\n", th_etcd_bin());
+        return 77;
+    }
+    snprintf(th_cl_dir, sizeof th_cl_dir, "%s", test_tmpdir(name));
+    return 0;
+}
+
+/* `cluster down` on th_cl_dir, whatever happened: leave nothing running. */
+static inline void th_cl_down(void)
+{
+    char out[4096], args[800];
+    snprintf(args, sizeof args, "cluster down --dir '%s'", th_cl_dir);
+    (void)th_cl_run(out, sizeof out, args);
 }
 
 #endif /* SX_TEST_CLUSTER_H */

@@ -86,7 +86,9 @@ static void test_placement(void)
     size_t bad = 0;
     ASSERT_STATUS(sx__shard_split_rows(rows, "id", 3, out, &bad), SX_EINVAL);
     ASSERT_EQ(bad, (size_t)300);
-    ASSERT_STATUS(sx__shard_split_rows(json_object(), "id", 3, out, NULL), SX_EINVAL);
+    json_t *notrows = json_object();
+    ASSERT_STATUS(sx__shard_split_rows(notrows, "id", 3, out, NULL), SX_EINVAL);
+    json_decref(notrows);
     json_decref(rows);
 }
 
