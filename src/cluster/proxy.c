@@ -1344,6 +1344,8 @@ static int create(sx_cluster_proxy *p,
         return 0;
     }
     unsigned n = (unsigned)want;
+    load_nodes(p, true); /* place the shards over every writer registered now, not the
+                            500 ms-old list (a writer that just started would be left out) */
     if (pc.shards && pc.shards != n) {
         (void)snprintf(msg, sizeof msg, "collection %s already exists with shardsNum %u", coll,
                        pc.shards);
