@@ -64,6 +64,7 @@
 #include "cluster/etcd.h"
 #include "cluster/fence.h"
 #include "cluster/shard.h"
+#include "server/server.h"
 #include "sextant_server.h"
 #include "util/alloc.h"
 #include "util/buf.h"
@@ -413,8 +414,9 @@ static bool query_node(sx_cluster_proxy *p, char *id, size_t id_cap, char *addr,
 
 typedef struct answer {
     long status;
-    sx__wbuf w; /* filled by curl */
-    char *body; /* then the body, NUL-terminated (owned), and its length */
+    CURLcode cc; /* the transfer's outcome */
+    sx__wbuf w;  /* filled by curl */
+    char *body;  /* then the body, NUL-terminated (owned), and its length */
     size_t len;
     char ctype[128];
 } answer;
@@ -460,7 +462,17 @@ static struct curl_slist *prep(CURL *h,
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     const char *rt = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Request-Timeout");
+    const char *dbn = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
+    const char *i64 = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Type-Allow-Int64");
     char line[4096];
+    if (dbn) {
+        (void)snprintf(line, sizeof line, "DB-Name: %s", dbn);
+        hl = curl_slist_append(hl, line);
+    }
+    if (i64) {
+        (void)snprintf(line, sizeof line, "Accept-Type-Allow-Int64: %s", i64);
+        hl = curl_slist_append(hl, line);
+    }
     if (auth) {
         (void)snprintf(line, sizeof line, "Authorization: %s", auth);
         hl = curl_slist_append(hl, line);
@@ -491,6 +503,7 @@ static struct curl_slist *prep(CURL *h,
 /* After h's transfer ended with cc: the status and the NUL-terminated body into a. */
 static bool finish(CURL *h, CURLcode cc, answer *a)
 {
+    a->cc = cc;
     if (cc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
     sx__wbuf_put(&a->w, "", 1);
@@ -676,6 +689,8 @@ static enum MHD_Result list_all(sx_cluster_proxy *p, struct MHD_Connection *c, c
 {
     json_t *j = r->w.len ? json_loadb((const char *)r->w.data, r->w.len, 0, NULL) : NULL;
     const char *dbn = json_string_value(json_object_get(j, "dbName"));
+    if (!dbn || !*dbn)
+        dbn = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
     char db[256], pre[400], cpre[400];
     (void)snprintf(db, sizeof db, "%s", dbn && *dbn ? dbn : "default");
     json_decref(j);
@@ -724,9 +739,25 @@ static enum MHD_Result list_all(sx_cluster_proxy *p, struct MHD_Connection *c, c
 /* A node's answer saying the collection is held elsewhere (it moved). */
 static bool moved_answer(const answer *a)
 {
-    return a->body &&
-           (strstr(a->body, "held by writer") || strstr(a->body, "held by an earlier process") ||
-            strstr(a->body, "does not hold"));
+    if (!a->body ||
+        !(strstr(a->body, "held by writer") || strstr(a->body, "held by an earlier process") ||
+          strstr(a->body, "does not hold")))
+        return false;
+    /* only a failure's message: a success may carry the words in its data (a key, a field) */
+    json_t *j = json_loadb(a->body, a->len, 0, NULL);
+    const char *m = json_string_value(json_object_get(j, "message"));
+    bool moved = json_integer_value(json_object_get(j, "code")) != 0 && m &&
+                 (strstr(m, "held by writer") || strstr(m, "held by an earlier process") ||
+                  strstr(m, "does not hold"));
+    json_decref(j);
+    return moved;
+}
+
+/* Whether a forward that failed may be sent again: a read always; a write only when it never
+ * reached the node (a timeout or a reset after sending may have applied it). */
+static bool may_resend(const answer *a, bool read)
+{
+    return read || a->cc == CURLE_COULDNT_CONNECT || a->cc == CURLE_COULDNT_RESOLVE_HOST;
 }
 
 static enum MHD_Result reply_json(struct MHD_Connection *c, json_t *j, const char *node)
@@ -911,8 +942,9 @@ static bool fan(sx_cluster_proxy *p,
     forward_many(c, "POST", url, t, n);
     target again[SX__SHARD_MAX];
     unsigned idx[SX__SHARD_MAX], m = 0;
+    bool read = is_read(url);
     for (unsigned i = 0; i < n; i++)
-        if (!t[i].ok || moved_answer(&t[i].a)) {
+        if ((!t[i].ok && may_resend(&t[i].a, read)) || moved_answer(&t[i].a)) {
             idx[m++] = i;
             if (!t[i].ok && eventual)
                 node_down(p, t[i].id); /* the retry goes to another query node */
@@ -967,8 +999,8 @@ reply_shard_error(struct MHD_Connection *c, const char *base, const target *t, b
     json_int_t code = 65535;
     if (!t->ok) {
         (void)snprintf(msg, sizeof msg,
-                       "cluster proxy: shard %u of %s: node %s (%s) did not answer", t->shard, base,
-                       t->id, t->addr);
+                       "cluster proxy: shard %u of %s: node %s (%s) did not answer (%s)", t->shard,
+                       base, t->id, t->addr, curl_easy_strerror(t->a.cc));
     } else if (!json_is_object(t->j)) {
         (void)snprintf(msg, sizeof msg, "shard %u of %s (node %s): HTTP %ld: %.300s", t->shard,
                        base, t->id, t->a.status, t->a.body ? t->a.body : "");
@@ -1061,14 +1093,6 @@ static int larger_by_describe(sx_cluster_proxy *p,
     json_decref(q);
     targets_free(&t, 1);
     return out;
-}
-
-static bool json_uint(const json_t *v, size_t *out)
-{
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return false;
-    *out = (size_t)json_integer_value(v);
-    return true;
 }
 
 /* insert / upsert on a sharded collection: rows split by the hash of their key (autoID keys
@@ -1183,6 +1207,43 @@ static enum MHD_Result shard_write(sx_cluster_proxy *p,
     return r;
 }
 
+/* Deletes every key of j equal to key in any case (the nodes look keys up that way). */
+static void strip_keys(json_t *j, const char *key)
+{
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(j, tmp, k, v)
+    {
+        if (strcasecmp(k, key) == 0)
+            json_object_del(j, k);
+    }
+}
+
+/* The request sent, as it is, to shard 0 alone, and its answer returned: for a request a node
+ * refuses (its own error text). */
+static enum MHD_Result shard0_as_is(sx_cluster_proxy *p,
+                                    struct MHD_Connection *c,
+                                    const char *url,
+                                    json_t *j,
+                                    const char *db,
+                                    const char *base,
+                                    bool eventual)
+{
+    target t;
+    memset(&t, 0, sizeof t);
+    enum MHD_Result r;
+    if (!shard_bodies(j, base, &t, 1) || !fan(p, c, url, db, base, eventual, &t, 1)) {
+        r = reply_error(c, "cluster proxy: no node for shard 0 (or out of memory)");
+    } else {
+        r = reply(c, (unsigned)(t.a.status ? t.a.status : 502), t.a.ctype, t.id,
+                  t.a.body ? t.a.body : sx__calloc(1, 1), t.a.len);
+        t.a.body = NULL; /* the reply owns it */
+    }
+    targets_free(&t, 1);
+    return r;
+}
+
 /* A request on a collection with shards (pc): fanned out to every shard (search, query, get,
  * delete, statistics, DDL) or answered by shard 0 (describe and the other reads of metadata
  * every shard shares), the answers merged (shard.h). */
@@ -1221,18 +1282,28 @@ static enum MHD_Result sharded(sx_cluster_proxy *p,
     bool drop = strcmp(ep, "collections/drop") == 0;
     bool sum_rows =
         strcmp(ep, "collections/get_stats") == 0 || strcmp(ep, "partitions/get_stats") == 0;
-    bool first_only =
-        strcmp(ep, "collections/describe") == 0 || strcmp(ep, "collections/has") == 0 ||
-        strcmp(ep, "collections/get_load_state") == 0 || strcmp(ep, "indexes/list") == 0 ||
-        strcmp(ep, "partitions/list") == 0 || strcmp(ep, "partitions/has") == 0;
+    bool first_only = strcmp(ep, "collections/describe") == 0 ||
+                      strcmp(ep, "collections/has") == 0 || strcmp(ep, "indexes/list") == 0 ||
+                      strcmp(ep, "partitions/list") == 0 || strcmp(ep, "partitions/has") == 0;
+    /* limit and offset read as the nodes read them (server/json.c: any case of the key, numbers
+     * as strings; absent or a query's 0: 100); each shard is asked for the whole window and the
+     * merge cuts it. Values a node would refuse go to shard 0 alone for its own error. */
     size_t limit = 100, offset = 0;
-    bool has_limit = json_uint(json_object_get(j, "limit"), &limit);
-    (void)json_uint(json_object_get(j, "offset"), &offset);
-    if ((search || query) && (has_limit || !json_object_get(j, "limit")) &&
-        (json_object_get(j, "offset") == NULL || json_is_integer(json_object_get(j, "offset")))) {
-        if (has_limit || search) /* each shard answers the whole window */
-            json_object_set_new(j, "limit", json_integer((json_int_t)limit + (json_int_t)offset));
-        json_object_del(j, "offset");
+    bool has_limit = false;
+    bool windowed = (search || strcmp(ep, "entities/query") == 0);
+    if (windowed) {
+        int64_t l = 0, o = 0;
+        bool bad = sx__jint(j, "limit", &l) != 0 || sx__jint(j, "offset", &o) != 0 || l < 0 ||
+                   o < 0 || l > 16384 || o > 16384 || l + o > 16384 ||
+                   (search && l == 0 && sx__jget(j, "limit"));
+        if (bad)
+            return shard0_as_is(p, c, url, j, db, base, eventual);
+        limit = l > 0 ? (size_t)l : 100;
+        offset = (size_t)o;
+        strip_keys(j, "limit");
+        strip_keys(j, "offset");
+        json_object_set_new(j, "limit", json_integer((json_int_t)limit + (json_int_t)offset));
+        has_limit = true; /* the shards were asked for a window: the merge cuts it */
     }
     unsigned n = first_only ? 1 : pc->shards;
     target t[SX__SHARD_MAX];
@@ -1274,6 +1345,8 @@ static enum MHD_Result sharded(sx_cluster_proxy *p,
         out = sx__shard_sum(js, n, "deleteCount");
     } else if (strcmp(ep, "indexes/describe") == 0) {
         out = sx__shard_merge_index(js, n);
+    } else if (strcmp(ep, "collections/get_load_state") == 0) {
+        out = sx__shard_merge_load(js, n);
     } else if (drop) {
         char key[700];
         (void)snprintf(key, sizeof key, "%sdb/%s/coll/%s", p->prefix, db, base);
@@ -1480,6 +1553,8 @@ static enum MHD_Result route(sx_cluster_proxy *p,
     const char *db = json_string_value(json_object_get(j, "dbName"));
     const char *level = json_string_value(json_object_get(j, "consistencyLevel"));
     char collc[256], dbc[256];
+    if (!db || !*db) /* the nodes take the DB-Name header when the body names none */
+        db = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
     (void)snprintf(collc, sizeof collc, "%s", coll ? coll : "");
     (void)snprintf(dbc, sizeof dbc, "%s", db && *db ? db : "default");
     bool eventual = level && strcasecmp(level, "Eventually") == 0;
@@ -1519,6 +1594,14 @@ static enum MHD_Result route(sx_cluster_proxy *p,
                          a.body ? a.body : sx__calloc(1, 1), a.len);
         }
         sx__free(a.body);
+        if (!ok && !may_resend(&a, is_read(url))) {
+            char msg[512];
+            (void)snprintf(msg, sizeof msg,
+                           "cluster proxy: node %s (%s) did not answer (%s): the request may or "
+                           "may not have been applied",
+                           id, addr, curl_easy_strerror(a.cc));
+            return reply_error(c, msg);
+        }
         if (!ok && eventual && is_read(url))
             node_down(p, id); /* the retry goes to another query node */
         load_nodes(p, true);  /* dead or moved: look again */

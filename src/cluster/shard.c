@@ -216,78 +216,97 @@ static int cmp_pk(const json_t *a, const json_t *b)
     return strcmp(x, y);
 }
 
-typedef struct prow {
-    const json_t *pk;
-    json_t *row;
-    size_t order; /* ties (equal or missing keys) keep the answers' order */
-} prow;
-
-static int cmp_prow(const void *a, const void *b)
+/* A count(*) value: an integer, or an integer as text (Accept-Type-Allow-Int64). */
+static bool count_of(const json_t *row, json_int_t *out)
 {
-    const prow *x = a, *y = b;
-    int c = cmp_pk(x->pk, y->pk);
-    if (c)
-        return c;
-    return x->order < y->order ? -1 : x->order > y->order;
+    const json_t *v = json_object_size(row) == 1 ? json_object_get(row, "count(*)") : NULL;
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return true;
+    }
+    const char *t = json_string_value(v);
+    char *end = NULL;
+    if (!t || !*t)
+        return false;
+    long long x = strtoll(t, &end, 10);
+    if (*end)
+        return false;
+    *out = (json_int_t)x;
+    return true;
 }
 
 json_t *sx__shard_merge_query(
     json_t *const *ans, unsigned n, const char *pk, bool has_limit, size_t limit, size_t offset)
 {
-    size_t total = 0;
+    if (n > SX__SHARD_MAX)
+        return NULL;
     bool counts = n > 0;
     double cost = 0;
+    json_int_t sum = 0;
     for (unsigned s = 0; s < n; s++) {
         const json_t *d = json_object_get(ans[s], "data");
-        total += json_array_size(d);
         cost += json_number_value(json_object_get(ans[s], "cost"));
-        const json_t *r0 = json_array_get(d, 0);
-        counts = counts && json_array_size(d) == 1 && json_object_size(r0) == 1 &&
-                 json_is_integer(json_object_get(r0, "count(*)"));
+        json_int_t v = 0;
+        counts = counts && json_array_size(d) == 1 && count_of(json_array_get(d, 0), &v);
+        sum += v;
     }
     json_t *data = json_array();
     if (!data)
         return NULL;
+    bool ok = true;
     if (counts) {
-        json_int_t sum = 0;
-        for (unsigned s = 0; s < n; s++)
-            sum += json_integer_value(
-                json_object_get(json_array_get(json_object_get(ans[s], "data"), 0), "count(*)"));
         json_t *r = json_pack("{s:I}", "count(*)", (json_int_t)sum);
-        if (!r || json_array_append_new(data, r) != 0) {
-            json_decref(data);
-            return NULL;
-        }
+        ok = r && json_array_append_new(data, r) == 0;
     } else {
-        prow *rows = sx__calloc(total ? total : 1, sizeof *rows);
-        if (!rows) {
-            json_decref(data);
-            return NULL;
-        }
-        size_t m = 0;
-        for (unsigned s = 0; s < n; s++) {
-            size_t i;
-            json_t *r;
-            json_array_foreach(json_object_get(ans[s], "data"), i, r) {
-                rows[m].pk = json_object_get(r, pk);
-                rows[m].row = r;
-                rows[m].order = m;
-                m++;
+        /* k-way merge by the heads' keys (each list keeps its shard's order) */
+        size_t pos[SX__SHARD_MAX] = { 0 }, seen = 0, kept = 0;
+        while (ok && (!has_limit || kept < limit)) {
+            int best = -1;
+            const json_t *bk = NULL;
+            for (unsigned s = 0; s < n; s++) {
+                const json_t *d = json_object_get(ans[s], "data");
+                if (pos[s] >= json_array_size(d))
+                    continue;
+                const json_t *k = json_object_get(json_array_get(d, pos[s]), pk);
+                if (best < 0 || cmp_pk(k, bk) < 0) {
+                    best = (int)s;
+                    bk = k;
+                }
             }
-        }
-        qsort(rows, m, sizeof *rows, cmp_prow);
-        size_t from = offset < m ? offset : m;
-        size_t to = has_limit && limit < m - from ? from + limit : m;
-        bool ok = true;
-        for (size_t i = from; ok && i < to; i++)
-            ok = json_array_append(data, rows[i].row) == 0;
-        sx__free(rows);
-        if (!ok) {
-            json_decref(data);
-            return NULL;
+            if (best < 0)
+                break;
+            json_t *row = json_array_get(json_object_get(ans[best], "data"), pos[best]++);
+            if (seen++ < offset)
+                continue;
+            ok = json_array_append(data, row) == 0;
+            kept++;
         }
     }
+    if (!ok) {
+        json_decref(data);
+        return NULL;
+    }
     return json_pack("{s:i,s:o,s:f}", "code", 0, "data", data, "cost", cost);
+}
+
+json_t *sx__shard_merge_load(json_t *const *ans, unsigned n)
+{
+    static const char *const order[] = { "LoadStateNotExist", "LoadStateNotLoad",
+                                         "LoadStateLoading", "LoadStateLoaded" };
+    int worst = -1;
+    size_t rank = sizeof order / sizeof order[0];
+    for (unsigned s = 0; s < n; s++) {
+        const char *st =
+            json_string_value(json_object_get(json_object_get(ans[s], "data"), "loadState"));
+        size_t r = 0;
+        while (st && r < sizeof order / sizeof order[0] && strcmp(st, order[r]) != 0)
+            r++;
+        if (worst < 0 || r < rank) {
+            worst = (int)s;
+            rank = r;
+        }
+    }
+    return worst < 0 ? NULL : json_deep_copy(ans[worst]);
 }
 
 json_t *sx__shard_sum(json_t *const *ans, unsigned n, const char *key)

@@ -18,8 +18,11 @@
  *            are merged by distance (ascending for L2-like answers, descending for IP/COSINE),
  *            ties by shard order, and [offset, offset + limit) kept. The direction is read off
  *            the answers (a shard's list is sorted best first) or given by the caller.
- *   query    count(*) answers are summed; rows are concatenated, ordered by primary key, and
- *            the window [offset, offset + limit) kept when the request had a limit.
+ *   query    count(*) answers are summed; rows are merged shard list by shard list, always
+ *            taking the smallest key among the lists' heads (each list stays in its shard's
+ *            order, so the first N rows out depend only on each shard's first N rows and pages
+ *            cut from windows of increasing offset neither repeat nor skip a row), and the
+ *            window [offset, offset + limit) kept when the request had a limit.
  *   counts   insertCount / upsertCount / deleteCount and rowCount are summed; an index's
  *            row counts too, and its state is the least advanced shard's.
  */
@@ -64,9 +67,10 @@ int sx__shard_search_order(json_t *const *ans, unsigned n);
 json_t *sx__shard_merge_search(
     json_t *const *ans, unsigned n, size_t nq, size_t limit, size_t offset, bool larger_better);
 
-/* Merges n query (or get) answers: a lone "count(*)" per answer is summed; else the rows are
- * ordered by field pk (integers, then strings) and, when has_limit, [offset, offset + limit)
- * kept. New reference; NULL on out of memory. */
+/* Merges n query (or get) answers: a lone "count(*)" per answer (an integer, or its decimal
+ * text) is summed; else the rows are merged by the heads' field pk (integers, then strings;
+ * ties: the lower shard) and, when has_limit, [offset, offset + limit) kept. New reference;
+ * NULL on out of memory. */
 json_t *sx__shard_merge_query(
     json_t *const *ans, unsigned n, const char *pk, bool has_limit, size_t limit, size_t offset);
 
@@ -74,6 +78,10 @@ json_t *sx__shard_merge_query(
  * summed over the shards (entry by entry) and the indexState of the first shard whose index
  * is not "Finished" (with its failReason). New reference. */
 json_t *sx__shard_merge_index(json_t *const *ans, unsigned n);
+
+/* collections/get_load_state: the answer of the least advanced shard (LoadStateNotExist <
+ * NotLoad < Loading < Loaded), so "Loaded" means every shard is. New reference. */
+json_t *sx__shard_merge_load(json_t *const *ans, unsigned n);
 
 /* Sums data.<key> (an integer) over n answers into a copy of ans[0]. New reference. */
 json_t *sx__shard_sum(json_t *const *ans, unsigned n, const char *key);

@@ -295,6 +295,32 @@ static void test_shards(void)
     ASSERT_EQ(json_array_size(d), (size_t)10);
     for (int i = 0; i < 10; i++)
         ASSERT_EQ(json_integer_value(json_object_get(json_array_get(d, (size_t)i), "id")), 120 + i);
+    /* limit and offset as the nodes read them: text numbers, a query's default of 100, a search's
+     * 0 refused */
+    ASSERT_EQ(th_cl_via("/v2/vectordb/entities/query",
+                        "{\"collectionName\":\"sh\",\"filter\":\"id >= 0\","
+                        "\"outputFields\":[\"id\"]}",
+                        node),
+              0);
+    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), (size_t)100);
+    ASSERT_EQ(th_cl_via("/v2/vectordb/entities/query",
+                        "{\"collectionName\":\"sh\",\"filter\":\"id >= 0\",\"limit\":\"5\","
+                        "\"Offset\":\"10\",\"outputFields\":[\"id\"]}",
+                        node),
+              0);
+    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), (size_t)5);
+    ASSERT(th_cl_via("/v2/vectordb/entities/search",
+                     "{\"collectionName\":\"sh\",\"data\":[[1,1,1,1,1,1,1,1]],\"limit\":0}",
+                     node) != 0);
+    ASSERT(th_cl_via("/v2/vectordb/entities/search",
+                     "{\"collectionName\":\"sh\",\"data\":[[1,1,1,1,1,1,1,1]],\"limit\":10,"
+                     "\"offset\":-1}",
+                     node) != 0);
+    ASSERT_EQ(th_cl_via("/v2/vectordb/entities/search",
+                        "{\"collectionName\":\"sh\",\"data\":[[1,1,1,1,1,1,1,1]],\"limit\":\"3\"}",
+                        node),
+              0);
+    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), (size_t)3);
     ASSERT_EQ(th_cl_via("/v2/vectordb/entities/get",
                         "{\"collectionName\":\"sh\",\"id\":[599,5,300,7777]}", node),
               0);
@@ -328,6 +354,20 @@ static void test_shards(void)
     ASSERT_EQ(json_integer_value(
                   json_object_get(json_array_get(json_object_get(th_last.json, "data"), 0), "id")),
               60);
+
+    /* a VarChar key whose text a node's "moved" message contains is inserted once (the proxy
+     * reads only failures' messages for that) */
+    ASSERT_EQ(th_cl_via("/v2/vectordb/collections/create",
+                        "{\"collectionName\":\"vc\",\"dimension\":2,\"idType\":\"VarChar\","
+                        "\"params\":{\"shardsNum\":2,\"max_length\":64}}",
+                        node),
+              0);
+    ASSERT_EQ(th_cl_via("/v2/vectordb/entities/insert",
+                        "{\"collectionName\":\"vc\",\"data\":[{\"id\":\"held by writer w9\","
+                        "\"vector\":[1,2]},{\"id\":\"k2\",\"vector\":[2,2]}]}",
+                        node),
+              0);
+    ASSERT_EQ(count_of("vc", NULL), 2);
 
     /* autoID over 2 shards: keys from the proxy, unique */
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/create",
@@ -468,7 +508,7 @@ static void test_shards(void)
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/describe", "{\"collectionName\":\"sh\"}", node),
               100);
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/list", "{}", node), 0);
-    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), (size_t)1); /* au */
+    ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), (size_t)2); /* au, vc */
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/create",
                         "{\"collectionName\":\"sh\",\"dimension\":8,\"params\":{\"shardsNum\":2}}",
                         node),

@@ -219,13 +219,14 @@ static void test_query_merge(void)
     json_decref(a);
     json_decref(b);
 
-    /* rows from three shards, ordered by key, then the window */
+    /* rows from three shards (each in key order, as a shard's rows inserted in key order are),
+     * merged by key, then the window */
     json_t *sh[3];
     for (int s = 0; s < 3; s++)
         sh[s] = json_pack("{s:i,s:[]}", "code", 0, "data");
     for (int i = 0; i < 60; i++)
         json_array_append_new(json_object_get(sh[(i * 7) % 3], "data"),
-                              json_pack("{s:i,s:i}", "id", 59 - i, "v", i));
+                              json_pack("{s:i,s:i}", "id", i, "v", i));
     out = sx__shard_merge_query(sh, 3, "id", true, 10, 20);
     const json_t *d = json_object_get(out, "data");
     ASSERT_EQ(json_array_size(d), (size_t)10);
@@ -240,6 +241,58 @@ static void test_query_merge(void)
     json_decref(out);
     for (int s = 0; s < 3; s++)
         json_decref(sh[s]);
+
+    /* pages cut from growing windows of shards whose rows are not in key order (a shard answers
+     * in its insertion order): every row exactly once */
+    {
+        const int s0[] = { 5, 1, 9, 3 }, s1[] = { 2, 8, 4 };
+        int seen[10] = { 0 };
+        for (size_t off = 0; off < 7; off++) {
+            json_t *p0 = json_pack("{s:i,s:[]}", "code", 0, "data");
+            json_t *p1 = json_pack("{s:i,s:[]}", "code", 0, "data");
+            for (size_t i = 0; i < 4 && i < off + 1; i++) /* each shard: its first off + 1 */
+                json_array_append_new(json_object_get(p0, "data"), json_pack("{s:i}", "id", s0[i]));
+            for (size_t i = 0; i < 3 && i < off + 1; i++)
+                json_array_append_new(json_object_get(p1, "data"), json_pack("{s:i}", "id", s1[i]));
+            json_t *pp[2] = { p0, p1 };
+            out = sx__shard_merge_query(pp, 2, "id", true, 1, off);
+            d = json_object_get(out, "data");
+            ASSERT_EQ(json_array_size(d), (size_t)1);
+            seen[json_integer_value(json_object_get(json_array_get(d, 0), "id"))]++;
+            json_decref(out);
+            json_decref(p0);
+            json_decref(p1);
+        }
+        const int all[] = { 1, 2, 3, 4, 5, 8, 9 };
+        for (size_t i = 0; i < 7; i++)
+            ASSERT_EQ(seen[all[i]], 1);
+    }
+
+    /* count(*) as text (Accept-Type-Allow-Int64) sums too */
+    a = json_pack("{s:i,s:[{s:s}]}", "code", 0, "data", "count(*)", "40");
+    b = json_pack("{s:i,s:[{s:I}]}", "code", 0, "data", "count(*)", (json_int_t)2);
+    ab[0] = a;
+    ab[1] = b;
+    out = sx__shard_merge_query(ab, 2, "id", false, 0, 0);
+    ASSERT_EQ(json_integer_value(
+                  json_object_get(json_array_get(json_object_get(out, "data"), 0), "count(*)")),
+              42);
+    json_decref(out);
+    json_decref(a);
+    json_decref(b);
+
+    /* load state: the least advanced shard's */
+    a = json_pack("{s:i,s:{s:s}}", "code", 0, "data", "loadState", "LoadStateLoaded");
+    b = json_pack("{s:i,s:{s:s,s:i}}", "code", 0, "data", "loadState", "LoadStateLoading",
+                  "loadProgress", 40);
+    ab[0] = a;
+    ab[1] = b;
+    out = sx__shard_merge_load(ab, 2);
+    ASSERT(strcmp(json_string_value(json_object_get(json_object_get(out, "data"), "loadState")),
+                  "LoadStateLoading") == 0);
+    json_decref(out);
+    json_decref(a);
+    json_decref(b);
 
     /* string keys */
     a = json_pack("{s:i,s:[{s:s},{s:s}]}", "code", 0, "data", "pk", "b", "pk", "d");
