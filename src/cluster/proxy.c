@@ -1455,9 +1455,22 @@ static int create(sx_cluster_proxy *p,
             *ret = reply_error(c, sx_errmsg());
             return 0;
         }
-        sx__etcd_txn_result_fini(&tr); /* lost the race: another create of the same name goes
-                                          on; this one is then the idempotent repeat */
+        bool won = tr.succeeded;
+        sx__etcd_txn_result_fini(&tr);
         coll_forget(p, db, coll);
+        if (!won) { /* another create of the name got there first: the same shards, or refused */
+            if (coll_info(p, db, coll, true, &pc) != SX_OK) {
+                *ret = reply_error(c, sx_errmsg());
+                return 0;
+            }
+            if (pc.shards != n) {
+                (void)snprintf(msg, sizeof msg,
+                               "collection %s was created at the same time with shardsNum %u", coll,
+                               pc.shards);
+                *ret = reply_error(c, msg);
+                return 0;
+            }
+        }
     }
     /* the shards have autoID off: the proxy gives the keys (unique over the shards) */
     bool auto_id = json_is_true(json_object_get(j, "autoID"));
@@ -1475,6 +1488,12 @@ static int create(sx_cluster_proxy *p,
             auto_id = true;
             json_object_set_new(fld, "autoID", json_false());
         }
+    }
+    if (pc.ready && pc.auto_id != auto_id) { /* the shards' schemas cannot tell (autoID off) */
+        (void)snprintf(msg, sizeof msg, "collection %s already exists with autoID %s", coll,
+                       pc.auto_id ? "true" : "false");
+        *ret = reply_error(c, msg);
+        return 0;
     }
     json_object_del(json_object_get(j, "params"), "shardsNum");
     target t[SX__SHARD_MAX];
@@ -1514,7 +1533,29 @@ static int create(sx_cluster_proxy *p,
         char *val = rec ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(rec);
         (void)snprintf(key, sizeof key, "%sdb/%s/coll/%s", p->prefix, db, coll);
-        st = val ? sx__etcd_put(p->kv, key, val, 0, NULL) : SX_ENOMEM;
+        /* complete the record only if it is still there (a drop meanwhile deleted it) */
+        sx__etcd_cmp cmp = { .key = key, .target = SX__ETCD_VERSION, .rev = 0 };
+        sx__etcd_op put = { .kind = SX__ETCD_PUT, .key = key, .value = val };
+        sx__etcd_txn_result tr;
+        st = SX_ENOMEM;
+        if (val) {
+            /* version != 0 is not a compare etcd has: read the version, compare it equal */
+            sx__etcd_kv cur;
+            st = sx__etcd_get(p->kv, key, &cur, NULL);
+            if (st == SX_OK) {
+                cmp.rev = cur.version;
+                sx__free(cur.key);
+                sx__free(cur.value);
+                st = sx__etcd_txn(p->kv, &cmp, 1, &put, 1, NULL, 0, &tr);
+                if (st == SX_OK) {
+                    if (!tr.succeeded)
+                        st = sx__err(SX_EBUSY, "the record changed while the shards were created");
+                    sx__etcd_txn_result_fini(&tr);
+                }
+            } else if (st == SX_ENOTFOUND) {
+                st = sx__err(SX_ENOTFOUND, "the collection was dropped while it was created");
+            }
+        }
         free(val);
     }
     targets_free(t, 1);

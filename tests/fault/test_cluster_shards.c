@@ -398,6 +398,19 @@ static void test_shards(void)
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/describe", "{\"collectionName\":\"au\"}", node),
               0);
     ASSERT(json_is_true(json_object_get(json_object_get(th_last.json, "data"), "autoId")));
+    /* the same create again is the idempotent repeat; with autoID off it is refused (the
+     * shards' own schemas have autoID off either way) */
+    ASSERT_EQ(th_cl_via("/v2/vectordb/collections/create",
+                        "{\"collectionName\":\"au\",\"dimension\":2,\"metricType\":\"IP\","
+                        "\"autoID\":true,\"params\":{\"shardsNum\":2}}",
+                        node),
+              0);
+    ASSERT(th_cl_via("/v2/vectordb/collections/create",
+                     "{\"collectionName\":\"au\",\"dimension\":2,\"metricType\":\"IP\","
+                     "\"params\":{\"shardsNum\":2}}",
+                     node) != 0);
+    ASSERT(strstr(json_string_value(json_object_get(th_last.json, "message")), "autoID true"));
+    ASSERT_EQ(count_of("au", NULL), 100);
 
     /* Eventually: the query nodes, once they follow the flushed shards */
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/flush", "{\"collectionName\":\"sh\"}", node), 0);
