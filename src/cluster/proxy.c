@@ -1095,6 +1095,30 @@ static int larger_by_describe(sx_cluster_proxy *p,
     return out;
 }
 
+/* The request sent, as it is, to shard 0 alone, and its answer returned: for a request a node
+ * refuses (its own error text: a window out of range, an empty or malformed insert). */
+static enum MHD_Result shard0_as_is(sx_cluster_proxy *p,
+                                    struct MHD_Connection *c,
+                                    const char *url,
+                                    json_t *j,
+                                    const char *db,
+                                    const char *base,
+                                    bool eventual)
+{
+    target t;
+    memset(&t, 0, sizeof t);
+    enum MHD_Result r;
+    if (!shard_bodies(j, base, &t, 1) || !fan(p, c, url, db, base, eventual, &t, 1)) {
+        r = reply_error(c, "cluster proxy: no node for shard 0 (or out of memory)");
+    } else {
+        r = reply(c, (unsigned)(t.a.status ? t.a.status : 502), t.a.ctype, t.id,
+                  t.a.body ? t.a.body : sx__calloc(1, 1), t.a.len);
+        t.a.body = NULL; /* the reply owns it */
+    }
+    targets_free(&t, 1);
+    return r;
+}
+
 /* insert / upsert on a sharded collection: rows split by the hash of their key (autoID keys
  * assigned here first), each shard's rows sent to its writer, the counts and keys answered in
  * the request's order. */
@@ -1114,20 +1138,8 @@ static enum MHD_Result shard_write(sx_cluster_proxy *p,
         json_object_set_new(j, "data", arr);
         rows = arr;
     }
-    if (!json_is_array(rows) || json_array_size(rows) == 0) {
-        target t;
-        memset(&t, 0, sizeof t);
-        enum MHD_Result r;
-        if (!shard_body(j, base, &t) || !fan(p, c, url, db, base, false, &t, 1)) {
-            r = reply_error(c, "cluster proxy: no writer for shard 0");
-        } else { /* the node's own answer to an empty or malformed insert */
-            r = reply(c, (unsigned)(t.a.status ? t.a.status : 502), t.a.ctype, t.id,
-                      t.a.body ? t.a.body : sx__calloc(1, 1), t.a.len);
-            t.a.body = NULL; /* the reply owns it */
-        }
-        targets_free(&t, 1);
-        return r;
-    }
+    if (!json_is_array(rows) || json_array_size(rows) == 0) /* the node's own answer */
+        return shard0_as_is(p, c, url, j, db, base, false);
     size_t nrows = json_array_size(rows), missing = 0, i;
     json_t *row;
     json_array_foreach(rows, i, row) {
@@ -1218,30 +1230,6 @@ static void strip_keys(json_t *j, const char *key)
         if (strcasecmp(k, key) == 0)
             json_object_del(j, k);
     }
-}
-
-/* The request sent, as it is, to shard 0 alone, and its answer returned: for a request a node
- * refuses (its own error text). */
-static enum MHD_Result shard0_as_is(sx_cluster_proxy *p,
-                                    struct MHD_Connection *c,
-                                    const char *url,
-                                    json_t *j,
-                                    const char *db,
-                                    const char *base,
-                                    bool eventual)
-{
-    target t;
-    memset(&t, 0, sizeof t);
-    enum MHD_Result r;
-    if (!shard_bodies(j, base, &t, 1) || !fan(p, c, url, db, base, eventual, &t, 1)) {
-        r = reply_error(c, "cluster proxy: no node for shard 0 (or out of memory)");
-    } else {
-        r = reply(c, (unsigned)(t.a.status ? t.a.status : 502), t.a.ctype, t.id,
-                  t.a.body ? t.a.body : sx__calloc(1, 1), t.a.len);
-        t.a.body = NULL; /* the reply owns it */
-    }
-    targets_free(&t, 1);
-    return r;
 }
 
 /* A request on a collection with shards (pc): fanned out to every shard (search, query, get,
