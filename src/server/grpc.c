@@ -8,7 +8,7 @@
  * A new connection waits (pending) until its first bytes tell: the 24-byte HTTP/2 client preface
  * "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" (RFC 9113 3.4; grpc-js and grpcio send it at once on an
  * insecure channel) makes it a gRPC connection; any byte that is not a prefix of the preface hands
- * the socket to libmicrohttpd (sx__server_add_http -> MHD_add_connection), which serves it as
+ * the socket to libmicrohttpd (the service's add_http: MHD_add_connection), which serves it as
  * before (admission, deadlines, limits: http.c). The bytes are read with MSG_PEEK, so MHD sees the
  * request from its first byte. A pending connection that sends nothing within header_timeout_s is
  * closed; at most max_connections wait at once (the oldest is closed past it).
@@ -95,6 +95,7 @@ typedef struct gcall {
     char db[SX_MAX_NAME + 1];
     bool read_only;
     char user[SX__RBAC_NAME_MAX + 1]; /* an API user (rbac.c), "" for the others */
+    char authz[CRED_B64_MAX]; /* the authorization metadata, "" when none */
     uint64_t deadline_ns;             /* monotonic; 0: none */
     uint8_t *msg;                     /* the request message (decompressed), owned */
     size_t len;
@@ -143,7 +144,7 @@ struct gconn {
 };
 
 struct sx__grpc {
-    sx_server *srv;
+    sx__svc svc; /* the service (copied at start) */
     int listen_fd;
     int ep;
     int evfd;
@@ -228,12 +229,13 @@ static void *worker_main(void *arg)
             snprintf(k->reply.message, sizeof k->reply.message,
                      "deadline exceeded before the call could run");
         } else {
-            sx__grpc_call call = {
-                k->method, k->msg, k->len, k->db, k->read_only, 0, k->user[0] ? k->user : NULL
-            };
+            sx__grpc_call call = { k->method, k->msg,
+                                   k->len,    k->db,
+                                   k->read_only, 0,
+                                   k->user[0] ? k->user : NULL, k->authz };
             if (k->deadline_ns)
                 call.timeout_s = (double)(k->deadline_ns - now) / 1e9;
-            sx__grpc_milvus(g->srv, &call, &k->reply);
+            sx__grpc_milvus(&g->svc, &call, &k->reply);
         }
         pthread_mutex_lock(&g->q_mu);
         q_push(&g->done_head, &g->done_tail, k);
@@ -411,18 +413,17 @@ static void stream_complete(sx__grpc *g, gstream *st)
 {
     if (st->refused || st->call)
         return;
-    sx_server *s = g->srv;
     const char *pfx = "/milvus.proto.milvus.MilvusService/";
     if (strncmp(st->path, pfx, strlen(pfx)) != 0) {
         answer_error(st, SX__GRPC_UNIMPLEMENTED, "unknown service");
         return;
     }
-    if (sx__server_stopping(s)) {
+    if (g->svc.ops->stopping(g->svc.ctx)) {
         answer_error(st, SX__GRPC_UNAVAILABLE, "server is shutting down");
         return;
     }
     sx__principal who;
-    int auth = sx__server_auth_who(s, st->auth, &who);
+    int auth = g->svc.ops->auth(g->svc.ctx, st->auth, &who);
     if (auth < 0) {
         answer_error(st, SX__GRPC_UNAUTHENTICATED,
                      st->auth[0] ? "invalid credentials" : "missing credentials");
@@ -452,6 +453,7 @@ static void stream_complete(sx__grpc *g, gstream *st)
     atomic_init(&k->cancelled, false);
     snprintf(k->method, sizeof k->method, "%s", st->path + strlen(pfx));
     snprintf(k->db, sizeof k->db, "%s", st->db[0] ? st->db : "default");
+    snprintf(k->authz, sizeof k->authz, "%s", st->auth);
     k->read_only = who.kind == SX__WHO_RO;
     if (who.kind == SX__WHO_USER)
         snprintf(k->user, sizeof k->user, "%s", who.user);
@@ -899,7 +901,7 @@ static void pending_peek(sx__grpc *g, gconn *c)
     if (g->n_pending > 0)
         g->n_pending--;
     conn_unlink(g, c);
-    sx__server_add_http(g->srv, fd, (const struct sockaddr *)&c->addr, c->addrlen);
+    g->svc.ops->add_http(g->svc.ctx, fd, (const struct sockaddr *)&c->addr, c->addrlen);
     sx__free(c);
 }
 
@@ -1091,13 +1093,13 @@ static void *loop_main(void *arg)
 
 /* ------------------------------------------------------------------ start / stop */
 
-sx_status sx__grpc_start(sx_server *srv, int listen_fd, sx__grpc **out)
+sx_status sx__grpc_start(const sx__svc *svc, int listen_fd, sx__grpc **out)
 {
-    const sx_server_options *o = sx__server_opts(srv);
+    const sx__svc *o = svc;
     sx__grpc *g = sx__calloc(1, sizeof *g);
     if (!g)
         return sx__err(SX_ENOMEM, "server: out of memory");
-    g->srv = srv;
+    g->svc = *svc;
     g->listen_fd = listen_fd;
     g->ep = -1;
     g->evfd = -1;
@@ -1130,7 +1132,7 @@ sx_status sx__grpc_start(sx_server *srv, int listen_fd, sx__grpc **out)
         st = sx__err_errno(errno, "server: cannot watch the event fd");
         goto fail;
     }
-    g->n_workers = o->http_threads ? o->http_threads : 16;
+    g->n_workers = o->threads ? o->threads : 16;
     g->workers = sx__calloc(g->n_workers, sizeof *g->workers);
     if (!g->workers) {
         st = sx__err(SX_ENOMEM, "server: out of memory");

@@ -127,7 +127,7 @@ static char *astrf(arena *a, const char *fmt, ...)
 /* ------------------------------------------------------------------ the call */
 
 typedef struct rpc {
-    sx_server *srv;
+    const sx__svc *svc;
     const sx__grpc_call *call;
     arena a;
     const ProtobufCMessage *req; /* unpacked request */
@@ -302,8 +302,9 @@ static json_t *call_route(rpc *r, const char *route, const json_t *body)
                           "" };
     if (r->call->user)
         (void)snprintf(who.user, sizeof who.user, "%s", r->call->user);
-    return sx__server_call_who(r->srv, route, body, r->db, &who, r->call->timeout_s,
-                               r->call->method);
+    return r->svc->ops->call(r->svc->ctx, route, body, r->db, &who,
+                             r->call->authz ? r->call->authz : "", r->call->timeout_s,
+                             r->call->method);
 }
 
 /* A body with collectionName (from the request's collection_name) and more members. */
@@ -404,7 +405,7 @@ static schema_ref schema_get(rpc *r, const char *name)
 {
     schema_ref s = { amalloc(&r->a, sizeof(sx__coll_meta)), false };
     if (s.m)
-        s.found = sx__cat_coll_get(sx__server_catalog(r->srv), r->db, name, NULL, s.m) == SX_OK;
+        s.found = r->svc->ops->coll_get(r->svc->ctx, r->db, name, s.m) == SX_OK;
     return s;
 }
 
@@ -1280,7 +1281,7 @@ static void *rpc_check_health(rpc *r)
     if (!o)
         return NULL;
     o->status = status_new(&r->a, 0, "");
-    o->ishealthy = !sx__server_stopping(r->srv);
+    o->ishealthy = !r->svc->ops->stopping(r->svc->ctx);
     if (!o->ishealthy) {
         o->reasons = amalloc(&r->a, sizeof *o->reasons);
         if (o->reasons) {
@@ -1310,7 +1311,7 @@ static void *rpc_list_databases(rpc *r)
         return NULL;
     char **names = NULL;
     size_t n = 0;
-    sx_status st = sx__cat_db_list(sx__server_catalog(r->srv), &names, &n);
+    sx_status st = r->svc->ops->db_list(r->svc->ctx, &names, &n);
     if (st != SX_OK) {
         o->status = status_new(&r->a, SX__MC_UNEXPECTED, sx_errmsg());
         return o;
@@ -1323,7 +1324,7 @@ static void *rpc_list_databases(rpc *r)
         o->db_names[i] = astr(&r->a, names[i]);
         json_t *props = NULL;
         int64_t id = 0;
-        if (sx__cat_db_describe(sx__server_catalog(r->srv), names[i], &props, &id) == SX_OK)
+        if (r->svc->ops->db_describe(r->svc->ctx, names[i], &props, &id) == SX_OK)
             json_decref(props);
         o->db_ids[i] = id;
     }
@@ -1398,7 +1399,7 @@ static void *rpc_describe_database(rpc *r)
     const char *db = q->db_name && *q->db_name ? q->db_name : r->db;
     json_t *props = NULL;
     int64_t id = 0;
-    if (sx__cat_db_describe(sx__server_catalog(r->srv), db, &props, &id) != SX_OK) {
+    if (r->svc->ops->db_describe(r->svc->ctx, db, &props, &id) != SX_OK) {
         o->status = status_new(&r->a, SX__MC_DB_NOT_FOUND,
                                astrf(&r->a, "database not found[database=%s]", db));
         return o;
@@ -1624,7 +1625,7 @@ static void *rpc_alter_collection(rpc *r)
 /* A Status for a collection the catalog does not have (database or collection). */
 static PM(Status) * not_found(rpc *r, const char *name)
 {
-    if (!sx__cat_db_exists(sx__server_catalog(r->srv), r->db))
+    if (!r->svc->ops->db_exists(r->svc->ctx, r->db))
         return status_new(&r->a, SX__MC_DB_NOT_FOUND,
                           astrf(&r->a, "database not found[database=%s]", r->db));
     return status_new(&r->a, SX__MC_COLL_NOT_FOUND, astrf(&r->a, SX__COLL_NOT_FOUND, r->db, name));
@@ -1814,7 +1815,7 @@ static void *rpc_has_collection(rpc *r)
     schema_ref s = schema_get(r, name);
     if (!s.m)
         return NULL;
-    if (!s.found && !sx__cat_db_exists(sx__server_catalog(r->srv), r->db)) {
+    if (!s.found && !r->svc->ops->db_exists(r->svc->ctx, r->db)) {
         o->status = not_found(r, name);
         return o;
     }
@@ -1830,7 +1831,7 @@ static void *rpc_show_collections(rpc *r)
         return NULL;
     char **names = NULL;
     size_t n = 0;
-    if (sx__cat_coll_list(sx__server_catalog(r->srv), r->db, &names, &n) != SX_OK) {
+    if (r->svc->ops->coll_list(r->svc->ctx, r->db, &names, &n) != SX_OK) {
         o->status = not_found(r, "");
         return o;
     }
@@ -1846,7 +1847,7 @@ static void *rpc_show_collections(rpc *r)
     sx__coll_meta *m = amalloc(a, sizeof *m);
     size_t k = 0;
     for (size_t i = 0; m && o->shards_num && o->query_service_available && i < n; i++) {
-        if (sx__cat_coll_get(sx__server_catalog(r->srv), r->db, names[i], NULL, m) != SX_OK)
+        if (r->svc->ops->coll_get(r->svc->ctx, r->db, names[i], m) != SX_OK)
             continue; /* dropped meanwhile */
         o->collection_names[k] = astr(a, names[i]);
         o->collection_ids[k] = m->collection_id;
@@ -3452,7 +3453,7 @@ static void reply_status(sx__grpc_reply *out, int status, const char *msg)
     snprintf(out->message, sizeof out->message, "%s", msg);
 }
 
-void sx__grpc_milvus(sx_server *srv, const sx__grpc_call *call, sx__grpc_reply *out)
+void sx__grpc_milvus(const sx__svc *service, const sx__grpc_call *call, sx__grpc_reply *out)
 {
     const ProtobufCServiceDescriptor *svc = &sx_pb__milvus_service__descriptor;
     const ProtobufCMethodDescriptor *md =
@@ -3475,7 +3476,7 @@ void sx__grpc_milvus(sx_server *srv, const sx__grpc_call *call, sx__grpc_reply *
     }
     rpc r;
     memset(&r, 0, sizeof r);
-    r.srv = srv;
+    r.svc = service;
     r.call = call;
     r.req = req;
     r.out = out;

@@ -271,6 +271,7 @@ typedef struct conn {
 
 struct sx_server {
     sx_server_options opts; /* copy; strings below are owned copies */
+    sx__svc svc;            /* this server as the gRPC front end's service */
     char *data_dir;
     char *bind_addr;
     char *import_root; /* owned copy of opts.import_root, or NULL */
@@ -1615,6 +1616,66 @@ static sx_status start_listening(sx_server *s,
     return SX_OK;
 }
 
+/* The single-node service under the gRPC front end (server.h, sx__svc): the route handlers and
+ * the catalog of this process. */
+static json_t *svc_call(void *ctx,
+                        const char *route,
+                        const json_t *body,
+                        const char *db,
+                        const sx__principal *who,
+                        const char *authz,
+                        double timeout_s,
+                        const char *log_name)
+{
+    (void)authz; /* checked by the transport already (svc_auth) */
+    return sx__server_call_who(ctx, route, body, db, who, timeout_s, log_name);
+}
+
+static sx_status svc_coll_get(void *ctx, const char *db, const char *name, sx__coll_meta *meta)
+{
+    return sx__cat_coll_get(((sx_server *)ctx)->cat, db, name, NULL, meta);
+}
+
+static sx_status svc_coll_list(void *ctx, const char *db, char ***names, size_t *n)
+{
+    return sx__cat_coll_list(((sx_server *)ctx)->cat, db, names, n);
+}
+
+static sx_status svc_db_list(void *ctx, char ***names, size_t *n)
+{
+    return sx__cat_db_list(((sx_server *)ctx)->cat, names, n);
+}
+
+static sx_status svc_db_describe(void *ctx, const char *db, json_t **props, int64_t *db_id)
+{
+    return sx__cat_db_describe(((sx_server *)ctx)->cat, db, props, db_id);
+}
+
+static bool svc_db_exists(void *ctx, const char *db)
+{
+    return sx__cat_db_exists(((sx_server *)ctx)->cat, db);
+}
+
+static bool svc_stopping(void *ctx)
+{
+    return sx__server_stopping(ctx);
+}
+
+static int svc_auth(void *ctx, const char *authz, sx__principal *who)
+{
+    return sx__server_auth_who(ctx, authz, who);
+}
+
+static void svc_add_http(void *ctx, int fd, const struct sockaddr *addr, socklen_t len)
+{
+    sx__server_add_http(ctx, fd, addr, len);
+}
+
+static const sx__svc_ops SERVER_SVC = {
+    svc_call,     svc_coll_get, svc_coll_list, svc_db_list, svc_db_describe,
+    svc_db_exists, svc_stopping, svc_auth,      svc_add_http,
+};
+
 sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
 {
     if (!opts || !out)
@@ -1774,7 +1835,15 @@ sx_status sx_server_start(const sx_server_options *opts, sx_server **out)
         goto fail_cat;
     }
     s->reaper_on = true;
-    st = sx__grpc_start(s, s->listen_fd, &s->grpc);
+    s->svc = (sx__svc){ &SERVER_SVC,
+                        s,
+                        s->opts.header_timeout_s,
+                        s->opts.idle_timeout_s,
+                        s->opts.max_connections,
+                        s->opts.max_connections_per_ip,
+                        s->opts.http_threads,
+                        s->opts.max_body_bytes };
+    st = sx__grpc_start(&s->svc, s->listen_fd, &s->grpc);
     if (st != SX_OK) {
         pthread_mutex_lock(&s->conn_mu);
         s->reap_stop = true;
@@ -1804,9 +1873,9 @@ fail:
 
 /* ------------------------------------------------------------------ for the gRPC side */
 
-const sx_server_options *sx__server_opts(const sx_server *s)
+const sx__svc *sx__server_svc(const sx_server *s)
 {
-    return &s->opts;
+    return &s->svc;
 }
 
 sx__catalog *sx__server_catalog(sx_server *s)

@@ -604,6 +604,8 @@ typedef struct sx__grpc_call {
     double timeout_s; /* what is left of grpc-timeout; 0: none (the server's default) */
     const char
         *user; /* an API user (rbac.c) the call comes from, checked by its roles; else NULL */
+    const char *authz; /* the authorization metadata as sent ("" when none): the cluster proxy
+                          passes it on to the nodes, which check it */
 } sx__grpc_call;
 
 /* Its answer: grpc_status 0 and a packed response message (sx__malloc'ed, the transport frees
@@ -616,20 +618,64 @@ typedef struct sx__grpc_reply {
     size_t len;
 } sx__grpc_reply;
 
+/* The service a gRPC front end runs on: what grpc.c (the port, the transport) and grpc_milvus.c
+ * (the RPCs) need from the process that serves them. Two implement it: the single-node server
+ * (http.c: the route handlers and the catalog) and the cluster proxy (cluster/proxy.c: the same
+ * REST routes forwarded to the nodes, metadata read from them). Every function may be called
+ * from any worker thread at once. */
+struct sx__principal; /* rbac.h */
+typedef struct sx__svc_ops {
+    /* Runs a REST route (its path, "/v2/vectordb/entities/search") on a JSON request (borrowed)
+     * in database db, as principal who (authz: the call's authorization metadata); returns the
+     * route's answer ({"code":0,"data":...} or {"code":N,"message":...}), owned by the caller;
+     * NULL only when out of memory. */
+    json_t *(*call)(void *ctx,
+                    const char *route,
+                    const json_t *body,
+                    const char *db,
+                    const struct sx__principal *who,
+                    const char *authz,
+                    double timeout_s,
+                    const char *log_name);
+    /* A collection's metadata by name or alias (into *meta). Errors: SX_ENOTFOUND, others. */
+    sx_status (*coll_get)(void *ctx, const char *db, const char *name, sx__coll_meta *meta);
+    /* The collection names of db, sorted (free with sx_strings_free). */
+    sx_status (*coll_list)(void *ctx, const char *db, char ***names, size_t *n);
+    sx_status (*db_list)(void *ctx, char ***names, size_t *n);
+    /* *props: a new reference (json_decref it). */
+    sx_status (*db_describe)(void *ctx, const char *db, json_t **props, int64_t *db_id);
+    bool (*db_exists)(void *ctx, const char *db);
+    bool (*stopping)(void *ctx);
+    /* Checks the authorization metadata: 0 and *who, or -1 (UNAUTHENTICATED). */
+    int (*auth)(void *ctx, const char *authz, struct sx__principal *who);
+    /* Takes an accepted HTTP/1 socket (owns it from then on). */
+    void (*add_http)(void *ctx, int fd, const struct sockaddr *addr, socklen_t len);
+} sx__svc_ops;
+
+typedef struct sx__svc {
+    const sx__svc_ops *ops;
+    void *ctx;
+    /* the transport's limits (sx_server_options' meaning) */
+    uint32_t header_timeout_s, idle_timeout_s, max_connections, max_connections_per_ip;
+    uint32_t threads;
+    uint64_t max_body_bytes;
+} sx__svc;
+
 /* The front door and the transport (grpc.c): takes the listening socket (the caller closes it
- * after sx__grpc_stop). quiesce: GOAWAY to every gRPC connection, new calls are answered
- * UNAVAILABLE, REST keeps being accepted. stop: the loop ends once the calls out have finished
- * (at most 5 s more for connections the clients keep open), then the workers. */
-SX_NODISCARD sx_status sx__grpc_start(sx_server *srv, int listen_fd, sx__grpc **out);
+ * after sx__grpc_stop) and serves svc (copied; svc->ctx must outlive the transport). quiesce:
+ * GOAWAY to every gRPC connection, new calls are answered UNAVAILABLE, REST keeps being
+ * accepted. stop: the loop ends once the calls out have finished (at most 5 s more for
+ * connections the clients keep open), then the workers. */
+SX_NODISCARD sx_status sx__grpc_start(const sx__svc *svc, int listen_fd, sx__grpc **out);
 void sx__grpc_quiesce(sx__grpc *g);
 void sx__grpc_stop(sx__grpc *g);
 /* Runs one MilvusService RPC (grpc_milvus.c), on a worker thread. served: whether an RPC has
  * its own implementation (the others declared answer a Status error). */
 bool sx__grpc_rpc_served(const char *method);
-void sx__grpc_milvus(sx_server *srv, const sx__grpc_call *call, sx__grpc_reply *out);
+void sx__grpc_milvus(const sx__svc *svc, const sx__grpc_call *call, sx__grpc_reply *out);
 
 /* What http.c lends the gRPC side. */
-const sx_server_options *sx__server_opts(const sx_server *s);
+const sx__svc *sx__server_svc(const sx_server *s); /* the server as a gRPC service */
 sx__catalog *sx__server_catalog(sx_server *s);
 bool sx__server_stopping(const sx_server *s);
 /* Hands an accepted HTTP/1 socket to libmicrohttpd (which owns it from then on). */

@@ -137,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool hwm = test_reset_hwm();
     uint64_t rss0 = test_vm_kb("VmRSS");
     double t0 = mono_s();
-    sx__grpc_milvus(g_srv, &call, &reply);
+    sx__grpc_milvus(sx__server_svc(g_srv), &call, &reply);
     double secs = mono_s() - t0;
     uint64_t peak = hwm ? test_vm_kb("VmHWM") : 0;
     uint64_t grew_mb = peak > rss0 ? (peak - rss0) >> 10 : 0;
