@@ -49,21 +49,25 @@
  * across the etcd txn that reserves the next one (no other lock under it).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cluster/etcd.h"
 #include "cluster/fence.h"
 #include "cluster/shard.h"
+#include "server/rbac.h"
 #include "server/server.h"
 #include "sextant_server.h"
 #include "util/alloc.h"
@@ -99,7 +103,10 @@ typedef struct pnode {
 } pnode;
 
 struct sx_cluster_proxy {
-    struct MHD_Daemon *d;
+    struct MHD_Daemon *d; /* REST: takes the HTTP/1 connections the gRPC transport hands it */
+    sx__grpc *grpc;       /* the port's owner: accepts, serves gRPC (server/grpc.c) */
+    int listen_fd;
+    atomic_bool stopping;
     uint16_t port;
     sx__etcd *kv;
     char prefix[96];
@@ -188,6 +195,19 @@ typedef struct req {
     sx__wbuf w; /* the request body, NUL-terminated once complete */
     bool too_big;
 } req;
+
+/* One request as the routing code sees it, whichever front end it came through (REST: an MHD
+ * connection, on_request; gRPC: a MilvusService call translated into its REST route, svc_call):
+ * the headers the proxy reads or passes on (NULL: absent), and the answer, set once by reply(). */
+typedef struct pconn {
+    const char *authz, *ctype, *timeout, *db_name, *allow_i64;
+    bool answered;
+    unsigned status;
+    char out_ctype[128];
+    char *node; /* X-Sextant-Node (owned) */
+    char *body; /* owned */
+    size_t len;
+} pconn;
 
 static int64_t mono_ns(void)
 {
@@ -446,7 +466,7 @@ static size_t on_header(char *ptr, size_t sz, size_t nm, void *ud)
 /* Sets h up to send method url body to addr, the answer into a. Returns the header list, which
  * the caller frees after the transfer. body stays the caller's and must outlive it. */
 static struct curl_slist *prep(CURL *h,
-                               struct MHD_Connection *c,
+                               pconn *c,
                                const char *method,
                                const char *url,
                                const char *body,
@@ -459,11 +479,11 @@ static struct curl_slist *prep(CURL *h,
     char full[1024];
     (void)snprintf(full, sizeof full, "http://%s%s", addr, url);
     struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
-    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-    const char *rt = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Request-Timeout");
-    const char *dbn = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
-    const char *i64 = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Type-Allow-Int64");
+    const char *auth = c->authz;
+    const char *ct = c->ctype;
+    const char *rt = c->timeout;
+    const char *dbn = c->db_name;
+    const char *i64 = c->allow_i64;
     char line[4096];
     if (dbn) {
         (void)snprintf(line, sizeof line, "DB-Name: %s", dbn);
@@ -517,7 +537,7 @@ static bool finish(CURL *h, CURLcode cc, answer *a)
 }
 
 /* Forwards method url body to addr; false: could not connect (or no answer at all). */
-static bool forward_body(struct MHD_Connection *c,
+static bool forward_body(pconn *c,
                          const char *method,
                          const char *url,
                          const char *body,
@@ -536,7 +556,7 @@ static bool forward_body(struct MHD_Connection *c,
     return finish(h, cc, a);
 }
 
-static bool forward(struct MHD_Connection *c,
+static bool forward(pconn *c,
                     const char *method,
                     const char *url,
                     const req *r,
@@ -560,7 +580,7 @@ typedef struct target {
 /* Sends each target's body to its node, all at once (curl's multi interface), and waits for
  * every answer. */
 static void
-forward_many(struct MHD_Connection *c, const char *method, const char *url, target *t, size_t n)
+forward_many(pconn *c, const char *method, const char *url, target *t, size_t n)
 {
     tlcurl *tl = n > 1 ? thread_handles() : NULL;
     if (tl && !tl->multi)
@@ -609,33 +629,28 @@ forward_many(struct MHD_Connection *c, const char *method, const char *url, targ
     }
 }
 
-static void free_body(void *b)
-{
-    sx__free(b);
-}
-
-static enum MHD_Result reply(struct MHD_Connection *c,
+static enum MHD_Result reply(pconn *c,
                              unsigned status,
                              const char *ctype,
                              const char *node,
                              char *body,
                              size_t len)
 {
-    struct MHD_Response *rs =
-        MHD_create_response_from_buffer_with_free_callback(len, body, free_body);
-    if (!rs) {
+    if (c->answered) { /* a second answer to one request: a bug; the first stands */
         sx__free(body);
-        return MHD_NO;
+        return MHD_YES;
     }
-    (void)MHD_add_response_header(rs, "Content-Type", ctype && *ctype ? ctype : "application/json");
-    if (node)
-        (void)MHD_add_response_header(rs, "X-Sextant-Node", node);
-    enum MHD_Result ret = MHD_queue_response(c, status, rs);
-    MHD_destroy_response(rs);
-    return ret;
+    c->answered = true;
+    c->status = status;
+    (void)snprintf(c->out_ctype, sizeof c->out_ctype, "%s",
+                   ctype && *ctype ? ctype : "application/json");
+    c->node = node ? sx__strdup(node) : NULL;
+    c->body = body;
+    c->len = len;
+    return body ? MHD_YES : MHD_NO;
 }
 
-static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text)
+static enum MHD_Result reply_text(pconn *c, unsigned status, const char *text)
 {
     size_t len = strlen(text);
     char *b = sx__malloc(len + 1);
@@ -646,7 +661,7 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
 }
 
 /* {"code":65535,"message":"..."} with HTTP 200, as the nodes answer errors */
-static enum MHD_Result reply_error(struct MHD_Connection *c, const char *msg)
+static enum MHD_Result reply_error(pconn *c, const char *msg)
 {
     json_t *j = json_pack("{s:i,s:s}", "code", 65535, "message", msg);
     char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -685,12 +700,12 @@ static bool is_read(const char *url)
  * when its record exists (shards of a half-dropped collection are not listed). etcd, not the
  * writers, is asked: a restarted writer keeps read-only copies of collections other writers
  * hold, including dropped ones. Sorted by name. */
-static enum MHD_Result list_all(sx_cluster_proxy *p, struct MHD_Connection *c, const req *r)
+static enum MHD_Result list_all(sx_cluster_proxy *p, pconn *c, const req *r)
 {
     json_t *j = r->w.len ? json_loadb((const char *)r->w.data, r->w.len, 0, NULL) : NULL;
     const char *dbn = json_string_value(json_object_get(j, "dbName"));
     if (!dbn || !*dbn)
-        dbn = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
+        dbn = c->db_name;
     char db[256], pre[400], cpre[400];
     (void)snprintf(db, sizeof db, "%s", dbn && *dbn ? dbn : "default");
     json_decref(j);
@@ -760,7 +775,7 @@ static bool may_resend(const answer *a, bool read)
     return read || a->cc == CURLE_COULDNT_CONNECT || a->cc == CURLE_COULDNT_RESOLVE_HOST;
 }
 
-static enum MHD_Result reply_json(struct MHD_Connection *c, json_t *j, const char *node)
+static enum MHD_Result reply_json(pconn *c, json_t *j, const char *node)
 {
     char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (!t)
@@ -928,7 +943,7 @@ static void targets_free(target *t, unsigned n)
  * answer, or said it does not hold the shard, is routed again and sent once more. Then parses
  * each answer into t[i].j. false: some shard has no node to go to. */
 static bool fan(sx_cluster_proxy *p,
-                struct MHD_Connection *c,
+                pconn *c,
                 const char *url,
                 const char *db,
                 const char *base,
@@ -993,7 +1008,7 @@ static int first_failed(const target *t, unsigned n)
 /* The failure of target t (an answer with a non-zero code, or none) as the answer, its message
  * naming the shard; wrote: other shards of the request may have applied their part. */
 static enum MHD_Result
-reply_shard_error(struct MHD_Connection *c, const char *base, const target *t, bool wrote)
+reply_shard_error(pconn *c, const char *base, const target *t, bool wrote)
 {
     char msg[2048];
     json_int_t code = 65535;
@@ -1066,7 +1081,7 @@ static bool shard_bodies(json_t *j, const char *base, target *t, unsigned n)
 /* Whether distances of base's vector field anns (NULL: its only one) are better larger, from
  * shard 0's description (its index's metricType); -1 when it cannot be told. */
 static int larger_by_describe(sx_cluster_proxy *p,
-                              struct MHD_Connection *c,
+                              pconn *c,
                               const char *db,
                               const char *base,
                               const char *anns)
@@ -1098,7 +1113,7 @@ static int larger_by_describe(sx_cluster_proxy *p,
 /* The request sent, as it is, to shard 0 alone, and its answer returned: for a request a node
  * refuses (its own error text: a window out of range, an empty or malformed insert). */
 static enum MHD_Result shard0_as_is(sx_cluster_proxy *p,
-                                    struct MHD_Connection *c,
+                                    pconn *c,
                                     const char *url,
                                     json_t *j,
                                     const char *db,
@@ -1123,7 +1138,7 @@ static enum MHD_Result shard0_as_is(sx_cluster_proxy *p,
  * assigned here first), each shard's rows sent to its writer, the counts and keys answered in
  * the request's order. */
 static enum MHD_Result shard_write(sx_cluster_proxy *p,
-                                   struct MHD_Connection *c,
+                                   pconn *c,
                                    const char *url,
                                    json_t *j,
                                    const char *db,
@@ -1236,7 +1251,7 @@ static void strip_keys(json_t *j, const char *key)
  * delete, statistics, DDL) or answered by shard 0 (describe and the other reads of metadata
  * every shard shares), the answers merged (shard.h). */
 static enum MHD_Result sharded(sx_cluster_proxy *p,
-                               struct MHD_Connection *c,
+                               pconn *c,
                                const char *url,
                                json_t *j,
                                const char *db,
@@ -1372,7 +1387,7 @@ static enum MHD_Result sharded(sx_cluster_proxy *p,
  * with the primary key read back from shard 0. Running the same create again finishes one that
  * stopped half-way (each shard's create is idempotent for the same schema). */
 static int create(sx_cluster_proxy *p,
-                  struct MHD_Connection *c,
+                  pconn *c,
                   json_t *j,
                   const char *db,
                   const char *coll,
@@ -1563,7 +1578,7 @@ static int create(sx_cluster_proxy *p,
 }
 
 static enum MHD_Result route(sx_cluster_proxy *p,
-                             struct MHD_Connection *c,
+                             pconn *c,
                              const char *url,
                              const char *method,
                              const req *r)
@@ -1583,7 +1598,7 @@ static enum MHD_Result route(sx_cluster_proxy *p,
     const char *level = json_string_value(json_object_get(j, "consistencyLevel"));
     char collc[256], dbc[256];
     if (!db || !*db) /* the nodes take the DB-Name header when the body names none */
-        db = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "DB-Name");
+        db = c->db_name;
     (void)snprintf(collc, sizeof collc, "%s", coll ? coll : "");
     (void)snprintf(dbc, sizeof dbc, "%s", db && *db ? db : "default");
     bool eventual = level && strcasecmp(level, "Eventually") == 0;
@@ -1644,8 +1659,20 @@ static enum MHD_Result route(sx_cluster_proxy *p,
     return ret;
 }
 
+/* ---------------------------------------------------------------- REST front end */
+
+static void free_body(void *b)
+{
+    sx__free(b);
+}
+
+static const char *mhd_hdr(struct MHD_Connection *mc, const char *name)
+{
+    return MHD_lookup_connection_value(mc, MHD_HEADER_KIND, name);
+}
+
 static enum MHD_Result on_request(void *cls,
-                                  struct MHD_Connection *c,
+                                  struct MHD_Connection *mc,
                                   const char *url,
                                   const char *method,
                                   const char *version,
@@ -1674,16 +1701,44 @@ static enum MHD_Result on_request(void *cls,
         *upload_size = 0;
         return MHD_YES;
     }
+    pconn c;
+    memset(&c, 0, sizeof c);
+    c.authz = mhd_hdr(mc, "Authorization");
+    c.ctype = mhd_hdr(mc, "Content-Type");
+    c.timeout = mhd_hdr(mc, "Request-Timeout");
+    c.db_name = mhd_hdr(mc, "DB-Name");
+    c.allow_i64 = mhd_hdr(mc, "Accept-Type-Allow-Int64");
     if (r->too_big)
-        return reply_text(c, 413, "{\"code\":1100,\"message\":\"request body too large\"}");
-    return route(p, c, url, method, r);
+        (void)reply_text(&c, 413, "{\"code\":1100,\"message\":\"request body too large\"}");
+    else
+        (void)route(p, &c, url, method, r);
+    if (!c.answered || !c.body) {
+        sx__free(c.node);
+        return MHD_NO;
+    }
+    struct MHD_Response *rs =
+        MHD_create_response_from_buffer_with_free_callback(c.len, c.body, free_body);
+    if (!rs) {
+        sx__free(c.body);
+        sx__free(c.node);
+        return MHD_NO;
+    }
+    (void)MHD_add_response_header(rs, "Content-Type", c.out_ctype);
+    if (c.node)
+        (void)MHD_add_response_header(rs, "X-Sextant-Node", c.node);
+    sx__free(c.node);
+    enum MHD_Result ret = MHD_queue_response(mc, c.status, rs);
+    MHD_destroy_response(rs);
+    return ret;
 }
 
-static void
-on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+static void on_done(void *cls,
+                    struct MHD_Connection *mc,
+                    void **con_cls,
+                    enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)c;
+    (void)mc;
     (void)toe;
     req *r = *con_cls;
     if (r) {
@@ -1692,6 +1747,247 @@ on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTer
         *con_cls = NULL;
     }
 }
+
+/* ---------------------------------------------------------------- gRPC front end
+ *
+ * The single-node server's gRPC front end (server/grpc.c, server/grpc_milvus.c) on this proxy's
+ * service (sx__svc): each MilvusService RPC becomes the REST route that does the same thing,
+ * which route() forwards or fans out exactly as a REST client's request (sharding, consistency
+ * levels, retries). The metadata the RPCs read (a collection's schema for columns <-> rows,
+ * DescribeCollection, ShowCollections, the databases) comes from the nodes: the schema from the
+ * writer holding the collection (/v2/sextant/collections/meta; shard 0's for a sharded one,
+ * renamed, with its shardsNum and autoID), the lists from the REST routes. The proxy checks no
+ * credentials: the call's authorization metadata goes on to the nodes as a Basic (or the
+ * client's Bearer) Authorization header, and each node checks it. */
+
+/* The answer of one REST route run through route() as JSON ({"code":...}); NULL: no memory. */
+static json_t *call_json(sx_cluster_proxy *p,
+                         const char *url,
+                         const json_t *body,
+                         const char *db,
+                         const char *authz,
+                         double timeout_s)
+{
+    char auth[CRED_B64_MAX + 16], tmo[32];
+    pconn c;
+    memset(&c, 0, sizeof c);
+    if (authz && *authz) {
+        bool scheme = strncasecmp(authz, "Bearer ", 7) == 0 || strncasecmp(authz, "Basic ", 6) == 0;
+        (void)snprintf(auth, sizeof auth, "%s%s", scheme ? "" : "Basic ", authz);
+        c.authz = auth;
+    }
+    if (timeout_s > 0) {
+        (void)snprintf(tmo, sizeof tmo, "%.3f", timeout_s);
+        c.timeout = tmo;
+    }
+    c.db_name = db && *db ? db : "default";
+    c.ctype = "application/json";
+    req r;
+    memset(&r, 0, sizeof r);
+    sx__wbuf_init(&r.w);
+    char *text = json_dumps(body, JSON_COMPACT);
+    if (!text)
+        return NULL;
+    sx__wbuf_put(&r.w, text, strlen(text));
+    free(text);
+    if (!sx__wbuf_ok(&r.w)) {
+        sx__wbuf_fini(&r.w);
+        return NULL;
+    }
+    (void)route(p, &c, url, "POST", &r);
+    sx__wbuf_fini(&r.w);
+    json_t *ans = c.body ? json_loadb(c.body, c.len, 0, NULL) : NULL;
+    if (!json_is_object(ans)) {
+        json_decref(ans);
+        ans = json_pack("{s:i,s:s#}", "code", 65535, "message", c.body ? c.body : "no answer",
+                        (int)(c.len < 400 ? c.len : 400));
+    }
+    sx__free(c.body);
+    sx__free(c.node);
+    return ans;
+}
+
+/* The route's data when its code is 0 (borrowed from *ans, which the caller frees); else
+ * NULL, with the error set from the answer's message (SX_ENOTFOUND for codes 100 and 800). */
+static json_t *ans_data(json_t *ans, sx_status *st)
+{
+    json_t *cv = json_object_get(ans, "code");
+    if (json_is_integer(cv) && json_integer_value(cv) == 0) {
+        *st = SX_OK;
+        return json_object_get(ans, "data");
+    }
+    const char *m = json_string_value(json_object_get(ans, "message"));
+    json_int_t code = json_is_integer(cv) ? json_integer_value(cv) : 65535;
+    *st = sx__err(code == 100 || code == 800 ? SX_ENOTFOUND : SX_EIO, "%s",
+                  m ? m : "cluster proxy: no answer");
+    return NULL;
+}
+
+static json_t *svc_call(void *ctx,
+                        const char *route_path,
+                        const json_t *body,
+                        const char *db,
+                        const sx__principal *who,
+                        const char *authz,
+                        double timeout_s,
+                        const char *log_name)
+{
+    (void)who; /* the nodes check the credentials */
+    (void)log_name;
+    return call_json(ctx, route_path, body, db, authz, timeout_s);
+}
+
+static sx_status svc_coll_get(
+    void *ctx, const char *authz, const char *db, const char *name, sx__coll_meta *meta)
+{
+    sx_cluster_proxy *p = ctx;
+    pcoll pc;
+    sx_status st = coll_info(p, db && *db ? db : "default", name, false, &pc);
+    if (st != SX_OK)
+        return st;
+    char sh[SX_MAX_NAME + 1];
+    const char *tgt = name;
+    if (pc.shards) {
+        if (!pc.ready)
+            return sx__err(SX_ENOTFOUND, "collection %s is being created", name);
+        if (!sx__shard_name(name, 0, sh, sizeof sh))
+            return sx__err(SX_EINVAL, "collection name too long");
+        tgt = sh;
+    }
+    json_t *body = json_pack("{s:s}", "collectionName", tgt);
+    json_t *ans = body ? call_json(p, "/v2/sextant/collections/meta", body, db, authz, 0) : NULL;
+    json_decref(body);
+    if (!ans)
+        return sx__err(SX_ENOMEM, "cluster proxy: out of memory");
+    json_t *d = ans_data(ans, &st);
+    if (st == SX_OK && !sx__cat_meta_parse(d, meta))
+        st = sx__err(SX_EIO, "cluster proxy: the node's metadata of %s is not readable", name);
+    json_decref(ans);
+    if (st == SX_OK && pc.shards) { /* the collection, not its shard 0 */
+        (void)snprintf(meta->name, sizeof meta->name, "%s", name);
+        (void)snprintf(meta->engine_name, sizeof meta->engine_name, "%s", name);
+        meta->shards = pc.shards;
+        for (size_t i = 0; i < meta->n_fields; i++)
+            if (meta->fields[i].is_primary)
+                meta->fields[i].auto_id = pc.auto_id;
+    }
+    return st;
+}
+
+/* The strings of a route's data array (or of data[key] when key is set). */
+static sx_status
+svc_strings(sx_cluster_proxy *p, const char *url, const char *db, const char *authz,
+            char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    json_t *body = json_pack("{s:s}", "dbName", db && *db ? db : "default");
+    json_t *ans = body ? call_json(p, url, body, db, authz, 0) : NULL;
+    json_decref(body);
+    if (!ans)
+        return sx__err(SX_ENOMEM, "cluster proxy: out of memory");
+    sx_status st;
+    json_t *d = ans_data(ans, &st);
+    size_t k = json_array_size(d);
+    char **out = st == SX_OK ? sx__calloc(k ? k : 1, sizeof *out) : NULL;
+    if (st == SX_OK && !out)
+        st = sx__err(SX_ENOMEM, "cluster proxy: out of memory");
+    for (size_t i = 0; out && i < k; i++) {
+        const char *v = json_string_value(json_array_get(d, i));
+        out[*n] = sx__strdup(v ? v : "");
+        if (!out[*n]) {
+            sx_strings_free(out, *n);
+            out = NULL;
+            *n = 0;
+            st = sx__err(SX_ENOMEM, "cluster proxy: out of memory");
+            break;
+        }
+        (*n)++;
+    }
+    json_decref(ans);
+    *names = out;
+    return st;
+}
+
+static sx_status
+svc_coll_list(void *ctx, const char *authz, const char *db, char ***names, size_t *n)
+{
+    return svc_strings(ctx, "/v2/vectordb/collections/list", db, authz, names, n);
+}
+
+static sx_status svc_db_list(void *ctx, const char *authz, char ***names, size_t *n)
+{
+    return svc_strings(ctx, "/v2/vectordb/databases/list", "default", authz, names, n);
+}
+
+static sx_status
+svc_db_describe(void *ctx, const char *authz, const char *db, json_t **props, int64_t *db_id)
+{
+    *props = NULL;
+    *db_id = 0;
+    json_t *body = json_pack("{s:s}", "dbName", db && *db ? db : "default");
+    json_t *ans = body ? call_json(ctx, "/v2/vectordb/databases/describe", body, db, authz, 0)
+                       : NULL;
+    json_decref(body);
+    if (!ans)
+        return sx__err(SX_ENOMEM, "cluster proxy: out of memory");
+    sx_status st;
+    json_t *d = ans_data(ans, &st);
+    if (st == SX_OK) {
+        json_t *o = json_object();
+        json_t *kv = json_object_get(d, "properties"); /* [{"key","value"}] */
+        for (size_t i = 0; o && i < json_array_size(kv); i++) {
+            json_t *e = json_array_get(kv, i);
+            const char *k = json_string_value(json_object_get(e, "key"));
+            json_t *v = json_object_get(e, "value");
+            if (k && v)
+                json_object_set(o, k, v);
+        }
+        json_t *id = json_object_get(d, "dbID");
+        *db_id = json_is_integer(id) ? (int64_t)json_integer_value(id) : 0;
+        *props = o;
+        if (!o)
+            st = sx__err(SX_ENOMEM, "cluster proxy: out of memory");
+    }
+    json_decref(ans);
+    return st;
+}
+
+static bool svc_db_exists(void *ctx, const char *authz, const char *db)
+{
+    json_t *props = NULL;
+    int64_t id = 0;
+    sx_status st = svc_db_describe(ctx, authz, db, &props, &id);
+    json_decref(props);
+    return st == SX_OK;
+}
+
+static bool svc_stopping(void *ctx)
+{
+    sx_cluster_proxy *p = ctx;
+    return atomic_load(&p->stopping);
+}
+
+static int svc_auth(void *ctx, const char *authz, sx__principal *who)
+{
+    (void)ctx;
+    (void)authz; /* passed on with each forwarded request: the nodes check it */
+    memset(who, 0, sizeof *who);
+    who->kind = SX__WHO_SUPER;
+    return 0;
+}
+
+static void svc_add_http(void *ctx, int fd, const struct sockaddr *addr, socklen_t len)
+{
+    sx_cluster_proxy *p = ctx;
+    if (MHD_add_connection(p->d, fd, addr, len) != MHD_YES)
+        fprintf(stderr, "sextant proxy: HTTP connection refused (connection limit or memory)\n");
+}
+
+static const sx__svc_ops PROXY_SVC = {
+    svc_call,      svc_coll_get, svc_coll_list, svc_db_list, svc_db_describe,
+    svc_db_exists, svc_stopping, svc_auth,      svc_add_http,
+};
 
 sx_status sx_cluster_proxy_start(const sx_cluster_proxy_options *opts, sx_cluster_proxy **out)
 {
@@ -1704,6 +2000,8 @@ sx_status sx_cluster_proxy_start(const sx_cluster_proxy_options *opts, sx_cluste
         return sx__err(SX_ENOMEM, "proxy");
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->ida_mu, NULL);
+    p->listen_fd = -1;
+    atomic_init(&p->stopping, false);
     sx_status st = sx__etcd_new(opts->etcd, 0, &p->kv);
     sx__etcd_kv kv;
     if (st == SX_OK) {
@@ -1724,23 +2022,44 @@ sx_status sx_cluster_proxy_start(const sx_cluster_proxy_options *opts, sx_cluste
             sx__free(kv.value);
         }
     }
+    unsigned threads = opts->threads ? opts->threads : 16;
     if (st == SX_OK) {
-        unsigned threads = opts->threads ? opts->threads : 16;
+        /* one port, REST and gRPC (as a node serves them): the gRPC transport accepts and hands
+         * HTTP/1 connections to MHD, which runs without a listening socket */
         struct sockaddr_in sa;
         memset(&sa, 0, sizeof sa);
         sa.sin_family = AF_INET;
         sa.sin_port = htons(opts->port);
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK); /* loopback only: no credentials here */
-        p->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, opts->port, NULL,
-                                NULL, on_request, p, MHD_OPTION_NOTIFY_COMPLETED, on_done, p,
-                                MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT,
-                                60u, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_END);
-        if (!p->d)
-            st = sx__err(SX_EIO, "cluster proxy: cannot listen on port %u", (unsigned)opts->port);
+        int one = 1;
+        p->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (p->listen_fd < 0 ||
+            setsockopt(p->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+            bind(p->listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+            listen(p->listen_fd, 1024) != 0)
+            st = sx__err(SX_EIO, "cluster proxy: cannot listen on port %u: %s",
+                         (unsigned)opts->port, strerror(errno));
     }
     if (st == SX_OK) {
-        const union MHD_DaemonInfo *di = MHD_get_daemon_info(p->d, MHD_DAEMON_INFO_BIND_PORT);
-        p->port = di ? di->port : opts->port;
+        p->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                                    MHD_USE_NO_LISTEN_SOCKET,
+                                0, NULL, NULL, on_request, p, MHD_OPTION_NOTIFY_COMPLETED, on_done,
+                                p, MHD_OPTION_THREAD_POOL_SIZE, threads,
+                                MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
+        if (!p->d)
+            st = sx__err(SX_EIO, "cluster proxy: cannot start the HTTP server");
+    }
+    if (st == SX_OK) {
+        struct sockaddr_in bound;
+        socklen_t bl = sizeof bound;
+        p->port = getsockname(p->listen_fd, (struct sockaddr *)&bound, &bl) == 0
+                      ? ntohs(bound.sin_port)
+                      : opts->port;
+        sx__svc svc = { &PROXY_SVC, p,           10u, 60u, 1024u, 1024u, threads,
+                        MAX_BODY };
+        st = sx__grpc_start(&svc, p->listen_fd, &p->grpc);
+    }
+    if (st == SX_OK) {
         *out = p;
         return SX_OK;
     }
@@ -1759,6 +2078,13 @@ void sx_cluster_proxy_stop(sx_cluster_proxy *p)
 {
     if (!p)
         return;
+    atomic_store(&p->stopping, true);
+    if (p->grpc) {
+        sx__grpc_quiesce(p->grpc);
+        sx__grpc_stop(p->grpc); /* the port closes once the calls out have finished */
+    }
+    if (p->listen_fd >= 0)
+        close(p->listen_fd);
     if (p->d)
         MHD_stop_daemon(p->d);
     sx__etcd_free(p->kv);

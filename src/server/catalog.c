@@ -653,6 +653,16 @@ static bool meta_from_json(const json_t *j, sx__coll_meta *m)
     return true;
 }
 
+json_t *sx__cat_meta_json(const sx__coll_meta *m)
+{
+    return meta_to_json(m);
+}
+
+bool sx__cat_meta_parse(const json_t *j, sx__coll_meta *m)
+{
+    return meta_from_json(j, m);
+}
+
 static sx_status write_meta(const cdb *d, const sx__coll_meta *m)
 {
     json_t *j = meta_to_json(m);

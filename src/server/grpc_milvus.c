@@ -45,6 +45,7 @@
 #define DESC(lower)    (&sx_pb__##lower##__descriptor)
 #define NEW(a, lower)  anew((a), DESC(lower))
 #define MAX_DEPTH      32
+#define AUTHZ(r)       ((r)->call->authz ? (r)->call->authz : "")
 #define SERVER_VERSION "v2.5.0"
 
 /* ------------------------------------------------------------------ arena */
@@ -303,7 +304,7 @@ static json_t *call_route(rpc *r, const char *route, const json_t *body)
     if (r->call->user)
         (void)snprintf(who.user, sizeof who.user, "%s", r->call->user);
     return r->svc->ops->call(r->svc->ctx, route, body, r->db, &who,
-                             r->call->authz ? r->call->authz : "", r->call->timeout_s,
+                             AUTHZ(r), r->call->timeout_s,
                              r->call->method);
 }
 
@@ -405,7 +406,7 @@ static schema_ref schema_get(rpc *r, const char *name)
 {
     schema_ref s = { amalloc(&r->a, sizeof(sx__coll_meta)), false };
     if (s.m)
-        s.found = r->svc->ops->coll_get(r->svc->ctx, r->db, name, s.m) == SX_OK;
+        s.found = r->svc->ops->coll_get(r->svc->ctx, AUTHZ(r), r->db, name, s.m) == SX_OK;
     return s;
 }
 
@@ -1311,7 +1312,7 @@ static void *rpc_list_databases(rpc *r)
         return NULL;
     char **names = NULL;
     size_t n = 0;
-    sx_status st = r->svc->ops->db_list(r->svc->ctx, &names, &n);
+    sx_status st = r->svc->ops->db_list(r->svc->ctx, AUTHZ(r), &names, &n);
     if (st != SX_OK) {
         o->status = status_new(&r->a, SX__MC_UNEXPECTED, sx_errmsg());
         return o;
@@ -1324,7 +1325,7 @@ static void *rpc_list_databases(rpc *r)
         o->db_names[i] = astr(&r->a, names[i]);
         json_t *props = NULL;
         int64_t id = 0;
-        if (r->svc->ops->db_describe(r->svc->ctx, names[i], &props, &id) == SX_OK)
+        if (r->svc->ops->db_describe(r->svc->ctx, AUTHZ(r), names[i], &props, &id) == SX_OK)
             json_decref(props);
         o->db_ids[i] = id;
     }
@@ -1399,7 +1400,7 @@ static void *rpc_describe_database(rpc *r)
     const char *db = q->db_name && *q->db_name ? q->db_name : r->db;
     json_t *props = NULL;
     int64_t id = 0;
-    if (r->svc->ops->db_describe(r->svc->ctx, db, &props, &id) != SX_OK) {
+    if (r->svc->ops->db_describe(r->svc->ctx, AUTHZ(r), db, &props, &id) != SX_OK) {
         o->status = status_new(&r->a, SX__MC_DB_NOT_FOUND,
                                astrf(&r->a, "database not found[database=%s]", db));
         return o;
@@ -1625,7 +1626,7 @@ static void *rpc_alter_collection(rpc *r)
 /* A Status for a collection the catalog does not have (database or collection). */
 static PM(Status) * not_found(rpc *r, const char *name)
 {
-    if (!r->svc->ops->db_exists(r->svc->ctx, r->db))
+    if (!r->svc->ops->db_exists(r->svc->ctx, AUTHZ(r), r->db))
         return status_new(&r->a, SX__MC_DB_NOT_FOUND,
                           astrf(&r->a, "database not found[database=%s]", r->db));
     return status_new(&r->a, SX__MC_COLL_NOT_FOUND, astrf(&r->a, SX__COLL_NOT_FOUND, r->db, name));
@@ -1815,7 +1816,7 @@ static void *rpc_has_collection(rpc *r)
     schema_ref s = schema_get(r, name);
     if (!s.m)
         return NULL;
-    if (!s.found && !r->svc->ops->db_exists(r->svc->ctx, r->db)) {
+    if (!s.found && !r->svc->ops->db_exists(r->svc->ctx, AUTHZ(r), r->db)) {
         o->status = not_found(r, name);
         return o;
     }
@@ -1831,7 +1832,7 @@ static void *rpc_show_collections(rpc *r)
         return NULL;
     char **names = NULL;
     size_t n = 0;
-    if (r->svc->ops->coll_list(r->svc->ctx, r->db, &names, &n) != SX_OK) {
+    if (r->svc->ops->coll_list(r->svc->ctx, AUTHZ(r), r->db, &names, &n) != SX_OK) {
         o->status = not_found(r, "");
         return o;
     }
@@ -1847,7 +1848,7 @@ static void *rpc_show_collections(rpc *r)
     sx__coll_meta *m = amalloc(a, sizeof *m);
     size_t k = 0;
     for (size_t i = 0; m && o->shards_num && o->query_service_available && i < n; i++) {
-        if (r->svc->ops->coll_get(r->svc->ctx, r->db, names[i], m) != SX_OK)
+        if (r->svc->ops->coll_get(r->svc->ctx, AUTHZ(r), r->db, names[i], m) != SX_OK)
             continue; /* dropped meanwhile */
         o->collection_names[k] = astr(a, names[i]);
         o->collection_ids[k] = m->collection_id;

@@ -11,6 +11,9 @@
  *   collections/segments   one collection's segments (rows, deletes, index state per vector
  *                          field, files with sizes, local or only in the store) and its indexes
  *   bench/list, bench/get  the *.json files of <data dir>/bench/ (sextant bench --json ...)
+ *   collections/meta       one collection's metadata as the catalog keeps it (the fields as
+ *                          declared, vector fields' metrics and index state, aliases): what the
+ *                          cluster proxy's gRPC front end reads from the node holding it
  *
  * Disk figures come from the file system at the time of the call (stat of each file; the data
  * directory's total by a walk that does not follow links), so they are a snapshot: a compaction
@@ -252,6 +255,19 @@ static const char *segidx_name(sx_segment_index_state s)
     return "None";
 }
 
+static void h_meta(sx__req *rq, sx__resp *rs)
+{
+    sx__coll_meta *m = NULL;
+    if (!sx__req_coll(rq, rs, "CollectionNameReq", NULL, &m))
+        return;
+    json_t *j = sx__cat_meta_json(m);
+    if (j)
+        sx__ok(rs, j);
+    else
+        sx__fail(rs, SX__MC_UNEXPECTED, "out of memory");
+    sx__req_coll_done(NULL, m);
+}
+
 static void h_segments(sx__req *rq, sx__resp *rs)
 {
     sx_collection *h = NULL;
@@ -379,6 +395,7 @@ static void h_bench_get(sx__req *rq, sx__resp *rs)
 const sx__route sx__routes_console[] = {
     { "/v2/sextant/server/describe", h_server_describe, false },
     { "/v2/sextant/collections/segments", h_segments, false },
+    { "/v2/sextant/collections/meta", h_meta, false },
     { "/v2/sextant/bench/list", h_bench_list, false },
     { "/v2/sextant/bench/get", h_bench_get, false },
     { NULL, NULL, false },

@@ -1631,28 +1631,36 @@ static json_t *svc_call(void *ctx,
     return sx__server_call_who(ctx, route, body, db, who, timeout_s, log_name);
 }
 
-static sx_status svc_coll_get(void *ctx, const char *db, const char *name, sx__coll_meta *meta)
+static sx_status
+svc_coll_get(void *ctx, const char *authz, const char *db, const char *name, sx__coll_meta *meta)
 {
+    (void)authz;
     return sx__cat_coll_get(((sx_server *)ctx)->cat, db, name, NULL, meta);
 }
 
-static sx_status svc_coll_list(void *ctx, const char *db, char ***names, size_t *n)
+static sx_status
+svc_coll_list(void *ctx, const char *authz, const char *db, char ***names, size_t *n)
 {
+    (void)authz;
     return sx__cat_coll_list(((sx_server *)ctx)->cat, db, names, n);
 }
 
-static sx_status svc_db_list(void *ctx, char ***names, size_t *n)
+static sx_status svc_db_list(void *ctx, const char *authz, char ***names, size_t *n)
 {
+    (void)authz;
     return sx__cat_db_list(((sx_server *)ctx)->cat, names, n);
 }
 
-static sx_status svc_db_describe(void *ctx, const char *db, json_t **props, int64_t *db_id)
+static sx_status
+svc_db_describe(void *ctx, const char *authz, const char *db, json_t **props, int64_t *db_id)
 {
+    (void)authz;
     return sx__cat_db_describe(((sx_server *)ctx)->cat, db, props, db_id);
 }
 
-static bool svc_db_exists(void *ctx, const char *db)
+static bool svc_db_exists(void *ctx, const char *authz, const char *db)
 {
+    (void)authz;
     return sx__cat_db_exists(((sx_server *)ctx)->cat, db);
 }
 

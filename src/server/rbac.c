@@ -254,6 +254,7 @@ static const route_priv route_map[] = {
 static const route_priv console_map[] = {
     { "server/describe", "Global", "ShowCollections" },
     { "collections/segments", "Collection", "GetStatistics" },
+    { "collections/meta", "Global", "DescribeCollection" },
     { "bench/list", "Global", "ShowCollections" },
     { "bench/get", "Global", "ShowCollections" },
     { NULL, NULL, NULL },

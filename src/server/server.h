@@ -418,6 +418,11 @@ SX_NODISCARD sx_status sx__cat_alias_describe(sx__catalog *cat,
                                               char coll_out[SX_MAX_NAME + 1]);
 SX_NODISCARD sx_status
 sx__cat_alias_list(sx__catalog *cat, const char *db, const char *coll, char ***names, size_t *n);
+/* A collection's metadata as the JSON the catalog keeps it in (new reference; NULL when out of
+ * memory), and back (false: not a usable metadata object). The cluster proxy reads a node's
+ * metadata this way (/v2/sextant/collections/meta). */
+json_t *sx__cat_meta_json(const sx__coll_meta *m);
+bool sx__cat_meta_parse(const json_t *j, sx__coll_meta *m);
 SX_NODISCARD sx_status sx__cat_coll_list(sx__catalog *cat,
                                          const char *db,
                                          char ***names,
@@ -637,14 +642,17 @@ typedef struct sx__svc_ops {
                     const char *authz,
                     double timeout_s,
                     const char *log_name);
-    /* A collection's metadata by name or alias (into *meta). Errors: SX_ENOTFOUND, others. */
-    sx_status (*coll_get)(void *ctx, const char *db, const char *name, sx__coll_meta *meta);
+    /* The metadata reads (authz as for call). A collection's metadata by name or alias (into
+     * *meta); errors: SX_ENOTFOUND, others. */
+    sx_status (*coll_get)(
+        void *ctx, const char *authz, const char *db, const char *name, sx__coll_meta *meta);
     /* The collection names of db, sorted (free with sx_strings_free). */
-    sx_status (*coll_list)(void *ctx, const char *db, char ***names, size_t *n);
-    sx_status (*db_list)(void *ctx, char ***names, size_t *n);
+    sx_status (*coll_list)(void *ctx, const char *authz, const char *db, char ***names, size_t *n);
+    sx_status (*db_list)(void *ctx, const char *authz, char ***names, size_t *n);
     /* *props: a new reference (json_decref it). */
-    sx_status (*db_describe)(void *ctx, const char *db, json_t **props, int64_t *db_id);
-    bool (*db_exists)(void *ctx, const char *db);
+    sx_status (*db_describe)(
+        void *ctx, const char *authz, const char *db, json_t **props, int64_t *db_id);
+    bool (*db_exists)(void *ctx, const char *authz, const char *db);
     bool (*stopping)(void *ctx);
     /* Checks the authorization metadata: 0 and *who, or -1 (UNAUTHENTICATED). */
     int (*auth)(void *ctx, const char *authz, struct sx__principal *who);
