@@ -149,15 +149,15 @@ read -r s_ins s_fl s_idx < <(load "http://127.0.0.1:$P" 1)
 [ "$DATA" = synthetic ] || bench "http://127.0.0.1:$P" single
 kill "$spid"; wait "$spid" 2>/dev/null || true; pids=()
 
-# cluster: 2 writers, 1 query node, the proxy at P+99
+# cluster: 2 writers, 1 query node, the proxy (REST and gRPC) at P
 "$bin" cluster up --dir "$work/cluster" --port "$P" --etcd 3 --writers 2 --query-nodes 1 \
     --storage "file://$work/store2" >/dev/null
-proxy="http://127.0.0.1:$((P + 99))"
+proxy="http://127.0.0.1:$P"
 eps="http://127.0.0.1:$((P + 101)),http://127.0.0.1:$((P + 102)),http://127.0.0.1:$((P + 103))"
 t0=$(now)
 read -r c_ins c_fl c_idx < <(load "$proxy" "$SHARDS")
-N=$(rows "$((P + 99))")
-while [ "$(rows "$((P + 99))" Eventually)" != "$N" ]; do sleep 0.05; done
+N=$(rows "$P")
+while [ "$(rows "$P" Eventually)" != "$N" ]; do sleep 0.05; done
 c_ready=$(since "$t0")
 if [ "$DATA" = synthetic ]; then
     echo "load of $N x $DIM synthetic rows, $INDEX (create -> inserted / flushed / index built on every shard):"

@@ -112,8 +112,8 @@ kill "$spid"; wait "$spid" || true; spid=""
 mkdir -p "$work/store2"
 "$bin" cluster up --dir "$work/cluster" --port "$PORT" --etcd 3 --writers 1 --lease-ttl "$TTL" \
     --storage "file://$work/store2" >/dev/null
-read -r c_ins c_fl < <(client "http://127.0.0.1:$PORT")
-# searches, one client for 5 s: the writer directly, then through the REST proxy (P + 99)
+read -r c_ins c_fl < <(client "http://127.0.0.1:$((PORT + 1))")
+# searches, one client for 5 s: the writer directly, then through the proxy (P; the writer is on P + 1)
 read -r q_direct q_proxy < <(python3 - "$PORT" "$DIM" <<'EOF'
 import json, sys, time, urllib.request
 port, dim = int(sys.argv[1]), int(sys.argv[2])
@@ -126,20 +126,20 @@ def qps(p):
         assert json.loads(r.read())["code"] == 0
         n += 1
     return n / (time.perf_counter() - t0)
-print(f"{qps(port):.0f} {qps(port + 99):.0f}")
+print(f"{qps(port + 1):.0f} {qps(port):.0f}")
 EOF
 )
 eps=http://127.0.0.1:$((PORT + 101)),http://127.0.0.1:$((PORT + 102)),http://127.0.0.1:$((PORT + 103))
 wpid=$(awk '$2 == "w1" {print $3}' "$work/cluster/cluster.state")
 kill -9 "$wpid"
-t_writer=$(first_ok "http://127.0.0.1:$PORT" 900001)
+t_writer=$(first_ok "http://127.0.0.1:$((PORT + 1))" 900001)
 leader=$(ETCDCTL_API=3 etcdctl --endpoints="$eps" endpoint status -w json 2>/dev/null |
     python3 -c 'import json,sys; s=json.load(sys.stdin); print(next(e["Endpoint"] for e in s if e["Status"]["leader"]==e["Status"]["header"]["member_id"]))')
 lport=${leader##*:}
 lpid=$(awk -v a="127.0.0.1:$lport" '$4 == a {print $3}' "$work/cluster/cluster.state")
 kill -9 "$lpid"
-t_leader=$(first_ok "http://127.0.0.1:$PORT" 900002)
-t_leader_flush=$(first_flush "http://127.0.0.1:$PORT")
+t_leader=$(first_ok "http://127.0.0.1:$((PORT + 1))" 900002)
+t_leader_flush=$(first_flush "http://127.0.0.1:$((PORT + 1))")
 sleep 3
 wpid=$(awk '$2 == "w1" {print $3}' "$work/cluster/cluster.state")
 kill -STOP "$wpid"

@@ -13,7 +13,7 @@
  *   kill -9 of an etcd member: restarted (restarts=1), writes go on;
  *   the query node (--query-nodes 1) serves the writer's rows once flushed and refuses writes;
  *   kill -9 of it: restarted, it serves them again;
- *   the REST proxy (P+99): four collections created through it land on both writers, their
+ *   the proxy (P; writers on P+1..): four collections created through it land on both writers, their
  *   writes and default (Strong) reads go to the writer holding each, an Eventually read goes to
  *   the query node (once it has the flushed rows), collections/list merges every writer's;
  *   down stops every process (none of the pids is alive after it), status then says down;
@@ -100,7 +100,7 @@ static void test_cluster(void)
     ASSERT(strcmp(th_cl_find(ls, n, "q1")->role, "query") == 0);
 
     /* data through writer 1 */
-    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 1);
     th_post("/v2/vectordb/collections/create",
             "{\"collectionName\":\"cc\",\"dimension\":4,\"metricType\":\"L2\"}", NULL);
     ASSERT_EQ(th_code(), 0);
@@ -174,11 +174,11 @@ static void test_cluster(void)
     ASSERT_EQ(qn, 120);
     n = th_cl_status(ls, 16);
     ASSERT(th_cl_find(ls, n, "q1")->restarts == 1);
-    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 1);
 
     /* the REST proxy: collections placed over both writers, writes and Strong reads at the
      * holder, Eventually reads at the query node, the list merged */
-    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 99);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
     char node[64];
     bool on_w1 = false, on_w2 = false;
     for (int k = 0; k < 4; k++) {
@@ -221,7 +221,7 @@ static void test_cluster(void)
     ASSERT(strcmp(node, "q1") == 0);
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/list", "{}", node), 0);
     ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), 5); /* cc, pc0..pc3 */
-    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 1);
 
     /* down: nothing left */
     int pids[16];

@@ -175,7 +175,7 @@ static long long shard_rows(unsigned k, const char *w)
 {
     char saved[128], body[128];
     snprintf(saved, sizeof saved, "%s", th_base);
-    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + (unsigned)(w[1] - '1'));
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 1 + (unsigned)(w[1] - '1'));
     snprintf(body, sizeof body, "{\"collectionName\":\"sh__s%u\"}", k);
     th_post("/v2/vectordb/collections/get_stats", body, NULL);
     snprintf(th_base, sizeof th_base, "%s", saved);
@@ -196,7 +196,7 @@ static void test_shards(void)
     int rc = th_cl_run(out, sizeof out, args);
     if (rc != 0)
         FAILF("cluster up: exit %d: %s", rc, out);
-    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 99);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
 
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/create",
                         "{\"collectionName\":\"sh\",\"schema\":{\"fields\":[{\"fieldName\":\"id\","

@@ -125,14 +125,14 @@ static inline double th_cl_mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* a port base with P..P+extra-1 (writers), P+50.. (query nodes), P+99 (proxy), P+101..103,
+/* a port base with P (the proxy), P+1.. (writers), P+50.. (query nodes), P+101..103,
  * P+201..203 (etcd), P+300 (s3rver) free */
 static inline unsigned th_cl_pick_base(unsigned salt)
 {
     for (int tries = 0; tries < 200; tries++) {
         unsigned b = 10000 + (unsigned)((getpid() * 7919 + (int)salt * 613 + tries * 104729) %
                                         20000); /* below the ephemeral range */
-        unsigned ports[] = { b,       b + 1,   b + 2,   b + 50,  b + 51,  b + 99, b + 101,
+        unsigned ports[] = { b,       b + 1,   b + 2,   b + 3,   b + 50,  b + 51, b + 101,
                              b + 102, b + 103, b + 201, b + 202, b + 203, b + 300 };
         bool ok = true;
         for (size_t i = 0; i < sizeof ports / sizeof ports[0] && ok; i++) {

@@ -13,10 +13,10 @@
  * file:// store, when they are not), logs/<name>.log, supervisor.pid, cluster.state (the
  * process table, rewritten atomically on every change), supervisor.log.
  *
- * Ports: writer i listens on P + i - 1, query node i on P + 50 + i - 1, the REST proxy (`serve
- * --proxy`: writes to the holding writer, reads to it or to query nodes) on P + 99 (on P once it
- * speaks gRPC too); etcd member i on P + 100 + i (client) and P + 200 + i (peer); s3rver on
- * P + 300.
+ * Ports: the proxy (`serve --proxy`: Milvus REST and gRPC, writes to the holding writer, reads to
+ * it or to query nodes, sharded collections fanned out) on P, the clients' one address; writer i
+ * on P + i, query node i on P + 50 + i - 1; etcd member i on P + 100 + i (client) and P + 200 + i
+ * (peer); s3rver on P + 300.
  *
  * Supervision. `up` forks a supervisor (setsid, its own session: the terminal's ^C does not reach
  * it), which starts the etcd members, waits until they elect a leader, then the writers, and
@@ -276,11 +276,11 @@ static void build(cluster *c)
         arg(p, "sextant");
     }
     for (unsigned i = 1; i <= c->n_writers; i++)
-        add_node(c, false, i, c->port + i - 1);
+        add_node(c, false, i, c->port + i);
     for (unsigned i = 1; i <= c->n_query; i++)
         add_node(c, true, i, c->port + 50 + i - 1);
     char addr[64];
-    (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port + 99);
+    (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port);
     add_proc(c, "proxy", "proxy", addr);
     proc *p = &c->p[c->n - 1];
     arg(p, c->self);
@@ -289,7 +289,7 @@ static void build(cluster *c)
     arg(p, "--etcd");
     arg(p, c->etcd_eps);
     arg(p, "--port");
-    argd(p, dupf("%u", c->port + 99));
+    argd(p, dupf("%u", c->port));
 }
 
 /* In a child: stdout and stderr appended to log, stdin from /dev/null. */
@@ -583,12 +583,12 @@ static void usage(FILE *out)
             "\n"
             "Runs a local Sextant cluster in the background (docs/internals/CLUSTER.md): etcd\n"
             "members, shard writers fenced on etcd and query nodes, supervised (a process that\n"
-            "dies is restarted on its directory). Writer i serves the Milvus REST and gRPC APIs\n"
-            "on port P + i - 1, query node i on P + 50 + i - 1, and a REST proxy routing to\n"
-            "them on P + 99; etcd member i listens on P + 100 + i (peers P + 200 + i).\n"
+            "dies is restarted on its directory). The proxy serves the Milvus REST and gRPC APIs\n"
+            "on port P and routes to them: writer i on port P + i, query node i on\n"
+            "P + 50 + i - 1; etcd member i listens on P + 100 + i (peers P + 200 + i).\n"
             "\n"
             "  --dir D              the cluster's directory (created)\n"
-            "  --port P             the first writer's port (default 19530)\n"
+            "  --port P             the proxy's port, REST and gRPC (default 19530)\n"
             "  --etcd N             etcd members (default 3; 1 for a toy)\n"
             "  --writers N          shard writers (default 1)\n"
             "  --query-nodes N      query nodes (default 0): read-only, each follows the\n"
@@ -740,10 +740,10 @@ static int cmd_up(int argc, char **argv)
     while (now_s() - t0 < 60) {
         ready = 0;
         for (unsigned i = 0; i < c->n_writers; i++)
-            ready += http_ok(c->port + i, "/readyz", NULL);
+            ready += http_ok(c->port + 1 + i, "/readyz", NULL);
         for (unsigned i = 0; i < c->n_query; i++)
             ready += http_ok(c->port + 50 + i, "/readyz", NULL);
-        ready += http_ok(c->port + 99, "/readyz", NULL);
+        ready += http_ok(c->port, "/readyz", NULL);
         if (ready == c->n_writers + c->n_query + 1)
             break;
         int st;
@@ -766,10 +766,10 @@ static int cmd_up(int argc, char **argv)
     if (c->n_query)
         (void)snprintf(qs, sizeof qs, ", %u query node(s) on 127.0.0.1:%u..%u", c->n_query,
                        c->port + 50, c->port + 50 + c->n_query - 1);
-    printf("cluster up in %s: %u etcd members (%s), %u writer(s) on 127.0.0.1:%u..%u%s, REST "
-           "proxy on 127.0.0.1:%u, store %s%s%s\n",
-           c->dir, c->n_etcd, c->etcd_eps, c->n_writers, c->port, c->port + c->n_writers - 1, qs,
-           c->port + 99, c->storage, c->s3rver_cli[0] ? " on s3rver " : "",
+    printf("cluster up in %s: the proxy (REST and gRPC) on 127.0.0.1:%u, %u etcd members (%s), "
+           "%u writer(s) on 127.0.0.1:%u..%u%s, store %s%s%s\n",
+           c->dir, c->port, c->n_etcd, c->etcd_eps, c->n_writers, c->port + 1,
+           c->port + c->n_writers, qs, c->storage, c->s3rver_cli[0] ? " on s3rver " : "",
            c->s3rver_cli[0] ? c->endpoint : "");
     free_procs(c);
     free(c);

@@ -22,7 +22,7 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-# a port base with the cluster's ports free (writers P.., query node P+50, proxy P+99, etcd
+# a port base with the cluster's ports free (the proxy P, writers P+1.., query node P+50, etcd
 # P+101.. and P+201.., s3rver P+300)
 base=""
 for _ in $(seq 1 50); do
@@ -30,7 +30,7 @@ for _ in $(seq 1 50); do
     if node -e '
         const net = require("net");
         const b = Number(process.argv[1]);
-        const ports = [b, b + 1, b + 50, b + 99, b + 101, b + 102, b + 103, b + 201, b + 202, b + 203, b + 300];
+        const ports = [b, b + 1, b + 2, b + 50, b + 101, b + 102, b + 103, b + 201, b + 202, b + 203, b + 300];
         (async () => {
           for (const p of ports) {
             const ok = await new Promise((res) => {
@@ -52,7 +52,7 @@ if ! "$bin" cluster up --dir "$dir" --port "$base" --etcd 3 --writers 2 --query-
     cat "$tmp/up.log" >&2
     exit 1
 fi
-proxy="127.0.0.1:$((base + 99))"
+proxy="127.0.0.1:$base"
 # REST on the same port as gRPC
 curl -sf "http://$proxy/readyz" >/dev/null || { echo "the proxy's /readyz did not answer" >&2; exit 1; }
 export MILVUS_ADDR="$proxy"
