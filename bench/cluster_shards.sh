@@ -16,8 +16,8 @@
 #   join     seconds until a query node started later (`serve --query --etcd`, empty
 #            directory) serves every row
 #   search   `sextant bench --target` (REST, nq=1, top-10, ef=64, DUR s, concurrency C): the
-#            single server directly; the proxy with consistencyLevel Eventually at 1, 2 and 3
-#            query nodes (each shard of a search goes to the next query node, so one search
+#            single server directly (also over gRPC); the proxy with consistencyLevel Eventually
+#            at 1, 2 and 3 query nodes (at 1 also over the proxy's gRPC front end) (each shard of a search goes to the next query node, so one search
 #            runs on min(SHARDS, nodes) nodes); recall@10 against Fashion-MNIST's ground truth
 #   split    per query node: its share of the shard searches and their mean time on the node
 #            (its /metrics), so the proxy's cost (forward, fan-out, merge) is the client's mean
@@ -146,7 +146,10 @@ spid=$!
 pids+=($spid)
 until curl -s -o /dev/null "http://127.0.0.1:$P/readyz"; do sleep 0.05; done
 read -r s_ins s_fl s_idx < <(load "http://127.0.0.1:$P" 1)
-[ "$DATA" = synthetic ] || bench "http://127.0.0.1:$P" single
+if [ "$DATA" != synthetic ]; then
+    bench "http://127.0.0.1:$P" single
+    bench "grpc://127.0.0.1:$P" single_grpc
+fi
 kill "$spid"; wait "$spid" 2>/dev/null || true; pids=()
 
 # cluster: 2 writers, 1 query node, the proxy (REST and gRPC) at P
@@ -179,6 +182,7 @@ qports=("$((P + 50))")
 mark "${qports[@]}"
 bench "$proxy" q1 Eventually
 level_stats q1 "${qports[@]}"
+bench "grpc://127.0.0.1:$P" q1_grpc Eventually # the same through the proxy's gRPC front end
 joins=()
 for k in 2 3; do
     qp=$((P + 49 + k))
@@ -212,9 +216,11 @@ for line in open(f"{w}/split.txt"):
     split.setdefault(lab, []).append((port, int(cnt), float(secs)))
 print("| target | concurrency | QPS | p99 ms | mean ms | recall@10 | failures | shard searches per node (share, mean ms on the node) |")
 print("|---|---|---|---|---|---|---|---|")
-for lv in load("single"):
-    print(f'| single server | {lv["concurrency"]} | {lv["qps"]:.0f} | {lv["latency_ms"]["p99"]:.2f} | '
-          f'{lv["latency_ms"]["avg"]:.2f} | {lv.get("recall", 0):.4f} | {lv["failures"]} | - |')
+for lab, name in (("single", "single server, REST"), ("single_grpc", "single server, gRPC"),
+                  ("q1_grpc", "proxy, 1 query node, gRPC")):
+    for lv in load(lab):
+        print(f'| {name} | {lv["concurrency"]} | {lv["qps"]:.0f} | {lv["latency_ms"]["p99"]:.2f} | '
+              f'{lv["latency_ms"]["avg"]:.2f} | {lv.get("recall", 0):.4f} | {lv["failures"]} | - |')
 for lab in ("q1", "q2", "q3"):
     nodes = split.get(lab, [])
     tot = sum(x[1] for x in nodes) or 1

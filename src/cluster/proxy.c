@@ -1,6 +1,7 @@
 /*
- * proxy.c: the cluster's REST front door (`sextant serve --proxy`; docs/internals/CLUSTER.md,
- * "Proxy"). Milvus REST v2 requests are forwarded, whole, to the node that must answer them:
+ * proxy.c: the cluster's front door, Milvus REST and gRPC (`sextant serve --proxy`;
+ * docs/internals/CLUSTER.md, "Proxy"). Milvus REST v2 requests are forwarded, whole, to the node
+ * that must answer them:
  *
  *   writes and DDL on a collection      the writer holding it (etcd epoch/<db>/<c> -> node/<id>);
  *                                        a collection nobody holds yet (a create) goes to a writer
@@ -36,7 +37,12 @@
  * A forward that cannot connect, or that a writer answers with "held by writer" / "not hold"
  * (the collection moved), drops the cached route and is tried once more. Answers carry the header
  * X-Sextant-Node: the node that served them (for a fanned-out request, one per shard, in shard
- * order, comma-separated). Not yet: gRPC (clients speak REST to the proxy or gRPC to a node).
+ * order, comma-separated).
+ *
+ * One port, REST and gRPC, as a node serves them: server/grpc.c owns the listening socket,
+ * serves HTTP/2 gRPC calls and hands HTTP/1 connections to this file's MHD daemon (which runs
+ * without a listening socket). A gRPC call runs server/grpc_milvus.c on the proxy's service
+ * (PROXY_SVC, "gRPC front end" below): each RPC becomes its REST route, run through route().
  *
  * The proxy listens on 127.0.0.1 only and checks no credentials: it forwards the client's
  * Authorization header, and each node checks it.
@@ -49,8 +55,8 @@
  * across the etcd txn that reserves the next one (no other lock under it).
  */
 #include <arpa/inet.h>
-#include <errno.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -96,6 +102,14 @@ typedef struct pcoll {
     int64_t at_ns;
 } pcoll;
 
+#define MAX_METAS 16
+
+typedef struct pmeta {
+    char key[600]; /* "db/collection" */
+    int64_t at_ns;
+    sx__coll_meta m;
+} pmeta;
+
 typedef struct pnode {
     char id[64];
     char addr[128]; /* host:port */
@@ -128,6 +142,10 @@ struct sx_cluster_proxy {
     size_t n_holders;
     pcoll colls[MAX_HOLDERS];
     size_t n_colls;
+    /* collections' metadata for the gRPC front end (svc_coll_get), reused HOLDER_NS and dropped
+     * by any write or DDL on the collection through this proxy; guarded by mu */
+    pmeta *metas; /* MAX_METAS, allocated at start */
+    size_t n_metas;
     /* autoID keys: [ida_next, ida_end) reserved from etcd's idalloc key; ida_mu is held across
      * the etcd txn that reserves the next block (no other lock is taken under it) */
     pthread_mutex_t ida_mu;
@@ -556,12 +574,8 @@ static bool forward_body(pconn *c,
     return finish(h, cc, a);
 }
 
-static bool forward(pconn *c,
-                    const char *method,
-                    const char *url,
-                    const req *r,
-                    const char *addr,
-                    answer *a)
+static bool
+forward(pconn *c, const char *method, const char *url, const req *r, const char *addr, answer *a)
 {
     return forward_body(c, method, url, (const char *)r->w.data, r->w.len, addr, a);
 }
@@ -579,8 +593,7 @@ typedef struct target {
 
 /* Sends each target's body to its node, all at once (curl's multi interface), and waits for
  * every answer. */
-static void
-forward_many(pconn *c, const char *method, const char *url, target *t, size_t n)
+static void forward_many(pconn *c, const char *method, const char *url, target *t, size_t n)
 {
     tlcurl *tl = n > 1 ? thread_handles() : NULL;
     if (tl && !tl->multi)
@@ -629,12 +642,8 @@ forward_many(pconn *c, const char *method, const char *url, target *t, size_t n)
     }
 }
 
-static enum MHD_Result reply(pconn *c,
-                             unsigned status,
-                             const char *ctype,
-                             const char *node,
-                             char *body,
-                             size_t len)
+static enum MHD_Result
+reply(pconn *c, unsigned status, const char *ctype, const char *node, char *body, size_t len)
 {
     if (c->answered) { /* a second answer to one request: a bug; the first stands */
         sx__free(body);
@@ -768,6 +777,20 @@ static bool moved_answer(const answer *a)
     return moved;
 }
 
+/* A query node's "collection not found" (code 100): it may lag behind the writers (a collection
+ * created or a shard placed since its last refresh), so an Eventually read it cannot answer is
+ * sent to the writer holding the collection, which can (a collection that does not exist gets
+ * the writer's own code 100). */
+static bool lagging_answer(const answer *a)
+{
+    if (!a->body || !strstr(a->body, "100"))
+        return false;
+    json_t *j = json_loadb(a->body, a->len, 0, NULL);
+    bool lag = json_integer_value(json_object_get(j, "code")) == 100;
+    json_decref(j);
+    return lag;
+}
+
 /* Whether a forward that failed may be sent again: a read always; a write only when it never
  * reached the node (a timeout or a reset after sending may have applied it). */
 static bool may_resend(const answer *a, bool read)
@@ -860,6 +883,58 @@ static void coll_forget(sx_cluster_proxy *p, const char *db, const char *coll)
     for (size_t i = 0; i < p->n_colls; i++)
         if (strcmp(p->colls[i].key, hk) == 0)
             p->colls[i].at_ns = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* The cached metadata of db/coll into *m when younger than HOLDER_NS. */
+static bool meta_get(sx_cluster_proxy *p, const char *db, const char *coll, sx__coll_meta *m)
+{
+    char k[600];
+    (void)snprintf(k, sizeof k, "%s/%s", db, coll);
+    int64_t now = mono_ns();
+    bool hit = false;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_metas && !hit; i++)
+        if (strcmp(p->metas[i].key, k) == 0 && now - p->metas[i].at_ns < HOLDER_NS) {
+            *m = p->metas[i].m;
+            hit = true;
+        }
+    pthread_mutex_unlock(&p->mu);
+    return hit;
+}
+
+static void meta_put(sx_cluster_proxy *p, const char *db, const char *coll, const sx__coll_meta *m)
+{
+    char k[600];
+    (void)snprintf(k, sizeof k, "%s/%s", db, coll);
+    int64_t now = mono_ns();
+    pthread_mutex_lock(&p->mu);
+    size_t at = p->n_metas, oldest = 0;
+    for (size_t i = 0; i < p->n_metas; i++) {
+        if (strcmp(p->metas[i].key, k) == 0)
+            at = i;
+        if (p->metas[i].at_ns < p->metas[oldest].at_ns)
+            oldest = i;
+    }
+    if (at == p->n_metas && p->n_metas == MAX_METAS)
+        at = oldest;
+    else if (at == p->n_metas)
+        p->n_metas++;
+    (void)snprintf(p->metas[at].key, sizeof p->metas[at].key, "%s", k);
+    p->metas[at].at_ns = now;
+    p->metas[at].m = *m;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Forgets db/coll's metadata (a write or DDL on it through this proxy may change it). */
+static void meta_forget(sx_cluster_proxy *p, const char *db, const char *coll)
+{
+    char k[600];
+    (void)snprintf(k, sizeof k, "%s/%s", db, coll);
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_metas; i++)
+        if (strcmp(p->metas[i].key, k) == 0)
+            p->metas[i].at_ns = 0;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -957,13 +1032,16 @@ static bool fan(sx_cluster_proxy *p,
     forward_many(c, "POST", url, t, n);
     target again[SX__SHARD_MAX];
     unsigned idx[SX__SHARD_MAX], m = 0;
-    bool read = is_read(url);
-    for (unsigned i = 0; i < n; i++)
-        if ((!t[i].ok && may_resend(&t[i].a, read)) || moved_answer(&t[i].a)) {
+    bool read = is_read(url), to_writer[SX__SHARD_MAX] = { false };
+    for (unsigned i = 0; i < n; i++) {
+        bool lag = eventual && read && t[i].ok && lagging_answer(&t[i].a);
+        if ((!t[i].ok && may_resend(&t[i].a, read)) || moved_answer(&t[i].a) || lag) {
+            to_writer[m] = lag;
             idx[m++] = i;
             if (!t[i].ok && eventual)
                 node_down(p, t[i].id); /* the retry goes to another query node */
         }
+    }
     if (m) {
         load_nodes(p, true);
         holders_clear(p);
@@ -972,7 +1050,7 @@ static bool fan(sx_cluster_proxy *p,
             t[idx[k]].a.body = NULL;
             sx__free(again[k].a.body);
             memset(&again[k].a, 0, sizeof again[k].a);
-            if (!shard_route(p, db, base, eventual, &again[k]))
+            if (!shard_route(p, db, base, eventual && !to_writer[k], &again[k]))
                 return false;
         }
         forward_many(c, "POST", url, again, m);
@@ -1007,8 +1085,7 @@ static int first_failed(const target *t, unsigned n)
 
 /* The failure of target t (an answer with a non-zero code, or none) as the answer, its message
  * naming the shard; wrote: other shards of the request may have applied their part. */
-static enum MHD_Result
-reply_shard_error(pconn *c, const char *base, const target *t, bool wrote)
+static enum MHD_Result reply_shard_error(pconn *c, const char *base, const target *t, bool wrote)
 {
     char msg[2048];
     json_int_t code = 65535;
@@ -1080,11 +1157,8 @@ static bool shard_bodies(json_t *j, const char *base, target *t, unsigned n)
 
 /* Whether distances of base's vector field anns (NULL: its only one) are better larger, from
  * shard 0's description (its index's metricType); -1 when it cannot be told. */
-static int larger_by_describe(sx_cluster_proxy *p,
-                              pconn *c,
-                              const char *db,
-                              const char *base,
-                              const char *anns)
+static int larger_by_describe(
+    sx_cluster_proxy *p, pconn *c, const char *db, const char *base, const char *anns)
 {
     target t;
     memset(&t, 0, sizeof t);
@@ -1577,11 +1651,8 @@ static int create(sx_cluster_proxy *p,
     return 0;
 }
 
-static enum MHD_Result route(sx_cluster_proxy *p,
-                             pconn *c,
-                             const char *url,
-                             const char *method,
-                             const req *r)
+static enum MHD_Result
+route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const req *r)
 {
     if (strcmp(url, "/readyz") == 0 || strcmp(url, "/livez") == 0) {
         char id[64], addr[128];
@@ -1603,6 +1674,8 @@ static enum MHD_Result route(sx_cluster_proxy *p,
     (void)snprintf(dbc, sizeof dbc, "%s", db && *db ? db : "default");
     bool eventual = level && strcasecmp(level, "Eventually") == 0;
     enum MHD_Result ret = MHD_NO;
+    if (*collc && !is_read(url))
+        meta_forget(p, dbc, collc);
     if (json_is_object(j) && *collc) {
         if (strcmp(url, "/v2/vectordb/collections/create") == 0) {
             if (create(p, c, j, dbc, collc, &ret) == 0) {
@@ -1623,9 +1696,12 @@ static enum MHD_Result route(sx_cluster_proxy *p,
         }
     }
     json_decref(j);
+    bool to_writer = false; /* a query node lagged: the retry goes to the writer */
     for (int attempt = 0; attempt < 2; attempt++) {
         char id[64] = "", addr[128] = "";
-        bool have = eventual && is_read(url) && query_node(p, id, sizeof id, addr, sizeof addr);
+        bool from_query = eventual && is_read(url) && !to_writer &&
+                          query_node(p, id, sizeof id, addr, sizeof addr);
+        bool have = from_query;
         if (!have)
             have = writer_for(p, dbc, collc, id, sizeof id, addr, sizeof addr);
         if (!have)
@@ -1633,6 +1709,11 @@ static enum MHD_Result route(sx_cluster_proxy *p,
         answer a;
         bool ok = forward(c, method, url, r, addr, &a);
         bool moved = ok && moved_answer(&a);
+        if (ok && from_query && attempt == 0 && lagging_answer(&a)) {
+            sx__free(a.body);
+            to_writer = true;
+            continue;
+        }
         if (ok && (!moved || attempt == 1)) {
             return reply(c, (unsigned)(a.status ? a.status : 502), a.ctype, id,
                          a.body ? a.body : sx__calloc(1, 1), a.len);
@@ -1732,10 +1813,8 @@ static enum MHD_Result on_request(void *cls,
     return ret;
 }
 
-static void on_done(void *cls,
-                    struct MHD_Connection *mc,
-                    void **con_cls,
-                    enum MHD_RequestTerminationCode toe)
+static void
+on_done(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
     (void)mc;
@@ -1837,12 +1916,15 @@ static json_t *svc_call(void *ctx,
     return call_json(ctx, route_path, body, db, authz, timeout_s);
 }
 
-static sx_status svc_coll_get(
-    void *ctx, const char *authz, const char *db, const char *name, sx__coll_meta *meta)
+static sx_status
+svc_coll_get(void *ctx, const char *authz, const char *db, const char *name, sx__coll_meta *meta)
 {
     sx_cluster_proxy *p = ctx;
+    db = db && *db ? db : "default";
+    if (meta_get(p, db, name, meta))
+        return SX_OK;
     pcoll pc;
-    sx_status st = coll_info(p, db && *db ? db : "default", name, false, &pc);
+    sx_status st = coll_info(p, db, name, false, &pc);
     if (st != SX_OK)
         return st;
     char sh[SX_MAX_NAME + 1];
@@ -1871,13 +1953,18 @@ static sx_status svc_coll_get(
             if (meta->fields[i].is_primary)
                 meta->fields[i].auto_id = pc.auto_id;
     }
+    if (st == SX_OK)
+        meta_put(p, db, name, meta);
     return st;
 }
 
 /* The strings of a route's data array (or of data[key] when key is set). */
-static sx_status
-svc_strings(sx_cluster_proxy *p, const char *url, const char *db, const char *authz,
-            char ***names, size_t *n)
+static sx_status svc_strings(sx_cluster_proxy *p,
+                             const char *url,
+                             const char *db,
+                             const char *authz,
+                             char ***names,
+                             size_t *n)
 {
     *names = NULL;
     *n = 0;
@@ -1926,8 +2013,8 @@ svc_db_describe(void *ctx, const char *authz, const char *db, json_t **props, in
     *props = NULL;
     *db_id = 0;
     json_t *body = json_pack("{s:s}", "dbName", db && *db ? db : "default");
-    json_t *ans = body ? call_json(ctx, "/v2/vectordb/databases/describe", body, db, authz, 0)
-                       : NULL;
+    json_t *ans =
+        body ? call_json(ctx, "/v2/vectordb/databases/describe", body, db, authz, 0) : NULL;
     json_decref(body);
     if (!ans)
         return sx__err(SX_ENOMEM, "cluster proxy: out of memory");
@@ -1985,7 +2072,7 @@ static void svc_add_http(void *ctx, int fd, const struct sockaddr *addr, socklen
 }
 
 static const sx__svc_ops PROXY_SVC = {
-    svc_call,      svc_coll_get, svc_coll_list, svc_db_list, svc_db_describe,
+    svc_call,      svc_coll_get, svc_coll_list, svc_db_list,  svc_db_describe,
     svc_db_exists, svc_stopping, svc_auth,      svc_add_http,
 };
 
@@ -1996,8 +2083,13 @@ sx_status sx_cluster_proxy_start(const sx_cluster_proxy_options *opts, sx_cluste
         return sx__err(SX_EINVAL, "a cluster proxy needs --etcd");
     *out = NULL;
     sx_cluster_proxy *p = sx__calloc(1, sizeof *p);
-    if (!p)
+    pmeta *metas = sx__calloc(MAX_METAS, sizeof *metas);
+    if (!p || !metas) {
+        sx__free(p);
+        sx__free(metas);
         return sx__err(SX_ENOMEM, "proxy");
+    }
+    p->metas = metas;
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->ida_mu, NULL);
     p->listen_fd = -1;
@@ -2051,12 +2143,12 @@ sx_status sx_cluster_proxy_start(const sx_cluster_proxy_options *opts, sx_cluste
     }
     if (st == SX_OK) {
         struct sockaddr_in bound;
+        memset(&bound, 0, sizeof bound);
         socklen_t bl = sizeof bound;
         p->port = getsockname(p->listen_fd, (struct sockaddr *)&bound, &bl) == 0
                       ? ntohs(bound.sin_port)
                       : opts->port;
-        sx__svc svc = { &PROXY_SVC, p,           10u, 60u, 1024u, 1024u, threads,
-                        MAX_BODY };
+        sx__svc svc = { &PROXY_SVC, p, 10u, 60u, 1024u, 1024u, threads, MAX_BODY };
         st = sx__grpc_start(&svc, p->listen_fd, &p->grpc);
     }
     if (st == SX_OK) {
@@ -2090,5 +2182,6 @@ void sx_cluster_proxy_stop(sx_cluster_proxy *p)
     sx__etcd_free(p->kv);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->ida_mu);
+    sx__free(p->metas);
     sx__free(p);
 }

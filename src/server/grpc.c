@@ -95,7 +95,7 @@ typedef struct gcall {
     char db[SX_MAX_NAME + 1];
     bool read_only;
     char user[SX__RBAC_NAME_MAX + 1]; /* an API user (rbac.c), "" for the others */
-    char authz[CRED_B64_MAX]; /* the authorization metadata, "" when none */
+    char authz[CRED_B64_MAX];         /* the authorization metadata, "" when none */
     uint64_t deadline_ns;             /* monotonic; 0: none */
     uint8_t *msg;                     /* the request message (decompressed), owned */
     size_t len;
@@ -229,10 +229,10 @@ static void *worker_main(void *arg)
             snprintf(k->reply.message, sizeof k->reply.message,
                      "deadline exceeded before the call could run");
         } else {
-            sx__grpc_call call = { k->method, k->msg,
-                                   k->len,    k->db,
-                                   k->read_only, 0,
-                                   k->user[0] ? k->user : NULL, k->authz };
+            sx__grpc_call call = {
+                k->method, k->msg, k->len, k->db, k->read_only, 0, k->user[0] ? k->user : NULL,
+                k->authz
+            };
             if (k->deadline_ns)
                 call.timeout_s = (double)(k->deadline_ns - now) / 1e9;
             sx__grpc_milvus(&g->svc, &call, &k->reply);

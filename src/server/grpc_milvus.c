@@ -303,8 +303,7 @@ static json_t *call_route(rpc *r, const char *route, const json_t *body)
                           "" };
     if (r->call->user)
         (void)snprintf(who.user, sizeof who.user, "%s", r->call->user);
-    return r->svc->ops->call(r->svc->ctx, route, body, r->db, &who,
-                             AUTHZ(r), r->call->timeout_s,
+    return r->svc->ops->call(r->svc->ctx, route, body, r->db, &who, AUTHZ(r), r->call->timeout_s,
                              r->call->method);
 }
 

@@ -1680,7 +1680,7 @@ static void svc_add_http(void *ctx, int fd, const struct sockaddr *addr, socklen
 }
 
 static const sx__svc_ops SERVER_SVC = {
-    svc_call,     svc_coll_get, svc_coll_list, svc_db_list, svc_db_describe,
+    svc_call,      svc_coll_get, svc_coll_list, svc_db_list,  svc_db_describe,
     svc_db_exists, svc_stopping, svc_auth,      svc_add_http,
 };
 

@@ -629,6 +629,7 @@ typedef struct sx__grpc_reply {
  * REST routes forwarded to the nodes, metadata read from them). Every function may be called
  * from any worker thread at once. */
 struct sx__principal; /* rbac.h */
+
 typedef struct sx__svc_ops {
     /* Runs a REST route (its path, "/v2/vectordb/entities/search") on a JSON request (borrowed)
      * in database db, as principal who (authz: the call's authorization metadata); returns the
@@ -680,7 +681,7 @@ void sx__grpc_stop(sx__grpc *g);
 /* Runs one MilvusService RPC (grpc_milvus.c), on a worker thread. served: whether an RPC has
  * its own implementation (the others declared answer a Status error). */
 bool sx__grpc_rpc_served(const char *method);
-void sx__grpc_milvus(const sx__svc *svc, const sx__grpc_call *call, sx__grpc_reply *out);
+void sx__grpc_milvus(const sx__svc *service, const sx__grpc_call *call, sx__grpc_reply *out);
 
 /* What http.c lends the gRPC side. */
 const sx__svc *sx__server_svc(const sx_server *s); /* the server as a gRPC service */

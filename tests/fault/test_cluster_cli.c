@@ -13,8 +13,8 @@
  *   kill -9 of an etcd member: restarted (restarts=1), writes go on;
  *   the query node (--query-nodes 1) serves the writer's rows once flushed and refuses writes;
  *   kill -9 of it: restarted, it serves them again;
- *   the proxy (P; writers on P+1..): four collections created through it land on both writers, their
- *   writes and default (Strong) reads go to the writer holding each, an Eventually read goes to
+ *   the proxy (P; writers on P+1..): four collections created through it land on both writers,
+ * their writes and default (Strong) reads go to the writer holding each, an Eventually read goes to
  *   the query node (once it has the flushed rows), collections/list merges every writer's;
  *   down stops every process (none of the pids is alive after it), status then says down;
  *   up again on the same directory: the cluster comes back with its data (etcd members on their
