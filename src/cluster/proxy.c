@@ -210,9 +210,32 @@ static CURL *thread_curl(void)
 }
 
 typedef struct req {
-    sx__wbuf w; /* the request body, NUL-terminated once complete */
+    sx__wbuf w;     /* the request body, NUL-terminated once complete */
+    json_t *parsed; /* or the body as JSON, borrowed (a gRPC call's, never encoded unless a
+                       node is sent it whole) */
     bool too_big;
 } req;
+
+/* The request's body as JSON (new reference; NULL when absent or not JSON). */
+static json_t *req_json(const req *r)
+{
+    if (r->parsed)
+        return json_incref(r->parsed);
+    return r->w.len ? json_loadb((const char *)r->w.data, r->w.len, 0, NULL) : NULL;
+}
+
+/* The request's body as bytes: *owned (free() it) is set when they had to be encoded. */
+static const char *req_bytes(const req *r, size_t *len, char **owned)
+{
+    *owned = NULL;
+    if (!r->parsed || r->w.len) {
+        *len = r->w.len;
+        return (const char *)r->w.data;
+    }
+    *owned = json_dumps(r->parsed, JSON_COMPACT);
+    *len = *owned ? strlen(*owned) : 0;
+    return *owned;
+}
 
 /* One request as the routing code sees it, whichever front end it came through (REST: an MHD
  * connection, on_request; gRPC: a MilvusService call translated into its REST route, svc_call):
@@ -577,7 +600,12 @@ static bool forward_body(pconn *c,
 static bool
 forward(pconn *c, const char *method, const char *url, const req *r, const char *addr, answer *a)
 {
-    return forward_body(c, method, url, (const char *)r->w.data, r->w.len, addr, a);
+    size_t len = 0;
+    char *owned = NULL;
+    const char *body = req_bytes(r, &len, &owned);
+    bool ok = forward_body(c, method, url, body, len, addr, a);
+    free(owned);
+    return ok;
 }
 
 /* One shard's part of a fanned-out request. */
@@ -711,7 +739,7 @@ static bool is_read(const char *url)
  * hold, including dropped ones. Sorted by name. */
 static enum MHD_Result list_all(sx_cluster_proxy *p, pconn *c, const req *r)
 {
-    json_t *j = r->w.len ? json_loadb((const char *)r->w.data, r->w.len, 0, NULL) : NULL;
+    json_t *j = req_json(r);
     const char *dbn = json_string_value(json_object_get(j, "dbName"));
     if (!dbn || !*dbn)
         dbn = c->db_name;
@@ -777,16 +805,18 @@ static bool moved_answer(const answer *a)
     return moved;
 }
 
-/* A query node's "collection not found" (code 100): it may lag behind the writers (a collection
- * created or a shard placed since its last refresh), so an Eventually read it cannot answer is
- * sent to the writer holding the collection, which can (a collection that does not exist gets
- * the writer's own code 100). */
+/* A query node's "collection not found" (code 100) or "database not found" (800): it may lag
+ * behind the writers (a collection created or a shard placed since its last refresh), and it
+ * opens only the databases its directory had at its start, so an Eventually read it cannot
+ * answer is sent to the writer holding the collection, which can (a collection that does not
+ * exist gets the writer's own error). */
 static bool lagging_answer(const answer *a)
 {
-    if (!a->body || !strstr(a->body, "100"))
+    if (!a->body || !(strstr(a->body, "100") || strstr(a->body, "800")))
         return false;
     json_t *j = json_loadb(a->body, a->len, 0, NULL);
-    bool lag = json_integer_value(json_object_get(j, "code")) == 100;
+    json_int_t code = json_integer_value(json_object_get(j, "code"));
+    bool lag = code == 100 || code == 800;
     json_decref(j);
     return lag;
 }
@@ -1651,6 +1681,100 @@ static int create(sx_cluster_proxy *p,
     return 0;
 }
 
+/* Database DDL (databases/create, drop, alter, drop_properties): every live writer, so a
+ * collection of the database can be placed on any of them. create succeeds when each writer
+ * created the database or had it (at least one created it); drop is refused while etcd names a
+ * collection of the database (as a node refuses), then succeeds when each writer dropped it or
+ * did not have it; alter and drop_properties need every writer. A writer that does not answer
+ * fails the request, naming it (retrying converges). Reads (list, describe) go to one writer. */
+static enum MHD_Result
+db_ddl(sx_cluster_proxy *p, pconn *c, const char *url, const req *r, const char *db)
+{
+    bool create = strcmp(url, "/v2/vectordb/databases/create") == 0;
+    bool drop = strcmp(url, "/v2/vectordb/databases/drop") == 0;
+    if (drop && strcmp(db, "default") != 0) {
+        char pre[600];
+        sx__etcd_kv *kvs = NULL;
+        size_t n = 0, nr = 0;
+        (void)snprintf(pre, sizeof pre, "%smanifest/%s/", p->prefix, db);
+        sx_status st = sx__etcd_range(p->kv, pre, &kvs, &n, NULL);
+        sx__etcd_kvs_free(kvs, n);
+        kvs = NULL;
+        (void)snprintf(pre, sizeof pre, "%sdb/%s/coll/", p->prefix, db);
+        if (st == SX_OK)
+            st = sx__etcd_range(p->kv, pre, &kvs, &nr, NULL);
+        sx__etcd_kvs_free(kvs, nr);
+        if (st != SX_OK)
+            return reply_error(c, sx_errmsg());
+        if (n + nr > 0) {
+            char msg[600];
+            (void)snprintf(msg, sizeof msg,
+                           "can not drop database %s: it still has collections (drop them first)",
+                           db);
+            return reply_error(c, msg);
+        }
+    }
+    load_nodes(p, true);
+    pnode ws[MAX_NODES];
+    size_t nw = 0;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_nodes; i++)
+        if (!p->nodes[i].query)
+            ws[nw++] = p->nodes[i];
+    pthread_mutex_unlock(&p->mu);
+    if (!nw)
+        return reply_error(c, "cluster proxy: no writer is registered in etcd");
+    target t[SX__SHARD_MAX];
+    int made = 0;
+    bool failed = false;
+    char msg[512] = "";
+    for (size_t b = 0; b < nw; b += SX__SHARD_MAX) {
+        unsigned k = (unsigned)(nw - b < SX__SHARD_MAX ? nw - b : SX__SHARD_MAX);
+        memset(t, 0, sizeof t);
+        for (unsigned i = 0; i < k; i++) {
+            (void)snprintf(t[i].id, sizeof t[i].id, "%s", ws[b + i].id);
+            (void)snprintf(t[i].addr, sizeof t[i].addr, "%s", ws[b + i].addr);
+            size_t len = 0;
+            char *owned = NULL;
+            const char *bytes = req_bytes(r, &len, &owned);
+            t[i].body = owned ? owned : len ? strndup(bytes, len) : strdup("{}");
+            t[i].len = t[i].body ? strlen(t[i].body) : 0;
+        }
+        forward_many(c, "POST", url, t, k);
+        for (unsigned i = 0; i < k; i++) {
+            json_t *j =
+                t[i].ok && t[i].a.body ? json_loadb(t[i].a.body, t[i].a.len, 0, NULL) : NULL;
+            json_t *cv = json_object_get(j, "code");
+            const char *m = json_string_value(json_object_get(j, "message"));
+            int code = json_is_integer(cv) ? (int)json_integer_value(cv) : -1;
+            bool had =
+                (create && code != 0 && m && strstr(m, "already exist")) || (drop && code == 800);
+            if (code == 0) {
+                made++;
+            } else if (!had && !failed) {
+                failed = true;
+                (void)snprintf(msg, sizeof msg, "database %s on writer %s: %s", db, t[i].id,
+                               m         ? m
+                               : t[i].ok ? "unreadable answer"
+                                         : curl_easy_strerror(t[i].a.cc));
+            } else if (had && !failed && !msg[0] && m) {
+                (void)snprintf(msg, sizeof msg, "%s", m); /* the answer if none made it */
+            }
+            json_decref(j);
+        }
+        targets_free(t, k);
+    }
+    if (failed)
+        return reply_error(c, msg);
+    if (made == 0) { /* every writer had it (create) or lacked it (drop) */
+        json_t *e = json_pack("{s:i,s:s}", "code", create ? 65535 : 800, "message", msg);
+        enum MHD_Result ret = reply_json(c, e, NULL);
+        json_decref(e);
+        return ret;
+    }
+    return reply_text(c, 200, "{\"code\":0,\"data\":{}}");
+}
+
 static enum MHD_Result
 route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const req *r)
 {
@@ -1663,7 +1787,18 @@ route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const 
     }
     if (strcmp(url, "/v2/vectordb/collections/list") == 0)
         return list_all(p, c, r);
-    json_t *j = r->w.len ? json_loadb((const char *)r->w.data, r->w.len, 0, NULL) : NULL;
+    if (strcmp(url, "/v2/vectordb/databases/create") == 0 ||
+        strcmp(url, "/v2/vectordb/databases/drop") == 0 ||
+        strcmp(url, "/v2/vectordb/databases/alter") == 0 ||
+        strcmp(url, "/v2/vectordb/databases/drop_properties") == 0) {
+        json_t *jb = req_json(r);
+        const char *dn = json_string_value(json_object_get(jb, "dbName"));
+        char dbn[256];
+        (void)snprintf(dbn, sizeof dbn, "%s", dn && *dn ? dn : "default");
+        json_decref(jb);
+        return db_ddl(p, c, url, r, dbn);
+    }
+    json_t *j = req_json(r);
     const char *coll = json_string_value(json_object_get(j, "collectionName"));
     const char *db = json_string_value(json_object_get(j, "dbName"));
     const char *level = json_string_value(json_object_get(j, "consistencyLevel"));
@@ -1864,15 +1999,7 @@ static json_t *call_json(sx_cluster_proxy *p,
     req r;
     memset(&r, 0, sizeof r);
     sx__wbuf_init(&r.w);
-    char *text = json_dumps(body, JSON_COMPACT);
-    if (!text)
-        return NULL;
-    sx__wbuf_put(&r.w, text, strlen(text));
-    free(text);
-    if (!sx__wbuf_ok(&r.w)) {
-        sx__wbuf_fini(&r.w);
-        return NULL;
-    }
+    r.parsed = (json_t *)body; /* read only: route() parses nothing again */
     (void)route(p, &c, url, "POST", &r);
     sx__wbuf_fini(&r.w);
     json_t *ans = c.body ? json_loadb(c.body, c.len, 0, NULL) : NULL;

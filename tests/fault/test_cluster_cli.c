@@ -208,7 +208,9 @@ static void test_cluster(void)
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/flush", "{\"collectionName\":\"pc1\"}", node), 0);
     long long ev = -1;
     t0 = th_cl_mono();
-    while (ev != 2 && th_cl_mono() - t0 < 10) {
+    /* until the query node has pc1's flushed rows (before, the proxy passes its "not found" on
+     * to the writer) */
+    while ((ev != 2 || strcmp(node, "q1") != 0) && th_cl_mono() - t0 < 10) {
         usleep(100000);
         if (th_cl_via("/v2/vectordb/entities/query",
                       "{\"collectionName\":\"pc1\",\"filter\":\"id >= 0\",\"outputFields\":"

@@ -223,6 +223,40 @@ async function main() {
     assert.equal(d.schema.fields.find((f) => f.name === 'id').autoID, true);
   });
 
+  await step('a database over the writers: collections in it on both, reads, drop refused then done', async () => {
+    const DB = 'g_db';
+    const dbs = ok('listDatabases', await client.listDatabases());
+    assert.ok(!dbs.db_names.includes(DB), `${dbs.db_names}`);
+    ok('createDatabase', await client.createDatabase({ db_name: DB }));
+    failed('createDatabase again', await client.createDatabase({ db_name: DB }));
+    assert.ok(ok('list', await client.listDatabases()).db_names.includes(DB));
+    const c2 = new MilvusClient({ address: ADDR, timeout: 30000, database: DB });
+    // four unsharded collections (placed by name hash: both writers get some) and a sharded one
+    const names = ['d_a', 'd_b', 'd_c', 'd_d', 'd_sh'];
+    for (const nm of names) {
+      ok(`create ${nm}`, await c2.createCollection({ collection_name: nm, shards_num: nm === 'd_sh' ? 2 : 1, fields: fields(false) }));
+      ok(`index ${nm}`, await c2.createIndex({ collection_name: nm, field_name: 'vector', index_type: 'FLAT', metric_type: 'L2' }));
+      ok(`load ${nm}`, await c2.loadCollectionSync({ collection_name: nm }));
+      const rows = [];
+      for (let i = 0; i < 40; i++) rows.push(row(i));
+      ok(`insert ${nm}`, await c2.insert({ collection_name: nm, data: rows }));
+      const m = new Map(rows.map((x) => [x.id, x]));
+      const r = ok(`search ${nm}`, await c2.search({ collection_name: nm, data: vec(3.3), limit: 4, consistency_level: 'Strong' }));
+      checkHits(r.results, brute(m, vec(3.3), 4), `${DB}.${nm}`);
+      // Eventually: a query node without the database passes the read to the writer
+      const e = ok(`eventually ${nm}`, await c2.query({ collection_name: nm, filter: '', output_fields: ['count(*)'], consistency_level: 'Eventually' }));
+      assert.ok(Number(e.data[0]['count(*)']) <= 40);
+    }
+    const shown = ok('show in db', await c2.showCollections()).data.map((x) => x.name).sort();
+    assert.deepEqual(shown, names);
+    assert.equal((await client.hasCollection({ collection_name: 'd_a' })).value, false, 'the default database sees d_a');
+    failed('drop a database with collections', await client.dropDatabase({ db_name: DB }));
+    for (const nm of names) ok(`drop ${nm}`, await c2.dropCollection({ collection_name: nm }));
+    ok('dropDatabase', await client.dropDatabase({ db_name: DB }));
+    assert.ok(!ok('list', await client.listDatabases()).db_names.includes(DB));
+    await c2.closeConnection();
+  });
+
   await step('errors: unknown collection, wrong dimension; the proxy keeps serving', async () => {
     // (the SDK's search and query describe the collection first and fail on its absent schema)
     failed('describe missing', await client.describeCollection({ collection_name: 'g_nope' }), 100);
