@@ -37,8 +37,11 @@
  *     its fencing is present; nothing is present that no writer was asked to write.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sextant.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -69,7 +72,12 @@ typedef struct writer {
     pid_t pid;
     char etcd[128];          /* "": the cluster's endpoints; else (through the fault proxy) this */
     char store[256], s3[64]; /* "": store_url; else this store (and S3 endpoint) */
+    char netns[64];          /* "": the host's network; else it runs in this namespace */
+    char host[32];           /* "": 127.0.0.1; else the address it listens on (and --bind) */
 } writer;
+
+/* the Authorization header of requests to the writer in use ("" none: loopback writers) */
+static char cur_auth[64];
 
 static writer wa = { .id = "wa", .pid = -1 }, wb = { .id = "wb", .pid = -1 };
 
@@ -88,7 +96,14 @@ static double t_start;
 
 static void use(writer *w)
 {
-    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", w->port);
+    snprintf(th_base, sizeof th_base, "http://%s:%u", w->host[0] ? w->host : "127.0.0.1", w->port);
+    /* a writer on another address than loopback needs credentials (--auth-token) */
+    snprintf(cur_auth, sizeof cur_auth, "%s", w->host[0] ? "Bearer sx-netns-test" : "");
+}
+
+static const char *auth(void)
+{
+    return cur_auth[0] ? cur_auth : NULL;
 }
 
 static void spawn(writer *w)
@@ -100,6 +115,14 @@ static void spawn(writer *w)
         FAILF("fork: %s", strerror(errno));
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no writer behind */
+        if (w->netns[0]) {
+            char nsp[128];
+            snprintf(nsp, sizeof nsp, "/var/run/netns/%s", w->netns);
+            int nfd = open(nsp, O_RDONLY | O_CLOEXEC);
+            if (nfd < 0 || setns(nfd, CLONE_NEWNET) != 0)
+                _exit(126);
+            close(nfd);
+        }
         int fd = open(w->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -124,6 +147,12 @@ static void spawn(writer *w)
                                "--build-threads",
                                "1" };
         int ac = 17;
+        if (w->host[0]) {
+            av[ac++] = "--bind";
+            av[ac++] = w->host;
+            av[ac++] = "--auth-token";
+            av[ac++] = "sx-netns-test";
+        }
         if (w->s3[0]) {
             av[ac++] = "--s3-endpoint";
             av[ac++] = w->s3;
@@ -199,7 +228,7 @@ static int insert(writer *w, int first, int n)
     use(w);
     char *body = insert_body(first, n);
     double t0 = mono() - t_start;
-    th_post("/v2/vectordb/entities/insert", body, NULL);
+    th_post("/v2/vectordb/entities/insert", body, auth());
     free(body);
     int res;
     const char *what;
@@ -235,7 +264,7 @@ static void flush(writer *w)
     use(w);
     char body[128];
     snprintf(body, sizeof body, "{\"collectionName\":\"%s\"}", coll);
-    th_post("/v2/vectordb/collections/flush", body, NULL);
+    th_post("/v2/vectordb/collections/flush", body, auth());
     if (th_code() != 0)
         FAILF("flush through %s: %s", w->id, th_last.text ? th_last.text : "(no answer)");
     fprintf(hist, "{\"op\":\"flush\",\"node\":\"%s\",\"t\":%.3f}\n", w->id, mono() - t_start);
@@ -251,7 +280,7 @@ static int ids_of(writer *w, unsigned char *present)
              "{\"collectionName\":\"%s\",\"filter\":\"id >= 0\",\"outputFields\":[\"id\"],"
              "\"limit\":16384}",
              coll);
-    th_post("/v2/vectordb/entities/query", body, NULL);
+    th_post("/v2/vectordb/entities/query", body, auth());
     if (th_code() != 0)
         FAILF("query through %s: %s", w->id, th_last.text ? th_last.text : "(no answer)");
     json_t *d = json_object_get(th_last.json, "data");
@@ -660,7 +689,176 @@ static void test_s3_faults(void)
     unsetenv("SEXTANT_S3_RETRIES");
 }
 
-int main(void)
+/* ---------------------------------------------------------------- partition in a namespace */
+
+/* The network of test_partition_netns: namespace ns holding writer A, two veth pairs to the
+ * host: pair 1 carries A's etcd traffic (host 10.231.K.1, A 10.231.K.2), pair 2 the client's
+ * requests (host 10.232.K.1, A 10.232.K.2). Setting pair 1's host end down cuts A from etcd in
+ * the kernel (packets are dropped, connections hang: no reset, no refusal) while the test keeps
+ * talking to A over pair 2. */
+static char ns[32], v1[16], v2[16];
+static int nk;
+
+static int shf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int shf(const char *fmt, ...)
+{
+    char cmd[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[600];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void netns_down(void)
+{
+    if (!ns[0])
+        return;
+    (void)shf("ip netns del %s", ns); /* deletes the namespace's veth ends, so the pairs */
+    (void)shf("ip link del %sa", v1);
+    (void)shf("ip link del %sa", v2);
+    ns[0] = '\0';
+}
+
+static bool netns_up(void)
+{
+    nk = (int)(getpid() % 250) + 1;
+    snprintf(ns, sizeof ns, "sxcw%d", (int)getpid());
+    snprintf(v1, sizeof v1, "sxe%d", (int)getpid() % 1000000);
+    snprintf(v2, sizeof v2, "sxf%d", (int)getpid() % 1000000);
+    if (shf("ip netns add %s", ns) != 0) {
+        ns[0] = '\0';
+        return false;
+    }
+    const char *pv[2] = { v1, v2 };
+    for (int i = 0; i < 2; i++) {
+        int net = 231 + i;
+        if (shf("ip link add %sa type veth peer name %sb", pv[i], pv[i]) != 0 ||
+            shf("ip link set %sb netns %s", pv[i], ns) != 0 ||
+            shf("ip addr add 10.%d.%d.1/30 dev %sa", net, nk, pv[i]) != 0 ||
+            shf("ip link set %sa up", pv[i]) != 0 ||
+            shf("ip netns exec %s ip addr add 10.%d.%d.2/30 dev %sb", ns, net, nk, pv[i]) != 0 ||
+            shf("ip netns exec %s ip link set %sb up", ns, pv[i]) != 0) {
+            netns_down();
+            return false;
+        }
+    }
+    if (shf("ip netns exec %s ip link set lo up", ns) != 0) {
+        netns_down();
+        return false;
+    }
+    return true;
+}
+
+/* test_partition with a real cut: writer A in its own network namespace reaches etcd through
+ * the relay on pair 1 (a TCP forwarder on the host's end of the pair to the first member); the
+ * cut sets that pair's host end down. A must stop acknowledging within 0.9 x TTL of its last
+ * keep-alive, B (on the host) takes the collection only after the lease expired, no two writers
+ * acknowledge at once, and A, healed, exits fenced (3). */
+static void test_partition_netns(void)
+{
+    if (geteuid() != 0)
+        SKIPF("needs root (network namespaces)");
+    if (!netns_up())
+        SKIPF("`ip netns add` / veth pairs are not available here");
+    faultproxy fp;
+    char ip1[32];
+    snprintf(ip1, sizeof ip1, "10.231.%d.1", nk);
+    if (fp_start_on(&fp, ip1, ec.cport[0]) != 0) {
+        netns_down();
+        FAILF("relay on %s", ip1);
+    }
+    writer pa = { .id = "na", .pid = -1 }, pb = { .id = "nb", .pid = -1 };
+    snprintf(pa.etcd, sizeof pa.etcd, "http://%s:%d", ip1, fp.port);
+    snprintf(pa.netns, sizeof pa.netns, "%s", ns);
+    snprintf(pa.host, sizeof pa.host, "10.232.%d.2", nk);
+    snprintf(pa.dir, sizeof pa.dir, "%s/na", tmp);
+    snprintf(pa.log, sizeof pa.log, "%s/na.log", tmp);
+    snprintf(pb.dir, sizeof pb.dir, "%s/nb", tmp);
+    snprintf(pb.log, sizeof pb.log, "%s/nb.log", tmp);
+    pa.port = (unsigned)th_free_port();
+    pb.port = (unsigned)th_free_port();
+    coll = "nc";
+    memset(fate, 0, sizeof fate);
+    memset(lost_ok, 0, sizeof lost_ok);
+    spawn(&pa);
+    use(&pa);
+    th_post("/v2/vectordb/collections/create",
+            "{\"collectionName\":\"nc\",\"dimension\":4,\"metricType\":\"L2\"}", auth());
+    ASSERT_EQ(th_code(), 0);
+    for (int b = 0; b < 5; b++)
+        ASSERT_EQ(insert(&pa, b * 20, 20), 1);
+    flush(&pa);
+
+    /* the cut: pair 1 down; A keeps being written to over pair 2 and must stop by itself */
+    ASSERT_EQ(shf("ip link set %sa down", v1), 0);
+    double cut = mono(), last_a_ok = 0;
+    int id = 100, refused = 0;
+    while (mono() - cut < 12 && refused < 5) {
+        int r = insert(&pa, id, 1);
+        if (r == 1) {
+            last_a_ok = mono();
+            lost_ok[id] = 1;
+        } else {
+            refused++;
+        }
+        id++;
+        usleep(50000);
+    }
+    ASSERT(refused >= 5);
+    ASSERT(last_a_ok - cut < 2.0);
+    double t0 = mono();
+    while (etcd_has("/epoch/default/nc", NULL, 0) && mono() - t0 < 15)
+        usleep(100000);
+    ASSERT(!etcd_has("/epoch/default/nc", NULL, 0));
+
+    spawn(&pb);
+    double first_b_ok = 0;
+    t0 = mono();
+    while (!first_b_ok && mono() - t0 < 15) {
+        if (insert(&pb, 1000, 10) == 1)
+            first_b_ok = mono();
+        else
+            usleep(100000);
+    }
+    ASSERT(first_b_ok > 0);
+    ASSERT(last_a_ok < first_b_ok);
+    flush(&pb);
+
+    /* heal: A's keep-alive reaches etcd again, learns the lease is gone, exits fenced */
+    ASSERT_EQ(shf("ip link set %sa up", v1), 0);
+    int st = wait_exit(&pa, 30);
+    ASSERT(st != -1);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+
+    unsigned char present[MAXI];
+    int n = ids_of(&pb, present);
+    int lost = 0;
+    for (int i = 0; i < MAXI; i++) {
+        if (fate[i] == 1 && !present[i]) {
+            if (!lost_ok[i])
+                FAILF("id %d was acknowledged and is missing", i);
+            lost++;
+        }
+        if (fate[i] == 0 && present[i])
+            FAILF("id %d is present but was never written", i);
+    }
+    ASSERT_EQ(n, 110);
+    fprintf(stderr,
+            "netns partition: writer A acknowledged its last write %.2f s after the link went "
+            "down, B its first %.2f s after it; %d rows acknowledged by A after its last commit "
+            "are lost (the recovery point)\n",
+            last_a_ok - cut, first_b_ok - cut, lost);
+    kill_writer(&pb, SIGTERM);
+    fp_stop(&fp);
+    netns_down();
+}
+
+int main(int argc, char **argv)
 {
     bin = getenv("SX_SEXTANT_BIN");
     if (!bin || access(bin, X_OK) != 0) {
@@ -691,9 +889,14 @@ int main(void)
     hist = fopen(hp, "w");
     if (!hist)
         return 1;
-    RUN(test_writers);
-    RUN(test_partition);
-    RUN(test_s3_faults);
+    if (argc > 1 && strcmp(argv[1], "netns") == 0) { /* ctest test_cluster_netns */
+        RUN(test_partition_netns);
+        netns_down();
+    } else {
+        RUN(test_writers);
+        RUN(test_partition);
+        RUN(test_s3_faults);
+    }
     if (wa.pid > 0) {
         kill(wa.pid, SIGCONT);
         kill_writer(&wa, SIGKILL);

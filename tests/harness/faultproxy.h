@@ -1,7 +1,8 @@
 /*
  * faultproxy.h: a fault-injecting HTTP/1.1 forwarding proxy for the S3 tests. It runs threads in
- * the test process, listens on 127.0.0.1 (ephemeral port) and forwards to an upstream on
- * 127.0.0.1 (s3rver). The client under test uses http://127.0.0.1:PROXYPORT as its endpoint;
+ * the test process, listens on 127.0.0.1 (ephemeral port; fp_start_on: another local address)
+ * and forwards to an upstream on 127.0.0.1 (s3rver, etcd). The client under test uses
+ * http://127.0.0.1:PROXYPORT as its endpoint;
  * the Host header is forwarded untouched, so SigV4 signatures still verify upstream.
  *
  * Per request the proxy applies, in this order of precedence: a canned rule (method + substring
@@ -701,7 +702,9 @@ static inline void *fp_accept_main(void *arg)
 }
 
 /* Starts a proxy to 127.0.0.1:upstream_port. Returns 0 or -1. */
-static inline int fp_start(faultproxy *p, int upstream_port)
+/* Starts the proxy listening on bind_ip (IPv4 text) on an ephemeral port (p->port), relaying
+ * to 127.0.0.1:upstream_port. */
+static inline int fp_start_on(faultproxy *p, const char *bind_ip, int upstream_port)
 {
     memset(p, 0, sizeof *p);
     pthread_mutex_init(&p->mu, NULL);
@@ -716,7 +719,10 @@ static inline int fp_start(faultproxy *p, int upstream_port)
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (inet_pton(AF_INET, bind_ip, &a.sin_addr) != 1) {
+        close(p->lfd);
+        return -1;
+    }
     socklen_t al = sizeof a;
     if (bind(p->lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(p->lfd, 128) != 0 ||
         getsockname(p->lfd, (struct sockaddr *)&a, &al) != 0) {
@@ -729,6 +735,11 @@ static inline int fp_start(faultproxy *p, int upstream_port)
         return -1;
     }
     return 0;
+}
+
+static inline int fp_start(faultproxy *p, int upstream_port)
+{
+    return fp_start_on(p, "127.0.0.1", upstream_port);
 }
 
 /* Stops accepting, shuts every client connection, waits for the connection threads. */
