@@ -252,6 +252,14 @@ static void test_cluster(void)
     ASSERT_EQ(th_cl_run(out, sizeof out, args), 0);
 }
 
+/* the nodes' logs: no sanitizer report (the nodes are child processes) */
+static void test_logs_clean(void)
+{
+    char why[1200];
+    if (!th_cl_logs_clean(why, sizeof why))
+        FAILF("%s", why);
+}
+
 int main(void)
 {
     int rc = th_cl_init("cluster_cli");
@@ -259,5 +267,6 @@ int main(void)
         return rc;
     RUN(test_cluster);
     th_cl_down();
+    RUN(test_logs_clean);
     return TEST_DONE();
 }

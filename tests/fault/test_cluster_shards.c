@@ -566,6 +566,14 @@ static void test_shards(void)
         FAILF("cluster down: exit %d: %s", rc, out);
 }
 
+/* the nodes' logs: no sanitizer report (the nodes are child processes) */
+static void test_logs_clean(void)
+{
+    char why[1200];
+    if (!th_cl_logs_clean(why, sizeof why))
+        FAILF("%s", why);
+}
+
 int main(void)
 {
     int rc = th_cl_init("cluster_shards");
@@ -573,5 +581,6 @@ int main(void)
         return rc;
     RUN(test_shards);
     th_cl_down();
+    RUN(test_logs_clean);
     return TEST_DONE();
 }

@@ -9,10 +9,12 @@
  *   th_cl_find(lines, n, "w1")                   a line by process name
  *   th_cl_alive(pid)                             running and not a zombie
  *   th_cl_via(path, body, node)                  POST at th_base: code, node = X-Sextant-Node
+ *   th_cl_logs_clean(why, cap)                   no sanitizer report in the processes' logs
  */
 #ifndef SX_TEST_CLUSTER_H
 #define SX_TEST_CLUSTER_H
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -167,6 +169,40 @@ static inline int th_cl_init(const char *name)
     }
     snprintf(th_cl_dir, sizeof th_cl_dir, "%s", test_tmpdir(name));
     return 0;
+}
+
+/* Whether the cluster's process logs (the files in th_cl_dir/logs) are free of sanitizer reports
+ * (ASan, LSan, TSan, UBSan): the nodes are child processes, so a report there would otherwise
+ * not fail the test. false: why names the log and the report's line. */
+static inline bool th_cl_logs_clean(char *why, size_t cap)
+{
+    static const char *const marks[] = { "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                         "WARNING: ThreadSanitizer", "runtime error:" };
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/logs", th_cl_dir);
+    DIR *d = opendir(dir);
+    if (!d)
+        return true;
+    bool clean = true;
+    struct dirent *e;
+    while (clean && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1000];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        char line[1024];
+        while (f && clean && fgets(line, sizeof line, f))
+            for (size_t i = 0; i < sizeof marks / sizeof marks[0] && clean; i++)
+                if (strstr(line, marks[i])) {
+                    snprintf(why, cap, "%s: %s", path, line);
+                    clean = false;
+                }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return clean;
 }
 
 /* `cluster down` on th_cl_dir, whatever happened: leave nothing running. */

@@ -65,4 +65,11 @@ if [ "$rc" != 0 ]; then
     exit 1
 fi
 "$bin" cluster down --dir "$dir" >"$tmp/down.log" 2>&1 || { cat "$tmp/down.log" >&2; exit 1; }
+# the nodes are child processes: a sanitizer report in their logs fails the test
+san='ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:'
+if grep -q -E "$san" "$dir"/logs/*.log 2>/dev/null; then
+    echo "sanitizer report in the cluster's logs:" >&2
+    grep -H -A25 -E "$san" "$dir"/logs/*.log >&2
+    exit 1
+fi
 exit 0
