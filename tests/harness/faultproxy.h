@@ -18,6 +18,8 @@
  *   FP_TRUNCATE                     forwarded, headers with the full Content-Length + half the
  *                                   body, then a clean close (half the headers for an empty body)
  *   FP_STALL                        nothing sent for stall_ms, then close
+ * delay_ms (set under the lock, any time) delays every request by that much before any of the
+ * above: a slow link rather than a fault.
  *
  * HTTP handling: request line + headers + Content-Length body (chunked requests are not
  * supported: the S3 client always sends Content-Length); "Expect: 100-continue" is answered by
@@ -101,6 +103,7 @@ typedef struct faultproxy {
 
     int n_runs;
     int stall_ms;
+    int delay_ms; /* added before each request is handled (a slow network); 0: none */
     fp_rule rules[8];
     int n_rules;
     long requests, connections, faults[FP_KIND_COUNT], sha_checked, sha_bad;
@@ -538,6 +541,11 @@ static inline void fp_serve(faultproxy *p, int fd)
             fp_buf_put(&in, tmp, (size_t)r);
         }
         fp_check_sha(p, in.p, hlen, in.p + hlen, clen);
+        fp_lock(p);
+        int delay = p->delay_ms;
+        fp_unlock(p);
+        for (int t = 0; t < delay && !atomic_load(&p->stop); t += 10)
+            usleep(10000);
         fp_rule *rule = NULL;
         fp_kind k = fp_choose(p, method, target, &rule);
         int is_head = !strcmp(method, "HEAD");
