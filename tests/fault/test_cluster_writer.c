@@ -693,8 +693,8 @@ static void test_s3_faults(void)
  * margin the writer works on (no false fencing: every write acknowledged, the flush's commit goes
  * through, the epoch key unchanged); past the TTL it stops acknowledging by itself within
  * 0.9 x TTL of its last keep-alive, and once the link is fast again it exits fenced (3): etcd's
- * answer says the lease is gone; restarted on its directory with the link fast again, every row it acknowledged is
- * there (its WAL, no other writer having committed). */
+ * answer says the lease is gone; restarted on its directory with the link fast again, every row it
+ * acknowledged is there (its WAL, no other writer having committed). */
 static void test_delays(void)
 {
     faultproxy fp;
