@@ -157,7 +157,7 @@ printf '\n%-10s %14s %16s\n' "" "insert rows/s" "flush ms (p50)"
 printf '%-10s %14s %16s\n' single "$s_ins" "$s_fl" cluster "$c_ins" "$c_fl"
 python3 -c "print(f'ratio      {$c_ins/$s_ins:14.2f} {$c_fl/$s_fl:16.2f}   (cluster / single)')"
 echo
-echo "search, 1 client, 5 s: writer directly $q_direct QPS, through the REST proxy $q_proxy QPS"
+echo "search, 1 client, 5 s: writer directly $q_direct QPS, through the proxy $q_proxy QPS"
 echo
 echo "writer kill -9 -> first acknowledged write: $t_writer s (restart, WAL replay, lease TTL $TTL s)"
 echo "etcd leader kill -9 -> first acknowledged write: $t_leader s, first fenced commit (flush): $t_leader_flush s"
