@@ -1554,6 +1554,13 @@ sx_status sx__cat_coll_create(sx__catalog *cat, const char *db, sx__coll_meta *m
         goto out;
     if (bsearch(&(const char *){ meta->name }, en, n_en, sizeof(char *), cmp_str))
         name_used = true; /* an engine collection hidden by a name clash */
+    /* With object storage the other databases keep their objects under <url>/databases/<db>/,
+     * and an engine collection's objects are <url>/<engine name>/...: a default-database engine
+     * collection named "databases" would list, collect and (dropped) delete every other
+     * database's objects as its own. Clients keep the name; the engine gets another one. */
+    if (d && strcmp(d->name, "default") == 0 && cat->opts.storage_url && *cat->opts.storage_url &&
+        strcmp(meta->name, "databases") == 0)
+        name_used = true;
     meta->collection_id = new_id(cat);
     meta->created_ms = now_ms();
     /* invariant 2; and a long name gets a short engine name (it names a directory and a file) */

@@ -382,6 +382,49 @@ static void *race(void *p)
     return NULL;
 }
 
+/* With object storage, a default-database collection named "databases" gets another engine
+ * name: its objects would otherwise share the prefix of every other database's, and its drop
+ * would delete them. */
+static void test_databases_name_with_store(void)
+{
+    const char *dir = test_tmpdir("cat_dbname");
+    char d[512], store[600], url[700], path[900];
+    snprintf(d, sizeof d, "%s/data", dir);
+    snprintf(store, sizeof store, "%s/store", dir);
+    ASSERT_OK(sx__fs_mkdir_p(store));
+    snprintf(url, sizeof url, "file://%s", store);
+    sx_db_options o = opts();
+    o.storage_url = url;
+    sx__catalog *cat = NULL;
+    ASSERT_OK(sx__cat_open(d, &o, &cat));
+    ASSERT_OK(sx__cat_db_create(cat, "zoo"));
+    static sx__coll_meta m, g;
+    make_meta(&m, "animals");
+    ASSERT_OK(sx__cat_coll_create(cat, "zoo", &m));
+    sx_collection *h = NULL;
+    ASSERT_OK(sx__cat_coll_get(cat, "zoo", "animals", &h, &g));
+    ASSERT_OK(sx_flush(h));
+    sx_collection_release(h);
+    snprintf(path, sizeof path, "%s/databases/zoo/animals", store);
+    ASSERT(sx__fs_exists(path)); /* zoo's objects are in the store */
+
+    make_meta(&m, "databases");
+    ASSERT_OK(sx__cat_coll_create(cat, "default", &m));
+    ASSERT(strcmp(m.engine_name, "databases") != 0);
+    ASSERT(strncmp(m.engine_name, "databases_", 10) == 0);
+    ASSERT_OK(sx__cat_coll_get(cat, "default", "databases", &h, &g)); /* the name clients use */
+    ASSERT(strcmp(g.name, "databases") == 0);
+    ASSERT_OK(sx_flush(h));
+    sx_collection_release(h);
+    ASSERT_OK(sx__cat_coll_drop(cat, "default", "databases"));
+    ASSERT(sx__fs_exists(path)); /* the drop deleted nothing of zoo's */
+    /* in another database the name is an ordinary one */
+    make_meta(&m, "databases");
+    ASSERT_OK(sx__cat_coll_create(cat, "zoo", &m));
+    ASSERT(strcmp(m.engine_name, "databases") == 0);
+    ASSERT_OK(sx__cat_close(cat));
+}
+
 static void test_concurrency_foreach(void)
 {
     const char *dir = test_tmpdir("cat_conc");
@@ -417,6 +460,7 @@ int main(void)
     RUN(test_create_get_persist);
     RUN(test_derived_and_orphans);
     RUN(test_databases);
+    RUN(test_databases_name_with_store);
     RUN(test_concurrency_foreach);
     return TEST_DONE();
 }
