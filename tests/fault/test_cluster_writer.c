@@ -499,36 +499,33 @@ static void test_writers(void)
  * over, the other writer takes the collection from the committed manifest, and once the cut
  * heals the first learns its lease is gone and exits fenced. Times are CLOCK_MONOTONIC of this
  * host, so "the last write A acknowledged" and "the first write B acknowledged" compare. */
-static void test_partition(void)
+/* What test_partition and test_partition_netns share, once pa and pb are set up: A creates
+ * collection `coll` and commits 100 rows; set_link(ctx, false) cuts A from etcd while A keeps
+ * being written to (it must stop acknowledging by itself, within 0.9 x TTL of its last
+ * keep-alive); once A's epoch key expired, B takes the collection over (A's last
+ * acknowledgement precedes B's first); set_link(ctx, true) heals, and A exits fenced (3). B then
+ * has every acknowledged row except A's after its last commit (the recovery point), and nothing
+ * nobody wrote. what: the cut, for the measurement line. */
+static void partition_case(
+    writer *pa, writer *pb, bool (*set_link)(void *ctx, bool up), void *ctx, const char *what)
 {
-    faultproxy fp;
-    ASSERT_EQ(fp_start(&fp, ec.cport[0]), 0);
-    fp.stall_ms = 1500;
-    writer pa = { .id = "pa", .pid = -1 }, pb = { .id = "pb", .pid = -1 };
-    snprintf(pa.etcd, sizeof pa.etcd, "http://127.0.0.1:%d", fp.port);
-    snprintf(pa.dir, sizeof pa.dir, "%s/pa", tmp);
-    snprintf(pa.log, sizeof pa.log, "%s/pa.log", tmp);
-    snprintf(pb.dir, sizeof pb.dir, "%s/pb", tmp);
-    snprintf(pb.log, sizeof pb.log, "%s/pb.log", tmp);
-    pa.port = (unsigned)th_free_port();
-    pb.port = (unsigned)th_free_port();
-    coll = "pc";
     memset(fate, 0, sizeof fate);
     memset(lost_ok, 0, sizeof lost_ok);
-    spawn(&pa);
-    th_post("/v2/vectordb/collections/create",
-            "{\"collectionName\":\"pc\",\"dimension\":4,\"metricType\":\"L2\"}", NULL);
+    spawn(pa);
+    char body[160], key[160];
+    snprintf(body, sizeof body, "{\"collectionName\":\"%s\",\"dimension\":4,\"metricType\":\"L2\"}",
+             coll);
+    th_post("/v2/vectordb/collections/create", body, auth());
     ASSERT_EQ(th_code(), 0);
     for (int b = 0; b < 5; b++)
-        ASSERT_EQ(insert(&pa, b * 20, 20), 1);
-    flush(&pa);
+        ASSERT_EQ(insert(pa, b * 20, 20), 1);
+    flush(pa);
 
-    /* the cut: A keeps being written to; it must stop acknowledging by itself */
-    fp_set_persistent(&fp, FP_STALL);
+    ASSERT(set_link(ctx, false));
     double cut = mono(), last_a_ok = 0;
     int id = 100, refused = 0;
     while (mono() - cut < 12 && refused < 5) {
-        int r = insert(&pa, id, 1);
+        int r = insert(pa, id, 1);
         if (r == 1) {
             last_a_ok = mono();
             lost_ok[id] = 1; /* acknowledged after the last commit: lost to a takeover */
@@ -540,33 +537,34 @@ static void test_partition(void)
     }
     ASSERT(refused >= 5);
     ASSERT(last_a_ok - cut < 2.0); /* within 0.9 x TTL of its last keep-alive */
+    snprintf(key, sizeof key, "/epoch/default/%s", coll);
     double t0 = mono();
-    while (etcd_has("/epoch/default/pc", NULL, 0) && mono() - t0 < 15)
+    while (etcd_has(key, NULL, 0) && mono() - t0 < 15)
         usleep(100000);
-    ASSERT(!etcd_has("/epoch/default/pc", NULL, 0));
+    ASSERT(!etcd_has(key, NULL, 0));
 
     /* B takes over */
-    spawn(&pb);
+    spawn(pb);
     double first_b_ok = 0;
     t0 = mono();
     while (!first_b_ok && mono() - t0 < 15) {
-        if (insert(&pb, 1000, 10) == 1)
+        if (insert(pb, 1000, 10) == 1)
             first_b_ok = mono();
         else
             usleep(100000);
     }
     ASSERT(first_b_ok > 0);
     ASSERT(last_a_ok < first_b_ok); /* never two writers acknowledging at once */
-    flush(&pb);
+    flush(pb);
 
     /* heal: A learns its lease is gone and exits fenced */
-    fp_clear(&fp);
-    int st = wait_exit(&pa, 20);
+    ASSERT(set_link(ctx, true));
+    int st = wait_exit(pa, 30);
     ASSERT(st != -1);
     ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 3);
 
     unsigned char present[MAXI];
-    int n = ids_of(&pb, present);
+    int n = ids_of(pb, present);
     int lost = 0;
     for (int i = 0; i < MAXI; i++) {
         if (fate[i] == 1 && !present[i]) {
@@ -579,11 +577,39 @@ static void test_partition(void)
     }
     ASSERT_EQ(n, 110);
     fprintf(stderr,
-            "partition: writer A acknowledged its last write %.2f s after the cut, B its first "
-            "%.2f s after it; %d rows acknowledged by A after its last commit are lost (the "
-            "recovery point)\n",
-            last_a_ok - cut, first_b_ok - cut, lost);
-    kill_writer(&pb, SIGTERM);
+            "%s: writer A acknowledged its last write %.2f s after the cut, B its first %.2f s "
+            "after it; %d rows acknowledged by A after its last commit are lost (the recovery "
+            "point)\n",
+            what, last_a_ok - cut, first_b_ok - cut, lost);
+    kill_writer(pb, SIGTERM);
+}
+
+/* the cut of test_partition: A's only etcd endpoint, a relay, stops answering */
+static bool stall_link(void *ctx, bool up)
+{
+    faultproxy *fp = ctx;
+    if (up)
+        fp_clear(fp);
+    else
+        fp_set_persistent(fp, FP_STALL);
+    return true;
+}
+
+static void test_partition(void)
+{
+    static faultproxy fp; /* static: a failed test's relay threads touch no later test's */
+    ASSERT_EQ(fp_start(&fp, ec.cport[0]), 0);
+    fp.stall_ms = 1500;
+    writer pa = { .id = "pa", .pid = -1 }, pb = { .id = "pb", .pid = -1 };
+    snprintf(pa.etcd, sizeof pa.etcd, "http://127.0.0.1:%d", fp.port);
+    snprintf(pa.dir, sizeof pa.dir, "%s/pa", tmp);
+    snprintf(pa.log, sizeof pa.log, "%s/pa.log", tmp);
+    snprintf(pb.dir, sizeof pb.dir, "%s/pb", tmp);
+    snprintf(pb.log, sizeof pb.log, "%s/pb.log", tmp);
+    pa.port = (unsigned)th_free_port();
+    pb.port = (unsigned)th_free_port();
+    coll = "pc";
+    partition_case(&pa, &pb, stall_link, &fp, "partition");
     fp_stop(&fp);
 }
 
@@ -603,7 +629,7 @@ static void test_s3_faults(void)
     if (rc == 77)
         SKIPF("no s3rver (node and tests/e2e/node/node_modules)");
     ASSERT_EQ(rc, 0);
-    faultproxy fp;
+    static faultproxy fp; /* static: a failed test's relay threads touch no later test's */
     ASSERT_EQ(fp_start(&fp, srv.port), 0);
     setenv("AWS_ACCESS_KEY_ID", TH_S3RVER_ACCESS, 1);
     setenv("AWS_SECRET_ACCESS_KEY", TH_S3RVER_SECRET, 1);
@@ -697,7 +723,7 @@ static void test_s3_faults(void)
  * acknowledged is there (its WAL, no other writer having committed). */
 static void test_delays(void)
 {
-    faultproxy fp;
+    static faultproxy fp; /* static: a failed test's relay threads touch no later test's */
     ASSERT_EQ(fp_start(&fp, ec.cport[0]), 0);
     fp.delay_ms = 150;
     writer pd = { .id = "da", .pid = -1 };
@@ -844,13 +870,20 @@ static bool netns_up(void)
  * cut sets that pair's host end down. A must stop acknowledging within 0.9 x TTL of its last
  * keep-alive, B (on the host) takes the collection only after the lease expired, no two writers
  * acknowledge at once, and A, healed, exits fenced (3). */
+/* the cut of test_partition_netns: pair 1's host end down (up again to heal) */
+static bool veth_link(void *ctx, bool up)
+{
+    (void)ctx;
+    return shf("ip link set %sa %s", v1, up ? "up" : "down") == 0;
+}
+
 static void test_partition_netns(void)
 {
     if (geteuid() != 0)
         SKIPF("needs root (network namespaces)");
     if (!netns_up())
         SKIPF("`ip netns add` / veth pairs are not available here");
-    faultproxy fp;
+    static faultproxy fp; /* static: a failed test's relay threads touch no later test's */
     char ip1[32];
     snprintf(ip1, sizeof ip1, "10.231.%d.1", nk);
     if (fp_start_on(&fp, ip1, ec.cport[0]) != 0) {
@@ -868,77 +901,7 @@ static void test_partition_netns(void)
     pa.port = (unsigned)th_free_port();
     pb.port = (unsigned)th_free_port();
     coll = "nc";
-    memset(fate, 0, sizeof fate);
-    memset(lost_ok, 0, sizeof lost_ok);
-    spawn(&pa);
-    use(&pa);
-    th_post("/v2/vectordb/collections/create",
-            "{\"collectionName\":\"nc\",\"dimension\":4,\"metricType\":\"L2\"}", auth());
-    ASSERT_EQ(th_code(), 0);
-    for (int b = 0; b < 5; b++)
-        ASSERT_EQ(insert(&pa, b * 20, 20), 1);
-    flush(&pa);
-
-    /* the cut: pair 1 down; A keeps being written to over pair 2 and must stop by itself */
-    ASSERT_EQ(shf("ip link set %sa down", v1), 0);
-    double cut = mono(), last_a_ok = 0;
-    int id = 100, refused = 0;
-    while (mono() - cut < 12 && refused < 5) {
-        int r = insert(&pa, id, 1);
-        if (r == 1) {
-            last_a_ok = mono();
-            lost_ok[id] = 1;
-        } else {
-            refused++;
-        }
-        id++;
-        usleep(50000);
-    }
-    ASSERT(refused >= 5);
-    ASSERT(last_a_ok - cut < 2.0);
-    double t0 = mono();
-    while (etcd_has("/epoch/default/nc", NULL, 0) && mono() - t0 < 15)
-        usleep(100000);
-    ASSERT(!etcd_has("/epoch/default/nc", NULL, 0));
-
-    spawn(&pb);
-    double first_b_ok = 0;
-    t0 = mono();
-    while (!first_b_ok && mono() - t0 < 15) {
-        if (insert(&pb, 1000, 10) == 1)
-            first_b_ok = mono();
-        else
-            usleep(100000);
-    }
-    ASSERT(first_b_ok > 0);
-    ASSERT(last_a_ok < first_b_ok);
-    flush(&pb);
-
-    /* heal: A's keep-alive reaches etcd again, learns the lease is gone, exits fenced */
-    ASSERT_EQ(shf("ip link set %sa up", v1), 0);
-    int st = wait_exit(&pa, 30);
-    ASSERT(st != -1);
-    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 3);
-
-    unsigned char present[MAXI];
-    int n = ids_of(&pb, present);
-    int lost = 0;
-    for (int i = 0; i < MAXI; i++) {
-        if (fate[i] == 1 && !present[i]) {
-            if (!lost_ok[i])
-                FAILF("id %d was acknowledged and is missing", i);
-            lost++;
-        }
-        if (fate[i] == 0 && present[i])
-            FAILF("id %d is present but was never written", i);
-    }
-    ASSERT_EQ(n, 110);
-    fprintf(stderr,
-            "netns partition: writer A acknowledged its last write %.2f s after the link went "
-            "down, B its first %.2f s after it; %d rows acknowledged by A after its last commit "
-            "are lost (the recovery point)\n",
-            last_a_ok - cut, first_b_ok - cut, lost);
-    kill_writer(&pb, SIGTERM);
+    partition_case(&pa, &pb, veth_link, NULL, "netns partition");
     fp_stop(&fp);
     netns_down();
 }
