@@ -8,53 +8,20 @@
 
 const assert = require('node:assert/strict');
 const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
+const shared = require('./sdk_checks');
+
+const { topK, ok, failed, checkHits } = shared;
 
 const ADDR = process.env.MILVUS_ADDR;
 const client = new MilvusClient({ address: ADDR, timeout: 30000 });
 const DIM = 8;
 const COLORS = ['red', 'green', 'blue'];
 
-function vec(i) {
-  const v = [];
-  for (let j = 0; j < DIM; j++) v.push(Math.fround(Math.sin(i * 0.37 + j * 1.1) * (1 + (i % 7) * 0.1)));
-  return v;
-}
+const vec = (i) => shared.vec(i, DIM);
 function row(i) {
   return { id: i, vector: vec(i), color: COLORS[i % 3], n: i % 10 };
 }
-function l2(a, b) {
-  let s = 0;
-  for (let j = 0; j < a.length; j++) {
-    const d = a[j] - b[j];
-    s += d * d;
-  }
-  return s;
-}
-function brute(model, q, k, pred = () => true, offset = 0) {
-  const all = [];
-  for (const r of model.values()) if (pred(r)) all.push({ id: r.id, distance: l2(q, r.vector) });
-  all.sort((x, y) => x.distance - y.distance || x.id - y.id);
-  return all.slice(offset, offset + k);
-}
-function ok(step, st) {
-  const s = st && st.status ? st.status : st;
-  assert.ok(s && typeof s === 'object', `${step}: no status`);
-  assert.equal(s.error_code, 'Success', `${step}: ${s.error_code} ${s.code}: ${s.reason}`);
-  return st;
-}
-function failed(step, st, code) {
-  const s = st && st.status ? st.status : st;
-  assert.ok(s && s.error_code !== 'Success', `${step}: expected an error, got ${JSON.stringify(s)}`);
-  if (code !== undefined) assert.equal(s.code, code, `${step}: code ${s.code} (${s.reason})`);
-  assert.ok(s.reason && s.reason.length > 0, `${step}: error without a reason`);
-}
-function checkHits(hits, expect, what) {
-  assert.equal(hits.length, expect.length, `${what}: ${hits.length} hits, want ${expect.length}`);
-  for (let h = 0; h < hits.length; h++) {
-    assert.equal(String(hits[h].id), String(expect[h].id), `${what}: hit ${h}: ${JSON.stringify(hits)} vs ${JSON.stringify(expect)}`);
-    assert.ok(Math.abs(hits[h].score - expect[h].distance) <= 1e-4, `${what}: hit ${h} score ${hits[h].score} vs ${expect[h].distance}`);
-  }
-}
+const brute = (model, q, k, pred, offset) => topK(model.values(), q, k, pred, offset);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let passed = 0;

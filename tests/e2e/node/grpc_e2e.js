@@ -10,6 +10,9 @@
 const assert = require('node:assert/strict');
 const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
 const grpc = require('@grpc/grpc-js'); // the SDK's own transport, for hand-made messages
+const shared = require('./sdk_checks');
+
+const { l2, topK, ok, failed, checkHits } = shared;
 
 const ADDR = process.env.MILVUS_ADDR || '127.0.0.1:19530';
 const USER = process.env.MILVUS_USER || 'root';
@@ -24,55 +27,14 @@ const DIM = 8;
 const N = 200;
 const COLORS = ['red', 'green', 'blue'];
 
-function vec(i) {
-  const v = [];
-  for (let j = 0; j < DIM; j++) v.push(Math.fround(Math.sin(i * 0.37 + j * 1.1) * (1 + (i % 7) * 0.1)));
-  return v;
-}
+const vec = (i) => shared.vec(i, DIM);
 function row(i, color) {
   return { id: i, vector: vec(i), color: color || COLORS[i % 3], price: i * 1.5, in_stock: i % 2 === 0, n: i % 10 };
 }
 const rows = [];
 for (let i = 0; i < N; i++) rows.push(row(i));
 const alive = new Map(rows.map((r) => [r.id, r]));
-
-function l2(a, b) {
-  let s = 0;
-  for (let j = 0; j < a.length; j++) {
-    const d = a[j] - b[j];
-    s += d * d;
-  }
-  return s;
-}
-function bruteForce(q, k, pred = () => true) {
-  const all = [];
-  for (const r of alive.values()) if (pred(r)) all.push({ id: r.id, distance: l2(q, r.vector) });
-  all.sort((x, y) => x.distance - y.distance || x.id - y.id);
-  return all.slice(0, k);
-}
-
-function ok(step, st) {
-  const s = st && st.status ? st.status : st;
-  assert.ok(s && typeof s === 'object', `${step}: no status`);
-  assert.equal(s.error_code, 'Success', `${step}: ${s.error_code} ${s.code}: ${s.reason}`);
-  return st;
-}
-function failed(step, st, code) {
-  const s = st && st.status ? st.status : st;
-  assert.ok(s && s.error_code !== 'Success', `${step}: expected an error, got ${JSON.stringify(s)}`);
-  if (code !== undefined) assert.equal(s.code, code, `${step}: code ${s.code} (${s.reason})`);
-  assert.ok(s.reason && s.reason.length > 0, `${step}: error without a reason`);
-  return s;
-}
-function checkHits(hits, expect, what) {
-  assert.ok(Array.isArray(hits), `${what}: hits is not an array`);
-  assert.equal(hits.length, expect.length, `${what}: ${hits.length} hits, want ${expect.length}`);
-  for (let h = 0; h < hits.length; h++) {
-    assert.equal(String(hits[h].id), String(expect[h].id), `${what}: hit ${h} id`);
-    assert.ok(Math.abs(hits[h].score - expect[h].distance) <= 1e-4,
-      `${what}: hit ${h} score ${hits[h].score} vs ${expect[h].distance}`);
-  }
-}
+const bruteForce = (q, k, pred) => topK(alive.values(), q, k, pred);
 async function count(filter) {
   const res = ok('count', await client.query({ collection_name: COLL, filter, output_fields: ['count(*)'] }));
   assert.equal(res.data.length, 1, `count rows: ${JSON.stringify(res.data)}`);
