@@ -261,6 +261,9 @@ typedef struct sx_db_options {
     /* Fenced store commits (cluster mode; NULL: none). Borrowed: it must outlive the database.
      * See sx_store_fence below and docs/internals/CLUSTER.md. Needs storage_url. */
     const struct sx_store_fence *store_fence;
+    /* Index builds handed to other processes (cluster mode's index workers; NULL: every build
+     * runs in this process). Borrowed: it must outlive the database. See sx_index_builder. */
+    const struct sx_index_builder *index_builder;
 } sx_db_options;
 
 /* Fencing of a collection's store prefix (cluster mode, docs/internals/CLUSTER.md). Without a
@@ -489,6 +492,42 @@ typedef struct sx_param {
     const char *value;
 } sx_param;
 
+/* One index build offered to an sx_index_builder: the index of vector field `field` of sealed
+ * segment `segment_id`, whose segment file the store holds at `segment_key`. Strings and params
+ * are valid during the call. */
+typedef struct sx_index_build_job {
+    const char *store;      /* the database's storage_url */
+    const char *collection; /* the collection (its name in the engine and the store) */
+    uint64_t segment_id;
+    const char *segment_key; /* the segment file's object key, relative to `store` */
+    const char *field;       /* the vector field */
+    uint64_t rows;
+    uint32_t dim;
+    sx_metric metric;
+    const char *index_type; /* canonical name ("HNSW") */
+    const sx_param *params; /* the index's build parameters */
+    size_t n_params;
+    /* Nonzero once the build is no longer wanted (a drop, the database closing): the builder
+     * returns SX_ECANCELED soon after. */
+    int (*cancelled)(const struct sx_index_build_job *job);
+    void *engine_private;
+} sx_index_build_job;
+
+/* Builds elsewhere (cluster mode: src/cluster/indexjob.c, index workers on etcd + the store).
+ * While a database has one, each build of an index type kept whole in its index file (all but
+ * DISKANN) is offered to build() on one of `slots` engine threads (0: 4), so that many builds can
+ * be out at once. build() blocks until the index file (as sx_index_build_segment_file writes it)
+ * is at out_path, then returns SX_OK: the engine checks the file against the index spec, loads
+ * and publishes it and the store sync uploads it (through the fence) as if built here. Any other
+ * status (SX_ENOTFOUND: no worker; a failure) makes the engine build it itself, as it would
+ * without a builder: a build is never lost to a missing worker. Called from engine threads,
+ * under no engine lock. */
+typedef struct sx_index_builder {
+    void *ctx;
+    unsigned slots;
+    sx_status (*build)(void *ctx, const sx_index_build_job *job, const char *out_path);
+} sx_index_builder;
+
 /* ---------------------------------------------------------------- search, query */
 
 typedef struct sx_search_req {
@@ -677,6 +716,21 @@ SX_API SX_NODISCARD sx_status sx_index_check_params(const char *index_type,
                                                     size_t n_params,
                                                     uint32_t dim,
                                                     sx_metric metric);
+/* Builds the index of vector field `field` of the sealed segment file at segment_path (a
+ * seg-<id>.sxs of any collection: its columns are read from its headers, every CRC checked) and
+ * writes the index file a database would write for it to out_path (atomically): the job of an
+ * index worker (sx_index_builder). threads: build threads (0: all cores). *rows_out (optional):
+ * the segment's rows. Errors: SX_ENOTFOUND (no such field), SX_EINVAL (not a vector field, bad
+ * parameters), SX_ECORRUPT (the file), SX_ENOMEM, SX_EIO. Thread-safety: any thread. */
+SX_API SX_NODISCARD sx_status sx_index_build_segment_file(const char *segment_path,
+                                                          const char *field,
+                                                          const char *index_type,
+                                                          const sx_param *params,
+                                                          size_t n_params,
+                                                          sx_metric metric,
+                                                          uint32_t threads,
+                                                          const char *out_path,
+                                                          uint64_t *rows_out);
 /* sx_index_check_params for a field of type field_type (any vector type). */
 SX_API SX_NODISCARD sx_status sx_index_check_params_for(const char *index_type,
                                                         sx_field_type field_type,
@@ -760,6 +814,22 @@ SX_API SX_NODISCARD sx_status sx_store_object_put(const char *storage_url,
                                                   const void *data,
                                                   size_t len);
 SX_API void sx_free_bytes(void *p);
+/* Whole objects anywhere under a store's root, as files (cluster mode's index workers move
+ * segment and index files with them): get writes key's content to path (atomically: a temporary
+ * name, then rename), put uploads path's content as key (the whole object or nothing), delete
+ * removes key (absent: SX_OK). key: relative to the root, '/'-separated, no "..", "//" or leading
+ * '/'. Errors: SX_EINVAL (URL or key), SX_ENOTFOUND (get: absent), SX_EREMOTE, SX_EIO. */
+SX_API SX_NODISCARD sx_status sx_store_file_get(const char *storage_url,
+                                                const char *s3_endpoint,
+                                                const char *key,
+                                                const char *path);
+SX_API SX_NODISCARD sx_status sx_store_file_put(const char *storage_url,
+                                                const char *s3_endpoint,
+                                                const char *key,
+                                                const char *path);
+SX_API SX_NODISCARD sx_status sx_store_object_delete(const char *storage_url,
+                                                     const char *s3_endpoint,
+                                                     const char *key);
 
 /* Verifies checksums of every manifest, segment, delete and index file, and the WAL.
  * Returns SX_OK or SX_ECORRUPT with the first problem in sx_errmsg(). */

@@ -117,6 +117,11 @@ typedef struct sx_cluster_node_options {
     const char *addr;        /* advertised in etcd's node/<id> ("127.0.0.1:19530") */
     uint32_t lease_ttl_s;    /* 0: 5 */
     bool query_node;         /* a query node (read-only) instead of a writer */
+    /* An index worker instead (no server: it claims index build jobs from etcd, reads the
+     * segments from the store, builds with build_threads threads (0: all cores), uploads the
+     * index files; docs/internals/CLUSTER.md, "Index workers"). Files: data_dir/jobs/. */
+    bool index_worker;
+    uint32_t build_threads;
     void (*on_fenced)(void *ud);
     void *ud;
 } sx_cluster_node_options;
@@ -127,6 +132,9 @@ typedef struct sx_cluster_node_options {
 SX_API SX_NODISCARD sx_status sx_cluster_node_start(const sx_cluster_node_options *opts,
                                                     sx_cluster_node **out);
 SX_API const sx_store_fence *sx_cluster_node_fence(sx_cluster_node *n);
+/* A writer's index builds offered to the cluster's index workers: give it as
+ * sx_server_options.db.index_builder (NULL for other roles). Borrowed, like the fence. */
+SX_API const sx_index_builder *sx_cluster_node_index_builder(sx_cluster_node *n);
 SX_API const char *sx_cluster_node_uuid(const sx_cluster_node *n);
 SX_API bool sx_cluster_node_fenced(const sx_cluster_node *n);
 /* Revokes the lease (a writer's collections may be taken at once) unless it was lost. */

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "cluster/etcd.h"
+#include "cluster/indexjob.h"
 #include "platform/fs.h"
 #include "sextant_server.h"
 #include "util/alloc.h"
@@ -542,7 +543,10 @@ sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
         (void)snprintf(nk, sizeof nk, "%snode/%s", f->prefix, f->node_id);
         (void)snprintf(val, sizeof val,
                        "{\"role\":\"%s\",\"addr\":\"%s\",\"pid\":%ld,\"lease\":\"%" PRId64 "\"}",
-                       cfg->query_node ? "query" : "writer", f->addr, (long)getpid(), f->lease);
+                       cfg->index_worker ? "index"
+                       : cfg->query_node ? "query"
+                                         : "writer",
+                       f->addr, (long)getpid(), f->lease);
         st = sx__etcd_put(f->kv, nk, val, f->lease, NULL);
     }
     if (st == SX_OK) {
@@ -570,6 +574,31 @@ const sx_store_fence *sx__fence_iface(sx__fence *f)
 bool sx__fence_lost(const sx__fence *f)
 {
     return atomic_load(&f->lost);
+}
+
+const char *sx__fence_prefix(const sx__fence *f)
+{
+    return f->prefix;
+}
+
+int64_t sx__fence_lease(const sx__fence *f)
+{
+    return f->lease;
+}
+
+const char *sx__fence_node_id(const sx__fence *f)
+{
+    return f->node_id;
+}
+
+const char *sx__fence_etcd(const sx__fence *f)
+{
+    return f->etcd_eps;
+}
+
+void sx__fence_db_of(const sx__fence *f, const char *store, char *db, size_t cap)
+{
+    db_of(f, store, db, cap);
 }
 
 const char *sx__fence_uuid(const sx__fence *f)
@@ -668,6 +697,8 @@ void sx__fence_stop(sx__fence *f)
 
 struct sx_cluster_node {
     sx__fence *f;
+    sx__ijobs *jobs; /* a writer: its builds offered to index workers */
+    sx__iworker *iw; /* an index worker */
 };
 
 sx_status sx_cluster_node_start(const sx_cluster_node_options *opts, sx_cluster_node **out)
@@ -688,15 +719,23 @@ sx_status sx_cluster_node_start(const sx_cluster_node_options *opts, sx_cluster_
     cfg.on_lost = opts->on_fenced;
     cfg.on_lost_ud = opts->ud;
     cfg.query_node = opts->query_node;
+    cfg.index_worker = opts->index_worker;
     sx_cluster_node *w = sx__calloc(1, sizeof *w);
     if (!w)
         return sx__err(SX_ENOMEM, "cluster writer");
     sx_status st = sx__fence_start(&cfg, &w->f);
-    if (st == SX_OK && !opts->query_node)
+    bool writer = !opts->query_node && !opts->index_worker;
+    if (st == SX_OK && writer)
         st = sx__fence_reconcile(w->f);
+    if (st == SX_OK && writer)
+        st = sx__ijobs_new(w->f, opts->s3_endpoint, &w->jobs);
+    if (st == SX_OK && opts->index_worker)
+        st =
+            sx__iworker_start(w->f, opts->data_dir, opts->s3_endpoint, opts->build_threads, &w->iw);
     if (st != SX_OK) {
         char msg[1024];
         (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+        sx__ijobs_free(w->jobs);
         sx__fence_stop(w->f);
         sx__free(w);
         return sx__err(st, "%s", msg);
@@ -708,6 +747,11 @@ sx_status sx_cluster_node_start(const sx_cluster_node_options *opts, sx_cluster_
 const sx_store_fence *sx_cluster_node_fence(sx_cluster_node *n)
 {
     return sx__fence_iface(n->f);
+}
+
+const sx_index_builder *sx_cluster_node_index_builder(sx_cluster_node *n)
+{
+    return n->jobs ? sx__ijobs_iface(n->jobs) : NULL;
 }
 
 const char *sx_cluster_node_uuid(const sx_cluster_node *n)
@@ -724,6 +768,8 @@ void sx_cluster_node_stop(sx_cluster_node *n)
 {
     if (!n)
         return;
+    sx__iworker_stop(n->iw); /* its running build ends first */
+    sx__ijobs_free(n->jobs);
     sx__fence_stop(n->f);
     sx__free(n);
 }

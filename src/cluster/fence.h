@@ -48,6 +48,7 @@ typedef struct sx__fence_config {
     const char *addr;          /* advertised "host:port" (node/<id>) */
     uint32_t lease_ttl_s;      /* 0: 5 */
     bool query_node;           /* registers as a query node (reads pointers only) */
+    bool index_worker;         /* registers as an index worker (indexjob.c) */
     void (*on_lost)(void *ud); /* the lease is gone (called once, from the keep-alive thread) */
     void *on_lost_ud;
 } sx__fence_config;
@@ -62,6 +63,13 @@ const sx_store_fence *sx__fence_iface(sx__fence *f);
  * for each. Only the default database's directory (DATA/collections). */
 SX_NODISCARD sx_status sx__fence_reconcile(sx__fence *f);
 bool sx__fence_lost(const sx__fence *f);
+/* For indexjob.c: the key prefix "/sextant/<uuid>/", the lease, the node id, the etcd client
+ * URLs, and the database a store URL belongs to ("default", or the name after /databases/). */
+const char *sx__fence_prefix(const sx__fence *f);
+int64_t sx__fence_lease(const sx__fence *f);
+const char *sx__fence_node_id(const sx__fence *f);
+const char *sx__fence_etcd(const sx__fence *f);
+void sx__fence_db_of(const sx__fence *f, const char *store, char *db, size_t cap);
 const char *sx__fence_uuid(const sx__fence *f);
 /* Stops the keep-alive, revokes the lease (so another writer may take the collections at once)
  * unless the fence was lost. NULL is a no-op. */

@@ -136,6 +136,35 @@ static void clear_pending(sx__segment *s, size_t v)
     sx__mutex_unlock(&s->idx_mu);
 }
 
+/* Serializes a built index into its index file at path (atomic replace). */
+static sx_status write_index_file(const sx__index_ops *ops,
+                                  void *idx,
+                                  const char *path,
+                                  const char *type,
+                                  const char *pstr,
+                                  size_t n,
+                                  uint32_t dim)
+{
+    /* serialize_parts, where the index has it, writes its bulk from where it lies (no second
+     * copy of DISKANN's PQ codes at the end of a build under a budget) */
+    sx__wbuf w, tail;
+    sx__wbuf_init(&w);
+    sx__wbuf_init(&tail);
+    sx__iov parts[3] = { { NULL, 0 }, { NULL, 0 }, { NULL, 0 } };
+    sx_status st = ops->serialize_parts
+                       ? ops->serialize_parts(idx, &w, &parts[1].p, &parts[1].n, &tail)
+                       : ops->serialize(idx, &w);
+    if (st == SX_OK && (!sx__wbuf_ok(&w) || !sx__wbuf_ok(&tail)))
+        st = sx__err(SX_ENOMEM, "serializing a %s index", type);
+    parts[0] = (sx__iov){ w.data, w.len };
+    parts[2] = (sx__iov){ tail.data, tail.len };
+    if (st == SX_OK)
+        st = sx__idxfile_write_parts(path, type, pstr, n, dim, parts, 3);
+    sx__wbuf_fini(&w);
+    sx__wbuf_fini(&tail);
+    return st;
+}
+
 static void run_job(sx_db *db, sx__job *j)
 {
     sx_collection *c = j->c;
@@ -224,30 +253,15 @@ static void run_job(sx_db *db, sx__job *j)
     if (st == SX_OK) {
         r->ops = ops;
         atomic_init(&r->refs, 1);
-        /* serialize_parts, where the index has it, writes its bulk from where it lies (no
-         * second copy of DISKANN's PQ codes at the end of a build under a budget) */
-        sx__wbuf w, tail;
-        sx__wbuf_init(&w);
-        sx__wbuf_init(&tail);
-        sx__iov parts[3] = { { NULL, 0 }, { NULL, 0 }, { NULL, 0 } };
-        sx_status sst = ops->serialize_parts
-                            ? ops->serialize_parts(r->idx, &w, &parts[1].p, &parts[1].n, &tail)
-                            : ops->serialize(r->idx, &w);
-        if (sst == SX_OK && (!sx__wbuf_ok(&w) || !sx__wbuf_ok(&tail)))
-            sst = SX_ENOMEM;
-        parts[0] = (sx__iov){ w.data, w.len };
-        parts[2] = (sx__iov){ tail.data, tail.len };
-        if (sst == SX_OK && !atomic_load(&c->dropped)) {
+        if (!atomic_load(&c->dropped)) {
             char path[4096];
             sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), s->id);
             /* best effort: a missing index file only means a rebuild after reopen. With an
              * object store the write is bracketed so a sync never reads it half-replaced. */
             sx__store_index_begin(c);
-            sx__ignore(sx__idxfile_write_parts(path, type, pstr, n, (uint32_t)dim, parts, 3));
+            sx__ignore(write_index_file(ops, r->idx, path, type, pstr, n, (uint32_t)dim));
             sx__store_index_end(c, s->id, v);
         }
-        sx__wbuf_fini(&w);
-        sx__wbuf_fini(&tail);
         /* publish only if the spec is still the one we built for */
         sx__rwlock_rdlock(&c->seg_lock);
         bool same = vf->iops == ops && strcmp(vf->index_params_str, pstr) == 0;
@@ -316,6 +330,172 @@ static void job_drop(sx__job *j)
     sx__free(j);
 }
 
+/* ---------------------------------------------------------------- builds elsewhere
+ * (sx_db_options.index_builder). The builder thread moves each job it may hand out (an index
+ * kept whole in its index file, a store to find the segment in) to rjobs; a slot's thread
+ * offers it to the builder and, once the file is back, renames it into place, loads it as an open
+ * would (load_index_file: the spec, rows and dim are checked) and syncs it to the store. A job
+ * the builder did not build goes back to the builder thread's queue marked local. */
+
+static bool load_index_file(sx_collection *c,
+                            sx__segment *s,
+                            size_t v,
+                            const sx__index_ops *ops,
+                            sx_metric metric,
+                            const char *pstr,
+                            const char *path);
+
+static bool remote_eligible(sx_db *db, const sx__job *j)
+{
+    if (!db->n_rslots || j->local || !j->s || !j->c->cs)
+        return false;
+    sx__rwlock_rdlock(&j->c->seg_lock);
+    const sx__index_ops *ops = j->c->vfs[j->v].iops;
+    bool ok = ops && !ops->load_files && !ops->remove_files;
+    sx__rwlock_unlock(&j->c->seg_lock);
+    return ok;
+}
+
+static int job_cancelled(const sx_index_build_job *job)
+{
+    const sx__rslot *sl = job->engine_private;
+    return atomic_load(&sl->cancel) || atomic_load(&sl->j->c->dropped);
+}
+
+/* Offers j to the builder. true: its index is published. */
+static bool run_remote(sx_db *db, sx__rslot *sl, sx__job *j)
+{
+    sx_collection *c = j->c;
+    sx__segment *s = j->s;
+    const size_t v = j->v;
+    sx__vfield *vf = &c->vfs[v];
+    sx_param params[32];
+    char *keys[32] = { 0 }, *vals[32] = { 0 };
+    char pstr[256] = "";
+    size_t np = 0;
+    bool ok = true;
+    sx__rwlock_rdlock(&c->seg_lock);
+    const sx__index_ops *ops = vf->iops;
+    const sx_metric metric = vf->metric;
+    if (ops) {
+        np = vf->n_index_params < 32 ? vf->n_index_params : 32;
+        for (size_t i = 0; i < np; i++) {
+            keys[i] = sx__strdup(vf->index_params[i].key);
+            vals[i] = sx__strdup(vf->index_params[i].value);
+            ok = ok && keys[i] && vals[i];
+            params[i].key = keys[i];
+            params[i].value = vals[i];
+        }
+        (void)snprintf(pstr, sizeof pstr, "%s", vf->index_params_str);
+    }
+    sx__rwlock_unlock(&c->seg_lock);
+    bool done = false;
+    char key[1024], tmp[4096], path[4096], ext[32];
+    (void)snprintf(ext, sizeof ext, "%s.job", sx__idx_ext(v, false));
+    sx__coll_path(c, tmp, sizeof tmp, ext, s->id);
+    sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), s->id);
+    if (!ok || !ops || sx__store_segment_key(c, s->id, key, sizeof key, &sl->cancel) != SX_OK)
+        goto out;
+    sx_index_build_job job = { db->opts.storage_url,
+                               c->name,
+                               s->id,
+                               key,
+                               c->names[vf->field],
+                               atomic_load(&s->n_rows),
+                               (uint32_t)vf->dim,
+                               metric,
+                               ops->name,
+                               params,
+                               np,
+                               job_cancelled,
+                               sl };
+    const sx_index_builder *b = db->opts.index_builder;
+    sx_status st = b->build(b->ctx, &job, tmp);
+    if (st != SX_OK || atomic_load(&sl->cancel) || atomic_load(&c->dropped)) {
+        sx__err_clear();
+        sx__ignore(sx__fs_unlink(tmp));
+        goto out;
+    }
+    /* publish only if the spec is still the one it was built for */
+    sx__rwlock_rdlock(&c->seg_lock);
+    bool same = vf->iops == ops && strcmp(vf->index_params_str, pstr) == 0;
+    sx__rwlock_unlock(&c->seg_lock);
+    if (!same) {
+        sx__ignore(sx__fs_unlink(tmp));
+        goto out;
+    }
+    sx__store_index_begin(c);
+    st = sx__fs_rename(tmp, path);
+    sx__store_index_end(c, s->id, v);
+    if (st != SX_OK) {
+        sx__err_clear();
+        sx__ignore(sx__fs_unlink(tmp));
+        goto out;
+    }
+    /* a file that does not match the spec (rows, dim, type, parameters) or does not load is not
+     * published: the local build replaces it */
+    done = load_index_file(c, s, v, ops, metric, pstr, path);
+    if (done) {
+        atomic_fetch_add(&db->remote_builds, 1);
+        sx__store_after_build(c, &sl->cancel); /* upload the index file through the fence */
+    }
+out:
+    for (size_t i = 0; i < np; i++) {
+        sx__free(keys[i]);
+        sx__free(vals[i]);
+    }
+    return done;
+}
+
+static void *rslot_main(void *arg)
+{
+    sx__rslot *sl = arg;
+    sx_db *db = sl->db;
+    sx_io_phase_set(SX_IO_PHASE_BUILD);
+    sx__mutex_lock(&db->mu);
+    for (;;) {
+        while (!db->rjobs_head && !db->stopping)
+            sx__cond_wait(&db->rjob_cv, &db->mu);
+        if (db->stopping)
+            break;
+        sx__job *j = db->rjobs_head;
+        db->rjobs_head = j->next;
+        if (!db->rjobs_head)
+            db->rjobs_tail = NULL;
+        j->next = NULL;
+        sl->c = j->c;
+        sl->j = j;
+        atomic_store(&sl->cancel, false);
+        sx__mutex_unlock(&db->mu);
+        bool done = run_remote(db, sl, j);
+        sx__mutex_lock(&db->mu);
+        sl->c = NULL;
+        sl->j = NULL;
+        bool wanted = !db->stopping && !atomic_load(&sl->cancel) && !atomic_load(&j->c->dropped);
+        if (!done && wanted && db->has_builder) {
+            j->local = true; /* nobody built it elsewhere: the builder thread does */
+            queue_push_locked(db, j);
+            continue;
+        }
+        sx__mutex_unlock(&db->mu);
+        if (done) {
+            notify(j->c);
+            sx__seg_unref(j->s);
+            sx__coll_unref(j->c);
+            sx__free(j);
+        } else {
+            clear_pending(j->s, j->v);
+            notify(j->c);
+            sx__seg_unref(j->s);
+            sx__coll_unref(j->c);
+            sx__free(j);
+        }
+        sx__mutex_lock(&db->mu);
+    }
+    sx__mutex_unlock(&db->mu);
+    return NULL;
+}
+
 static void *builder_main(void *arg)
 {
     sx_db *db = arg;
@@ -343,6 +523,25 @@ static void *builder_main(void *arg)
             sx__mutex_lock(&db->mu);
             continue;
         }
+        sx__mutex_unlock(&db->mu);
+        if (remote_eligible(db, j)) {
+            sx__mutex_lock(&db->mu);
+            if (db->stopping) {
+                sx__mutex_unlock(&db->mu);
+                job_drop(j);
+                sx__mutex_lock(&db->mu);
+                continue;
+            }
+            j->next = NULL;
+            if (db->rjobs_tail)
+                db->rjobs_tail->next = j;
+            else
+                db->rjobs_head = j;
+            db->rjobs_tail = j;
+            pthread_cond_signal(&db->rjob_cv);
+            continue;
+        }
+        sx__mutex_lock(&db->mu);
         db->building = j->c;
         db->building_v = j->v;
         sx__mutex_unlock(&db->mu);
@@ -379,6 +578,24 @@ sx_status sx__builder_start(sx_db *db)
     if (pthread_create(&db->builder, NULL, builder_main, db) != 0)
         return sx__err(SX_ENOMEM, "cannot start the index builder thread");
     db->has_builder = true;
+    const sx_index_builder *b = db->opts.index_builder;
+    if (!b || !b->build || !db->opts.storage_url || !*db->opts.storage_url)
+        return SX_OK;
+    size_t n = b->slots ? b->slots : 4;
+    db->rslots = sx__calloc(n, sizeof *db->rslots);
+    if (!db->rslots) /* best effort: every build runs here */
+        return SX_OK;
+    for (size_t i = 0; i < n; i++) {
+        db->rslots[i].db = db;
+        atomic_init(&db->rslots[i].cancel, false);
+        if (pthread_create(&db->rslots[i].thr, NULL, rslot_main, &db->rslots[i]) != 0)
+            break;
+        db->n_rslots = i + 1;
+    }
+    if (!db->n_rslots) {
+        sx__free(db->rslots);
+        db->rslots = NULL;
+    }
     return SX_OK;
 }
 
@@ -389,9 +606,28 @@ void sx__builder_stop(sx_db *db)
     sx__mutex_lock(&db->mu);
     db->stopping = true;
     atomic_store(&db->cancel_build, true);
+    for (size_t i = 0; i < db->n_rslots; i++)
+        atomic_store(&db->rslots[i].cancel, true);
     pthread_cond_broadcast(&db->job_cv);
+    pthread_cond_broadcast(&db->rjob_cv);
     sx__mutex_unlock(&db->mu);
+    for (size_t i = 0; i < db->n_rslots; i++)
+        pthread_join(db->rslots[i].thr, NULL);
     pthread_join(db->builder, NULL);
+    /* jobs still waiting for a slot */
+    sx__mutex_lock(&db->mu);
+    sx__job *rest = db->rjobs_head;
+    db->rjobs_head = NULL;
+    db->rjobs_tail = NULL;
+    sx__mutex_unlock(&db->mu);
+    while (rest) {
+        sx__job *j = rest;
+        rest = j->next;
+        job_drop(j);
+    }
+    sx__free(db->rslots);
+    db->rslots = NULL;
+    db->n_rslots = 0;
     db->has_builder = false;
 }
 
@@ -435,25 +671,45 @@ sx_status sx__vfield_find(const sx_collection *c, const char *field, size_t *v)
     return sx__err(SX_EINVAL, "collection %s has no field named %s", c->name, field);
 }
 
-void sx__build_cancel_coll(sx_db *db, sx_collection *c)
+/* Takes c's jobs out of queue *head (tail *tail) onto *drop. Caller holds db->mu. */
+static void take_coll_jobs(sx__job **head, sx__job **tail, sx_collection *c, sx__job **drop)
 {
-    sx__job *drop = NULL;
-    sx__mutex_lock(&db->mu);
-    sx__job **pp = &db->jobs_head;
-    db->jobs_tail = NULL;
+    sx__job **pp = head;
+    *tail = NULL;
     while (*pp) {
         sx__job *j = *pp;
         if (j->c == c) {
             *pp = j->next;
-            j->next = drop;
-            drop = j;
+            j->next = *drop;
+            *drop = j;
         } else {
-            db->jobs_tail = j;
+            *tail = j;
             pp = &j->next;
         }
     }
+}
+
+static bool coll_busy_locked(const sx_db *db, const sx_collection *c)
+{
+    if (db->building == c)
+        return true;
+    for (size_t i = 0; i < db->n_rslots; i++)
+        if (db->rslots[i].c == c)
+            return true;
+    return false;
+}
+
+void sx__build_cancel_coll(sx_db *db, sx_collection *c)
+{
+    sx__job *drop = NULL;
+    sx__mutex_lock(&db->mu);
+    take_coll_jobs(&db->jobs_head, &db->jobs_tail, c, &drop);
+    take_coll_jobs(&db->rjobs_head, &db->rjobs_tail, c, &drop);
     if (db->building == c)
         atomic_store(&db->cancel_build, true);
+    for (size_t i = 0; i < db->n_rslots; i++)
+        if (db->rslots[i].c == c)
+            atomic_store(&db->rslots[i].cancel, true);
     sx__mutex_unlock(&db->mu);
     while (drop) {
         sx__job *j = drop;
@@ -463,13 +719,63 @@ void sx__build_cancel_coll(sx_db *db, sx_collection *c)
     /* wait for a running build of c to notice */
     for (;;) {
         sx__mutex_lock(&db->mu);
-        bool busy = db->building == c;
+        bool busy = coll_busy_locked(db, c);
         sx__mutex_unlock(&db->mu);
         if (!busy)
             break;
         struct timespec ts = { 0, 2000000L };
         nanosleep(&ts, NULL);
     }
+}
+
+/* Loads segment s's index file of field v (path) if it matches the spec (ops, pstr) and
+ * publishes it. false: absent, stale or unreadable (nothing changed). */
+static bool load_index_file(sx_collection *c,
+                            sx__segment *s,
+                            size_t v,
+                            const sx__index_ops *ops,
+                            sx_metric metric,
+                            const char *pstr,
+                            const char *path)
+{
+    sx__vfield *vf = &c->vfs[v];
+    const size_t fv = vf->field;
+    const uint32_t dim = vf->dim;
+    void *payload = NULL;
+    size_t len = 0;
+    size_t n = atomic_load(&s->n_rows);
+    char prefix[4096];
+    sx__idx_prefix(c, prefix, sizeof prefix, s->id, v);
+    const char *slash = strrchr(path, '/');
+    if (!sx__fs_exists(path) ||
+        sx__idxfile_read(path, ops->name, pstr, n, dim, &payload, &len) != SX_OK) {
+        sx__free(payload);
+        return false;
+    }
+    sx__store_touch(c, slash ? slash + 1 : path);
+    sx__idxref *r = sx__calloc(1, sizeof *r);
+    sx_status lst = SX_ENOMEM;
+    if (r && ops->load_files) {
+        /* payload is handed over: DISKANN keeps its codes where they were read */
+        lst = sx__store_load_files(c, v, ops, payload, len, prefix, s->chunks[fv][0], n, &r->idx);
+        payload = NULL;
+    } else if (r && vf->vt == SX__VT_F32) {
+        lst = ops->deserialize(payload, len, s->chunks[fv][0], n, dim, metric, &r->idx);
+    } else if (r) {
+        lst =
+            ops->deserialize_typed(payload, len, s->chunks[fv][0], vf->vt, n, dim, metric, &r->idx);
+    }
+    sx__free(payload);
+    if (lst != SX_OK) {
+        sx__free(r);
+        return false;
+    }
+    r->ops = ops;
+    atomic_init(&r->refs, 1);
+    size_cache(c, s, v, r);
+    publish(s, v, r);
+    release_vectors(c, s, v, ops);
+    return true;
 }
 
 void sx__seg_attach_one(sx_collection *c, sx__segment *s, size_t v)
@@ -483,47 +789,13 @@ void sx__seg_attach_one(sx_collection *c, sx__segment *s, size_t v)
     sx__rwlock_unlock(&c->seg_lock);
     if (!ops)
         return;
-    const size_t fv = vf->field;
-    const uint32_t dim = vf->dim;
     char path[4096];
     sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), s->id);
-    void *payload = NULL;
-    size_t len = 0;
-    size_t n = atomic_load(&s->n_rows);
-    char prefix[4096];
-    sx__idx_prefix(c, prefix, sizeof prefix, s->id, v);
     const char *slash = strrchr(path, '/');
     if (!sx__fs_exists(path) && c->cs) /* evicted by the cache limit: download it again */
         sx__ignore(sx__store_fetch(c, slash ? slash + 1 : path));
-    if (sx__fs_exists(path) &&
-        sx__idxfile_read(path, ops->name, pstr, n, dim, &payload, &len) == SX_OK) {
-        sx__store_touch(c, slash ? slash + 1 : path);
-        sx__idxref *r = sx__calloc(1, sizeof *r);
-        sx_status lst = SX_ENOMEM;
-        if (r && ops->load_files) {
-            /* payload is handed over: DISKANN keeps its codes where they were read */
-            lst =
-                sx__store_load_files(c, v, ops, payload, len, prefix, s->chunks[fv][0], n, &r->idx);
-            payload = NULL;
-        } else if (r && vf->vt == SX__VT_F32) {
-            lst = ops->deserialize(payload, len, s->chunks[fv][0], n, dim, metric, &r->idx);
-        } else if (r) {
-            lst = ops->deserialize_typed(payload, len, s->chunks[fv][0], vf->vt, n, dim, metric,
-                                         &r->idx);
-        }
-        if (lst == SX_OK) {
-            r->ops = ops;
-            atomic_init(&r->refs, 1);
-            size_cache(c, s, v, r);
-            publish(s, v, r);
-            release_vectors(c, s, v, ops);
-            sx__free(payload);
-            return;
-        }
-        sx__free(r);
-    }
-    sx__free(payload);
-    sx__build_enqueue(c->db, c, s, v);
+    if (!load_index_file(c, s, v, ops, metric, pstr, path))
+        sx__build_enqueue(c->db, c, s, v);
 }
 
 void sx__seg_attach_index(sx_collection *c, sx__segment *s)
@@ -570,6 +842,27 @@ static bool ignored_param(const char *k)
 {
     return strcasecmp(k, "index_type") == 0 || strcasecmp(k, "metric_type") == 0 ||
            strcasecmp(k, "metricType") == 0;
+}
+
+/* The parameters string an index file and the manifest record ("k=v,k=v", the ignored keys
+ * left out); *kept: how many it holds. */
+static sx_status
+params_join(const sx_param *params, size_t n_params, char *pstr, size_t cap, size_t *kept)
+{
+    size_t off = 0;
+    *kept = 0;
+    pstr[0] = '\0';
+    for (size_t i = 0; i < n_params; i++) {
+        if (ignored_param(params[i].key))
+            continue;
+        int w = snprintf(pstr + off, cap - off, "%s%s=%s", *kept ? "," : "", params[i].key,
+                         params[i].value);
+        if (w < 0 || (size_t)w >= cap - off)
+            return sx__err(SX_EINVAL, "index parameters too long");
+        off += (size_t)w;
+        (*kept)++;
+    }
+    return SX_OK;
 }
 
 static sx_status check_params(const char *index_type,
@@ -655,17 +948,10 @@ static sx_status index_create(
         return st;
     char pstr[256] = "", who[600];
     vname(c, v, who, sizeof who);
-    size_t off = 0, kept = 0;
-    for (size_t i = 0; i < n_params; i++) {
-        if (ignored_param(params[i].key))
-            continue;
-        int w = snprintf(pstr + off, sizeof pstr - off, "%s%s=%s", kept ? "," : "", params[i].key,
-                         params[i].value);
-        if (w < 0 || (size_t)w >= sizeof pstr - off)
-            return sx__err(SX_EINVAL, "index parameters too long");
-        off += (size_t)w;
-        kept++;
-    }
+    size_t kept = 0;
+    st = params_join(params, n_params, pstr, sizeof pstr, &kept);
+    if (st != SX_OK)
+        return st;
     sx__mutex_lock(&c->flush_mu);
     sx__mutex_lock(&c->write_mu);
     if (vf->iops) {
@@ -969,4 +1255,82 @@ sx_status sx_index_wait_on(sx_collection *c, const char *field, uint64_t timeout
     if (st != SX_OK)
         return st;
     return wait_fields(c, 1u << v, false, timeout_ms);
+}
+
+sx_status sx_index_build_segment_file(const char *segment_path,
+                                      const char *field,
+                                      const char *index_type,
+                                      const sx_param *params,
+                                      size_t n_params,
+                                      sx_metric metric,
+                                      uint32_t threads,
+                                      const char *out_path,
+                                      uint64_t *rows_out)
+{
+    sx__err_clear();
+    if (!segment_path || !field || !index_type || !out_path)
+        return sx__err(SX_EINVAL,
+                       "sx_index_build_segment_file: paths, field and type are required");
+    sx__segcol *hdr = NULL, *cols = NULL;
+    size_t nc = 0;
+    uint64_t seg_id = 0, n = 0, n2 = 0;
+    sx__segmap map;
+    memset(&map, 0, sizeof map);
+    sx_status st = sx__segfile_columns(segment_path, &seg_id, &n, &hdr, &nc);
+    if (st != SX_OK)
+        return st;
+    size_t f = nc;
+    for (size_t i = 0; i < nc; i++)
+        if (strcmp(hdr[i].name, field) == 0)
+            f = i;
+    const sx__index_ops *ops = NULL;
+    char pstr[256];
+    size_t kept = 0;
+    if (f == nc)
+        st = sx__err(SX_ENOTFOUND, "%s has no field named %s", segment_path, field);
+    else if (!sx_field_is_vector(hdr[f].type) || hdr[f].nullable)
+        st = sx__err(SX_EINVAL, "field %s of %s is not a vector field", field, segment_path);
+    if (st == SX_OK)
+        st = check_params(index_type, sx__vtype_of(hdr[f].type), params, n_params, hdr[f].dim,
+                          metric, &ops);
+    if (st == SX_OK && (ops->load_files || ops->remove_files))
+        st = sx__err(SX_EINVAL,
+                     "%s keeps files beside its index file: it is built where it is "
+                     "served",
+                     ops->name);
+    if (st == SX_OK)
+        st = params_join(params, n_params, pstr, sizeof pstr, &kept);
+    if (st == SX_OK)
+        st = sx__segfile_read(segment_path, seg_id, hdr, nc, &n2, &cols, &map);
+    sx__index *idx = NULL;
+    if (st == SX_OK) {
+        const uint32_t dim = hdr[f].dim;
+        atomic_size_t progress;
+        atomic_init(&progress, 0);
+        atomic_bool cancel;
+        atomic_init(&cancel, false);
+        sx__build_ctx ctx = { threads ? threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN),
+                              &progress,
+                              &cancel,
+                              0,
+                              NULL,
+                              seg_id }; /* the seed a local build of the segment uses */
+        sx__vtype vt = sx__vtype_of(hdr[f].type);
+        if (vt == SX__VT_F32)
+            st = ops->build(params, n_params, cols[f].data, (size_t)n2, dim, metric, &ctx, &idx);
+        else
+            st = ops->build_typed(params, n_params, cols[f].data, vt, (size_t)n2, dim, metric, &ctx,
+                                  &idx);
+        if (st == SX_OK)
+            st = write_index_file(ops, idx, out_path, ops->name, pstr, (size_t)n2, dim);
+        if (idx)
+            ops->free(idx);
+    }
+    if (st == SX_OK && rows_out)
+        *rows_out = n2;
+    sx__segcols_free(cols, nc, n2);
+    if (map.addr)
+        sx__fs_unmap(map.addr, map.len);
+    sx__segcols_free(hdr, nc, 0);
+    return st;
 }

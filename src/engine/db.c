@@ -119,6 +119,7 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
         db->opts = *opts;
     (void)sx__mutex_init(&db->mu, SX__RANK_DB, "db.mu");
     pthread_cond_init(&db->job_cv, NULL);
+    pthread_cond_init(&db->rjob_cv, NULL);
     db->dir = sx__strdup(dir);
     char path[4096];
     char **names = NULL;
@@ -245,6 +246,7 @@ void sx__db_unref(sx_db *db)
         sx__membudget_free(db->budget);
     sx__mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->job_cv);
+    pthread_cond_destroy(&db->rjob_cv);
     sx__free(db->dir);
     sx__free(db);
 }

@@ -173,7 +173,17 @@ typedef struct sx__job {
     sx_collection *c; /* ref held */
     sx__segment *s;   /* ref held; NULL: a background merge of c's small segments */
     size_t v;         /* the vector field (c->vfs[v]) whose index is built */
+    bool local;       /* build it in this process (an sx_index_builder did not) */
 } sx__job;
+
+/* A thread that hands builds to the database's sx_index_builder (build.c). */
+typedef struct sx__rslot {
+    struct sx_db *db;
+    pthread_t thr;
+    sx_collection *c;   /* guarded by db->mu: the collection of the job out, or NULL */
+    atomic_bool cancel; /* the job out is no longer wanted */
+    struct sx__job *j;  /* the job out (this slot's thread only) */
+} sx__rslot;
 
 struct sx_db {
     /* 1 for the owner until sx_db_close, plus 1 per collection object alive (a handle of a
@@ -197,7 +207,14 @@ struct sx_db {
     sx_collection *building;      /* guarded by mu: collection of the running job (or NULL) */
     size_t building_v;            /* guarded by mu: its vector field */
     atomic_size_t build_progress; /* rows done by the running job (relaxed) */
-    struct sx__objstore *store;   /* NULL: local only (store.c); immutable while open */
+    /* builds offered to opts.index_builder: a queue the builder fills (guarded by mu) and the
+     * slots' threads that take from it (n_rslots fixed while open) */
+    sx__job *rjobs_head, *rjobs_tail;
+    pthread_cond_t rjob_cv;
+    sx__rslot *rslots;
+    size_t n_rslots;
+    atomic_uint_fast64_t remote_builds; /* indexes built by the index_builder, published here */
+    struct sx__objstore *store;         /* NULL: local only (store.c); immutable while open */
     /* cache.c: NULL without a store or without cache_limit_bytes; freed after the collections */
     struct sx__blockcache *bcache;
     atomic_uint_fast64_t local_evictions; /* local copies removed by the limit (relaxed) */
@@ -479,6 +496,11 @@ void sx__store_index_begin(sx_collection *c);
 void sx__store_index_end(sx_collection *c, uint64_t seg_id, size_t v);
 /* The builder, after publishing an index: sync if flush_mu can be had soon, else leave dirty. */
 void sx__store_after_build(sx_collection *c, const atomic_bool *cancel);
+/* The store key (relative to the database's store root) of sealed segment seg_id's file, once a
+ * sync has uploaded it (syncing when nobody else is; up to 60 s). SX_ENOTFOUND without a store,
+ * SX_ECANCELED (a drop, or *cancel set), SX_ETIMEDOUT. */
+SX_NODISCARD sx_status sx__store_segment_key(
+    sx_collection *c, uint64_t seg_id, char *buf, size_t cap, const atomic_bool *cancel);
 /* Drop: the store manifest goes first (SX_EREMOTE: not dropped), the other objects after. */
 SX_NODISCARD sx_status sx__store_drop_begin(sx_collection *c);
 void sx__store_drop_finish(sx_db *db, const char *name);

@@ -1047,6 +1047,45 @@ void sx__store_after_build(sx_collection *c, const atomic_bool *cancel)
     }
 }
 
+sx_status sx__store_segment_key(
+    sx_collection *c, uint64_t seg_id, char *buf, size_t cap, const atomic_bool *cancel)
+{
+    if (!c->cs)
+        return sx__err(SX_ENOTFOUND, "collection %s has no object store", c->name);
+    char name[64], path[4096];
+    (void)snprintf(name, sizeof name, "seg-%020" PRIu64 ".sxs", seg_id);
+    (void)snprintf(path, sizeof path, "%s/%s", c->dir, name);
+    uint64_t size = 0;
+    sx_status st = file_size(path, &size);
+    if (st != SX_OK)
+        return st;
+    /* a segment just sealed may be waiting for its sync (a flush holds flush_mu while it
+     * uploads): look again every 50 ms, and sync ourselves when nobody is, for up to 60 s */
+    for (int i = 0; i < 1200; i++) {
+        if (atomic_load(&c->dropped) || (cancel && atomic_load(cancel)))
+            return SX_ECANCELED;
+        bool found = false;
+        sx__mutex_lock(&c->store_mu);
+        robj *o = c->cs->loaded ? find_base(c->cs, name, size) : NULL;
+        if (o) {
+            int w = snprintf(buf, cap, "%s/%s", c->name, o->key);
+            found = w > 0 && (size_t)w < cap;
+        }
+        sx__mutex_unlock(&c->store_mu);
+        if (found)
+            return SX_OK;
+        if (i % 20 == 0 && sx__mutex_trylock(&c->flush_mu)) {
+            if (sx__store_sync_locked(c) != SX_OK)
+                sx__err_clear();
+            sx__mutex_unlock(&c->flush_mu);
+            continue;
+        }
+        struct timespec ts = { 0, 50000000L };
+        nanosleep(&ts, NULL);
+    }
+    return sx__err(SX_ETIMEDOUT, "%s: segment %" PRIu64 " is not in the store", c->name, seg_id);
+}
+
 /* ---------------------------------------------------------------- drop */
 
 sx_status sx__store_drop_begin(sx_collection *c)
@@ -1495,4 +1534,54 @@ sx_status sx_store_object_put(
 void sx_free_bytes(void *p)
 {
     sx__free(p);
+}
+
+/* sx_store_file_get/put, sx_store_object_delete: an object anywhere under the store root */
+static sx_status any_object_open(const char *url, const char *endpoint, sx__objstore **o)
+{
+    if (!url || !*url)
+        return sx__err(SX_EINVAL, "no storage URL");
+    sx__objstore_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.s3_endpoint = endpoint;
+    return sx__objstore_open(url, &cfg, o);
+}
+
+sx_status sx_store_file_get(const char *storage_url,
+                            const char *s3_endpoint,
+                            const char *key,
+                            const char *path)
+{
+    sx__err_clear();
+    sx__objstore *o = NULL;
+    sx_status st = any_object_open(storage_url, s3_endpoint, &o);
+    if (st == SX_OK)
+        st = sx__objstore_get_file(o, key, path);
+    sx__objstore_free(o);
+    return st;
+}
+
+sx_status sx_store_file_put(const char *storage_url,
+                            const char *s3_endpoint,
+                            const char *key,
+                            const char *path)
+{
+    sx__err_clear();
+    sx__objstore *o = NULL;
+    sx_status st = any_object_open(storage_url, s3_endpoint, &o);
+    if (st == SX_OK)
+        st = sx__objstore_put_file(o, key, path);
+    sx__objstore_free(o);
+    return st;
+}
+
+sx_status sx_store_object_delete(const char *storage_url, const char *s3_endpoint, const char *key)
+{
+    sx__err_clear();
+    sx__objstore *o = NULL;
+    sx_status st = any_object_open(storage_url, s3_endpoint, &o);
+    if (st == SX_OK)
+        st = sx__objstore_del(o, key);
+    sx__objstore_free(o);
+    return st;
 }

@@ -1146,6 +1146,91 @@ fail:
     return st;
 }
 
+sx_status sx__segfile_columns(
+    const char *path, uint64_t *seg_id, uint64_t *n_rows, sx__segcol **cols_out, size_t *n_out)
+{
+    *cols_out = NULL;
+    *n_out = 0;
+    void *data = NULL;
+    size_t len = 0;
+    sx__segcol *cols = NULL;
+    uint32_t nc = 0;
+    sx_status st = sx__fs_map(path, &data, &len);
+    if (st != SX_OK)
+        return st;
+    /* only the headers are read: a few pages of the mapping; the CRCs are sx__segfile_read's */
+    cursor *cur = sx__calloc(1, sizeof *cur);
+    verifier v = { path, NULL, NULL };
+    if (!cur) {
+        st = sx__err(SX_ENOMEM, "reading %s", path);
+        goto out;
+    }
+    cur->v = &v;
+    cur->base = data;
+    cur->len = len;
+    const uint8_t *hp = len >= 36 ? cur_get(cur, 36, "header", &st) : NULL;
+    if (!hp) {
+        st = st != SX_OK ? st : sx__err(SX_ECORRUPT, "%s: bad magic or short header", path);
+        goto out;
+    }
+    sx__rbuf r;
+    sx__rbuf_init(&r, hp, 36);
+    uint32_t version = 0;
+    st = get_header_v(&r, path, SEG_MAGIC, SEG_VERSION, &version, seg_id, n_rows, &nc);
+    if (st != SX_OK)
+        goto out;
+    if (nc == 0 || nc > 4096) {
+        st = sx__err(SX_ECORRUPT, "%s: %u columns", path, nc);
+        goto out;
+    }
+    cols = sx__calloc(nc, sizeof *cols);
+    if (!cols) {
+        st = sx__err(SX_ENOMEM, "reading %s", path);
+        goto out;
+    }
+    size_t fl = version >= 3 ? 1 : 0;
+    for (uint32_t i = 0; i < nc; i++) {
+        const uint8_t *p = cur_get(cur, 4, "column header", &st);
+        if (!p)
+            goto out;
+        uint32_t nl = sx__le32(p);
+        if (nl > SX_MAX_NAME) {
+            st = sx__err(SX_ECORRUPT, "%s: truncated column %u", path, i);
+            goto out;
+        }
+        p = cur_get(cur, (uint64_t)nl + 17 + fl, "column header", &st);
+        if (!p)
+            goto out;
+        cols[i].name = sx__strndup((const char *)p, nl);
+        if (!cols[i].name) {
+            st = sx__err(SX_ENOMEM, "reading %s", path);
+            goto out;
+        }
+        cols[i].type = (sx_field_type)p[nl];
+        cols[i].nullable = fl && (p[nl + 1] & 1);
+        cols[i].dim = sx__le32(p + nl + 1 + fl);
+        uint64_t dlen = sx__le64(p + nl + 5 + fl);
+        st = skip_pad(cur, "column");
+        if (st != SX_OK)
+            goto out;
+        if (dlen > cur->len - cur->off) {
+            st = sx__err(SX_ECORRUPT, "%s: truncated column %u", path, i);
+            goto out;
+        }
+        cur->off += dlen;
+    }
+out:
+    sx__free(cur);
+    sx__fs_unmap(data, len);
+    if (st != SX_OK) {
+        sx__segcols_free(cols, nc, 0);
+        return st;
+    }
+    *cols_out = cols;
+    *n_out = nc;
+    return SX_OK;
+}
+
 sx_status
 sx__delfile_write(const char *path, uint64_t seg_id, uint64_t n_rows, const uint64_t *bits)
 {

@@ -97,6 +97,12 @@ SX_NODISCARD sx_status sx__segfile_read(const char *path,
                                         sx__segcol **cols,
                                         sx__segmap *map);
 void sx__segcols_free(sx__segcol *cols, size_t n_cols, uint64_t n_rows);
+/* The columns a segment file holds (name, type, dim, nullable; no data) as its headers say, for a
+ * reader without the schema (an index worker): *cols (n_out entries) can be passed as
+ * sx__segfile_read's `expect`; free with sx__segcols_free(cols, n, 0). Only the headers are
+ * checked (the header CRC, lengths within the file); sx__segfile_read verifies the rest. */
+SX_NODISCARD sx_status sx__segfile_columns(
+    const char *path, uint64_t *seg_id, uint64_t *n_rows, sx__segcol **cols, size_t *n_out);
 
 /* Builds a key block in the heap for n keys of `type` (data: int64_t* or char**), as the writer
  * does; out->owned holds it (sx__segpk_fini). Errors: SX_ENOMEM. */

@@ -3,7 +3,7 @@
  * started, supervised and stopped as one.
  *
  *   up --dir D --port P [--etcd 3] [--writers 1] [--query-nodes 0] [--index-workers 0]
- *      [--storage URL --s3-endpoint URL] [--lease-ttl 5]
+ *      [--storage URL --s3-endpoint URL] [--lease-ttl 5] [--build-threads N] [--segment-mb N]
  *   status --dir D      one line per process: role, name, pid=N, addr, state, restarts
  *   down --dir D        stops every process (writers first, etcd last) and the supervisor
  *
@@ -31,8 +31,8 @@
  * etcd members run with --auto-compaction-mode revision --auto-compaction-retention 1000 and
  * --quota-backend-bytes 2 GiB (scale-out.md: Milvus's "mvcc: database space exceeded" outages).
  *
- * Not yet: index workers (issue 17 continues); --index-workers above 0 is refused with that
- * message.
+ * Index workers x<i> (`serve --index-worker`, data D/x<i>/, no port) start with the nodes; `up`
+ * also waits for each one's D/x<i>/READY (written once it registered in etcd).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -53,7 +53,7 @@
 
 #include "cli.h"
 
-#define MAXP 40
+#define MAXP 96
 
 typedef struct proc {
     char role[16], name[32], addr[64], log[PATH_MAX];
@@ -71,7 +71,7 @@ typedef struct proc {
 typedef struct cluster {
     char dir[PATH_MAX], self[PATH_MAX], storage[PATH_MAX + 16], endpoint[512], etcd_eps[512];
     char s3rver_cli[PATH_MAX]; /* "": no s3rver of our own */
-    unsigned port, n_etcd, n_writers, n_query, lease_ttl;
+    unsigned port, n_etcd, n_writers, n_query, n_index, lease_ttl, build_threads, segment_mb;
     proc p[MAXP];
     int n;
 } cluster;
@@ -203,7 +203,45 @@ static void add_node(cluster *c, bool query, unsigned i, unsigned port)
     argd(p, dupf("%s", name));
     arg(p, "--lease-ttl");
     argd(p, dupf("%u", c->lease_ttl));
+    if (c->build_threads) {
+        arg(p, "--build-threads");
+        argd(p, dupf("%u", c->build_threads));
+    }
+    if (c->segment_mb && !query) {
+        arg(p, "--segment-mb");
+        argd(p, dupf("%u", c->segment_mb));
+    }
     arg(p, "--quiet");
+}
+
+/* index worker i (`serve --index-worker ...`): no port; D/x<i>/READY while registered */
+static void add_index_worker(cluster *c, unsigned i)
+{
+    char name[16];
+    (void)snprintf(name, sizeof name, "x%u", i);
+    add_proc(c, "index", name, "-");
+    proc *p = &c->p[c->n - 1];
+    arg(p, c->self);
+    arg(p, "serve");
+    arg(p, "--index-worker");
+    arg(p, "--data");
+    argd(p, dupf("%s/%s", c->dir, name));
+    arg(p, "--storage");
+    arg(p, c->storage);
+    if (c->endpoint[0]) {
+        arg(p, "--s3-endpoint");
+        arg(p, c->endpoint);
+    }
+    arg(p, "--etcd");
+    arg(p, c->etcd_eps);
+    arg(p, "--node-id");
+    argd(p, dupf("%s", name));
+    arg(p, "--lease-ttl");
+    argd(p, dupf("%u", c->lease_ttl));
+    if (c->build_threads) {
+        arg(p, "--build-threads");
+        argd(p, dupf("%u", c->build_threads));
+    }
 }
 
 static void build(cluster *c)
@@ -279,6 +317,8 @@ static void build(cluster *c)
         add_node(c, false, i, c->port + i);
     for (unsigned i = 1; i <= c->n_query; i++)
         add_node(c, true, i, c->port + 50 + i - 1);
+    for (unsigned i = 1; i <= c->n_index; i++)
+        add_index_worker(c, i);
     char addr[64];
     (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", c->port);
     add_proc(c, "proxy", "proxy", addr);
@@ -381,7 +421,7 @@ static bool http_ok(unsigned port, const char *path, const char *want)
 static bool is_node(const proc *p)
 {
     return strcmp(p->role, "writer") == 0 || strcmp(p->role, "query") == 0 ||
-           strcmp(p->role, "proxy") == 0;
+           strcmp(p->role, "proxy") == 0 || strcmp(p->role, "index") == 0;
 }
 
 static bool port_open(unsigned port)
@@ -594,7 +634,14 @@ static void usage(FILE *out)
             "  --query-nodes N      query nodes (default 0): read-only, each follows the\n"
             "                       committed manifests of every collection; node i on\n"
             "                       port P + 50 + i - 1\n"
-            "  --index-workers N    (not built yet: 0)\n"
+            "  --index-workers N    index workers (default 0): they claim the writers' index\n"
+            "                       builds from etcd, read the segments from the store,\n"
+            "                       build and upload the index files (writers build\n"
+            "                       themselves while none is alive); no port\n"
+            "  --build-threads N    threads of each index build, on writers and index\n"
+            "                       workers (default: every core)\n"
+            "  --segment-mb N       writers seal growing segments past N MiB of vectors\n"
+            "                       (default 256)\n"
             "  --storage URL        s3://BUCKET[/PREFIX] or file:///abs/dir (default: an\n"
             "                       s3rver started here on P + 300, bucket 'sextant', data\n"
             "                       in D/s3, when node and the npm package are found (see\n"
@@ -610,6 +657,7 @@ static int cmd_up(int argc, char **argv)
     const char *cmd = "cluster up";
     const char *dir = NULL, *storage = NULL, *endpoint = NULL, *v;
     uint64_t port = 19530, n_etcd = 3, n_writers = 1, n_query = 0, n_index = 0, ttl = 5;
+    uint64_t build_threads = 0, segment_mb = 0;
     for (int i = 1; i < argc;) {
         int r;
         if (cli_flag(argv, &i, "--help")) {
@@ -628,9 +676,14 @@ static int cmd_up(int argc, char **argv)
             const char *name;
             uint64_t lo, hi, *out;
         } nums[] = {
-            { "--port", 1, 65000 - 300, &port },    { "--etcd", 1, 5, &n_etcd },
-            { "--writers", 1, 30, &n_writers },     { "--query-nodes", 0, 64, &n_query },
-            { "--index-workers", 0, 64, &n_index }, { "--lease-ttl", 1, 3600, &ttl },
+            { "--port", 1, 65000 - 300, &port },
+            { "--etcd", 1, 5, &n_etcd },
+            { "--writers", 1, 30, &n_writers },
+            { "--query-nodes", 0, 64, &n_query },
+            { "--index-workers", 0, 16, &n_index },
+            { "--lease-ttl", 1, 3600, &ttl },
+            { "--build-threads", 1, 1024, &build_threads },
+            { "--segment-mb", 1, 1u << 20, &segment_mb },
         };
 
         bool matched = false;
@@ -649,9 +702,6 @@ static int cmd_up(int argc, char **argv)
     }
     if (!dir)
         return cli_usage_error(cmd, "--dir is required");
-    if (n_index)
-        return cli_usage_error(cmd, "index workers are not built yet (issue 17 continues): use "
-                                    "--index-workers 0");
     if (n_query > 40)
         return cli_usage_error(cmd, "--query-nodes: at most 40");
     if (n_writers > 20)
@@ -684,6 +734,9 @@ static int cmd_up(int argc, char **argv)
     c->n_etcd = (unsigned)n_etcd;
     c->n_writers = (unsigned)n_writers;
     c->n_query = (unsigned)n_query;
+    c->n_index = (unsigned)n_index;
+    c->build_threads = (unsigned)build_threads;
+    c->segment_mb = (unsigned)segment_mb;
     c->lease_ttl = (unsigned)ttl;
     if (storage) {
         (void)snprintf(c->storage, sizeof c->storage, "%s", storage);
@@ -744,16 +797,21 @@ static int cmd_up(int argc, char **argv)
         for (unsigned i = 0; i < c->n_query; i++)
             ready += http_ok(c->port + 50 + i, "/readyz", NULL);
         ready += http_ok(c->port, "/readyz", NULL);
-        if (ready == c->n_writers + c->n_query + 1)
+        for (unsigned i = 1; i <= c->n_index; i++) {
+            char rp[PATH_MAX + 32];
+            (void)snprintf(rp, sizeof rp, "%s/x%u/READY", c->dir, i);
+            ready += access(rp, F_OK) == 0;
+        }
+        if (ready == c->n_writers + c->n_query + c->n_index + 1)
             break;
         int st;
         if (waitpid(sup, &st, WNOHANG) == sup)
             break;
         usleep(100000);
     }
-    if (ready != c->n_writers + c->n_query + 1) {
+    if (ready != c->n_writers + c->n_query + c->n_index + 1) {
         fprintf(stderr, "sextant cluster up: %u of %u nodes ready after 60 s; %s:\n", ready,
-                c->n_writers + c->n_query + 1, slogp);
+                c->n_writers + c->n_query + c->n_index + 1, slogp);
         char cmdl[PATH_MAX + 64];
         (void)snprintf(cmdl, sizeof cmdl, "tail -n 20 '%s' >&2", slogp);
         if (system(cmdl) != 0) {
@@ -762,10 +820,12 @@ static int cmd_up(int argc, char **argv)
         free(c);
         return CLI_EXIT_FAIL;
     }
-    char qs[96] = "";
+    char qs[160] = "";
     if (c->n_query)
         (void)snprintf(qs, sizeof qs, ", %u query node(s) on 127.0.0.1:%u..%u", c->n_query,
                        c->port + 50, c->port + 50 + c->n_query - 1);
+    if (c->n_index)
+        (void)snprintf(qs + strlen(qs), sizeof qs - strlen(qs), ", %u index worker(s)", c->n_index);
     printf("cluster up in %s: the proxy (REST and gRPC) on 127.0.0.1:%u, %u etcd members (%s), "
            "%u writer(s) on 127.0.0.1:%u..%u%s, store %s%s%s\n",
            c->dir, c->port, c->n_etcd, c->etcd_eps, c->n_writers, c->port + 1,

@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "sextant_server.h"
@@ -117,6 +119,7 @@ static sx_status cluster_node_start(const char *etcd,
     if (st != SX_OK)
         return st;
     o->db.store_fence = sx_cluster_node_fence(*out);
+    o->db.index_builder = sx_cluster_node_index_builder(*out); /* NULL on a query node */
     fprintf(stderr, "sextant: %s %s of cluster %s (etcd %s)\n", query ? "query node" : "writer",
             node_id, sx_cluster_node_uuid(*out), etcd);
     return SX_OK;
@@ -183,6 +186,8 @@ static void serve_usage(FILE *out)
         "                         any file the server can read)\n"
         "  --sync full|none       WAL durability (default full; none: tests only)\n"
         "  --build-threads N      threads of an index build (default: every core)\n"
+        "  --segment-mb N         seal a collection's growing segment past N MiB of vectors\n"
+        "                         (default 256)\n"
         "  --auto-merge N         merge small sealed segments in the background once N of\n"
         "                         them exist in a collection (default 3, as Milvus's\n"
         "                         compaction.min.segment; 0: only on compact)\n"
@@ -199,6 +204,11 @@ static void serve_usage(FILE *out)
         "                         --storage (with --etcd: at the committed manifests) and\n"
         "                         follow the store's newest manifests\n"
         "  --refresh-ms N         how often a query node looks for new manifests (500)\n"
+        "  --index-worker         an index worker instead (no server; needs --etcd,\n"
+        "                         --node-id, --storage, --data for its scratch files): claims\n"
+        "                         the writers' index builds from etcd, reads the segments\n"
+        "                         from the store, builds (--build-threads) and uploads the\n"
+        "                         index files; writers build themselves while none is alive\n"
         "  --proxy                the cluster's REST front door instead (needs only --etcd\n"
         "                         and --port): writes go to the writer holding the\n"
         "                         collection, reads to it or, with consistencyLevel\n"
@@ -290,13 +300,68 @@ static int serve_proxy(const char *cmd, const char *etcd, uint16_t port)
     return CLI_EXIT_OK;
 }
 
+/* `serve --index-worker`: claims index build jobs until SIGTERM/SIGINT or the lease's loss.
+ * DATA/READY exists while it is registered (`cluster up` waits for it). */
+static int serve_index_worker(const char *cmd,
+                              const char *etcd,
+                              const char *node_id,
+                              const char *data,
+                              const cli_storage *sto,
+                              uint32_t lease_ttl,
+                              uint32_t build_threads)
+{
+    if (!etcd || !node_id || !sto->url)
+        return cli_usage_error(cmd, "--index-worker needs --etcd, --node-id and --storage");
+    char ready[4096];
+    (void)snprintf(ready, sizeof ready, "%s/READY", data);
+    (void)unlink(ready);
+    if (mkdir(data, 0755) != 0 && errno != EEXIST)
+        return cli_fail(cmd, "%s: %s", data, strerror(errno));
+    if (install_stop_handlers(cmd) != 0)
+        return CLI_EXIT_FAIL;
+    sx_db_options dbo;
+    memset(&dbo, 0, sizeof dbo);
+    cli_storage_apply(sto, &dbo);
+    sx_cluster_node_options co;
+    memset(&co, 0, sizeof co);
+    co.etcd = etcd;
+    co.node_id = node_id;
+    co.data_dir = data;
+    co.storage_url = dbo.storage_url;
+    co.s3_endpoint = dbo.s3_endpoint;
+    co.addr = "-";
+    co.lease_ttl_s = lease_ttl;
+    co.index_worker = true;
+    co.build_threads = build_threads;
+    co.on_fenced = on_fenced;
+    sx_cluster_node *n = NULL;
+    sx_status st = sx_cluster_node_start(&co, &n);
+    if (st != SX_OK)
+        return cli_sx_fail(cmd, "cluster", st);
+    fprintf(stderr, "sextant: index worker %s of cluster %s (etcd %s, %u build threads)\n", node_id,
+            sx_cluster_node_uuid(n), etcd, build_threads);
+    FILE *f = fopen(ready, "w");
+    if (f)
+        (void)fclose(f);
+    (void)fflush(stderr);
+    while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
+    }
+    (void)unlink(ready);
+    bool was_fenced = atomic_load(&fenced);
+    sx_cluster_node_stop(n);
+    fprintf(stderr, "sextant: index worker %s: %s\n", node_id,
+            was_fenced ? "its etcd lease was lost: stopping" : "stopped");
+    return was_fenced ? 3 : CLI_EXIT_OK;
+}
+
 int cli_serve(int argc, char **argv)
 {
     const char *cmd = "serve";
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
     const char *import_root = NULL, *etcd = NULL, *node_id = NULL;
     uint64_t lease_ttl = 5, refresh_ms = 500;
-    bool query = false, proxy = false;
+    bool query = false, proxy = false, index_worker = false;
+    uint64_t segment_mb = 0;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
     uint64_t merge_wait = 0, merge_nq = 0, merge_slots = 0, resp_mb = 0, req_timeout = 0;
     uint64_t per_ip = 0, header_s = 0, min_rate = 0, grace_s = 0, json_mb = 0, json_total_mb = 0;
@@ -331,6 +396,10 @@ int cli_serve(int argc, char **argv)
         }
         if (cli_flag(argv, &i, "--proxy")) {
             proxy = true;
+            continue;
+        }
+        if (cli_flag(argv, &i, "--index-worker")) {
+            index_worker = true;
             continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--data", &data)) != 0 ||
@@ -369,6 +438,7 @@ int cli_serve(int argc, char **argv)
             { "--build-threads", 1, 1024, &build_threads },
             { "--lease-ttl", 1, 3600, &lease_ttl },
             { "--refresh-ms", 10, 3600000, &refresh_ms },
+            { "--segment-mb", 1, 1u << 20, &segment_mb },
         };
 
         bool matched = false;
@@ -406,6 +476,9 @@ int cli_serve(int argc, char **argv)
         return cli_usage_error(cmd, "--data is required");
     if (cli_storage_check(cmd, &sto) != 0)
         return cli_usage_error(cmd, "bad storage option");
+    if (index_worker)
+        return serve_index_worker(cmd, etcd, node_id, data, &sto, (uint32_t)lease_ttl,
+                                  (uint32_t)build_threads);
     if (!proxy && (etcd || node_id) && (!etcd || !node_id || !sto.url))
         return cli_usage_error(cmd, "cluster mode needs --etcd, --node-id and --storage together");
     if (query && !sto.url)
@@ -443,6 +516,7 @@ int cli_serve(int argc, char **argv)
     o.db.sync_mode = sync;
     o.db.auto_merge = auto_merge == 1 ? 2 : (uint32_t)auto_merge; /* a run needs two */
     o.db.build_threads = (uint32_t)build_threads;
+    o.db.segment_max_bytes = segment_mb << 20;
     cli_storage_apply(&sto, &o.db); /* argv strings: valid for the life of the server */
     o.db.read_only = query;
     o.quiet = quiet;
