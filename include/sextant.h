@@ -864,6 +864,9 @@ typedef struct sx_cache_stats {
 } sx_cache_stats;
 
 SX_API void sx_db_cache_stats(sx_db *db, sx_cache_stats *out);
+/* Indexes this database published from files its sx_index_builder built (cluster mode: built by
+ * index workers), since open. Thread-safety: any thread. */
+SX_API uint64_t sx_db_remote_builds(sx_db *db);
 
 /* Where the memory budget goes (sx_db_options.memory_limit_bytes). Charges are the holders'
  * estimates of their arrays; the process's RSS also has code, stacks and allocator slack.

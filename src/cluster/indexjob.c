@@ -335,7 +335,7 @@ static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
     (void)snprintf(out, sizeof out, "%s/seg-%s.%s.idx", dir, segid, field);
     (void)snprintf(okey, sizeof okey, "%s/jobs/seg-%s.%s.%s.%" PRId64 ".idx", coll, segid, field,
                    sx__fence_node_id(w->f), job->create_revision);
-    int64_t t0 = sx_clock_ns(), t1 = t0, t2 = t0;
+    int64_t t0 = sx_clock_ns(), t1, t2;
     uint64_t got_rows = 0;
     sx_status st = o && *store && *seg && *field && *type && *coll && lease
                        ? SX_OK

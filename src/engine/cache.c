@@ -268,6 +268,11 @@ sx_status sx__store_load_files(sx_collection *c,
 
 /* ---------------------------------------------------------------- statistics */
 
+uint64_t sx_db_remote_builds(sx_db *db)
+{
+    return db ? atomic_load_explicit(&db->remote_builds, memory_order_relaxed) : 0;
+}
+
 void sx_db_cache_stats(sx_db *db, sx_cache_stats *out)
 {
     memset(out, 0, sizeof *out);
