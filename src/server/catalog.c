@@ -2239,8 +2239,25 @@ sx_status sx__cat_refresh(sx__catalog *cat, size_t *changed)
             sx__mutex_lock(&cat->mu);
             bool have = find_meta_engine(d, names[k]) != NULL;
             sx__mutex_unlock(&cat->mu);
-            if (have || derive_meta(d->db, names[k], m) != SX_OK)
+            if (derive_meta(d->db, names[k], m) != SX_OK)
                 continue;
+            if (have) {
+                /* a collection this node has: its indexes and metrics follow the writer's (an
+                 * index created or dropped there since this node first saw the collection) */
+                sx__mutex_lock(&cat->mu);
+                sx__coll_meta *old = find_meta_engine(d, names[k]);
+                for (size_t v = 0; old && v < old->n_vecs && v < m->n_vecs; v++) {
+                    if (strcmp(old->vecs[v].field, m->vecs[v].field) != 0)
+                        continue;
+                    old->vecs[v].metric = m->vecs[v].metric;
+                    copy_str(old->vecs[v].index_name, sizeof old->vecs[v].index_name,
+                             m->vecs[v].index_name);
+                    copy_str(old->vecs[v].index_type, sizeof old->vecs[v].index_type,
+                             m->vecs[v].index_type);
+                }
+                sx__mutex_unlock(&cat->mu);
+                continue;
+            }
             m->collection_id = new_id(cat);
             m->created_ms = now_ms();
             sx__mutex_lock(&cat->mu);

@@ -1,12 +1,13 @@
 /*
  * test_cluster_index.c: index workers (issue 17) on a real cluster (`sextant cluster up`: 1 etcd
  * member, 1 writer sealing at 1 MiB, 2 index workers with one build thread each, the proxy; lease
- * TTL 2 s). Skipped (77) without etcd.
+ * TTL 2 s, 1 query node). Skipped (77) without etcd.
  *
  *   six sealed segments (3,000 x 64 each, over half the seal size: not merged), then an HNSW
  *   index: every segment's index is built by a worker (the writer's log names each; both workers
  *   built some), the index is Finished with every row indexed, and searches (ef 128) reach recall
- *   >= 0.95 against brute force computed here;
+ *   >= 0.95 against brute force computed here; the query node, once it followed the commit,
+ *   serves them too (Finished, every row indexed, recall >= 0.95);
  *   kill -9 of an index worker right after it claimed a job of a second collection: its claim
  *   expires with its lease, the job is built by a worker anyway (the other or the restarted one),
  *   every segment of it by a worker, recall >= 0.95;
@@ -186,10 +187,11 @@ static void test_index_workers(void)
     char out[8192], args[1200];
     base = th_cl_pick_base(23);
     ASSERT(base != 0);
-    snprintf(args, sizeof args,
-             "cluster up --dir '%s' --port %u --etcd 1 --writers 1 --index-workers 2 "
-             "--build-threads 1 --segment-mb 1 --lease-ttl 2",
-             th_cl_dir, base);
+    snprintf(
+        args, sizeof args,
+        "cluster up --dir '%s' --port %u --etcd 1 --writers 1 --query-nodes 1 --index-workers 2 "
+        "--build-threads 1 --segment-mb 1 --lease-ttl 2",
+        th_cl_dir, base);
     int rc = th_cl_run(out, sizeof out, args);
     if (rc != 0)
         FAILF("cluster up: exit %d: %s", rc, out);
@@ -212,6 +214,15 @@ static void test_index_workers(void)
     double r = recall("ia");
     fprintf(stderr, "ia: recall@10 %.3f\n", r);
     ASSERT(r >= 0.95);
+    /* the query node (CPU only, like the workers here) serves the workers' indexes once it has
+     * followed the committed manifest */
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 50);
+    t = wait_index("ia", 60);
+    ASSERT(t >= 0);
+    r = recall("ia");
+    fprintf(stderr, "ia on query node q1: recall@10 %.3f\n", r);
+    ASSERT(r >= 0.95);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
 
     /* 2. kill -9 of a worker that holds a claim */
     load("ib");
