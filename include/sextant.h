@@ -507,6 +507,9 @@ typedef struct sx_index_build_job {
     const char *index_type; /* canonical name ("HNSW") */
     const sx_param *params; /* the index's build parameters */
     size_t n_params;
+    /* An index with files beside its index file (DISKANN: <side_prefix>.diskann): where build()
+     * writes them, as sx_index_build_segment_file's side_prefix. NULL: it has none. */
+    const char *side_prefix;
     /* Nonzero once the build is no longer wanted (a drop, the database closing): the builder
      * returns SX_ECANCELED soon after. */
     int (*cancelled)(const struct sx_index_build_job *job);
@@ -514,14 +517,13 @@ typedef struct sx_index_build_job {
 } sx_index_build_job;
 
 /* Builds elsewhere (cluster mode: src/cluster/indexjob.c, index workers on etcd + the store).
- * While a database has one, each build of an index type kept whole in its index file (all but
- * DISKANN) is offered to build() on one of `slots` engine threads (0: 4), so that many builds can
- * be out at once. build() blocks until the index file (as sx_index_build_segment_file writes it)
- * is at out_path, then returns SX_OK: the engine checks the file against the index spec, loads
- * and publishes it and the store sync uploads it (through the fence) as if built here. Any other
- * status (SX_ENOTFOUND: no worker; a failure) makes the engine build it itself, as it would
- * without a builder: a build is never lost to a missing worker. Called from engine threads,
- * under no engine lock. */
+ * While a database has one, each build of a sealed segment's index is offered to build() on one
+ * of `slots` engine threads (0: 4), so that many builds can be out at once. build() blocks until
+ * the index file (as sx_index_build_segment_file writes it) is at out_path, then returns SX_OK: the
+ * engine checks the file against the index spec, loads and publishes it and the store sync uploads
+ * it (through the fence) as if built here. Any other status (SX_ENOTFOUND: no worker; a failure)
+ * makes the engine build it itself, as it would without a builder: a build is never lost to a
+ * missing worker. Called from engine threads, under no engine lock. */
 typedef struct sx_index_builder {
     void *ctx;
     unsigned slots;
@@ -719,7 +721,9 @@ SX_API SX_NODISCARD sx_status sx_index_check_params(const char *index_type,
 /* Builds the index of vector field `field` of the sealed segment file at segment_path (a
  * seg-<id>.sxs of any collection: its columns are read from its headers, every CRC checked) and
  * writes the index file a database would write for it to out_path (atomically): the job of an
- * index worker (sx_index_builder). threads: build threads (0: all cores). *rows_out (optional):
+ * index worker (sx_index_builder). An index with files beside its index file (DISKANN) writes
+ * them as <side_prefix>.diskann; side_prefix NULL refuses such an index (SX_EINVAL).
+ * threads: build threads (0: all cores). *rows_out (optional):
  * the segment's rows. Errors: SX_ENOTFOUND (no such field), SX_EINVAL (not a vector field, bad
  * parameters), SX_ECORRUPT (the file), SX_ENOMEM, SX_EIO. Thread-safety: any thread. */
 SX_API SX_NODISCARD sx_status sx_index_build_segment_file(const char *segment_path,
@@ -730,6 +734,7 @@ SX_API SX_NODISCARD sx_status sx_index_build_segment_file(const char *segment_pa
                                                           sx_metric metric,
                                                           uint32_t threads,
                                                           const char *out_path,
+                                                          const char *side_prefix,
                                                           uint64_t *rows_out);
 /* sx_index_check_params for a field of type field_type (any vector type). */
 SX_API SX_NODISCARD sx_status sx_index_check_params_for(const char *index_type,

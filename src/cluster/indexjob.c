@@ -130,7 +130,8 @@ static char *job_json(const sx__ijobs *j, const sx_index_build_job *job)
 }
 
 /* The answer at dk, if it answers job revision rev: *object (owned) or *error (owned). */
-static bool read_answer(sx__ijobs *j, const char *dk, int64_t rev, char **object, char **error)
+static bool
+read_answer(sx__ijobs *j, const char *dk, int64_t rev, char **object, char **side, char **error)
 {
     sx__etcd_kv kv;
     if (sx__etcd_get(j->kv, dk, &kv, NULL) != SX_OK) {
@@ -148,9 +149,11 @@ static bool read_answer(sx__ijobs *j, const char *dk, int64_t rev, char **object
         mine = jr && strcmp(jr, want) == 0;
         const char *ob = json_string_value(json_object_get(o, "object"));
         const char *er = json_string_value(json_object_get(o, "error"));
-        if (mine && ob)
+        const char *sd = json_string_value(json_object_get(o, "side"));
+        if (mine && ob) {
             *object = sx__strdup(ob);
-        else if (mine)
+            *side = sd ? sx__strdup(sd) : NULL;
+        } else if (mine)
             *error = sx__strdup(er ? er : "an answer without an object");
         json_decref(o);
     }
@@ -179,13 +182,13 @@ static sx_status wr_build(void *ctx, const sx_index_build_job *job, const char *
     if (st != SX_OK)
         return st;
     int64_t t0 = sx_clock_ns(), last_claim = t0, last_worker = t0, last_check = t0;
-    char *object = NULL, *error = NULL;
+    char *object = NULL, *side = NULL, *error = NULL;
     for (;;) {
         if (job->cancelled(job)) {
             withdraw(j, jk, dk);
             return SX_ECANCELED;
         }
-        if (read_answer(j, dk, rev, &object, &error))
+        if (read_answer(j, dk, rev, &object, &side, &error))
             break;
         int64_t now = sx_clock_ns();
         if (now - last_check >= 1000000000LL) {
@@ -221,8 +224,17 @@ static sx_status wr_build(void *ctx, const sx_index_build_job *job, const char *
         return st;
     }
     st = sx_store_file_get(job->store, j->s3_endpoint, object, out_path);
-    /* the writer's sync uploads its own copy, under its epoch */
+    if (st == SX_OK && job->side_prefix) {
+        /* DISKANN's graph and vectors file, beside the index file */
+        char sp[4096];
+        (void)snprintf(sp, sizeof sp, "%s.diskann", job->side_prefix);
+        st = side ? sx_store_file_get(job->store, j->s3_endpoint, side, sp)
+                  : sx__err(SX_EREMOTE, "index job %s: the answer has no side file", jk);
+    }
+    /* the writer's sync uploads its own copies, under its epoch */
     sx__ignore(sx_store_object_delete(job->store, j->s3_endpoint, object));
+    if (side)
+        sx__ignore(sx_store_object_delete(job->store, j->s3_endpoint, side));
     withdraw(j, jk, dk);
     if (st == SX_OK)
         (void)fprintf(stderr,
@@ -231,6 +243,7 @@ static sx_status wr_build(void *ctx, const sx_index_build_job *job, const char *
                       sx__fence_node_id(j->f), job->collection, job->segment_id, job->field,
                       (double)(sx_clock_ns() - t0) / 1e9);
     sx__free(object);
+    sx__free(side);
     return st;
 }
 
@@ -329,10 +342,13 @@ static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
     }
     sx_metric metric = (sx_metric)json_integer_value(json_object_get(o, "metric"));
     uint64_t rows = (uint64_t)json_integer_value(json_object_get(o, "rows"));
-    char dir[4096], segpath[4096], out[4096], okey[1024], ans[2048];
+    char dir[4096], segpath[4096], out[4096], okey[1024], ans[2048], sprefix[4096], sfile[4200];
+    char skey[1100] = "";
     (void)snprintf(dir, sizeof dir, "%s/jobs", w->data_dir);
     (void)snprintf(segpath, sizeof segpath, "%s/seg-%s.sxs", dir, segid);
     (void)snprintf(out, sizeof out, "%s/seg-%s.%s.idx", dir, segid, field);
+    (void)snprintf(sprefix, sizeof sprefix, "%s/seg-%s.%s.side", dir, segid, field);
+    (void)snprintf(sfile, sizeof sfile, "%s.diskann", sprefix); /* DISKANN's one side file */
     (void)snprintf(okey, sizeof okey, "%s/jobs/seg-%s.%s.%s.%" PRId64 ".idx", coll, segid, field,
                    sx__fence_node_id(w->f), job->create_revision);
     int64_t t0 = sx_clock_ns(), t1, t2;
@@ -347,22 +363,32 @@ static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
     t1 = sx_clock_ns();
     if (st == SX_OK)
         st = sx_index_build_segment_file(segpath, field, type, params, np, metric, w->threads, out,
-                                         &got_rows);
+                                         sprefix, &got_rows);
     if (st == SX_OK && got_rows != rows)
         st = sx__err(SX_ECORRUPT, "segment %s has %" PRIu64 " rows, the job says %" PRIu64, seg,
                      got_rows, rows);
     t2 = sx_clock_ns();
     if (st == SX_OK)
         st = sx_store_file_put(store, w->s3_endpoint, okey, out);
+    if (st == SX_OK && sx__fs_exists(sfile)) {
+        (void)snprintf(skey, sizeof skey, "%s.diskann", okey);
+        st = sx_store_file_put(store, w->s3_endpoint, skey, sfile);
+    }
     int64_t t3 = sx_clock_ns();
     if (st == SX_OK) {
+        char sidej[1200] = "";
+        if (skey[0])
+            (void)snprintf(sidej, sizeof sidej, ",\"side\":\"%s\"", skey);
         (void)snprintf(ans, sizeof ans,
-                       "{\"job\":\"%" PRId64 "\",\"worker\":\"%s\",\"object\":\"%s\","
+                       "{\"job\":\"%" PRId64 "\",\"worker\":\"%s\",\"object\":\"%s\"%s,"
                        "\"downloadMs\":%.1f,\"buildMs\":%.1f,\"uploadMs\":%.1f}",
-                       job->create_revision, sx__fence_node_id(w->f), okey, (double)(t1 - t0) / 1e6,
-                       (double)(t2 - t1) / 1e6, (double)(t3 - t2) / 1e6);
+                       job->create_revision, sx__fence_node_id(w->f), okey, sidej,
+                       (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6, (double)(t3 - t2) / 1e6);
         if (!answer(w, job->key, dk, job->create_revision, lease, ans)) {
-            sx__ignore(sx_store_object_delete(store, w->s3_endpoint, okey)); /* withdrawn */
+            /* withdrawn meanwhile */
+            sx__ignore(sx_store_object_delete(store, w->s3_endpoint, okey));
+            if (skey[0])
+                sx__ignore(sx_store_object_delete(store, w->s3_endpoint, skey));
             sx__err_clear();
         } else {
             w->built++;
@@ -392,6 +418,7 @@ static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
     }
     sx__ignore(sx__fs_unlink(segpath));
     sx__ignore(sx__fs_unlink(out));
+    sx__ignore(sx__fs_unlink(sfile));
     sx__err_clear();
     json_decref(o);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "index/diskann/diskann.h"
 #include "platform/membudget.h"
 #include "storage/segfile.h"
 #include "util/alloc.h"
@@ -351,7 +352,8 @@ static bool remote_eligible(sx_db *db, const sx__job *j)
         return false;
     sx__rwlock_rdlock(&j->c->seg_lock);
     const sx__index_ops *ops = j->c->vfs[j->v].iops;
-    bool ok = ops && !ops->load_files && !ops->remove_files;
+    /* files beside the index file: only DISKANN's one (<prefix>.diskann) is known here */
+    bool ok = ops && ((!ops->load_files && !ops->remove_files) || ops == &sx__diskann_index_ops);
     sx__rwlock_unlock(&j->c->seg_lock);
     return ok;
 }
@@ -390,10 +392,16 @@ static bool run_remote(sx_db *db, sx__rslot *sl, sx__job *j)
     }
     sx__rwlock_unlock(&c->seg_lock);
     bool done = false;
-    char key[1024], tmp[4096], path[4096], ext[32];
+    char key[1024], tmp[4096], path[4096], ext[32], prefix[4096], tprefix[4200];
+    char side[4300], tside[4300];
     (void)snprintf(ext, sizeof ext, "%s.job", sx__idx_ext(v, false));
     sx__coll_path(c, tmp, sizeof tmp, ext, s->id);
     sx__coll_path(c, path, sizeof path, sx__idx_ext(v, false), s->id);
+    sx__idx_prefix(c, prefix, sizeof prefix, s->id, v);
+    (void)snprintf(tprefix, sizeof tprefix, "%s.job", prefix);
+    const bool has_side = ops == &sx__diskann_index_ops;
+    (void)snprintf(side, sizeof side, "%s%s", prefix, SX__DISKANN_EXT);
+    (void)snprintf(tside, sizeof tside, "%s%s", tprefix, SX__DISKANN_EXT);
     if (!ok || !ops || sx__store_segment_key(c, s->id, key, sizeof key, &sl->cancel) != SX_OK)
         goto out;
     sx_index_build_job job = { db->opts.storage_url,
@@ -407,29 +415,30 @@ static bool run_remote(sx_db *db, sx__rslot *sl, sx__job *j)
                                ops->name,
                                params,
                                np,
+                               has_side ? tprefix : NULL,
                                job_cancelled,
                                sl };
     const sx_index_builder *b = db->opts.index_builder;
     sx_status st = b->build(b->ctx, &job, tmp);
-    if (st != SX_OK || atomic_load(&sl->cancel) || atomic_load(&c->dropped)) {
-        sx__err_clear();
-        sx__ignore(sx__fs_unlink(tmp));
-        goto out;
-    }
     /* publish only if the spec is still the one it was built for */
     sx__rwlock_rdlock(&c->seg_lock);
     bool same = vf->iops == ops && strcmp(vf->index_params_str, pstr) == 0;
     sx__rwlock_unlock(&c->seg_lock);
-    if (!same) {
+    if (st != SX_OK || !same || atomic_load(&sl->cancel) || atomic_load(&c->dropped)) {
+        sx__err_clear();
         sx__ignore(sx__fs_unlink(tmp));
+        sx__ignore(sx__fs_unlink(tside));
         goto out;
     }
     sx__store_index_begin(c);
-    st = sx__fs_rename(tmp, path);
+    st = has_side ? sx__fs_rename(tside, side) : SX_OK;
+    if (st == SX_OK)
+        st = sx__fs_rename(tmp, path);
     sx__store_index_end(c, s->id, v);
     if (st != SX_OK) {
         sx__err_clear();
         sx__ignore(sx__fs_unlink(tmp));
+        sx__ignore(sx__fs_unlink(tside));
         goto out;
     }
     /* a file that does not match the spec (rows, dim, type, parameters) or does not load is not
@@ -1265,6 +1274,7 @@ sx_status sx_index_build_segment_file(const char *segment_path,
                                       sx_metric metric,
                                       uint32_t threads,
                                       const char *out_path,
+                                      const char *side_prefix,
                                       uint64_t *rows_out)
 {
     sx__err_clear();
@@ -1293,11 +1303,11 @@ sx_status sx_index_build_segment_file(const char *segment_path,
     if (st == SX_OK)
         st = check_params(index_type, sx__vtype_of(hdr[f].type), params, n_params, hdr[f].dim,
                           metric, &ops);
-    if (st == SX_OK && (ops->load_files || ops->remove_files))
-        st = sx__err(SX_EINVAL,
-                     "%s keeps files beside its index file: it is built where it is "
-                     "served",
-                     ops->name);
+    if (st == SX_OK && (ops->load_files || ops->remove_files) &&
+        (ops != &sx__diskann_index_ops || !side_prefix))
+        st = sx__err(SX_EINVAL, "%s keeps files beside its index file: %s", ops->name,
+                     ops == &sx__diskann_index_ops ? "a side_prefix is needed"
+                                                   : "it is built where it is served");
     if (st == SX_OK)
         st = params_join(params, n_params, pstr, sizeof pstr, &kept);
     if (st == SX_OK)
@@ -1313,7 +1323,7 @@ sx_status sx_index_build_segment_file(const char *segment_path,
                               &progress,
                               &cancel,
                               0,
-                              NULL,
+                              side_prefix,
                               seg_id }; /* the seed a local build of the segment uses */
         sx__vtype vt = sx__vtype_of(hdr[f].type);
         if (vt == SX__VT_F32)

@@ -7,7 +7,8 @@
  *   index: every segment's index is built by a worker (the writer's log names each; both workers
  *   built some), the index is Finished with every row indexed, and searches (ef 128) reach recall
  *   >= 0.95 against brute force computed here; the query node, once it followed the commit,
- *   serves them too (Finished, every row indexed, recall >= 0.95);
+ *   serves them too (Finished, every row indexed, recall >= 0.95); a DISKANN index (its graph
+ *   file travels beside the index file) likewise built by workers, recall >= 0.95;
  *   kill -9 of an index worker right after it claimed a job of a second collection: its claim
  *   expires with its lease, the job is built by a worker anyway (the other or the restarted one),
  *   every segment of it by a worker, recall >= 0.95;
@@ -76,17 +77,21 @@ static void load(const char *coll)
     free(b);
 }
 
-static void create_index(const char *coll)
+static void create_index_as(const char *coll, const char *params)
 {
     char body[512];
     snprintf(body, sizeof body,
              "{\"collectionName\":\"%s\",\"indexParams\":[{\"fieldName\":\"vector\","
-             "\"indexName\":\"vector\",\"metricType\":\"L2\",\"params\":{\"index_type\":\"HNSW\","
-             "\"M\":16,\"efConstruction\":100}}]}",
-             coll);
+             "\"indexName\":\"vector\",\"metricType\":\"L2\",\"params\":%s}]}",
+             coll, params);
     th_post_ok("/v2/vectordb/indexes/create", body);
     snprintf(body, sizeof body, "{\"collectionName\":\"%s\"}", coll);
     th_post_ok("/v2/vectordb/collections/load", body);
+}
+
+static void create_index(const char *coll)
+{
+    create_index_as(coll, "{\"index_type\":\"HNSW\",\"M\":16,\"efConstruction\":100}");
 }
 
 /* Waits until the index is Finished with every row indexed; seconds taken, or -1. */
@@ -116,7 +121,9 @@ static int cmp_f(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* recall@K of NQ searches (ef 128) against brute force over every row */
+static const char *search_params = "{\"ef\":128}";
+
+/* recall@K of NQ searches (ef 128, or search_params) against brute force over every row */
 static double recall(const char *coll)
 {
     float *d = malloc(sizeof(float) * ROWS), *sorted = malloc(sizeof(float) * ROWS);
@@ -140,9 +147,9 @@ static double recall(const char *coll)
         for (int j = 0; j < DIM; j++)
             k += (size_t)snprintf(b + k, cap - k, "%s%.6f", j ? "," : "", (double)qv[j]);
         snprintf(b + k, cap - k,
-                 "]],\"limit\":%d,\"searchParams\":{\"params\":{\"ef\":128}},"
+                 "]],\"limit\":%d,\"searchParams\":{\"params\":%s},"
                  "\"consistencyLevel\":\"Strong\"}",
-                 K);
+                 K, search_params);
         json_t *data = th_post_ok("/v2/vectordb/entities/search", b);
         ASSERT(json_array_size(data) == K);
         for (size_t i = 0; i < K; i++) {
@@ -223,6 +230,22 @@ static void test_index_workers(void)
     fprintf(stderr, "ia on query node q1: recall@10 %.3f\n", r);
     ASSERT(r >= 0.95);
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
+
+    /* DISKANN: its graph file comes back from the worker beside the index file */
+    load("id");
+    create_index_as("id", "{\"index_type\":\"DISKANN\",\"max_degree\":24,"
+                          "\"search_list_size\":60}");
+    t = wait_index("id", 180);
+    ASSERT(t >= 0);
+    by_worker = log_count("w1", "built by a worker", "of id segment");
+    fprintf(stderr, "id (DISKANN): finished %.2f s after create, %d of %d segments by workers\n", t,
+            by_worker, SEGS);
+    ASSERT_EQ(by_worker, SEGS);
+    search_params = "{\"search_list\":64}";
+    r = recall("id");
+    search_params = "{\"ef\":128}";
+    fprintf(stderr, "id: recall@10 %.3f\n", r);
+    ASSERT(r >= 0.95);
 
     /* 2. kill -9 of a worker that holds a claim */
     load("ib");

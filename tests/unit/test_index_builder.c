@@ -26,6 +26,12 @@
 
 typedef enum mode { M_WORKER = 0, M_FAIL, M_OTHER_PARAMS } mode;
 
+/* the index under test: HNSW, or DISKANN (a graph file beside the index file) */
+static const char *itype = "HNSW";
+static sx_param iparams[2] = { { "M", "16" }, { "efConstruction", "100" } };
+static sx_param sparams[1] = { { "ef", "16" } };
+static sx_param other[2] = { { "M", "8" }, { "efConstruction", "40" } };
+
 typedef struct fake {
     mode m;
     atomic_int calls, built;
@@ -55,13 +61,13 @@ static sx_status fake_build(void *ctx, const sx_index_build_job *job, const char
     sx_status st = sx_store_file_get(job->store, NULL, job->segment_key, seg);
     if (st != SX_OK)
         return st;
-    sx_param other[2] = { { "M", "8" }, { "efConstruction", "40" } };
     uint64_t rows = 0;
     st = f->m == M_OTHER_PARAMS
              ? sx_index_build_segment_file(seg, job->field, job->index_type, other, 2, job->metric,
-                                           1, out_path, &rows)
+                                           1, out_path, job->side_prefix, &rows)
              : sx_index_build_segment_file(seg, job->field, job->index_type, job->params,
-                                           job->n_params, job->metric, 1, out_path, &rows);
+                                           job->n_params, job->metric, 1, out_path,
+                                           job->side_prefix, &rows);
     unlink(seg);
     if (st == SX_OK && rows != job->rows)
         return SX_ECORRUPT;
@@ -99,8 +105,7 @@ static sx_collection *load(sx_db *db, const char *name)
         ASSERT_OK(sx_insert(c, &bt, NULL));
         ASSERT_OK(sx_flush(c));
     }
-    sx_param p[2] = { { "M", "16" }, { "efConstruction", "100" } };
-    ASSERT_OK(sx_index_create(c, "HNSW", p, 2));
+    ASSERT_OK(sx_index_create(c, itype, iparams, 2));
     ASSERT_OK(sx_index_wait(c, 60000));
     sx_index_info ii;
     ASSERT_OK(sx_index_describe(c, &ii));
@@ -118,14 +123,13 @@ static void answers(sx_collection *c, char *out, size_t cap)
     for (int q = 0; q < 10; q++) {
         float qv[DIM];
         vec_of(100000 + q, qv);
-        sx_param sp[1] = { { "ef", "16" } };
         sx_search_req rq;
         memset(&rq, 0, sizeof rq);
         rq.queries = qv;
         rq.nq = 1;
         rq.k = 10;
         rq.metric = -1;
-        rq.params = sp;
+        rq.params = sparams;
         rq.n_params = 1;
         sx_rowset *rs = NULL;
         ASSERT_OK(sx_search(c, &rq, &rs));
@@ -187,7 +191,10 @@ static void run_mode(mode m, const char *tag)
     ASSERT(strstr(f.last_key, ".sxs") != NULL);
     ASSERT_EQ(f.last_rows, PER);
     ASSERT_EQ(f.last_dim, DIM);
-    ASSERT(strcmp(f.last_params, "M=16;efConstruction=100;") == 0);
+    char want[128];
+    snprintf(want, sizeof want, "%s=%s;%s=%s;", iparams[0].key, iparams[0].value, iparams[1].key,
+             iparams[1].value);
+    ASSERT(strcmp(f.last_params, want) == 0);
     ASSERT_EQ(atomic_load(&f.built), m == M_FAIL ? 0 : SEGS);
     /* published from the builder's files only when they match the spec */
     ASSERT_EQ(sx_db_remote_builds(dr), m == M_WORKER ? SEGS : 0);
@@ -200,6 +207,8 @@ static void run_mode(mode m, const char *tag)
     char sdir[800];
     snprintf(sdir, sizeof sdir, "%s/store/there", root);
     ASSERT_EQ(store_files(sdir, ".idx."), SEGS); /* seg-<id>.idx.<crc>: uploaded by the sync */
+    if (strcmp(itype, "DISKANN") == 0)
+        ASSERT_EQ(store_files(sdir, ".diskann"), SEGS);
     sx_collection_release(cl);
     sx_collection_release(cr);
     sx_db_close(dl);
@@ -219,6 +228,25 @@ static void test_failing_builder(void)
 static void test_mismatching_file(void)
 {
     run_mode(M_OTHER_PARAMS, "ib_other");
+}
+
+/* DISKANN: its graph and vectors file comes back beside the index file */
+static void test_worker_builds_diskann(void)
+{
+    itype = "DISKANN";
+    iparams[0] = (sx_param){ "max_degree", "16" };
+    iparams[1] = (sx_param){ "search_list_size", "40" };
+    sparams[0] = (sx_param){ "search_list", "16" };
+    other[0] = (sx_param){ "max_degree", "8" };
+    other[1] = (sx_param){ "search_list_size", "20" };
+    run_mode(M_WORKER, "ib_dk_worker");
+    run_mode(M_OTHER_PARAMS, "ib_dk_other");
+    itype = "HNSW";
+    iparams[0] = (sx_param){ "M", "16" };
+    iparams[1] = (sx_param){ "efConstruction", "100" };
+    sparams[0] = (sx_param){ "ef", "16" };
+    other[0] = (sx_param){ "M", "8" };
+    other[1] = (sx_param){ "efConstruction", "40" };
 }
 
 static void test_build_file_errors(void)
@@ -251,21 +279,21 @@ static void test_build_file_errors(void)
     snprintf(seg, sizeof seg, "%s/collections/e/seg-%020d.sxs", dir, 1);
     snprintf(out, sizeof out, "%s/out.idx", root);
     uint64_t rows = 0;
-    ASSERT_OK(
-        sx_index_build_segment_file(seg, "vec", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, &rows));
+    ASSERT_OK(sx_index_build_segment_file(seg, "vec", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, NULL,
+                                          &rows));
     ASSERT_EQ(rows, 50);
     ASSERT_STATUS(
-        sx_index_build_segment_file(seg, "nope", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, NULL),
+        sx_index_build_segment_file(seg, "nope", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, NULL, NULL),
         SX_ENOTFOUND);
     ASSERT_STATUS(
-        sx_index_build_segment_file(seg, "id", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, NULL),
+        sx_index_build_segment_file(seg, "id", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, NULL, NULL),
         SX_EINVAL);
-    ASSERT_STATUS(
-        sx_index_build_segment_file(seg, "vec", "DISKANN", NULL, 0, SX_METRIC_L2, 1, out, NULL),
-        SX_EINVAL);
+    ASSERT_STATUS(sx_index_build_segment_file(seg, "vec", "DISKANN", NULL, 0, SX_METRIC_L2, 1, out,
+                                              NULL, NULL),
+                  SX_EINVAL);
     snprintf(out, sizeof out, "%s/nofile.sxs", root);
-    ASSERT(sx_index_build_segment_file(out, "vec", "FLAT", NULL, 0, SX_METRIC_L2, 1, seg, NULL) !=
-           SX_OK);
+    ASSERT(sx_index_build_segment_file(out, "vec", "FLAT", NULL, 0, SX_METRIC_L2, 1, seg, NULL,
+                                       NULL) != SX_OK);
     sx_collection_release(c);
     sx_db_close(db);
 }
@@ -275,6 +303,7 @@ int main(void)
     RUN(test_worker_builds);
     RUN(test_failing_builder);
     RUN(test_mismatching_file);
+    RUN(test_worker_builds_diskann);
     RUN(test_build_file_errors);
     return TEST_DONE();
 }
