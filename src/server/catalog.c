@@ -1149,6 +1149,16 @@ void sx__cat_memory_stats(sx__catalog *cat, sx_memory_stats *out)
     sx_memory_budget_stats(cat->opts.memory_budget, out);
 }
 
+uint64_t sx__cat_remote_builds(sx__catalog *cat)
+{
+    uint64_t n = 0;
+    sx__mutex_lock(&cat->mu);
+    for (size_t i = 0; i < cat->n_dbs; i++)
+        n += sx_db_remote_builds(cat->dbs[i]->db);
+    sx__mutex_unlock(&cat->mu);
+    return n;
+}
+
 sx_status sx__cat_db_list(sx__catalog *cat, char ***names, size_t *n)
 {
     sx__mutex_lock(&cat->mu);

@@ -486,8 +486,12 @@ sx__metrics_render(sx__metrics *m, sx__catalog *cat, sx__merger *mg, char **text
     scalar(&o, "sextant_io_fsyncs_total", "counter", "fsync/fdatasync calls made by the engine.",
            io.fsyncs);
     io_profile(&o);
-    if (cat)
+    if (cat) {
         memory_budget(&o, cat);
+        scalar(&o, "sextant_index_remote_builds_total", "counter",
+               "Segment indexes built by index workers (cluster mode) and published here.",
+               sx__cat_remote_builds(cat));
+    }
 
     coll_list l;
     memset(&l, 0, sizeof l);

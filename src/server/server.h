@@ -347,6 +347,8 @@ SX_NODISCARD sx_status sx__cat_close(sx__catalog *cat);
 SX_NODISCARD sx_status sx__cat_refresh(sx__catalog *cat, size_t *changed);
 /* The process's memory budget, shared by the catalog's databases (sx_db_options.memory_budget). */
 void sx__cat_memory_stats(sx__catalog *cat, sx_memory_stats *out);
+/* Indexes published from index workers' files (cluster mode), over every database. */
+uint64_t sx__cat_remote_builds(sx__catalog *cat);
 
 /* Name lists (db_list: "default" first, then the others sorted; coll_list: client names sorted)
  * are owned by the caller: free with sx_strings_free(names, n). Thread-safety: every sx__cat_*

@@ -246,6 +246,14 @@ static void test_index_workers(void)
     search_params = "{\"ef\":128}";
     fprintf(stderr, "id: recall@10 %.3f\n", r);
     ASSERT(r >= 0.95);
+    /* the writer's /metrics counts the indexes it published from workers' files */
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 1);
+    th_resp *mr = th_request("GET", "/metrics", NULL, 0, NULL);
+    const char *ml =
+        mr && mr->text ? strstr(mr->text, "\nsextant_index_remote_builds_total ") : NULL;
+    ASSERT(ml != NULL);
+    ASSERT_EQ(strtoll(ml + strlen("\nsextant_index_remote_builds_total "), NULL, 10), 2 * SEGS);
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base);
 
     /* 2. kill -9 of a worker that holds a claim */
     load("ib");
