@@ -718,23 +718,34 @@ SX_API SX_NODISCARD sx_status sx_index_check_params(const char *index_type,
                                                     size_t n_params,
                                                     uint32_t dim,
                                                     sx_metric metric);
+
+/* Options of sx_index_build_segment_file (zeroed: the defaults). */
+typedef struct sx_segment_build_options {
+    uint32_t threads; /* build threads (0: all cores) */
+    /* An index with files beside its index file (DISKANN) writes them as <side_prefix>.diskann;
+     * NULL refuses such an index (SX_EINVAL). */
+    const char *side_prefix;
+    /* Optional: called about every 100 ms from another thread while the build runs; nonzero
+     * stops it (SX_ECANCELED, nothing written). */
+    int (*cancelled)(void *ud);
+    void *ud;
+} sx_segment_build_options;
+
 /* Builds the index of vector field `field` of the sealed segment file at segment_path (a
  * seg-<id>.sxs of any collection: its columns are read from its headers, every CRC checked) and
  * writes the index file a database would write for it to out_path (atomically): the job of an
- * index worker (sx_index_builder). An index with files beside its index file (DISKANN) writes
- * them as <side_prefix>.diskann; side_prefix NULL refuses such an index (SX_EINVAL).
- * threads: build threads (0: all cores). *rows_out (optional):
- * the segment's rows. Errors: SX_ENOTFOUND (no such field), SX_EINVAL (not a vector field, bad
- * parameters), SX_ECORRUPT (the file), SX_ENOMEM, SX_EIO. Thread-safety: any thread. */
+ * index worker (sx_index_builder). opts: NULL for the defaults. *rows_out (optional): the
+ * segment's rows. Errors: SX_ENOTFOUND (no such field), SX_EINVAL (not a vector field, bad
+ * parameters), SX_ECORRUPT (the file), SX_ECANCELED, SX_ENOMEM, SX_EIO. Thread-safety: any
+ * thread. */
 SX_API SX_NODISCARD sx_status sx_index_build_segment_file(const char *segment_path,
                                                           const char *field,
                                                           const char *index_type,
                                                           const sx_param *params,
                                                           size_t n_params,
                                                           sx_metric metric,
-                                                          uint32_t threads,
+                                                          const sx_segment_build_options *opts,
                                                           const char *out_path,
-                                                          const char *side_prefix,
                                                           uint64_t *rows_out);
 /* sx_index_check_params for a field of type field_type (any vector type). */
 SX_API SX_NODISCARD sx_status sx_index_check_params_for(const char *index_type,

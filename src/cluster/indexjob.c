@@ -17,9 +17,9 @@
  * first job nobody claimed or answered (txn: claim absent and the job's create_revision as
  * listed); downloads the segment to DATA/jobs/, builds, uploads, answers with a txn comparing the
  * job's create_revision (put on the writer's lease), deletes its local files and its claim. A
- * failed build is answered with its message (the writer then builds it itself).
- * Not done: a worker does not notice a withdrawn job until its build ends (its answer is then
- * refused and its upload deleted).
+ * failed build is answered with its message (the writer then builds it itself). During the
+ * build a second thread checks once a second that the job still stands (job_gone): a withdrawn
+ * job, a stopping worker or a lost lease stops the build.
  */
 #include "cluster/indexjob.h"
 
@@ -324,6 +324,43 @@ static const char *jstr(json_t *o, const char *k)
     return s ? s : "";
 }
 
+/* sx_segment_build_options.cancelled of a worker's build: is the job gone (checked in etcd once
+ * a second) or the worker stopping? */
+typedef struct watch {
+    sx__iworker *w;
+    const char *jk;
+    int64_t rev;
+    int64_t last_ns;
+} watch;
+
+static int job_gone(void *ud)
+{
+    watch *wt = ud;
+    pthread_mutex_lock(&wt->w->mu);
+    bool stop = wt->w->stop;
+    pthread_mutex_unlock(&wt->w->mu);
+    if (stop || sx__fence_lost(wt->w->f))
+        return 1;
+    int64_t now = sx_clock_ns();
+    if (now - wt->last_ns < 1000000000LL)
+        return 0;
+    wt->last_ns = now;
+    sx__etcd_kv kv;
+    sx_status st = sx__etcd_get(wt->w->kv, wt->jk, &kv, NULL);
+    if (st == SX_ENOTFOUND) {
+        sx__err_clear();
+        return 1;
+    }
+    if (st != SX_OK) { /* etcd busy: go on */
+        sx__err_clear();
+        return 0;
+    }
+    bool same = kv.create_revision == wt->rev;
+    sx__free(kv.key);
+    sx__free(kv.value);
+    return same ? 0 : 1;
+}
+
 /* Runs a claimed job. */
 static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
 {
@@ -361,9 +398,14 @@ static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
     if (st == SX_OK)
         st = sx_store_file_get(store, w->s3_endpoint, seg, segpath);
     t1 = sx_clock_ns();
-    if (st == SX_OK)
-        st = sx_index_build_segment_file(segpath, field, type, params, np, metric, w->threads, out,
-                                         sprefix, &got_rows);
+    if (st == SX_OK) {
+        /* a job withdrawn meanwhile (its writer gone, the collection dropped, the build done
+         * elsewhere) or this worker stopping ends the build early */
+        watch wt = { w, job->key, job->create_revision, 0 };
+        sx_segment_build_options bo = { w->threads, sprefix, job_gone, &wt };
+        st = sx_index_build_segment_file(segpath, field, type, params, np, metric, &bo, out,
+                                         &got_rows);
+    }
     if (st == SX_OK && got_rows != rows)
         st = sx__err(SX_ECORRUPT, "segment %s has %" PRIu64 " rows, the job says %" PRIu64, seg,
                      got_rows, rows);

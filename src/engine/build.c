@@ -1266,17 +1266,43 @@ sx_status sx_index_wait_on(sx_collection *c, const char *field, uint64_t timeout
     return wait_fields(c, 1u << v, false, timeout_ms);
 }
 
+/* sx_index_build_segment_file's cancel: a thread asking opts->cancelled every 100 ms */
+typedef struct canceller {
+    const sx_segment_build_options *opts;
+    atomic_bool cancel, done;
+    pthread_t thr;
+} canceller;
+
+static void *cancel_poll(void *arg)
+{
+    canceller *cw = arg;
+    while (!atomic_load(&cw->done)) {
+        if (cw->opts->cancelled(cw->opts->ud)) {
+            atomic_store(&cw->cancel, true);
+            break;
+        }
+        struct timespec ts = { 0, 100000000L };
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
 sx_status sx_index_build_segment_file(const char *segment_path,
                                       const char *field,
                                       const char *index_type,
                                       const sx_param *params,
                                       size_t n_params,
                                       sx_metric metric,
-                                      uint32_t threads,
+                                      const sx_segment_build_options *opts,
                                       const char *out_path,
-                                      const char *side_prefix,
                                       uint64_t *rows_out)
 {
+    sx_segment_build_options defaults;
+    memset(&defaults, 0, sizeof defaults);
+    if (!opts)
+        opts = &defaults;
+    const char *side_prefix = opts->side_prefix;
+    const uint32_t threads = opts->threads;
     sx__err_clear();
     if (!segment_path || !field || !index_type || !out_path)
         return sx__err(SX_EINVAL,
@@ -1310,6 +1336,8 @@ sx_status sx_index_build_segment_file(const char *segment_path,
                                                    : "it is built where it is served");
     if (st == SX_OK)
         st = params_join(params, n_params, pstr, sizeof pstr, &kept);
+    if (st == SX_OK && opts->cancelled && opts->cancelled(opts->ud))
+        st = sx__err(SX_ECANCELED, "the build of %s was cancelled", segment_path);
     if (st == SX_OK)
         st = sx__segfile_read(segment_path, seg_id, hdr, nc, &n2, &cols, &map);
     sx__index *idx = NULL;
@@ -1317,11 +1345,14 @@ sx_status sx_index_build_segment_file(const char *segment_path,
         const uint32_t dim = hdr[f].dim;
         atomic_size_t progress;
         atomic_init(&progress, 0);
-        atomic_bool cancel;
-        atomic_init(&cancel, false);
+        canceller cw;
+        atomic_init(&cw.cancel, false);
+        atomic_init(&cw.done, false);
+        cw.opts = opts;
+        bool polling = opts->cancelled && pthread_create(&cw.thr, NULL, cancel_poll, &cw) == 0;
         sx__build_ctx ctx = { threads ? threads : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN),
                               &progress,
-                              &cancel,
+                              &cw.cancel,
                               0,
                               side_prefix,
                               seg_id }; /* the seed a local build of the segment uses */
@@ -1331,10 +1362,18 @@ sx_status sx_index_build_segment_file(const char *segment_path,
         else
             st = ops->build_typed(params, n_params, cols[f].data, vt, (size_t)n2, dim, metric, &ctx,
                                   &idx);
+        if (polling) {
+            atomic_store(&cw.done, true);
+            pthread_join(cw.thr, NULL);
+        }
+        if (st == SX_OK && atomic_load(&cw.cancel))
+            st = sx__err(SX_ECANCELED, "the build of %s was cancelled", segment_path);
         if (st == SX_OK)
             st = write_index_file(ops, idx, out_path, ops->name, pstr, (size_t)n2, dim);
         if (idx)
             ops->free(idx);
+        if (st != SX_OK && side_prefix && ops->remove_files)
+            ops->remove_files(side_prefix); /* a cancelled or failed DISKANN build's file */
     }
     if (st == SX_OK && rows_out)
         *rows_out = n2;

@@ -8,7 +8,9 @@
  *   built some), the index is Finished with every row indexed, and searches (ef 128) reach recall
  *   >= 0.95 against brute force computed here; the query node, once it followed the commit,
  *   serves them too (Finished, every row indexed, recall >= 0.95); a DISKANN index (its graph
- *   file travels beside the index file) likewise built by workers, recall >= 0.95;
+ *   file travels beside the index file) likewise built by workers, recall >= 0.95; a collection
+ *   dropped while workers build its DISKANN index: the jobs are withdrawn and a worker stops its
+ *   build (its log says cancelled); the writer's /metrics counts the published indexes;
  *   kill -9 of an index worker right after it claimed a job of a second collection: its claim
  *   expires with its lease, the job is built by a worker anyway (the other or the restarted one),
  *   every segment of it by a worker, recall >= 0.95;
@@ -246,6 +248,27 @@ static void test_index_workers(void)
     search_params = "{\"ef\":128}";
     fprintf(stderr, "id: recall@10 %.3f\n", r);
     ASSERT(r >= 0.95);
+    /* a drop while workers build: the jobs are withdrawn and the workers stop their builds */
+    load("ie");
+    create_index_as("ie", "{\"index_type\":\"DISKANN\",\"max_degree\":64,"
+                          "\"search_list_size\":500}");
+    double t0 = th_cl_mono();
+    while (log_count("x1", "claimed", "/ie/") + log_count("x2", "claimed", "/ie/") == 0 &&
+           th_cl_mono() - t0 < 60)
+        usleep(20000);
+    th_post_ok("/v2/vectordb/collections/drop", "{`collectionName`:`ie`}");
+    double t_drop = th_cl_mono();
+    int stopped = 0;
+    while (stopped == 0 && th_cl_mono() - t_drop < 20) {
+        stopped = log_count("x1", "/ie/", "cancel") + log_count("x2", "/ie/", "cancel");
+        usleep(50000);
+    }
+    fprintf(stderr,
+            "ie: dropped while building: %d worker build(s) stopped %.2f s after the drop, "
+            "%d finished\n",
+            stopped, th_cl_mono() - t_drop,
+            log_count("x1", "built in", " of ie ") + log_count("x2", "built in", " of ie "));
+    ASSERT(stopped >= 1);
     /* the writer's /metrics counts the indexes it published from workers' files */
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 1);
     th_resp *mr = th_request("GET", "/metrics", NULL, 0, NULL);
@@ -259,7 +282,7 @@ static void test_index_workers(void)
     load("ib");
     int before = log_count("x1", "claimed", "/ib/");
     create_index("ib");
-    double t0 = th_cl_mono();
+    t0 = th_cl_mono();
     while (log_count("x1", "claimed", "/ib/") == before && th_cl_mono() - t0 < 60)
         usleep(20000);
     ASSERT(log_count("x1", "claimed", "/ib/") > before);

@@ -11,7 +11,8 @@
  *   - the index file is uploaded to the store like a local build's;
  *   - a builder that fails (no worker) or answers with a file of other parameters: the engine
  *     builds the index itself (the mismatching file is never published); answers equal again;
- *   - sx_index_build_segment_file refuses a missing field and DISKANN (files beside the index).
+ *   - sx_index_build_segment_file refuses a missing field, a field that is not a vector, DISKANN
+ *     without a side prefix and a missing file, and a cancelled build writes nothing.
  */
 #include <dirent.h>
 #include <sextant.h>
@@ -61,13 +62,13 @@ static sx_status fake_build(void *ctx, const sx_index_build_job *job, const char
     sx_status st = sx_store_file_get(job->store, NULL, job->segment_key, seg);
     if (st != SX_OK)
         return st;
+    sx_segment_build_options bo = { 1, job->side_prefix, NULL, NULL };
     uint64_t rows = 0;
     st = f->m == M_OTHER_PARAMS
              ? sx_index_build_segment_file(seg, job->field, job->index_type, other, 2, job->metric,
-                                           1, out_path, job->side_prefix, &rows)
+                                           &bo, out_path, &rows)
              : sx_index_build_segment_file(seg, job->field, job->index_type, job->params,
-                                           job->n_params, job->metric, 1, out_path,
-                                           job->side_prefix, &rows);
+                                           job->n_params, job->metric, &bo, out_path, &rows);
     unlink(seg);
     if (st == SX_OK && rows != job->rows)
         return SX_ECORRUPT;
@@ -249,6 +250,12 @@ static void test_worker_builds_diskann(void)
     other[1] = (sx_param){ "efConstruction", "40" };
 }
 
+static int always(void *ud)
+{
+    (void)ud;
+    return 1;
+}
+
 static void test_build_file_errors(void)
 {
     char root[600];
@@ -279,20 +286,28 @@ static void test_build_file_errors(void)
     snprintf(seg, sizeof seg, "%s/collections/e/seg-%020d.sxs", dir, 1);
     snprintf(out, sizeof out, "%s/out.idx", root);
     uint64_t rows = 0;
-    ASSERT_OK(sx_index_build_segment_file(seg, "vec", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, NULL,
-                                          &rows));
+    ASSERT_OK(
+        sx_index_build_segment_file(seg, "vec", "FLAT", NULL, 0, SX_METRIC_L2, NULL, out, &rows));
     ASSERT_EQ(rows, 50);
     ASSERT_STATUS(
-        sx_index_build_segment_file(seg, "nope", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, NULL, NULL),
+        sx_index_build_segment_file(seg, "nope", "FLAT", NULL, 0, SX_METRIC_L2, NULL, out, NULL),
         SX_ENOTFOUND);
     ASSERT_STATUS(
-        sx_index_build_segment_file(seg, "id", "FLAT", NULL, 0, SX_METRIC_L2, 1, out, NULL, NULL),
+        sx_index_build_segment_file(seg, "id", "FLAT", NULL, 0, SX_METRIC_L2, NULL, out, NULL),
         SX_EINVAL);
-    ASSERT_STATUS(sx_index_build_segment_file(seg, "vec", "DISKANN", NULL, 0, SX_METRIC_L2, 1, out,
-                                              NULL, NULL),
-                  SX_EINVAL);
+    ASSERT_STATUS(
+        sx_index_build_segment_file(seg, "vec", "DISKANN", NULL, 0, SX_METRIC_L2, NULL, out, NULL),
+        SX_EINVAL);
+    /* cancelled: nothing written */
+    sx_segment_build_options co = { 1, NULL, always, NULL };
+    char out2[900];
+    snprintf(out2, sizeof out2, "%s/cancelled.idx", root);
+    ASSERT_STATUS(
+        sx_index_build_segment_file(seg, "vec", "HNSW", NULL, 0, SX_METRIC_L2, &co, out2, NULL),
+        SX_ECANCELED);
+    ASSERT(access(out2, F_OK) != 0);
     snprintf(out, sizeof out, "%s/nofile.sxs", root);
-    ASSERT(sx_index_build_segment_file(out, "vec", "FLAT", NULL, 0, SX_METRIC_L2, 1, seg, NULL,
+    ASSERT(sx_index_build_segment_file(out, "vec", "FLAT", NULL, 0, SX_METRIC_L2, NULL, seg,
                                        NULL) != SX_OK);
     sx_collection_release(c);
     sx_db_close(db);
