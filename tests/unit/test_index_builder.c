@@ -15,6 +15,7 @@
  *     without a side prefix and a missing file, and a cancelled build writes nothing.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <sextant.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -41,12 +42,16 @@ typedef struct fake {
     uint64_t last_rows;
     uint32_t last_dim;
     char last_params[256];
+    pthread_mutex_t mu; /* guards the last_* fields */
 } fake;
 
 static sx_status fake_build(void *ctx, const sx_index_build_job *job, const char *out_path)
 {
     fake *f = ctx;
     int n = atomic_fetch_add(&f->calls, 1);
+    pthread_mutex_lock(&f->mu); /* builds run on several slot threads at once */
+    if (getenv("SX_DEBUG_IB"))
+        fprintf(stderr, "build %d: %s\n", n, job->segment_key);
     snprintf(f->last_key, sizeof f->last_key, "%s", job->segment_key);
     f->last_rows = job->rows;
     f->last_dim = job->dim;
@@ -55,6 +60,7 @@ static sx_status fake_build(void *ctx, const sx_index_build_job *job, const char
     for (size_t i = 0; i < job->n_params; i++)
         off += (size_t)snprintf(f->last_params + off, sizeof f->last_params - off, "%s=%s;",
                                 job->params[i].key, job->params[i].value);
+    pthread_mutex_unlock(&f->mu);
     if (f->m == M_FAIL)
         return SX_EREMOTE;
     char seg[800];
@@ -173,6 +179,7 @@ static void run_mode(mode m, const char *tag)
     fake f;
     memset(&f, 0, sizeof f);
     f.m = m;
+    pthread_mutex_init(&f.mu, NULL);
     snprintf(f.scratch, sizeof f.scratch, "%s/scratch", root);
     ASSERT(mkdir(f.scratch, 0755) == 0);
     sx_index_builder b = { &f, 2, fake_build };
@@ -183,6 +190,11 @@ static void run_mode(mode m, const char *tag)
     sx_db *dl = NULL, *dr = NULL;
     ASSERT_OK(sx_db_open(local, &o, &dl));
     sx_collection *cl = load(dl, "here");
+    /* its own store: a database opening a store restores the collections it lacks (here's,
+     * whose last index file may not be uploaded yet, would be built again) */
+    char url2[720];
+    snprintf(url2, sizeof url2, "%s2", url);
+    o.storage_url = url2;
     o.index_builder = &b;
     ASSERT_OK(sx_db_open(remote, &o, &dr));
     sx_collection *cr = load(dr, "there");
@@ -206,7 +218,7 @@ static void run_mode(mode m, const char *tag)
     answers(cr, bb, sizeof bb);
     ASSERT(strcmp(a, bb) == 0); /* same graphs: built remotely, or here after a refusal */
     char sdir[800];
-    snprintf(sdir, sizeof sdir, "%s/store/there", root);
+    snprintf(sdir, sizeof sdir, "%s/store2/there", root);
     ASSERT_EQ(store_files(sdir, ".idx."), SEGS); /* seg-<id>.idx.<crc>: uploaded by the sync */
     if (strcmp(itype, "DISKANN") == 0)
         ASSERT_EQ(store_files(sdir, ".diskann"), SEGS);
