@@ -136,6 +136,11 @@ SX_API const sx_store_fence *sx_cluster_node_fence(sx_cluster_node *n);
  * sx_server_options.db.index_builder (NULL for other roles). Borrowed, like the fence. */
 SX_API const sx_index_builder *sx_cluster_node_index_builder(sx_cluster_node *n);
 SX_API const char *sx_cluster_node_uuid(const sx_cluster_node *n);
+/* The databases that have a committed collection in the cluster (etcd's manifest keys), besides
+ * "default". *names owned (sx_strings_free). Errors: SX_EREMOTE (etcd), SX_ENOMEM. */
+SX_API SX_NODISCARD sx_status sx_cluster_node_databases(sx_cluster_node *n,
+                                                        char ***names,
+                                                        size_t *count);
 SX_API bool sx_cluster_node_fenced(const sx_cluster_node *n);
 /* Revokes the lease (a writer's collections may be taken at once) unless it was lost. */
 SX_API void sx_cluster_node_stop(sx_cluster_node *n);
@@ -164,6 +169,13 @@ SX_API void sx_cluster_proxy_stop(sx_cluster_proxy *p);
  * appears with metadata derived from its schema; one gone disappears). Requests in flight keep
  * the version they opened. *changed (optional): collections reloaded, added or removed. */
 SX_API SX_NODISCARD sx_status sx_server_refresh(sx_server *s, size_t *changed);
+/* A read-only server (query node) opens the databases named that it does not have yet (their
+ * collections restored from the store, then followed by sx_server_refresh): a cluster's query
+ * node passes sx_cluster_node_databases. "default" and names that are not valid are skipped.
+ * Errors: SX_EINVAL (not read-only), the first open that failed (the others are still opened). */
+SX_API SX_NODISCARD sx_status sx_server_follow_databases(sx_server *s,
+                                                         const char *const *names,
+                                                         size_t n);
 
 #ifdef __cplusplus
 }

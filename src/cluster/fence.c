@@ -754,6 +754,44 @@ const sx_index_builder *sx_cluster_node_index_builder(sx_cluster_node *n)
     return n->jobs ? sx__ijobs_iface(n->jobs) : NULL;
 }
 
+sx_status sx_cluster_node_databases(sx_cluster_node *n, char ***names, size_t *count)
+{
+    sx__err_clear();
+    *names = NULL;
+    *count = 0;
+    sx__fence *f = n->f;
+    char pre[256];
+    (void)snprintf(pre, sizeof pre, "%smanifest/", f->prefix);
+    sx__etcd_kv *kvs = NULL;
+    size_t nk = 0;
+    sx__mutex_lock(&f->net_mu);
+    sx_status st = sx__etcd_range(f->kv, pre, &kvs, &nk, NULL);
+    sx__mutex_unlock(&f->net_mu);
+    if (st != SX_OK)
+        return st;
+    char **out = sx__calloc(nk + 1, sizeof *out);
+    size_t m = 0, pl = strlen(pre);
+    for (size_t i = 0; out && i < nk; i++) {
+        const char *db = kvs[i].key + pl, *sl = strchr(db, '/');
+        size_t len = sl ? (size_t)(sl - db) : 0;
+        if (!len || (len == 7 && strncmp(db, "default", 7) == 0))
+            continue;
+        /* keys come in order: a database's collections are adjacent */
+        if (m && strlen(out[m - 1]) == len && strncmp(out[m - 1], db, len) == 0)
+            continue;
+        out[m] = sx__strndup(db, len);
+        if (!out[m])
+            break;
+        m++;
+    }
+    sx__etcd_kvs_free(kvs, nk);
+    if (!out)
+        return sx__err(SX_ENOMEM, "cluster databases");
+    *names = out;
+    *count = m;
+    return SX_OK;
+}
+
 const char *sx_cluster_node_uuid(const sx_cluster_node *n)
 {
     return sx__fence_uuid(n->f);

@@ -1297,6 +1297,46 @@ out:
     return st;
 }
 
+sx_status sx__cat_db_follow(sx__catalog *cat, const char *db)
+{
+    if (!cat->opts.read_only)
+        return sx__err(SX_EINVAL, "only a read-only server follows databases");
+    if (!valid_name(db) || strcmp(db, "default") == 0 || strlen(db) > DISK_NAME_MAX)
+        return SX_OK; /* a long name's directory (and store prefix) is not its name: not found */
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
+    bool have = find_db(cat, db) != NULL;
+    sx__mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    if (have)
+        goto out;
+    /* the directory is named as the writers name theirs (the name itself), so cdb_open derives
+     * the same store prefix <url>/databases/<name>; its collections are restored from it */
+    char dir[4096];
+    (void)snprintf(dir, sizeof dir, "%s/databases/%s", cat->root, db);
+    cdb *d = NULL;
+    st = sx__fs_mkdir_p(dir);
+    if (st == SX_OK)
+        st = cdb_open(cat, db, dir, new_id(cat), &d);
+    if (st != SX_OK)
+        goto out;
+    sx__mutex_lock(&cat->mu);
+    cdb **nd = sx__realloc(cat->dbs, (cat->n_dbs + 1) * sizeof *nd);
+    if (nd) {
+        cat->dbs = nd;
+        cat->dbs[cat->n_dbs++] = d;
+    }
+    sx__mutex_unlock(&cat->mu);
+    if (!nd) {
+        sx_db_close(d->db);
+        cdb_free(d);
+        st = sx__err(SX_ENOMEM, "catalog");
+    }
+out:
+    sx__mutex_unlock(&cat->ddl_mu);
+    return st;
+}
+
 sx_status sx__cat_db_drop(sx__catalog *cat, const char *db)
 {
     if (!db || !*db || strcmp(db, "default") == 0)

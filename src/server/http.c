@@ -2034,6 +2034,20 @@ sx_status sx_server_refresh(sx_server *s, size_t *changed)
     return st;
 }
 
+sx_status sx_server_follow_databases(sx_server *s, const char *const *names, size_t n)
+{
+    sx__err_clear();
+    if (!s)
+        return sx__err(SX_EINVAL, "no server");
+    sx_status first = SX_OK;
+    for (size_t i = 0; i < n; i++) {
+        sx_status st = sx__cat_db_follow(s->cat, names[i]);
+        if (st != SX_OK && first == SX_OK)
+            first = st;
+    }
+    return first;
+}
+
 sx_status sx_server_stop(sx_server *s)
 {
     if (!s)

@@ -349,6 +349,10 @@ SX_NODISCARD sx_status sx__cat_refresh(sx__catalog *cat, size_t *changed);
 void sx__cat_memory_stats(sx__catalog *cat, sx_memory_stats *out);
 /* Indexes published from index workers' files (cluster mode), over every database. */
 uint64_t sx__cat_remote_builds(sx__catalog *cat);
+/* A read-only server (query node): opens database db (DATA/databases/<db>, restored from the
+ * store's <url>/databases/<db>) unless it has it. Names that are not valid or too long for a
+ * directory are skipped (SX_OK). Errors: SX_EINVAL (not read-only), the open's. */
+SX_NODISCARD sx_status sx__cat_db_follow(sx__catalog *cat, const char *db);
 
 /* Name lists (db_list: "default" first, then the others sorted; coll_list: client names sorted)
  * are owned by the caller: free with sx_strings_free(names, n). Thread-safety: every sx__cat_*

@@ -15,7 +15,9 @@
  *   kill -9 of it: restarted, it serves them again;
  *   the proxy (P; writers on P+1..): four collections created through it land on both writers,
  * their writes and default (Strong) reads go to the writer holding each, an Eventually read goes to
- *   the query node (once it has the flushed rows), collections/list merges every writer's;
+ *   the query node (once it has the flushed rows), collections/list merges every writer's; a
+ *   database created after the query node started is followed by it: an Eventually read of its
+ *   collection is answered by the query node;
  *   down stops every process (none of the pids is alive after it), status then says down;
  *   up again on the same directory: the cluster comes back with its data (etcd members on their
  *   data directories, writers on theirs).
@@ -223,6 +225,37 @@ static void test_cluster(void)
     ASSERT(strcmp(node, "q1") == 0);
     ASSERT_EQ(th_cl_via("/v2/vectordb/collections/list", "{}", node), 0);
     ASSERT_EQ(json_array_size(json_object_get(th_last.json, "data")), 5); /* cc, pc0..pc3 */
+
+    /* a database created after the query node started: it follows it (etcd's manifest keys),
+     * so an Eventually read of it is answered by the query node, not passed to the writer */
+    ASSERT_EQ(th_cl_via("/v2/vectordb/databases/create", "{\"dbName\":\"zoo\"}", node), 0);
+    ASSERT_EQ(th_cl_via("/v2/vectordb/collections/create",
+                        "{\"dbName\":\"zoo\",\"collectionName\":\"zc\",\"dimension\":4}", node),
+              0);
+    ASSERT_EQ(th_cl_via("/v2/vectordb/entities/insert",
+                        "{\"dbName\":\"zoo\",\"collectionName\":\"zc\",\"data\":[{\"id\":1,"
+                        "\"vector\":[1,2,3,4]},{\"id\":2,\"vector\":[2,2,3,4]},{\"id\":3,"
+                        "\"vector\":[3,2,3,4]}]}",
+                        node),
+              0);
+    ASSERT_EQ(th_cl_via("/v2/vectordb/collections/flush",
+                        "{\"dbName\":\"zoo\",\"collectionName\":\"zc\"}", node),
+              0);
+    ev = -1;
+    node[0] = '\0';
+    t0 = th_cl_mono();
+    while ((ev != 3 || strcmp(node, "q1") != 0) && th_cl_mono() - t0 < 15) {
+        usleep(100000);
+        if (th_cl_via("/v2/vectordb/entities/query",
+                      "{\"dbName\":\"zoo\",\"collectionName\":\"zc\",\"filter\":\"id >= 0\","
+                      "\"outputFields\":[\"count(*)\"],\"consistencyLevel\":\"Eventually\"}",
+                      node) == 0)
+            ev = json_integer_value(json_object_get(
+                json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"));
+    }
+    fprintf(stderr, "database zoo: served by %s after %.2f s\n", node, th_cl_mono() - t0);
+    ASSERT_EQ(ev, 3);
+    ASSERT(strcmp(node, "q1") == 0);
     snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", base + 1);
 
     /* down: nothing left */

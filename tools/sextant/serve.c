@@ -36,6 +36,7 @@ static atomic_bool fenced;
 /* query nodes: sx_server_refresh every refresh_ms until stopped */
 typedef struct refresher {
     sx_server *srv;
+    sx_cluster_node *node; /* a cluster's query node: databases created since are followed */
     uint64_t every_ms;
     bool quiet;
     pthread_mutex_t mu;
@@ -46,7 +47,7 @@ typedef struct refresher {
 static void *refresh_main(void *arg)
 {
     refresher *r = arg;
-    char last[512] = "";
+    char last[512] = "", lastf[512] = "";
     pthread_mutex_lock(&r->mu);
     while (!r->stop) {
         struct timespec ts;
@@ -59,7 +60,19 @@ static void *refresh_main(void *arg)
             break;
         pthread_mutex_unlock(&r->mu);
         size_t ch = 0;
-        sx_status st = sx_server_refresh(r->srv, &ch);
+        char **dbs = NULL;
+        size_t n_dbs = 0;
+        sx_status fst = r->node ? sx_cluster_node_databases(r->node, &dbs, &n_dbs) : SX_OK;
+        if (fst == SX_OK && n_dbs)
+            fst = sx_server_follow_databases(r->srv, (const char *const *)dbs, n_dbs);
+        sx_strings_free(dbs, n_dbs);
+        if (fst != SX_OK && strcmp(lastf, sx_errmsg()) != 0) {
+            (void)snprintf(lastf, sizeof lastf, "%s", sx_errmsg());
+            fprintf(stderr, "sextant: following new databases: %s (retried)\n", lastf);
+        } else if (fst == SX_OK) {
+            lastf[0] = '\0';
+        }
+        sx_status st = sx_server_refresh(r->srv, &ch); /* whatever the databases' answer */
         if (st != SX_OK && strcmp(last, sx_errmsg()) != 0) {
             (void)snprintf(last, sizeof last, "%s", sx_errmsg());
             fprintf(stderr, "sextant: refresh: %s (retried)\n", last);
@@ -231,8 +244,9 @@ static int serve_until_stopped(const char *cmd,
                                const char *node_id,
                                const char *data)
 {
-    refresher rf = { srv,  refresh_ms, quiet, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                     false };
+    refresher rf = {
+        srv, cw, refresh_ms, quiet, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false
+    };
     pthread_t rthr;
     bool rthr_on = query && refresher_start(&rf, &rthr);
 
