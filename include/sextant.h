@@ -303,6 +303,10 @@ typedef struct sx_store_fence {
      * not lapsed)? SX_OK, else SX_EFENCED (or SX_EREMOTE) with a message saying why. NULL:
      * always. */
     sx_status (*may_ack)(void *ctx, const char *store, const char *collection);
+    /* Read-only databases (a cluster's query nodes): does this process serve collection (its
+     * replica placement)? One it does not is not restored from the store, and one it served
+     * is retired at the next sx_db_refresh (its files removed once unused). NULL: all. */
+    bool (*serves)(void *ctx, const char *store, const char *collection);
 } sx_store_fence;
 
 #define SX_MEMORY_UNLIMITED UINT64_MAX

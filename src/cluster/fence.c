@@ -32,6 +32,7 @@
 
 #include "cluster/etcd.h"
 #include "cluster/indexjob.h"
+#include "cluster/shard.h"
 #include "platform/fs.h"
 #include "sextant_server.h"
 #include "util/alloc.h"
@@ -65,7 +66,22 @@ struct sx__fence {
     held **tab;
     size_t n_tab, cap_tab;
     sx_store_fence iface;
+    /* a query node's replica placement inputs (cb_serves), read from etcd at most every
+     * PLACE_NS: the registered query nodes (ids in key order) and replicas/<db>/<c> */
+    pthread_mutex_t place_mu;
+    int64_t place_at_ns;
+    char **qids;
+    size_t n_qids;
+
+    struct rep {
+        char key[300]; /* "db/collection" */
+        unsigned r;
+    } * reps;
+
+    size_t n_reps;
 };
+
+#define PLACE_NS 200000000LL
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -325,6 +341,95 @@ static sx_status cb_current(void *ctx, const char *store, const char *coll, char
     return st;
 }
 
+/* Refreshes the placement inputs when older than PLACE_NS. Caller holds place_mu. An etcd
+ * error keeps the previous ones. */
+static void place_load_locked(sx__fence *f)
+{
+    int64_t now = now_ns();
+    if (f->place_at_ns && now - f->place_at_ns < PLACE_NS)
+        return;
+    char pre[256];
+    sx__etcd_kv *kvs = NULL, *rk = NULL;
+    size_t n = 0, nr = 0;
+    (void)snprintf(pre, sizeof pre, "%snode/", f->prefix);
+    sx__mutex_lock(&f->net_mu);
+    sx_status st = sx__etcd_range(f->kv, pre, &kvs, &n, NULL);
+    char rpre[256];
+    (void)snprintf(rpre, sizeof rpre, "%sreplicas/", f->prefix);
+    if (st == SX_OK)
+        st = sx__etcd_range(f->kv, rpre, &rk, &nr, NULL);
+    sx__mutex_unlock(&f->net_mu);
+    if (st != SX_OK) {
+        sx__err_clear();
+        sx__etcd_kvs_free(kvs, n);
+        return;
+    }
+    char **ids = sx__calloc(n + 1, sizeof *ids);
+    struct rep *reps = sx__calloc(nr + 1, sizeof *reps);
+    size_t m = 0;
+    for (size_t i = 0; ids && i < n; i++)
+        if (strstr(kvs[i].value, "\"role\":\"query\"")) {
+            ids[m] = sx__strdup(kvs[i].key + strlen(pre));
+            if (ids[m])
+                m++;
+        }
+    for (size_t i = 0; reps && i < nr; i++) {
+        (void)snprintf(reps[i].key, sizeof reps[i].key, "%s", rk[i].key + strlen(rpre));
+        reps[i].r = (unsigned)strtoul(rk[i].value, NULL, 10);
+    }
+    sx__etcd_kvs_free(kvs, n);
+    sx__etcd_kvs_free(rk, nr);
+    if (!ids || !reps) {
+        sx_strings_free(ids, m);
+        sx__free(reps);
+        return;
+    }
+    sx_strings_free(f->qids, f->n_qids);
+    sx__free(f->reps);
+    f->qids = ids;
+    f->n_qids = m;
+    f->reps = reps;
+    f->n_reps = nr;
+    f->place_at_ns = now;
+}
+
+/* A query node serves a collection (or shard) whose collection has no replica number, or whose
+ * holders (sx__replica_holders over the registered query nodes) include it. When its own
+ * registration is not among the nodes read (etcd did not answer yet), it serves everything. */
+static bool cb_serves(void *ctx, const char *store, const char *coll)
+{
+    sx__fence *f = ctx;
+    if (!f->cfg.query_node)
+        return true;
+    char db[SX_MAX_NAME + 1], base[SX_MAX_NAME + 1], key[SX_MAX_NAME * 2 + 8];
+    db_of(f, store, db, sizeof db);
+    unsigned k;
+    if (!sx__shard_parse(coll, base, sizeof base, &k))
+        (void)snprintf(base, sizeof base, "%s", coll);
+    (void)snprintf(key, sizeof key, "%s/%s", db, base);
+    pthread_mutex_lock(&f->place_mu);
+    place_load_locked(f);
+    unsigned r = 0;
+    for (size_t i = 0; i < f->n_reps; i++)
+        if (strcmp(f->reps[i].key, key) == 0)
+            r = f->reps[i].r;
+    bool serves = true;
+    size_t me = f->n_qids;
+    for (size_t i = 0; i < f->n_qids; i++)
+        if (strcmp(f->qids[i], f->node_id) == 0)
+            me = i;
+    if (r && me < f->n_qids) {
+        size_t hold[64];
+        size_t nh = sx__replica_holders(db, coll, (const char *const *)f->qids,
+                                        f->n_qids < 64 ? f->n_qids : 64, r, hold);
+        serves = false;
+        for (size_t h = 0; h < nh; h++)
+            serves = serves || hold[h] == me;
+    }
+    pthread_mutex_unlock(&f->place_mu);
+    return serves;
+}
+
 static sx_status cb_may_ack(void *ctx, const char *store, const char *coll)
 {
     sx__fence *f = ctx;
@@ -516,6 +621,7 @@ sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
     f->addr = sx__strdup(cfg->addr ? cfg->addr : "");
     pthread_mutex_init(&f->stop_mu, NULL);
     pthread_cond_init(&f->stop_cv, NULL);
+    pthread_mutex_init(&f->place_mu, NULL);
     sx_status st = f->etcd_eps && f->node_id && f->data_dir && f->storage_url && f->addr
                        ? SX_OK
                        : sx__err(SX_ENOMEM, "fence");
@@ -555,7 +661,7 @@ sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
         else
             f->thr_started = true;
     }
-    f->iface = (sx_store_fence){ f, cb_prefix, cb_commit, cb_current, cb_may_ack };
+    f->iface = (sx_store_fence){ f, cb_prefix, cb_commit, cb_current, cb_may_ack, cb_serves };
     if (st != SX_OK) {
         char msg[1024];
         (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
@@ -685,6 +791,9 @@ void sx__fence_stop(sx__fence *f)
     }
     pthread_mutex_destroy(&f->stop_mu);
     pthread_cond_destroy(&f->stop_cv);
+    pthread_mutex_destroy(&f->place_mu);
+    sx_strings_free(f->qids, f->n_qids);
+    sx__free(f->reps);
     sx__free(f->etcd_eps);
     sx__free(f->node_id);
     sx__free(f->data_dir);

@@ -81,6 +81,7 @@
 #include "util/err.h"
 
 #define MAX_NODES   64
+#define MAX_REPS    256
 #define MAX_BODY    (64u << 20)
 #define MAX_HOLDERS 256
 #define HOLDER_NS   500000000LL /* a holder read from etcd is reused this long */
@@ -129,6 +130,15 @@ struct sx_cluster_proxy {
     size_t n_nodes;
     int64_t nodes_at_ns;
     unsigned rr; /* round-robin over query nodes */
+
+    /* replica numbers (replicas/<db>/<c>, set by a load with replicaNumber), read with the
+     * nodes; a collection without one is served by every query node */
+    struct {
+        char key[300]; /* "db/collection" */
+        unsigned r;
+    } reps[MAX_REPS];
+
+    size_t n_reps;
 
     /* query nodes that refused a connection: skipped until down_until (2 s), while another
      * query node is up (a dead node's registration lasts until its lease expires) */
@@ -292,11 +302,26 @@ static void load_nodes(sx_cluster_proxy *p, bool force)
     }
     sx__etcd_kvs_free(kvs, n);
     qsort(tab, m, sizeof tab[0], cmp_node);
+    (void)snprintf(pre, sizeof pre, "%sreplicas/", p->prefix);
+    kvs = NULL;
+    n = 0;
+    bool reps_ok = sx__etcd_range(p->kv, pre, &kvs, &n, NULL) == SX_OK;
+    sx__err_clear();
     pthread_mutex_lock(&p->mu);
     memcpy(p->nodes, tab, m * sizeof tab[0]);
     p->n_nodes = m;
     p->nodes_at_ns = mono_ns();
+    if (reps_ok) {
+        p->n_reps = 0;
+        for (size_t i = 0; i < n && p->n_reps < MAX_REPS; i++) {
+            (void)snprintf(p->reps[p->n_reps].key, sizeof p->reps[0].key, "%s",
+                           kvs[i].key + strlen(pre));
+            p->reps[p->n_reps].r = (unsigned)strtoul(kvs[i].value, NULL, 10);
+            p->n_reps++;
+        }
+    }
     pthread_mutex_unlock(&p->mu);
+    sx__etcd_kvs_free(kvs, n);
 }
 
 static bool node_addr(sx_cluster_proxy *p, const char *id, char *addr, size_t cap)
@@ -440,13 +465,67 @@ static bool is_down(const sx_cluster_proxy *p, const char *id, int64_t now)
     return false;
 }
 
-/* The next query node in turn, skipping those marked down while any other is up. */
-static bool query_node(sx_cluster_proxy *p, char *id, size_t id_cap, char *addr, size_t cap)
+/* under p->mu: the replica number of (db, unit) (a shard counts as its collection), 0 none */
+static unsigned replicas_of(const sx_cluster_proxy *p, const char *db, const char *unit)
+{
+    char base[300], key[600];
+    unsigned k;
+    if (!sx__shard_parse(unit, base, sizeof base, &k))
+        (void)snprintf(base, sizeof base, "%s", unit);
+    (void)snprintf(key, sizeof key, "%s/%s", db, base);
+    for (size_t i = 0; i < p->n_reps; i++)
+        if (strcmp(p->reps[i].key, key) == 0)
+            return p->reps[i].r;
+    return 0;
+}
+
+/* The query node that answers an Eventually read of unit (db, name: a collection or a shard):
+ * with a replica number, one of the unit's holders (sx__replica_holders over every registered
+ * query node, as the query nodes compute it), in turn, skipping those marked down while another
+ * holder is up (a node loss is served by another replica at once); without one, the next query
+ * node in turn. */
+static bool query_node(sx_cluster_proxy *p,
+                       const char *db,
+                       const char *unit,
+                       char *id,
+                       size_t id_cap,
+                       char *addr,
+                       size_t cap)
 {
     load_nodes(p, false);
     bool ok = false;
     int64_t now = mono_ns();
     pthread_mutex_lock(&p->mu);
+    unsigned r = db && unit && *unit ? replicas_of(p, db, unit) : 0;
+    if (r) {
+        const char *ids[MAX_NODES];
+        size_t map[MAX_NODES], hold[MAX_NODES], nq = 0;
+        for (size_t i = 0; i < p->n_nodes; i++)
+            if (p->nodes[i].query) {
+                map[nq] = i;
+                ids[nq++] = p->nodes[i].id;
+            }
+        size_t nh = sx__replica_holders(db, unit, ids, nq, r, hold);
+        size_t nup = 0;
+        for (size_t h = 0; h < nh; h++)
+            nup += !is_down(p, ids[hold[h]], now);
+        size_t cnt = nup ? nup : nh;
+        if (cnt) {
+            size_t pick = p->rr++ % cnt, k = 0;
+            for (size_t h = 0; h < nh && !ok; h++) {
+                if (nup && is_down(p, ids[hold[h]], now))
+                    continue;
+                if (k++ == pick) {
+                    const pnode *pn = &p->nodes[map[hold[h]]];
+                    (void)snprintf(id, id_cap, "%s", pn->id);
+                    (void)snprintf(addr, cap, "%s", pn->addr);
+                    ok = true;
+                }
+            }
+        }
+        pthread_mutex_unlock(&p->mu);
+        return ok;
+    }
     size_t nq = 0, nup = 0;
     for (size_t i = 0; i < p->n_nodes; i++) {
         nq += p->nodes[i].query;
@@ -1029,11 +1108,11 @@ static sx_status alloc_ids(sx_cluster_proxy *p, size_t n, int64_t *first)
 static bool
 shard_route(sx_cluster_proxy *p, const char *db, const char *base, bool eventual, target *t)
 {
-    if (eventual && query_node(p, t->id, sizeof t->id, t->addr, sizeof t->addr))
-        return true;
     char nm[300];
     if (!sx__shard_name(base, t->shard, nm, sizeof nm))
         return false;
+    if (eventual && query_node(p, db, nm, t->id, sizeof t->id, t->addr, sizeof t->addr))
+        return true;
     return writer_for(p, db, nm, t->id, sizeof t->id, t->addr, sizeof t->addr);
 }
 
@@ -1777,6 +1856,32 @@ db_ddl(sx_cluster_proxy *p, pconn *c, const char *url, const req *r, const char 
     return reply_text(c, 200, "{\"code\":0,\"data\":{}}");
 }
 
+/* collections/load with "replicaNumber" R >= 1 records replicas/<db>/<c> = R (query nodes then
+ * hold the collection, or each of its shards, on R of them); release and drop remove it (every
+ * query node holds it again, as without a replica number). Best effort: an etcd error leaves the
+ * placement as it was. */
+static void
+replicas_note(sx_cluster_proxy *p, const char *url, const json_t *j, const char *db, const char *c)
+{
+    bool load = strcmp(url, "/v2/vectordb/collections/load") == 0;
+    bool unload = strcmp(url, "/v2/vectordb/collections/release") == 0 ||
+                  strcmp(url, "/v2/vectordb/collections/drop") == 0;
+    json_t *rn = json_object_get(j, "replicaNumber");
+    if (!(load && json_is_integer(rn) && json_integer_value(rn) >= 1) && !unload)
+        return;
+    char key[700], val[32];
+    (void)snprintf(key, sizeof key, "%sreplicas/%s/%s", p->prefix, db, c);
+    if (load) {
+        json_int_t r = json_integer_value(rn);
+        (void)snprintf(val, sizeof val, "%lld", (long long)(r > MAX_NODES ? MAX_NODES : r));
+        sx__ignore(sx__etcd_put(p->kv, key, val, 0, NULL));
+    } else {
+        sx__ignore(sx__etcd_del(p->kv, key, false, NULL));
+    }
+    sx__err_clear();
+    load_nodes(p, true); /* route with it from now on */
+}
+
 static enum MHD_Result
 route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const req *r)
 {
@@ -1813,6 +1918,8 @@ route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const 
     enum MHD_Result ret = MHD_NO;
     if (*collc && !is_read(url))
         meta_forget(p, dbc, collc);
+    if (*collc && json_is_object(j))
+        replicas_note(p, url, j, dbc, collc);
     if (json_is_object(j) && *collc) {
         if (strcmp(url, "/v2/vectordb/collections/create") == 0) {
             if (create(p, c, j, dbc, collc, &ret) == 0) {
@@ -1837,7 +1944,7 @@ route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const 
     for (int attempt = 0; attempt < 2; attempt++) {
         char id[64] = "", addr[128] = "";
         bool from_query = eventual && is_read(url) && !to_writer &&
-                          query_node(p, id, sizeof id, addr, sizeof addr);
+                          query_node(p, dbc, collc, id, sizeof id, addr, sizeof addr);
         bool have = from_query;
         if (!have)
             have = writer_for(p, dbc, collc, id, sizeof id, addr, sizeof addr);

@@ -354,3 +354,34 @@ json_t *sx__shard_merge_index(json_t *const *ans, unsigned n)
     }
     return out;
 }
+
+size_t sx__replica_holders(
+    const char *db, const char *name, const char *const *ids, size_t n, unsigned r, size_t *out)
+{
+    size_t want = r == 0 || r > n ? n : r;
+    uint32_t best[64];
+    size_t k = 0;
+    if (want > 64)
+        want = 64;
+    for (size_t i = 0; i < n; i++) {
+        char key[700];
+        (void)snprintf(key, sizeof key, "%s/%s@%s", db, name, ids[i]);
+        uint32_t h = sx__shard_str_hash(key);
+        /* insertion into the top `want` (score descending, ties by index) */
+        size_t pos = k;
+        while (pos > 0 && best[pos - 1] < h)
+            pos--;
+        if (pos >= want)
+            continue;
+        size_t last = k < want ? k : want - 1;
+        for (size_t j = last; j > pos; j--) {
+            best[j] = best[j - 1];
+            out[j] = out[j - 1];
+        }
+        best[pos] = h;
+        out[pos] = i;
+        if (k < want)
+            k++;
+    }
+    return k;
+}

@@ -46,6 +46,15 @@ bool sx__shard_parse(const char *name, char *base, size_t cap, unsigned *k);
  * parity). Also the proxy's placement hash of collection names. */
 uint32_t sx__shard_str_hash(const char *s);
 
+/* Replica placement on query nodes (docs/internals/CLUSTER.md, "Replicas"): rendezvous hashing.
+ * The holders of unit (db, name) (a collection, or one shard of a sharded collection) among the
+ * n query nodes ids[] are the r with the highest sx__shard_str_hash("<db>/<name>@<id>"), so
+ * every process that knows the same live nodes computes the same holders, and a node joining or
+ * leaving moves only the units it gains or held. out (r entries at most): indexes into ids, the
+ * best first. Returns how many (min(r, n)); r == 0: every node. */
+size_t sx__replica_holders(
+    const char *db, const char *name, const char *const *ids, size_t n, unsigned r, size_t *out);
+
 /* The shard of a primary key value (a JSON integer or string) among n; -1 when the value is
  * neither. */
 int sx__shard_of_pk(const json_t *pk, unsigned n);

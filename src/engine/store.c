@@ -1392,6 +1392,7 @@ sx_status sx__store_names(sx_db *db, char ***names, size_t *n)
     }
     char **out = sx__calloc(nk + 1, sizeof *out);
     size_t m = 0;
+    char skipped[SX_MAX_NAME + 64] = "";
     for (size_t i = 0; out && i < nk; i++) {
         const char *slash = strchr(keys[i], '/');
         if (!slash || !valid_coll_name(keys[i], (size_t)(slash - keys[i])))
@@ -1403,6 +1404,17 @@ sx_status sx__store_names(sx_db *db, char ***names, size_t *n)
         out[m] = sx__strndup(keys[i], (size_t)(slash - keys[i]));
         if (!out[m])
             break;
+        /* a query node serves its replicas only (sx_store_fence.serves); keys come sorted, so
+         * the other keys of a collection it does not serve follow at once */
+        const sx_store_fence *f = fence_of(db);
+        if (f && f->serves) {
+            if (strcmp(out[m], skipped) == 0 || !f->serves(f->ctx, db->opts.storage_url, out[m])) {
+                (void)snprintf(skipped, sizeof skipped, "%s", out[m]);
+                sx__free(out[m]);
+                out[m] = NULL;
+                continue;
+            }
+        }
         m++;
     }
     sx_strings_free(keys, nk);

@@ -1581,7 +1581,12 @@ static void *rpc_drop_collection(rpc *r)
 
 static void *rpc_load_collection(rpc *r)
 {
-    return rpc_status_route(r, "/v2/vectordb/collections/load", coll_body(r));
+    const PM(LoadCollectionRequest) *q = (const void *)r->req;
+    json_t *b = coll_body(r);
+    /* in-memory replicas (a cluster's query nodes; a single server has one copy) */
+    if (b && q->replica_number > 0)
+        json_object_set_new(b, "replicaNumber", json_integer(q->replica_number));
+    return rpc_status_route(r, "/v2/vectordb/collections/load", b);
 }
 
 static void *rpc_release_collection(rpc *r)

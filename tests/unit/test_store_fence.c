@@ -94,7 +94,7 @@ static void writer_init(writer *w, fake_fence *f, const char *me, const char *ep
     w->f = f;
     w->me = me;
     w->epoch = epoch;
-    w->fence = (sx_store_fence){ w, w_prefix, w_commit, w_current, w_may_ack };
+    w->fence = (sx_store_fence){ w, w_prefix, w_commit, w_current, w_may_ack, NULL };
 }
 
 static char root[600], url[700];
