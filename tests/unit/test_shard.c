@@ -172,6 +172,65 @@ static void search_round(unsigned n, size_t nq, size_t m, size_t limit, size_t o
     free(all);
 }
 
+/* Replica holders: the r highest scores of "<db>/<unit>@<id>", best first, for every r and set
+ * of nodes (checked against a brute-force ranking); r 0 or over n: every node; removing a node
+ * that is not a holder changes nothing (rendezvous hashing moves only what it must); the units
+ * of a collection spread over the nodes. */
+static void test_replica_holders(void)
+{
+    const char *ids[8] = { "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8" };
+    char unit[32];
+    int per_node[8] = { 0 };
+    for (int u = 0; u < 64; u++) {
+        snprintf(unit, sizeof unit, "c__s%d", u);
+        for (size_t n = 1; n <= 8; n++) {
+            uint32_t score[8];
+            for (size_t i = 0; i < n; i++) {
+                char key[96];
+                snprintf(key, sizeof key, "default/%s@%s", unit, ids[i]);
+                score[i] = sx__shard_str_hash(key);
+            }
+            for (unsigned r = 0; r <= n + 1; r++) {
+                size_t out[8];
+                size_t got = sx__replica_holders("default", unit, ids, n, r, out);
+                size_t want = r == 0 || r > n ? n : r;
+                ASSERT_EQ(got, want);
+                for (size_t h = 0; h < got; h++) {
+                    ASSERT(out[h] < n);
+                    /* every other node scores lower than out[h], unless it is an earlier holder */
+                    size_t above = 0;
+                    for (size_t i = 0; i < n; i++)
+                        above += score[i] > score[out[h]];
+                    ASSERT_EQ(above, h);
+                }
+            }
+            if (n == 8) {
+                size_t out[2];
+                ASSERT_EQ(sx__replica_holders("default", unit, ids, 8, 2, out), 2);
+                per_node[out[0]]++;
+                per_node[out[1]]++;
+                /* drop a node that holds nothing: the holders stay */
+                size_t gone = 0;
+                while (gone == out[0] || gone == out[1])
+                    gone++;
+                const char *rest[7];
+                size_t m = 0, map[7];
+                for (size_t i = 0; i < 8; i++)
+                    if (i != gone) {
+                        map[m] = i;
+                        rest[m++] = ids[i];
+                    }
+                size_t out2[2];
+                ASSERT_EQ(sx__replica_holders("default", unit, rest, 7, 2, out2), 2);
+                ASSERT_EQ(map[out2[0]], out[0]);
+                ASSERT_EQ(map[out2[1]], out[1]);
+            }
+        }
+    }
+    for (int i = 0; i < 8; i++) /* 128 placements over 8 nodes: 16 each on average */
+        ASSERT(per_node[i] >= 6 && per_node[i] <= 28);
+}
+
 static void test_search_merge(void)
 {
     for (int dir = 0; dir < 2; dir++) {
@@ -339,6 +398,7 @@ int main(void)
     seed = test_seed();
     RUN(test_names);
     RUN(test_placement);
+    RUN(test_replica_holders);
     RUN(test_search_merge);
     RUN(test_query_merge);
     return TEST_DONE();
