@@ -420,8 +420,8 @@ static bool cb_serves(void *ctx, const char *store, const char *coll)
             me = i;
     if (r && me < f->n_qids) {
         size_t hold[64];
-        size_t nh = sx__replica_holders(db, coll, (const char *const *)f->qids,
-                                        f->n_qids < 64 ? f->n_qids : 64, r, hold);
+        size_t nh = sx__replica_holders(db, coll, (const char *const *)f->qids, f->n_qids, r,
+                                        hold); /* at most 64 holders */
         serves = false;
         for (size_t h = 0; h < nh; h++)
             serves = serves || hold[h] == me;
@@ -609,6 +609,8 @@ sx_status sx__fence_start(const sx__fence_config *cfg, sx__fence **out)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '_' || *p == '-'))
             return sx__err(SX_EINVAL, "--node-id '%s': only [A-Za-z0-9_-]", cfg->node_id);
+    if (strlen(cfg->node_id) > 63) /* the proxy keeps ids in 64 bytes (placement must agree) */
+        return sx__err(SX_EINVAL, "--node-id '%s': at most 63 characters", cfg->node_id);
     sx__fence *f = sx__calloc(1, sizeof *f);
     if (!f)
         return sx__err(SX_ENOMEM, "fence");

@@ -176,11 +176,23 @@ static sx_status wr_build(void *ctx, const sx_index_build_job *job, const char *
     if (!val)
         return sx__err(SX_ENOMEM, "index job");
     withdraw(j, jk, dk); /* a leftover of an earlier try of this build */
-    int64_t rev = 0;
-    sx_status st = sx__etcd_put(j->kv, jk, val, sx__fence_lease(j->f), &rev);
+    sx_status st = sx__etcd_put(j->kv, jk, val, sx__fence_lease(j->f), NULL);
     sx__free(val);
     if (st != SX_OK)
         return st;
+    /* the job's identity is the key's create_revision, as the workers see it (not the put's
+     * revision: a put retried by the client, or a leftover the delete missed, keeps the key's
+     * first one) */
+    sx__etcd_kv jkv;
+    st = sx__etcd_get(j->kv, jk, &jkv, NULL);
+    if (st != SX_OK)
+        return st;
+    int64_t rev = jkv.create_revision;
+    bool mine = jkv.lease == sx__fence_lease(j->f);
+    sx__free(jkv.key);
+    sx__free(jkv.value);
+    if (!mine)
+        return sx__err(SX_EREMOTE, "index job %s: the key is not on this writer's lease", jk);
     int64_t t0 = sx_clock_ns(), last_claim = t0, last_worker = t0, last_check = t0;
     char *object = NULL, *side = NULL, *error = NULL;
     for (;;) {
@@ -302,14 +314,27 @@ static bool has_key(const sx__etcd_kv *kvs, size_t n, const char *key)
     return false;
 }
 
-/* Answers job (key jk, revision rev) with `answer` (JSON) on the writer's lease. */
+/* The claim key of job key jk ("<prefix>job/index/X" -> "<prefix>claim/index/X"). */
+static void claim_of(const sx__iworker *w, const char *jk, char *ck, size_t cap)
+{
+    const char *pre = sx__fence_prefix(w->f);
+    (void)snprintf(ck, cap, "%sclaim/%s", pre, jk + strlen(pre) + strlen("job/"));
+}
+
+/* Answers job (key jk, revision rev) with `answer` (JSON) on the writer's lease, only while the
+ * job is the one claimed and this worker still holds its claim (a worker whose lease lapsed
+ * mid-build and was replaced does not answer over the new claimant). */
 static bool
 answer(sx__iworker *w, const char *jk, const char *dk, int64_t rev, int64_t lease, const char *ans)
 {
-    sx__etcd_cmp same = { jk, SX__ETCD_CREATE, rev, NULL };
+    char ck[1024];
+    claim_of(w, jk, ck, sizeof ck);
+    sx__etcd_cmp cmp[3] = { { jk, SX__ETCD_CREATE, rev, NULL },
+                            { ck, SX__ETCD_VALUE, 0, sx__fence_node_id(w->f) },
+                            { dk, SX__ETCD_CREATE, 0, NULL } };
     sx__etcd_op put = { SX__ETCD_PUT, dk, ans, lease };
     sx__etcd_txn_result r;
-    if (sx__etcd_txn(w->kv, &same, 1, &put, 1, NULL, 0, &r) != SX_OK) {
+    if (sx__etcd_txn(w->kv, cmp, 3, &put, 1, NULL, 0, &r) != SX_OK) {
         sx__err_clear();
         return false;
     }
@@ -379,7 +404,7 @@ static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
     }
     sx_metric metric = (sx_metric)json_integer_value(json_object_get(o, "metric"));
     uint64_t rows = (uint64_t)json_integer_value(json_object_get(o, "rows"));
-    char dir[4096], segpath[4096], out[4096], okey[1024], ans[2048], sprefix[4096], sfile[4200];
+    char dir[4096], segpath[4096], out[4096], okey[1024], sprefix[4096], sfile[4200];
     char skey[1100] = "";
     (void)snprintf(dir, sizeof dir, "%s/jobs", w->data_dir);
     (void)snprintf(segpath, sizeof segpath, "%s/seg-%s.sxs", dir, segid);
@@ -417,17 +442,22 @@ static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
         st = sx_store_file_put(store, w->s3_endpoint, skey, sfile);
     }
     int64_t t3 = sx_clock_ns();
+    /* the answer, built with jansson (node ids and keys of any length stay valid JSON) */
+    char rs[32];
+    (void)snprintf(rs, sizeof rs, "%" PRId64, job->create_revision);
+    json_t *a = json_object();
+    json_object_set_new(a, "job", json_string(rs));
+    json_object_set_new(a, "worker", json_string(sx__fence_node_id(w->f)));
     if (st == SX_OK) {
-        char sidej[1200] = "";
+        json_object_set_new(a, "object", json_string(okey));
         if (skey[0])
-            (void)snprintf(sidej, sizeof sidej, ",\"side\":\"%s\"", skey);
-        (void)snprintf(ans, sizeof ans,
-                       "{\"job\":\"%" PRId64 "\",\"worker\":\"%s\",\"object\":\"%s\"%s,"
-                       "\"downloadMs\":%.1f,\"buildMs\":%.1f,\"uploadMs\":%.1f}",
-                       job->create_revision, sx__fence_node_id(w->f), okey, sidej,
-                       (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6, (double)(t3 - t2) / 1e6);
-        if (!answer(w, job->key, dk, job->create_revision, lease, ans)) {
-            /* withdrawn meanwhile */
+            json_object_set_new(a, "side", json_string(skey));
+        json_object_set_new(a, "downloadMs", json_real((double)(t1 - t0) / 1e6));
+        json_object_set_new(a, "buildMs", json_real((double)(t2 - t1) / 1e6));
+        json_object_set_new(a, "uploadMs", json_real((double)(t3 - t2) / 1e6));
+        char *ans = json_dumps(a, JSON_COMPACT);
+        if (!ans || !answer(w, job->key, dk, job->create_revision, lease, ans)) {
+            /* withdrawn meanwhile, or the claim lost to another worker */
             sx__ignore(sx_store_object_delete(store, w->s3_endpoint, okey));
             if (skey[0])
                 sx__ignore(sx_store_object_delete(store, w->s3_endpoint, skey));
@@ -441,23 +471,23 @@ static void run_job(sx__iworker *w, const sx__etcd_kv *job, const char *dk)
                           (double)(t2 - t1) / 1e9, (double)(t1 - t0) / 1e9,
                           (double)(t3 - t2) / 1e9);
         }
+        sx__free(ans);
     } else {
         w->failed++;
-        json_t *a = json_object();
-        char rs[32];
-        (void)snprintf(rs, sizeof rs, "%" PRId64, job->create_revision);
-        json_object_set_new(a, "job", json_string(rs));
-        json_object_set_new(a, "worker", json_string(sx__fence_node_id(w->f)));
-        json_object_set_new(a, "error", json_string(sx_errmsg()));
-        char *s = json_dumps(a, JSON_COMPACT);
         (void)fprintf(stderr, "index worker %s: job %s failed: %s\n", sx__fence_node_id(w->f),
                       job->key, sx_errmsg());
-        if (s && lease)
-            sx__ignore(answer(w, job->key, dk, job->create_revision, lease, s));
-        sx__free(s);
-        json_decref(a);
+        /* a cancelled build (the job withdrawn, this worker stopping) is not answered: the job
+         * is gone, or another worker claims it once this one's claim is released */
+        if (st != SX_ECANCELED) {
+            json_object_set_new(a, "error", json_string(sx_errmsg()));
+            char *e = json_dumps(a, JSON_COMPACT);
+            if (e && lease)
+                sx__ignore(answer(w, job->key, dk, job->create_revision, lease, e));
+            sx__free(e);
+        }
         sx__err_clear();
     }
+    json_decref(a);
     sx__ignore(sx__fs_unlink(segpath));
     sx__ignore(sx__fs_unlink(out));
     sx__ignore(sx__fs_unlink(sfile));
@@ -501,7 +531,12 @@ static bool take_one(sx__iworker *w)
         (void)fprintf(stderr, "index worker %s: claimed %s\n", sx__fence_node_id(w->f),
                       jobs[i].key + strlen(pre));
         run_job(w, &jobs[i], dk);
-        sx__ignore(sx__etcd_del(w->kv, ck, false, NULL));
+        /* the claim goes only if it is still ours */
+        sx__etcd_cmp own = { ck, SX__ETCD_VALUE, 0, sx__fence_node_id(w->f) };
+        sx__etcd_op del = { SX__ETCD_DEL, ck, NULL, 0 };
+        sx__etcd_txn_result dr;
+        if (sx__etcd_txn(w->kv, &own, 1, &del, 1, NULL, 0, &dr) == SX_OK)
+            sx__etcd_txn_result_fini(&dr);
     }
 out:
     sx__err_clear();

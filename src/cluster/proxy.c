@@ -80,8 +80,7 @@
 #include "util/buf.h"
 #include "util/err.h"
 
-#define MAX_NODES   64
-#define MAX_REPS    256
+#define MAX_NODES   128
 #define MAX_BODY    (64u << 20)
 #define MAX_HOLDERS 256
 #define HOLDER_NS   500000000LL /* a holder read from etcd is reused this long */
@@ -133,10 +132,10 @@ struct sx_cluster_proxy {
 
     /* replica numbers (replicas/<db>/<c>, set by a load with replicaNumber), read with the
      * nodes; a collection without one is served by every query node */
-    struct {
+    struct prep {
         char key[300]; /* "db/collection" */
         unsigned r;
-    } reps[MAX_REPS];
+    } * reps; /* under mu; owned */
 
     size_t n_reps;
 
@@ -311,14 +310,15 @@ static void load_nodes(sx_cluster_proxy *p, bool force)
     memcpy(p->nodes, tab, m * sizeof tab[0]);
     p->n_nodes = m;
     p->nodes_at_ns = mono_ns();
-    if (reps_ok) {
-        p->n_reps = 0;
-        for (size_t i = 0; i < n && p->n_reps < MAX_REPS; i++) {
-            (void)snprintf(p->reps[p->n_reps].key, sizeof p->reps[0].key, "%s",
-                           kvs[i].key + strlen(pre));
-            p->reps[p->n_reps].r = (unsigned)strtoul(kvs[i].value, NULL, 10);
-            p->n_reps++;
+    struct prep *reps = reps_ok ? sx__calloc(n + 1, sizeof *reps) : NULL;
+    if (reps) {
+        for (size_t k = 0; k < n; k++) {
+            (void)snprintf(reps[k].key, sizeof reps[k].key, "%s", kvs[k].key + strlen(pre));
+            reps[k].r = (unsigned)strtoul(kvs[k].value, NULL, 10);
         }
+        sx__free(p->reps);
+        p->reps = reps;
+        p->n_reps = n;
     }
     pthread_mutex_unlock(&p->mu);
     sx__etcd_kvs_free(kvs, n);
@@ -2416,6 +2416,7 @@ void sx_cluster_proxy_stop(sx_cluster_proxy *p)
     if (p->d)
         MHD_stop_daemon(p->d);
     sx__etcd_free(p->kv);
+    sx__free(p->reps);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->ida_mu);
     sx__free(p->metas);

@@ -478,27 +478,29 @@ static void *rslot_main(void *arg)
         sx__mutex_unlock(&db->mu);
         bool done = run_remote(db, sl, j);
         sx__mutex_lock(&db->mu);
-        sl->c = NULL;
-        sl->j = NULL;
         bool wanted = !db->stopping && !atomic_load(&sl->cancel) && !atomic_load(&j->c->dropped);
         if (!done && wanted && db->has_builder) {
-            j->local = true; /* nobody built it elsewhere: the builder thread does */
+            /* nobody built it elsewhere: the builder thread does (still pending, now queued,
+             * so a cancel finds it there) */
+            sl->c = NULL;
+            sl->j = NULL;
+            j->local = true;
             queue_push_locked(db, j);
             continue;
         }
         sx__mutex_unlock(&db->mu);
-        if (done) {
-            notify(j->c);
-            sx__seg_unref(j->s);
-            sx__coll_unref(j->c);
-            sx__free(j);
-        } else {
+        /* pending is cleared (by publish, or here) before the slot lets go of the collection:
+         * an index drop's cancel waits for the slot and then re-queues segments not pending */
+        if (!done)
             clear_pending(j->s, j->v);
-            notify(j->c);
-            sx__seg_unref(j->s);
-            sx__coll_unref(j->c);
-            sx__free(j);
-        }
+        sx__mutex_lock(&db->mu);
+        sl->c = NULL;
+        sl->j = NULL;
+        sx__mutex_unlock(&db->mu);
+        notify(j->c);
+        sx__seg_unref(j->s);
+        sx__coll_unref(j->c);
+        sx__free(j);
         sx__mutex_lock(&db->mu);
     }
     sx__mutex_unlock(&db->mu);
@@ -532,15 +534,31 @@ static void *builder_main(void *arg)
             sx__mutex_lock(&db->mu);
             continue;
         }
+        /* building is set while the job is decided (seg_lock is taken for it, outside db.mu), so
+         * a cancel of its collection meanwhile is seen (cancel_build) and waited for */
+        db->building = j->c;
+        db->building_v = j->v;
         sx__mutex_unlock(&db->mu);
         if (remote_eligible(db, j)) {
             sx__mutex_lock(&db->mu);
-            if (db->stopping) {
+            if (db->stopping || atomic_load(&db->cancel_build)) {
+                /* cancelled meanwhile: pending cleared while building still names it (the
+                 * cancel waits for that), then let go */
                 sx__mutex_unlock(&db->mu);
-                job_drop(j);
+                clear_pending(j->s, j->v);
+                sx__mutex_lock(&db->mu);
+                db->building = NULL;
+                if (!db->stopping)
+                    atomic_store(&db->cancel_build, false);
+                sx__mutex_unlock(&db->mu);
+                notify(j->c);
+                sx__seg_unref(j->s);
+                sx__coll_unref(j->c);
+                sx__free(j);
                 sx__mutex_lock(&db->mu);
                 continue;
             }
+            db->building = NULL;
             j->next = NULL;
             if (db->rjobs_tail)
                 db->rjobs_tail->next = j;
@@ -550,10 +568,6 @@ static void *builder_main(void *arg)
             pthread_cond_signal(&db->rjob_cv);
             continue;
         }
-        sx__mutex_lock(&db->mu);
-        db->building = j->c;
-        db->building_v = j->v;
-        sx__mutex_unlock(&db->mu);
         run_job(db, j);
         sx__mutex_lock(&db->mu);
         db->building = NULL;
