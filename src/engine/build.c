@@ -137,6 +137,59 @@ static void clear_pending(sx__segment *s, size_t v)
     sx__mutex_unlock(&s->idx_mu);
 }
 
+/* A private copy of vector field v's index spec, taken under seg_lock's read side: the spec may
+ * be dropped or replaced (sx_index_drop frees its strings under the write side) during a build.
+ * ops NULL: no index. ok false: out of memory. Free with spec_fini. */
+typedef struct spec {
+    const sx__index_ops *ops;
+    sx_metric metric;
+    sx_param params[64];
+    char *keys[64], *vals[64];
+    size_t np;
+    char type[64], pstr[256];
+    bool ok;
+} spec;
+
+static void spec_take(sx_collection *c, size_t v, spec *sp)
+{
+    sx__vfield *vf = &c->vfs[v];
+    memset(sp, 0, sizeof *sp);
+    sp->ok = true;
+    sx__rwlock_rdlock(&c->seg_lock);
+    sp->ops = vf->iops;
+    sp->metric = vf->metric;
+    if (sp->ops) {
+        sp->np = vf->n_index_params < 64 ? vf->n_index_params : 64;
+        for (size_t i = 0; i < sp->np; i++) {
+            sp->keys[i] = sx__strdup(vf->index_params[i].key);
+            sp->vals[i] = sx__strdup(vf->index_params[i].value);
+            sp->ok = sp->ok && sp->keys[i] && sp->vals[i];
+            sp->params[i].key = sp->keys[i];
+            sp->params[i].value = sp->vals[i];
+        }
+        (void)snprintf(sp->type, sizeof sp->type, "%s", sp->ops->name);
+        (void)snprintf(sp->pstr, sizeof sp->pstr, "%s", vf->index_params_str);
+    }
+    sx__rwlock_unlock(&c->seg_lock);
+}
+
+static void spec_fini(spec *sp)
+{
+    for (size_t i = 0; i < sp->np; i++) {
+        sx__free(sp->keys[i]);
+        sx__free(sp->vals[i]);
+    }
+}
+
+/* Whether v's spec is still the one sp copied (a build is published only then). */
+static bool spec_same(sx_collection *c, size_t v, const spec *sp)
+{
+    sx__rwlock_rdlock(&c->seg_lock);
+    bool same = c->vfs[v].iops == sp->ops && strcmp(c->vfs[v].index_params_str, sp->pstr) == 0;
+    sx__rwlock_unlock(&c->seg_lock);
+    return same;
+}
+
 /* Serializes a built index into its index file at path (atomic replace). */
 static sx_status write_index_file(const sx__index_ops *ops,
                                   void *idx,
@@ -173,39 +226,17 @@ static void run_job(sx_db *db, sx__job *j)
     size_t v = j->v;
     sx__vfield *vf = &c->vfs[v];
     const size_t dim = vf->dim, fv = vf->field;
-    /* The spec may be dropped or replaced (sx_index_drop frees its strings under seg_lock's
-     * write side) while we build: private copies are taken under the read side. */
-    sx_param params[64];
-    char *keys[64] = { 0 }, *vals[64] = { 0 };
-    char type[64] = "", pstr[256] = "";
-    size_t np = 0;
-    bool ok = true;
-    sx__rwlock_rdlock(&c->seg_lock);
-    const sx__index_ops *ops = vf->iops;
-    const sx_metric metric = vf->metric;
-    if (ops) {
-        np = vf->n_index_params < 64 ? vf->n_index_params : 64;
-        for (size_t i = 0; i < np; i++) {
-            keys[i] = sx__strdup(vf->index_params[i].key);
-            vals[i] = sx__strdup(vf->index_params[i].value);
-            ok = ok && keys[i] && vals[i];
-            params[i].key = keys[i];
-            params[i].value = vals[i];
-        }
-        (void)snprintf(type, sizeof type, "%s", ops->name);
-        (void)snprintf(pstr, sizeof pstr, "%s", vf->index_params_str);
-    }
-    sx__rwlock_unlock(&c->seg_lock);
+    spec sp;
+    spec_take(c, v, &sp);
+    const sx__index_ops *ops = sp.ops;
+    const sx_metric metric = sp.metric;
     if (!ops || atomic_load(&c->dropped)) {
-        for (size_t i = 0; i < np; i++) {
-            sx__free(keys[i]);
-            sx__free(vals[i]);
-        }
+        spec_fini(&sp);
         clear_pending(s, v);
         return;
     }
     sx__idxref *r = sx__calloc(1, sizeof *r);
-    sx_status st = ok && r ? SX_OK : sx__err(SX_ENOMEM, "index build");
+    sx_status st = sp.ok && r ? SX_OK : sx__err(SX_ENOMEM, "index build");
     size_t n = atomic_load(&s->n_rows);
     char prefix[4096];
     sx__idx_prefix(c, prefix, sizeof prefix, s->id, v);
@@ -221,8 +252,9 @@ static void run_job(sx_db *db, sx__job *j)
         blimit = avail ? avail : 1;
         bsrc = "the memory budget's free part";
     }
-    uint64_t need =
-        ops->estimate_build_bytes ? ops->estimate_build_bytes(params, np, n, (uint32_t)dim) : 0;
+    uint64_t need = ops->estimate_build_bytes
+                        ? ops->estimate_build_bytes(sp.params, sp.np, n, (uint32_t)dim)
+                        : 0;
     uint64_t bcharge = need && (blimit == 0 || need < blimit) ? need : blimit;
     sx__build_ctx ctx = { db->opts.build_threads ? db->opts.build_threads
                                                  : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN),
@@ -243,10 +275,11 @@ static void run_job(sx_db *db, sx__job *j)
         if (advise)
             sx__fs_advise_random(s->chunks[fv][0], vbytes, true);
         if (vf->vt == SX__VT_F32)
-            st = ops->build(params, np, s->chunks[fv][0], n, (uint32_t)dim, metric, &ctx, &r->idx);
+            st = ops->build(sp.params, sp.np, s->chunks[fv][0], n, (uint32_t)dim, metric, &ctx,
+                            &r->idx);
         else
-            st = ops->build_typed(params, np, s->chunks[fv][0], vf->vt, n, (uint32_t)dim, metric,
-                                  &ctx, &r->idx);
+            st = ops->build_typed(sp.params, sp.np, s->chunks[fv][0], vf->vt, n, (uint32_t)dim,
+                                  metric, &ctx, &r->idx);
         if (advise)
             sx__fs_advise_random(s->chunks[fv][0], vbytes, false);
         sx__mem_give(db->budget, SX__MEM_BUILD, bcharge);
@@ -260,14 +293,11 @@ static void run_job(sx_db *db, sx__job *j)
             /* best effort: a missing index file only means a rebuild after reopen. With an
              * object store the write is bracketed so a sync never reads it half-replaced. */
             sx__store_index_begin(c);
-            sx__ignore(write_index_file(ops, r->idx, path, type, pstr, n, (uint32_t)dim));
+            sx__ignore(write_index_file(ops, r->idx, path, sp.type, sp.pstr, n, (uint32_t)dim));
             sx__store_index_end(c, s->id, v);
         }
         /* publish only if the spec is still the one we built for */
-        sx__rwlock_rdlock(&c->seg_lock);
-        bool same = vf->iops == ops && strcmp(vf->index_params_str, pstr) == 0;
-        sx__rwlock_unlock(&c->seg_lock);
-        if (same) {
+        if (spec_same(c, v, &sp)) {
             publish(s, v, r); /* no cache from the budget here: the next builds need that room */
             release_vectors(c, s, v, ops);
             r = NULL;
@@ -290,10 +320,7 @@ static void run_job(sx_db *db, sx__job *j)
             sx__rwlock_unlock(&c->seg_lock);
         }
     }
-    for (size_t i = 0; i < np; i++) {
-        sx__free(keys[i]);
-        sx__free(vals[i]);
-    }
+    spec_fini(&sp);
 }
 
 void sx__merge_enqueue(sx_db *db, sx_collection *c)
@@ -371,26 +398,10 @@ static bool run_remote(sx_db *db, sx__rslot *sl, sx__job *j)
     sx__segment *s = j->s;
     const size_t v = j->v;
     sx__vfield *vf = &c->vfs[v];
-    sx_param params[32];
-    char *keys[32] = { 0 }, *vals[32] = { 0 };
-    char pstr[256] = "";
-    size_t np = 0;
-    bool ok = true;
-    sx__rwlock_rdlock(&c->seg_lock);
-    const sx__index_ops *ops = vf->iops;
-    const sx_metric metric = vf->metric;
-    if (ops) {
-        np = vf->n_index_params < 32 ? vf->n_index_params : 32;
-        for (size_t i = 0; i < np; i++) {
-            keys[i] = sx__strdup(vf->index_params[i].key);
-            vals[i] = sx__strdup(vf->index_params[i].value);
-            ok = ok && keys[i] && vals[i];
-            params[i].key = keys[i];
-            params[i].value = vals[i];
-        }
-        (void)snprintf(pstr, sizeof pstr, "%s", vf->index_params_str);
-    }
-    sx__rwlock_unlock(&c->seg_lock);
+    spec sp;
+    spec_take(c, v, &sp);
+    const sx__index_ops *ops = sp.ops;
+    const sx_metric metric = sp.metric;
     bool done = false;
     char key[1024], tmp[4096], path[4096], ext[32], prefix[4096], tprefix[4200];
     char side[4300], tside[4300];
@@ -402,7 +413,7 @@ static bool run_remote(sx_db *db, sx__rslot *sl, sx__job *j)
     const bool has_side = ops == &sx__diskann_index_ops;
     (void)snprintf(side, sizeof side, "%s%s", prefix, SX__DISKANN_EXT);
     (void)snprintf(tside, sizeof tside, "%s%s", tprefix, SX__DISKANN_EXT);
-    if (!ok || !ops || sx__store_segment_key(c, s->id, key, sizeof key, &sl->cancel) != SX_OK)
+    if (!sp.ok || !ops || sx__store_segment_key(c, s->id, key, sizeof key, &sl->cancel) != SX_OK)
         goto out;
     sx_index_build_job job = { db->opts.storage_url,
                                c->name,
@@ -413,18 +424,16 @@ static bool run_remote(sx_db *db, sx__rslot *sl, sx__job *j)
                                (uint32_t)vf->dim,
                                metric,
                                ops->name,
-                               params,
-                               np,
+                               sp.params,
+                               sp.np,
                                has_side ? tprefix : NULL,
                                job_cancelled,
                                sl };
     const sx_index_builder *b = db->opts.index_builder;
     sx_status st = b->build(b->ctx, &job, tmp);
     /* publish only if the spec is still the one it was built for */
-    sx__rwlock_rdlock(&c->seg_lock);
-    bool same = vf->iops == ops && strcmp(vf->index_params_str, pstr) == 0;
-    sx__rwlock_unlock(&c->seg_lock);
-    if (st != SX_OK || !same || atomic_load(&sl->cancel) || atomic_load(&c->dropped)) {
+    if (st != SX_OK || !spec_same(c, v, &sp) || atomic_load(&sl->cancel) ||
+        atomic_load(&c->dropped)) {
         sx__err_clear();
         sx__ignore(sx__fs_unlink(tmp));
         sx__ignore(sx__fs_unlink(tside));
@@ -443,16 +452,13 @@ static bool run_remote(sx_db *db, sx__rslot *sl, sx__job *j)
     }
     /* a file that does not match the spec (rows, dim, type, parameters) or does not load is not
      * published: the local build replaces it */
-    done = load_index_file(c, s, v, ops, metric, pstr, path);
+    done = load_index_file(c, s, v, ops, metric, sp.pstr, path);
     if (done) {
         atomic_fetch_add(&db->remote_builds, 1);
         sx__store_after_build(c, &sl->cancel); /* upload the index file through the fence */
     }
 out:
-    for (size_t i = 0; i < np; i++) {
-        sx__free(keys[i]);
-        sx__free(vals[i]);
-    }
+    spec_fini(&sp);
     return done;
 }
 

@@ -1225,6 +1225,23 @@ static void discard_db_dir(const char *dbs, const char *base)
     }
 }
 
+/* Adds an opened database to the catalog; on failure closes and frees it (SX_ENOMEM). */
+static sx_status cat_append_db(sx__catalog *cat, cdb *d)
+{
+    sx__mutex_lock(&cat->mu);
+    cdb **nd = sx__realloc(cat->dbs, (cat->n_dbs + 1) * sizeof *nd);
+    if (nd) {
+        cat->dbs = nd;
+        cat->dbs[cat->n_dbs++] = d;
+    }
+    sx__mutex_unlock(&cat->mu);
+    if (nd)
+        return SX_OK;
+    sx_db_close(d->db);
+    cdb_free(d);
+    return sx__err(SX_ENOMEM, "catalog");
+}
+
 sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
 {
     if (!valid_name(db))
@@ -1278,19 +1295,9 @@ sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
         st = sx__err(st, "%s", msg);
         goto out;
     }
-    sx__mutex_lock(&cat->mu);
-    cdb **nd = sx__realloc(cat->dbs, (cat->n_dbs + 1) * sizeof *nd);
-    if (nd) {
-        cat->dbs = nd;
-        cat->dbs[cat->n_dbs++] = d;
-    }
-    sx__mutex_unlock(&cat->mu);
-    if (!nd) {
-        sx_db_close(d->db);
-        cdb_free(d);
+    st = cat_append_db(cat, d);
+    if (st != SX_OK)
         discard_db_dir(dbs, base);
-        st = sx__err(SX_ENOMEM, "catalog");
-    }
 out:
     json_decref(o);
     sx__mutex_unlock(&cat->ddl_mu);
@@ -1320,18 +1327,7 @@ sx_status sx__cat_db_follow(sx__catalog *cat, const char *db)
         st = cdb_open(cat, db, dir, new_id(cat), &d);
     if (st != SX_OK)
         goto out;
-    sx__mutex_lock(&cat->mu);
-    cdb **nd = sx__realloc(cat->dbs, (cat->n_dbs + 1) * sizeof *nd);
-    if (nd) {
-        cat->dbs = nd;
-        cat->dbs[cat->n_dbs++] = d;
-    }
-    sx__mutex_unlock(&cat->mu);
-    if (!nd) {
-        sx_db_close(d->db);
-        cdb_free(d);
-        st = sx__err(SX_ENOMEM, "catalog");
-    }
+    st = cat_append_db(cat, d);
 out:
     sx__mutex_unlock(&cat->ddl_mu);
     return st;

@@ -175,22 +175,12 @@ static void free_procs(cluster *c)
     c->n = 0;
 }
 
-/* writer i (`serve --etcd ...`) or query node i (`serve --query ...`) on port */
-static void add_node(cluster *c, bool query, unsigned i, unsigned port)
+/* The arguments every cluster node gets: its data directory, the store, etcd, its id, the lease
+ * and the build threads. */
+static void node_args(cluster *c, proc *p, const char *name)
 {
-    char name[16], addr[64];
-    (void)snprintf(name, sizeof name, "%c%u", query ? 'q' : 'w', i);
-    (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
-    add_proc(c, query ? "query" : "writer", name, addr);
-    proc *p = &c->p[c->n - 1];
-    arg(p, c->self);
-    arg(p, "serve");
-    if (query)
-        arg(p, "--query");
     arg(p, "--data");
     argd(p, dupf("%s/%s", c->dir, name));
-    arg(p, "--port");
-    argd(p, dupf("%u", port));
     arg(p, "--storage");
     arg(p, c->storage);
     if (c->endpoint[0]) {
@@ -207,6 +197,23 @@ static void add_node(cluster *c, bool query, unsigned i, unsigned port)
         arg(p, "--build-threads");
         argd(p, dupf("%u", c->build_threads));
     }
+}
+
+/* writer i (`serve --etcd ...`) or query node i (`serve --query ...`) on port */
+static void add_node(cluster *c, bool query, unsigned i, unsigned port)
+{
+    char name[16], addr[64];
+    (void)snprintf(name, sizeof name, "%c%u", query ? 'q' : 'w', i);
+    (void)snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    add_proc(c, query ? "query" : "writer", name, addr);
+    proc *p = &c->p[c->n - 1];
+    arg(p, c->self);
+    arg(p, "serve");
+    if (query)
+        arg(p, "--query");
+    arg(p, "--port");
+    argd(p, dupf("%u", port));
+    node_args(c, p, name);
     if (c->segment_mb && !query) {
         arg(p, "--segment-mb");
         argd(p, dupf("%u", c->segment_mb));
@@ -224,24 +231,7 @@ static void add_index_worker(cluster *c, unsigned i)
     arg(p, c->self);
     arg(p, "serve");
     arg(p, "--index-worker");
-    arg(p, "--data");
-    argd(p, dupf("%s/%s", c->dir, name));
-    arg(p, "--storage");
-    arg(p, c->storage);
-    if (c->endpoint[0]) {
-        arg(p, "--s3-endpoint");
-        arg(p, c->endpoint);
-    }
-    arg(p, "--etcd");
-    arg(p, c->etcd_eps);
-    arg(p, "--node-id");
-    argd(p, dupf("%s", name));
-    arg(p, "--lease-ttl");
-    argd(p, dupf("%u", c->lease_ttl));
-    if (c->build_threads) {
-        arg(p, "--build-threads");
-        argd(p, dupf("%u", c->build_threads));
-    }
+    node_args(c, p, name);
 }
 
 static void build(cluster *c)
