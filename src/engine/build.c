@@ -11,6 +11,13 @@
  * the functions without a field act on the first vector field.
  * On open, an index file whose type/params/rows match the spec is loaded instead of rebuilt; a
  * corrupt or stale one is rebuilt.
+ * With sx_db_options.index_builder (cluster mode's index workers), the builder thread hands each
+ * segment's build to one of the database's slot threads instead, which offers it to the builder
+ * and publishes the file it gets back exactly as an open would load it; a build the builder did
+ * not do comes back to the builder thread's queue (see "builds elsewhere" below). Locks: db.mu
+ * guards both queues, `building` and the slots' `c`; idx_mu (below db.mu) is never taken under
+ * it, so pending flags are cleared outside db.mu but before a thread lets go of the collection
+ * (sx__build_cancel_coll waits on `building` and the slots).
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -53,8 +53,10 @@
  *
  * Threads and locks. Syncs run on the flushing thread (sx_flush, sx_compact, metric change: the
  * error is returned; a seal triggered by an insert: best effort, the insert succeeds, the failure
- * is recorded and retried at the next sync) and on the index builder (after it writes an index
- * file; it only try-locks flush_mu, since an index drop holding flush_mu waits for the builder).
+ * is recorded and retried at the next sync) and on the index builder and its remote-build slots
+ * (after an index file is written or received, and a slot's sx__store_segment_key when the
+ * segment it hands out is not uploaded yet; they only try-lock flush_mu, since an index drop
+ * holding flush_mu waits for them).
  * store_mu (order: flush_mu -> store_mu) guards the struct below and is held by the builder
  * around writing an index file, so a sync never CRCs a half-replaced index file.
  * Rejected: syncing in a separate uploader thread (the issue wants flush to return only once the

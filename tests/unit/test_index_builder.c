@@ -50,8 +50,6 @@ static sx_status fake_build(void *ctx, const sx_index_build_job *job, const char
     fake *f = ctx;
     int n = atomic_fetch_add(&f->calls, 1);
     pthread_mutex_lock(&f->mu); /* builds run on several slot threads at once */
-    if (getenv("SX_DEBUG_IB"))
-        fprintf(stderr, "build %d: %s\n", n, job->segment_key);
     snprintf(f->last_key, sizeof f->last_key, "%s", job->segment_key);
     f->last_rows = job->rows;
     f->last_dim = job->dim;
