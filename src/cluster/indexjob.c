@@ -18,7 +18,7 @@
  * listed); downloads the segment to DATA/jobs/, builds, uploads, answers with a txn comparing the
  * job's create_revision (put on the writer's lease), deletes its local files and its claim. A
  * failed build is answered with its message (the writer then builds it itself). During the
- * build a second thread checks once a second that the job still stands (job_gone): a withdrawn
+ * build a second thread checks every 200 ms that the job still stands (job_gone): a withdrawn
  * job, a stopping worker or a lost lease stops the build.
  */
 #include "cluster/indexjob.h"
@@ -349,8 +349,8 @@ static const char *jstr(json_t *o, const char *k)
     return s ? s : "";
 }
 
-/* sx_segment_build_options.cancelled of a worker's build: is the job gone (checked in etcd once
- * a second) or the worker stopping? */
+/* sx_segment_build_options.cancelled of a worker's build: is the job gone (checked in etcd every
+ * 200 ms) or the worker stopping? */
 typedef struct watch {
     sx__iworker *w;
     const char *jk;
@@ -367,7 +367,7 @@ static int job_gone(void *ud)
     if (stop || sx__fence_lost(wt->w->f))
         return 1;
     int64_t now = sx_clock_ns();
-    if (now - wt->last_ns < 1000000000LL)
+    if (now - wt->last_ns < 200000000LL)
         return 0;
     wt->last_ns = now;
     sx__etcd_kv kv;

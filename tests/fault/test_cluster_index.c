@@ -250,8 +250,8 @@ static void test_index_workers(void)
     ASSERT(r >= 0.95);
     /* a drop while workers build: the jobs are withdrawn and the workers stop their builds */
     load("ie");
-    create_index_as("ie", "{\"index_type\":\"DISKANN\",\"max_degree\":64,"
-                          "\"search_list_size\":500}");
+    create_index_as("ie", "{\"index_type\":\"DISKANN\",\"max_degree\":96,"
+                          "\"search_list_size\":800}");
     double t0 = th_cl_mono();
     while (log_count("x1", "claimed", "/ie/") + log_count("x2", "claimed", "/ie/") == 0 &&
            th_cl_mono() - t0 < 60)
