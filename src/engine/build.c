@@ -438,6 +438,14 @@ static bool run_remote(sx_db *db, sx__rslot *sl, sx__job *j)
                                sl };
     const sx_index_builder *b = db->opts.index_builder;
     sx_status st = b->build(b->ctx, &job, tmp);
+    /* a file that is not for this spec, these rows and this dimension never takes the index
+     * file's place (nor reaches the store): checked before the rename, loaded after it */
+    if (st == SX_OK) {
+        void *payload = NULL;
+        size_t plen = 0;
+        st = sx__idxfile_read(tmp, ops->name, sp.pstr, job.rows, job.dim, &payload, &plen);
+        sx__free(payload);
+    }
     /* publish only if the spec is still the one it was built for */
     if (st != SX_OK || !spec_same(c, v, &sp) || atomic_load(&sl->cancel) ||
         atomic_load(&c->dropped)) {

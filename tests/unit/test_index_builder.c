@@ -215,6 +215,8 @@ static void run_mode(mode m, const char *tag)
     answers(cl, a, sizeof a);
     answers(cr, bb, sizeof bb);
     ASSERT(strcmp(a, bb) == 0); /* same graphs: built remotely, or here after a refusal */
+    /* a sync after every pending one: the store holds what the manifest names */
+    ASSERT_OK(sx_db_sync(dr));
     char sdir[800];
     snprintf(sdir, sizeof sdir, "%s/store2/there", root);
     ASSERT_EQ(store_files(sdir, ".idx."), SEGS); /* seg-<id>.idx.<crc>: uploaded by the sync */
