@@ -352,6 +352,26 @@ void sx__merge_enqueue(sx_db *db, sx_collection *c)
     sx__mutex_unlock(&db->mu);
 }
 
+/* Takes the first job off a non-empty queue. Caller holds db->mu. */
+static sx__job *queue_pop(sx__job **head, sx__job **tail)
+{
+    sx__job *j = *head;
+    *head = j->next;
+    if (!*head)
+        *tail = NULL;
+    j->next = NULL;
+    return j;
+}
+
+/* Ends a segment job whose pending flag is already cleared: wakes the waiters, drops the refs. */
+static void job_done(sx__job *j)
+{
+    notify(j->c);
+    sx__seg_unref(j->s);
+    sx__coll_unref(j->c);
+    sx__free(j);
+}
+
 /* Frees a job taken off the queue without running it. */
 static void job_drop(sx__job *j)
 {
@@ -488,11 +508,7 @@ static void *rslot_main(void *arg)
             sx__cond_wait(&db->rjob_cv, &db->mu);
         if (db->stopping)
             break;
-        sx__job *j = db->rjobs_head;
-        db->rjobs_head = j->next;
-        if (!db->rjobs_head)
-            db->rjobs_tail = NULL;
-        j->next = NULL;
+        sx__job *j = queue_pop(&db->rjobs_head, &db->rjobs_tail);
         sl->c = j->c;
         sl->j = j;
         atomic_store(&sl->cancel, false);
@@ -518,10 +534,7 @@ static void *rslot_main(void *arg)
         sl->c = NULL;
         sl->j = NULL;
         sx__mutex_unlock(&db->mu);
-        notify(j->c);
-        sx__seg_unref(j->s);
-        sx__coll_unref(j->c);
-        sx__free(j);
+        job_done(j);
         sx__mutex_lock(&db->mu);
     }
     sx__mutex_unlock(&db->mu);
@@ -539,10 +552,7 @@ static void *builder_main(void *arg)
             sx__cond_wait(&db->job_cv, &db->mu);
         if (db->stopping)
             break;
-        sx__job *j = db->jobs_head;
-        db->jobs_head = j->next;
-        if (!db->jobs_head)
-            db->jobs_tail = NULL;
+        sx__job *j = queue_pop(&db->jobs_head, &db->jobs_tail);
         if (!j->s) {
             /* a background merge is not db->building: sx__build_cancel_coll, which callers run
              * holding flush_mu, must not wait for it (it waits for flush_mu between runs) */
@@ -572,10 +582,7 @@ static void *builder_main(void *arg)
                 if (!db->stopping)
                     atomic_store(&db->cancel_build, false);
                 sx__mutex_unlock(&db->mu);
-                notify(j->c);
-                sx__seg_unref(j->s);
-                sx__coll_unref(j->c);
-                sx__free(j);
+                job_done(j);
                 sx__mutex_lock(&db->mu);
                 continue;
             }
@@ -595,10 +602,7 @@ static void *builder_main(void *arg)
         if (!db->stopping)
             atomic_store(&db->cancel_build, false); /* a drop's cancel ends with its job */
         sx__mutex_unlock(&db->mu);
-        notify(j->c);
-        sx__seg_unref(j->s);
-        sx__coll_unref(j->c);
-        sx__free(j);
+        job_done(j);
         sx__mutex_lock(&db->mu);
     }
     /* drain: detach the queue under db.mu, then clear each job outside it (idx_mu ranks

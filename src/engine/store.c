@@ -1561,18 +1561,25 @@ static sx_status any_object_open(const char *url, const char *endpoint, sx__objs
     return sx__objstore_open(url, &cfg, o);
 }
 
-sx_status sx_store_file_get(const char *storage_url,
-                            const char *s3_endpoint,
-                            const char *key,
-                            const char *path)
+/* One whole-file transfer between path and key (put: upload, else download). */
+static sx_status file_xfer(
+    const char *storage_url, const char *s3_endpoint, const char *key, const char *path, bool put)
 {
     sx__err_clear();
     sx__objstore *o = NULL;
     sx_status st = any_object_open(storage_url, s3_endpoint, &o);
     if (st == SX_OK)
-        st = sx__objstore_get_file(o, key, path);
+        st = put ? sx__objstore_put_file(o, key, path) : sx__objstore_get_file(o, key, path);
     sx__objstore_free(o);
     return st;
+}
+
+sx_status sx_store_file_get(const char *storage_url,
+                            const char *s3_endpoint,
+                            const char *key,
+                            const char *path)
+{
+    return file_xfer(storage_url, s3_endpoint, key, path, false);
 }
 
 sx_status sx_store_file_put(const char *storage_url,
@@ -1580,13 +1587,7 @@ sx_status sx_store_file_put(const char *storage_url,
                             const char *key,
                             const char *path)
 {
-    sx__err_clear();
-    sx__objstore *o = NULL;
-    sx_status st = any_object_open(storage_url, s3_endpoint, &o);
-    if (st == SX_OK)
-        st = sx__objstore_put_file(o, key, path);
-    sx__objstore_free(o);
-    return st;
+    return file_xfer(storage_url, s3_endpoint, key, path, true);
 }
 
 sx_status sx_store_object_delete(const char *storage_url, const char *s3_endpoint, const char *key)
