@@ -39,7 +39,7 @@ test: all
 # nothing crosses threads there; DISKANN reads with pread here, through the same scratch and
 # thread-local code, and the release and ASan passes run the io_uring path.
 # tests/tsan.supp lists third-party suppressions only, each justified there.
-TSAN_TESTS ?= test_sparse|test_vectypes|test_stress|test_model|test_nullable|test_engine$$|test_compact|test_lockrank|test_wal|test_blockcache|test_merge|test_server_entities|test_server_collections|test_server_catalog|test_server_http|test_crash|test_consistency|test_store_cache|test_flat|test_kmeans|test_graph_prop|test_server_conn|test_server_ddl|test_deadline|test_server_console|node_grpc_e2e|test_store_fence|test_etcd|test_cluster_writer|test_db_refresh|test_cluster_cli|test_cluster_shards|test_shard$$|node_cluster_grpc|test_cluster_netns|test_index_builder|test_cluster_index|test_cluster_replicas
+TSAN_TESTS ?= test_sparse|test_vectypes|test_stress|test_model|test_nullable|test_engine$$|test_compact|test_lockrank|test_wal|test_blockcache|test_merge|test_server_entities|test_server_collections|test_server_catalog|test_server_http|test_crash|test_consistency|test_store_cache|test_flat|test_kmeans|test_graph_prop|test_server_conn|test_server_ddl|test_deadline|test_server_console|node_grpc_e2e|test_store_fence|test_etcd|test_cluster_writer|test_db_refresh|test_cluster_cli|test_cluster_shards|test_shard$$|node_cluster_grpc|test_cluster_netns|test_index_builder|test_cluster_index|test_cluster_replicas|test_cluster_adopt
 test-tsan:
 	@test -f $(TSAN_BUILD)/CMakeCache.txt || cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DSX_TSAN=ON -DSX_WERROR=ON -DSX_CUDA=OFF -DSX_BUILD_PEERS=OFF

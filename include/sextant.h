@@ -54,6 +54,7 @@ typedef enum sx_status {
     SX_EFATAL,    /* sticky error state after a failed fsync: reopen the database */
     SX_EPARSE,    /* filter expression did not parse; the message names the position */
     SX_EFENCED,   /* cluster mode: another writer holds this collection (sx_store_fence) */
+    SX_ESTALE, /* cluster mode: this copy is older than the committed one (sx_collection_reload) */
     SX_STATUS_COUNT
 } sx_status;
 
@@ -334,6 +335,18 @@ SX_API SX_NODISCARD sx_status sx_collection_create(sx_db *db, const sx_collectio
 /* Drops a collection and deletes its files. Open handles stay usable until released but their
  * writes fail with SX_ENOTFOUND. Errors: SX_ENOTFOUND, SX_EIO. */
 SX_API SX_NODISCARD sx_status sx_collection_drop(sx_db *db, const char *name);
+/* Replaces this database's copy of collection `name` with the store's current one (cluster mode:
+ * a writer adopting a collection another writer committed since this copy was made; a writable
+ * database with a storage_url). The local copy, if any, is retired as a drop would (writes
+ * through handles still open get SX_ENOTFOUND, their reads answer from the retired copy, its
+ * builds stop) and its directory moved to keep_dir (a path
+ * that must not exist; NULL: deleted), rows the store does not have included; then the store's
+ * current manifest is restored and opened (indexes loaded, missing ones queued). Nothing in the
+ * store changes. SX_ENOTFOUND: the store has no current manifest for it (the local copy stays
+ * retired). */
+SX_API SX_NODISCARD sx_status sx_collection_reload(sx_db *db,
+                                                   const char *name,
+                                                   const char *keep_dir);
 /* Lists collection names, sorted. Ownership: free with sx_strings_free(names, n). */
 SX_API SX_NODISCARD sx_status sx_collection_list(sx_db *db, char ***names, size_t *n);
 SX_API void sx_strings_free(char **names, size_t n);

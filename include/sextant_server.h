@@ -73,6 +73,14 @@ typedef struct sx_server_options {
      * with a store, s3://) are not affected. */
     const char *import_root;
     bool quiet; /* no access log / startup line on stderr */
+    /* Cluster mode (a writer; sx_cluster_node_before_collection with the node as ud): called
+     * before a request that writes a collection or reads its rows runs, with the database and
+     * the collection's engine name, so the writer can take it and adopt the committed state
+     * when its copy is older (sx_server_adopt_collection). Not SX_OK: the request fails with
+     * its message. NULL: none. */
+    sx_status (*before_collection)(
+        void *ud, sx_server *s, const char *db, const char *collection, bool write);
+    void *before_collection_ud;
 } sx_server_options;
 
 /* Opens the data directory and starts serving. Errors: SX_EINVAL (bad options, e.g. a remote bind
@@ -142,6 +150,14 @@ SX_API SX_NODISCARD sx_status sx_cluster_node_databases(sx_cluster_node *n,
                                                         char ***names,
                                                         size_t *count);
 SX_API bool sx_cluster_node_fenced(const sx_cluster_node *n);
+/* A writer's sx_server_options.before_collection (ud: the node). A collection this writer does
+ * not hold and that has a committed state is taken (etcd); when its copy is older than that
+ * state or absent (its holder is gone: the proxy placed it here), the copy is moved to
+ * DATA/cluster/stale/ and the committed state restored (sx_server_adopt_collection) before the
+ * request runs. A write to a collection another writer holds fails naming the holder; a read
+ * is answered from the local copy. Other roles: SX_OK, nothing done. */
+SX_API SX_NODISCARD sx_status sx_cluster_node_before_collection(
+    void *ud, sx_server *s, const char *db, const char *collection, bool write);
 /* Revokes the lease (a writer's collections may be taken at once) unless it was lost. */
 SX_API void sx_cluster_node_stop(sx_cluster_node *n);
 
@@ -176,6 +192,17 @@ SX_API SX_NODISCARD sx_status sx_server_refresh(sx_server *s, size_t *changed);
 SX_API SX_NODISCARD sx_status sx_server_follow_databases(sx_server *s,
                                                          const char *const *names,
                                                          size_t n);
+
+/* A writable server over a store replaces its copy of a collection (engine name) with the
+ * store's committed state (sx_collection_reload; the copy moved to keep_dir, NULL: deleted),
+ * creating the database first when the server lacks it, and keeps or derives its metadata: an
+ * existing entry keeps its Milvus-level settings and takes the engine's indexes and metrics, a
+ * new one is derived from the schema. Errors: SX_EINVAL (read-only server or bad names),
+ * SX_ENOTFOUND (the store has no committed state), SX_EREMOTE, SX_EIO. */
+SX_API SX_NODISCARD sx_status sx_server_adopt_collection(sx_server *s,
+                                                         const char *db,
+                                                         const char *collection,
+                                                         const char *keep_dir);
 
 #ifdef __cplusplus
 }

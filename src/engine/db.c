@@ -550,6 +550,108 @@ sx_status sx_collection_drop(sx_db *db, const char *name)
     return st;
 }
 
+/* Reload (cluster adoption): the name is reserved like a create's (lookups miss it meanwhile,
+ * a create of it gets SX_EEXIST), the open copy is retired as a drop retires it but without
+ * touching the store, its directory is moved to keep_dir, and the store's current manifest is
+ * restored and opened as at sx_db_open. No db lock is held across I/O. */
+sx_status sx_collection_reload(sx_db *db, const char *name, const char *keep_dir)
+{
+    sx__err_clear();
+    if (!db || !name || !valid_name(name))
+        return sx__err(SX_EINVAL, "sx_collection_reload: a database and a valid name");
+    if (db->opts.read_only || !db->store)
+        return sx__err(SX_EINVAL,
+                       "sx_collection_reload: only a writable database with a store (%s)", name);
+    sx__mutex_lock(&db->mu);
+    if (creating_locked(db, name)) {
+        sx__mutex_unlock(&db->mu);
+        return sx__err(SX_EBUSY, "collection %s is being created or reloaded", name);
+    }
+    char **nr = sx__realloc(db->creating, (db->n_creating + 1) * sizeof *nr);
+    char *copy = nr ? sx__strdup(name) : NULL;
+    if (nr)
+        db->creating = nr;
+    if (!copy) {
+        sx__mutex_unlock(&db->mu);
+        return sx__err(SX_ENOMEM, "reload");
+    }
+    db->creating[db->n_creating++] = copy;
+    size_t pos = 0;
+    sx_collection *old = find_locked(db, name, &pos);
+    if (old)
+        db->colls[pos] = db->colls[--db->n_colls];
+    sx__mutex_unlock(&db->mu);
+
+    char dir[4096], parent[4096];
+    (void)snprintf(dir, sizeof dir, "%s/collections/%s", db->dir, name);
+    (void)snprintf(parent, sizeof parent, "%s/collections", db->dir);
+    sx_status st = SX_OK;
+    if (old) {
+        atomic_store(&old->dropped, true);
+        sx__build_cancel_coll(db, old);
+        sx__mutex_lock(&old->flush_mu);
+        sx__mutex_lock(&old->write_mu);
+        atomic_store(&old->dropped, true);
+        sx__mutex_unlock(&old->write_mu);
+    }
+    if (sx__fs_exists(dir)) {
+        if (keep_dir) {
+            char kparent[4096];
+            (void)snprintf(kparent, sizeof kparent, "%s", keep_dir);
+            char *sl = strrchr(kparent, '/');
+            if (sl && sl != kparent) {
+                *sl = '\0';
+                st = sx__fs_mkdir_p(kparent);
+            }
+            if (st == SX_OK)
+                st = sx__fs_rename(dir, keep_dir);
+        } else {
+            char gone[4096];
+            stage_path(gone, sizeof gone, db, ".drop-", name);
+            sx__ignore(sx__fs_rmtree(gone));
+            st = sx__fs_rename(dir, gone);
+            if (st == SX_OK)
+                sx__ignore(sx__fs_rmtree(gone));
+        }
+        if (st == SX_OK)
+            st = sx__fs_sync_dir(parent);
+    }
+    if (old) {
+        sx__mutex_unlock(&old->flush_mu);
+        sx__coll_unref(old);
+    }
+    if (st == SX_OK)
+        st = sx__store_restore_one(db, name);
+    if (st == SX_OK && !sx__fs_exists(dir))
+        st = sx__err(SX_ENOTFOUND, "collection %s: the store has no current manifest", name);
+    sx_collection *c = NULL;
+    if (st == SX_OK)
+        st = sx__coll_open(db, name, &c);
+    if (st == SX_OK) {
+        sx__mutex_lock(&c->flush_mu);
+        for (size_t s = 0; s < c->n_segs; s++)
+            if (c->segs[s]->persisted)
+                sx__seg_attach_index(c, c->segs[s]);
+        sx__mutex_unlock(&c->flush_mu);
+    }
+    sx__mutex_lock(&db->mu);
+    unreserve_locked(db, name);
+    if (st == SX_OK) {
+        sx_collection **nc = sx__realloc(db->colls, (db->n_colls + 1) * sizeof *nc);
+        if (!nc) {
+            st = sx__err(SX_ENOMEM, "reload");
+        } else {
+            db->colls = nc;
+            db->colls[db->n_colls++] = c;
+            c = NULL;
+        }
+    }
+    sx__mutex_unlock(&db->mu);
+    if (c)
+        sx__coll_unref(c);
+    return st;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);

@@ -469,6 +469,10 @@ SX_NODISCARD sx_status sx__vfield_find(const sx_collection *c, const char *field
 SX_NODISCARD sx_status sx__store_open(sx_db *db);
 /* Downloads every collection the store has and the data directory lacks (open from the store). */
 SX_NODISCARD sx_status sx__store_restore(sx_db *db);
+/* Restores collection `name` from the store's current manifest into collections/<name> (which
+ * must not exist): a tmp directory renamed into place. SX_OK with nothing restored when the
+ * store has no current manifest for it. */
+SX_NODISCARD sx_status sx__store_restore_one(sx_db *db, const char *name);
 SX_NODISCARD sx_status sx__store_coll_init(sx_collection *c);
 void sx__store_coll_fini(sx_collection *c);
 /* Uploads what the local MANIFEST names and the store lacks, then the store manifest, then

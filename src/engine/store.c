@@ -925,7 +925,7 @@ sx_status sx__store_sync_locked(sx_collection *c)
                 sx__free(cs->last);
                 cs->last = NULL;
                 cs->last_len = 0;
-                st = sx__err(st == SX_EFENCED ? SX_EFENCED : SX_EREMOTE,
+                st = sx__err(st == SX_EFENCED || st == SX_ESTALE ? st : SX_EREMOTE,
                              "collection %s: committing store manifest %s failed: %s; nothing "
                              "is deleted from the store",
                              c->name, key, msg);
@@ -1111,7 +1111,7 @@ sx_status sx__store_drop_begin(sx_collection *c)
     } else {
         save_msg(msg, sizeof msg);
         clear_objs(c->cs); /* state unknown: reload at the next sync */
-        st = sx__err(st == SX_EFENCED ? SX_EFENCED : SX_EREMOTE,
+        st = sx__err(st == SX_EFENCED || st == SX_ESTALE ? st : SX_EREMOTE,
                      "object store %s: deleting %s failed: %s; collection %s was not dropped",
                      c->db->store->url, key, msg, c->name);
     }
@@ -1255,7 +1255,7 @@ static sx_status fetch_entries(sx_db *db,
     return st;
 }
 
-static sx_status restore_one(sx_db *db, const char *name)
+sx_status sx__store_restore_one(sx_db *db, const char *name)
 {
     char key[1024], tmp[4096], path[4096], fin[4096];
     stm m;
@@ -1292,7 +1292,7 @@ sx_status sx__store_refresh_files(sx_db *db, const char *name, bool *changed)
     char key[1024], dir[4096], path[4096];
     (void)snprintf(dir, sizeof dir, "%s/collections/%s", db->dir, name);
     if (!sx__fs_exists(dir)) { /* new here: restored whole (tmp, then renamed into place) */
-        sx_status st = restore_one(db, name);
+        sx_status st = sx__store_restore_one(db, name);
         *changed = st == SX_OK && sx__fs_exists(dir);
         return st == SX_OK && !*changed ? sx__err(SX_ENOTFOUND, "%s: not in the store", name) : st;
     }
@@ -1439,7 +1439,7 @@ sx_status sx__store_restore(sx_db *db)
         (void)snprintf(path, sizeof path, "%s/collections/%s", db->dir, names[i]);
         if (sx__fs_exists(path))
             continue; /* the local copy is the same or newer (one writer per prefix) */
-        st = restore_one(db, names[i]);
+        st = sx__store_restore_one(db, names[i]);
     }
     sx_strings_free(names, n);
     return st;

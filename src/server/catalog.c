@@ -1242,14 +1242,9 @@ static sx_status cat_append_db(sx__catalog *cat, cdb *d)
     return sx__err(SX_ENOMEM, "catalog");
 }
 
-sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
+/* Creates database db (ddl_mu held). */
+static sx_status db_create_locked(sx__catalog *cat, const char *db)
 {
-    if (!valid_name(db))
-        return sx__err(SX_EINVAL, "invalid database name \"%s\": must match [A-Za-z_][A-Za-z0-9_]*",
-                       db ? db : "");
-    if (cat->opts.read_only)
-        return sx__err(SX_EINVAL, "catalog is read-only");
-    sx__mutex_lock(&cat->ddl_mu);
     sx__mutex_lock(&cat->mu);
     bool exists = find_db(cat, db) != NULL;
     sx__mutex_unlock(&cat->mu);
@@ -1300,6 +1295,18 @@ sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
         discard_db_dir(dbs, base);
 out:
     json_decref(o);
+    return st;
+}
+
+sx_status sx__cat_db_create(sx__catalog *cat, const char *db)
+{
+    if (!valid_name(db))
+        return sx__err(SX_EINVAL, "invalid database name \"%s\": must match [A-Za-z_][A-Za-z0-9_]*",
+                       db ? db : "");
+    if (cat->opts.read_only)
+        return sx__err(SX_EINVAL, "catalog is read-only");
+    sx__mutex_lock(&cat->ddl_mu);
+    sx_status st = db_create_locked(cat, db);
     sx__mutex_unlock(&cat->ddl_mu);
     return st;
 }
@@ -2248,6 +2255,93 @@ sx_status sx__cat_import_list(
 
 /* ---------------------------------------------------------------- refresh (query nodes) */
 
+/* A collection's index and metric state taken from metadata derived from the engine (the engine
+ * is the truth for them; a writer that built an index the local metadata does not know). */
+static void meta_follow_indexes(sx__coll_meta *old, const sx__coll_meta *m)
+{
+    for (size_t v = 0; v < old->n_vecs && v < m->n_vecs; v++) {
+        if (strcmp(old->vecs[v].field, m->vecs[v].field) != 0)
+            continue;
+        old->vecs[v].metric = m->vecs[v].metric;
+        copy_str(old->vecs[v].index_name, sizeof old->vecs[v].index_name, m->vecs[v].index_name);
+        copy_str(old->vecs[v].index_type, sizeof old->vecs[v].index_type, m->vecs[v].index_type);
+        if (m->vecs[v].index_name[0])
+            old->vecs[v].metric_pending = false;
+    }
+}
+
+sx_status
+sx__cat_coll_adopt(sx__catalog *cat, const char *db, const char *ename, const char *keep_dir)
+{
+    if (cat->opts.read_only || !cat->opts.storage_url)
+        return sx__err(SX_EINVAL, "only a writable server over a store adopts collections");
+    if (!valid_name(db) || !valid_name(ename) || strlen(ename) > DISK_NAME_MAX)
+        return sx__err(SX_EINVAL, "adopt: invalid database or collection name");
+    sx__mutex_lock(&cat->ddl_mu);
+    sx__mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    if (d)
+        d = cdb_ref(d);
+    sx__mutex_unlock(&cat->mu);
+    sx_status st = SX_OK;
+    if (!d) {
+        /* a database created before this writer joined the cluster: opening it restores its
+         * committed collections (this one included) from <url>/databases/<db> */
+        st = db_create_locked(cat, db);
+        sx__mutex_lock(&cat->mu);
+        d = st == SX_OK ? find_db(cat, db) : NULL;
+        if (d)
+            d = cdb_ref(d);
+        sx__mutex_unlock(&cat->mu);
+        if (st == SX_OK && !d)
+            st = sx__err(SX_ENOTFOUND, "database %s", db);
+    } else {
+        st = sx_collection_reload(d->db, ename, keep_dir);
+    }
+    sx__coll_meta *m = st == SX_OK ? sx__malloc(sizeof *m) : NULL;
+    sx__coll_meta *cur = m ? sx__malloc(sizeof *cur) : NULL;
+    if (st == SX_OK && !cur)
+        st = sx__err(SX_ENOMEM, "catalog: adopt %s", ename);
+    if (st == SX_OK)
+        st = derive_meta(d->db, ename, m);
+    if (st == SX_OK) {
+        int64_t id = new_id(cat); /* takes mu */
+        sx__mutex_lock(&cat->mu);
+        sx__coll_meta *old = find_meta_engine(d, ename);
+        bool have = old != NULL;
+        if (old) {
+            memcpy(cur, old, sizeof *cur);
+            meta_follow_indexes(cur, m);
+        } else {
+            memcpy(cur, m, sizeof *cur);
+            cur->collection_id = id;
+            cur->created_ms = now_ms();
+        }
+        bool clash = !have && find_meta(d, cur->name, NULL) != NULL;
+        sx__mutex_unlock(&cat->mu);
+        if (clash)
+            st = sx__err(SX_EEXIST, "adopt: a collection named %s exists with another engine name",
+                         cur->name);
+        if (st == SX_OK)
+            st = write_meta(d, cur);
+        if (st == SX_OK) {
+            sx__mutex_lock(&cat->mu);
+            old = find_meta_engine(d, ename);
+            if (old)
+                memcpy(old, cur, sizeof *old);
+            else
+                st = cdb_add_meta(d, cur);
+            sx__mutex_unlock(&cat->mu);
+        }
+    }
+    sx__free(m);
+    sx__free(cur);
+    if (d)
+        cdb_put(cat, d);
+    sx__mutex_unlock(&cat->ddl_mu);
+    return st;
+}
+
 sx_status sx__cat_refresh(sx__catalog *cat, size_t *changed)
 {
     *changed = 0;
@@ -2292,15 +2386,8 @@ sx_status sx__cat_refresh(sx__catalog *cat, size_t *changed)
                  * index created or dropped there since this node first saw the collection) */
                 sx__mutex_lock(&cat->mu);
                 sx__coll_meta *old = find_meta_engine(d, names[k]);
-                for (size_t v = 0; old && v < old->n_vecs && v < m->n_vecs; v++) {
-                    if (strcmp(old->vecs[v].field, m->vecs[v].field) != 0)
-                        continue;
-                    old->vecs[v].metric = m->vecs[v].metric;
-                    copy_str(old->vecs[v].index_name, sizeof old->vecs[v].index_name,
-                             m->vecs[v].index_name);
-                    copy_str(old->vecs[v].index_type, sizeof old->vecs[v].index_type,
-                             m->vecs[v].index_type);
-                }
+                if (old)
+                    meta_follow_indexes(old, m);
                 sx__mutex_unlock(&cat->mu);
                 continue;
             }

@@ -1197,6 +1197,35 @@ static enum MHD_Result answer_webui(
     return ret;
 }
 
+/* Cluster mode (a writer): opts.before_collection runs before a request that writes a collection
+ * or reads its rows (an entities route), with the collection's engine name (an alias or a
+ * renamed collection resolved through the catalog; a name the catalog lacks as it is). False
+ * with rs set when it refuses. */
+static bool before_collection(
+    sx_server *s, const sx__route *rt, const json_t *body, const char *db, sx__resp *rs)
+{
+    if (!s->opts.before_collection)
+        return true;
+    if (!rt->is_write && strncmp(rt->path, "/v2/vectordb/entities/", 22) != 0)
+        return true;
+    const char *name = json_string_value(sx__jget(body, "collectionName"));
+    if (!name || !*name || strlen(name) > SX_MAX_NAME)
+        return true;
+    char ename[SX_MAX_NAME + 1];
+    (void)snprintf(ename, sizeof ename, "%s", name);
+    sx__coll_meta *m = sx__malloc(sizeof *m);
+    if (m && sx__cat_coll_get(s->cat, db, name, NULL, m) == SX_OK)
+        (void)snprintf(ename, sizeof ename, "%s", m->engine_name);
+    sx__free(m);
+    sx__err_clear();
+    sx_status st =
+        s->opts.before_collection(s->opts.before_collection_ud, s, db, ename, rt->is_write);
+    if (st == SX_OK)
+        return true;
+    sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "collection");
+    return false;
+}
+
 static enum MHD_Result answer_route(sx_server *s,
                                     struct MHD_Connection *c,
                                     req_ctx *ctx,
@@ -1308,7 +1337,8 @@ static enum MHD_Result answer_route(sx_server *s,
      * thread: this worker's, restored after). A merged search batch runs under the deadline of
      * the request whose thread runs it. */
     int64_t prev_deadline = sx_deadline_set(sx_clock_ns() + (int64_t)(rq.timeout_s * 1e9));
-    rt->fn(&rq, &rs);
+    if (before_collection(s, rt, rq.body, rq.db_name, &rs))
+        rt->fn(&rq, &rs);
     (void)sx_deadline_set(prev_deadline);
     if (rs.body) {
         sx__free(rs.text); /* a failure after the text was made */
@@ -1996,7 +2026,8 @@ json_t *sx__server_call_who(sx_server *s,
         rq.timeout_s = timeout_s;
     sx__resp rs = { 200, NULL, NULL, 0 };
     int64_t prev_deadline = sx_deadline_set(sx_clock_ns() + (int64_t)(rq.timeout_s * 1e9));
-    rt->fn(&rq, &rs);
+    if (before_collection(s, rt, rq.body, rq.db_name, &rs))
+        rt->fn(&rq, &rs);
     (void)sx_deadline_set(prev_deadline);
     if (rs.body) {
         sx__free(rs.text);
@@ -2046,6 +2077,17 @@ sx_status sx_server_follow_databases(sx_server *s, const char *const *names, siz
             first = st;
     }
     return first;
+}
+
+sx_status sx_server_adopt_collection(sx_server *s,
+                                     const char *db,
+                                     const char *collection,
+                                     const char *keep_dir)
+{
+    sx__err_clear();
+    if (!s || !db || !collection)
+        return sx__err(SX_EINVAL, "sx_server_adopt_collection: server, database and collection");
+    return sx__cat_coll_adopt(s->cat, db, collection, keep_dir);
 }
 
 sx_status sx_server_stop(sx_server *s)

@@ -353,6 +353,12 @@ uint64_t sx__cat_remote_builds(sx__catalog *cat);
  * store's <url>/databases/<db>) unless it has it. Names that are not valid or too long for a
  * directory are skipped (SX_OK). Errors: SX_EINVAL (not read-only), the open's. */
 SX_NODISCARD sx_status sx__cat_db_follow(sx__catalog *cat, const char *db);
+/* sx_server_adopt_collection's work (catalog.c): the engine's reload under ddl_mu, then the
+ * metadata kept (indexes and metrics from the engine) or derived. */
+SX_NODISCARD sx_status sx__cat_coll_adopt(sx__catalog *cat,
+                                          const char *db,
+                                          const char *ename,
+                                          const char *keep_dir);
 
 /* Name lists (db_list: "default" first, then the others sorted; coll_list: client names sorted)
  * are owned by the caller: free with sx_strings_free(names, n). Thread-safety: every sx__cat_*

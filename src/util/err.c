@@ -33,6 +33,7 @@ static const char *names[SX_STATUS_COUNT] = {
     [SX_EFATAL] = "SX_EFATAL",
     [SX_EPARSE] = "SX_EPARSE",
     [SX_EFENCED] = "SX_EFENCED",
+    [SX_ESTALE] = "SX_ESTALE",
 };
 
 const char *sx_status_str(sx_status st)

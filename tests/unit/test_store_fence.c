@@ -70,10 +70,10 @@ static sx_status w_commit(void *ctx, const char *store, const char *coll, const 
 static sx_status w_current(void *ctx, const char *store, const char *coll, char *buf, size_t cap)
 {
     (void)store;
-    (void)coll;
     writer *w = ctx;
-    if (!w->f->pointer[0])
-        return SX_ENOTFOUND;
+    size_t cl = strlen(coll);
+    if (!w->f->pointer[0] || strncmp(w->f->pointer, coll, cl) != 0 || w->f->pointer[cl] != '/')
+        return SX_ENOTFOUND; /* the fake keeps one collection's pointer */
     snprintf(buf, cap, "%s", w->f->pointer);
     return SX_OK;
 }
@@ -303,6 +303,93 @@ static void test_fenced_writers(void)
     sx_db_close(df);
 }
 
+/* sx_collection_reload: writer B's copy is stale (A committed since B opened it) and B has rows A
+ * never saw; the reload replaces the copy with the committed state, keeps the old directory
+ * where asked, retires handles of the old copy, and refuses what it cannot do */
+static void test_reload(void)
+{
+    snprintf(root, sizeof root, "%s", test_tmpdir("reload_root"));
+    snprintf(url, sizeof url, "file://%s", root);
+    char a[600], b[600], keep[700];
+    snprintf(a, sizeof a, "%s", test_tmpdir("reload_a"));
+    snprintf(b, sizeof b, "%s", test_tmpdir("reload_b"));
+    snprintf(keep, sizeof keep, "%s/kept/rc.1", b);
+    fake_fence f = { "A", "", 0, 0, true, -1, 0, false };
+    writer wa, wb;
+    writer_init(&wa, &f, "A", "e1");
+    writer_init(&wb, &f, "B", "e2");
+    sx_db *da = open_db(a, &wa);
+    sx_field_def fd[] = {
+        { "id", SX_FIELD_INT64, true, false, 0, 0 },
+        { "vec", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
+    };
+    sx_collection_def def = { "rc", fd, 2, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(da, &def));
+    sx_collection *ca;
+    ASSERT_OK(sx_collection_open(da, "rc", &ca));
+    insert_range(ca, 0, 100, SX_OK);
+    ASSERT_OK(sx_flush(ca));
+
+    /* B opens (restores 100 rows), writes 20 of its own (held for a moment), then A goes on */
+    sx_db *dbb = open_db(b, &wb);
+    sx_collection *cb;
+    ASSERT_OK(sx_collection_open(dbb, "rc", &cb));
+    f.holder = "B";
+    insert_range(cb, 5000, 20, SX_OK);
+    f.holder = "A";
+    insert_range(ca, 100, 150, SX_OK);
+    ASSERT_OK(sx_flush(ca));
+    char want[512], got[512];
+    top5(ca, want, sizeof want);
+    uint64_t n = 0;
+    ASSERT_OK(sx_count(cb, NULL, &n));
+    ASSERT_EQ(n, 120);
+
+    /* B adopts: the committed 250 rows, its own 20 gone (kept in `keep`), old handle retired */
+    f.holder = "B";
+    ASSERT_OK(sx_collection_reload(dbb, "rc", keep));
+    char kept[800];
+    snprintf(kept, sizeof kept, "%s/MANIFEST", keep);
+    struct stat stt;
+    ASSERT(stat(kept, &stt) == 0);
+    insert_range(cb, 7000, 5, SX_ENOTFOUND); /* a handle of the retired copy writes nothing */
+    ASSERT_OK(sx_count(cb, NULL, &n));       /* and reads what it had */
+    ASSERT_EQ(n, 120);
+    sx_collection_release(cb);
+    ASSERT_OK(sx_collection_open(dbb, "rc", &cb));
+    ASSERT_OK(sx_count(cb, NULL, &n));
+    ASSERT_EQ(n, 250);
+    top5(cb, got, sizeof got);
+    ASSERT(strcmp(want, got) == 0);
+    /* B writes on under its epoch and commits */
+    insert_range(cb, 6000, 10, SX_OK);
+    ASSERT_OK(sx_flush(cb));
+    ASSERT(strncmp(f.pointer, "rc/e2/MANIFEST.", 15) == 0);
+    sx_collection_release(cb);
+
+    /* a reload with no copy to keep (NULL: deleted) gives the same state again */
+    ASSERT_OK(sx_collection_reload(dbb, "rc", NULL));
+    ASSERT_OK(sx_collection_open(dbb, "rc", &cb));
+    ASSERT_OK(sx_count(cb, NULL, &n));
+    ASSERT_EQ(n, 260);
+    sx_collection_release(cb);
+
+    /* refusals: no such collection in the store, a bad name, a read-only database */
+    ASSERT_STATUS(sx_collection_reload(dbb, "nothere", NULL), SX_ENOTFOUND);
+    ASSERT_STATUS(sx_collection_open(dbb, "nothere", &cb), SX_ENOTFOUND);
+    ASSERT_STATUS(sx_collection_reload(dbb, "bad name", NULL), SX_EINVAL);
+    sx_db_options ro = { 0 };
+    ro.storage_url = url;
+    ro.read_only = true;
+    sx_db *dro = NULL;
+    ASSERT_OK(sx_db_open(test_tmpdir("reload_ro"), &ro, &dro));
+    ASSERT_STATUS(sx_collection_reload(dro, "rc", NULL), SX_EINVAL);
+    sx_db_close(dro);
+    sx_collection_release(ca);
+    sx_db_close(da);
+    sx_db_close(dbb);
+}
+
 static void test_fence_needs_store(void)
 {
     fake_fence f = { "A", "", 0, 0, true, -1, 0, false };
@@ -319,5 +406,6 @@ int main(void)
 {
     RUN(test_fenced_writers);
     RUN(test_fence_needs_store);
+    RUN(test_reload);
     return TEST_DONE();
 }

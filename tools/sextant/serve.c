@@ -133,6 +133,10 @@ static sx_status cluster_node_start(const char *etcd,
         return st;
     o->db.store_fence = sx_cluster_node_fence(*out);
     o->db.index_builder = sx_cluster_node_index_builder(*out); /* NULL on a query node */
+    if (!query) { /* a writer adopts the collections of a writer that is gone */
+        o->before_collection = sx_cluster_node_before_collection;
+        o->before_collection_ud = *out;
+    }
     fprintf(stderr, "sextant: %s %s of cluster %s (etcd %s)\n", query ? "query node" : "writer",
             node_id, sx_cluster_node_uuid(*out), etcd);
     return SX_OK;

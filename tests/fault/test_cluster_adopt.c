@@ -1,0 +1,277 @@
+/*
+ * test_cluster_adopt.c: a live writer adopts the collections of a writer that is gone for good
+ * (issue 17), on a real cluster (`sextant cluster up`: 1 etcd member, 2 writers, the proxy; lease
+ * TTL 2 s). Skipped (77) without etcd.
+ *
+ *   Writer w1 holds five collections, written directly at w1: ka, kb, kc (database default), kz
+ *   (database zoo, created through the proxy on both writers) and kl (database late, created on
+ *   w1 only). w2 is restarted after ka and kb were flushed, so it holds a copy of them restored
+ *   at its start; kb is then written and flushed again (w2's copy is stale), kc, kz and kl are
+ *   created after (w2 has no copy; w2 lacks database late altogether). ka gets 100 more rows
+ *   acknowledged by w1 and never flushed.
+ *   The supervisor is stopped (SIGSTOP: nothing restarts) and w1 killed (kill -9): its machine
+ *   is lost. Through the proxy, Strong reads and writes of every collection are then answered by
+ *   w2 once w1's lease expired, each with exactly the committed rows (ka: the 300 flushed, not
+ *   the 100 that only w1's WAL had: the documented recovery point), writes acknowledged and
+ *   counted, a search finding its own vector; w2 kept its stale copy of kb aside.
+ *   The supervisor resumed, w1 comes back on its directory: its copy of ka is stale (w2 marked
+ *   the pointer when it took ka) and moved aside, so the 100 rows of w1's fenced epoch are never
+ *   served, at w1 itself either; the proxy still sends ka to w2.
+ *   No sanitizer report in any node's log.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include "cluster.h"
+#include "harness.h"
+#include "http.h"
+
+static unsigned base;
+
+static void at(unsigned port)
+{
+    snprintf(th_base, sizeof th_base, "http://127.0.0.1:%u", port);
+}
+
+static void vec_of(int id, double v[4])
+{
+    for (int k = 0; k < 4; k++)
+        v[k] = sin(id * 0.37 + k * 1.3) + 0.001 * id;
+}
+
+/* inserts ids [lo, hi) into db.coll at th_base; the Milvus code */
+static long long insert_at(const char *db, const char *coll, int lo, int hi, char *node)
+{
+    static char b[400 * 120 + 256];
+    size_t k = (size_t)snprintf(
+        b, sizeof b, "{\"dbName\":\"%s\",\"collectionName\":\"%s\",\"data\":[", db, coll);
+    for (int i = lo; i < hi; i++) {
+        double v[4];
+        vec_of(i, v);
+        k += (size_t)snprintf(b + k, sizeof b - k, "%s{\"id\":%d,\"vector\":[%.6f,%.6f,%.6f,%.6f]}",
+                              i > lo ? "," : "", i, v[0], v[1], v[2], v[3]);
+    }
+    snprintf(b + k, sizeof b - k, "]}");
+    return th_cl_via("/v2/vectordb/entities/insert", b, node);
+}
+
+static void create_at(const char *db, const char *coll)
+{
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"dbName\":\"%s\",\"collectionName\":\"%s\",\"dimension\":4,\"metricType\":\"L2\"}",
+             db, coll);
+    th_post_ok("/v2/vectordb/collections/create", body);
+}
+
+static void flush_at(const char *db, const char *coll)
+{
+    char body[256];
+    snprintf(body, sizeof body, "{\"dbName\":\"%s\",\"collectionName\":\"%s\"}", db, coll);
+    th_post_ok("/v2/vectordb/collections/flush", body);
+}
+
+/* count(*) of ids in [lo, hi) of db.coll at th_base, Strong; -1 on an error */
+static long long count_at(const char *db, const char *coll, int lo, int hi, char *node)
+{
+    char body[400];
+    snprintf(body, sizeof body,
+             "{\"dbName\":\"%s\",\"collectionName\":\"%s\",\"filter\":\"id >= %d and id < %d\","
+             "\"outputFields\":[\"count(*)\"],\"consistencyLevel\":\"Strong\"}",
+             db, coll, lo, hi);
+    if (th_cl_via("/v2/vectordb/entities/query", body, node) != 0) {
+        fprintf(stderr, "query %s.%s: %s\n", db, coll, th_last.text ? th_last.text : "");
+        return -1;
+    }
+    return json_integer_value(
+        json_object_get(json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"));
+}
+
+static bool has_entry(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    bool found = false;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d)))
+        found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static int pid_of(const char *name)
+{
+    th_cl_line ls[64];
+    int n = th_cl_status(ls, 64);
+    const th_cl_line *l = th_cl_find(ls, n, name);
+    return l ? l->pid : -1;
+}
+
+/* waits until the server on port answers readyz */
+static bool ready(unsigned port, double secs)
+{
+    double t0 = th_cl_mono();
+    while (th_cl_mono() - t0 < secs) {
+        at(port);
+        th_send("GET", "/readyz", NULL, 0, NULL, false);
+        if (th_last.status == 200)
+            return true;
+        usleep(200000);
+    }
+    return false;
+}
+
+static void test_adopt(void)
+{
+    char out[8192], args[1200], node[64];
+    base = th_cl_pick_base(31);
+    ASSERT(base != 0);
+    snprintf(args, sizeof args,
+             "cluster up --dir '%s' --port %u --etcd 1 --writers 2 --lease-ttl 2", th_cl_dir, base);
+    int rc = th_cl_run(out, sizeof out, args);
+    if (rc != 0)
+        FAILF("cluster up: exit %d: %s", rc, out);
+    const unsigned w1 = base + 1, w2 = base + 2;
+
+    /* w1 holds ka and kb (flushed) */
+    at(base);
+    th_post_ok("/v2/vectordb/databases/create", "{`dbName`:`zoo`}");
+    at(w1);
+    th_post_ok("/v2/vectordb/databases/create", "{`dbName`:`late`}");
+    create_at("default", "ka");
+    ASSERT_EQ(insert_at("default", "ka", 0, 300, node), 0);
+    flush_at("default", "ka");
+    create_at("default", "kb");
+    ASSERT_EQ(insert_at("default", "kb", 0, 200, node), 0);
+    flush_at("default", "kb");
+
+    /* w2 restarted: it restores ka and kb as committed now */
+    int p2 = pid_of("w2");
+    ASSERT(p2 > 0);
+    kill(p2, SIGKILL);
+    double t0 = th_cl_mono();
+    while ((pid_of("w2") == p2 || pid_of("w2") <= 0) && th_cl_mono() - t0 < 20)
+        usleep(200000);
+    ASSERT(pid_of("w2") != p2);
+    ASSERT(ready(w2, 30));
+    at(w2);
+    th_post("/v2/vectordb/collections/list", "{}", NULL);
+    ASSERT(th_last.text && strstr(th_last.text, "\"kb\""));
+
+    /* then w1 writes on: kb again, kc, kz, kl new; ka's last 100 rows acknowledged only */
+    at(w1);
+    ASSERT_EQ(insert_at("default", "kb", 200, 300, node), 0);
+    flush_at("default", "kb");
+    create_at("default", "kc");
+    ASSERT_EQ(insert_at("default", "kc", 0, 150, node), 0);
+    flush_at("default", "kc");
+    create_at("zoo", "kz");
+    ASSERT_EQ(insert_at("zoo", "kz", 0, 100, node), 0);
+    flush_at("zoo", "kz");
+    create_at("late", "kl");
+    ASSERT_EQ(insert_at("late", "kl", 0, 100, node), 0);
+    flush_at("late", "kl");
+    ASSERT_EQ(insert_at("default", "ka", 300, 400, node), 0);
+    ASSERT_EQ(count_at("default", "ka", 0, 1000000, node), 400);
+
+    /* w1's machine is lost: nothing restarts it */
+    char path[800];
+    snprintf(path, sizeof path, "%s/supervisor.pid", th_cl_dir);
+    FILE *pf = fopen(path, "r");
+    int sup = 0;
+    ASSERT(pf != NULL && fscanf(pf, "%d", &sup) == 1 && sup > 0);
+    fclose(pf);
+    ASSERT_EQ(kill(sup, SIGSTOP), 0);
+    int p1 = pid_of("w1");
+    ASSERT(p1 > 0);
+    ASSERT_EQ(kill(p1, SIGKILL), 0);
+    double tk = th_cl_mono();
+
+    /* through the proxy: ka answered by w2 with the committed rows */
+    at(base);
+    long long n = -1;
+    while (n < 0 && th_cl_mono() - tk < 30) {
+        n = count_at("default", "ka", 0, 1000000, node);
+        if (n < 0)
+            usleep(100000);
+    }
+    double t_read = th_cl_mono() - tk;
+    ASSERT_EQ(n, 300);
+    ASSERT(strcmp(node, "w2") == 0);
+    ASSERT_EQ(count_at("default", "ka", 300, 400, node), 0);
+    ASSERT_EQ(insert_at("default", "ka", 1000, 1050, node), 0);
+    ASSERT(strcmp(node, "w2") == 0);
+    double t_write = th_cl_mono() - tk;
+    ASSERT_EQ(count_at("default", "ka", 0, 1000000, node), 350);
+    {
+        double v[4];
+        vec_of(7, v);
+        char body[400];
+        snprintf(body, sizeof body,
+                 "{\"collectionName\":\"ka\",\"data\":[[%.6f,%.6f,%.6f,%.6f]],\"limit\":3,"
+                 "\"consistencyLevel\":\"Strong\"}",
+                 v[0], v[1], v[2], v[3]);
+        ASSERT_EQ(th_cl_via("/v2/vectordb/entities/search", body, node), 0);
+        json_t *d = json_object_get(th_last.json, "data");
+        ASSERT_EQ(json_array_size(d), 3);
+        ASSERT_EQ(json_integer_value(json_object_get(json_array_get(d, 0), "id")), 7);
+    }
+    fprintf(stderr,
+            "w1 killed: ka read through the proxy after %.2f s, a write acknowledged after "
+            "%.2f s (TTL 2 s), both by %s\n",
+            t_read, t_write, node);
+
+    /* kb: w2's stale copy replaced by the committed state, and kept aside */
+    ASSERT_EQ(count_at("default", "kb", 0, 1000000, node), 300);
+    ASSERT(strcmp(node, "w2") == 0);
+    snprintf(path, sizeof path, "%s/w2/cluster/stale", th_cl_dir);
+    ASSERT(has_entry(path, "default.kb."));
+    ASSERT_EQ(insert_at("default", "kb", 1000, 1010, node), 0);
+    ASSERT_EQ(count_at("default", "kb", 0, 1000000, node), 310);
+    /* kc (no copy on w2), kz (database zoo), kl (database late, which w2 did not have) */
+    ASSERT_EQ(count_at("default", "kc", 0, 1000000, node), 150);
+    ASSERT_EQ(insert_at("default", "kc", 1000, 1010, node), 0);
+    ASSERT_EQ(count_at("default", "kc", 0, 1000000, node), 160);
+    ASSERT_EQ(count_at("zoo", "kz", 0, 1000000, node), 100);
+    ASSERT(strcmp(node, "w2") == 0);
+    ASSERT_EQ(insert_at("zoo", "kz", 1000, 1010, node), 0);
+    ASSERT_EQ(count_at("zoo", "kz", 0, 1000000, node), 110);
+    ASSERT_EQ(count_at("late", "kl", 0, 1000000, node), 100);
+    ASSERT(strcmp(node, "w2") == 0);
+    ASSERT_EQ(insert_at("late", "kl", 1000, 1010, node), 0);
+    ASSERT_EQ(count_at("late", "kl", 0, 1000000, node), 110);
+    th_post_ok("/v2/vectordb/collections/flush", "{`collectionName`:`ka`}");
+
+    /* w1 back on its directory: its copy of ka is stale, the fenced epoch's rows never served */
+    ASSERT_EQ(kill(sup, SIGCONT), 0);
+    t0 = th_cl_mono();
+    while ((pid_of("w1") == p1 || pid_of("w1") <= 0) && th_cl_mono() - t0 < 20)
+        usleep(200000);
+    ASSERT(ready(w1, 30));
+    snprintf(path, sizeof path, "%s/w1/cluster/stale", th_cl_dir);
+    ASSERT(has_entry(path, "default.ka."));
+    at(w1);
+    ASSERT_EQ(count_at("default", "ka", 300, 400, node), 0);
+    at(base);
+    ASSERT_EQ(count_at("default", "ka", 300, 400, node), 0);
+    ASSERT_EQ(insert_at("default", "ka", 2000, 2010, node), 0);
+    ASSERT(strcmp(node, "w2") == 0);
+    ASSERT_EQ(count_at("default", "ka", 0, 1000000, node), 360);
+
+    char why[1200];
+    if (!th_cl_logs_clean(why, sizeof why))
+        FAILF("sanitizer report in a node's log: %s", why);
+    th_cl_down();
+}
+
+int main(void)
+{
+    int rc = th_cl_init("cluster_adopt");
+    if (rc != 0)
+        return rc;
+    RUN(test_adopt);
+    th_cl_down();
+    return TEST_DONE();
+}
