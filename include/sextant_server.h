@@ -74,10 +74,10 @@ typedef struct sx_server_options {
     const char *import_root;
     bool quiet; /* no access log / startup line on stderr */
     /* Cluster mode (a writer; sx_cluster_node_before_collection with the node as ud): called
-     * before a request that writes a collection or reads its rows runs, with the database and
-     * the collection's engine name, so the writer can take it and adopt the committed state
-     * when its copy is older (sx_server_adopt_collection). Not SX_OK: the request fails with
-     * its message. NULL: none. */
+     * before a request that names a collection runs (REST or gRPC), with the database, the
+     * collection's engine name and whether the request writes, so the writer can take it and
+     * adopt the committed state when its copy is older (sx_server_adopt_collection). Not
+     * SX_OK: the request fails with its message. NULL: none. */
     sx_status (*before_collection)(
         void *ud, sx_server *s, const char *db, const char *collection, bool write);
     void *before_collection_ud;

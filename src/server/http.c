@@ -1197,16 +1197,14 @@ static enum MHD_Result answer_webui(
     return ret;
 }
 
-/* Cluster mode (a writer): opts.before_collection runs before a request that writes a collection
- * or reads its rows (an entities route), with the collection's engine name (an alias or a
- * renamed collection resolved through the catalog; a name the catalog lacks as it is). False
+/* Cluster mode (a writer): opts.before_collection runs before a request that names a collection
+ * (collectionName), with the collection's engine name (an alias or a renamed collection resolved
+ * through the catalog; a name the catalog lacks as it is) and whether the route writes. False
  * with rs set when it refuses. */
 static bool before_collection(
     sx_server *s, const sx__route *rt, const json_t *body, const char *db, sx__resp *rs)
 {
     if (!s->opts.before_collection)
-        return true;
-    if (!rt->is_write && strncmp(rt->path, "/v2/vectordb/entities/", 22) != 0)
         return true;
     const char *name = json_string_value(sx__jget(body, "collectionName"));
     if (!name || !*name || strlen(name) > SX_MAX_NAME)

@@ -10,14 +10,14 @@
  *   created after (w2 has no copy; w2 lacks database late altogether). ka gets 100 more rows
  *   acknowledged by w1 and never flushed.
  *   The supervisor is stopped (SIGSTOP: nothing restarts) and w1 killed (kill -9): its machine
- *   is lost. Through the proxy, Strong reads and writes of every collection are then answered by
- *   w2 once w1's lease expired, each with exactly the committed rows (ka: the 300 flushed, not
- *   the 100 that only w1's WAL had: the documented recovery point), writes acknowledged and
- *   counted, a search finding its own vector; w2 kept its stale copy of kb aside.
- *   The supervisor resumed, w1 comes back on its directory: its copy of ka is stale (w2 marked
- *   the pointer when it took ka) and moved aside, so the 100 rows of w1's fenced epoch are never
- *   served, at w1 itself either; the proxy still sends ka to w2.
- *   No sanitizer report in any node's log.
+ *   is lost. Through the proxy, Strong reads, a describe and writes of every collection are then
+ *   answered by w2 once w1's lease expired (w2 adopts the four it has no current copy of), each
+ * with exactly the committed rows (ka: the 300 flushed, not the 100 that only w1's WAL had: the
+ * documented recovery point), writes acknowledged and counted, a search finding its own vector; w2
+ * kept its stale copy of kb aside. The supervisor resumed, w1 comes back on its directory: its copy
+ * of ka is stale (w2 marked the pointer when it took ka) and moved aside, so the 100 rows of w1's
+ * fenced epoch are never served, at w1 itself either; the proxy still sends ka to w2. No sanitizer
+ * report in any node's log.
  */
 #include <dirent.h>
 #include <math.h>
@@ -234,6 +234,11 @@ static void test_adopt(void)
     ASSERT_EQ(count_at("default", "kc", 0, 1000000, node), 150);
     ASSERT_EQ(insert_at("default", "kc", 1000, 1010, node), 0);
     ASSERT_EQ(count_at("default", "kc", 0, 1000000, node), 160);
+    /* kz: first named by a describe (the proxy's gRPC path reads metadata so, too) */
+    ASSERT_EQ(th_cl_via("/v2/vectordb/collections/describe",
+                        "{\"dbName\":\"zoo\",\"collectionName\":\"kz\"}", node),
+              0);
+    ASSERT(strcmp(node, "w2") == 0);
     ASSERT_EQ(count_at("zoo", "kz", 0, 1000000, node), 100);
     ASSERT(strcmp(node, "w2") == 0);
     ASSERT_EQ(insert_at("zoo", "kz", 1000, 1010, node), 0);
@@ -243,6 +248,22 @@ static void test_adopt(void)
     ASSERT_EQ(insert_at("late", "kl", 1000, 1010, node), 0);
     ASSERT_EQ(count_at("late", "kl", 0, 1000000, node), 110);
     th_post_ok("/v2/vectordb/collections/flush", "{`collectionName`:`ka`}");
+    /* w2 adopted the four it had no current copy of; its copy of ka was current (taken only) */
+    {
+        char lp[800], line[1024];
+        snprintf(lp, sizeof lp, "%s/logs/w2.log", th_cl_dir);
+        FILE *lf = fopen(lp, "r");
+        ASSERT(lf != NULL);
+        int seen = 0;
+        const char *const names[5] = { "default.kb ", "default.kc ", "zoo.kz ", "late.kl ",
+                                       "default.ka " };
+        while (fgets(line, sizeof line, lf))
+            for (int i = 0; i < 5; i++)
+                if (strstr(line, "adopted ") && strstr(line, names[i]))
+                    seen |= 1 << i;
+        fclose(lf);
+        ASSERT_EQ(seen, 15);
+    }
 
     /* w1 back on its directory: its copy of ka is stale, the fenced epoch's rows never served */
     ASSERT_EQ(kill(sup, SIGCONT), 0);
