@@ -331,7 +331,10 @@ static sx_status cb_commit(void *ctx, const char *store, const char *coll, const
     if (st != SX_OK)
         goto out;
     sx__etcd_cmp fence = { ek, SX__ETCD_MOD, atomic_load(&h->rev), NULL };
-    sx__etcd_op op = mkey ? (sx__etcd_op){ SX__ETCD_PUT, mk, mkey, 0 }
+    char val[1200] = "";
+    if (mkey) /* the manifest's key and who committed it (the proxy's last holder) */
+        (void)snprintf(val, sizeof val, "%s#%s", mkey, f->node_id);
+    sx__etcd_op op = mkey ? (sx__etcd_op){ SX__ETCD_PUT, mk, val, 0 }
                           : (sx__etcd_op){ SX__ETCD_DEL, mk, NULL, 0 };
     sx__etcd_txn_result r;
     st = sx__etcd_txn(f->kv, &fence, 1, &op, 1, NULL, 0, &r);
@@ -352,7 +355,7 @@ static sx_status cb_commit(void *ctx, const char *store, const char *coll, const
         (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
         sx__etcd_kv kv;
         sx_status g = sx__etcd_get(f->kv, mk, &kv, NULL);
-        bool applied = mkey ? g == SX_OK && strcmp(kv.value, mkey) == 0 : g == SX_ENOTFOUND;
+        bool applied = mkey ? g == SX_OK && strcmp(kv.value, val) == 0 : g == SX_ENOTFOUND;
         if (g == SX_OK) {
             sx__free(kv.key);
             sx__free(kv.value);
@@ -363,7 +366,7 @@ static sx_status cb_commit(void *ctx, const char *store, const char *coll, const
             goto out;
         }
     }
-    st = known_write(f, db, coll, mkey);
+    st = known_write(f, db, coll, mkey ? val : NULL);
     if (st != SX_OK)
         /* committed, but a restart would think its copy stale (and reload: safe) */
         st = SX_OK;
@@ -1010,14 +1013,36 @@ static sx_status take_now(sx__fence *f, const char *db, const char *coll)
     return st;
 }
 
-/* Whether etcd has a committed manifest pointer for db.coll (errors: true, the take decides). */
-static bool committed(sx__fence *f, const char *db, const char *coll)
+/* Whether etcd has a committed manifest pointer for db.coll (errors: true, the take decides);
+ * holder: the writer that last committed or took it ("" unknown). */
+static bool committed(sx__fence *f, const char *db, const char *coll, char *holder, size_t cap)
 {
     char mk[512];
     key_of(f, "manifest", db, coll, mk, sizeof mk);
     sx__etcd_kv kv;
+    holder[0] = '\0';
     sx__mutex_lock(&f->net_mu);
     sx_status st = sx__etcd_get(f->kv, mk, &kv, NULL);
+    sx__mutex_unlock(&f->net_mu);
+    if (st == SX_OK) {
+        const char *h = strchr(kv.value, '#');
+        if (h)
+            (void)snprintf(holder, cap, "%.*s", (int)strcspn(h + 1, "."), h + 1);
+        sx__free(kv.key);
+        sx__free(kv.value);
+    }
+    sx__err_clear();
+    return st != SX_ENOTFOUND;
+}
+
+/* Whether writer id is registered (its lease alive). Errors: true (no adoption on doubt). */
+static bool node_alive(sx__fence *f, const char *id)
+{
+    char nk[256];
+    (void)snprintf(nk, sizeof nk, "%snode/%s", f->prefix, id);
+    sx__etcd_kv kv;
+    sx__mutex_lock(&f->net_mu);
+    sx_status st = sx__etcd_get(f->kv, nk, &kv, NULL);
     sx__mutex_unlock(&f->net_mu);
     if (st == SX_OK) {
         sx__free(kv.key);
@@ -1040,9 +1065,19 @@ sx_status sx_cluster_node_before_collection(
         return SX_OK; /* held: the common case, no etcd call */
     if (h && !write && now_ns() < atomic_load(&h->other_until_ns))
         return SX_OK; /* another writer held it a moment ago: the local copy answers reads */
-    if (!committed(f, db, coll))
+    char last[128];
+    if (!committed(f, db, coll, last, sizeof last))
         return SX_OK; /* nothing committed anywhere: a new collection, or no such one */
-    sx_status st = take_now(f, db, coll);
+    sx_status st;
+    if (last[0] && strcmp(last, f->node_id) != 0 && node_alive(f, last))
+        /* its last writer is running (restarted on its directory: its WAL may hold
+         * acknowledged rows the store lacks): it takes the collection back, not this writer */
+        st = sx__err(SX_EFENCED,
+                     "collection %s.%s was last written by writer %s, which is running: it is "
+                     "held by writer %s once it takes it back (retry)",
+                     db, coll, last, last);
+    else
+        st = take_now(f, db, coll);
     if (st == SX_ESTALE) {
         pthread_mutex_lock(&f->adopt_mu);
         st = take_now(f, db, coll);

@@ -407,6 +407,20 @@ static bool writer_for(sx_cluster_proxy *p,
             load_nodes(p, true);
             if (node_addr(p, id, addr, cap))
                 return true;
+        } else {
+            /* nobody holds it: the writer that last committed or took it (the pointer's
+             * "#<node id>"; fence.c) while it is running (restarted on its directory, its WAL
+             * may have rows the store lacks), else the hash's choice, which adopts it */
+            (void)snprintf(key, sizeof key, "%smanifest/%s/%s", p->prefix, db, coll);
+            if (sx__etcd_get(p->kv, key, &kv, NULL) == SX_OK) {
+                const char *h = strchr(kv.value, '#');
+                (void)snprintf(id, id_cap, "%.*s", h ? (int)strcspn(h + 1, ".") : 0,
+                               h ? h + 1 : "");
+                sx__free(kv.key);
+                sx__free(kv.value);
+                if (id[0] && node_addr(p, id, addr, cap))
+                    return true;
+            }
         }
     }
     /* shard k of c goes to the writer after the one c's name hashes to, so a collection's

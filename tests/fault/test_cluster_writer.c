@@ -325,8 +325,8 @@ static bool etcd_has(const char *suffix, char *val, size_t cap)
         size_t kl = strlen(kvs[i].key), sl = strlen(suffix);
         if (kl >= sl && strcmp(kvs[i].key + kl - sl, suffix) == 0) {
             found = true;
-            if (val)
-                snprintf(val, cap, "%s", kvs[i].value);
+            if (val) /* a pointer's manifest key: the part before "#<writer>" */
+                snprintf(val, cap, "%.*s", (int)strcspn(kvs[i].value, "#"), kvs[i].value);
         }
     }
     sx__etcd_kvs_free(kvs, n);
