@@ -479,6 +479,11 @@ SX_API SX_NODISCARD sx_status sx_delete_where(sx_collection *c,
  * SX_EREMOTE means the local flush is complete and durable but the store is behind; a later
  * flush or sx_db_sync catches up. */
 SX_API SX_NODISCARD sx_status sx_flush(sx_collection *c);
+/* Whether c has writes a flush would make durable in its files or the store: WAL records after
+ * the last flush's checkpoint, a sealed segment or deletes not written yet, or a store sync
+ * owed (sx_db_sync). A timed flush (sextant serve --sync-ms) flushes only such collections.
+ * False for a read-only or dropped collection. Takes the collection's flush lock briefly. */
+SX_API bool sx_collection_unsynced(sx_collection *c);
 /* Rewrites sealed segments that hold deleted rows without them (and merges small ones). */
 SX_API SX_NODISCARD sx_status sx_compact(sx_collection *c);
 

@@ -193,6 +193,12 @@ SX_API SX_NODISCARD sx_status sx_server_follow_databases(sx_server *s,
                                                          const char *const *names,
                                                          size_t n);
 
+/* Flushes every collection of a writable server that has unsynced writes
+ * (sx_collection_unsynced): their rows sealed, written and uploaded to the store. `sextant serve
+ * --sync-ms N` calls it every N ms, which bounds how much a lost machine takes with it.
+ * *flushed (optional): collections flushed. Errors: the first flush that failed (the others
+ * are still flushed); SX_EINVAL on a read-only server. */
+SX_API SX_NODISCARD sx_status sx_server_sync(sx_server *s, size_t *flushed);
 /* A writable server over a store replaces its copy of a collection (engine name) with the
  * store's committed state (sx_collection_reload; the copy moved to keep_dir, NULL: deleted),
  * creating the database first when the server lacks it, and keeps or derives its metadata: an

@@ -844,6 +844,23 @@ sx_status sx_flush(sx_collection *c)
     return st;
 }
 
+bool sx_collection_unsynced(sx_collection *c)
+{
+    if (!c || c->db->opts.read_only || atomic_load(&c->dropped))
+        return false;
+    sx__mutex_lock(&c->flush_mu);
+    sx__mutex_lock(&c->write_mu);
+    bool u = sx__wal_last_lsn(c->wal) > c->checkpoint_lsn;
+    sx__rwlock_rdlock(&c->seg_lock);
+    for (size_t i = 0; !u && i < c->n_segs; i++)
+        u = !c->segs[i]->persisted ||
+            atomic_load(&c->segs[i]->n_deleted) != c->segs[i]->persisted_deleted;
+    sx__rwlock_unlock(&c->seg_lock);
+    sx__mutex_unlock(&c->write_mu);
+    sx__mutex_unlock(&c->flush_mu);
+    return u || (c->cs && sx__store_is_dirty(c));
+}
+
 /* ---------------------------------------------------------------- check */
 
 /* The open collections, each with a reference held (sx__coll_unref each, sx__free the array).

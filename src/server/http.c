@@ -2077,6 +2077,43 @@ sx_status sx_server_follow_databases(sx_server *s, const char *const *names, siz
     return first;
 }
 
+typedef struct sync_ctx {
+    size_t flushed;
+    sx_status first;
+    char msg[512];
+} sync_ctx;
+
+static int sync_one(void *ctx, const char *db, const sx__coll_meta *meta, sx_collection *h)
+{
+    sync_ctx *x = ctx;
+    if (!sx_collection_unsynced(h))
+        return 0;
+    sx_status st = sx_flush(h);
+    if (st == SX_OK) {
+        x->flushed++;
+    } else if (x->first == SX_OK) {
+        x->first = st;
+        (void)snprintf(x->msg, sizeof x->msg, "%s.%s: %s", db, meta->name, sx_errmsg());
+    }
+    return 0;
+}
+
+sx_status sx_server_sync(sx_server *s, size_t *flushed)
+{
+    sx__err_clear();
+    if (flushed)
+        *flushed = 0;
+    if (!s || s->opts.db.read_only)
+        return sx__err(SX_EINVAL, "sx_server_sync: a writable server");
+    sync_ctx x = { 0, SX_OK, "" };
+    sx_status st = sx__cat_foreach(s->cat, sync_one, &x);
+    if (flushed)
+        *flushed = x.flushed;
+    if (st != SX_OK)
+        return st;
+    return x.first == SX_OK ? SX_OK : sx__err(x.first, "%s", x.msg);
+}
+
 sx_status sx_server_adopt_collection(sx_server *s,
                                      const char *db,
                                      const char *collection,

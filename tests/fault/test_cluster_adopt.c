@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "cluster.h"
+#include "cluster/etcd.h"
 #include "cluster/shard.h"
 #include "harness.h"
 #include "http.h"
@@ -354,12 +355,96 @@ static void test_adopt(void)
     th_cl_down();
 }
 
+/* the manifest pointer of default.<coll> in the cluster's etcd (member 1 on base + 101), "" none */
+static void pointer_of(const char *coll, char *out, size_t cap)
+{
+    char ep[64], suffix[128];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%u", base + 101);
+    snprintf(suffix, sizeof suffix, "/manifest/default/%s", coll);
+    out[0] = '\0';
+    sx__etcd *e = NULL;
+    ASSERT_OK(sx__etcd_new(ep, 0, &e));
+    sx__etcd_kv *kvs = NULL;
+    size_t n = 0;
+    ASSERT_OK(sx__etcd_range(e, "/sextant/", &kvs, &n, NULL));
+    for (size_t i = 0; i < n; i++) {
+        size_t kl = strlen(kvs[i].key), sl = strlen(suffix);
+        if (kl >= sl && strcmp(kvs[i].key + kl - sl, suffix) == 0)
+            snprintf(out, cap, "%s", kvs[i].value);
+    }
+    sx__etcd_kvs_free(kvs, n);
+    sx__etcd_free(e);
+}
+
+/* writers with --sync-ms: rows acknowledged and never flushed by the client reach the store on
+ * the timer, so a writer machine lost a second later loses none of them; an idle collection is
+ * not flushed again (its pointer stays) */
+static void test_timed_sync(void)
+{
+    char out[8192], args[1200], node[64];
+    base = th_cl_pick_base(37);
+    ASSERT(base != 0);
+    snprintf(args, sizeof args,
+             "cluster up --dir '%s' --port %u --etcd 1 --writers 2 --lease-ttl 3 --sync-ms 300",
+             th_cl_dir, base);
+    int rc = th_cl_run(out, sizeof out, args);
+    if (rc != 0)
+        FAILF("cluster up: exit %d: %s", rc, out);
+    at(base + 1);
+    create_at("default", "ks");
+    ASSERT_EQ(insert_at("default", "ks", 0, 200, node), 0);
+    char p1[1200] = "", p2[1200] = "";
+    double t0 = th_cl_mono();
+    /* the timed flush commits (then the index build may commit once more): wait until still */
+    while (th_cl_mono() - t0 < 20) {
+        usleep(1000000);
+        pointer_of("ks", p2, sizeof p2);
+        if (p2[0] && strcmp(p1, p2) == 0)
+            break;
+        snprintf(p1, sizeof p1, "%s", p2);
+    }
+    ASSERT(p1[0] && strcmp(p1, p2) == 0);
+    usleep(1000000); /* idle: nothing to flush, nothing committed */
+    pointer_of("ks", p2, sizeof p2);
+    ASSERT(strcmp(p1, p2) == 0);
+    ASSERT_EQ(insert_at("default", "ks", 200, 250, node), 0);
+    usleep(1500000);
+
+    char path[800];
+    snprintf(path, sizeof path, "%s/supervisor.pid", th_cl_dir);
+    FILE *pf = fopen(path, "r");
+    int sup = 0;
+    ASSERT(pf != NULL && fscanf(pf, "%d", &sup) == 1 && sup > 0);
+    fclose(pf);
+    ASSERT_EQ(kill(sup, SIGSTOP), 0);
+    int p1w = pid_of("w1");
+    ASSERT(p1w > 0);
+    ASSERT_EQ(kill(p1w, SIGKILL), 0);
+    at(base);
+    long long n = -1;
+    t0 = th_cl_mono();
+    while (n < 0 && th_cl_mono() - t0 < 30) {
+        n = count_at("default", "ks", 0, 1000000, node);
+        if (n < 0)
+            usleep(100000);
+    }
+    ASSERT_EQ(n, 250);
+    ASSERT(strcmp(node, "w2") == 0);
+    ASSERT_EQ(kill(sup, SIGCONT), 0);
+    char why[1200];
+    if (!th_cl_logs_clean(why, sizeof why))
+        FAILF("sanitizer report in a node's log: %s", why);
+    th_cl_down();
+}
+
 int main(void)
 {
     int rc = th_cl_init("cluster_adopt");
     if (rc != 0)
         return rc;
     RUN(test_adopt);
+    th_cl_down();
+    RUN(test_timed_sync);
     th_cl_down();
     return TEST_DONE();
 }

@@ -4,6 +4,7 @@
  *
  *   up --dir D --port P [--etcd 3] [--writers 1] [--query-nodes 0] [--index-workers 0]
  *      [--storage URL --s3-endpoint URL] [--lease-ttl 5] [--build-threads N] [--segment-mb N]
+ *      [--sync-ms N]
  *   status --dir D      one line per process: role, name, pid=N, addr, state, restarts
  *   down --dir D        stops every process (writers first, etcd last) and the supervisor
  *
@@ -72,6 +73,7 @@ typedef struct cluster {
     char dir[PATH_MAX], self[PATH_MAX], storage[PATH_MAX + 16], endpoint[512], etcd_eps[512];
     char s3rver_cli[PATH_MAX]; /* "": no s3rver of our own */
     unsigned port, n_etcd, n_writers, n_query, n_index, lease_ttl, build_threads, segment_mb;
+    unsigned sync_ms; /* writers' --sync-ms (0: none) */
     proc p[MAXP];
     int n;
 } cluster;
@@ -217,6 +219,10 @@ static void add_node(cluster *c, bool query, unsigned i, unsigned port)
     if (c->segment_mb && !query) {
         arg(p, "--segment-mb");
         argd(p, dupf("%u", c->segment_mb));
+    }
+    if (c->sync_ms && !query) {
+        arg(p, "--sync-ms");
+        argd(p, dupf("%u", c->sync_ms));
     }
     arg(p, "--quiet");
 }
@@ -632,6 +638,9 @@ static void usage(FILE *out)
             "                       workers (default: every core)\n"
             "  --segment-mb N       writers seal growing segments past N MiB of vectors\n"
             "                       (default 256)\n"
+            "  --sync-ms N          writers flush what they acknowledged every N ms (default:\n"
+            "                       only on flush, seal and index builds): the bound on what\n"
+            "                       a lost writer machine takes with it\n"
             "  --storage URL        s3://BUCKET[/PREFIX] or file:///abs/dir (default: an\n"
             "                       s3rver started here on P + 300, bucket 'sextant', data\n"
             "                       in D/s3, when node and the npm package are found (see\n"
@@ -647,7 +656,7 @@ static int cmd_up(int argc, char **argv)
     const char *cmd = "cluster up";
     const char *dir = NULL, *storage = NULL, *endpoint = NULL, *v;
     uint64_t port = 19530, n_etcd = 3, n_writers = 1, n_query = 0, n_index = 0, ttl = 5;
-    uint64_t build_threads = 0, segment_mb = 0;
+    uint64_t build_threads = 0, segment_mb = 0, sync_ms = 0;
     for (int i = 1; i < argc;) {
         int r;
         if (cli_flag(argv, &i, "--help")) {
@@ -674,6 +683,7 @@ static int cmd_up(int argc, char **argv)
             { "--lease-ttl", 1, 3600, &ttl },
             { "--build-threads", 1, 1024, &build_threads },
             { "--segment-mb", 1, 1u << 20, &segment_mb },
+            { "--sync-ms", 10, 86400000, &sync_ms },
         };
 
         bool matched = false;
@@ -727,6 +737,7 @@ static int cmd_up(int argc, char **argv)
     c->n_index = (unsigned)n_index;
     c->build_threads = (unsigned)build_threads;
     c->segment_mb = (unsigned)segment_mb;
+    c->sync_ms = (unsigned)sync_ms;
     c->lease_ttl = (unsigned)ttl;
     if (storage) {
         (void)snprintf(c->storage, sizeof c->storage, "%s", storage);

@@ -33,7 +33,8 @@ static sem_t stop_sem;
 static atomic_int stop_signal;
 static atomic_bool fenced;
 
-/* query nodes: sx_server_refresh every refresh_ms until stopped */
+/* query nodes: sx_server_refresh every refresh_ms until stopped; writers with --sync-ms:
+ * sx_server_sync every sync_ms */
 typedef struct refresher {
     sx_server *srv;
     sx_cluster_node *node; /* a cluster's query node: databases created since are followed */
@@ -42,7 +43,21 @@ typedef struct refresher {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
+    bool sync; /* a writer's timed flush instead */
 } refresher;
+
+/* One timed flush (a writer's --sync-ms); a failure is logged once until it changes. */
+static void sync_round(refresher *r, char *last, size_t cap)
+{
+    size_t n = 0;
+    sx_status st = sx_server_sync(r->srv, &n);
+    if (st != SX_OK && strcmp(last, sx_errmsg()) != 0) {
+        (void)snprintf(last, cap, "%s", sx_errmsg());
+        fprintf(stderr, "sextant: timed flush: %s (retried)\n", last);
+    } else if (st == SX_OK) {
+        last[0] = '\0';
+    }
+}
 
 static void *refresh_main(void *arg)
 {
@@ -59,6 +74,11 @@ static void *refresh_main(void *arg)
         if (r->stop)
             break;
         pthread_mutex_unlock(&r->mu);
+        if (r->sync) {
+            sync_round(r, last, sizeof last);
+            pthread_mutex_lock(&r->mu);
+            continue;
+        }
         size_t ch = 0;
         char **dbs = NULL;
         size_t n_dbs = 0;
@@ -205,6 +225,9 @@ static void serve_usage(FILE *out)
         "  --build-threads N      threads of an index build (default: every core)\n"
         "  --segment-mb N         seal a collection's growing segment past N MiB of vectors\n"
         "                         (default 256)\n"
+        "  --sync-ms N            flush every collection with unsynced writes every N ms\n"
+        "                         (needs --storage; a lost machine then loses at most the\n"
+        "                         rows acknowledged in the last N ms and one flush)\n"
         "  --auto-merge N         merge small sealed segments in the background once N of\n"
         "                         them exist in a collection (default 3, as Milvus's\n"
         "                         compaction.min.segment; 0: only on compact)\n"
@@ -244,15 +267,21 @@ static int serve_until_stopped(const char *cmd,
                                sx_cluster_node *cw,
                                bool query,
                                uint64_t refresh_ms,
+                               uint64_t sync_ms,
                                bool quiet,
                                const char *node_id,
                                const char *data)
 {
-    refresher rf = {
-        srv, cw, refresh_ms, quiet, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false
-    };
+    refresher rf = { srv,
+                     cw,
+                     query ? refresh_ms : sync_ms,
+                     quiet,
+                     PTHREAD_MUTEX_INITIALIZER,
+                     PTHREAD_COND_INITIALIZER,
+                     false,
+                     !query };
     pthread_t rthr;
-    bool rthr_on = query && refresher_start(&rf, &rthr);
+    bool rthr_on = (query || sync_ms) && refresher_start(&rf, &rthr);
 
     while (sem_wait(&stop_sem) != 0 && errno == EINTR) {
     }
@@ -377,7 +406,7 @@ int cli_serve(int argc, char **argv)
     const char *cmd = "serve";
     const char *data = NULL, *bind = NULL, *token = NULL, *users = NULL, *v = NULL;
     const char *import_root = NULL, *etcd = NULL, *node_id = NULL;
-    uint64_t lease_ttl = 5, refresh_ms = 500;
+    uint64_t lease_ttl = 5, refresh_ms = 500, sync_ms = 0;
     bool query = false, proxy = false, index_worker = false;
     uint64_t segment_mb = 0;
     uint64_t port = 19530, body_mb = 64, threads = 0, max_conn = 0, idle = 0;
@@ -457,6 +486,7 @@ int cli_serve(int argc, char **argv)
             { "--lease-ttl", 1, 3600, &lease_ttl },
             { "--refresh-ms", 10, 3600000, &refresh_ms },
             { "--segment-mb", 1, 1u << 20, &segment_mb },
+            { "--sync-ms", 10, 86400000, &sync_ms },
         };
 
         bool matched = false;
@@ -501,6 +531,9 @@ int cli_serve(int argc, char **argv)
         return cli_usage_error(cmd, "cluster mode needs --etcd, --node-id and --storage together");
     if (query && !sto.url)
         return cli_usage_error(cmd, "--query needs --storage (the store it reads)");
+    if (sync_ms && (!sto.url || query))
+        return cli_usage_error(cmd, "--sync-ms needs --storage (it flushes to the store) and a "
+                                    "writable server");
     if (!token) {
         const char *env = getenv("SEXTANT_AUTH_TOKEN");
         if (env && *env)
@@ -567,5 +600,5 @@ int cli_serve(int argc, char **argv)
             (unsigned)sx_server_port(srv));
     (void)fflush(stderr);
 
-    return serve_until_stopped(cmd, srv, cw, query, refresh_ms, quiet, node_id, data);
+    return serve_until_stopped(cmd, srv, cw, query, refresh_ms, sync_ms, quiet, node_id, data);
 }
