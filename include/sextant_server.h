@@ -150,6 +150,13 @@ SX_API SX_NODISCARD sx_status sx_cluster_node_databases(sx_cluster_node *n,
                                                         char ***names,
                                                         size_t *count);
 SX_API bool sx_cluster_node_fenced(const sx_cluster_node *n);
+/* A writer: records in etcd (synced/<id>, on its lease) that every row it acknowledged before
+ * wall_ms is committed (a timed sync round that began then succeeded). */
+SX_API SX_NODISCARD sx_status sx_cluster_node_synced(sx_cluster_node *n, int64_t wall_ms);
+/* The time before which every row any registered writer acknowledged is committed: the least
+ * of the writers' synced/<id> values, 0 when a writer has none (no --sync-ms). A query node
+ * that reads it before a refresh serves at least that fresh a state after it. */
+SX_API SX_NODISCARD sx_status sx_cluster_node_fresh_floor(sx_cluster_node *n, int64_t *wall_ms);
 /* A writer's sx_server_options.before_collection (ud: the node). A collection this writer does
  * not hold and that has a committed state is taken (etcd); when its copy is older than that
  * state or absent (its holder is gone: the proxy placed it here), the copy is moved to
@@ -163,10 +170,11 @@ SX_API void sx_cluster_node_stop(sx_cluster_node *n);
 
 /* The cluster's REST front door (docs/internals/CLUSTER.md, "Proxy"): forwards each Milvus REST
  * v2 request to the node that must answer it: writes and DDL to the writer holding the collection
- * (a new collection to one chosen by a hash of its name), reads with consistencyLevel
- * "Eventually"/"Bounded" to the query nodes in turn, other reads to the holding writer (it has
- * every acknowledged row), collections/list to every writer (merged). Answers carry
- * X-Sextant-Node. gRPC is not proxied. */
+ * (one nobody holds to its last writer while that one runs, else to one chosen by a hash of its
+ * name), reads with consistencyLevel "Eventually" to the query nodes in turn, "Bounded" too when
+ * the answering node's state is at most 5 s old (X-Sextant-Fresh-Ms), other reads to the holding
+ * writer (it has every acknowledged row), collections/list from etcd. Answers carry
+ * X-Sextant-Node. The same port serves gRPC (the node's front end over the proxy's routes). */
 typedef struct sx_cluster_proxy sx_cluster_proxy;
 
 typedef struct sx_cluster_proxy_options {
@@ -197,8 +205,14 @@ SX_API SX_NODISCARD sx_status sx_server_follow_databases(sx_server *s,
  * (sx_collection_unsynced): their rows sealed, written and uploaded to the store. `sextant serve
  * --sync-ms N` calls it every N ms, which bounds how much a lost machine takes with it.
  * *flushed (optional): collections flushed. Errors: the first flush that failed (the others
- * are still flushed); SX_EINVAL on a read-only server. */
+ * are still flushed), except SX_EFENCED / SX_ESTALE (cluster mode: a copy another writer holds,
+ * whose rows will never be committed by this one); SX_EINVAL on a read-only server. */
 SX_API SX_NODISCARD sx_status sx_server_sync(sx_server *s, size_t *flushed);
+/* A query node: every row its cluster acknowledged before wall_ms (ms since the epoch) is in its
+ * answers, as of its last refresh (serve's refresher sets it from the writers' timed syncs,
+ * sx_cluster_node_fresh_floor). Its REST answers then carry X-Sextant-Fresh-Ms, by which the
+ * proxy serves Bounded reads from query nodes. 0: unknown (no header). */
+SX_API void sx_server_set_fresh_ms(sx_server *s, int64_t wall_ms);
 /* A writable server over a store replaces its copy of a collection (engine name) with the
  * store's committed state (sx_collection_reload; the copy moved to keep_dir, NULL: deleted),
  * creating the database first when the server lacks it, and keeps or derives its metadata: an

@@ -1108,6 +1108,56 @@ sx_status sx_cluster_node_before_collection(
     return st;
 }
 
+sx_status sx_cluster_node_synced(sx_cluster_node *n, int64_t wall_ms)
+{
+    sx__err_clear();
+    sx__fence *f = n->f;
+    char key[256], val[32];
+    (void)snprintf(key, sizeof key, "%ssynced/%s", f->prefix, f->node_id);
+    (void)snprintf(val, sizeof val, "%lld", (long long)wall_ms);
+    sx__mutex_lock(&f->net_mu);
+    sx_status st = sx__etcd_put(f->kv, key, val, f->lease, NULL);
+    sx__mutex_unlock(&f->net_mu);
+    return st;
+}
+
+sx_status sx_cluster_node_fresh_floor(sx_cluster_node *n, int64_t *wall_ms)
+{
+    sx__err_clear();
+    *wall_ms = 0;
+    sx__fence *f = n->f;
+    char np[256], sp[256];
+    (void)snprintf(np, sizeof np, "%snode/", f->prefix);
+    (void)snprintf(sp, sizeof sp, "%ssynced/", f->prefix);
+    sx__etcd_kv *nodes = NULL, *syn = NULL;
+    size_t nn = 0, ns = 0;
+    /* synced first: a writer registered after this read has acknowledged nothing before it */
+    sx__mutex_lock(&f->net_mu);
+    sx_status st = sx__etcd_range(f->kv, sp, &syn, &ns, NULL);
+    if (st == SX_OK)
+        st = sx__etcd_range(f->kv, np, &nodes, &nn, NULL);
+    sx__mutex_unlock(&f->net_mu);
+    int64_t floor = INT64_MAX;
+    size_t writers = 0;
+    for (size_t i = 0; st == SX_OK && i < nn; i++) {
+        if (!strstr(nodes[i].value, "\"role\":\"writer\""))
+            continue;
+        writers++;
+        const char *id = nodes[i].key + strlen(np);
+        int64_t v = 0;
+        for (size_t k = 0; k < ns; k++)
+            if (strcmp(syn[k].key + strlen(sp), id) == 0)
+                v = strtoll(syn[k].value, NULL, 10);
+        if (v < floor)
+            floor = v;
+    }
+    sx__etcd_kvs_free(nodes, nn);
+    sx__etcd_kvs_free(syn, ns);
+    if (st == SX_OK && writers && floor != INT64_MAX)
+        *wall_ms = floor;
+    return st;
+}
+
 const char *sx_cluster_node_uuid(const sx_cluster_node *n)
 {
     return sx__fence_uuid(n->f);

@@ -4,17 +4,18 @@
  * that must answer them:
  *
  *   writes and DDL on a collection      the writer holding it (etcd epoch/<db>/<c> -> node/<id>);
- *                                        a collection nobody holds yet (a create) goes to a writer
- *                                        chosen by a hash of db.collection over the live writers
- *                                        (node/<id> keys with role writer, sorted), so placement
- *                                        is stable while the writer set is
+ *                                        a collection nobody holds goes to its last writer (the
+ *                                        pointer's "#<id>") while that one is registered, else
+ *                                        (a create, a lost writer's) to a writer chosen by a hash
+ *                                        of db.collection over the live writers (node/<id> keys
+ *                                        with role writer, sorted), which adopts it (fence.c)
  *   reads (search, query, get, describe, stats, ...)
  *                                        consistencyLevel "Eventually": the query nodes in turn
- *                                        (they serve what writers have synced, which may be older
- *                                        than any bound: writers sync at a flush, a sealed segment
- *                                        or an index build); anything else ("Strong", "Session",
- *                                        "Bounded", absent): the holding writer, which has every
- *                                        acknowledged row
+ *                                        (they serve what writers have synced); "Bounded": the
+ *                                        same, but an answer whose X-Sextant-Fresh-Ms is absent
+ *                                        or more than BOUND_MS old goes to the writer instead;
+ *                                        anything else ("Strong", "Session", absent): the
+ *                                        holding writer, which has every acknowledged row
  *   collections/list                    the collections etcd has a committed manifest for
  *                                        (the writers are not asked: a restarted writer keeps
  *                                        read-only copies of other writers' collections)
@@ -568,9 +569,10 @@ static bool query_node(sx_cluster_proxy *p,
 
 typedef struct answer {
     long status;
-    CURLcode cc; /* the transfer's outcome */
-    sx__wbuf w;  /* filled by curl */
-    char *body;  /* then the body, NUL-terminated (owned), and its length */
+    int64_t fresh_ms; /* a query node's X-Sextant-Fresh-Ms (0: none) */
+    CURLcode cc;      /* the transfer's outcome */
+    sx__wbuf w;       /* filled by curl */
+    char *body;       /* then the body, NUL-terminated (owned), and its length */
     size_t len;
     char ctype[128];
 } answer;
@@ -593,6 +595,8 @@ static size_t on_header(char *ptr, size_t sz, size_t nm, void *ud)
             v++;
         size_t l = strcspn(v, "\r\n");
         (void)snprintf(a->ctype, sizeof a->ctype, "%.*s", (int)l, v);
+    } else if (n > 19 && strncasecmp(ptr, "X-Sextant-Fresh-Ms:", 19) == 0) {
+        a->fresh_ms = strtoll(ptr + 19, NULL, 10);
     }
     return n;
 }
@@ -916,6 +920,21 @@ static bool lagging_answer(const answer *a)
     return lag;
 }
 
+/* Reads a query node may answer: Eventually (any state), Bounded (a state at most BOUND_MS
+ * old: the node's X-Sextant-Fresh-Ms, which it has only when every writer syncs on a timer). */
+enum { OFF_WRITER = 0, OFF_EVENTUAL = 1, OFF_BOUNDED = 2 };
+
+#define BOUND_MS 5000 /* Milvus's default graceful time for Bounded */
+
+/* A query node's answer too old for a Bounded read (or of unknown age): the writer answers. */
+static bool stale_answer(const answer *a)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return a->fresh_ms <= 0 || now - a->fresh_ms > BOUND_MS;
+}
+
 /* Whether a forward that failed may be sent again: a read always; a write only when it never
  * reached the node (a timeout or a reset after sending may have applied it). */
 static bool may_resend(const answer *a, bool read)
@@ -1120,7 +1139,7 @@ static sx_status alloc_ids(sx_cluster_proxy *p, size_t n, int64_t *first)
 /* Resolves the node that answers shard t->shard of base: a query node for an eventual read,
  * else the writer holding (or placed to hold) the shard. */
 static bool
-shard_route(sx_cluster_proxy *p, const char *db, const char *base, bool eventual, target *t)
+shard_route(sx_cluster_proxy *p, const char *db, const char *base, int eventual, target *t)
 {
     char nm[300];
     if (!sx__shard_name(base, t->shard, nm, sizeof nm))
@@ -1147,7 +1166,7 @@ static bool fan(sx_cluster_proxy *p,
                 const char *url,
                 const char *db,
                 const char *base,
-                bool eventual,
+                int eventual,
                 target *t,
                 unsigned n)
 {
@@ -1159,7 +1178,8 @@ static bool fan(sx_cluster_proxy *p,
     unsigned idx[SX__SHARD_MAX], m = 0;
     bool read = is_read(url), to_writer[SX__SHARD_MAX] = { false };
     for (unsigned i = 0; i < n; i++) {
-        bool lag = eventual && read && t[i].ok && lagging_answer(&t[i].a);
+        bool lag = eventual && read && t[i].ok &&
+                   (lagging_answer(&t[i].a) || (eventual == OFF_BOUNDED && stale_answer(&t[i].a)));
         if ((!t[i].ok && may_resend(&t[i].a, read)) || moved_answer(&t[i].a) || lag) {
             to_writer[m] = lag;
             idx[m++] = i;
@@ -1175,7 +1195,7 @@ static bool fan(sx_cluster_proxy *p,
             t[idx[k]].a.body = NULL;
             sx__free(again[k].a.body);
             memset(&again[k].a, 0, sizeof again[k].a);
-            if (!shard_route(p, db, base, eventual && !to_writer[k], &again[k]))
+            if (!shard_route(p, db, base, to_writer[k] ? OFF_WRITER : eventual, &again[k]))
                 return false;
         }
         forward_many(c, "POST", url, again, m);
@@ -1317,7 +1337,7 @@ static enum MHD_Result shard0_as_is(sx_cluster_proxy *p,
                                     json_t *j,
                                     const char *db,
                                     const char *base,
-                                    bool eventual)
+                                    int eventual)
 {
     target t;
     memset(&t, 0, sizeof t);
@@ -1456,7 +1476,7 @@ static enum MHD_Result sharded(sx_cluster_proxy *p,
                                const char *db,
                                const char *base,
                                const pcoll *pc,
-                               bool eventual)
+                               int eventual)
 {
     const char *ep = strncmp(url, "/v2/vectordb/", 13) == 0 ? url + 13 : url;
     char msg[600];
@@ -1512,7 +1532,7 @@ static enum MHD_Result sharded(sx_cluster_proxy *p,
     memset(t, 0, sizeof t);
     bool ok = shard_bodies(j, base, t, n);
     enum MHD_Result r;
-    if (!ok || !fan(p, c, url, db, base, eventual && is_read(url), t, n)) {
+    if (!ok || !fan(p, c, url, db, base, is_read(url) ? eventual : OFF_WRITER, t, n)) {
         targets_free(t, n);
         return reply_error(c, "cluster proxy: no node for a shard (or out of memory)");
     }
@@ -1928,7 +1948,10 @@ route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const 
         db = c->db_name;
     (void)snprintf(collc, sizeof collc, "%s", coll ? coll : "");
     (void)snprintf(dbc, sizeof dbc, "%s", db && *db ? db : "default");
-    bool eventual = level && strcasecmp(level, "Eventually") == 0;
+    int eventual = !level                                 ? OFF_WRITER
+                   : strcasecmp(level, "Eventually") == 0 ? OFF_EVENTUAL
+                   : strcasecmp(level, "Bounded") == 0    ? OFF_BOUNDED
+                                                          : OFF_WRITER;
     enum MHD_Result ret = MHD_NO;
     if (*collc && !is_read(url))
         meta_forget(p, dbc, collc);
@@ -1967,7 +1990,8 @@ route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const 
         answer a;
         bool ok = forward(c, method, url, r, addr, &a);
         bool moved = ok && moved_answer(&a);
-        if (ok && from_query && attempt == 0 && lagging_answer(&a)) {
+        if (ok && from_query && attempt == 0 &&
+            (lagging_answer(&a) || (eventual == OFF_BOUNDED && stale_answer(&a)))) {
             sx__free(a.body);
             to_writer = true;
             continue;

@@ -289,6 +289,9 @@ struct sx_server {
     sx__grpc *grpc; /* the front door and the gRPC transport */
     uint16_t port;
     atomic_bool stopping; /* seq_cst: rare writes, read per readyz */
+    /* a query node: every row acknowledged before this wall-clock time (ms) is in its answers
+     * (sx_server_set_fresh_ms; 0 unknown), sent as X-Sextant-Fresh-Ms */
+    _Atomic int64_t fresh_ms;
     pthread_mutex_t mu;
     pthread_cond_t idle;
     uint64_t inflight; /* guarded by: mu */
@@ -750,8 +753,16 @@ static bool is_open_path(const char *p)
 
 /* ------------------------------------------------------------------ responses */
 
+/* The answer being sent by this thread's request: its server's fresh_ms (answer_route). */
+static _Thread_local int64_t tl_fresh_ms;
+
 static void add_cors(struct MHD_Response *r)
 {
+    if (tl_fresh_ms > 0) {
+        char v[32];
+        (void)snprintf(v, sizeof v, "%lld", (long long)tl_fresh_ms);
+        MHD_add_response_header(r, "X-Sextant-Fresh-Ms", v);
+    }
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
     MHD_add_response_header(r, "Access-Control-Allow-Headers",
                             "Authorization, Content-Type, DB-Name, Accept-Type-Allow-Int64, "
@@ -1224,6 +1235,14 @@ static bool before_collection(
     return false;
 }
 
+static enum MHD_Result answer_route_fresh(sx_server *s,
+                                          struct MHD_Connection *c,
+                                          req_ctx *ctx,
+                                          const char *method,
+                                          const char *url,
+                                          const sx__route *rt,
+                                          const sx__principal *who);
+
 static enum MHD_Result answer_route(sx_server *s,
                                     struct MHD_Connection *c,
                                     req_ctx *ctx,
@@ -1231,6 +1250,21 @@ static enum MHD_Result answer_route(sx_server *s,
                                     const char *url,
                                     const sx__route *rt,
                                     const sx__principal *who)
+{
+    /* read before the handler runs: the answer is at least this fresh */
+    tl_fresh_ms = atomic_load(&s->fresh_ms);
+    enum MHD_Result res = answer_route_fresh(s, c, ctx, method, url, rt, who);
+    tl_fresh_ms = 0;
+    return res;
+}
+
+static enum MHD_Result answer_route_fresh(sx_server *s,
+                                          struct MHD_Connection *c,
+                                          req_ctx *ctx,
+                                          const char *method,
+                                          const char *url,
+                                          const sx__route *rt,
+                                          const sx__principal *who)
 {
     char msg[512];
     if (ctx->len == 0) {
@@ -2091,6 +2125,10 @@ static int sync_one(void *ctx, const char *db, const sx__coll_meta *meta, sx_col
     sx_status st = sx_flush(h);
     if (st == SX_OK) {
         x->flushed++;
+    } else if (st == SX_EFENCED || st == SX_ESTALE) {
+        /* cluster mode: a copy another writer holds (rows this writer acknowledged in an
+         * epoch that is over are lost, never committed): nothing owed here */
+        sx__err_clear();
     } else if (x->first == SX_OK) {
         x->first = st;
         (void)snprintf(x->msg, sizeof x->msg, "%s.%s: %s", db, meta->name, sx_errmsg());
@@ -2123,6 +2161,12 @@ sx_status sx_server_adopt_collection(sx_server *s,
     if (!s || !db || !collection)
         return sx__err(SX_EINVAL, "sx_server_adopt_collection: server, database and collection");
     return sx__cat_coll_adopt(s->cat, db, collection, keep_dir);
+}
+
+void sx_server_set_fresh_ms(sx_server *s, int64_t wall_ms)
+{
+    if (s)
+        atomic_store(&s->fresh_ms, wall_ms);
 }
 
 sx_status sx_server_stop(sx_server *s)

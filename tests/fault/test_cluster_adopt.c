@@ -1,23 +1,37 @@
 /*
- * test_cluster_adopt.c: a live writer adopts the collections of a writer that is gone for good
- * (issue 17), on a real cluster (`sextant cluster up`: 1 etcd member, 2 writers, the proxy; lease
- * TTL 3 s). Skipped (77) without etcd.
+ * test_cluster_adopt.c: live writers adopt the collections of a writer that is gone for good, and
+ * timed syncs (issue 17), on real clusters (`sextant cluster up`: 1 etcd member, 2 writers, the
+ * proxy; lease TTL 3 s). Skipped (77) without etcd.
  *
- *   Writer w1 holds five collections, written directly at w1: ka, kb, kc (database default), kz
- *   (database zoo, created through the proxy on both writers) and kl (database late, created on
- *   w1 only). w2 is restarted after ka and kb were flushed, so it holds a copy of them restored
- *   at its start; kb is then written and flushed again (w2's copy is stale), kc, kz and kl are
- *   created after (w2 has no copy; w2 lacks database late altogether). ka gets 100 more rows
- *   acknowledged by w1 and never flushed.
- *   The supervisor is stopped (SIGSTOP: nothing restarts) and w1 killed (kill -9): its machine
- *   is lost. Through the proxy, Strong reads, a describe and writes of every collection are then
- *   answered by w2 once w1's lease expired (w2 adopts the four it has no current copy of), each
- * with exactly the committed rows (ka: the 300 flushed, not the 100 that only w1's WAL had: the
- * documented recovery point), writes acknowledged and counted, a search finding its own vector; w2
- * kept its stale copy of kb aside. The supervisor resumed, w1 comes back on its directory: its copy
- * of ka is stale (w2 marked the pointer when it took ka) and moved aside, so the 100 rows of w1's
- * fenced epoch are never served, at w1 itself either; the proxy still sends ka to w2. No sanitizer
- * report in any node's log.
+ * test_adopt. Writer w1 holds five collections, written directly at w1: ka, kb, kc (database
+ * default), kz (database zoo, created through the proxy on both writers) and kl (database late,
+ * created on w1 only). w2 is restarted after ka and kb were flushed, so it holds a copy of them
+ * restored at its start; kb is then written and flushed again (w2's copy is stale); kc, kz and
+ * kl are created after (w2 has no copy, and lacks database late). ka gets 100 more rows
+ * acknowledged by w1 and never flushed.
+ *
+ * The supervisor is stopped (SIGSTOP: nothing restarts) and w1 killed (kill -9): its machine is
+ * lost. Through the proxy, Strong reads, a describe and writes of every collection are answered
+ * by w2 once w1's lease expired (w2 adopts the four it has no current copy of), each with
+ * exactly the committed rows (ka: the 300 flushed, not the 100 only w1's WAL had: the
+ * documented recovery point); a search finds its own vector; w2 keeps its stale copy of kb.
+ *
+ * The supervisor resumed, w1 comes back on its directory: its copy of ka is stale (w2 marked the
+ * pointer when it took ka) and moved aside, so the 100 rows of w1's fenced epoch are never
+ * served, at w1 either; the proxy still sends ka to w2.
+ *
+ * A writer restarted is not lost: w2 killed with 50 acknowledged, unflushed rows of kr (a name
+ * the proxy's hash places on w1) and restarted by the supervisor takes kr back (w1 does not
+ * adopt it while w2 runs): the first answer and every one after has them.
+ *
+ * test_timed_sync. Writers with --sync-ms 300 and a query node: rows acknowledged and never
+ * flushed by the client reach the store on the timer; an idle collection's pointer stays; Bounded
+ * reads are answered by the query node; with the store stopped (SIGSTOP of s3rver) its state
+ * ages past the 5 s bound and Bounded reads go to the writer (every row) while Eventually reads
+ * stay on the query node; the store back, Bounded is the query node's again; w1's machine lost
+ * 1.5 s after the last insert: w2 serves all 300.
+ *
+ * No sanitizer report in any node's log.
  */
 #include <dirent.h>
 #include <math.h>
@@ -76,19 +90,24 @@ static void flush_at(const char *db, const char *coll)
 }
 
 /* count(*) of ids in [lo, hi) of db.coll at th_base, Strong; -1 on an error */
-static long long count_at(const char *db, const char *coll, int lo, int hi, char *node)
+static long long
+count_lv(const char *db, const char *coll, int lo, int hi, const char *level, char *node)
 {
     char body[400];
     snprintf(body, sizeof body,
              "{\"dbName\":\"%s\",\"collectionName\":\"%s\",\"filter\":\"id >= %d and id < %d\","
-             "\"outputFields\":[\"count(*)\"],\"consistencyLevel\":\"Strong\"}",
-             db, coll, lo, hi);
-    if (th_cl_via("/v2/vectordb/entities/query", body, node) != 0) {
-        fprintf(stderr, "query %s.%s: %s\n", db, coll, th_last.text ? th_last.text : "");
+             "\"outputFields\":[\"count(*)\"],\"consistencyLevel\":\"%s\"}",
+             db, coll, lo, hi, level);
+    if (th_cl_via("/v2/vectordb/entities/query", body, node) != 0)
         return -1;
-    }
     return json_integer_value(
         json_object_get(json_array_get(json_object_get(th_last.json, "data"), 0), "count(*)"));
+}
+
+/* count(*) of ids in [lo, hi) of db.coll at th_base, Strong; -1 on an error */
+static long long count_at(const char *db, const char *coll, int lo, int hi, char *node)
+{
+    return count_lv(db, coll, lo, hi, "Strong", node);
 }
 
 static bool has_entry(const char *dir, const char *prefix)
@@ -384,8 +403,10 @@ static void test_timed_sync(void)
     char out[8192], args[1200], node[64];
     base = th_cl_pick_base(37);
     ASSERT(base != 0);
+    snprintf(th_cl_dir, sizeof th_cl_dir, "%s", test_tmpdir("cluster_sync")); /* a new cluster */
     snprintf(args, sizeof args,
-             "cluster up --dir '%s' --port %u --etcd 1 --writers 2 --lease-ttl 3 --sync-ms 300",
+             "cluster up --dir '%s' --port %u --etcd 1 --writers 2 --query-nodes 1 --lease-ttl 3 "
+             "--sync-ms 300",
              th_cl_dir, base);
     int rc = th_cl_run(out, sizeof out, args);
     if (rc != 0)
@@ -407,7 +428,46 @@ static void test_timed_sync(void)
     usleep(1000000); /* idle: nothing to flush, nothing committed */
     pointer_of("ks", p2, sizeof p2);
     ASSERT(strcmp(p1, p2) == 0);
+
+    /* Bounded reads: the query node answers (every writer syncs on the timer, so its state's
+     * age is known), with every row */
+    at(base);
+    long long n = -1;
+    t0 = th_cl_mono();
+    while (th_cl_mono() - t0 < 20) {
+        n = count_lv("default", "ks", 0, 1000000, "Bounded", node);
+        if (n == 200 && strcmp(node, "q1") == 0)
+            break;
+        usleep(200000);
+    }
+    ASSERT_EQ(n, 200);
+    ASSERT(strcmp(node, "q1") == 0);
+    /* the store stops answering: syncs stall, the query node's state ages past the 5 s bound,
+     * and Bounded reads go to the writer, which has every acknowledged row */
+    int s3 = pid_of("s3rver");
+    ASSERT(s3 > 0); /* make deps installs s3rver; cluster up runs it */
+    ASSERT_EQ(kill(s3, SIGSTOP), 0);
     ASSERT_EQ(insert_at("default", "ks", 200, 250, node), 0);
+    usleep(6500000);
+    ASSERT_EQ(count_lv("default", "ks", 0, 1000000, "Bounded", node), 250);
+    ASSERT(strcmp(node, "w1") == 0);
+    ASSERT_EQ(count_lv("default", "ks", 0, 1000000, "Eventually", node), 200);
+    ASSERT(strcmp(node, "q1") == 0); /* Eventually: any age */
+    ASSERT_EQ(kill(s3, SIGCONT), 0);
+    t0 = th_cl_mono();
+    n = -1;
+    while (th_cl_mono() - t0 < 30) {
+        n = count_lv("default", "ks", 0, 1000000, "Bounded", node);
+        if (n == 250 && strcmp(node, "q1") == 0)
+            break;
+        usleep(200000);
+    }
+    ASSERT_EQ(n, 250);
+    ASSERT(strcmp(node, "q1") == 0);
+    fprintf(stderr, "store back: Bounded reads answered by q1 again after %.2f s\n",
+            th_cl_mono() - t0);
+    at(base + 1);
+    ASSERT_EQ(insert_at("default", "ks", 250, 300, node), 0);
     usleep(1500000);
 
     char path[800];
@@ -421,14 +481,14 @@ static void test_timed_sync(void)
     ASSERT(p1w > 0);
     ASSERT_EQ(kill(p1w, SIGKILL), 0);
     at(base);
-    long long n = -1;
+    n = -1;
     t0 = th_cl_mono();
     while (n < 0 && th_cl_mono() - t0 < 30) {
         n = count_at("default", "ks", 0, 1000000, node);
         if (n < 0)
             usleep(100000);
     }
-    ASSERT_EQ(n, 250);
+    ASSERT_EQ(n, 300);
     ASSERT(strcmp(node, "w2") == 0);
     ASSERT_EQ(kill(sup, SIGCONT), 0);
     char why[1200];

@@ -47,10 +47,20 @@ typedef struct refresher {
 } refresher;
 
 /* One timed flush (a writer's --sync-ms); a failure is logged once until it changes. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void sync_round(refresher *r, char *last, size_t cap)
 {
     size_t n = 0;
+    int64_t t0 = wall_ms(); /* every row acknowledged before it is committed after the round */
     sx_status st = sx_server_sync(r->srv, &n);
+    if (st == SX_OK && r->node)
+        st = sx_cluster_node_synced(r->node, t0);
     if (st != SX_OK && strcmp(last, sx_errmsg()) != 0) {
         (void)snprintf(last, cap, "%s", sx_errmsg());
         fprintf(stderr, "sextant: timed flush: %s (retried)\n", last);
@@ -82,6 +92,9 @@ static void *refresh_main(void *arg)
         size_t ch = 0;
         char **dbs = NULL;
         size_t n_dbs = 0;
+        /* read before the refresh: what the refresh brings is at least that fresh */
+        int64_t floor = 0;
+        bool have_floor = r->node && sx_cluster_node_fresh_floor(r->node, &floor) == SX_OK;
         sx_status fst = r->node ? sx_cluster_node_databases(r->node, &dbs, &n_dbs) : SX_OK;
         if (fst == SX_OK && n_dbs)
             fst = sx_server_follow_databases(r->srv, (const char *const *)dbs, n_dbs);
@@ -98,6 +111,8 @@ static void *refresh_main(void *arg)
             fprintf(stderr, "sextant: refresh: %s (retried)\n", last);
         } else if (st == SX_OK) {
             last[0] = '\0';
+            if (have_floor)
+                sx_server_set_fresh_ms(r->srv, floor);
             if (ch && !r->quiet)
                 fprintf(stderr, "sextant: refresh: %zu collection(s) updated\n", ch);
         }
