@@ -75,11 +75,12 @@ typedef struct sx_server_options {
     bool quiet; /* no access log / startup line on stderr */
     /* Cluster mode (a writer; sx_cluster_node_before_collection with the node as ud): called
      * before a request that names a collection runs (REST or gRPC), with the database, the
-     * collection's engine name and whether the request writes, so the writer can take it and
-     * adopt the committed state when its copy is older (sx_server_adopt_collection). Not
+     * collection's engine name, whether the request writes and whether the server has the
+     * collection, so the writer can take it and adopt the committed state when its copy is
+     * older or absent (sx_server_adopt_collection). Not
      * SX_OK: the request fails with its message. NULL: none. */
     sx_status (*before_collection)(
-        void *ud, sx_server *s, const char *db, const char *collection, bool write);
+        void *ud, sx_server *s, const char *db, const char *collection, bool write, bool local);
     void *before_collection_ud;
 } sx_server_options;
 
@@ -164,9 +165,14 @@ SX_API SX_NODISCARD sx_status sx_cluster_node_fresh_floor(sx_cluster_node *n, in
  * request runs. A write to a collection another writer holds fails naming the holder; a read
  * is answered from the local copy. Other roles: SX_OK, nothing done. */
 SX_API SX_NODISCARD sx_status sx_cluster_node_before_collection(
-    void *ud, sx_server *s, const char *db, const char *collection, bool write);
-/* Revokes the lease (a writer's collections may be taken at once) unless it was lost. */
+    void *ud, sx_server *s, const char *db, const char *collection, bool write, bool local);
+/* Revokes the lease (a writer's collections may be taken at once) unless it was lost or
+ * sx_cluster_node_keep_lease was called. */
 SX_API void sx_cluster_node_stop(sx_cluster_node *n);
+/* The stop lets the lease expire instead (a writer whose last flush failed: its WAL holds
+ * acknowledged rows, so other writers must not adopt its collections before it is restarted or
+ * its TTL has passed). */
+SX_API void sx_cluster_node_keep_lease(sx_cluster_node *n);
 
 /* The cluster's REST front door (docs/internals/CLUSTER.md, "Proxy"): forwards each Milvus REST
  * v2 request to the node that must answer it: writes and DDL to the writer holding the collection
@@ -208,6 +214,8 @@ SX_API SX_NODISCARD sx_status sx_server_follow_databases(sx_server *s,
  * are still flushed), except SX_EFENCED / SX_ESTALE (cluster mode: a copy another writer holds,
  * whose rows will never be committed by this one); SX_EINVAL on a read-only server. */
 SX_API SX_NODISCARD sx_status sx_server_sync(sx_server *s, size_t *flushed);
+/* Whether the server's database db has collection (its engine name or its name). */
+SX_API bool sx_server_has_collection(sx_server *s, const char *db, const char *collection);
 /* A query node: every row its cluster acknowledged before wall_ms (ms since the epoch) is in its
  * answers, as of its last refresh (serve's refresher sets it from the writers' timed syncs,
  * sx_cluster_node_fresh_floor). Its REST answers then carry X-Sextant-Fresh-Ms, by which the

@@ -59,6 +59,7 @@ struct sx__fence {
     uint32_t ttl_s;
     _Atomic int64_t trusted_until_ns; /* CLOCK_MONOTONIC */
     atomic_bool lost, stop;
+    atomic_bool keep_lease; /* stop: let the lease expire instead of revoking it */
     pthread_t thr;
     bool thr_started;
     pthread_mutex_t stop_mu;
@@ -236,9 +237,24 @@ static sx_status take_locked(sx__fence *f, const char *db, const char *name, hel
                        "collection %s.%s is held by an earlier process of writer %s (restarted?) "
                        "until its etcd lease expires (TTL %u s)",
                        db, name, holder, f->ttl_s);
-    if (!rev)
-        return sx__err(SX_EFENCED, "collection %s.%s is held by writer %s, not by %s", db, name,
-                       holder, f->node_id);
+    if (!rev) {
+        /* held by another writer: when this copy is older than the committed state, its rows
+         * that never reached the store belong to an epoch that is over (SX_ESTALE: a timed
+         * sync does not wait for them, and a read reloads the copy first) */
+        char cur[1024] = "", known[2100];
+        sx__etcd_kv kv;
+        sx_status g = sx__etcd_get(f->kv, mk, &kv, NULL);
+        if (g == SX_OK) {
+            (void)snprintf(cur, sizeof cur, "%s", kv.value);
+            sx__free(kv.key);
+            sx__free(kv.value);
+        }
+        sx__err_clear();
+        known_read(f, db, name, known, sizeof known);
+        return sx__err(g == SX_OK && !known_has(known, cur) ? SX_ESTALE : SX_EFENCED,
+                       "collection %s.%s is held by writer %s, not by %s", db, name, holder,
+                       f->node_id);
+    }
     /* the committed state must be the one the local copy has */
     char cur[1024] = "", known[2100];
     int64_t cur_mod = 0;
@@ -871,7 +887,7 @@ void sx__fence_stop(sx__fence *f)
         pthread_mutex_unlock(&f->stop_mu);
         pthread_join(f->thr, NULL);
     }
-    if (f->kv && f->lease && !atomic_load(&f->lost))
+    if (f->kv && f->lease && !atomic_load(&f->lost) && !atomic_load(&f->keep_lease))
         sx__ignore(sx__etcd_lease_revoke(f->kv, f->lease));
     sx__etcd_free(f->kv);
     sx__etcd_free(f->ka);
@@ -1052,8 +1068,31 @@ static bool node_alive(sx__fence *f, const char *id)
     return st != SX_ENOTFOUND;
 }
 
+/* Gives a held collection back (its epoch key deleted if still ours) and forgets that this
+ * process's copy matches the committed state (its known file), so the next take adopts again:
+ * an adoption that failed half-way (the copy moved aside, the restore or open failed) must not
+ * leave the collection held here without data. */
+static void give_back(sx__fence *f, const char *db, const char *coll)
+{
+    char ek[512];
+    key_of(f, "epoch", db, coll, ek, sizeof ek);
+    sx__mutex_lock(&f->net_mu);
+    held *h = find_held(f, db, coll, false);
+    int64_t rev = h ? atomic_load(&h->rev) : 0;
+    if (rev) {
+        sx__etcd_cmp mine = { ek, SX__ETCD_MOD, rev, NULL };
+        sx__etcd_op del = { SX__ETCD_DEL, ek, NULL, 0 };
+        sx__etcd_txn_result rr;
+        if (sx__etcd_txn(f->kv, &mine, 1, &del, 1, NULL, 0, &rr) == SX_OK)
+            sx__etcd_txn_result_fini(&rr);
+        atomic_store(&h->rev, 0);
+    }
+    sx__ignore(known_write(f, db, coll, NULL));
+    sx__mutex_unlock(&f->net_mu);
+}
+
 sx_status sx_cluster_node_before_collection(
-    void *ud, sx_server *srv, const char *db, const char *coll, bool write)
+    void *ud, sx_server *srv, const char *db, const char *coll, bool write, bool local)
 {
     sx_cluster_node *n = ud;
     if (!n || n->f->cfg.query_node || n->f->cfg.index_worker || !db || !coll ||
@@ -1061,9 +1100,9 @@ sx_status sx_cluster_node_before_collection(
         return SX_OK;
     sx__fence *f = n->f;
     held *h = find_held(f, db, coll, false);
-    if (h && atomic_load(&h->rev))
+    if (h && atomic_load(&h->rev) && local)
         return SX_OK; /* held: the common case, no etcd call */
-    if (h && !write && now_ns() < atomic_load(&h->other_until_ns))
+    if (h && !write && local && now_ns() < atomic_load(&h->other_until_ns))
         return SX_OK; /* another writer held it a moment ago: the local copy answers reads */
     char last[128];
     if (!committed(f, db, coll, last, sizeof last))
@@ -1078,10 +1117,12 @@ sx_status sx_cluster_node_before_collection(
                      db, coll, last, last);
     else
         st = take_now(f, db, coll);
-    if (st == SX_ESTALE) {
+    if (st == SX_ESTALE || (st == SX_OK && !local)) {
+        /* this copy is older than the committed state, or absent (held, with no data: an
+         * adoption of another request that is still downloading, or one that failed) */
         pthread_mutex_lock(&f->adopt_mu);
         st = take_now(f, db, coll);
-        if (st == SX_ESTALE) {
+        if (st == SX_ESTALE || (st == SX_OK && !sx_server_has_collection(srv, db, coll))) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             char keep[4096];
@@ -1089,6 +1130,12 @@ sx_status sx_cluster_node_before_collection(
                            coll, (long long)ts.tv_sec, ts.tv_nsec);
             int64_t t0 = now_ns();
             st = sx_server_adopt_collection(srv, db, coll, keep);
+            if (st != SX_OK) {
+                char msg[1024];
+                (void)snprintf(msg, sizeof msg, "%s", sx_errmsg());
+                give_back(f, db, coll);
+                st = sx__err(st, "writer %s: adopting %s.%s: %s", f->node_id, db, coll, msg);
+            }
             if (st == SX_OK)
                 st = take_now(f, db, coll);
             if (st == SX_OK)
@@ -1099,8 +1146,13 @@ sx_status sx_cluster_node_before_collection(
         }
         pthread_mutex_unlock(&f->adopt_mu);
     }
-    if (st == SX_EFENCED && (h = find_held(f, db, coll, false)) != NULL)
-        atomic_store(&h->other_until_ns, now_ns() + 1000000000LL);
+    if (st == SX_EFENCED) { /* another holder: reads of the local copy skip takes for 1 s */
+        sx__mutex_lock(&f->net_mu);
+        h = find_held(f, db, coll, true);
+        sx__mutex_unlock(&f->net_mu);
+        if (h)
+            atomic_store(&h->other_until_ns, now_ns() + 1000000000LL);
+    }
     if (st != SX_OK && !write) {
         sx__err_clear(); /* a read: the local copy answers, as without a fence */
         st = SX_OK;
@@ -1161,6 +1213,12 @@ sx_status sx_cluster_node_fresh_floor(sx_cluster_node *n, int64_t *wall_ms)
 const char *sx_cluster_node_uuid(const sx_cluster_node *n)
 {
     return sx__fence_uuid(n->f);
+}
+
+void sx_cluster_node_keep_lease(sx_cluster_node *n)
+{
+    if (n)
+        atomic_store(&n->f->keep_lease, true);
 }
 
 bool sx_cluster_node_fenced(const sx_cluster_node *n)

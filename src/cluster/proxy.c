@@ -713,6 +713,7 @@ typedef struct target {
     size_t len;
     answer a;  /* its answer (a.body owned) */
     bool ok;   /* the node answered */
+    bool q;    /* the node is a query node (an Eventually or Bounded read) */
     json_t *j; /* a.body parsed, once checked */
 } target;
 
@@ -1144,7 +1145,8 @@ shard_route(sx_cluster_proxy *p, const char *db, const char *base, int eventual,
     char nm[300];
     if (!sx__shard_name(base, t->shard, nm, sizeof nm))
         return false;
-    if (eventual && query_node(p, db, nm, t->id, sizeof t->id, t->addr, sizeof t->addr))
+    t->q = eventual && query_node(p, db, nm, t->id, sizeof t->id, t->addr, sizeof t->addr);
+    if (t->q)
         return true;
     return writer_for(p, db, nm, t->id, sizeof t->id, t->addr, sizeof t->addr);
 }
@@ -1178,7 +1180,7 @@ static bool fan(sx_cluster_proxy *p,
     unsigned idx[SX__SHARD_MAX], m = 0;
     bool read = is_read(url), to_writer[SX__SHARD_MAX] = { false };
     for (unsigned i = 0; i < n; i++) {
-        bool lag = eventual && read && t[i].ok &&
+        bool lag = t[i].q && read && t[i].ok &&
                    (lagging_answer(&t[i].a) || (eventual == OFF_BOUNDED && stale_answer(&t[i].a)));
         if ((!t[i].ok && may_resend(&t[i].a, read)) || moved_answer(&t[i].a) || lag) {
             to_writer[m] = lag;
@@ -1199,6 +1201,18 @@ static bool fan(sx_cluster_proxy *p,
                 return false;
         }
         forward_many(c, "POST", url, again, m);
+        /* a retry that went to another query node and lagged too: the shard's writer */
+        for (unsigned k = 0; k < m; k++) {
+            if (!(again[k].q && again[k].ok &&
+                  (lagging_answer(&again[k].a) ||
+                   (eventual == OFF_BOUNDED && stale_answer(&again[k].a)))))
+                continue;
+            sx__free(again[k].a.body);
+            memset(&again[k].a, 0, sizeof again[k].a);
+            if (!shard_route(p, db, base, OFF_WRITER, &again[k]))
+                return false;
+            forward_many(c, "POST", url, &again[k], 1);
+        }
         for (unsigned k = 0; k < m; k++)
             t[idx[k]] = again[k];
     }
@@ -1978,7 +1992,8 @@ route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const 
     }
     json_decref(j);
     bool to_writer = false; /* a query node lagged: the retry goes to the writer */
-    for (int attempt = 0; attempt < 2; attempt++) {
+    int last = 1;           /* one retry; one more when a query node's retry lagged */
+    for (int attempt = 0; attempt <= last; attempt++) {
         char id[64] = "", addr[128] = "";
         bool from_query = eventual && is_read(url) && !to_writer &&
                           query_node(p, dbc, collc, id, sizeof id, addr, sizeof addr);
@@ -1990,13 +2005,15 @@ route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const 
         answer a;
         bool ok = forward(c, method, url, r, addr, &a);
         bool moved = ok && moved_answer(&a);
-        if (ok && from_query && attempt == 0 &&
+        if (ok && from_query &&
             (lagging_answer(&a) || (eventual == OFF_BOUNDED && stale_answer(&a)))) {
             sx__free(a.body);
             to_writer = true;
+            if (attempt == last)
+                last++; /* the writer answers */
             continue;
         }
-        if (ok && (!moved || attempt == 1)) {
+        if (ok && (!moved || attempt == last)) {
             return reply(c, (unsigned)(a.status ? a.status : 502), a.ctype, id,
                          a.body ? a.body : sx__calloc(1, 1), a.len);
         }
@@ -2013,7 +2030,7 @@ route(sx_cluster_proxy *p, pconn *c, const char *url, const char *method, const 
             node_down(p, id); /* the retry goes to another query node */
         load_nodes(p, true);  /* dead or moved: look again */
         holders_clear(p);
-        if (attempt == 1) {
+        if (attempt == last) {
             char msg[512];
             (void)snprintf(msg, sizeof msg, "cluster proxy: node %s (%s) did not answer", id, addr);
             ret = reply_error(c, msg);

@@ -1223,12 +1223,13 @@ static bool before_collection(
     char ename[SX_MAX_NAME + 1];
     (void)snprintf(ename, sizeof ename, "%s", name);
     sx__coll_meta *m = sx__malloc(sizeof *m);
-    if (m && sx__cat_coll_get(s->cat, db, name, NULL, m) == SX_OK)
+    bool local = m && sx__cat_coll_get(s->cat, db, name, NULL, m) == SX_OK;
+    if (local)
         (void)snprintf(ename, sizeof ename, "%s", m->engine_name);
     sx__free(m);
     sx__err_clear();
     sx_status st =
-        s->opts.before_collection(s->opts.before_collection_ud, s, db, ename, rt->is_write);
+        s->opts.before_collection(s->opts.before_collection_ud, s, db, ename, rt->is_write, local);
     if (st == SX_OK)
         return true;
     sx__fail_st(rs, st, SX__MC_COLL_NOT_FOUND, "collection");
@@ -2125,9 +2126,9 @@ static int sync_one(void *ctx, const char *db, const sx__coll_meta *meta, sx_col
     sx_status st = sx_flush(h);
     if (st == SX_OK) {
         x->flushed++;
-    } else if (st == SX_EFENCED || st == SX_ESTALE) {
-        /* cluster mode: a copy another writer holds (rows this writer acknowledged in an
-         * epoch that is over are lost, never committed): nothing owed here */
+    } else if (st == SX_ESTALE) {
+        /* cluster mode: a copy another writer took over since (rows this writer acknowledged
+         * in an epoch that is over are lost, never committed): nothing owed here */
         sx__err_clear();
     } else if (x->first == SX_OK) {
         x->first = st;
@@ -2161,6 +2162,19 @@ sx_status sx_server_adopt_collection(sx_server *s,
     if (!s || !db || !collection)
         return sx__err(SX_EINVAL, "sx_server_adopt_collection: server, database and collection");
     return sx__cat_coll_adopt(s->cat, db, collection, keep_dir);
+}
+
+bool sx_server_has_collection(sx_server *s, const char *db, const char *collection)
+{
+    if (!s || !db || !collection)
+        return false;
+    sx__coll_meta *m = sx__malloc(sizeof *m);
+    bool have = false;
+    if (m && sx__cat_coll_get(s->cat, db, collection, NULL, m) == SX_OK)
+        have = strcmp(m->engine_name, collection) == 0 || strcmp(m->name, collection) == 0;
+    sx__free(m);
+    sx__err_clear();
+    return have;
 }
 
 void sx_server_set_fresh_ms(sx_server *s, int64_t wall_ms)

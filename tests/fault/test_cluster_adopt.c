@@ -283,7 +283,7 @@ static void test_adopt(void)
                 if (strstr(line, "adopted ") && strstr(line, names[i]))
                     seen |= 1 << i;
         fclose(lf);
-        ASSERT_EQ(seen, 15);
+        ASSERT_EQ(seen & 15, 15); /* (ka too, when its index commit came after w2's restore) */
     }
 
     /* w1 back on its directory: its copy of ka is stale, the fenced epoch's rows never served */
@@ -326,6 +326,12 @@ static void test_adopt(void)
     ASSERT(p2b > 0);
     ASSERT_EQ(kill(p2b, SIGKILL), 0);
     t0 = th_cl_mono();
+    /* the restarted w2 registered (the supervisor restarts it at once; a writer that stays
+     * away longer than its TTL is lost, and then w1 would adopt kr, by design) */
+    while ((pid_of("w2") == p2b || pid_of("w2") <= 0) && th_cl_mono() - t0 < 20)
+        usleep(100000);
+    ASSERT(ready(w2, 30));
+    at(base);
     int refused = 0;
     n = -1;
     while (n < 0 && th_cl_mono() - t0 < 30) {
@@ -468,7 +474,17 @@ static void test_timed_sync(void)
             th_cl_mono() - t0);
     at(base + 1);
     ASSERT_EQ(insert_at("default", "ks", 250, 300, node), 0);
-    usleep(1500000);
+    /* the next timed flush commits them: the query node (committed state only) shows them */
+    at(base);
+    t0 = th_cl_mono();
+    n = -1;
+    while (th_cl_mono() - t0 < 30) {
+        n = count_lv("default", "ks", 0, 1000000, "Eventually", node);
+        if (n == 300 && strcmp(node, "q1") == 0)
+            break;
+        usleep(200000);
+    }
+    ASSERT_EQ(n, 300);
 
     char path[800];
     snprintf(path, sizeof path, "%s/supervisor.pid", th_cl_dir);

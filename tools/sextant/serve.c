@@ -111,7 +111,7 @@ static void *refresh_main(void *arg)
             fprintf(stderr, "sextant: refresh: %s (retried)\n", last);
         } else if (st == SX_OK) {
             last[0] = '\0';
-            if (have_floor)
+            if (have_floor && fst == SX_OK) /* every database followed and refreshed */
                 sx_server_set_fresh_ms(r->srv, floor);
             if (ch && !r->quiet)
                 fprintf(stderr, "sextant: refresh: %zu collection(s) updated\n", ch);
@@ -312,6 +312,8 @@ static int serve_until_stopped(const char *cmd,
     else if (!quiet)
         fprintf(stderr, "sextant: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     sx_status st = sx_server_stop(srv);
+    if (st != SX_OK) /* rows only this WAL has: no adoption before the TTL */
+        sx_cluster_node_keep_lease(cw);
     sx_cluster_node_stop(cw);
     if (was_fenced)
         return 3;
