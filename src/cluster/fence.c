@@ -150,6 +150,23 @@ static void ptr_key(const char *value, char *out, size_t cap)
     (void)snprintf(out, cap, "%.*s", (int)strcspn(value, "#"), value);
 }
 
+/* One key's value into out ("" when absent) and, when mod is given, its mod_revision: SX_OK,
+ * SX_ENOTFOUND, or the client's error. The caller holds net_mu, or is alone (start). */
+static sx_status kv_text(sx__fence *f, const char *key, char *out, size_t cap, int64_t *mod)
+{
+    out[0] = '\0';
+    sx__etcd_kv kv;
+    sx_status st = sx__etcd_get(f->kv, key, &kv, NULL);
+    if (st == SX_OK) {
+        (void)snprintf(out, cap, "%s", kv.value);
+        if (mod)
+            *mod = kv.mod_revision;
+        sx__free(kv.key);
+        sx__free(kv.value);
+    }
+    return st;
+}
+
 static sx_status known_write(const sx__fence *f, const char *db, const char *name, const char *key)
 {
     char path[4096], dir[4096];
@@ -241,14 +258,8 @@ static sx_status take_locked(sx__fence *f, const char *db, const char *name, hel
         /* held by another writer: when this copy is older than the committed state, its rows
          * that never reached the store belong to an epoch that is over (SX_ESTALE: a timed
          * sync does not wait for them, and a read reloads the copy first) */
-        char cur[1024] = "", known[2100];
-        sx__etcd_kv kv;
-        sx_status g = sx__etcd_get(f->kv, mk, &kv, NULL);
-        if (g == SX_OK) {
-            (void)snprintf(cur, sizeof cur, "%s", kv.value);
-            sx__free(kv.key);
-            sx__free(kv.value);
-        }
+        char cur[1024], known[2100];
+        sx_status g = kv_text(f, mk, cur, sizeof cur, NULL);
         sx__err_clear();
         known_read(f, db, name, known, sizeof known);
         return sx__err(g == SX_OK && !known_has(known, cur) ? SX_ESTALE : SX_EFENCED,
@@ -256,16 +267,10 @@ static sx_status take_locked(sx__fence *f, const char *db, const char *name, hel
                        f->node_id);
     }
     /* the committed state must be the one the local copy has */
-    char cur[1024] = "", known[2100];
+    char cur[1024], known[2100];
     int64_t cur_mod = 0;
-    sx__etcd_kv kv;
-    st = sx__etcd_get(f->kv, mk, &kv, NULL);
-    if (st == SX_OK) {
-        (void)snprintf(cur, sizeof cur, "%s", kv.value);
-        cur_mod = kv.mod_revision;
-        sx__free(kv.key);
-        sx__free(kv.value);
-    } else if (st != SX_ENOTFOUND) {
+    st = kv_text(f, mk, cur, sizeof cur, &cur_mod);
+    if (st != SX_OK && st != SX_ENOTFOUND) {
         return sx__err(SX_EREMOTE, "writer %s: reading the manifest of %s.%s: %s", f->node_id, db,
                        name, sx_errmsg());
     }
@@ -397,15 +402,11 @@ static sx_status cb_current(void *ctx, const char *store, const char *coll, char
     char db[SX_MAX_NAME + 1], mk[512];
     db_of(f, store, db, sizeof db);
     key_of(f, "manifest", db, coll, mk, sizeof mk);
-    sx__etcd_kv kv;
+    char raw[1200];
     sx__mutex_lock(&f->net_mu);
-    sx_status st = sx__etcd_get(f->kv, mk, &kv, NULL);
+    sx_status st = kv_text(f, mk, raw, sizeof raw, NULL);
     if (st == SX_OK) {
-        ptr_key(kv.value, buf, cap);
-        char raw[1200];
-        (void)snprintf(raw, sizeof raw, "%s", kv.value);
-        sx__free(kv.key);
-        sx__free(kv.value);
+        ptr_key(raw, buf, cap);
         /* a collection this process does not have locally is being restored from it */
         char path[4096];
         if (strcmp(db, "default") == 0)
@@ -811,15 +812,10 @@ static sx_status reconcile_db(sx__fence *f, const char *dbdir, const char *db)
         const char *name = names[i];
         if (name[0] == '.' || strlen(name) > SX_MAX_NAME)
             continue;
-        char mk[512], cur[1024] = "", known[2100];
+        char mk[512], cur[1024], known[2100];
         key_of(f, "manifest", db, name, mk, sizeof mk);
-        sx__etcd_kv kv;
-        sx_status g = sx__etcd_get(f->kv, mk, &kv, NULL);
-        if (g == SX_OK) {
-            (void)snprintf(cur, sizeof cur, "%s", kv.value);
-            sx__free(kv.key);
-            sx__free(kv.value);
-        } else if (g != SX_ENOTFOUND) {
+        sx_status g = kv_text(f, mk, cur, sizeof cur, NULL);
+        if (g != SX_OK && g != SX_ENOTFOUND) {
             st = g;
             break;
         }
@@ -1033,20 +1029,13 @@ static sx_status take_now(sx__fence *f, const char *db, const char *coll)
  * holder: the writer that last committed or took it ("" unknown). */
 static bool committed(sx__fence *f, const char *db, const char *coll, char *holder, size_t cap)
 {
-    char mk[512];
+    char mk[512], val[1200];
     key_of(f, "manifest", db, coll, mk, sizeof mk);
-    sx__etcd_kv kv;
-    holder[0] = '\0';
     sx__mutex_lock(&f->net_mu);
-    sx_status st = sx__etcd_get(f->kv, mk, &kv, NULL);
+    sx_status st = kv_text(f, mk, val, sizeof val, NULL);
     sx__mutex_unlock(&f->net_mu);
-    if (st == SX_OK) {
-        const char *h = strchr(kv.value, '#');
-        if (h)
-            (void)snprintf(holder, cap, "%.*s", (int)strcspn(h + 1, "."), h + 1);
-        sx__free(kv.key);
-        sx__free(kv.value);
-    }
+    const char *h = strchr(val, '#');
+    (void)snprintf(holder, cap, "%.*s", h ? (int)strcspn(h + 1, ".") : 0, h ? h + 1 : "");
     sx__err_clear();
     return st != SX_ENOTFOUND;
 }
@@ -1054,16 +1043,11 @@ static bool committed(sx__fence *f, const char *db, const char *coll, char *hold
 /* Whether writer id is registered (its lease alive). Errors: true (no adoption on doubt). */
 static bool node_alive(sx__fence *f, const char *id)
 {
-    char nk[256];
+    char nk[256], val[512];
     (void)snprintf(nk, sizeof nk, "%snode/%s", f->prefix, id);
-    sx__etcd_kv kv;
     sx__mutex_lock(&f->net_mu);
-    sx_status st = sx__etcd_get(f->kv, nk, &kv, NULL);
+    sx_status st = kv_text(f, nk, val, sizeof val, NULL);
     sx__mutex_unlock(&f->net_mu);
-    if (st == SX_OK) {
-        sx__free(kv.key);
-        sx__free(kv.value);
-    }
     sx__err_clear();
     return st != SX_ENOTFOUND;
 }

@@ -340,6 +340,19 @@ static bool creating_locked(const sx_db *db, const char *name)
 }
 
 /* Under db.mu: forgets the reservation of `name` (made by sx_collection_create). */
+/* Adds name to the names being created (db.mu held): lookups miss it, creates of it fail. */
+static sx_status reserve_locked(sx_db *db, const char *name)
+{
+    char **nr = sx__realloc(db->creating, (db->n_creating + 1) * sizeof *nr);
+    char *copy = nr ? sx__strdup(name) : NULL;
+    if (nr)
+        db->creating = nr;
+    if (!copy)
+        return sx__err(SX_ENOMEM, "reserving %s", name);
+    db->creating[db->n_creating++] = copy;
+    return SX_OK;
+}
+
 static void unreserve_locked(sx_db *db, const char *name)
 {
     for (size_t i = 0; i < db->n_creating; i++) {
@@ -455,16 +468,10 @@ sx_status sx_collection_create(sx_db *db, const sx_collection_def *def)
         sx__mutex_unlock(&db->mu);
         return sx__err(SX_EEXIST, "collection %s already exists", def->name);
     }
-    char **nr = sx__realloc(db->creating, (db->n_creating + 1) * sizeof *nr);
-    char *copy = nr ? sx__strdup(def->name) : NULL;
-    if (nr)
-        db->creating = nr;
-    if (!copy) {
-        sx__mutex_unlock(&db->mu);
-        return sx__err(SX_ENOMEM, "create");
-    }
-    db->creating[db->n_creating++] = copy;
+    st = reserve_locked(db, def->name);
     sx__mutex_unlock(&db->mu);
+    if (st != SX_OK)
+        return st;
 
     st = create_on_disk(db, def);
     sx_collection *c = NULL;
@@ -567,15 +574,11 @@ sx_status sx_collection_reload(sx_db *db, const char *name, const char *keep_dir
         sx__mutex_unlock(&db->mu);
         return sx__err(SX_EBUSY, "collection %s is being created or reloaded", name);
     }
-    char **nr = sx__realloc(db->creating, (db->n_creating + 1) * sizeof *nr);
-    char *copy = nr ? sx__strdup(name) : NULL;
-    if (nr)
-        db->creating = nr;
-    if (!copy) {
+    sx_status rs = reserve_locked(db, name);
+    if (rs != SX_OK) {
         sx__mutex_unlock(&db->mu);
-        return sx__err(SX_ENOMEM, "reload");
+        return rs;
     }
-    db->creating[db->n_creating++] = copy;
     size_t pos = 0;
     sx_collection *old = find_locked(db, name, &pos);
     if (old)

@@ -753,7 +753,7 @@ static bool is_open_path(const char *p)
 
 /* ------------------------------------------------------------------ responses */
 
-/* The answer being sent by this thread's request: its server's fresh_ms (answer_route). */
+/* The answer being sent by this thread's request: its server's fresh_ms (handle_request). */
 static _Thread_local int64_t tl_fresh_ms;
 
 static void add_cors(struct MHD_Response *r)
@@ -1236,14 +1236,6 @@ static bool before_collection(
     return false;
 }
 
-static enum MHD_Result answer_route_fresh(sx_server *s,
-                                          struct MHD_Connection *c,
-                                          req_ctx *ctx,
-                                          const char *method,
-                                          const char *url,
-                                          const sx__route *rt,
-                                          const sx__principal *who);
-
 static enum MHD_Result answer_route(sx_server *s,
                                     struct MHD_Connection *c,
                                     req_ctx *ctx,
@@ -1251,21 +1243,6 @@ static enum MHD_Result answer_route(sx_server *s,
                                     const char *url,
                                     const sx__route *rt,
                                     const sx__principal *who)
-{
-    /* read before the handler runs: the answer is at least this fresh */
-    tl_fresh_ms = atomic_load(&s->fresh_ms);
-    enum MHD_Result res = answer_route_fresh(s, c, ctx, method, url, rt, who);
-    tl_fresh_ms = 0;
-    return res;
-}
-
-static enum MHD_Result answer_route_fresh(sx_server *s,
-                                          struct MHD_Connection *c,
-                                          req_ctx *ctx,
-                                          const char *method,
-                                          const char *url,
-                                          const sx__route *rt,
-                                          const sx__principal *who)
 {
     char msg[512];
     if (ctx->len == 0) {
@@ -1528,7 +1505,11 @@ static enum MHD_Result handle_request(sx_server *s,
     }
     if (!rt) /* unreachable: hp with auth off was answered above */
         return answer_health(s, c, ctx, method, url, hp);
-    return answer_route(s, c, ctx, method, url, rt, &who);
+    /* read before the handler runs: the answer is at least this fresh */
+    tl_fresh_ms = atomic_load(&s->fresh_ms);
+    enum MHD_Result res = answer_route(s, c, ctx, method, url, rt, &who);
+    tl_fresh_ms = 0;
+    return res;
 }
 
 /* MHD's access handler: handle_request, with the time spent in it counted as the worker's

@@ -144,6 +144,82 @@ static bool ready(unsigned port, double secs)
     return false;
 }
 
+/* waits until the supervisor has restarted process name (pid old) and, a writer on port, it is
+ * ready */
+static void wait_restarted(const char *name, int old, unsigned port)
+{
+    double t0 = th_cl_mono();
+    while ((pid_of(name) == old || pid_of(name) <= 0) && th_cl_mono() - t0 < 20)
+        usleep(100000);
+    ASSERT(pid_of(name) != old);
+    ASSERT(ready(port, 30));
+}
+
+/* the machine of writer name is lost: the supervisor stopped (nothing restarts), kill -9 of
+ * the writer. Returns the supervisor's pid (SIGCONT it to resume). */
+static int lose_machine(const char *name)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/supervisor.pid", th_cl_dir);
+    FILE *pf = fopen(path, "r");
+    int sup = 0;
+    ASSERT(pf != NULL && fscanf(pf, "%d", &sup) == 1 && sup > 0);
+    fclose(pf);
+    ASSERT_EQ(kill(sup, SIGSTOP), 0);
+    int pid = pid_of(name);
+    ASSERT(pid > 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    return sup;
+}
+
+/* Strong count(*) of db.coll through the proxy, retried until answered (within 30 s);
+ * *refused (optional): the answers that were errors */
+static long long count_when_answered(const char *db, const char *coll, char *node, int *refused)
+{
+    at(base);
+    long long n = -1;
+    double t0 = th_cl_mono();
+    while (n < 0 && th_cl_mono() - t0 < 30) {
+        n = count_at(db, coll, 0, 1000000, node);
+        if (n < 0) {
+            if (refused)
+                (*refused)++;
+            usleep(100000);
+        }
+    }
+    return n;
+}
+
+/* count(*) of default.ks at a level through the proxy, retried until it is want answered by
+ * node want_node (within 30 s); the last count */
+static long long count_until(const char *level, long long want, const char *want_node, char *node)
+{
+    at(base);
+    long long n = -1;
+    double t0 = th_cl_mono();
+    while (th_cl_mono() - t0 < 30) {
+        n = count_lv("default", "ks", 0, 1000000, level, node);
+        if (n == want && strcmp(node, want_node) == 0)
+            break;
+        usleep(200000);
+    }
+    return n;
+}
+
+/* whether a line of logs/<log>.log has both a and b */
+static bool log_has(const char *log, const char *a, const char *b)
+{
+    char lp[800], line[1024];
+    snprintf(lp, sizeof lp, "%s/logs/%s.log", th_cl_dir, log);
+    FILE *lf = fopen(lp, "r");
+    ASSERT(lf != NULL);
+    bool found = false;
+    while (!found && fgets(line, sizeof line, lf))
+        found = strstr(line, a) && strstr(line, b);
+    fclose(lf);
+    return found;
+}
+
 static void test_adopt(void)
 {
     char out[8192], args[1200], node[64];
@@ -172,11 +248,7 @@ static void test_adopt(void)
     int p2 = pid_of("w2");
     ASSERT(p2 > 0);
     kill(p2, SIGKILL);
-    double t0 = th_cl_mono();
-    while ((pid_of("w2") == p2 || pid_of("w2") <= 0) && th_cl_mono() - t0 < 20)
-        usleep(200000);
-    ASSERT(pid_of("w2") != p2);
-    ASSERT(ready(w2, 30));
+    wait_restarted("w2", p2, w2);
     at(w2);
     th_post("/v2/vectordb/collections/list", "{}", NULL);
     ASSERT(th_last.text && strstr(th_last.text, "\"kb\""));
@@ -198,26 +270,12 @@ static void test_adopt(void)
     ASSERT_EQ(count_at("default", "ka", 0, 1000000, node), 400);
 
     /* w1's machine is lost: nothing restarts it */
-    char path[800];
-    snprintf(path, sizeof path, "%s/supervisor.pid", th_cl_dir);
-    FILE *pf = fopen(path, "r");
-    int sup = 0;
-    ASSERT(pf != NULL && fscanf(pf, "%d", &sup) == 1 && sup > 0);
-    fclose(pf);
-    ASSERT_EQ(kill(sup, SIGSTOP), 0);
     int p1 = pid_of("w1");
-    ASSERT(p1 > 0);
-    ASSERT_EQ(kill(p1, SIGKILL), 0);
+    int sup = lose_machine("w1");
     double tk = th_cl_mono();
 
     /* through the proxy: ka answered by w2 with the committed rows */
-    at(base);
-    long long n = -1;
-    while (n < 0 && th_cl_mono() - tk < 30) {
-        n = count_at("default", "ka", 0, 1000000, node);
-        if (n < 0)
-            usleep(100000);
-    }
+    long long n = count_when_answered("default", "ka", node, NULL);
     double t_read = th_cl_mono() - tk;
     ASSERT_EQ(n, 300);
     ASSERT(strcmp(node, "w2") == 0);
@@ -247,6 +305,7 @@ static void test_adopt(void)
     /* kb: w2's stale copy replaced by the committed state, and kept aside */
     ASSERT_EQ(count_at("default", "kb", 0, 1000000, node), 300);
     ASSERT(strcmp(node, "w2") == 0);
+    char path[800];
     snprintf(path, sizeof path, "%s/w2/cluster/stale", th_cl_dir);
     ASSERT(has_entry(path, "default.kb."));
     ASSERT_EQ(insert_at("default", "kb", 1000, 1010, node), 0);
@@ -269,29 +328,15 @@ static void test_adopt(void)
     ASSERT_EQ(insert_at("late", "kl", 1000, 1010, node), 0);
     ASSERT_EQ(count_at("late", "kl", 0, 1000000, node), 110);
     th_post_ok("/v2/vectordb/collections/flush", "{`collectionName`:`ka`}");
-    /* w2 adopted the four it had no current copy of; its copy of ka was current (taken only) */
-    {
-        char lp[800], line[1024];
-        snprintf(lp, sizeof lp, "%s/logs/w2.log", th_cl_dir);
-        FILE *lf = fopen(lp, "r");
-        ASSERT(lf != NULL);
-        int seen = 0;
-        const char *const names[5] = { "default.kb ", "default.kc ", "zoo.kz ", "late.kl ",
-                                       "default.ka " };
-        while (fgets(line, sizeof line, lf))
-            for (int i = 0; i < 5; i++)
-                if (strstr(line, "adopted ") && strstr(line, names[i]))
-                    seen |= 1 << i;
-        fclose(lf);
-        ASSERT_EQ(seen & 15, 15); /* (ka too, when its index commit came after w2's restore) */
-    }
+    /* w2 adopted the four it had no current copy of (ka too, when its index commit came after
+     * w2's restore) */
+    const char *const adopted[4] = { "default.kb ", "default.kc ", "zoo.kz ", "late.kl " };
+    for (int i = 0; i < 4; i++)
+        ASSERT(log_has("w2", "adopted ", adopted[i]));
 
     /* w1 back on its directory: its copy of ka is stale, the fenced epoch's rows never served */
     ASSERT_EQ(kill(sup, SIGCONT), 0);
-    t0 = th_cl_mono();
-    while ((pid_of("w1") == p1 || pid_of("w1") <= 0) && th_cl_mono() - t0 < 20)
-        usleep(200000);
-    ASSERT(ready(w1, 30));
+    wait_restarted("w1", p1, w1);
     snprintf(path, sizeof path, "%s/w1/cluster/stale", th_cl_dir);
     ASSERT(has_entry(path, "default.ka."));
     at(w1);
@@ -325,22 +370,12 @@ static void test_adopt(void)
     int p2b = pid_of("w2");
     ASSERT(p2b > 0);
     ASSERT_EQ(kill(p2b, SIGKILL), 0);
-    t0 = th_cl_mono();
+    double t0 = th_cl_mono();
     /* the restarted w2 registered (the supervisor restarts it at once; a writer that stays
      * away longer than its TTL is lost, and then w1 would adopt kr, by design) */
-    while ((pid_of("w2") == p2b || pid_of("w2") <= 0) && th_cl_mono() - t0 < 20)
-        usleep(100000);
-    ASSERT(ready(w2, 30));
-    at(base);
+    wait_restarted("w2", p2b, w2);
     int refused = 0;
-    n = -1;
-    while (n < 0 && th_cl_mono() - t0 < 30) {
-        n = count_at("default", kr, 0, 1000000, node);
-        if (n < 0) {
-            refused++;
-            usleep(100000);
-        }
-    }
+    n = count_when_answered("default", kr, node, &refused);
     ASSERT_EQ(n, 150);
     ASSERT(strcmp(node, "w2") == 0);
     fprintf(stderr, "w2 restarted: %s answered whole by %s %.2f s after the kill (%d refused)\n",
@@ -361,18 +396,9 @@ static void test_adopt(void)
     fprintf(stderr, "w2 restarted: a write to %s acknowledged by %s %.2f s after the kill\n", kr,
             node, th_cl_mono() - t0);
     ASSERT_EQ(count_at("default", kr, 0, 1000000, node), 160);
-    {
-        char lp[800], line[1024], pat[64];
-        snprintf(lp, sizeof lp, "%s/logs/w1.log", th_cl_dir);
-        snprintf(pat, sizeof pat, "adopted default.%s ", kr);
-        FILE *lf = fopen(lp, "r");
-        ASSERT(lf != NULL);
-        bool adopted = false;
-        while (fgets(line, sizeof line, lf))
-            adopted = adopted || (strstr(line, pat) != NULL);
-        fclose(lf);
-        ASSERT(!adopted);
-    }
+    char pat[64];
+    snprintf(pat, sizeof pat, "default.%s ", kr);
+    ASSERT(!log_has("w1", "adopted ", pat));
 
     char why[1200];
     if (!th_cl_logs_clean(why, sizeof why))
@@ -437,16 +463,7 @@ static void test_timed_sync(void)
 
     /* Bounded reads: the query node answers (every writer syncs on the timer, so its state's
      * age is known), with every row */
-    at(base);
-    long long n = -1;
-    t0 = th_cl_mono();
-    while (th_cl_mono() - t0 < 20) {
-        n = count_lv("default", "ks", 0, 1000000, "Bounded", node);
-        if (n == 200 && strcmp(node, "q1") == 0)
-            break;
-        usleep(200000);
-    }
-    ASSERT_EQ(n, 200);
+    ASSERT_EQ(count_until("Bounded", 200, "q1", node), 200);
     ASSERT(strcmp(node, "q1") == 0);
     /* the store stops answering: syncs stall, the query node's state ages past the 5 s bound,
      * and Bounded reads go to the writer, which has every acknowledged row */
@@ -461,50 +478,17 @@ static void test_timed_sync(void)
     ASSERT(strcmp(node, "q1") == 0); /* Eventually: any age */
     ASSERT_EQ(kill(s3, SIGCONT), 0);
     t0 = th_cl_mono();
-    n = -1;
-    while (th_cl_mono() - t0 < 30) {
-        n = count_lv("default", "ks", 0, 1000000, "Bounded", node);
-        if (n == 250 && strcmp(node, "q1") == 0)
-            break;
-        usleep(200000);
-    }
-    ASSERT_EQ(n, 250);
+    ASSERT_EQ(count_until("Bounded", 250, "q1", node), 250);
     ASSERT(strcmp(node, "q1") == 0);
     fprintf(stderr, "store back: Bounded reads answered by q1 again after %.2f s\n",
             th_cl_mono() - t0);
     at(base + 1);
     ASSERT_EQ(insert_at("default", "ks", 250, 300, node), 0);
     /* the next timed flush commits them: the query node (committed state only) shows them */
-    at(base);
-    t0 = th_cl_mono();
-    n = -1;
-    while (th_cl_mono() - t0 < 30) {
-        n = count_lv("default", "ks", 0, 1000000, "Eventually", node);
-        if (n == 300 && strcmp(node, "q1") == 0)
-            break;
-        usleep(200000);
-    }
-    ASSERT_EQ(n, 300);
+    ASSERT_EQ(count_until("Eventually", 300, "q1", node), 300);
 
-    char path[800];
-    snprintf(path, sizeof path, "%s/supervisor.pid", th_cl_dir);
-    FILE *pf = fopen(path, "r");
-    int sup = 0;
-    ASSERT(pf != NULL && fscanf(pf, "%d", &sup) == 1 && sup > 0);
-    fclose(pf);
-    ASSERT_EQ(kill(sup, SIGSTOP), 0);
-    int p1w = pid_of("w1");
-    ASSERT(p1w > 0);
-    ASSERT_EQ(kill(p1w, SIGKILL), 0);
-    at(base);
-    n = -1;
-    t0 = th_cl_mono();
-    while (n < 0 && th_cl_mono() - t0 < 30) {
-        n = count_at("default", "ks", 0, 1000000, node);
-        if (n < 0)
-            usleep(100000);
-    }
-    ASSERT_EQ(n, 300);
+    int sup = lose_machine("w1");
+    ASSERT_EQ(count_when_answered("default", "ks", node, NULL), 300);
     ASSERT(strcmp(node, "w2") == 0);
     ASSERT_EQ(kill(sup, SIGCONT), 0);
     char why[1200];

@@ -176,10 +176,30 @@ static void top5(sx_collection *c, char *out, size_t cap)
     sx_rowset_free(rs);
 }
 
+/* root and url: a new file:// store in a temporary directory named tag */
+static void new_store(const char *tag)
+{
+    snprintf(root, sizeof root, "%s", test_tmpdir(tag));
+    snprintf(url, sizeof url, "file://%s", root);
+}
+
+/* creates collection name (id, vec) in db and opens it */
+static sx_collection *create_open(sx_db *db, const char *name)
+{
+    sx_field_def fd[] = {
+        { "id", SX_FIELD_INT64, true, false, 0, 0 },
+        { "vec", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
+    };
+    sx_collection_def def = { name, fd, 2, SX_METRIC_L2 };
+    ASSERT_OK(sx_collection_create(db, &def));
+    sx_collection *c = NULL;
+    ASSERT_OK(sx_collection_open(db, name, &c));
+    return c;
+}
+
 static void test_fenced_writers(void)
 {
-    snprintf(root, sizeof root, "%s", test_tmpdir("fence_root"));
-    snprintf(url, sizeof url, "file://%s", root);
+    new_store("fence_root");
     char a[600], b[600], fresh[600];
     snprintf(a, sizeof a, "%s", test_tmpdir("fence_a"));
     snprintf(b, sizeof b, "%s", test_tmpdir("fence_b"));
@@ -191,14 +211,7 @@ static void test_fenced_writers(void)
 
     /* writer A, epoch e1 */
     sx_db *da = open_db(a, &wa);
-    sx_field_def fd[] = {
-        { "id", SX_FIELD_INT64, true, false, 0, 0 },
-        { "vec", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
-    };
-    sx_collection_def def = { "fc", fd, 2, SX_METRIC_L2 };
-    ASSERT_OK(sx_collection_create(da, &def));
-    sx_collection *ca;
-    ASSERT_OK(sx_collection_open(da, "fc", &ca));
+    sx_collection *ca = create_open(da, "fc");
     insert_range(ca, 0, 200, SX_OK);
     ASSERT_OK(sx_flush(ca));
     ASSERT(strncmp(f.pointer, "fc/e1/MANIFEST.", 15) == 0);
@@ -308,8 +321,7 @@ static void test_fenced_writers(void)
  * where asked, retires handles of the old copy, and refuses what it cannot do */
 static void test_reload(void)
 {
-    snprintf(root, sizeof root, "%s", test_tmpdir("reload_root"));
-    snprintf(url, sizeof url, "file://%s", root);
+    new_store("reload_root");
     char a[600], b[600], keep[700];
     snprintf(a, sizeof a, "%s", test_tmpdir("reload_a"));
     snprintf(b, sizeof b, "%s", test_tmpdir("reload_b"));
@@ -319,14 +331,7 @@ static void test_reload(void)
     writer_init(&wa, &f, "A", "e1");
     writer_init(&wb, &f, "B", "e2");
     sx_db *da = open_db(a, &wa);
-    sx_field_def fd[] = {
-        { "id", SX_FIELD_INT64, true, false, 0, 0 },
-        { "vec", SX_FIELD_FLOAT_VECTOR, false, false, DIM, 0 },
-    };
-    sx_collection_def def = { "rc", fd, 2, SX_METRIC_L2 };
-    ASSERT_OK(sx_collection_create(da, &def));
-    sx_collection *ca;
-    ASSERT_OK(sx_collection_open(da, "rc", &ca));
+    sx_collection *ca = create_open(da, "rc");
     insert_range(ca, 0, 100, SX_OK);
     ASSERT_OK(sx_flush(ca));
 
