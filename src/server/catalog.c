@@ -1509,6 +1509,21 @@ sx_status sx__cat_coll_get(
     return st;
 }
 
+bool sx__cat_engine_name(
+    sx__catalog *cat, const char *db, const char *name, char *ename, size_t cap)
+{
+    bool found = false;
+    sx__mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    const sx__coll_meta *m = d && name ? find_meta(d, name, NULL) : NULL;
+    if (m) {
+        copy_str(ename, cap, m->engine_name);
+        found = true;
+    }
+    sx__mutex_unlock(&cat->mu);
+    return found;
+}
+
 /* The engine collection is created with the first vector field's metric for every vector field
  * (sx_collection_def.metric): the others that differ are set on the new, empty collection. */
 static sx_status other_metrics(sx_db *db, const sx__coll_meta *meta)

@@ -1221,13 +1221,9 @@ static bool before_collection(
     if (!name || !*name || strlen(name) > SX_MAX_NAME)
         return true;
     char ename[SX_MAX_NAME + 1];
-    (void)snprintf(ename, sizeof ename, "%s", name);
-    sx__coll_meta *m = sx__malloc(sizeof *m);
-    bool local = m && sx__cat_coll_get(s->cat, db, name, NULL, m) == SX_OK;
-    if (local)
-        (void)snprintf(ename, sizeof ename, "%s", m->engine_name);
-    sx__free(m);
-    sx__err_clear();
+    bool local = sx__cat_engine_name(s->cat, db, name, ename, sizeof ename);
+    if (!local)
+        (void)snprintf(ename, sizeof ename, "%s", name);
     sx_status st =
         s->opts.before_collection(s->opts.before_collection_ud, s, db, ename, rt->is_write, local);
     if (st == SX_OK)
@@ -2147,15 +2143,9 @@ sx_status sx_server_adopt_collection(sx_server *s,
 
 bool sx_server_has_collection(sx_server *s, const char *db, const char *collection)
 {
-    if (!s || !db || !collection)
-        return false;
-    sx__coll_meta *m = sx__malloc(sizeof *m);
-    bool have = false;
-    if (m && sx__cat_coll_get(s->cat, db, collection, NULL, m) == SX_OK)
-        have = strcmp(m->engine_name, collection) == 0 || strcmp(m->name, collection) == 0;
-    sx__free(m);
-    sx__err_clear();
-    return have;
+    char ename[SX_MAX_NAME + 1];
+    return s && db && collection &&
+           sx__cat_engine_name(s->cat, db, collection, ename, sizeof ename);
 }
 
 void sx_server_set_fresh_ms(sx_server *s, int64_t wall_ms)
