@@ -37,7 +37,8 @@ static atomic_bool fenced;
  * sx_server_sync every sync_ms */
 typedef struct refresher {
     sx_server *srv;
-    sx_cluster_node *node; /* a cluster's query node: databases created since are followed */
+    sx_cluster_node *node; /* cluster mode: a query node follows new databases and reports its
+                              freshness, a writer publishes its synced time */
     uint64_t every_ms;
     bool quiet;
     pthread_mutex_t mu;
@@ -46,7 +47,6 @@ typedef struct refresher {
     bool sync; /* a writer's timed flush instead */
 } refresher;
 
-/* One timed flush (a writer's --sync-ms); a failure is logged once until it changes. */
 static int64_t wall_ms(void)
 {
     struct timespec ts;
@@ -54,6 +54,7 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* One timed flush (a writer's --sync-ms); a failure is logged once until it changes. */
 static void sync_round(refresher *r, char *last, size_t cap)
 {
     size_t n = 0;
