@@ -4,6 +4,10 @@
 # Usage: bench/run_suite.sh [BUILD_DIR] [quick|full]
 #   quick: BIGANN-10k for every index type (a few minutes on 2 cores)
 #   full:  + Fashion-MNIST (60k x 784) and a generated 1M x 128 set (tens of minutes)
+# Pinning (issue 18): every run is pinned with taskset. A run without --threads (one search
+# thread, one build thread) runs on one core, PIN_CPU (default: the last online CPU, away from
+# CPU 0's interrupts); a run with --threads N on CPUs 0..N-1 (its single-thread pass may then
+# move between those N). Each run's header line says where it ran.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-build}"
@@ -16,10 +20,21 @@ shared="$root/../shared/data"
 big="--base $shared/bigann10k/bigann10k_base.bvecs --query $shared/bigann10k/bigann10k_query.bvecs --gt $shared/bigann10k/bigann10k_groundtruth_l2_k100.ivecs"
 fm="--base /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --query /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --gt $shared/fashion-mnist/fmnist_groundtruth_l2_k100.ivecs --gt-dist $shared/fashion-mnist/fmnist_groundtruth_l2_k100_dist.fvecs"
 
+ncpu="$(nproc)"
+pin_one="${PIN_CPU:-$((ncpu - 1))}"
+
 run() { # name, args...
     local name="$1"; shift
-    echo "== $name: sextant bench $*" | tee "$out/$name.txt"
-    "$bin" bench "$@" --json "$out/$name.json" 2>&1 | tee -a "$out/$name.txt"
+    local threads=1 prev="" a cpus
+    for a in "$@"; do
+        [ "$prev" = --threads ] && threads="$a"
+        prev="$a"
+    done
+    [ "$threads" -gt "$ncpu" ] && threads="$ncpu"
+    if [ "$threads" -le 1 ]; then cpus="$pin_one"; else cpus="0-$((threads - 1))"; fi
+    echo "== $name: taskset -c $cpus sextant bench $* (pinned: $threads thread(s) on CPU $cpus)" |
+        tee "$out/$name.txt"
+    taskset -c "$cpus" "$bin" bench "$@" --json "$out/$name.json" 2>&1 | tee -a "$out/$name.txt"
 }
 
 run big-hnsw     $big --index hnsw --param M=16 --param efConstruction=200 --search-param ef=10,16,24,32,48,64 --runs 5
