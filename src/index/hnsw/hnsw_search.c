@@ -51,9 +51,12 @@
 #include "util/bitset.h"
 #include "util/err.h"
 
-/* cache lines of each neighbour's vector prefetched up front, and of the next one in the loop */
+/* cache lines of each neighbour's vector prefetched up front, and of the next one in the loop:
+ * the whole next vector up to 1024 float32 dimensions (64 lines). Capping at 24 lines was 3-5%
+ * slower on Fashion-MNIST (49 lines per vector), interleaved runs on one graph,
+ * docs/internals/SEARCH-SPEED.md entry 3. */
 #define PF_FIRST_LINES 2u
-#define PF_NEXT_LINES  24u
+#define PF_NEXT_LINES  64u
 
 /* ---------------------------------------------------------------- scratch */
 
