@@ -339,7 +339,6 @@ static bool creating_locked(const sx_db *db, const char *name)
     return false;
 }
 
-/* Under db.mu: forgets the reservation of `name` (made by sx_collection_create). */
 /* Adds name to the names being created (db.mu held): lookups miss it, creates of it fail. */
 static sx_status reserve_locked(sx_db *db, const char *name)
 {
@@ -353,6 +352,7 @@ static sx_status reserve_locked(sx_db *db, const char *name)
     return SX_OK;
 }
 
+/* Under db.mu: forgets the reservation of `name` (made by reserve_locked). */
 static void unreserve_locked(sx_db *db, const char *name)
 {
     for (size_t i = 0; i < db->n_creating; i++) {

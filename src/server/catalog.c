@@ -1524,6 +1524,17 @@ bool sx__cat_engine_name(
     return found;
 }
 
+bool sx__cat_has_coll(sx__catalog *cat, const char *db, const char *name)
+{
+    bool have = false;
+    sx__mutex_lock(&cat->mu);
+    cdb *d = find_db(cat, db);
+    for (size_t i = 0; d && name && !have && i < d->n_metas; i++)
+        have = strcmp(d->metas[i]->engine_name, name) == 0 || strcmp(d->metas[i]->name, name) == 0;
+    sx__mutex_unlock(&cat->mu);
+    return have;
+}
+
 /* The engine collection is created with the first vector field's metric for every vector field
  * (sx_collection_def.metric): the others that differ are set on the new, empty collection. */
 static sx_status other_metrics(sx_db *db, const sx__coll_meta *meta)

@@ -2143,9 +2143,7 @@ sx_status sx_server_adopt_collection(sx_server *s,
 
 bool sx_server_has_collection(sx_server *s, const char *db, const char *collection)
 {
-    char ename[SX_MAX_NAME + 1];
-    return s && db && collection &&
-           sx__cat_engine_name(s->cat, db, collection, ename, sizeof ename);
+    return s && db && collection && sx__cat_has_coll(s->cat, db, collection);
 }
 
 void sx_server_set_fresh_ms(sx_server *s, int64_t wall_ms)

@@ -376,13 +376,16 @@ SX_NODISCARD sx_status sx__cat_db_describe(sx__catalog *cat,
 /* Replaces the properties object (borrowed; copied). Errors: SX_ENOTFOUND, SX_EIO. */
 SX_NODISCARD sx_status sx__cat_db_set_props(sx__catalog *cat, const char *db, const json_t *props);
 
-/* Finds a collection by its client name: on SX_OK *h is an open handle (release it with
- * sx_collection_release) and *meta a copy of its metadata. h may be NULL when only metadata is
- * wanted. Errors: SX_ENOTFOUND (no such database or collection: the message says which). */
 /* The engine name of collection (or alias) name of database db into ename, without copying its
  * metadata (a lookup under mu: cheap enough for every request). false: no such collection. */
 bool sx__cat_engine_name(
     sx__catalog *cat, const char *db, const char *name, char *ename, size_t cap);
+/* Whether database db has a collection whose engine name or client name is name (aliases do
+ * not count). A lookup under mu. */
+bool sx__cat_has_coll(sx__catalog *cat, const char *db, const char *name);
+/* Finds a collection by its client name: on SX_OK *h is an open handle (release it with
+ * sx_collection_release) and *meta a copy of its metadata. h may be NULL when only metadata is
+ * wanted. Errors: SX_ENOTFOUND (no such database or collection: the message says which). */
 SX_NODISCARD sx_status sx__cat_coll_get(
     sx__catalog *cat, const char *db, const char *name, sx_collection **h, sx__coll_meta *meta);
 /* Creates the engine collection (with hidden columns as the metadata asks) and its metadata.

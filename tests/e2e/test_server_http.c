@@ -889,6 +889,22 @@ static void test_stop_flushes(void)
     stop(s);
 }
 
+/* sx_server_has_collection: a collection by its name, not by an alias, nor a missing one */
+static void test_has_collection(void)
+{
+    sx_server *s = start(NULL, "hascoll");
+    th_post("/v2/vectordb/collections/create", "{\"collectionName\":\"hc\",\"dimension\":2}", NULL);
+    ASSERT_EQ(th_code(), 0);
+    th_post("/v2/vectordb/aliases/create", "{\"collectionName\":\"hc\",\"aliasName\":\"hca\"}",
+            NULL);
+    ASSERT_EQ(th_code(), 0);
+    ASSERT(sx_server_has_collection(s, "default", "hc"));
+    ASSERT(!sx_server_has_collection(s, "default", "hca"));
+    ASSERT(!sx_server_has_collection(s, "default", "nope"));
+    ASSERT(!sx_server_has_collection(s, "otherdb", "hc"));
+    stop(s);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
@@ -907,6 +923,7 @@ int main(void)
     RUN(test_headers);
     RUN(test_graceful_stop);
     RUN(test_stop_flushes);
+    RUN(test_has_collection);
     th_reset();
     curl_global_cleanup();
     return TEST_DONE();
