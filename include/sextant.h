@@ -577,7 +577,27 @@ typedef struct sx_search_req {
     /* scan every row exactly, as FLAT would, whatever index the segments have (the web
      * console's recall check: the same rows, filter and deletes as the indexed search) */
     bool exact;
+    /* optional out: how each segment was searched (sx_search_plan), summed over the segments;
+     * written on success */
+    struct sx_search_plan *plan;
 } sx_search_req;
+
+/* How one sx_search was carried out, per segment, summed over the segments with rows. A
+ * filtered search (a filter, or deleted rows) over a segment with an index is planned there
+ * from the fraction of rows the filter keeps: through the index with the filter (graph
+ * traversal that passes over the rows it drops), or an exact scan of the rows it keeps,
+ * whichever the index's cost estimate finds cheaper (indexes without an estimate: exact below
+ * 2,048 rows or 5% of the segment). Exact scans are exact; the index's recall applies to the
+ * others. */
+typedef struct sx_search_plan {
+    uint32_t index;           /* searched through the index, no row filtered out */
+    uint32_t index_filtered;  /* through the index with the filter */
+    uint32_t exact_filtered;  /* an index there, but the rows the filter keeps scanned exactly */
+    uint32_t exact_unindexed; /* scanned exactly: no index (growing rows, not built yet) */
+    uint32_t exact_other;     /* scanned exactly by request (exact) or as a FLAT batch */
+    uint64_t rows;            /* rows of the segments searched */
+    uint64_t rows_kept;       /* of them, rows the filter and the deletes keep */
+} sx_search_plan;
 
 /* Searches the nq queries. Exact on rows not covered by a finished index; an index is used on
  * segments that have one unless the filter keeps few rows (then exact search is cheaper and

@@ -47,6 +47,7 @@
 #include <faiss/IndexIVFPQ.h>
 #include <faiss/IndexRefine.h>
 #include <faiss/IndexScalarQuantizer.h>
+#include <faiss/impl/IDSelector.h>
 #include <faiss/invlists/InvertedLists.h>
 #include <new>
 #include <omp.h>
@@ -282,6 +283,43 @@ size_t sx_peer_faiss_search(void *h, const float *q, size_t k, int64_t *ids, flo
         float *dd = dists ? dists : d.data();
         p->top->search(1, q, (faiss::Index::idx_t)k, dd,
                        reinterpret_cast<faiss::Index::idx_t *>(ids));
+        size_t m = 0;
+        while (m < k && ids[m] >= 0)
+            m++;
+        return m;
+    } catch (...) {
+        return 0;
+    }
+}
+
+size_t sx_peer_faiss_search_range(
+    void *h, const float *q, size_t k, int64_t imin, int64_t imax, int64_t *ids, float *dists)
+{
+    peer *p = static_cast<peer *>(h);
+    if (!p || k == 0 || !ids)
+        return 0;
+    if (p->refine)
+        return (size_t)-1;
+    try {
+        faiss::IDSelectorRange sel((faiss::Index::idx_t)imin, (faiss::Index::idx_t)imax);
+        faiss::SearchParametersHNSW sh;
+        faiss::SearchParametersIVF si;
+        faiss::SearchParameters *sp = nullptr;
+        if (auto *hn = dynamic_cast<const faiss::IndexHNSW *>(p->base)) {
+            sh.efSearch = hn->hnsw.efSearch;
+            sh.sel = &sel;
+            sp = &sh;
+        } else if (auto *ivf = dynamic_cast<const faiss::IndexIVF *>(p->base)) {
+            si.nprobe = ivf->nprobe;
+            si.sel = &sel;
+            sp = &si;
+        } else {
+            return (size_t)-1;
+        }
+        std::vector<float> d(dists ? 0 : k);
+        float *dd = dists ? dists : d.data();
+        p->base->search(1, q, (faiss::Index::idx_t)k, dd,
+                        reinterpret_cast<faiss::Index::idx_t *>(ids), sp);
         size_t m = 0;
         while (m < k && ids[m] >= 0)
             m++;

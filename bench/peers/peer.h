@@ -38,7 +38,7 @@ void sx_peer_hnsw_free(void *h);
 
 /* Bumped whenever sx_peer_faiss_params or a signature below changes; the bench refuses a shim
  * whose sx_peer_faiss_abi() differs from the value it was compiled with. */
-#define SX_PEER_FAISS_ABI 2
+#define SX_PEER_FAISS_ABI 3
 
 /* Which FAISS index to build (Milvus's type it stands beside). */
 typedef enum sx_peer_faiss_kind {
@@ -79,6 +79,12 @@ int sx_peer_faiss_set(void *h, const char *key, double value);
 /* One query; writes up to k ids/distances (FAISS's: squared L2 or inner product) best first;
  * returns the number written. dists may be NULL. */
 size_t sx_peer_faiss_search(void *h, const float *q, size_t k, int64_t *ids, float *dists);
+/* The same with FAISS's IDSelectorRange: only labels in [imin, imax) are returned (the filtered
+ * search of the bench's filter cases), at the efSearch / nprobe set with sx_peer_faiss_set,
+ * through SearchParametersHNSW / SearchParametersIVF. Returns the number written, or
+ * (size_t)-1 when the index takes no selector (the IndexRefineFlat wrapper). */
+size_t sx_peer_faiss_search_range(
+    void *h, const float *q, size_t k, int64_t imin, int64_t imax, int64_t *ids, float *dists);
 /* Bytes of the index proper: IVF = coarse centroids + per-list codes and int64 ids (+ PQ
  * codebooks and the precomputed table, or the SQ8 ranges; + the refine copy of the vectors); HNSW =
  * the vector storage + neighbour table + offsets + levels. */

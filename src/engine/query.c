@@ -42,8 +42,52 @@
 #include "util/err.h"
 #include "vector/dist.h"
 
-#define SX__EXACT_MAX_ROWS     2048
-#define SX__EXACT_FRACTION     0.05
+#define SX__EXACT_MAX_ROWS      2048
+#define SX__EXACT_FRACTION      0.05
+/* The cost of one distance the index's filtered search computes (a gathered row: a random
+ * access, visited and heap work) in rows of an exact scan of the rows the filter keeps
+ * (sequential, prefetched, one pass over the allow bits): SX__PLAN_GATHER_FIXED / dim +
+ * SX__PLAN_GATHER_PER_DIM. Measured with each plan forced on the same HNSW graphs (M=16, one
+ * thread, docs/internals/SEARCH-SPEED.md): a scanned row costs 0.15 ns per dimension (17.6 ns
+ * at 128, 115 ns at 784); a gathered one about 24 ns + 0.52 ns per dimension (0.08-0.10 us
+ * at 128, 0.40-0.58 us at 784): 4.4-5.8 rows at 128 and 3.7 at 784. */
+#define SX__PLAN_GATHER_FIXED   160.0
+#define SX__PLAN_GATHER_PER_DIM 3.5
+
+_Atomic int sx__search_plan_force;
+
+typedef enum { PLAN_INDEX, PLAN_EXACT_FILTERED, PLAN_EXACT_OTHER } seg_plan;
+
+/* The plan of a filtered search over an indexed segment of n rows of which the filter and the
+ * deletes keep n_allowed: an exact scan of those rows costs about n_allowed row distances (and
+ * a pass over the n-bit allow set, 1/64 per row); the index's filtered search costs what its
+ * filter_cost estimates, each distance worth `gather` scanned rows (above). The cheaper wins.
+ * An index without an estimate keeps the fixed rule: exact below SX__EXACT_MAX_ROWS rows or
+ * SX__EXACT_FRACTION of the segment. sx__search_plan_force (tests) overrides: 1 index, 2 exact. */
+static seg_plan plan_segment(const sx__idxref *ix,
+                             const sx_search_req *req,
+                             size_t kk,
+                             size_t dim,
+                             size_t n,
+                             size_t n_allowed)
+{
+    int force = atomic_load_explicit(&sx__search_plan_force, memory_order_relaxed);
+    if (force == 1)
+        return PLAN_INDEX;
+    if (force == 2)
+        return PLAN_EXACT_FILTERED;
+    double est = ix->ops->filter_cost
+                     ? ix->ops->filter_cost(ix->idx, req->params, req->n_params, kk, n_allowed)
+                     : -1.0;
+    if (est < 0)
+        return n_allowed < SX__EXACT_MAX_ROWS || (double)n_allowed < SX__EXACT_FRACTION * (double)n
+                   ? PLAN_EXACT_FILTERED
+                   : PLAN_INDEX;
+    double exact = (double)n_allowed + (double)n / 64.0;
+    double gather = SX__PLAN_GATHER_FIXED / (double)(dim ? dim : 1) + SX__PLAN_GATHER_PER_DIM;
+    return exact <= gather * est ? PLAN_EXACT_FILTERED : PLAN_INDEX;
+}
+
 #define SX__DEADLINE_SCAN_ROWS 1024 /* exact-scan rows between two deadline checks */
 
 typedef struct cand {
@@ -458,6 +502,7 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     sx_status st = sx__vfield_find(c, req->anns_field, &vi);
     if (st != SX_OK)
         return st;
+    sx_search_plan plan = { 0 };
     const sx__vfield *vf = &c->vfs[vi];
     sx__rwlock_rdlock(&c->seg_lock);
     const sx_metric metric = vf->metric;
@@ -547,9 +592,9 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
             if (st != SX_OK)
                 break;
         }
+        plan.rows += n;
+        plan.rows_kept += n_allowed;
         if (n_allowed > 0) {
-            bool few = allow && (n_allowed < SX__EXACT_MAX_ROWS ||
-                                 (double)n_allowed < SX__EXACT_FRACTION * (double)n);
             /* A FLAT index is an exact scan of the same vectors, one query at a time through
              * the vtable; the segment scan does a batch in one pass over memory (and with GEMM
              * from SX__FLAT_GEMM_MIN_NQ queries), with identical results. So batches (merged
@@ -560,7 +605,18 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
                 ix && nq > 1 &&
                 (strcmp(ix->ops->name, "FLAT") == 0 || strcmp(ix->ops->name, "BIN_FLAT") == 0 ||
                  strcmp(ix->ops->name, "GPU_BRUTE_FORCE") == 0);
-            if (ix && !few && !flat_batch && !req->exact) {
+            seg_plan how = PLAN_EXACT_OTHER;
+            if (ix && !flat_batch && !req->exact)
+                how = allow ? plan_segment(ix, req, kk, dim, n, n_allowed) : PLAN_INDEX;
+            if (how == PLAN_INDEX)
+                *(allow ? &plan.index_filtered : &plan.index) += 1;
+            else if (how == PLAN_EXACT_FILTERED)
+                plan.exact_filtered++;
+            else if (!ix)
+                plan.exact_unindexed++;
+            else
+                plan.exact_other++;
+            if (how == PLAN_INDEX) {
                 search_job j = { .idx = ix,
                                  .queries = queries,
                                  .qbytes = qbytes,
@@ -607,6 +663,8 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
     }
     st = sx__search_rowset(c, &v, refs, total, req->output_fields, req->n_output_fields, nq, &topks,
                            &dists, out);
+    if (st == SX_OK && req->plan)
+        *req->plan = plan;
 out:
     sx__mem_give(c->db->budget, SX__MEM_SCRATCH, scratch);
     sx__view_release(&v);

@@ -100,6 +100,12 @@ typedef struct sx__index_ops {
      * build parameters left it none; a no-op when they chose one. Called by the engine before
      * the index is published, with a share of the memory budget's free part. */
     sx_status (*set_cache_bytes)(sx__index *idx, uint64_t bytes);
+    /* The expected work of one filtered search that keeps n_allowed of the index's rows, in
+     * float32 distance computations of gathered (random-access) rows; < 0: no estimate (the
+     * engine then keeps its fixed selectivity rule). The engine weighs it against an exact scan
+     * of the n_allowed rows (query.c); params as for search, already checked. */
+    double (*filter_cost)(
+        const sx__index *idx, const sx_param *sp, size_t nsp, size_t k, size_t n_allowed);
     /* Deletes the index's files (index drop, segment compaction). */
     void (*remove_files)(const char *file_prefix);
     /* Bytes of the index's own files on disk. */

@@ -170,6 +170,7 @@ typedef struct run_result {
     double p95_ms, ndcg;                  /* schema 2 */
     double io_per_query, bytes_per_query; /* NAN when not measured */
     double wall_s;                        /* summed wall time of all passes (I/O profile IOPS) */
+    char plan[48]; /* filtered sweeps: the plan most segment searches got, with its share */
 } run_result;
 
 typedef struct sys_result {
@@ -300,6 +301,41 @@ static const case_preset presets[] = {
     { "gen-100k-1536", 100000, 1536, DS_GEN_COSINE, SX_METRIC_COSINE, "OpenAI-like, cosine" },
 };
 
+/* sx_search_plan's counts, in its order: the names in the output and the JSON */
+#define N_PLANS 5
+static const char *const plan_names[N_PLANS] = { "index", "index_filtered", "exact_filtered",
+                                                 "exact_unindexed", "exact_other" };
+
+/* Adds one search's plan to the counters (relaxed: counts read after the threads joined). */
+static void add_plan(_Atomic uint64_t *acc, const sx_search_plan *p)
+{
+    const uint32_t got[N_PLANS] = { p->index, p->index_filtered, p->exact_filtered,
+                                    p->exact_unindexed, p->exact_other };
+    for (size_t i = 0; i < N_PLANS; i++)
+        atomic_fetch_add_explicit(&acc[i], got[i], memory_order_relaxed);
+}
+
+/* "exact_filtered" (every segment search got it) or "index_filtered 62%": the commonest. */
+static void plan_label(_Atomic uint64_t *acc, char *out, size_t len)
+{
+    uint64_t total = 0, best = 0;
+    size_t bi = 0;
+    for (size_t i = 0; i < N_PLANS; i++) {
+        uint64_t v = atomic_load_explicit(&acc[i], memory_order_relaxed);
+        total += v;
+        if (v > best) {
+            best = v;
+            bi = i;
+        }
+    }
+    if (total == 0)
+        snprintf(out, len, "-");
+    else if (best == total)
+        snprintf(out, len, "%s", plan_names[bi]);
+    else
+        snprintf(out, len, "%s %.0f%%", plan_names[bi], 100.0 * (double)best / (double)total);
+}
+
 /* One case's results (JSON cases[]). */
 typedef struct case_result {
     char name[32];
@@ -307,6 +343,7 @@ typedef struct case_result {
     char filter[96];  /* "" = none */
     double filter_rate;
     uint64_t kept_rows;
+    uint64_t plan[N_PLANS]; /* segment searches of the serial pass by plan (case_ctx.plan) */
     uint32_t k;
     const gt_set *gt; /* ground truth of the serial pass (streaming: the full one) */
     double insert_s, optimize_s;
@@ -334,6 +371,7 @@ typedef __typeof__(&sx_peer_faiss_new) faiss_new_fn;
 typedef __typeof__(&sx_peer_faiss_build) faiss_build_fn;
 typedef __typeof__(&sx_peer_faiss_set) faiss_set_fn;
 typedef __typeof__(&sx_peer_faiss_search) faiss_search_fn;
+typedef __typeof__(&sx_peer_faiss_search_range) faiss_search_range_fn;
 typedef __typeof__(&sx_peer_faiss_memory) faiss_memory_fn;
 typedef __typeof__(&sx_peer_faiss_describe) faiss_describe_fn;
 typedef __typeof__(&sx_peer_faiss_free) faiss_free_fn;
@@ -355,6 +393,7 @@ typedef struct peer_api {
     faiss_build_fn f_build;
     faiss_set_fn f_set;
     faiss_search_fn f_search;
+    faiss_search_range_fn f_search_range;
     faiss_memory_fn f_memory;
     faiss_describe_fn f_describe;
     faiss_free_fn f_free;
@@ -452,6 +491,9 @@ typedef struct bench {
     char index_params[256];
     sys_result ours;
     sys_result peer[MAX_PEERS];
+    /* filtered sweeps (filter cases with peers): per filter case, the sweep with its filter,
+     * single-thread, ours and FAISS's (IDSelectorRange) */
+    sys_result fs_ours[MAX_FILTERS], fs_faiss[MAX_FILTERS];
     size_t n_peer;
     char peer_note[2048];
     char err[ERR_LEN];
@@ -1872,10 +1914,14 @@ static int case_gt(bench *b, const char *suffix, const char *filter, gt_set *g, 
 }
 
 /* The filter of filter case f: VectorDBBench's `id >= size * rate`, on the label field. */
+static uint64_t filter_min(const bench *b, size_t f)
+{
+    return (uint64_t)floor((double)b->base.n * b->filter_rates[f]);
+}
+
 static void filter_expr(const bench *b, size_t f, char *out, size_t len)
 {
-    uint64_t t = (uint64_t)floor((double)b->base.n * b->filter_rates[f]);
-    snprintf(out, len, "label >= %" PRIu64, t);
+    snprintf(out, len, "label >= %" PRIu64, filter_min(b, f));
 }
 
 /* Ground truths of the filter cases and streaming stages (phase 4, before the index). */
@@ -2490,6 +2536,8 @@ typedef struct ours_ctx {
     bench *b;
     sx_param params[MAX_SP_KEYS]; /* every search param of this setting */
     size_t n_params;
+    const char *filter;             /* filtered sweeps; NULL otherwise */
+    _Atomic uint64_t plan[N_PLANS]; /* sx_search_plan counts over the run's searches */
 } ours_ctx;
 
 static int ours_search(
@@ -2497,18 +2545,22 @@ static int ours_search(
 {
     ours_ctx *o = ctx;
     bench *b = o->b;
+    sx_search_plan plan;
     sx_search_req req = { .queries = b->queries.f + q * b->queries.dim,
                           .nq = 1,
                           .k = b->k,
+                          .filter = o->filter,
                           .params = o->n_params ? o->params : NULL,
                           .n_params = o->n_params,
-                          .metric = -1 };
+                          .metric = -1,
+                          .plan = &plan };
     sx_rowset *rs = NULL;
     sx_status st = sx_search(b->c, &req, &rs);
     if (st != SX_OK) {
         snprintf(err, err_len, "sx_search: %s: %s", sx_status_str(st), sx_errmsg());
         return -1;
     }
+    add_plan(o->plan, &plan);
     size_t n = rs->nq == 1 ? rs->topks[0] : 0;
     if (n > b->k)
         n = b->k;
@@ -2628,6 +2680,53 @@ static int run_ours(bench *b)
     return 0;
 }
 
+/* The swept settings of our index with filter case f's filter, one thread, scored against that
+ * filter's exact ground truth (b->gt is pointed at it for the runs: timed_run scores b->gt). */
+static int sweep_filtered_ours(bench *b, size_t f)
+{
+    size_t n_settings = b->n_sp > 0 ? b->n_sp : 1;
+    char filter[96];
+    filter_expr(b, f, filter, sizeof filter);
+    sys_result *out = &b->fs_ours[f];
+    out->name = "sextant";
+    snprintf(out->desc, sizeof out->desc, "%s", b->kind->type);
+    for (size_t s = 0; s < n_settings; s++) {
+        ours_ctx o = { .b = b, .filter = filter };
+        for (size_t j = 0; j < b->n_sp_keys; j++) {
+            o.params[j].key = b->sp[j].key;
+            o.params[j].value = (long)j == b->sweep ? b->sp[j].vals[s] : b->sp[j].vals[0];
+        }
+        o.n_params = b->n_sp_keys;
+        run_result r;
+        memset(&r, 0, sizeof r);
+        setting_label(b, s, &r);
+        r.io_per_query = r.bytes_per_query = NAN;
+        if (timed_run(b, ours_search, &o, 1, &r) != 0)
+            return CLI_EXIT_FAIL;
+        plan_label(o.plan, r.plan, sizeof r.plan);
+        if (add_run(out, &r) != 0)
+            return CLI_EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Filtered sweeps (issue 18): with filter cases and peers, every swept setting is also run with
+ * each filter, for us here and for FAISS (IDSelectorRange) in run_one_peer, so that filtered
+ * search is compared at equal recall in one process. */
+static int run_filter_sweeps(bench *b)
+{
+    if (b->n_filters == 0 || b->peers == 0)
+        return 0;
+    gt_set saved = b->gt;
+    int rc = 0;
+    for (size_t f = 0; f < b->n_filters && rc == 0; f++) {
+        b->gt = b->filter_gt[f];
+        rc = sweep_filtered_ours(b, f);
+    }
+    b->gt = saved;
+    return rc;
+}
+
 /* ------------------------------------------------------------------ cases (schema 2) */
 
 /* A case's searches: the collection, the filter, the ground truth(s), top-k, and the form the
@@ -2640,6 +2739,10 @@ typedef struct case_ctx {
     const char *filter;   /* NULL: none */
     uint32_t k;
     dist_form form;
+    /* sx_search_plan counts summed over the case's searches (any thread): the segments
+     * searched through the index (unfiltered, filtered), scanned exactly with an index there,
+     * without one, by request */
+    _Atomic uint64_t plan[N_PLANS];
 } case_ctx;
 
 static int case_search(
@@ -2654,12 +2757,15 @@ static int case_search(
                           .params = b->n_case_sp ? b->case_sp : NULL,
                           .n_params = b->n_case_sp,
                           .metric = -1 };
+    sx_search_plan plan;
+    req.plan = &plan;
     sx_rowset *rs = NULL;
     sx_status st = sx_search(cc->c, &req, &rs);
     if (st != SX_OK) {
         snprintf(err, err_len, "sx_search: %s: %s", sx_status_str(st), sx_errmsg());
         return -1;
     }
+    add_plan(cc->plan, &plan);
     size_t n = rs->nq == 1 ? rs->topks[0] : 0;
     if (n > cc->k)
         n = cc->k;
@@ -2800,6 +2906,14 @@ static int case_serial(bench *b, case_ctx *cc, case_result *cr)
            "ms, p95 %.3f ms, p99 %.3f ms\n",
            cr->name, cr->k, cr->recall, cr->ndcg, cr->recall10, cr->s_qps, cr->s_p50, cr->s_p95,
            cr->s_p99);
+    /* the plan each segment got, over the serial pass (segment searches: queries x segments) */
+    printf("case %-12s plan:", cr->name);
+    for (size_t i = 0; i < N_PLANS; i++) {
+        cr->plan[i] = atomic_load(&cc->plan[i]);
+        if (cr->plan[i])
+            printf(" %s %" PRIu64, plan_names[i], cr->plan[i]);
+    }
+    printf(" (segment searches)\n");
     (void)fflush(stdout);
     rc = 0;
 out:
@@ -3079,12 +3193,13 @@ static bool resolve_symbols(peer_api *p)
     p->f_build = (faiss_build_fn)dlsym(p->dl, "sx_peer_faiss_build");
     p->f_set = (faiss_set_fn)dlsym(p->dl, "sx_peer_faiss_set");
     p->f_search = (faiss_search_fn)dlsym(p->dl, "sx_peer_faiss_search");
+    p->f_search_range = (faiss_search_range_fn)dlsym(p->dl, "sx_peer_faiss_search_range");
     p->f_memory = (faiss_memory_fn)dlsym(p->dl, "sx_peer_faiss_memory");
     p->f_describe = (faiss_describe_fn)dlsym(p->dl, "sx_peer_faiss_describe");
     p->f_free = (faiss_free_fn)dlsym(p->dl, "sx_peer_faiss_free");
     return abi != NULL && abi() == SX_PEER_FAISS_ABI && p->f_new != NULL && p->f_build != NULL &&
-           p->f_set != NULL && p->f_search != NULL && p->f_memory != NULL &&
-           p->f_describe != NULL && p->f_free != NULL;
+           p->f_set != NULL && p->f_search != NULL && p->f_search_range != NULL &&
+           p->f_memory != NULL && p->f_describe != NULL && p->f_free != NULL;
 }
 
 /* Tries DIR/<shim>: 0 loaded with every symbol, 1 no such file, -1 present but unusable
@@ -3161,6 +3276,8 @@ typedef struct peer_ctx {
     peer_api *api;
     void *h;
     const float *queries; /* normalised for cosine */
+    bool sel;             /* filtered sweeps: only labels >= sel_min (FAISS IDSelectorRange) */
+    int64_t sel_min;
 } peer_ctx;
 
 /* One peer query; its hits are re-scored from the vectors (in the GT form) so no distance
@@ -3172,8 +3289,10 @@ static int peer_search_rescored(
     bench *b = pc->b;
     size_t dim = b->queries.dim;
     const float *qv = pc->queries + q * dim;
-    size_t n = pc->api->lib == PEER_FAISS ? pc->api->f_search(pc->h, qv, b->k, ids, dists)
-                                          : pc->api->search(pc->h, qv, b->k, ids, dists);
+    size_t n = pc->sel ? pc->api->f_search_range(pc->h, qv, b->k, pc->sel_min, (int64_t)b->base.n,
+                                                 ids, dists)
+               : pc->api->lib == PEER_FAISS ? pc->api->f_search(pc->h, qv, b->k, ids, dists)
+                                            : pc->api->search(pc->h, qv, b->k, ids, dists);
     if (n > b->k) {
         snprintf(err, err_len, "%s returned %zu > k hits", lib_name(pc->api->lib), n);
         return -1;
@@ -3260,6 +3379,56 @@ static int peer_set(peer_api *api, void *h, const char *pkey, double v)
 
 /* Builds one peer index on (base, queries) and runs our settings through it (invariant 1).
  * Returns 0 (out filled, or skipped with a note: out->n_runs == 0) or CLI_EXIT_FAIL. */
+/* FAISS's half of the filtered sweeps (run_filter_sweeps): the swept settings with an
+ * IDSelectorRange of each filter case's rows, one thread, against that filter's ground truth. */
+static int sweep_filtered_faiss(
+    bench *b, peer_api *api, void *h, int faiss_kind, bool refine, const float *queries)
+{
+    int64_t id;
+    float d;
+    if (api->f_search_range(h, queries, 1, 0, (int64_t)b->base.n, &id, &d) == (size_t)-1) {
+        add_note(b, "faiss %s takes no ID selector: not in the filtered sweeps",
+                 api->f_describe(h));
+        return 0;
+    }
+    size_t n_settings = b->n_sp > 0 ? b->n_sp : 1;
+    gt_set saved = b->gt;
+    int rc = 0;
+    for (size_t f = 0; f < b->n_filters && rc == 0; f++) {
+        sys_result *out = &b->fs_faiss[f];
+        out->name = "faiss";
+        snprintf(out->desc, sizeof out->desc, "%s + IDSelectorRange", api->f_describe(h));
+        b->gt = b->filter_gt[f];
+        peer_ctx pc = { .b = b,
+                        .api = api,
+                        .h = h,
+                        .queries = queries,
+                        .sel = true,
+                        .sel_min = (int64_t)filter_min(b, f) };
+        for (size_t s = 0; s < n_settings && rc == 0; s++) {
+            run_result r;
+            memset(&r, 0, sizeof r);
+            setting_label(b, s, &r);
+            r.io_per_query = r.bytes_per_query = NAN;
+            const char *pkey;
+            double pval;
+            if (b->sweep >= 0) {
+                const sp_key *k = &b->sp[b->sweep];
+                if (!map_param(api, faiss_kind, refine, k->key, k->vals[s], &pkey, &pval) ||
+                    peer_set(api, h, pkey, pval) != 0) {
+                    rc =
+                        cli_fail("bench", "faiss: %s value '%s' is not usable", k->key, k->vals[s]);
+                    break;
+                }
+            }
+            if (timed_run(b, peer_search_rescored, &pc, 1, &r) != 0 || add_run(out, &r) != 0)
+                rc = CLI_EXIT_FAIL;
+        }
+    }
+    b->gt = saved;
+    return rc;
+}
+
 static int run_one_peer(bench *b,
                         peer_api *api,
                         int faiss_kind,
@@ -3367,6 +3536,12 @@ static int run_one_peer(bench *b,
             print_run(name, &r, false);
         }
     }
+    if (api->lib == PEER_FAISS && b->n_filters > 0 &&
+        sweep_filtered_faiss(b, api, h, faiss_kind, refine, queries) != 0)
+        goto out;
+    if (api->lib == PEER_HNSWLIB && b->n_filters > 0)
+        add_note(b, "hnswlib is not in the filtered sweeps: Debian's hnswlib 0.6.2 has no "
+                    "filter functor (searchKnn takes one from 0.7)");
     rc = 0;
 out:
     if (h != NULL) {
@@ -3454,6 +3629,22 @@ static double qps_at_recall(const sys_result *s, double target)
     double q = bm_qps_at_recall(rq, rq + s->n_runs, n, target);
     free(rq);
     return q;
+}
+
+/* The fastest single-thread run reaching recall `target` (its QPS; NAN when none does) and its
+ * index in *at: with exact plans a filtered curve can sit at recall 1 for every setting, where
+ * the interpolation of qps_at_recall has no bracketing pair. */
+static double fastest_reaching(const sys_result *s, double target, size_t *at)
+{
+    double best = (double)NAN;
+    for (size_t i = 0; i < s->n_runs; i++) {
+        const run_result *r = &s->runs[i];
+        if (r->threads == 1 && r->recall >= target && (isnan(best) || r->qps > best)) {
+            best = r->qps;
+            *at = i;
+        }
+    }
+    return best;
 }
 
 /* The JSON document is built in memory and written with one checked fwrite: a failed or short
@@ -3681,6 +3872,10 @@ static void json_runs(sbuf *sb, const bench *b, const sys_result *s, bool io_fie
         sb_printf(sb, ", \"ndcg\": ");
         json_num(sb, r->ndcg);
         sb_printf(sb, ", \"threads\": %u", r->threads);
+        if (r->plan[0]) {
+            sb_printf(sb, ", \"plan\": ");
+            json_str(sb, r->plan);
+        }
         if (io_fields || !isnan(r->io_per_query)) {
             sb_printf(sb, ", \"io_per_query\": ");
             json_num(sb, r->io_per_query);
@@ -3745,6 +3940,41 @@ static void json_ratios(sbuf *sb, const bench *b)
         sb_printf(sb, "}");
     }
     sb_printf(sb, "}");
+}
+
+/* "filtered_sweeps": per filter case with peers, our runs (each with its plan) and FAISS's, and
+ * the fastest of each reaching recall 0.95. */
+static void json_filter_sweeps(sbuf *sb, const bench *b)
+{
+    if (b->n_filters == 0 || b->fs_ours[0].n_runs == 0)
+        return;
+    sb_printf(sb, ",\n  \"filtered_sweeps\": [");
+    for (size_t f = 0; f < b->n_filters; f++) {
+        const sys_result *o = &b->fs_ours[f], *p = &b->fs_faiss[f];
+        char filter[96];
+        filter_expr(b, f, filter, sizeof filter);
+        sb_printf(sb, "%s\n  {\"filter\": ", f ? "," : "");
+        json_str(sb, filter);
+        sb_printf(sb, ", \"filter_rate\": ");
+        json_num(sb, b->filter_rates[f]);
+        sb_printf(sb, ", \"sextant\": ");
+        json_runs(sb, b, o, false);
+        sb_printf(sb, ", \"faiss_index\": ");
+        json_str(sb, p->n_runs ? p->desc : NULL);
+        sb_printf(sb, ", \"faiss\": ");
+        json_runs(sb, b, p, false);
+        size_t io = 0, ip = 0;
+        double qo = fastest_reaching(o, RECALL_TARGET, &io);
+        double qp = p->n_runs ? fastest_reaching(p, RECALL_TARGET, &ip) : (double)NAN;
+        sb_printf(sb, ", \"fastest_qps_at_recall_0.95\": ");
+        json_num(sb, qo);
+        sb_printf(sb, ", \"faiss_fastest_qps_at_recall_0.95\": ");
+        json_num(sb, qp);
+        sb_printf(sb, ", \"qps_ratio_at_recall_0.95\": ");
+        json_num(sb, qo / qp);
+        sb_printf(sb, "}");
+    }
+    sb_printf(sb, "\n  ]");
 }
 
 static void json_hist(sbuf *sb, const uint64_t *h)
@@ -3906,6 +4136,10 @@ static void json_case(sbuf *sb, const bench *b, const case_result *cr, size_t ci
         sb_printf(sb, "%" PRIu64, cr->kept_rows);
     else
         sb_printf(sb, "null");
+    sb_printf(sb, ", \"plan\": {");
+    for (size_t i = 0; i < N_PLANS; i++)
+        sb_printf(sb, "%s\"%s\": %" PRIu64, i ? ", " : "", plan_names[i], cr->plan[i]);
+    sb_printf(sb, "}");
     sb_printf(sb, ", \"k\": %u, \"search_params\": {", cr->k);
     for (size_t j = 0; j < b->n_case_sp; j++) {
         sb_printf(sb, "%s", j ? ", " : "");
@@ -4153,6 +4387,7 @@ static void json_document(sbuf *sb, const bench *b)
     }
     if (b->n_peer > 0)
         json_ratios(sb, b);
+    json_filter_sweeps(sb, b);
     json_schema2(sb, b);
     sb_printf(sb, "\n}\n");
 }
@@ -4224,6 +4459,43 @@ static void print_peer_table(const bench *b, const sys_result *peer)
     }
     printf("build time ratio (sextant / %s): %.2f (load time ratio %.2f)\n", name,
            ratio(b->build_s, peer->build_s), ratio(b->insert_s + b->build_s, peer->build_s));
+}
+
+static void print_filter_sweeps(const bench *b)
+{
+    for (size_t f = 0; f < b->n_filters; f++) {
+        const sys_result *o = &b->fs_ours[f], *p = &b->fs_faiss[f];
+        if (o->n_runs == 0)
+            continue;
+        char filter[96];
+        filter_expr(b, f, filter, sizeof filter);
+        printf("\nfiltered sweep, filter %s (%.4g%% of the rows; one thread, recall@%u against "
+               "the filtered ground truth; faiss: %s)\n",
+               filter, 100.0 * (1.0 - b->filter_rates[f]), b->k, p->n_runs ? p->desc : "not run");
+        printf("%-18s %11s %11s %11s %11s %9s  %s\n", "params", "recall", "faiss", "QPS", "faiss",
+               "QPS ratio", "sextant plan");
+        for (size_t i = 0; i < o->n_runs; i++) {
+            const run_result *r = &o->runs[i], *q = i < p->n_runs ? &p->runs[i] : NULL;
+            printf("%-18s %11.4f %11.4f %11.1f %11.1f %9.2f  %s\n", r->params[0] ? r->params : "-",
+                   r->recall, q ? q->recall : (double)NAN, r->qps, q ? q->qps : (double)NAN,
+                   q && q->qps > 0 ? r->qps / q->qps : (double)NAN, r->plan);
+        }
+        size_t io = 0, ip = 0;
+        double qo = fastest_reaching(o, RECALL_TARGET, &io);
+        double qp = p->n_runs ? fastest_reaching(p, RECALL_TARGET, &ip) : (double)NAN;
+        if (isnan(qo) || isnan(qp)) {
+            char so[96] = "never reaches it", sp[96] = "never reaches it";
+            if (!isnan(qo))
+                snprintf(so, sizeof so, "%.1f QPS (%s)", qo, o->runs[io].params);
+            if (!isnan(qp))
+                snprintf(sp, sizeof sp, "%.1f QPS (%s)", qp, p->runs[ip].params);
+            printf("fastest at recall >= %.2f: sextant %s, faiss %s%s\n", RECALL_TARGET, so,
+                   p->n_runs ? sp : "not run", " (no ratio)");
+        } else
+            printf("fastest at recall >= %.2f: sextant %.1f QPS (%s), faiss %.1f QPS (%s): "
+                   "ratio %.2f\n",
+                   RECALL_TARGET, qo, o->runs[io].params, qp, p->runs[ip].params, qo / qp);
+    }
 }
 
 static void fmt_num(char *buf, size_t len, int prec, double v)
@@ -4370,6 +4642,7 @@ static void print_summary(const bench *b)
         printf("peers: %s\n", b->peer_note);
     for (size_t pi = 0; pi < b->n_peer; pi++)
         print_peer_table(b, &b->peer[pi]);
+    print_filter_sweeps(b);
     print_cases(b);
 }
 
@@ -4472,6 +4745,8 @@ int cli_bench(int argc, char **argv)
     sx_io_profile_get(&p1);
     prof_add_delta(&b->io_prof, &p1, &p0);
     sx_db_cache_stats(b->db, &b->cache_st);
+    if (run_filter_sweeps(b) != 0)
+        goto out;
     if (run_peers(b) != 0)
         goto out;
     if (run_cases(b) != 0)

@@ -600,6 +600,7 @@ const sx__index_ops sx__hnsw_index_ops = {
     .check_search_params = sx__hnsw_check_search_params,
     .build = sx__hnsw_build,
     .search = sx__hnsw_search,
+    .filter_cost = sx__hnsw_filter_cost,
     .serialize = sx__hnsw_serialize,
     .deserialize = sx__hnsw_deserialize,
     .memory_bytes = sx__hnsw_memory_bytes,
