@@ -580,7 +580,13 @@ typedef struct sx_search_req {
     /* optional out: how each segment was searched (sx_search_plan), summed over the segments;
      * written on success */
     struct sx_search_plan *plan;
+    /* how a filtered search is carried out on segments with an index: SX_PLAN_AUTO (0, the
+     * cost estimate below), SX_PLAN_INDEX (always through the index with the filter) or
+     * SX_PLAN_EXACT (always an exact scan of the rows the filter keeps) */
+    int filter_plan;
 } sx_search_req;
+
+enum { SX_PLAN_AUTO = 0, SX_PLAN_INDEX = 1, SX_PLAN_EXACT = 2 };
 
 /* How one sx_search was carried out, per segment, summed over the segments with rows. A
  * filtered search (a filter, or deleted rows) over a segment with an index is planned there

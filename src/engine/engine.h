@@ -428,9 +428,6 @@ SX_NODISCARD sx_status sx__coll_flush_extra(sx_collection *c,
                                             bool from_insert,
                                             const sx__flush_extra *x);
 SX_NODISCARD sx_status sx__coll_check(sx_collection *c);
-/* Tests: the plan of filtered searches over indexed segments (query.c's plan_segment): 0 the
- * cost estimate, 1 always the index, 2 always the exact scan. */
-extern _Atomic int sx__search_plan_force;
 /* Tests only (NULL otherwise): called by compaction between the delete-bit snapshot of a
  * segment and its rewrite, on the compacting thread with only flush_mu held, so a test can make
  * writes race with the copy deterministically. */

@@ -54,8 +54,6 @@
 #define SX__PLAN_GATHER_FIXED   160.0
 #define SX__PLAN_GATHER_PER_DIM 3.5
 
-_Atomic int sx__search_plan_force;
-
 typedef enum { PLAN_INDEX, PLAN_EXACT_FILTERED, PLAN_EXACT_OTHER } seg_plan;
 
 /* The plan of a filtered search over an indexed segment of n rows of which the filter and the
@@ -63,7 +61,7 @@ typedef enum { PLAN_INDEX, PLAN_EXACT_FILTERED, PLAN_EXACT_OTHER } seg_plan;
  * a pass over the n-bit allow set, 1/64 per row); the index's filtered search costs what its
  * filter_cost estimates, each distance worth `gather` scanned rows (above). The cheaper wins.
  * An index without an estimate keeps the fixed rule: exact below SX__EXACT_MAX_ROWS rows or
- * SX__EXACT_FRACTION of the segment. sx__search_plan_force (tests) overrides: 1 index, 2 exact. */
+ * SX__EXACT_FRACTION of the segment. req->filter_plan overrides (SX_PLAN_INDEX, SX_PLAN_EXACT). */
 static seg_plan plan_segment(const sx__idxref *ix,
                              const sx_search_req *req,
                              size_t kk,
@@ -71,10 +69,9 @@ static seg_plan plan_segment(const sx__idxref *ix,
                              size_t n,
                              size_t n_allowed)
 {
-    int force = atomic_load_explicit(&sx__search_plan_force, memory_order_relaxed);
-    if (force == 1)
+    if (req->filter_plan == SX_PLAN_INDEX)
         return PLAN_INDEX;
-    if (force == 2)
+    if (req->filter_plan == SX_PLAN_EXACT)
         return PLAN_EXACT_FILTERED;
     double est = ix->ops->filter_cost
                      ? ix->ops->filter_cost(ix->idx, req->params, req->n_params, kk, n_allowed)
@@ -495,6 +492,10 @@ static sx_status search_impl(sx_collection *c, const sx_search_req *req, sx_rows
         return SX_ETIMEDOUT;
     if (req->nq > 65536)
         return sx__err(SX_EINVAL, "nq %zu is over the limit of 65536", req->nq);
+    if (req->filter_plan != SX_PLAN_AUTO && req->filter_plan != SX_PLAN_INDEX &&
+        req->filter_plan != SX_PLAN_EXACT)
+        return sx__err(SX_EINVAL, "filter_plan %d is not SX_PLAN_AUTO, _INDEX or _EXACT",
+                       req->filter_plan);
     if (req->k == 0 || req->k > SX_MAX_TOPK || req->offset > SX_MAX_TOPK - req->k)
         return sx__err(SX_EINVAL, "limit %u + offset %u must be in [1, %u]", req->k, req->offset,
                        SX_MAX_TOPK);

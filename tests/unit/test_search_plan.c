@@ -4,11 +4,11 @@
  *
  * Two sealed HNSW segments of 6,000 rows x 64 (uniform random, L2), `age` = id % 100, filters
  * keeping 1%, 10%, 50%, 90% and 99% of the rows, plus deletes. For each filter and each plan:
- *   forced exact (sx__search_plan_force = 2): every segment reported exact_filtered, the answer
+ *   forced exact (filter_plan SX_PLAN_EXACT): every segment reported exact_filtered, the answer
  *     is brute force's (ids, distances within 1e-3);
- *   forced index (1): every segment reported index_filtered; recall@10 >= 0.90 at ef 128 (the
- *     two-heap traversal passes over filtered-out rows, so no selectivity is a cliff);
- *   the cost estimate (0): the counts sum to the segments; the answer is exactly the forced
+ *   forced index (SX_PLAN_INDEX): every segment reported index_filtered; recall@10 >= 0.90 at ef
+ * 128 (the two-heap traversal passes over filtered-out rows, so no selectivity is a cliff); the
+ * cost estimate (SX_PLAN_AUTO): the counts sum to the segments; the answer is exactly the forced
  *     answer of the plan it reports (the plan is what ran); 1% is scanned, 99% traversed; recall
  *     >= 0.95 at every selectivity.
  * Unfiltered searches report index; growing rows exact_unindexed; req.exact exact_other.
@@ -18,7 +18,6 @@
 #include <sextant.h>
 #include <stdlib.h>
 
-#include "engine/engine.h"
 #include "harness.h"
 
 #define DIM   64
@@ -95,7 +94,8 @@ typedef struct answer {
     sx_search_plan plan; /* summed over the queries */
 } answer;
 
-static void search(sx_collection *c, const float *qs, const char *filter, bool exact, answer *a)
+static void
+search(sx_collection *c, const float *qs, const char *filter, bool exact, int how, answer *a)
 {
     memset(a, 0, sizeof *a);
     sx_param ef = { "ef", "128" };
@@ -110,7 +110,8 @@ static void search(sx_collection *c, const float *qs, const char *filter, bool e
                               .n_params = 1,
                               .metric = -1,
                               .exact = exact,
-                              .plan = &p };
+                              .plan = &p,
+                              .filter_plan = how };
         sx_rowset *rs = NULL;
         ASSERT_OK(sx_search(c, &req, &rs));
         a->n[q] = rs->topks[0];
@@ -208,7 +209,7 @@ static void test_plans(void)
     answer *ex = malloc(sizeof *ex), *ix = malloc(sizeof *ix), *au = malloc(sizeof *au);
 
     /* a filter keeping every row but the deleted ones: the counts cover every segment */
-    search(c, qs, "age >= 0", false, au);
+    search(c, qs, "age >= 0", false, SX_PLAN_AUTO, au);
     uint32_t segs = au->plan.index + au->plan.index_filtered + au->plan.exact_filtered +
                     au->plan.exact_unindexed + au->plan.exact_other;
     ASSERT_EQ(segs, 2 * NQ);
@@ -225,12 +226,9 @@ static void test_plans(void)
         for (int64_t r = 0; r < NROWS; r++)
             kept += ages[r] < lim && !deleted(r);
 
-        atomic_store(&sx__search_plan_force, 2);
-        search(c, qs, filter, false, ex);
-        atomic_store(&sx__search_plan_force, 1);
-        search(c, qs, filter, false, ix);
-        atomic_store(&sx__search_plan_force, 0);
-        search(c, qs, filter, false, au);
+        search(c, qs, filter, false, SX_PLAN_EXACT, ex);
+        search(c, qs, filter, false, SX_PLAN_INDEX, ix);
+        search(c, qs, filter, false, SX_PLAN_AUTO, au);
 
         ASSERT_EQ(ex->plan.exact_filtered, 2 * NQ);
         ASSERT_EQ(ex->plan.index + ex->plan.index_filtered, 0);
@@ -258,10 +256,14 @@ static void test_plans(void)
     }
 
     /* req.exact: exact_other; growing rows: exact_unindexed */
-    search(c, qs, NULL, true, au);
+    search(c, qs, NULL, true, SX_PLAN_AUTO, au);
     ASSERT_EQ(au->plan.exact_other, 2 * NQ);
+    sx_search_req bad = { .queries = qs, .nq = 1, .k = K, .metric = -1, .filter_plan = 3 };
+    sx_rowset *rs = NULL;
+    ASSERT_STATUS(sx_search(c, &bad, &rs), SX_EINVAL);
+    ASSERT(strstr(sx_errmsg(), "filter_plan") != NULL);
     ASSERT_OK(insert_rows(c, NROWS, 100, seed));
-    search(c, qs, NULL, false, au);
+    search(c, qs, NULL, false, SX_PLAN_AUTO, au);
     ASSERT_EQ(au->plan.exact_unindexed, NQ);
     ASSERT_EQ(au->plan.index_filtered, 2 * NQ); /* the deletes filter the sealed ones */
     ASSERT_EQ(au->plan.rows, (uint64_t)(NROWS + 100) * NQ);

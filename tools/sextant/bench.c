@@ -439,6 +439,7 @@ typedef struct bench {
     cli_params case_params; /* --case-param; empty: chosen from the sweep */
     uint32_t case_k;
     double filter_rates[MAX_FILTERS];
+    int filter_plan; /* --filter-plan: sx_search_req.filter_plan of every search */
     size_t n_filters;
     double stream_rate;
     unsigned stream_conc, stream_stages;
@@ -635,7 +636,12 @@ static void bench_usage(FILE *out)
         "  --case-k N             top-k of the cases (default 100, capped by the ground truth)\n"
         "  --filter-rate LIST     filter cases: an int64 field `label` = row number, filter\n"
         "                         `label >= n * rate` (rate = fraction removed: 0.01 keeps 99%%,\n"
-        "                         0.99 keeps 1%%); ground truth computed with the filter\n"
+        "                         0.99 keeps 1%%); ground truth computed with the filter;\n"
+        "                         with peers, every swept setting is also run with each\n"
+        "                         filter for us and FAISS (IDSelectorRange): filtered sweeps\n"
+        "  --filter-plan P        auto (default: the cost estimate per segment), index or\n"
+        "                         exact: how filtered searches use the index (the plan is\n"
+        "                         printed per case and per filtered-sweep setting)\n"
         "  --stream-rate R        streaming case: insert at R rows/s into a second collection\n"
         "                         while --stream-concurrency threads (default %d) search;\n"
         "                         recall and p99 per stage (--stream-stages, default %d)\n"
@@ -954,6 +960,21 @@ static int parse_args(bench *b, int argc, char **argv)
         if ((r = cli_take(argc, argv, &i, cmd, "--filter-rate", &v)) != 0) {
             if (r < 0 || parse_rates(b, cmd, v) != 0)
                 return CLI_EXIT_USAGE;
+            continue;
+        }
+        if ((r = cli_take(argc, argv, &i, cmd, "--filter-plan", &v)) != 0) {
+            if (r < 0)
+                return CLI_EXIT_USAGE;
+            if (strcmp(v, "auto") == 0) {
+                b->filter_plan = SX_PLAN_AUTO;
+            } else if (strcmp(v, "index") == 0) {
+                b->filter_plan = SX_PLAN_INDEX;
+            } else if (strcmp(v, "exact") == 0) {
+                b->filter_plan = SX_PLAN_EXACT;
+            } else {
+                fprintf(stderr, "sextant %s: --filter-plan '%s': auto, index or exact\n", cmd, v);
+                return CLI_EXIT_USAGE;
+            }
             continue;
         }
         if ((r = cli_take(argc, argv, &i, cmd, "--stream-rate", &v)) != 0) {
@@ -2553,7 +2574,8 @@ static int ours_search(
                           .params = o->n_params ? o->params : NULL,
                           .n_params = o->n_params,
                           .metric = -1,
-                          .plan = &plan };
+                          .plan = &plan,
+                          .filter_plan = b->filter_plan };
     sx_rowset *rs = NULL;
     sx_status st = sx_search(b->c, &req, &rs);
     if (st != SX_OK) {
@@ -2759,6 +2781,7 @@ static int case_search(
                           .metric = -1 };
     sx_search_plan plan;
     req.plan = &plan;
+    req.filter_plan = b->filter_plan;
     sx_rowset *rs = NULL;
     sx_status st = sx_search(cc->c, &req, &rs);
     if (st != SX_OK) {
