@@ -2,9 +2,10 @@
  * test_search_plan.c: the plan of filtered searches over indexed segments (query.c's
  * plan_segment, issue 18) and sx_search_plan, against brute force computed here.
  *
- * Two sealed HNSW segments of 6,000 rows x 64 (uniform random, L2), `age` = id % 100, filters
- * keeping 1%, 10%, 50%, 90% and 99% of the rows, plus deletes. For each filter and each plan:
- *   forced exact (filter_plan SX_PLAN_EXACT): every segment reported exact_filtered, the answer
+ * Two sealed segments of 6,000 rows x 64 (uniform random, L2), indexed with HNSW and then, in a
+ * second collection, HNSW_SQ (sq8, refine FP32): both estimate their cost. `age` = id % 100,
+ * filters keeping 1%, 10%, 50%, 90% and 99% of the rows, plus deletes. For each filter and each
+ * plan: forced exact (filter_plan SX_PLAN_EXACT): every segment reported exact_filtered, the answer
  *     is brute force's (ids, distances within 1e-3);
  *   forced index (SX_PLAN_INDEX): every segment reported index_filtered; recall@10 >= 0.90 at ef
  * 128 (the two-heap traversal passes over filtered-out rows, so no selectivity is a cliff); the
@@ -167,11 +168,11 @@ static bool same(const answer *a, const answer *b)
     return true;
 }
 
-static void test_plans(void)
+static void plans(const char *type, const sx_param *bp, size_t nbp)
 {
     vecs = malloc((size_t)NROWS * DIM * sizeof *vecs);
     ages = malloc(NROWS * sizeof *ages);
-    const char *dir = test_tmpdir("search_plan");
+    const char *dir = test_tmpdir(type);
     sx_db *db = NULL;
     sx_db_options o = { 0 };
     o.segment_max_bytes = (uint64_t)(NROWS / 2) * DIM * 4; /* two sealed segments */
@@ -189,8 +190,7 @@ static void test_plans(void)
     uint64_t seed = test_seed();
     for (int b = 0; b < NROWS / 1000; b++)
         ASSERT_OK(insert_rows(c, (int64_t)b * 1000, 1000, seed));
-    ASSERT_OK(
-        sx_index_create(c, "HNSW", (sx_param[]){ { "M", "16" }, { "efConstruction", "100" } }, 2));
+    ASSERT_OK(sx_index_create(c, type, bp, nbp));
     ASSERT_OK(sx_flush(c));
     ASSERT_OK(sx_index_wait(c, 120000));
     int64_t del[NROWS];
@@ -237,7 +237,8 @@ static void test_plans(void)
         ASSERT_EQ(ix->plan.index_filtered, 2 * NQ);
         ASSERT_EQ(ix->plan.exact_filtered, 0);
         double ri = recall(ix, qs, lim, false);
-        fprintf(stderr, "age < %d: kept %llu rows, index recall %.4f, auto: index %u exact %u\n",
+        fprintf(stderr,
+                "%s, age < %d: kept %llu rows, index recall %.4f, auto: index %u exact %u\n", type,
                 lim, (unsigned long long)kept, ri, au->plan.index_filtered,
                 au->plan.exact_filtered);
         ASSERT(ri >= 0.90);
@@ -277,8 +278,25 @@ static void test_plans(void)
     free(ages);
 }
 
+static void test_hnsw(void)
+{
+    plans("HNSW", (sx_param[]){ { "M", "16" }, { "efConstruction", "100" } }, 2);
+}
+
+static void test_hnsw_sq(void)
+{
+    plans("HNSW_SQ",
+          (sx_param[]){ { "M", "16" },
+                        { "efConstruction", "100" },
+                        { "sq_type", "SQ8" },
+                        { "refine", "true" },
+                        { "refine_type", "FP32" } },
+          5);
+}
+
 int main(void)
 {
-    RUN(test_plans);
+    RUN(test_hnsw);
+    RUN(test_hnsw_sq);
     return TEST_DONE();
 }

@@ -251,6 +251,9 @@ SX_NODISCARD sx_status sx__hnsw_sq_check(const sx__index *idx);
 void sx__hnsw_sq_free(sx__index *idx);
 size_t sx__hnsw_sq_memory_bytes(const sx__index *idx);
 sx_status sx__hnsw_sq_check_search_params(const sx_param *p, size_t np, size_t k);
+/* index.h's filter_cost (hnsw_sq_search.c has the model and its measurements). */
+double sx__hnsw_sq_filter_cost(
+    const sx__index *idx, const sx_param *sp, size_t nsp, size_t k, size_t n_allowed);
 sx_status sx__hnsw_sq_search(const sx__index *idx,
                              const float *query,
                              size_t k,

@@ -343,6 +343,7 @@ const sx__index_ops sx__hnsw_sq_index_ops = {
     .check_search_params = sx__hnsw_sq_check_search_params,
     .build = build,
     .search = sx__hnsw_sq_search,
+    .filter_cost = sx__hnsw_sq_filter_cost,
     .serialize = sx__hnsw_sq_serialize,
     .deserialize = sx__hnsw_sq_deserialize,
     .memory_bytes = sx__hnsw_sq_memory_bytes,

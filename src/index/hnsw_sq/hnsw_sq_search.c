@@ -336,6 +336,49 @@ sx_status sx__hnsw_sq_check_search_params(const sx_param *p, size_t np, size_t k
     return parse_search(p, np, k, &sp);
 }
 
+/* The traversal's result capacity (cap) and how many of its best are re-ranked or returned
+ * (ncand), for k and the search params. */
+static void
+sizes(const sx__hnsw_sq *h, const search_params *prm, size_t k, size_t *cap_out, size_t *ncand_out)
+{
+    size_t cap = (size_t)prm->ef < h->n ? (size_t)prm->ef : h->n;
+    size_t ncand = k;
+    if (h->refine && prm->refine_k > 0.0) {
+        double want = ceil((double)k * prm->refine_k);
+        ncand = want < (double)h->n ? (size_t)want : h->n;
+        cap = ncand > cap ? ncand : cap;
+    } else if (h->refine) {
+        ncand = 2 * k < cap ? 2 * k : cap;
+    }
+    *cap_out = cap;
+    *ncand_out = ncand;
+}
+
+/* index.h's filter_cost, in float32 gathered distances. The traversal is HNSW's (the same
+ * two-heap loop over the same degree), so it computes 0.95 * M0 * (cap / s)^0.68 code
+ * distances (hnsw_search.c has the fit). One costs less than a float32 one: with each plan
+ * forced (`sextant bench --filter-plan`, one thread, M=16, filters keeping 50-2%) a code
+ * distance took 61-62 ns at 128 dimensions (BIGANN-10k, ef 100) and 149-167 ns at 784
+ * (Fashion-MNIST, ef 10 and 100), about 43 ns + 0.15 ns per dimension, against HNSW's 24 ns +
+ * 0.52 ns per dimension: the ratio below. A re-rank adds ncand float32 distances. */
+double sx__hnsw_sq_filter_cost(
+    const sx__index *idx, const sx_param *sp, size_t nsp, size_t k, size_t n_allowed)
+{
+    const sx__hnsw_sq *h = (const sx__hnsw_sq *)idx;
+    search_params prm;
+    if (parse_search(sp, nsp, k, &prm) != SX_OK || h->n == 0)
+        return -1.0;
+    sx__err_clear();
+    size_t cap, ncand;
+    sizes(h, &prm, k, &cap, &ncand);
+    double n = (double)h->n;
+    double s = n_allowed > 0 ? (double)n_allowed / n : 1.0 / n;
+    double v = 0.95 * (double)h->M0 * pow((double)cap / s, 0.68);
+    double d = (double)h->dim;
+    v = (v < n ? v : n) * (43.0 + 0.15 * d) / (24.0 + 0.52 * d);
+    return v + (h->refine ? (double)ncand : 0.0);
+}
+
 /* ---------------------------------------------------------------- vtable: search */
 
 sx_status sx__hnsw_sq_search(const sx__index *idx,
@@ -354,15 +397,8 @@ sx_status sx__hnsw_sq_search(const sx__index *idx,
     if (k == 0 || h->n == 0)
         return SX_OK;
     /* candidates to re-rank, and the pool that must hold them */
-    size_t cap = (size_t)prm.ef < h->n ? (size_t)prm.ef : h->n;
-    size_t ncand = k;
-    if (h->refine && prm.refine_k > 0.0) {
-        double want = ceil((double)k * prm.refine_k);
-        ncand = want < (double)h->n ? (size_t)want : h->n;
-        cap = ncand > cap ? ncand : cap;
-    } else if (h->refine) {
-        ncand = 2 * k < cap ? 2 * k : cap;
-    }
+    size_t cap, ncand;
+    sizes(h, &prm, k, &cap, &ncand);
     scratch *s = sx__graph_tls_get(&tls_class);
     if (!s)
         return sx__err(SX_ENOMEM, "HNSW_SQ: cannot allocate search scratch");
