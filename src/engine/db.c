@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "platform/membudget.h"
@@ -117,6 +118,10 @@ sx_status sx_db_open(const char *dir, const sx_db_options *opts, sx_db **out)
     atomic_init(&db->refs, 1);
     if (opts)
         db->opts = *opts;
+    if (db->opts.search_threads == 0) { /* documented as all cores; query.c splits batches */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        db->opts.search_threads = cpus > 0 ? (uint32_t)cpus : 1u;
+    }
     (void)sx__mutex_init(&db->mu, SX__RANK_DB, "db.mu");
     pthread_cond_init(&db->job_cv, NULL);
     pthread_cond_init(&db->rjob_cv, NULL);

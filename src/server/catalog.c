@@ -927,6 +927,11 @@ cdb_open(sx__catalog *cat, const char *name, const char *dir, int64_t id_if_new,
     /* With object storage, database NAME keeps its objects under <url>/databases/NAME, the
      * default database directly under <url> (the same layout as the local directories). */
     sx_db_options dbo = cat->opts;
+    /* One thread per engine batch unless the options name more: the merger (merge.c) already
+     * runs one search per CPU at once, and merged batches form exactly when every CPU is busy,
+     * so splitting each batch again would only oversubscribe them. */
+    if (!dbo.search_threads)
+        dbo.search_threads = 1;
     char url[4096];
     if (st == SX_OK && dbo.storage_url && *dbo.storage_url && strcmp(name, "default") != 0) {
         size_t ul = strlen(dbo.storage_url);

@@ -439,7 +439,9 @@ typedef struct bench {
     cli_params case_params; /* --case-param; empty: chosen from the sweep */
     uint32_t case_k;
     double filter_rates[MAX_FILTERS];
-    int filter_plan; /* --filter-plan: sx_search_req.filter_plan of every search */
+    int filter_plan;         /* --filter-plan: sx_search_req.filter_plan of every search */
+    size_t qbatch;           /* --query-batch: queries per sx_search in our sweep (0, 1: one) */
+    unsigned search_threads; /* --search-threads: sx_db_options.search_threads (0: the default) */
     size_t n_filters;
     double stream_rate;
     unsigned stream_conc, stream_stages;
@@ -599,6 +601,11 @@ static void bench_usage(FILE *out)
         "                         diskann search_list=10..200\n"
         "  --k N                  neighbours per query (default 10)\n"
         "  --threads N            build threads, and an extra N-thread search run (default 1)\n"
+        "  --query-batch N        our sweep searches N queries per sx_search call (a batch,\n"
+        "                         split across the engine's search threads; latency\n"
+        "                         percentiles are then per batch). Default 1\n"
+        "  --search-threads N     the engine's threads for one batch (sx_db_options\n"
+        "                         .search_threads; default: all cores)\n"
         "  --nq N                 use the first N queries\n"
         "  --limit N              use the first N base vectors\n"
         "  --batch N              rows per sx_insert (default 1000)\n"
@@ -1029,7 +1036,9 @@ static int parse_args(bench *b, int argc, char **argv)
                      { "--case-k", 1, SX_MAX_TOPK },
                      { "--stream-concurrency", 1, 1024 },
                      { "--stream-stages", 1, 100 },
-                     { "--seed", 0, UINT64_MAX } };
+                     { "--seed", 0, UINT64_MAX },
+                     { "--query-batch", 1, 65536 },
+                     { "--search-threads", 1, 1024 } };
 
         bool matched = false;
         for (size_t j = 0; j < sizeof nums / sizeof nums[0] && !matched; j++) {
@@ -1082,6 +1091,12 @@ static int parse_args(bench *b, int argc, char **argv)
             case 14:
                 b->seed_opt = u;
                 b->seed_given = true;
+                break;
+            case 15:
+                b->qbatch = (size_t)u;
+                break;
+            case 16:
+                b->search_threads = (unsigned)u;
                 break;
             default:
                 b->runs = (unsigned)u;
@@ -2071,6 +2086,7 @@ static int setup_db(bench *b)
     }
     sx_db_options opts = { 0 };
     opts.build_threads = b->threads;
+    opts.search_threads = b->search_threads;
     /* One sealed segment holds every row unless --segment-bytes says otherwise: a per-segment
      * index (nlist lists, nprobe probes per segment) then compares with one library index. */
     uint64_t raw = (uint64_t)b->base.n * b->base.dim * sizeof(float);
@@ -2338,6 +2354,7 @@ static int reopen_from_store(bench *b)
     b->data_is_temp = true;
     sx_db_options opts = { 0 };
     opts.build_threads = b->threads;
+    opts.search_threads = b->search_threads;
     uint64_t raw = (uint64_t)b->base.n * b->base.dim * sizeof(float);
     opts.segment_max_bytes = b->segment_bytes > 0 ? b->segment_bytes : raw + (1u << 20);
     opts.index_build_memory_limit = b->build_memory_limit;
@@ -2373,6 +2390,7 @@ typedef int (*search_one_fn)(
 typedef struct run_ctx {
     search_one_fn fn;
     void *fn_ctx;
+    size_t step; /* queries per call: fn answers queries q..q+step-1 (fewer at the end) */
     size_t nq;
     uint32_t k;
     int64_t *ids;   /* nq * k */
@@ -2391,13 +2409,15 @@ static void *run_worker(void *arg)
     char err[ERR_LEN];
     for (;;) {
         /* relaxed: the counter only hands out distinct query numbers */
-        size_t q = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+        size_t q = atomic_fetch_add_explicit(&r->next, r->step, memory_order_relaxed);
         if (q >= r->nq || atomic_load_explicit(&r->failed, memory_order_relaxed))
             break;
         double t0 = cli_now();
         int rc = r->fn(r->fn_ctx, q, r->ids + q * r->k, r->dists + q * r->k, &r->counts[q], err,
                        sizeof err);
-        r->lat[q] = cli_now() - t0;
+        double lat = cli_now() - t0;
+        for (size_t j = q; j < q + r->step && j < r->nq; j++)
+            r->lat[j] = lat; /* a batch: each of its queries waited for the whole batch */
         if (rc != 0) {
             pthread_mutex_lock(&r->mu);
             if (!atomic_load_explicit(&r->failed, memory_order_relaxed))
@@ -2483,6 +2503,9 @@ static double score_ndcg(const bench *b, const run_ctx *r)
 }
 
 /* Runs every query through fn from `threads` threads, best of b->runs passes. */
+static int ours_search(
+    void *ctx, size_t q, int64_t *ids, float *dists, size_t *n_out, char *err, size_t err_len);
+
 static int timed_run(bench *b, search_one_fn fn, void *fn_ctx, unsigned threads, run_result *out)
 {
     size_t nq = b->queries.n;
@@ -2490,6 +2513,7 @@ static int timed_run(bench *b, search_one_fn fn, void *fn_ctx, unsigned threads,
     memset(&r, 0, sizeof r);
     r.fn = fn;
     r.fn_ctx = fn_ctx;
+    r.step = fn == ours_search && b->qbatch > 1 ? b->qbatch : 1;
     r.nq = nq;
     r.k = b->k;
     r.ids = malloc(nq * b->k * sizeof *r.ids);
@@ -2566,9 +2590,14 @@ static int ours_search(
 {
     ours_ctx *o = ctx;
     bench *b = o->b;
+    /* --query-batch: queries q..q+nb-1 in one call; their answers go to ids / dists / n_out
+     * at strides of k and 1 (timed_run's arrays are laid out by query) */
+    size_t nb = b->qbatch > 1 ? b->qbatch : 1;
+    if (nb > b->queries.n - q)
+        nb = b->queries.n - q;
     sx_search_plan plan;
     sx_search_req req = { .queries = b->queries.f + q * b->queries.dim,
-                          .nq = 1,
+                          .nq = nb,
                           .k = b->k,
                           .filter = o->filter,
                           .params = o->n_params ? o->params : NULL,
@@ -2583,15 +2612,17 @@ static int ours_search(
         return -1;
     }
     add_plan(o->plan, &plan);
-    size_t n = rs->nq == 1 ? rs->topks[0] : 0;
-    if (n > b->k)
-        n = b->k;
     const int64_t *rid = rs->n_cols > 0 ? rs->cols[0].data : NULL;
-    for (size_t j = 0; j < n && rid != NULL; j++) {
-        ids[j] = rid[j] - b->id_offset;
-        dists[j] = (float)to_form((double)rs->distances[j], b->gt.form);
+    size_t row = 0; /* the rowset holds the queries' hits one after another */
+    for (size_t i = 0; i < nb; i++) {
+        size_t got = rs->nq == nb ? rs->topks[i] : 0, n = got < b->k ? got : b->k;
+        for (size_t j = 0; j < n && rid != NULL; j++) {
+            ids[i * b->k + j] = rid[row + j] - b->id_offset;
+            dists[i * b->k + j] = (float)to_form((double)rs->distances[row + j], b->gt.form);
+        }
+        n_out[i] = rid != NULL ? n : 0;
+        row += got;
     }
-    *n_out = rid != NULL ? n : 0;
     sx_rowset_free(rs);
     return 0;
 }
@@ -3009,6 +3040,7 @@ static int case_streaming(bench *b, case_result *cr)
     snprintf(dir, sizeof dir, "%s-stream", b->data_dir);
     sx_db_options opts = { 0 };
     opts.build_threads = b->threads;
+    opts.search_threads = b->search_threads;
     uint64_t raw = (uint64_t)b->base.n * b->base.dim * sizeof(float);
     uint64_t seg = raw / S;
     if (seg < 4096)
