@@ -588,7 +588,8 @@ typedef struct sx_search_req {
 
 enum { SX_PLAN_AUTO = 0, SX_PLAN_INDEX = 1, SX_PLAN_EXACT = 2 };
 
-/* How one sx_search was carried out, per segment, summed over the segments with rows. A
+/* How one sx_search was carried out, per segment, summed over the segments where the filter
+ * and the deletes keep rows (rows and rows_kept count every segment searched). A
  * filtered search (a filter, or deleted rows) over a segment with an index is planned there
  * from the fraction of rows the filter keeps: through the index with the filter (graph
  * traversal that passes over the rows it drops), or an exact scan of the rows it keeps,

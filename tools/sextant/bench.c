@@ -2690,6 +2690,16 @@ static void setting_label(const bench *b, size_t s, run_result *r)
     snprintf(r->params, sizeof r->params, "%.31s=%.31s", k->key, k->vals[s]);
 }
 
+/* The search params of swept setting s: every key, the swept one at its s-th value. */
+static void ours_params(const bench *b, size_t s, ours_ctx *o)
+{
+    for (size_t j = 0; j < b->n_sp_keys; j++) {
+        o->params[j].key = b->sp[j].key;
+        o->params[j].value = (long)j == b->sweep ? b->sp[j].vals[s] : b->sp[j].vals[0];
+    }
+    o->n_params = b->n_sp_keys;
+}
+
 static int run_ours(bench *b)
 {
     size_t n_settings = b->n_sp > 0 ? b->n_sp : 1;
@@ -2702,11 +2712,7 @@ static int run_ours(bench *b)
         run_result r;
         memset(&r, 0, sizeof r);
         setting_label(b, s, &r);
-        for (size_t j = 0; j < b->n_sp_keys; j++) {
-            o.params[j].key = b->sp[j].key;
-            o.params[j].value = (long)j == b->sweep ? b->sp[j].vals[s] : b->sp[j].vals[0];
-        }
-        o.n_params = b->n_sp_keys;
+        ours_params(b, s, &o);
         unsigned tlist[2] = { 1, b->threads };
         for (size_t t = 0; t < (b->threads > 1 ? 2u : 1u); t++) {
             uint64_t ios0, bytes0, ios1, bytes1;
@@ -2745,11 +2751,7 @@ static int sweep_filtered_ours(bench *b, size_t f)
     snprintf(out->desc, sizeof out->desc, "%s", b->kind->type);
     for (size_t s = 0; s < n_settings; s++) {
         ours_ctx o = { .b = b, .filter = filter };
-        for (size_t j = 0; j < b->n_sp_keys; j++) {
-            o.params[j].key = b->sp[j].key;
-            o.params[j].value = (long)j == b->sweep ? b->sp[j].vals[s] : b->sp[j].vals[0];
-        }
-        o.n_params = b->n_sp_keys;
+        ours_params(b, s, &o);
         run_result r;
         memset(&r, 0, sizeof r);
         setting_label(b, s, &r);
