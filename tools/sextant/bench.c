@@ -4738,6 +4738,10 @@ static void bench_fini(bench *b)
     free(b->ours.runs);
     for (size_t j = 0; j < MAX_PEERS; j++)
         free(b->peer[j].runs);
+    for (size_t j = 0; j < MAX_FILTERS; j++) {
+        free(b->fs_ours[j].runs);
+        free(b->fs_faiss[j].runs);
+    }
     cli_params_fini(&b->build);
 }
 
