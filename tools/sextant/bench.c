@@ -885,11 +885,105 @@ static int finish_args(bench *b, const char *index_name)
 }
 
 /* Returns 0, CLI_EXIT_USAGE, or -1 for --help (exit 0). */
+/* The numeric options (a table of names and ranges): 1 when argv[*i] was one (taken), 0 when
+ * it was not, -1 on a bad value (the message is printed). */
+static int parse_num_opt(bench *b, int argc, char **argv, int *i, const char *cmd)
+{
+    const char *v = NULL;
+    uint64_t u = 0;
+    int r;
+
+    struct {
+        const char *name;
+        uint64_t lo, hi;
+    } nums[] = { { "--k", 1, SX_MAX_TOPK },
+                 { "--threads", 1, 1024 },
+                 { "--nq", 1, UINT32_MAX },
+                 { "--limit", 1, UINT64_MAX },
+                 { "--batch", 1, 10000000 },
+                 { "--runs", 1, 100 },
+                 { "--segment-bytes", 1, UINT64_MAX },
+                 { "--build-memory-limit", 1, UINT64_MAX },
+                 { "--cache-mb", 1, UINT64_MAX >> 20 },
+                 { "--duration", 1, 86400 },
+                 { "--interval", 1, 3600 },
+                 { "--case-k", 1, SX_MAX_TOPK },
+                 { "--stream-concurrency", 1, 1024 },
+                 { "--stream-stages", 1, 100 },
+                 { "--seed", 0, UINT64_MAX },
+                 { "--query-batch", 1, 65536 },
+                 { "--search-threads", 1, 1024 } };
+
+    bool matched = false;
+    for (size_t j = 0; j < sizeof nums / sizeof nums[0] && !matched; j++) {
+        r = cli_take(argc, argv, i, cmd, nums[j].name, &v);
+        if (r == 0)
+            continue;
+        if (r < 0 || cli_parse_u64(cmd, nums[j].name, v, nums[j].lo, nums[j].hi, &u) != 0)
+            return -1;
+        matched = true;
+        switch (j) {
+        case 0:
+            b->k = (uint32_t)u;
+            break;
+        case 1:
+            b->threads = (unsigned)u;
+            break;
+        case 2:
+            b->nq_limit = (size_t)u;
+            break;
+        case 3:
+            b->base_limit = (size_t)u;
+            break;
+        case 4:
+            b->batch = (size_t)u;
+            break;
+        case 6:
+            b->segment_bytes = u;
+            break;
+        case 7:
+            b->build_memory_limit = u;
+            break;
+        case 8:
+            b->cache_mb = u;
+            break;
+        case 9:
+            b->duration_s = u;
+            break;
+        case 10:
+            b->interval_s = u;
+            break;
+        case 11:
+            b->case_k = (uint32_t)u;
+            break;
+        case 12:
+            b->stream_conc = (unsigned)u;
+            break;
+        case 13:
+            b->stream_stages = (unsigned)u;
+            break;
+        case 14:
+            b->seed_opt = u;
+            b->seed_given = true;
+            break;
+        case 15:
+            b->qbatch = (size_t)u;
+            break;
+        case 16:
+            b->search_threads = (unsigned)u;
+            break;
+        default:
+            b->runs = (unsigned)u;
+            break;
+        }
+    }
+    return matched ? 1 : 0;
+}
+
 static int parse_args(bench *b, int argc, char **argv)
 {
     const char *cmd = "bench", *v = NULL;
     const char *index_name = NULL;
-    uint64_t u;
     for (int i = 1; i < argc;) {
         int r;
         if (cli_flag(argv, &i, "--help") || cli_flag(argv, &i, "-h")) {
@@ -1019,92 +1113,11 @@ static int parse_args(bench *b, int argc, char **argv)
             continue;
         }
 
-        struct {
-            const char *name;
-            uint64_t lo, hi;
-        } nums[] = { { "--k", 1, SX_MAX_TOPK },
-                     { "--threads", 1, 1024 },
-                     { "--nq", 1, UINT32_MAX },
-                     { "--limit", 1, UINT64_MAX },
-                     { "--batch", 1, 10000000 },
-                     { "--runs", 1, 100 },
-                     { "--segment-bytes", 1, UINT64_MAX },
-                     { "--build-memory-limit", 1, UINT64_MAX },
-                     { "--cache-mb", 1, UINT64_MAX >> 20 },
-                     { "--duration", 1, 86400 },
-                     { "--interval", 1, 3600 },
-                     { "--case-k", 1, SX_MAX_TOPK },
-                     { "--stream-concurrency", 1, 1024 },
-                     { "--stream-stages", 1, 100 },
-                     { "--seed", 0, UINT64_MAX },
-                     { "--query-batch", 1, 65536 },
-                     { "--search-threads", 1, 1024 } };
-
-        bool matched = false;
-        for (size_t j = 0; j < sizeof nums / sizeof nums[0] && !matched; j++) {
-            r = cli_take(argc, argv, &i, cmd, nums[j].name, &v);
-            if (r == 0)
-                continue;
-            if (r < 0 || cli_parse_u64(cmd, nums[j].name, v, nums[j].lo, nums[j].hi, &u) != 0)
+        if ((r = parse_num_opt(b, argc, argv, &i, cmd)) != 0) {
+            if (r < 0)
                 return CLI_EXIT_USAGE;
-            matched = true;
-            switch (j) {
-            case 0:
-                b->k = (uint32_t)u;
-                break;
-            case 1:
-                b->threads = (unsigned)u;
-                break;
-            case 2:
-                b->nq_limit = (size_t)u;
-                break;
-            case 3:
-                b->base_limit = (size_t)u;
-                break;
-            case 4:
-                b->batch = (size_t)u;
-                break;
-            case 6:
-                b->segment_bytes = u;
-                break;
-            case 7:
-                b->build_memory_limit = u;
-                break;
-            case 8:
-                b->cache_mb = u;
-                break;
-            case 9:
-                b->duration_s = u;
-                break;
-            case 10:
-                b->interval_s = u;
-                break;
-            case 11:
-                b->case_k = (uint32_t)u;
-                break;
-            case 12:
-                b->stream_conc = (unsigned)u;
-                break;
-            case 13:
-                b->stream_stages = (unsigned)u;
-                break;
-            case 14:
-                b->seed_opt = u;
-                b->seed_given = true;
-                break;
-            case 15:
-                b->qbatch = (size_t)u;
-                break;
-            case 16:
-                b->search_threads = (unsigned)u;
-                break;
-            default:
-                b->runs = (unsigned)u;
-                break;
-            }
-        }
-        if (matched)
             continue;
+        }
         fprintf(stderr, "sextant bench: unknown argument '%s'\n", argv[i]);
         return CLI_EXIT_USAGE;
     }
@@ -3067,7 +3080,7 @@ static int case_streaming(bench *b, case_result *cr)
     size_t batch = (size_t)(b->stream_rate / 10.0);
     if (batch < 1)
         batch = 1;
-    if (batch > b->batch)
+    if (batch > b->batch && b->batch > 0)
         batch = b->batch;
     /* at most a segment (the engine refuses larger batches) and a stage, so stages differ */
     size_t seg_rows = (size_t)(seg / (b->base.dim * sizeof(float)));
