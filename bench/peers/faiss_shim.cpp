@@ -111,6 +111,29 @@ size_t ivf_bytes(const faiss::IndexIVF *ivf)
     return bytes;
 }
 
+/* One query through ix (with params, or FAISS's defaults when null): up to k hits, best first;
+ * the count of valid ones (FAISS pads with -1). No exception escapes. */
+size_t search_one(const faiss::Index *ix,
+                  const float *q,
+                  size_t k,
+                  int64_t *ids,
+                  float *dists,
+                  const faiss::SearchParameters *sp)
+{
+    try {
+        std::vector<float> d(dists ? 0 : k);
+        float *dd = dists ? dists : d.data();
+        ix->search(1, q, (faiss::Index::idx_t)k, dd, reinterpret_cast<faiss::Index::idx_t *>(ids),
+                   sp);
+        size_t m = 0;
+        while (m < k && ids[m] >= 0)
+            m++;
+        return m;
+    } catch (...) {
+        return 0;
+    }
+}
+
 } // namespace
 
 extern "C" {
@@ -278,18 +301,7 @@ size_t sx_peer_faiss_search(void *h, const float *q, size_t k, int64_t *ids, flo
     peer *p = static_cast<peer *>(h);
     if (!p || k == 0 || !ids)
         return 0;
-    try {
-        std::vector<float> d(dists ? 0 : k);
-        float *dd = dists ? dists : d.data();
-        p->top->search(1, q, (faiss::Index::idx_t)k, dd,
-                       reinterpret_cast<faiss::Index::idx_t *>(ids));
-        size_t m = 0;
-        while (m < k && ids[m] >= 0)
-            m++;
-        return m;
-    } catch (...) {
-        return 0;
-    }
+    return search_one(p->top, q, k, ids, dists, nullptr);
 }
 
 size_t sx_peer_faiss_search_range(
@@ -316,14 +328,7 @@ size_t sx_peer_faiss_search_range(
         } else {
             return (size_t)-1;
         }
-        std::vector<float> d(dists ? 0 : k);
-        float *dd = dists ? dists : d.data();
-        p->base->search(1, q, (faiss::Index::idx_t)k, dd,
-                        reinterpret_cast<faiss::Index::idx_t *>(ids), sp);
-        size_t m = 0;
-        while (m < k && ids[m] >= 0)
-            m++;
-        return m;
+        return search_one(p->base, q, k, ids, dists, sp);
     } catch (...) {
         return 0;
     }

@@ -74,6 +74,7 @@
  */
 #ifndef SX_INDEX_GRAPH_H
 #define SX_INDEX_GRAPH_H
+#include <math.h>
 #include <sched.h>
 #include <sextant.h>
 #include <stdbool.h>
@@ -411,6 +412,24 @@ sx__graph_filtered_search(sx__graph_scratch *s,
     }
     *nres = nr;
     return SX_OK;
+}
+
+/* The distances sx__graph_filtered_search computes when `allowed` of the graph's n nodes pass
+ * the filter, cap results are wanted and level-0 nodes have up to `degree` neighbours. The loop
+ * stops once it holds cap allowed results and its nearest candidate is farther than their
+ * worst, so it expands about x = cap / s candidates (s = allowed / n); the distances grow more
+ * slowly than x because the neighbourhoods of nearby candidates overlap (a visited node is
+ * computed once). Fitted on HNSW over Fashion-MNIST (60,000 x 784, M=16, 1,000 queries, k=10,
+ * filters id >= n*r keeping 50/20/10/5%, ef 10 and 100): expansions per query 20.7 / 50.4 /
+ * 100.5 / 201.4 at ef 10 and 197.7 / 496.2 / 994.6 / 2000.8 at ef 100, i.e. x; distances 239 /
+ * 456 / 740 / 1,193 and 1,190 / 2,185 / 3,451 / 5,491, a function of x alone: 0.95 * degree *
+ * x^0.68 within 10%. Capped at n. Used by the indexes' filter_cost (index.h). */
+static inline double sx__graph_filtered_visits(size_t n, size_t degree, size_t cap, size_t allowed)
+{
+    double nn = (double)n;
+    double s = allowed > 0 ? (double)allowed / nn : 1.0 / nn;
+    double v = 0.95 * (double)degree * pow((double)cap / s, 0.68);
+    return v < nn ? v : nn;
 }
 
 /* ---------------------------------------------------------------- per-thread storage */

@@ -44,7 +44,6 @@
  * (hnsw_build.c explains the publication protocol).
  */
 #include <limits.h>
-#include <math.h>
 #include <string.h>
 
 #include "index/hnsw/hnsw.h"
@@ -293,15 +292,8 @@ sx_status sx__hnsw_check_search_params(const sx_param *p, size_t np, size_t k)
     return parse_ef(p, np, k, &ef);
 }
 
-/* The cost of a filtered search (graph.h's two-heap loop) that keeps a fraction s of the rows.
- * It stops once it holds ef allowed results and its nearest candidate is farther than their
- * worst, so it expands about x = ef / s candidates; the distances it computes grow more slowly
- * than x, since the neighbourhoods of nearby candidates overlap (visited rows are computed
- * once). Fitted on Fashion-MNIST (60,000 x 784, M=16, 1,000 queries, k=10; filters id >= n*r
- * keeping 50/20/10/5%, ef 10 and 100): expansions per query 20.7 / 50.4 / 100.5 / 201.4 at
- * ef 10 and 197.7 / 496.2 / 994.6 / 2000.8 at ef 100, i.e. x; distances 239 / 456 / 740 /
- * 1,193 and 1,190 / 2,185 / 3,451 / 5,491, a function of x alone: 0.95 * M0 * x^0.68 within
- * 10%. A search computes each row at most once: capped at n. */
+/* index.h's filter_cost: the distances of graph.h's filtered loop at the search's ef (capped at
+ * n, as the search caps it), each a float32 one (sx__graph_filtered_visits has the model). */
 double sx__hnsw_filter_cost(
     const sx__index *idx, const sx_param *sp, size_t nsp, size_t k, size_t n_allowed)
 {
@@ -310,11 +302,8 @@ double sx__hnsw_filter_cost(
     if (parse_ef(sp, nsp, k, &ef) != SX_OK || h->n == 0)
         return -1.0;
     sx__err_clear();
-    double n = (double)h->n;
-    double s = n_allowed > 0 ? (double)n_allowed / n : 1.0 / n;
-    double x = (double)ef / s;
-    double v = 0.95 * (double)h->M0 * pow(x, 0.68);
-    return v < n ? v : n;
+    size_t cap = (size_t)ef < h->n ? (size_t)ef : h->n;
+    return sx__graph_filtered_visits(h->n, h->M0, cap, n_allowed);
 }
 
 sx_status sx__hnsw_search(const sx__index *idx,

@@ -354,11 +354,10 @@ sizes(const sx__hnsw_sq *h, const search_params *prm, size_t k, size_t *cap_out,
     *ncand_out = ncand;
 }
 
-/* index.h's filter_cost, in float32 gathered distances. The traversal is HNSW's (the same
- * two-heap loop over the same degree), so it computes 0.95 * M0 * (cap / s)^0.68 code
- * distances (hnsw_search.c has the fit). One costs less than a float32 one: with each plan
- * forced (`sextant bench --filter-plan`, one thread, M=16, filters keeping 50-2%) a code
- * distance took 61-62 ns at 128 dimensions (BIGANN-10k, ef 100) and 149-167 ns at 784
+/* index.h's filter_cost, in float32 gathered distances. The traversal is graph.h's filtered
+ * loop, so it computes sx__graph_filtered_visits code distances. One costs less than a float32 one:
+ * with each plan forced (`sextant bench --filter-plan`, one thread, M=16, filters keeping 50-2%) a
+ * code distance took 61-62 ns at 128 dimensions (BIGANN-10k, ef 100) and 149-167 ns at 784
  * (Fashion-MNIST, ef 10 and 100), about 43 ns + 0.15 ns per dimension, against HNSW's 24 ns +
  * 0.52 ns per dimension: the ratio below. A re-rank adds ncand float32 distances. */
 double sx__hnsw_sq_filter_cost(
@@ -371,11 +370,9 @@ double sx__hnsw_sq_filter_cost(
     sx__err_clear();
     size_t cap, ncand;
     sizes(h, &prm, k, &cap, &ncand);
-    double n = (double)h->n;
-    double s = n_allowed > 0 ? (double)n_allowed / n : 1.0 / n;
-    double v = 0.95 * (double)h->M0 * pow((double)cap / s, 0.68);
     double d = (double)h->dim;
-    v = (v < n ? v : n) * (43.0 + 0.15 * d) / (24.0 + 0.52 * d);
+    double v = sx__graph_filtered_visits(h->n, h->M0, cap, n_allowed) * (43.0 + 0.15 * d) /
+               (24.0 + 0.52 * d);
     return v + (h->refine ? (double)ncand : 0.0);
 }
 
