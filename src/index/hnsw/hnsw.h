@@ -186,8 +186,8 @@ void sx__hnsw_free(sx__index *idx);
 /* vtable members implemented across the files */
 sx_status sx__hnsw_check_build_params(const sx_param *p, size_t np);
 sx_status sx__hnsw_check_search_params(const sx_param *p, size_t np, size_t k);
-/* index.h's filter_cost: the distances a filtered search computes (hnsw_search.c has the
- * model and the measurements it was fitted to). */
+/* index.h's filter_cost: the distances a filtered search computes (graph.h's
+ * sx__graph_filtered_visits has the model and the measurements it was fitted to). */
 double sx__hnsw_filter_cost(
     const sx__index *idx, const sx_param *sp, size_t nsp, size_t k, size_t n_allowed);
 sx_status sx__hnsw_build(const sx_param *p,
