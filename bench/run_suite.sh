@@ -3,7 +3,8 @@
 # peers (hnswlib, FAISS) in the same run. Writes JSON + text to OUT (default build/bench-results).
 # Usage: bench/run_suite.sh [BUILD_DIR] [quick|full]
 #   quick: BIGANN-10k for every index type (a few minutes on 2 cores)
-#   full:  + Fashion-MNIST (60k x 784) and a generated 1M x 128 set (tens of minutes)
+#   full:  + Fashion-MNIST (60k x 784) and a generated 1M x 128 set (tens of minutes); the
+#          graph runs on Fashion-MNIST build and search on one pinned core (issue 18's setting)
 # Pinning (issue 18): every run is pinned with taskset. A run without --threads (one search
 # thread, one build thread) runs on one core, PIN_CPU (default: the last online CPU, away from
 # CPU 0's interrupts); a run with --threads N on CPUs 0..N-1 (its single-thread pass may then
@@ -45,8 +46,8 @@ run big-ivf_pq   $big --index ivf_pq --param nlist=100 --param m=32 --search-par
 run big-diskann  $big --index diskann --search-param search_list=10,15,20,30,50,100 --runs 3
 
 if [ "$mode" = full ]; then
-    run fm-hnsw     $fm --index hnsw --param M=16 --param efConstruction=200 --search-param ef=10,12,15,20,40,80,120 --threads 2 --nq 2000
-    run fm-hnsw_sq  $fm --index hnsw_sq --param M=16 --param efConstruction=200 --search-param ef=10,12,15,20,40,80,120 --threads 2 --nq 2000
+    run fm-hnsw     $fm --index hnsw --param M=16 --param efConstruction=200 --search-param ef=10,12,15,20,40,80,120 --nq 2000 --runs 3
+    run fm-hnsw_sq  $fm --index hnsw_sq --param M=16 --param efConstruction=200 --search-param ef=10,12,15,20,40,80,120 --nq 2000 --runs 3
     run fm-ivf_flat $fm --index ivf_flat --param nlist=256 --search-param nprobe=1,2,3,4,6,8,12 --threads 2 --nq 2000
     run fm-ivf_pq   $fm --index ivf_pq --param nlist=256 --param m=56 --search-param nprobe=2,3,4,6,8,12 --search-param refine=true --search-param refine_k=4 --threads 2 --nq 2000
     run fm-diskann  $fm --index diskann --search-param search_list=10,20,30,50,100 --threads 2 --nq 2000

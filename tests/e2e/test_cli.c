@@ -423,7 +423,7 @@ static void check_bench_json(const char *json, size_t want_runs)
     static const char *const keys[] = {
         "n",      "dim",          "metric",  "index",  "build_params", "insert_s", "build_s",
         "load_s", "memory_bytes", "dataset", "simd",   "date",         "runs",     "search_params",
-        "k",      "recall",       "qps",     "p50_ms", "p99_ms",       "threads"
+        "k",      "recall",       "qps",     "p50_ms", "p99_ms",       "threads",  "damon_sample_us"
     };
     for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++) {
         if (!has_key(json, keys[j]))
@@ -435,6 +435,8 @@ static void check_bench_json(const char *json, size_t want_runs)
     ASSERT(strstr(json, "\"index\": \"hnsw\"") != NULL);
     ASSERT(strstr(json, "\"ef\": 64") != NULL);
     ASSERT(json_number(json, "memory_bytes", NULL) > 0);
+    /* 0 without a running kdamond; else its sampling interval (SEARCH-SPEED.md entry 9) */
+    ASSERT(json_number(json, "damon_sample_us", NULL) >= 0);
     ASSERT(json_number(json, "load_s", NULL) >= json_number(json, "build_s", NULL));
     const char *runs = strstr(json, "\"runs\":");
     ASSERT(runs != NULL);

@@ -104,6 +104,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -311,8 +312,11 @@ static void add_plan(_Atomic uint64_t *acc, const sx_search_plan *p)
 {
     const uint32_t got[N_PLANS] = { p->index, p->index_filtered, p->exact_filtered,
                                     p->exact_unindexed, p->exact_other };
+    /* only the counts that moved: every search thread adds here, and a contended atomic per
+     * plan kind and search would weigh on our multi-thread QPS and not on the peers' */
     for (size_t i = 0; i < N_PLANS; i++)
-        atomic_fetch_add_explicit(&acc[i], got[i], memory_order_relaxed);
+        if (got[i] != 0)
+            atomic_fetch_add_explicit(&acc[i], got[i], memory_order_relaxed);
 }
 
 /* "exact_filtered" (every segment search got it) or "index_filtered 62%": the commonest. */
@@ -2414,15 +2418,26 @@ typedef struct run_ctx {
     atomic_bool failed;
     pthread_mutex_t mu;
     char err[ERR_LEN + 32]; /* guarded by: mu */
+    atomic_uint ready;      /* multi-thread passes: workers created and waiting for go */
+    atomic_bool go;         /* set once every created worker is ready; the clock starts */
 } run_ctx;
+
+#define RUN_CHUNK 8 /* single queries per grab of a search thread (run_worker) */
 
 static void *run_worker(void *arg)
 {
     run_ctx *r = arg;
     char err[ERR_LEN];
+    /* single queries are handed out RUN_CHUNK at a time: with one at a time, two threads wrote
+     * the neighbouring slots of ids / dists / counts / lat for every query, and the shared
+     * lines moved between the cores at each (measurable at ~5 us a query) */
+    size_t chunk = r->step == 1 ? RUN_CHUNK : r->step, q = 0, end = 0;
     for (;;) {
-        /* relaxed: the counter only hands out distinct query numbers */
-        size_t q = atomic_fetch_add_explicit(&r->next, r->step, memory_order_relaxed);
+        if (q >= end) {
+            /* relaxed: the counter only hands out distinct query numbers */
+            q = atomic_fetch_add_explicit(&r->next, chunk, memory_order_relaxed);
+            end = q + chunk < r->nq ? q + chunk : r->nq;
+        }
         if (q >= r->nq || atomic_load_explicit(&r->failed, memory_order_relaxed))
             break;
         double t0 = cli_now();
@@ -2439,8 +2454,21 @@ static void *run_worker(void *arg)
             pthread_mutex_unlock(&r->mu);
             break;
         }
+        q += r->step;
     }
     return NULL;
+}
+
+/* A worker of a multi-thread pass: waits until every worker has been created, so thread
+ * creation stays out of the timed pass (at BIGANN-10k's 100 queries of ~5 us each, two
+ * pthread_create calls were a tenth of the pass). */
+static void *run_worker_started(void *arg)
+{
+    run_ctx *r = arg;
+    atomic_fetch_add(&r->ready, 1);
+    while (!atomic_load(&r->go))
+        (void)sched_yield();
+    return run_worker(r);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -2545,15 +2573,24 @@ static int timed_run(bench *b, search_one_fn fn, void *fn_ctx, unsigned threads,
     for (unsigned pass = 0; pass < b->runs; pass++) {
         atomic_store(&r.next, 0);
         atomic_store(&r.failed, false);
-        double t0 = cli_now();
+        double t0 = 0;
         unsigned started = 0;
         if (threads == 1) {
+            t0 = cli_now();
             run_worker(&r);
         } else {
+            /* the clock starts once every created worker waits for `go` (when a creation
+             * fails, the ones created still run and the pass is refused below) */
+            atomic_store(&r.ready, 0);
+            atomic_store(&r.go, false);
             for (; started < threads; started++) {
-                if (pthread_create(&tids[started], NULL, run_worker, &r) != 0)
+                if (pthread_create(&tids[started], NULL, run_worker_started, &r) != 0)
                     break;
             }
+            while (atomic_load(&r.ready) < started)
+                (void)sched_yield();
+            t0 = cli_now();
+            atomic_store(&r.go, true);
             for (unsigned j = 0; j < started; j++)
                 pthread_join(tids[j], NULL);
         }
@@ -4323,6 +4360,37 @@ static void json_schema2(sbuf *sb, const bench *b)
     sb_printf(sb, "\n  ]");
 }
 
+/* DAMON's sampling interval in microseconds when a kdamond is running on this machine (0 when
+ * none is, or /sys does not say). On the paravirtualised VMs we measure on, its access sampling
+ * slowed searches from two threads 5-30x for ~0.1 s after every sample, while one thread was
+ * not slowed (docs/internals/SEARCH-SPEED.md entry 9), so the summary names it beside the
+ * figures. */
+static unsigned long damon_sample_us(void)
+{
+    static const char dir[] = "/sys/kernel/mm/damon/admin/kdamonds";
+    unsigned long best = 0;
+    for (unsigned i = 0; i < 16; i++) {
+        char path[160], buf[32] = "";
+        (void)snprintf(path, sizeof path, "%s/%u/state", dir, i);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            break;
+        bool on = fgets(buf, sizeof buf, f) != NULL && strncmp(buf, "on", 2) == 0;
+        (void)fclose(f);
+        (void)snprintf(path, sizeof path, "%s/%u/contexts/0/monitoring_attrs/intervals/sample_us",
+                       dir, i);
+        f = on ? fopen(path, "r") : NULL;
+        if (f == NULL)
+            continue;
+        unsigned long us = 0;
+        if (fgets(buf, sizeof buf, f) != NULL)
+            us = strtoul(buf, NULL, 10);
+        (void)fclose(f);
+        best = best == 0 || (us > 0 && us < best) ? us : best;
+    }
+    return best;
+}
+
 static void json_document(sbuf *sb, const bench *b)
 {
     char date[32] = "unknown";
@@ -4423,6 +4491,7 @@ static void json_document(sbuf *sb, const bench *b)
               total_memory(b), b->index_memory, b->index_disk, b->collection_memory,
               (uint64_t)b->base.n * b->base.dim * sizeof(float));
     json_str(sb, sx_simd_level());
+    sb_printf(sb, ",\n  \"damon_sample_us\": %lu", damon_sample_us());
     sb_printf(sb,
               ",\n  \"threads\": %u,\n  \"batch\": %zu,\n  \"segment_max_bytes\": %" PRIu64
               ",\n  \"build_memory_limit\": %" PRIu64 ",\n  \"k\": %u,\n  \"recall_kind\": ",
@@ -4659,6 +4728,11 @@ static void print_summary(const bench *b)
         printf("\nsextant bench: %s (%zu x %zu), %zu queries, metric %s, k=%u, simd %s\n",
                ds_basename(b->base_path), b->base.n, b->base.dim, b->queries.n,
                cli_metric_name(b->metric), b->k, sx_simd_level());
+    unsigned long damon_us = damon_sample_us();
+    if (damon_us > 0)
+        printf("machine: DAMON is on (access sampled every %.0f ms): on paravirtualised VMs it "
+               "slows searches from several threads in bursts (SEARCH-SPEED.md entry 9)\n",
+               (double)damon_us / 1e3);
     printf("index %s (%s), recall: %s, ground truth %s\n", b->kind->type,
            b->index_params[0] ? b->index_params : "defaults",
            b->gt.dists != NULL ? "distance threshold (d_k + 1e-3)" : "id set", b->gt.source);
