@@ -111,6 +111,15 @@ size_t ivf_bytes(const faiss::IndexIVF *ivf)
     return bytes;
 }
 
+/* The valid hits at the front of a FAISS answer of k slots (FAISS pads with -1). */
+size_t valid_hits(const int64_t *ids, size_t k)
+{
+    size_t m = 0;
+    while (m < k && ids[m] >= 0)
+        m++;
+    return m;
+}
+
 /* One query through ix (with params, or FAISS's defaults when null): up to k hits, best first;
  * the count of valid ones (FAISS pads with -1). No exception escapes. */
 size_t search_one(const faiss::Index *ix,
@@ -125,10 +134,7 @@ size_t search_one(const faiss::Index *ix,
         float *dd = dists ? dists : d.data();
         ix->search(1, q, (faiss::Index::idx_t)k, dd, reinterpret_cast<faiss::Index::idx_t *>(ids),
                    sp);
-        size_t m = 0;
-        while (m < k && ids[m] >= 0)
-            m++;
-        return m;
+        return valid_hits(ids, k);
     } catch (...) {
         return 0;
     }
@@ -441,10 +447,7 @@ size_t sx_peer_faiss_bin_search(void *h, const uint8_t *q, size_t k, int64_t *id
     try {
         b->index->search(1, q, (faiss::Index::idx_t)k, dists,
                          reinterpret_cast<faiss::Index::idx_t *>(ids));
-        size_t m = 0;
-        while (m < k && ids[m] >= 0)
-            m++;
-        return m;
+        return valid_hits(ids, k);
     } catch (...) {
         return 0;
     }
